@@ -1,0 +1,5 @@
+export { Context, consoleLogger, definePlugin } from './context.js'
+export type { ContextEvents, ContextOptions, EventName, Listener, Logger, Plugin, PluginContext, ServiceName, Services } from './context.js'
+export { ContextError, DshError, isDshError } from './errors.js'
+export type { ContextErrorCode } from './errors.js'
+export { raceAbort, throwIfAborted } from './cancellation.js'

@@ -1,0 +1,152 @@
+import { SessionLogOffset, SessionSeq } from './brands.js'
+import { SessionError } from './errors.js'
+import type { SessionEvent, SessionEventMap, SessionEventType, StoredSessionEvent } from './events.js'
+import type { SessionHeader } from './header.js'
+import { freezeLosslessJson } from './json.js'
+
+export interface SessionInit {
+  readonly header: SessionHeader
+  /** Events already in the log: a fork's seed or a restored log. Validated and frozen. */
+  readonly events?: readonly StoredSessionEvent[]
+  /** The exact inherited cut: positions before it were copied from another session. */
+  readonly inheritedEventCount?: number
+  readonly clock?: () => number
+}
+
+type AppendListener = (session: Session, event: SessionEvent) => void
+const appendListeners = new WeakMap<Session, AppendListener>()
+
+/** Internal to this package: the store hears every append through this hook. */
+export function onSessionAppend(session: Session, listener: AppendListener): void {
+  appendListeners.set(session, listener)
+}
+
+/**
+ * An append-only, event-sourced session. `seq === index` for every event;
+ * events and snapshots are deep-frozen; an earlier `events` snapshot never grows.
+ */
+export class Session {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  readonly #log: SessionEvent[]
+  readonly #clock: () => number
+  #snapshot: readonly SessionEvent[] | undefined
+  #appending = false
+  #closed = false
+
+  constructor(init: SessionInit) {
+    this.header = init.header
+    this.#clock = init.clock ?? Date.now
+    this.#log = validateLog(init.events ?? [])
+    const cut = init.inheritedEventCount ?? 0
+    let offset: SessionLogOffset
+    try {
+      offset = SessionLogOffset(cut)
+    } catch (error) {
+      throw new SessionError('SESSION_INVALID_SEED', `inheritedEventCount must be a non-negative integer, got ${String(cut)}.`, { cause: error })
+    }
+    if (offset > this.#log.length) {
+      throw new SessionError('SESSION_INVALID_SEED', `inheritedEventCount ${offset} exceeds the ${this.#log.length} events in the seed.`)
+    }
+    this.inheritedEventCount = offset
+  }
+
+  get id(): SessionHeader['id'] {
+    return this.header.id
+  }
+
+  /** A frozen snapshot of every event, inherited prefix included. */
+  get events(): readonly SessionEvent[] {
+    return (this.#snapshot ??= Object.freeze(this.#log.slice()))
+  }
+
+  /** The next offset: the number of events in the log. */
+  get seq(): SessionLogOffset {
+    return this.#log.length as SessionLogOffset
+  }
+
+  eventAt(seq: number): SessionEvent | undefined {
+    return Number.isSafeInteger(seq) && seq >= 0 ? this.#log[seq] : undefined
+  }
+
+  /** The session's own events: everything from the inherited cut on. */
+  ownEvents(): readonly SessionEvent[] {
+    return Object.freeze(this.#log.slice(this.inheritedEventCount))
+  }
+
+  /** True only for an existing position at or after the inherited cut. */
+  isOwnSeq(seq: number): boolean {
+    return Number.isSafeInteger(seq) && !Object.is(seq, -0) && seq >= this.inheritedEventCount && seq < this.#log.length
+  }
+
+  /** Whether a turn is open (started and not ended) before `boundary`. */
+  openTurnBefore(boundary: number = this.#log.length): number | undefined {
+    return findOpenTurn(this.#log, boundary)
+  }
+
+  /**
+   * Appends one event synchronously and notifies listeners before returning.
+   * Invalid data is rejected with `SESSION_INVALID_EVENT` and nothing is
+   * appended; an append from inside a listener is rejected with
+   * `SESSION_REENTRANT_APPEND` (listeners must not reorder the log).
+   */
+  append<T extends SessionEventType>(type: T, data: SessionEventMap[T]): SessionEvent<T>
+  append(type: string, data: unknown): SessionEvent
+  append(type: string, data: unknown): SessionEvent {
+    if (this.#closed) throw new SessionError('SESSION_DISPOSED', `Session '${this.header.id}' has been disposed; restore it before appending.`)
+    if (this.#appending) {
+      throw new SessionError('SESSION_REENTRANT_APPEND', `Session '${this.header.id}' is notifying listeners of an append; a listener must not append to it (schedule the append instead).`)
+    }
+    if (typeof type !== 'string' || type.length === 0) throw new SessionError('SESSION_INVALID_EVENT', 'An event type must be a non-empty string.')
+    const frozenData = freezeLosslessJson(data, `'${type}' data`)
+    const event = Object.freeze({ type, seq: SessionSeq(this.#log.length), time: this.#clock(), data: frozenData }) as SessionEvent
+    this.#log.push(event)
+    this.#snapshot = undefined
+    const listener = appendListeners.get(this)
+    if (listener) {
+      this.#appending = true
+      try {
+        listener(this, event)
+      } finally {
+        this.#appending = false
+      }
+    }
+    return event
+  }
+
+  /** Internal: marks the session closed after the store disposed it. */
+  close(): void {
+    this.#closed = true
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+}
+
+function validateLog(events: readonly StoredSessionEvent[]): SessionEvent[] {
+  if (!Array.isArray(events)) throw new SessionError('SESSION_INVALID_SEED', 'A seed must be an array of events.')
+  return events.map((event, index) => {
+    if (typeof event !== 'object' || event === null) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} is not an object.`)
+    if (event.seq !== index) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has seq ${String(event.seq)}; seq must equal the position.`)
+    if (typeof event.type !== 'string' || event.type.length === 0) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has no type.`)
+    if (typeof event.time !== 'number' || !Number.isFinite(event.time)) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has no numeric time.`)
+    // Already-frozen events (from another session) are reused as they are.
+    if (Object.isFrozen(event) && Object.isFrozen(event.data)) return event as SessionEvent
+    return Object.freeze({ type: event.type, seq: SessionSeq(index), time: event.time, data: freezeLosslessJson(event.data, `seed event ${index} data`) }) as SessionEvent
+  })
+}
+
+/** Returns the number of a turn left open by the first `boundary` events, if any. */
+export function findOpenTurn(events: readonly StoredSessionEvent[], boundary = events.length): number | undefined {
+  const open = new Set<number>()
+  for (let i = 0; i < boundary && i < events.length; i++) {
+    const event = events[i]!
+    const turn = (event.data as { turn?: unknown } | null)?.turn
+    if (typeof turn !== 'number') continue
+    if (event.type === 'turn/start') open.add(turn)
+    else if (event.type === 'turn/end') open.delete(turn)
+  }
+  const [first] = open
+  return first
+}
