@@ -1,1 +1,3 @@
-export {}
+export { SessionProjectionCacheError } from './errors.js'
+export type { SessionProjectionCacheErrorCode } from './errors.js'
+export type { SessionProjectionCache } from './types.js'

@@ -1,0 +1,107 @@
+import type { SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { SessionRevision } from '@dsh/session-persistence'
+
+/** One session of the live-preferred corpus. */
+export interface SessionQueryRecord {
+  /** The live header when the session is live, else the persisted one. */
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  readonly live: boolean
+  readonly persisted: boolean
+  /** The persisted revision, when persisted. */
+  readonly revision?: SessionRevision
+}
+
+export interface SessionListFilter {
+  readonly parentSession?: string
+  readonly origin?: 'subagent'
+  readonly cwd?: string
+  /** Inclusive range on `header.createdAt` (epoch ms). */
+  readonly createdAt?: { readonly from?: number; readonly to?: number }
+  /** Page size (1..1000); no limit returns every match. */
+  readonly limit?: number
+  /** Opaque cursor from a previous page of the same filter. */
+  readonly cursor?: string
+}
+
+/** Records ordered by `createdAt` ascending, then id ascending. */
+export interface SessionListPage {
+  readonly records: readonly SessionQueryRecord[]
+  readonly nextCursor?: string
+}
+
+/** A body-bearing observation: live from memory, persisted through `inspect`. */
+export interface SessionQueryObservation {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  readonly events: readonly StoredSessionEvent[]
+  readonly live: boolean
+  readonly revision?: SessionRevision
+}
+
+export interface HistoryPageRequest {
+  /** Return events strictly before this seq (default: the end of the log). */
+  readonly before?: number
+  /** At most this many events (1..1000, default 100). */
+  readonly limit?: number
+}
+
+export interface HistoryPage {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  /** Ascending by seq. */
+  readonly events: readonly StoredSessionEvent[]
+  /** Pass as `before` for the previous page; absent at the start of the log. */
+  readonly nextBefore?: number
+  readonly total: number
+}
+
+export interface SearchRequest {
+  readonly text: string
+  readonly limit?: number
+  readonly cursor?: string
+}
+
+export interface SessionSearchHit {
+  readonly record: SessionQueryRecord
+  readonly score: number
+  readonly matches: number
+}
+
+export interface EventSearchHit {
+  readonly id: SessionId
+  readonly seq: number
+  readonly type: string
+  readonly snippet: string
+  readonly score: number
+}
+
+export interface SearchPage<T> {
+  readonly hits: readonly T[]
+  readonly nextCursor?: string
+}
+
+/** Progress of a long index job (rebuild / reconcile). */
+export interface IndexProgress {
+  readonly phase: 'scan' | 'index'
+  readonly done: number
+  readonly total: number
+}
+
+/** The query service (service `sessionQuery`). */
+export interface SessionQuery {
+  listSessions(filter?: SessionListFilter, signal?: AbortSignal): Promise<SessionListPage>
+  observeSession(id: string, signal?: AbortSignal): Promise<SessionQueryObservation>
+  /** A page of history ending before `request.before`. */
+  readHistory(id: string, request?: HistoryPageRequest, signal?: AbortSignal): Promise<HistoryPage>
+  /** Full-text search; only backends with an index implement it. */
+  searchSessions?(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
+  searchEvents?(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
+  close?(): Promise<void> | void
+}
+
+declare module '@dsh/context' {
+  interface Services {
+    sessionQuery: SessionQuery
+  }
+}

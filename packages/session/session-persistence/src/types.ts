@@ -1,0 +1,86 @@
+import type { SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+
+/**
+ * An opaque token that changes whenever a session's durable log changes.
+ * Compare with `===` only; never parse it.
+ */
+export type SessionRevision = string
+
+/** What a persisted session's header frame says (no body was read). */
+export interface PersistedSessionRecord {
+  readonly header: SessionHeader
+  /** The exact inherited cut, read from the physical header line. */
+  readonly inheritedEventCount: SessionLogOffset
+  readonly revision: SessionRevision
+}
+
+/** A body-bearing read: every committed event (deep-frozen). */
+export interface SessionObservation extends PersistedSessionRecord {
+  readonly events: readonly StoredSessionEvent[]
+}
+
+/** What `load` returns: a committed, repaired log ready to resume. */
+export interface LoadedSession extends SessionObservation {
+  /** True when `load` truncated a torn tail or closed an open turn with `turn/end {reason:'interrupted'}`. */
+  readonly repaired: boolean
+}
+
+/** Identifies the session an append targets; used to materialize it on the first append. */
+export interface AppendTarget {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+}
+
+export interface AppendResult {
+  readonly revision: SessionRevision
+  /** The stored next offset after the batch. */
+  readonly nextSeq: SessionLogOffset
+}
+
+/**
+ * Counters every backend keeps, so tests and benchmarks can assert I/O
+ * (header-only listing, one body read per cold child) instead of timing it.
+ */
+export interface PersistenceMetrics {
+  /** Header frames read (by `list`, `stat`-free paths, …). */
+  headerReads: number
+  /** Whole-log reads (by `inspect` and `load`), counted once per physical read. */
+  bodyReads: number
+  /** Bytes read from storage, all reads included. */
+  bytesRead: number
+  /** Durable append batches. */
+  appends: number
+}
+
+/**
+ * The persistence contract (service `sessionPersistence`). Every backend
+ * passes the exported contract suite (`@dsh/session-persistence/contract-suite`).
+ */
+export interface SessionPersistence {
+  /**
+   * Makes `events` durable; resolves only when they are. The first event's
+   * seq must equal the stored next offset (else `SESSION_PERSISTENCE_CONFLICT`).
+   * The first append materializes the session: its header is written with the
+   * first batch, atomically. An empty batch only materializes.
+   */
+  append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult>
+  /** Header-only records of every persisted session; reads only header frames. */
+  list(signal?: AbortSignal): Promise<PersistedSessionRecord[]>
+  /** Every committed event; never mutates storage. `SESSION_PERSISTENCE_NOT_FOUND` when absent. */
+  inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation>
+  /** Commits crash repair, then returns what a resume needs. */
+  load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession>
+  /** The current revision, or `undefined` when the session is not persisted. */
+  stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined>
+  /** Explicit deletion only; nothing is ever deleted implicitly. Resolves `false` when absent. */
+  delete(id: SessionId): Promise<boolean>
+  readonly metrics: Readonly<PersistenceMetrics>
+  /** Releases locks and handles. */
+  close(): Promise<void>
+}
+
+declare module '@dsh/context' {
+  interface Services {
+    sessionPersistence: SessionPersistence
+  }
+}
