@@ -1,14 +1,24 @@
 import { DshError } from '@dsh/context'
 
 export type SessionPersistenceErrorCode =
+  /** The batch does not continue the stored log (wrong first seq, gap, other lifecycle). */
   | 'SESSION_PERSISTENCE_CONFLICT'
+  /** A committed part of a log cannot be read back as written. */
   | 'SESSION_PERSISTENCE_CORRUPT'
+  /** Another writer (usually another process) holds the session. */
   | 'SESSION_PERSISTENCE_LOCKED'
   | 'SESSION_PERSISTENCE_NOT_FOUND'
   | 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION'
   | 'SESSION_PERSISTENCE_INVALID_ID'
+  /** An event that cannot be stored losslessly (bad type, seq, time or data). */
+  | 'SESSION_PERSISTENCE_INVALID_EVENT'
   | 'SESSION_PERSISTENCE_IO'
   | 'SESSION_PERSISTENCE_CLOSED'
   | 'CANCELLED'
 
 export class SessionPersistenceError extends DshError<SessionPersistenceErrorCode> {}
+
+/** The `CANCELLED` error every persistence read rejects with after its signal aborted. */
+export function persistenceCancelled(): SessionPersistenceError {
+  return new SessionPersistenceError('CANCELLED', 'The persistence operation was cancelled by its caller (AbortSignal aborted).')
+}

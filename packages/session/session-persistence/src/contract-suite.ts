@@ -1,0 +1,629 @@
+import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type JsonValue, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { AppendTarget, PersistenceMetrics, SessionPersistence } from './types.js'
+
+/**
+ * One backend instance over one storage root, as the contract suite drives it.
+ * A file backend's `root` is a directory; an in-memory backend's is any key
+ * naming its shared storage.
+ */
+export interface PersistenceContractHarness {
+  /** The instance the test starts with. */
+  readonly persistence: SessionPersistence
+  /** Where the storage lives; `factory({ root })` opens another instance over it. */
+  readonly root: string
+  /**
+   * Closes the most recent instance of this harness and opens a new one over
+   * the same storage (a process restart). Resolves to the new instance.
+   */
+  reopen(): Promise<SessionPersistence>
+  /**
+   * Closes this harness's instances. A harness created without `root` owns its
+   * storage and removes it; one opened over an existing `root` leaves it.
+   */
+  cleanup(): Promise<void>
+}
+
+export interface PersistenceContractFactoryOptions {
+  /** Open over this existing storage instead of a fresh, empty one. */
+  readonly root?: string
+}
+
+/** Creates a backend over a fresh, empty storage root (or over `options.root`). */
+export type PersistenceContractFactory = (options?: PersistenceContractFactoryOptions) => Promise<PersistenceContractHarness> | PersistenceContractHarness
+
+const T0 = 1_700_000_000_000
+
+/** A valid logical header for tests; `overrides` may change any field. */
+function header(id: string, overrides: Record<string, unknown> = {}): SessionHeader {
+  return parseSessionHeader({ version: 1, id, createdAt: T0, isSeeded: false, delegationDepth: 0, ...overrides })
+}
+
+function target(h: SessionHeader, inheritedEventCount = 0): AppendTarget {
+  return { header: h, inheritedEventCount: SessionLogOffset(inheritedEventCount) }
+}
+
+function event(seq: number, type: string, data: JsonValue, time: number = T0 + seq): StoredSessionEvent {
+  return { type, seq: SessionSeq(seq), time, data }
+}
+
+/** `count` plain events starting at `from`: a user message, then chunks. */
+function events(from: number, count: number, tag = 'e'): StoredSessionEvent[] {
+  return Array.from({ length: count }, (_, i) => event(from + i, i === 0 ? 'user/message' : 'assistant/chunk', i === 0 ? { text: `${tag}${from}` } : { turn: 1, index: i, delta: `${tag}${from + i}` }))
+}
+
+function snapshot(p: SessionPersistence): PersistenceMetrics {
+  return { ...p.metrics }
+}
+
+function plain(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value)) as unknown
+}
+
+async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
+  await expect(promise).rejects.toMatchObject({ code })
+}
+
+function aborted(): AbortSignal {
+  const controller = new AbortController()
+  controller.abort()
+  return controller.signal
+}
+
+function isDeepFrozen(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true
+  if (!Object.isFrozen(value)) return false
+  return Object.values(value).every(isDeepFrozen)
+}
+
+/**
+ * The persistence contract every backend passes. Call it at the top level of
+ * a spec file: `describePersistenceContract('jsonl', (o) => openJsonlHarness(o))`.
+ * Each test opens a fresh root through `factory()` and cleans it up.
+ */
+export function describePersistenceContract(name: string, factory: PersistenceContractFactory): void {
+  describe(`${name}: session persistence contract`, () => {
+    const open: PersistenceContractHarness[] = []
+    afterEach(async () => {
+      // Harnesses over an existing root first: the owner removes the storage last.
+      for (const harness of open.splice(0).reverse()) await harness.cleanup()
+    })
+    async function fresh(options?: PersistenceContractFactoryOptions): Promise<PersistenceContractHarness> {
+      const harness = await factory(options)
+      open.push(harness)
+      return harness
+    }
+
+    describe('materialization', () => {
+      it('an empty first batch only materializes the header', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('empty')
+        const result = await p.append(target(h), [])
+        expect(result.nextSeq).toBe(0)
+        expect(typeof result.revision).toBe('string')
+        expect(await p.stat(h.id)).toBe(result.revision)
+        const [record, ...rest] = await p.list()
+        expect(rest).toEqual([])
+        expect(record).toEqual({ header: h, inheritedEventCount: 0, revision: result.revision })
+        const observation = await p.inspect(h.id)
+        expect(observation.events).toEqual([])
+        expect(observation.header).toEqual(h)
+      })
+
+      it('writes the header together with the first batch', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('first', { cwd: '/work/project', agentPreset: 'coder' })
+        const batch = events(0, 3)
+        const result = await p.append(target(h), batch)
+        expect(result.nextSeq).toBe(3)
+        const observation = await p.inspect(h.id)
+        expect(observation).toMatchObject({ header: h, inheritedEventCount: 0, revision: result.revision })
+        expect(plain(observation.events)).toEqual(plain(batch))
+      })
+
+      it('a rejected first append materializes nothing', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('never')
+        await expectCode(p.append(target(h), events(1, 2)), 'SESSION_PERSISTENCE_CONFLICT')
+        expect(await p.stat(h.id)).toBeUndefined()
+        expect(await p.list()).toEqual([])
+        await expectCode(p.inspect(h.id), 'SESSION_PERSISTENCE_NOT_FOUND')
+      })
+
+      it('a seeded first batch must carry the whole inherited prefix', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('short-seed', { isSeeded: true, parentSession: 'parent' })
+        await expectCode(p.append(target(h, 4), events(0, 3)), 'SESSION_PERSISTENCE_CONFLICT')
+        expect(await p.stat(h.id)).toBeUndefined()
+      })
+
+      it('concurrent first appends of one id: exactly one materializes', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('race')
+        const results = await Promise.allSettled([p.append(target(h), events(0, 2, 'a')), p.append(target(h), events(0, 2, 'b'))])
+        const won = results.filter((r) => r.status === 'fulfilled')
+        const lost = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as { code?: string }] : []))
+        expect(won).toHaveLength(1)
+        expect(lost.map((e) => e.code)).toEqual(['SESSION_PERSISTENCE_CONFLICT'])
+        const observation = await p.inspect(h.id)
+        expect(observation.events.map((e) => e.seq)).toEqual([0, 1])
+        const winner = results[0]!.status === 'fulfilled' ? 'a' : 'b'
+        expect(observation.events[0]!.data).toEqual({ text: `${winner}0` })
+      })
+    })
+
+    describe('expected-offset check', () => {
+      it.each([
+        ['a gap', 5],
+        ['a repeated seq', 2],
+        ['a restart at 0', 0],
+      ])('rejects a batch that starts with %s and stores nothing', async (_why, first) => {
+        const { persistence: p } = await fresh()
+        const h = header('offset')
+        const { revision } = await p.append(target(h), events(0, 3))
+        await expectCode(p.append(target(h), events(first, 2)), 'SESSION_PERSISTENCE_CONFLICT')
+        expect(await p.stat(h.id)).toBe(revision)
+        expect((await p.inspect(h.id)).events).toHaveLength(3)
+        // The right offset still works afterwards.
+        expect((await p.append(target(h), events(3, 1))).nextSeq).toBe(4)
+      })
+
+      it('rejects a batch whose seqs are not contiguous, storing none of it', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('holes')
+        await p.append(target(h), events(0, 2))
+        await expectCode(p.append(target(h), [event(2, 'x', 1), event(4, 'x', 2)]), 'SESSION_PERSISTENCE_CONFLICT')
+        expect((await p.inspect(h.id)).events).toHaveLength(2)
+      })
+
+      it.each([
+        ['another createdAt', { createdAt: T0 + 1 }],
+        ['another parent', { parentSession: 'other-parent' }],
+        ['another origin', { origin: 'subagent', parentSession: 'p' }],
+        ['another depth', { delegationDepth: 2 }],
+        ['another cwd', { cwd: '/elsewhere' }],
+      ])('rejects a header of another lifecycle (%s) for an existing id', async (_why, overrides) => {
+        const { persistence: p } = await fresh()
+        const h = header('life')
+        const { revision } = await p.append(target(h), events(0, 2))
+        const other = header('life', overrides)
+        await expectCode(p.append(target(other), events(2, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+        await expectCode(p.append(target(other), []), 'SESSION_PERSISTENCE_CONFLICT')
+        expect(await p.stat(h.id)).toBe(revision)
+        expect((await p.list())[0]!.header).toEqual(h)
+      })
+
+      it('rejects another inherited cut for an existing id', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('cut', { isSeeded: true, parentSession: 'p' })
+        await p.append(target(h, 2), events(0, 3))
+        await expectCode(p.append(target(h, 1), events(3, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+        expect((await p.inspect(h.id)).inheritedEventCount).toBe(2)
+      })
+
+      it('concurrent appends at the same offset: exactly one lands, nothing is duplicated', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('same-offset')
+        await p.append(target(h), events(0, 3))
+        const results = await Promise.allSettled([p.append(target(h), events(3, 2, 'a')), p.append(target(h), events(3, 2, 'b'))])
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1)
+        const rejected = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as { code?: string }] : []))
+        expect(rejected.map((e) => e.code)).toEqual(['SESSION_PERSISTENCE_CONFLICT'])
+        const seqs = (await p.inspect(h.id)).events.map((e) => e.seq)
+        expect(seqs).toEqual([0, 1, 2, 3, 4])
+      })
+
+      it('an empty batch on an existing session changes nothing', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('noop')
+        const first = await p.append(target(h), events(0, 2))
+        const again = await p.append(target(h), [])
+        expect(again).toEqual({ revision: first.revision, nextSeq: 2 })
+        expect(await p.stat(h.id)).toBe(first.revision)
+      })
+    })
+
+    describe('revisions', () => {
+      it('change on every append and agree across append, stat, list and inspect', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('rev')
+        const seen = new Set<string>()
+        let next = 0
+        for (let batch = 0; batch < 5; batch++) {
+          const result = await p.append(target(h), events(next, batch + 1))
+          next += batch + 1
+          expect(result.nextSeq).toBe(next)
+          expect(seen.has(result.revision)).toBe(false)
+          seen.add(result.revision)
+          expect(await p.stat(h.id)).toBe(result.revision)
+          expect((await p.list()).find((r) => r.header.id === h.id)?.revision).toBe(result.revision)
+          expect((await p.inspect(h.id)).revision).toBe(result.revision)
+        }
+      })
+
+      it('a session deleted and re-created as another lifecycle never repeats a revision', async () => {
+        const { persistence: p } = await fresh()
+        const first = header('reborn')
+        const before = new Set<string>()
+        before.add((await p.append(target(first), [])).revision)
+        before.add((await p.append(target(first), events(0, 2))).revision)
+        expect(await p.delete(first.id)).toBe(true)
+        const second = header('reborn', { createdAt: T0 + 9 })
+        const empty = await p.append(target(second), [])
+        const full = await p.append(target(second), events(0, 2))
+        expect(before.has(empty.revision)).toBe(false)
+        expect(before.has(full.revision)).toBe(false)
+      })
+    })
+
+    describe('list', () => {
+      it('returns header-only records with the exact inherited cut, reading no body', async () => {
+        const { persistence: p } = await fresh()
+        const plainSession = header('plain')
+        const seeded = header('seeded', { isSeeded: true, parentSession: 'plain', origin: 'subagent', delegationDepth: 1 })
+        const empty = header('nothing-yet')
+        const a = await p.append(target(plainSession), events(0, 4))
+        const b = await p.append(target(seeded, 3), events(0, 5))
+        const c = await p.append(target(empty), [])
+        const before = snapshot(p)
+        const records = [...(await p.list())].sort((x, y) => (x.header.id < y.header.id ? -1 : 1))
+        const after = snapshot(p)
+        expect(records).toEqual([
+          { header: empty, inheritedEventCount: 0, revision: c.revision },
+          { header: plainSession, inheritedEventCount: 0, revision: a.revision },
+          { header: seeded, inheritedEventCount: 3, revision: b.revision },
+        ])
+        expect(after.bodyReads).toBe(before.bodyReads)
+        expect(after.headerReads - before.headerReads).toBeGreaterThanOrEqual(3)
+        expect(records.every((r) => !('events' in r))).toBe(true)
+        expect(Object.isFrozen(records[2]!.header)).toBe(true)
+      })
+
+      it('is empty for an empty root', async () => {
+        const { persistence: p } = await fresh()
+        expect(await p.list()).toEqual([])
+      })
+    })
+
+    describe('inspect', () => {
+      it('returns deep-frozen events and header', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('frozen')
+        await p.append(target(h), [event(0, 'tool/call', { turn: 1, callId: 'c1', name: 'read', arguments: { path: '/a', lines: [1, 2, { x: null }] } })])
+        const observation = await p.inspect(h.id)
+        expect(Object.isFrozen(observation.events)).toBe(true)
+        expect(observation.events.every(isDeepFrozen)).toBe(true)
+        expect(isDeepFrozen(observation.header)).toBe(true)
+        expect(() => (observation.events as StoredSessionEvent[]).push(event(1, 'x', 1))).toThrow()
+        // A caller cannot change what the next reader sees.
+        expect(plain((await p.inspect(h.id)).events)).toEqual(plain(observation.events))
+      })
+
+      it('never mutates storage, even for a log with an open turn', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('open')
+        const { revision } = await p.append(target(h), [event(0, 'turn/start', { turn: 1 }), event(1, 'assistant/chunk', { turn: 1, index: 0, delta: 'par' })])
+        for (let i = 0; i < 3; i++) {
+          const observation = await p.inspect(h.id)
+          expect(observation.events.map((e) => e.type)).toEqual(['turn/start', 'assistant/chunk'])
+          expect(observation.revision).toBe(revision)
+        }
+        expect(await p.stat(h.id)).toBe(revision)
+      })
+
+      it('counts one body read per inspection and the bytes it read', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('counted')
+        await p.append(target(h), events(0, 20))
+        const before = snapshot(p)
+        await p.inspect(h.id)
+        const middle = snapshot(p)
+        await p.inspect(h.id)
+        const after = snapshot(p)
+        expect(middle.bodyReads - before.bodyReads).toBe(1)
+        expect(after.bodyReads - middle.bodyReads).toBe(1)
+        expect(middle.bytesRead).toBeGreaterThan(before.bytesRead)
+        expect(after.headerReads).toBeGreaterThanOrEqual(before.headerReads)
+      })
+    })
+
+    describe('absent sessions', () => {
+      it('report NOT_FOUND, an undefined stat and a false delete', async () => {
+        const { persistence: p } = await fresh()
+        await p.append(target(header('present')), events(0, 1))
+        const id = SessionId('absent')
+        await expectCode(p.inspect(id), 'SESSION_PERSISTENCE_NOT_FOUND')
+        await expectCode(p.load(id), 'SESSION_PERSISTENCE_NOT_FOUND')
+        expect(await p.stat(id)).toBeUndefined()
+        expect(await p.delete(id)).toBe(false)
+        expect((await p.list()).map((r) => r.header.id)).toEqual(['present'])
+      })
+    })
+
+    describe('load', () => {
+      it('returns a clean log unchanged and unrepaired', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('clean')
+        const batch = [event(0, 'turn/start', { turn: 1 }), event(1, 'turn/end', { turn: 1, reason: 'completed' })]
+        const { revision } = await p.append(target(h), batch)
+        const loaded = await p.load(h.id)
+        expect(loaded.repaired).toBe(false)
+        expect(loaded.revision).toBe(revision)
+        expect(plain(loaded.events)).toEqual(plain(batch))
+        expect(await p.stat(h.id)).toBe(revision)
+      })
+
+      it('closes an open turn with a durable interrupted turn/end; a second load is a no-op', async () => {
+        const harness = await fresh()
+        const p = harness.persistence
+        const h = header('crashed')
+        const { revision } = await p.append(target(h), [
+          event(0, 'turn/start', { turn: 1 }),
+          event(1, 'turn/end', { turn: 1, reason: 'completed' }),
+          event(2, 'turn/start', { turn: 2 }),
+          event(3, 'assistant/chunk', { turn: 2, index: 0, delta: 'half an ans' }),
+        ])
+        const loaded = await p.load(h.id)
+        expect(loaded.repaired).toBe(true)
+        expect(loaded.revision).not.toBe(revision)
+        expect(loaded.events).toHaveLength(5)
+        expect(loaded.events[4]).toMatchObject({ type: 'turn/end', seq: 4, data: { turn: 2, reason: 'interrupted' } })
+        expect(typeof loaded.events[4]!.time).toBe('number')
+        expect(loaded.events.every(isDeepFrozen)).toBe(true)
+        expect(await p.stat(h.id)).toBe(loaded.revision)
+
+        const again = await p.load(h.id)
+        expect(again.repaired).toBe(false)
+        expect(again.revision).toBe(loaded.revision)
+        expect(plain(again.events)).toEqual(plain(loaded.events))
+
+        // The repair is durable: a restarted backend sees it, and appends continue after it.
+        const reopened = await harness.reopen()
+        const observed = await reopened.inspect(h.id)
+        expect(observed.revision).toBe(loaded.revision)
+        expect(plain(observed.events)).toEqual(plain(loaded.events))
+        expect((await reopened.load(h.id)).repaired).toBe(false)
+        expect((await reopened.append(target(h), events(5, 1))).nextSeq).toBe(6)
+      })
+
+      it('repairs an open turn of a seeded session after its cut', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('seeded-crash', { isSeeded: true, parentSession: 'p' })
+        await p.append(target(h, 2), [event(0, 'user/message', { text: 'inherited' }), event(1, 'assistant/message', { turn: 1, text: 'ok' }), event(2, 'turn/start', { turn: 7 })])
+        const loaded = await p.load(h.id)
+        expect(loaded.inheritedEventCount).toBe(2)
+        expect(loaded.events[3]).toMatchObject({ type: 'turn/end', seq: 3, data: { turn: 7, reason: 'interrupted' } })
+      })
+    })
+
+    describe('delete', () => {
+      it('removes only the named session, explicitly', async () => {
+        const { persistence: p } = await fresh()
+        const keep = header('keep')
+        const drop = header('drop')
+        const kept = await p.append(target(keep), events(0, 2))
+        await p.append(target(drop), events(0, 2))
+        expect(await p.delete(drop.id)).toBe(true)
+        expect(await p.stat(drop.id)).toBeUndefined()
+        await expectCode(p.inspect(drop.id), 'SESSION_PERSISTENCE_NOT_FOUND')
+        expect((await p.list()).map((r) => r.header.id)).toEqual(['keep'])
+        expect(await p.stat(keep.id)).toBe(kept.revision)
+        expect(await p.delete(drop.id)).toBe(false)
+        // The id can start a new lifecycle afterwards.
+        const reborn = header('drop', { createdAt: T0 + 5 })
+        expect((await p.append(target(reborn), events(0, 1))).nextSeq).toBe(1)
+        expect((await p.inspect(drop.id)).header).toEqual(reborn)
+      })
+
+      it('nothing is deleted implicitly: rejected appends, reads and repairs keep every session', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('sticky')
+        await p.append(target(h), [event(0, 'turn/start', { turn: 1 })])
+        await expectCode(p.append(target(header('sticky', { createdAt: 1 })), events(0, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+        await expectCode(p.append(target(h), events(7, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+        await p.inspect(h.id)
+        await p.load(h.id)
+        await p.list()
+        expect((await p.inspect(h.id)).events).toHaveLength(2)
+      })
+    })
+
+    describe('lossless round-trip', () => {
+      const awkward: JsonValue[] = [
+        null,
+        true,
+        0,
+        -1,
+        0.1,
+        5e-324,
+        Number.MAX_SAFE_INTEGER,
+        -Number.MAX_VALUE,
+        '',
+        'line\nbreak\r\nand\ttab and "quotes" and \\ backslash',
+        'unicode: héllo wörld — 日本語 — 🧪🚀👩‍👩‍👧 — \u2028\u2029 — \u0000 nul — lone \ud800 surrogate',
+        [],
+        {},
+        { nested: { deeper: { deepest: [1, [2, [3, { four: 4 }]]] } }, '': 'empty key', 'key with spaces': 1, 'ключ': 'значение' },
+        JSON.parse('{"__proto__":"an own key, not a prototype"}') as JsonValue,
+        Array.from({ length: 64 }, (_, i) => ({ i, s: String.fromCodePoint(0x1f600 + i) })),
+        'x'.repeat(1_000_000),
+      ]
+
+      it('keeps arbitrary event types and JSON data exactly, across a reopen', async () => {
+        const harness = await fresh()
+        const h = header('lossless')
+        const batch = awkward.map((data, i) => event(i, i % 3 === 0 ? 'custom/type' : i % 3 === 1 ? 'ext/🧩 unicode type' : 'assistant/chunk', data, T0 + i + 0.5))
+        await harness.persistence.append(target(h), batch.slice(0, 5))
+        await harness.persistence.append(target(h), batch.slice(5))
+        for (const reopen of [false, true]) {
+          const p = reopen ? await harness.reopen() : harness.persistence
+          const observation = await p.inspect(h.id)
+          expect(observation.events).toHaveLength(batch.length)
+          observation.events.forEach((stored, i) => {
+            const original = batch[i]!
+            expect(stored.type).toBe(original.type)
+            expect(stored.seq).toBe(original.seq)
+            expect(stored.time).toBe(original.time)
+            expect(JSON.stringify(stored.data)).toBe(JSON.stringify(original.data))
+          })
+          expect(Object.hasOwn(observation.events[14]!.data as object, '__proto__')).toBe(true)
+        }
+      })
+
+      it('keeps many batches in order', async () => {
+        const harness = await fresh()
+        const h = header('many')
+        let next = 0
+        for (let batch = 0; batch < 40; batch++) {
+          const size = (batch % 7) + 1
+          await harness.persistence.append(target(h), events(next, size, `b${batch}-`))
+          next += size
+        }
+        await harness.persistence.append(target(h), events(next, 2000))
+        next += 2000
+        const observation = await (await harness.reopen()).inspect(h.id)
+        expect(observation.events.map((e) => e.seq)).toEqual(Array.from({ length: next }, (_, i) => i))
+      })
+
+      it('round-trips a seeded session (inheritedEventCount below the event count)', async () => {
+        const harness = await fresh()
+        const h = header('fork', { isSeeded: true, parentSession: 'root', origin: 'subagent', delegationDepth: 1, agentPreset: 'reviewer' })
+        const seed = [...events(0, 4, 'inherited'), event(4, 'subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'scripted' })]
+        await harness.persistence.append(target(h, 4), seed)
+        await harness.persistence.append(target(h, 4), events(5, 3, 'own'))
+        for (const reopen of [false, true]) {
+          const p = reopen ? await harness.reopen() : harness.persistence
+          const observation = await p.inspect(h.id)
+          expect(observation.header).toEqual(h)
+          expect(observation.header.isSeeded).toBe(true)
+          expect(observation.inheritedEventCount).toBe(4)
+          expect(observation.events).toHaveLength(8)
+          expect(plain(observation.events.slice(0, 5))).toEqual(plain(seed))
+          const [record] = await p.list()
+          expect(record).toMatchObject({ header: h, inheritedEventCount: 4, revision: observation.revision })
+        }
+      })
+
+      it.each([
+        ['dot-dot', '..'],
+        ['a relative escape', '../x'],
+        ['a slash', 'a/b'],
+        ['a backslash', 'a\\b'],
+        ['NUL', 'a\u0000b'],
+        ['emoji', '🦀 session ✨'],
+        ['a long id', 'L'.repeat(10_000)],
+        ['case only', 'CaseOnly'],
+      ])('an id with %s round-trips to itself or is rejected with INVALID_ID', async (_why, raw) => {
+        const { persistence: p } = await fresh()
+        await p.append(target(header('caseonly')), events(0, 1, 'lower'))
+        const h = header(raw)
+        const outcome = await p.append(target(h), events(0, 1, 'odd')).then(
+          () => 'stored' as const,
+          (error: { code?: string }) => error.code,
+        )
+        if (outcome === 'stored') {
+          expect((await p.inspect(h.id)).header.id).toBe(raw)
+          expect((await p.list()).map((r) => r.header.id).sort()).toEqual([raw, 'caseonly'].sort())
+          expect((await p.inspect(SessionId('caseonly'))).events[0]!.data).toEqual({ text: 'lower0' })
+        } else {
+          expect(outcome).toBe('SESSION_PERSISTENCE_INVALID_ID')
+          expect((await p.list()).map((r) => r.header.id)).toEqual(['caseonly'])
+        }
+      })
+    })
+
+    describe('metrics', () => {
+      it('count appends; list moves headerReads and inspect moves bodyReads', async () => {
+        const { persistence: p } = await fresh()
+        const start = snapshot(p)
+        const h = header('metered')
+        await p.append(target(h), events(0, 2))
+        await p.append(target(h), events(2, 2))
+        expect(snapshot(p).appends - start.appends).toBe(2)
+        const beforeList = snapshot(p)
+        await p.list()
+        const afterList = snapshot(p)
+        expect(afterList.headerReads).toBeGreaterThan(beforeList.headerReads)
+        expect(afterList.bodyReads).toBe(beforeList.bodyReads)
+        await p.inspect(h.id)
+        const afterInspect = snapshot(p)
+        expect(afterInspect.bodyReads).toBe(afterList.bodyReads + 1)
+        expect(afterInspect.bytesRead).toBeGreaterThan(afterList.bytesRead)
+      })
+    })
+
+    describe('cancellation', () => {
+      it('an aborted signal rejects every read with CANCELLED', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('cancel')
+        await p.append(target(h), events(0, 2))
+        await expectCode(p.list(aborted()), 'CANCELLED')
+        await expectCode(p.inspect(h.id, aborted()), 'CANCELLED')
+        await expectCode(p.load(h.id, aborted()), 'CANCELLED')
+        await expectCode(p.stat(h.id, aborted()), 'CANCELLED')
+      })
+
+      it('a load cancelled before it starts repairs nothing', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('cancel-repair')
+        const { revision } = await p.append(target(h), [event(0, 'turn/start', { turn: 1 })])
+        await expectCode(p.load(h.id, aborted()), 'CANCELLED')
+        expect(await p.stat(h.id)).toBe(revision)
+        expect((await p.inspect(h.id)).events).toHaveLength(1)
+      })
+
+      it('a signal aborted while a read is pending rejects it with CANCELLED', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('cancel-late')
+        await p.append(target(h), events(0, 500))
+        const controller = new AbortController()
+        const pending = p.inspect(h.id, controller.signal)
+        controller.abort()
+        await expectCode(pending, 'CANCELLED')
+      })
+    })
+
+    describe('durability across instances', () => {
+      it('a reopened backend reads the same records, events and revisions', async () => {
+        const harness = await fresh()
+        const a = header('a')
+        const b = header('b', { isSeeded: true, parentSession: 'a' })
+        await harness.persistence.append(target(a), events(0, 3))
+        await harness.persistence.append(target(b, 1), events(0, 2))
+        const before = [...(await harness.persistence.list())].sort((x, y) => (x.header.id < y.header.id ? -1 : 1))
+        const inspectedBefore = await harness.persistence.inspect(a.id)
+        const p = await harness.reopen()
+        const after = [...(await p.list())].sort((x, y) => (x.header.id < y.header.id ? -1 : 1))
+        expect(after).toEqual(before)
+        const inspectedAfter = await p.inspect(a.id)
+        expect(inspectedAfter.revision).toBe(inspectedBefore.revision)
+        expect(plain(inspectedAfter.events)).toEqual(plain(inspectedBefore.events))
+        // Appends continue from the stored offset.
+        await expectCode(p.append(target(a), events(0, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+        expect((await p.append(target(a), events(3, 1))).nextSeq).toBe(4)
+      })
+
+      it('a second instance over the same root reads what the first committed', async () => {
+        const harness = await fresh()
+        const h = header('shared-root')
+        const { revision } = await harness.persistence.append(target(h), events(0, 3))
+        const second = await fresh({ root: harness.root })
+        expect(await second.persistence.stat(h.id)).toBe(revision)
+        expect((await second.persistence.inspect(h.id)).events).toHaveLength(3)
+      })
+    })
+
+    describe('close', () => {
+      it('is idempotent, and a closed backend rejects with CLOSED', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('closing')
+        await p.append(target(h), events(0, 1))
+        await p.close()
+        await p.close()
+        await expectCode(p.append(target(h), events(1, 1)), 'SESSION_PERSISTENCE_CLOSED')
+        await expectCode(p.inspect(h.id), 'SESSION_PERSISTENCE_CLOSED')
+        await expectCode(p.list(), 'SESSION_PERSISTENCE_CLOSED')
+      })
+    })
+  })
+}

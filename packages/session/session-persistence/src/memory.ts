@@ -1,0 +1,177 @@
+import { parseSessionHeader, SessionLogOffset, type SessionHeader, type SessionId, type StoredSessionEvent } from '@dsh/session'
+import { persistenceCancelled, SessionPersistenceError } from './errors.js'
+import { interruptedTurnEnds } from './repair.js'
+import type { AppendResult, AppendTarget, LoadedSession, PersistedSessionRecord, PersistenceMetrics, SessionObservation, SessionPersistence, SessionRevision } from './types.js'
+import { checkAppend } from './validate.js'
+
+interface StoredLog {
+  /** The serialized physical header: logical header plus the exact cut. */
+  readonly headerLine: string
+  /** One serialized JSON array per committed batch, as a file backend keeps frames. */
+  readonly batches: string[]
+  nextSeq: number
+  /** Unique per materialization, so a re-created id never repeats a revision. */
+  readonly lifecycle: number
+}
+
+/**
+ * The "disk" of in-memory backends. Several `createMemoryPersistence` instances
+ * over one storage behave like processes sharing a root: what one commits the
+ * others read, and a reopened instance finds everything committed before.
+ */
+export class MemoryPersistenceStorage {
+  readonly logs = new Map<string, StoredLog>()
+  nextLifecycle = 1
+}
+
+export interface MemoryPersistenceOptions {
+  /** Share storage between instances (reopen). Default: a private, new storage. */
+  readonly storage?: MemoryPersistenceStorage
+  /** Clock for the `time` of crash-repair events. */
+  readonly clock?: () => number
+}
+
+/**
+ * An in-memory backend that passes the contract suite: for tests elsewhere and
+ * deployments without disk. Logs are kept serialized (header line + one JSON
+ * string per batch), so reads return fresh, deep-frozen, lossless copies and
+ * the metrics count real bytes, like a file backend.
+ */
+export function createMemoryPersistence(options: MemoryPersistenceOptions = {}): SessionPersistence {
+  return new MemoryPersistence(options.storage ?? new MemoryPersistenceStorage(), options.clock ?? Date.now)
+}
+
+class MemoryPersistence implements SessionPersistence {
+  readonly #storage: MemoryPersistenceStorage
+  readonly #clock: () => number
+  readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0 }
+  #closed = false
+
+  constructor(storage: MemoryPersistenceStorage, clock: () => number) {
+    this.#storage = storage
+    this.#clock = clock
+  }
+
+  get metrics(): Readonly<PersistenceMetrics> {
+    return this.#metrics
+  }
+
+  async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    await this.#io()
+    // Everything from the check to the commit runs without an await, so
+    // concurrent appends see each other's effects (one wins, the other conflicts).
+    const id = target.header.id
+    const existing = this.#storage.logs.get(id)
+    checkAppend(target, events, existing === undefined ? undefined : { ...this.#readHeader(existing), nextSeq: existing.nextSeq })
+    let log = existing
+    if (log === undefined) {
+      log = {
+        headerLine: JSON.stringify({ header: target.header, inheritedEventCount: target.inheritedEventCount }),
+        batches: [],
+        nextSeq: 0,
+        lifecycle: this.#storage.nextLifecycle++,
+      }
+      this.#storage.logs.set(id, log)
+    }
+    if (events.length > 0) this.#commit(log, events)
+    return { revision: revisionOf(log), nextSeq: SessionLogOffset(log.nextSeq) }
+  }
+
+  async list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
+    await this.#io(signal)
+    const records: PersistedSessionRecord[] = []
+    for (const log of this.#storage.logs.values()) {
+      const { header, inheritedEventCount } = this.#readHeader(log)
+      records.push(Object.freeze({ header, inheritedEventCount, revision: revisionOf(log) }))
+    }
+    return records
+  }
+
+  async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {
+    await this.#io(signal)
+    const log = this.#find(id)
+    const observation = this.#readBody(log)
+    await this.#io(signal)
+    return observation
+  }
+
+  async load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
+    await this.#io(signal)
+    const log = this.#find(id)
+    const observation = this.#readBody(log)
+    const repairs = interruptedTurnEnds(observation.events, this.#clock())
+    if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
+    this.#commit(log, repairs)
+    return Object.freeze({ ...observation, events: Object.freeze([...observation.events, ...repairs]), revision: revisionOf(log), repaired: true })
+  }
+
+  async stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
+    await this.#io(signal)
+    const log = this.#storage.logs.get(id)
+    return log === undefined ? undefined : revisionOf(log)
+  }
+
+  async delete(id: SessionId): Promise<boolean> {
+    await this.#io()
+    return this.#storage.logs.delete(id)
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+  }
+
+  /** Yields like real I/O would, then re-checks the instance and the caller's signal. */
+  async #io(signal?: AbortSignal): Promise<void> {
+    this.#assertOpen()
+    if (signal?.aborted) throw persistenceCancelled()
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    this.#assertOpen()
+    if (signal?.aborted) throw persistenceCancelled()
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new SessionPersistenceError('SESSION_PERSISTENCE_CLOSED', 'This in-memory persistence instance is closed; open a new one over the same storage.')
+  }
+
+  #find(id: SessionId): StoredLog {
+    const log = this.#storage.logs.get(id)
+    if (log === undefined) throw new SessionPersistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
+    return log
+  }
+
+  #commit(log: StoredLog, events: readonly StoredSessionEvent[]): void {
+    log.batches.push(JSON.stringify(events.map((e) => ({ type: e.type, seq: e.seq, time: e.time, data: e.data }))))
+    log.nextSeq += events.length
+    this.#metrics.appends++
+  }
+
+  #readHeader(log: StoredLog): { header: SessionHeader; inheritedEventCount: SessionLogOffset } {
+    this.#metrics.headerReads++
+    this.#metrics.bytesRead += Buffer.byteLength(log.headerLine)
+    const raw = JSON.parse(log.headerLine) as { header: unknown; inheritedEventCount: unknown }
+    return { header: parseSessionHeader(raw.header), inheritedEventCount: SessionLogOffset(raw.inheritedEventCount) }
+  }
+
+  #readBody(log: StoredLog): SessionObservation {
+    this.#metrics.bodyReads++
+    const { header, inheritedEventCount } = this.#readHeader(log)
+    const events: StoredSessionEvent[] = []
+    for (const batch of log.batches) {
+      this.#metrics.bytesRead += Buffer.byteLength(batch)
+      for (const event of JSON.parse(batch) as StoredSessionEvent[]) events.push(deepFreeze(event))
+    }
+    return Object.freeze({ header, inheritedEventCount, events: Object.freeze(events), revision: revisionOf(log) })
+  }
+}
+
+function revisionOf(log: StoredLog): SessionRevision {
+  return `m${log.lifecycle}.${log.nextSeq}`
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const child of Object.values(value)) deepFreeze(child)
+    Object.freeze(value)
+  }
+  return value
+}
