@@ -26,9 +26,30 @@ const args = ['install', existsSync(join(root, 'pnpm-lock.yaml')) ? '--frozen-lo
 const [cmd, cmdArgs] = existsSync(localPnpm)
   ? [localPnpm, args]
   : ['npx', ['-y', `pnpm@${pinned}`, ...args]]
+ensureChromium()
+
 try {
   execFileSync(cmd, cmdArgs, { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] })
 } catch (error) {
   console.error(`dsh setup: '${cmd} ${cmdArgs.join(' ')}' failed (${error.status ?? error.message}).`)
   process.exit(1)
+}
+
+// The browser tests drive Debian's Chromium through playwright-core (never a
+// downloaded browser). Install it when missing and we may (root + apt-get).
+function ensureChromium() {
+  if (existsSync('/usr/bin/chromium') || process.env.DSH_SKIP_CHROMIUM_INSTALL === '1') return
+  const canApt = typeof process.getuid === 'function' && process.getuid() === 0 && existsSync('/usr/bin/apt-get')
+  if (!canApt) {
+    console.warn('dsh setup: /usr/bin/chromium is missing; the browser test needs it (Debian: apt-get install chromium).')
+    return
+  }
+  console.log('dsh setup: installing Debian chromium for the browser tests …')
+  const quiet = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }
+  try {
+    execFileSync('apt-get', ['update', '-qq'], quiet)
+    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], quiet)
+  } catch (error) {
+    console.warn(`dsh setup: installing chromium failed (${error.status ?? error.message}); the browser test will fail.`)
+  }
 }
