@@ -46,6 +46,24 @@ export interface HistoryPageRequest {
   readonly limit?: number
 }
 
+/** An exact window of events around one position. */
+export interface EventWindowRequest {
+  /** The position the window is centred on; must exist in the log. */
+  readonly seq: number
+  /** Events before `seq` to include (0..1000, default 10). */
+  readonly before?: number
+  /** Events after `seq` to include (0..1000, default 10). */
+  readonly after?: number
+}
+
+export interface EventWindow {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  /** Ascending by seq; includes `seq` itself. */
+  readonly events: readonly StoredSessionEvent[]
+  readonly total: number
+}
+
 export interface HistoryPage {
   readonly header: SessionHeader
   readonly inheritedEventCount: SessionLogOffset
@@ -94,6 +112,8 @@ export interface SessionQuery {
   observeSession(id: string, signal?: AbortSignal): Promise<SessionQueryObservation>
   /** A page of history ending before `request.before`. */
   readHistory(id: string, request?: HistoryPageRequest, signal?: AbortSignal): Promise<HistoryPage>
+  /** The events around one existing seq (`SESSION_QUERY_NOT_FOUND` when the seq does not exist). */
+  readWindow(id: string, request: EventWindowRequest, signal?: AbortSignal): Promise<EventWindow>
   /** Full-text search; only backends with an index implement it. */
   searchSessions?(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
   searchEvents?(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>

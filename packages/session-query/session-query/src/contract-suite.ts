@@ -1,0 +1,317 @@
+import { Context } from '@dsh/context'
+import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import type { SessionPersistence } from '@dsh/session-persistence'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { SessionQuery, SessionQueryRecord } from './types.js'
+
+/** One persistence instance for one contract test. */
+export interface ContractPersistence {
+  readonly persistence: SessionPersistence
+  /**
+   * Damages a committed part of `id`'s log so that reads of it fail with
+   * `SESSION_PERSISTENCE_CORRUPT` while its header stays listable. Required
+   * when the suite runs with `corruptible: true`.
+   */
+  corrupt?(id: string): Promise<void>
+  /** Closes the persistence and removes its files. */
+  cleanup(): Promise<void>
+}
+
+export interface SessionQueryContractOptions {
+  /** A fresh, empty persistence. */
+  createPersistence(): Promise<ContractPersistence>
+  /**
+   * Opens the backend under test. The suite persists each test's corpus
+   * before it opens the query, so an index backend sees it on open; live
+   * sessions may change afterwards.
+   */
+  openQuery(sources: { readonly sessions: SessionStore; readonly persistence: SessionPersistence }): Promise<SessionQuery> | SessionQuery
+  /** Whether `createPersistence()` fixtures can `corrupt` a log; enables the corrupt-log contract. */
+  readonly corruptible?: boolean
+}
+
+const T0 = 1_700_000_000_000
+
+interface Env {
+  readonly persistence: SessionPersistence
+  readonly sessions: SessionStore
+  readonly corrupt: ((id: string) => Promise<void>) | undefined
+  open(): Promise<SessionQuery>
+}
+
+function header(id: string, createdAt: number, extra: Partial<Record<keyof SessionHeader, unknown>> = {}): SessionHeader {
+  return parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0, ...extra })
+}
+
+function messages(texts: readonly string[], from = 0): StoredSessionEvent[] {
+  return texts.map((text, i) => ({ type: 'user/message', seq: SessionSeq(from + i), time: T0 + from + i, data: { text } }))
+}
+
+async function persist(persistence: SessionPersistence, h: SessionHeader, events: readonly StoredSessionEvent[] = [], cut = 0): Promise<void> {
+  await persistence.append({ header: h, inheritedEventCount: SessionLogOffset(cut) }, events)
+}
+
+function ids(records: readonly SessionQueryRecord[]): string[] {
+  return records.map((r) => r.header.id)
+}
+
+async function code(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise
+  } catch (error) {
+    return (error as { code?: string }).code ?? `untyped: ${String(error)}`
+  }
+  return 'resolved'
+}
+
+/**
+ * The query contract every `sessionQuery` backend passes: the live-preferred
+ * corpus, filters, ordering, keyset paging with strict cursors, body-bearing
+ * observations, history reads, typed errors and cancellation.
+ */
+export function sessionQueryContractSuite(name: string, options: SessionQueryContractOptions): void {
+  describe(`sessionQuery contract: ${name}`, () => {
+    const cleanups: Array<() => unknown> = []
+
+    afterEach(async () => {
+      while (cleanups.length > 0) await cleanups.pop()!()
+    })
+
+    async function env(): Promise<Env> {
+      const fixture = await options.createPersistence()
+      cleanups.push(() => fixture.cleanup())
+      const ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
+      let n = 0
+      const sessions = new SessionStore(ctx, { clock: () => T0 + 1_000_000 + n++ })
+      cleanups.push(() => ctx.dispose())
+      return {
+        persistence: fixture.persistence,
+        sessions,
+        corrupt: fixture.corrupt?.bind(fixture),
+        async open() {
+          const query = await options.openQuery({ sessions, persistence: fixture.persistence })
+          cleanups.push(() => query.close?.())
+          return query
+        },
+      }
+    }
+
+    it('lists persisted sessions by createdAt, then id in code point order, with exact cuts and revisions', async () => {
+      const e = await env()
+      await persist(e.persistence, header('b', 2000))
+      await persist(e.persistence, header('a', 2000), messages(['x']))
+      await persist(e.persistence, header('c', 1000))
+      // U+FFFF sorts before U+10000 by code point (UTF-16 code units say otherwise).
+      await persist(e.persistence, header('\u{10000}', 3000))
+      await persist(e.persistence, header('\uffff', 3000))
+      await persist(e.persistence, header('seeded', 4000, { isSeeded: true }), messages(['p', 'q', 'own']), 2)
+      const query = await e.open()
+      const page = await query.listSessions()
+      expect(ids(page.records)).toEqual(['c', 'a', 'b', '\uffff', '\u{10000}', 'seeded'])
+      expect(page.nextCursor).toBeUndefined()
+      for (const record of page.records) {
+        expect(record.live).toBe(false)
+        expect(record.persisted).toBe(true)
+        expect(record.revision).toBe(await e.persistence.stat(record.header.id as never))
+      }
+      const seeded = page.records[5]!
+      expect(seeded.inheritedEventCount).toBe(2)
+      expect(seeded.header.isSeeded).toBe(true)
+      expect(page.records[0]!.inheritedEventCount).toBe(0)
+    })
+
+    it('prefers the live header over the persisted one for the same id, and lists live-only sessions', async () => {
+      const e = await env()
+      await persist(e.persistence, header('p', 1000, { cwd: '/old' }), messages(['persisted']))
+      await persist(e.persistence, header('cold', 1500))
+      const query = await e.open()
+      const live = e.sessions.create({ id: 'p', createdAt: 5000, cwd: '/new' })
+      e.sessions.create({ id: 'fresh', createdAt: 3000 })
+      const page = await query.listSessions()
+      expect(ids(page.records)).toEqual(['cold', 'fresh', 'p'])
+      const [cold, fresh, p] = page.records
+      expect(p).toMatchObject({ live: true, persisted: true, revision: await e.persistence.stat(live.id) })
+      expect(p!.header).toBe(live.header)
+      expect(fresh).toMatchObject({ live: true, persisted: false })
+      expect(fresh).not.toHaveProperty('revision')
+      expect(cold).toMatchObject({ live: false, persisted: true })
+      // Filters see the live header, never the shadowed persisted one.
+      expect(ids((await query.listSessions({ cwd: '/old' })).records)).toEqual([])
+      expect(ids((await query.listSessions({ cwd: '/new' })).records)).toEqual(['p'])
+    })
+
+    it('filters by parentSession, origin, cwd and an inclusive createdAt range', async () => {
+      const e = await env()
+      await persist(e.persistence, header('P', 100, { cwd: '/w' }))
+      await persist(e.persistence, header('c1', 200, { parentSession: 'P', origin: 'subagent', delegationDepth: 1, cwd: '/w' }))
+      await persist(e.persistence, header('c2', 300, { parentSession: 'P', origin: 'subagent', delegationDepth: 1 }))
+      await persist(e.persistence, header('fork', 250, { parentSession: 'P', isSeeded: true }))
+      await persist(e.persistence, header('other', 260, { parentSession: 'Q', origin: 'subagent', delegationDepth: 1, cwd: '/w' }))
+      const query = await e.open()
+      e.sessions.create({ id: 'c3', createdAt: 150, parentSession: 'P', origin: 'subagent', delegationDepth: 1 })
+      const children = await query.listSessions({ parentSession: 'P', origin: 'subagent' })
+      expect(ids(children.records)).toEqual(['c3', 'c1', 'c2'])
+      expect(children.records.map((r) => r.live)).toEqual([true, false, false])
+      expect(ids((await query.listSessions({ parentSession: 'P' })).records)).toEqual(['c3', 'c1', 'fork', 'c2'])
+      expect(ids((await query.listSessions({ origin: 'subagent' })).records)).toEqual(['c3', 'c1', 'other', 'c2'])
+      expect(ids((await query.listSessions({ cwd: '/w' })).records)).toEqual(['P', 'c1', 'other'])
+      expect(ids((await query.listSessions({ createdAt: { from: 200, to: 260 } })).records)).toEqual(['c1', 'fork', 'other'])
+      expect(ids((await query.listSessions({ createdAt: { from: 260 } })).records)).toEqual(['other', 'c2'])
+      expect(ids((await query.listSessions({ createdAt: { to: 150 } })).records)).toEqual(['P', 'c3'])
+      expect(ids((await query.listSessions({ parentSession: 'nobody' })).records)).toEqual([])
+    })
+
+    it('pages with an opaque cursor bound to the filter; pages concatenate to the whole listing', async () => {
+      const e = await env()
+      for (let i = 0; i < 7; i++) await persist(e.persistence, header(`s${i}`, 1000 + (i % 3), { cwd: '/p' }))
+      const query = await e.open()
+      e.sessions.create({ id: 's-live', createdAt: 1001, cwd: '/p' })
+      const whole = ids((await query.listSessions({ cwd: '/p' })).records)
+      expect(whole).toHaveLength(8)
+      const seen: string[] = []
+      let cursor: string | undefined
+      let pages = 0
+      do {
+        const page = await query.listSessions({ cwd: '/p', limit: 3, ...(cursor === undefined ? {} : { cursor }) })
+        expect(page.records.length).toBeLessThanOrEqual(3)
+        seen.push(...ids(page.records))
+        cursor = page.nextCursor
+        pages++
+      } while (cursor !== undefined)
+      expect(pages).toBe(3)
+      expect(seen).toEqual(whole)
+      const first = await query.listSessions({ cwd: '/p', limit: 3 })
+      // The page size may change between pages; the filter may not.
+      expect(ids((await query.listSessions({ cwd: '/p', limit: 5, cursor: first.nextCursor! })).records)).toEqual(whole.slice(3))
+      expect(await code(query.listSessions({ cwd: '/q', limit: 3, cursor: first.nextCursor! }))).toBe('SESSION_QUERY_INVALID_CURSOR')
+      expect(await code(query.listSessions({ limit: 3, cursor: first.nextCursor! }))).toBe('SESSION_QUERY_INVALID_CURSOR')
+      // A page that ends exactly at the last match has no next cursor.
+      expect((await query.listSessions({ cwd: '/p', limit: 8 })).nextCursor).toBeUndefined()
+    })
+
+    it('returns every match when no limit is given', async () => {
+      const e = await env()
+      const query = await e.open()
+      for (let i = 0; i < 1100; i++) e.sessions.create({ id: `live-${String(i).padStart(4, '0')}`, createdAt: T0 })
+      const page = await query.listSessions({})
+      expect(page.records).toHaveLength(1100)
+      expect(page.nextCursor).toBeUndefined()
+    })
+
+    it('rejects malformed filters and cursors with typed errors', async () => {
+      const e = await env()
+      await persist(e.persistence, header('x', 1))
+      const query = await e.open()
+      const badFilters: unknown[] = [
+        null, 5, 'x', [], { parentSession: 5 }, { parentSession: '' }, { origin: 'human' }, { cwd: {} },
+        { createdAt: 5 }, { createdAt: { from: -1 } }, { createdAt: { from: 1.5 } }, { createdAt: { from: 9, to: 1 } },
+        { createdAt: { since: 1 } }, { limit: 0 }, { limit: 1001 }, { limit: 2.5 }, { limit: '10' }, { unknown: true },
+      ]
+      for (const filter of badFilters) expect(await code(query.listSessions(filter as never)), JSON.stringify(filter)).toBe('SESSION_QUERY_INVALID_FILTER')
+      const forged = (payload: unknown): string => Buffer.from(JSON.stringify(payload)).toString('base64url')
+      const badCursors: unknown[] = [
+        '', 'not base64!', 5, null, forged({}), forged([1]), Buffer.from('\xff\xfe').toString('base64url'),
+        forged({ v: 1, kind: 'list', f: 'wrong', c: 1, i: 'x' }), forged({ v: 2, kind: 'list', f: 'x', c: 1, i: 'x' }), 'eyJ2IjoxfQ=',
+      ]
+      for (const cursor of badCursors) expect(await code(query.listSessions({ cursor } as never)), String(cursor)).toBe('SESSION_QUERY_INVALID_CURSOR')
+    })
+
+    it('observes live sessions from memory and persisted ones through persistence', async () => {
+      const e = await env()
+      await persist(e.persistence, header('cold', 10, { isSeeded: true }), messages(['a', 'b', 'c']), 1)
+      const query = await e.open()
+      const live = e.sessions.create({ id: 'hot' })
+      live.append('user/message', { text: 'hello' })
+      const reads = e.persistence.metrics.bodyReads
+      const hot = await query.observeSession('hot')
+      expect(e.persistence.metrics.bodyReads).toBe(reads)
+      expect(hot).toMatchObject({ live: true, inheritedEventCount: 0 })
+      expect(hot.header).toBe(live.header)
+      expect(hot.events).toEqual(live.events)
+      const cold = await query.observeSession('cold')
+      expect(cold).toMatchObject({ live: false, inheritedEventCount: 1, revision: await e.persistence.stat('cold' as never) })
+      expect(cold.events.map((x) => x.data)).toEqual([{ text: 'a' }, { text: 'b' }, { text: 'c' }])
+      expect(await code(query.observeSession('missing'))).toBe('SESSION_QUERY_NOT_FOUND')
+      expect(await code(query.observeSession(''))).toBe('SESSION_QUERY_INVALID_FILTER')
+    })
+
+    it('reads history pages backwards and exact windows around a seq', async () => {
+      const e = await env()
+      await persist(e.persistence, header('h', 1), messages(Array.from({ length: 25 }, (_, i) => `m${i}`)))
+      const query = await e.open()
+      const seqs = (events: readonly StoredSessionEvent[]): number[] => events.map((x) => x.seq)
+      const last = await query.readHistory('h', { limit: 10 })
+      expect(seqs(last.events)).toEqual([15, 16, 17, 18, 19, 20, 21, 22, 23, 24])
+      expect(last).toMatchObject({ total: 25, nextBefore: 15, inheritedEventCount: 0 })
+      const middle = await query.readHistory('h', { limit: 10, before: last.nextBefore! })
+      expect(seqs(middle.events)).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+      const first = await query.readHistory('h', { limit: 10, before: middle.nextBefore! })
+      expect(seqs(first.events)).toEqual([0, 1, 2, 3, 4])
+      expect(first).not.toHaveProperty('nextBefore')
+      expect(seqs((await query.readHistory('h', { before: 1000, limit: 2 })).events)).toEqual([23, 24])
+      expect((await query.readHistory('h')).events).toHaveLength(25)
+      const live = e.sessions.create({ id: 'live-h' })
+      for (let i = 0; i < 3; i++) live.append('user/message', { text: `l${i}` })
+      expect(seqs((await query.readHistory('live-h', { limit: 2 })).events)).toEqual([1, 2])
+      expect(seqs((await query.readWindow('h', { seq: 12, before: 2, after: 3 })).events)).toEqual([10, 11, 12, 13, 14, 15])
+      expect(seqs((await query.readWindow('h', { seq: 1, before: 5, after: 0 })).events)).toEqual([0, 1])
+      expect(seqs((await query.readWindow('h', { seq: 24 })).events)).toEqual([14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24])
+      expect(await code(query.readWindow('h', { seq: 25 }))).toBe('SESSION_QUERY_NOT_FOUND')
+      expect(await code(query.readWindow('h', { seq: -1 }))).toBe('SESSION_QUERY_INVALID_FILTER')
+      expect(await code(query.readHistory('h', { limit: 0 }))).toBe('SESSION_QUERY_INVALID_FILTER')
+      expect(await code(query.readHistory('h', { before: 1.5 }))).toBe('SESSION_QUERY_INVALID_FILTER')
+      expect(await code(query.readHistory('nope'))).toBe('SESSION_QUERY_NOT_FOUND')
+    })
+
+    it('rejects with CANCELLED when aborted before or during a read, and keeps working afterwards', async () => {
+      const e = await env()
+      await persist(e.persistence, header('cold', 1), messages(['x', 'y']))
+      const query = await e.open()
+      e.sessions.create({ id: 'hot' })
+      const aborted = AbortSignal.abort()
+      expect(await code(query.listSessions({}, aborted))).toBe('CANCELLED')
+      expect(await code(query.observeSession('cold', aborted))).toBe('CANCELLED')
+      expect(await code(query.observeSession('hot', aborted))).toBe('CANCELLED')
+      expect(await code(query.readHistory('cold', {}, aborted))).toBe('CANCELLED')
+      expect(await code(query.readWindow('cold', { seq: 0 }, aborted))).toBe('CANCELLED')
+      // Aborted while in flight: the read may settle later, but never successfully.
+      for (const start of [(s: AbortSignal) => query.listSessions({}, s), (s: AbortSignal) => query.observeSession('cold', s), (s: AbortSignal) => query.readHistory('cold', {}, s)]) {
+        const controller = new AbortController()
+        const pending = start(controller.signal)
+        controller.abort()
+        expect(await code(pending)).toBe('CANCELLED')
+      }
+      expect(ids((await query.listSessions()).records)).toEqual(['cold', 'hot'])
+      expect((await query.observeSession('cold')).events).toHaveLength(2)
+    })
+
+    it('does not list or observe a session deleted from persistence', async () => {
+      const e = await env()
+      await persist(e.persistence, header('kept', 1))
+      await persist(e.persistence, header('gone', 2), messages(['bye']))
+      expect(await e.persistence.delete('gone' as never)).toBe(true)
+      const query = await e.open()
+      expect(ids((await query.listSessions()).records)).toEqual(['kept'])
+      expect(await code(query.observeSession('gone'))).toBe('SESSION_QUERY_NOT_FOUND')
+    })
+
+    if (options.corruptible === true) {
+      it('reports a corrupt persisted log as SESSION_QUERY_CORRUPT_SESSION for that id only', async () => {
+        const e = await env()
+        if (e.corrupt === undefined) throw new Error('corruptible: true needs createPersistence() fixtures with corrupt(id)')
+        await persist(e.persistence, header('good', 1), messages(['fine']))
+        await persist(e.persistence, header('bad', 2), messages(['one']))
+        await e.persistence.append({ header: header('bad', 2), inheritedEventCount: SessionLogOffset(0) }, messages(['two'], 1))
+        await e.corrupt('bad')
+        const query = await e.open()
+        expect(ids((await query.listSessions()).records)).toEqual(['good', 'bad'])
+        const error = await query.observeSession('bad').then(() => undefined, (x: unknown) => x as { code: string; details?: Record<string, unknown> })
+        expect(error?.code).toBe('SESSION_QUERY_CORRUPT_SESSION')
+        expect(error?.details).toMatchObject({ id: 'bad' })
+        expect(await code(query.readHistory('bad'))).toBe('SESSION_QUERY_CORRUPT_SESSION')
+        expect((await query.observeSession('good')).events).toHaveLength(1)
+        expect(ids((await query.listSessions({ createdAt: { from: 2 } })).records)).toEqual(['bad'])
+      })
+    }
+  })
+}

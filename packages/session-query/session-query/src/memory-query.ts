@@ -1,0 +1,53 @@
+import type { PersistedSessionRecord } from '@dsh/session-persistence'
+import { checkAborted, fromPersistenceError, guarded } from './failures.js'
+import { parseListFilter } from './filter.js'
+import { eventWindow, historyPage, parseHistoryRequest, parseWindowRequest } from './history.js'
+import { mergeCorpus, pageOf } from './records.js'
+import { observe, type QuerySources } from './sources.js'
+import type { SessionQuery } from './types.js'
+
+export type SessionQueryOptions = QuerySources
+
+/**
+ * The in-memory query backend (no index): every listing merges
+ * `persistence.list()` (header frames only) with the live sessions of the
+ * store, then filters, orders and pages in memory. Cost grows with the corpus;
+ * use `@dsh/session-query-sqlite` for indexed listing and search.
+ */
+export function createSessionQuery(options: SessionQueryOptions): SessionQuery {
+  const sources: QuerySources = { sessions: options.sessions, persistence: options.persistence }
+  return {
+    async listSessions(filter, signal) {
+      checkAborted(signal)
+      const parsed = parseListFilter(filter)
+      const persisted = await listPersisted(sources, signal)
+      return pageOf(mergeCorpus(persisted, sources.sessions.list()), parsed)
+    },
+    observeSession(id, signal) {
+      return observe(sources, id, signal)
+    },
+    async readHistory(id, request, signal) {
+      checkAborted(signal)
+      const parsed = parseHistoryRequest(request)
+      return historyPage(await observe(sources, id, signal), parsed)
+    },
+    async readWindow(id, request, signal) {
+      checkAborted(signal)
+      const parsed = parseWindowRequest(request)
+      return eventWindow(await observe(sources, id, signal), parsed)
+    },
+  }
+}
+
+/** Header-only records of every persisted session (none without persistence). */
+export async function listPersisted(sources: QuerySources, signal: AbortSignal | undefined): Promise<PersistedSessionRecord[]> {
+  if (sources.persistence === undefined) return []
+  let records: PersistedSessionRecord[]
+  try {
+    records = await guarded(sources.persistence.list(signal), signal)
+  } catch (error) {
+    throw fromPersistenceError(error, undefined, signal)
+  }
+  checkAborted(signal)
+  return records
+}
