@@ -14,6 +14,8 @@ export type ProjectionKey = keyof SessionProjectionStateMap & keyof SessionProje
  * A projection unit: a pure, synchronous fold of the log. `apply` returns the
  * same state reference when an event changes nothing. `schema` validates
  * state read back from a checkpoint (a row that fails it is poisoned).
+ * States must be plain JSON (they are checkpointed with `JSON.stringify`) and
+ * must never be mutated in place: `apply` returns a new state instead.
  */
 export interface SessionProjectionUnit<K extends ProjectionKey = ProjectionKey> {
   readonly key: K
@@ -33,6 +35,12 @@ export interface ProjectionCheckpointRow {
   /** The last seq folded into `state` (-1: nothing folded yet). */
   readonly seq: SessionSeqCursor
   readonly state: unknown
+  /**
+   * True when the unit threw while folding event `seq`: the value is absent
+   * for this session from then on, and `state` is `null`. Checkpointing the
+   * failure lets a cold read reproduce the live absence exactly.
+   */
+  readonly failed?: true
 }
 
 export type ProjectionCheckpointRows = { readonly [key: string]: ProjectionCheckpointRow }
@@ -42,25 +50,67 @@ export interface ProjectionChange {
   readonly key: ProjectionKey
   /** The seq of the event that changed the view. */
   readonly seq: SessionSeqCursor
+  /** The new view; `undefined` when the key became absent (its unit failed). */
   readonly view: unknown
+}
+
+/**
+ * Counters for tests and benchmarks: they let a test assert "no old event was
+ * folded again" instead of timing anything.
+ */
+export interface ProjectionMetrics {
+  /** `apply` calls made for live cells (lazy builds included, detached folds excluded). */
+  applies: number
+  /** Cells built from events that were already in the log when the cell was first needed. */
+  lazyFolds: number
+  /** Events read back from a session's in-memory log to build or catch up cells. */
+  logReads: number
+  /** `view` calls made for live cells. */
+  views: number
+  /** Live cells that failed (their unit threw in `init` or `apply`). */
+  failures: number
+  /** `apply` calls made by detached `fold`. */
+  detachedApplies: number
 }
 
 /** The unit registry with its live watermark cache (service `sessionProjections`). */
 export interface SessionProjections {
-  /** Registers a unit; returns its disposer (reference-counted per key + stateVersion). */
+  /**
+   * Registers a unit; returns its disposer. Reference-counted per key: the
+   * same key with the same `stateVersion` shares the first unit and its cells;
+   * another `stateVersion` throws `SESSION_PROJECTION_VERSION_CONFLICT`.
+   * When the last registration of a key is disposed its cells are dropped.
+   */
   register<K extends ProjectionKey>(unit: SessionProjectionUnit<K>): () => void
   /** Registered keys. */
   keys(): ProjectionKey[]
-  /** Synchronous: the live watermark views of `session`. Reads no log. */
+  /** The registered `stateVersion` of `key`, or `undefined` when it is not registered. */
+  stateVersionOf(key: string): number | undefined
+  /**
+   * Synchronous: the live watermark views of `session`. Reads no persisted
+   * log; a cell that does not exist yet is built once from the session's
+   * in-memory log. Unknown keys throw `SESSION_PROJECTION_UNKNOWN_KEY`.
+   */
   snapshot(session: Session, keys?: readonly ProjectionKey[]): ProjectionSnapshot
-  /** The live cells as checkpoint rows (for the cache). */
+  /** The live cells as checkpoint rows (for the cache). A failed cell yields a `failed` row. */
   checkpoint(session: Session, keys?: readonly ProjectionKey[]): ProjectionCheckpointRows
-  /** Turns checkpoint rows back into views; throws on a poisoned row. Rows with another stateVersion are ignored. */
+  /**
+   * Turns checkpoint rows back into views. Rows with another `stateVersion`
+   * and missing rows leave their key absent; a poisoned row (malformed, or a
+   * state that fails the unit's schema) throws `SESSION_PROJECTION_INVALID_CHECKPOINT`.
+   */
   viewCheckpoint(rows: ProjectionCheckpointRows, keys?: readonly ProjectionKey[]): ProjectionSnapshot
-  /** A detached fold of a cold observation. */
+  /** A detached fold of a cold observation; keeps no state. */
   fold(events: readonly StoredSessionEvent[], options: { readonly inheritedEventCount: SessionLogOffset }, keys?: readonly ProjectionKey[]): ProjectionSnapshot
-  /** Push: called when a live session's view of a key changes. */
+  /** Push: called when a live session's view of a key changes (a new view reference). */
   onChanged(listener: (change: ProjectionChange) => void): () => void
+  /**
+   * Called when a live session goes cold (`session/disposed`, after the store
+   * flushed it) with the final rows of the cells it had, just before they are
+   * dropped. `store.dispose` awaits the listeners (the checkpoint cache writes here).
+   */
+  onSessionCold(listener: (session: Session, rows: ProjectionCheckpointRows) => unknown): () => void
+  readonly metrics: Readonly<ProjectionMetrics>
 }
 
 declare module '@dsh/context' {
