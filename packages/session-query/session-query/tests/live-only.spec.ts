@@ -1,5 +1,6 @@
 import { Context } from '@dsh/context'
-import { SessionStore } from '@dsh/session'
+import { SessionLogOffset, SessionStore } from '@dsh/session'
+import { createMemoryPersistence } from '@dsh/session-persistence'
 import { describe, expect, it } from 'vitest'
 import { createSessionQuery, sessionQueryPlugin } from '../src/index.js'
 
@@ -39,5 +40,21 @@ describe('sessionQueryPlugin', () => {
     ctx.provide('sessions', new SessionStore(ctx))
     await expect(ctx.activate(sessionQueryPlugin())).rejects.toMatchObject({ code: 'CONTEXT_SERVICE_UNAVAILABLE', details: { service: 'sessionPersistence' } })
     expect(ctx.get('sessionQuery')).toBeUndefined()
+  })
+
+  it('provides sessionQuery over the sessions store and sessionPersistence', async () => {
+    const ctx = new Context()
+    const sessions = new SessionStore(ctx)
+    const persistence = createMemoryPersistence()
+    ctx.provide('sessions', sessions)
+    ctx.provide('sessionPersistence', persistence)
+    await ctx.activate(sessionQueryPlugin())
+    const cold = sessions.create({ id: 'cold', createdAt: 1 })
+    await persistence.append({ header: cold.header, inheritedEventCount: SessionLogOffset(0) }, [])
+    await sessions.dispose('cold')
+    sessions.create({ id: 'hot', createdAt: 2 })
+    const page = await ctx.require('sessionQuery').listSessions()
+    expect(page.records.map((r) => [r.header.id, r.live, r.persisted])).toEqual([['cold', false, true], ['hot', true, false]])
+    await ctx.dispose()
   })
 })
