@@ -14,6 +14,8 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_INVALID_EVENT'
   | 'SESSION_PERSISTENCE_IO'
   | 'SESSION_PERSISTENCE_CLOSED'
+  /** A coordinator or wrapper option out of range. */
+  | 'SESSION_PERSISTENCE_INVALID_OPTION'
   | 'CANCELLED'
 
 export class SessionPersistenceError extends DshError<SessionPersistenceErrorCode> {}

@@ -1,0 +1,131 @@
+import { Context, type Logger } from '@dsh/context'
+import { SessionStore, type SessionId, type StoredSessionEvent } from '@dsh/session'
+import { createMemoryPersistence, MemoryPersistenceStorage, SessionPersistenceError, type AppendResult, type AppendTarget, type LoadedSession, type PersistedSessionRecord, type SessionObservation, type SessionPersistence, type SessionPersistenceErrorCode, type SessionRevision } from '../src/index.js'
+
+/** A deferred: a promise plus the functions that settle it. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
+  let resolve!: (value: T) => void
+  let reject!: (error: unknown) => void
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  return { promise, resolve, reject }
+}
+
+/**
+ * A decorator at the storage edge that injects faults into a real backend:
+ * failing appends (nothing written), lost acknowledgements (written, then
+ * reported as failed), and gates that hold appends or inspections open.
+ */
+export class FaultyPersistence implements SessionPersistence {
+  readonly inner: SessionPersistence
+  /** Every append attempt: session id, the seqs it carried, and whether it reported success. */
+  readonly attempts: Array<{ id: string; seqs: number[]; ok?: boolean }> = []
+  #failures: SessionPersistenceErrorCode[] = []
+  #lostAcks = 0
+  appendGate: Promise<void> | undefined
+  inspectGate: Promise<void> | undefined
+
+  constructor(inner: SessionPersistence) {
+    this.inner = inner
+  }
+
+  get metrics() {
+    return this.inner.metrics
+  }
+
+  /** The next `count` appends fail with `code` before writing anything. */
+  failAppends(count: number, code: SessionPersistenceErrorCode = 'SESSION_PERSISTENCE_IO'): void {
+    for (let i = 0; i < count; i++) this.#failures.push(code)
+  }
+
+  /** The next `count` appends are written, then reported as failed. */
+  loseAcks(count: number): void {
+    this.#lostAcks += count
+  }
+
+  /** Ids and seqs of the attempts that carried events, in order. */
+  get batches(): Array<{ id: string; seqs: number[] }> {
+    return this.attempts.filter((a) => a.seqs.length > 0).map(({ id, seqs }) => ({ id, seqs }))
+  }
+
+  async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    const attempt: { id: string; seqs: number[]; ok?: boolean } = { id: target.header.id, seqs: events.map((e) => e.seq) }
+    this.attempts.push(attempt)
+    attempt.ok = false
+    if (this.appendGate) await this.appendGate
+    const code = this.#failures.shift()
+    if (code !== undefined) throw new SessionPersistenceError(code, `injected ${code}`)
+    const result = await this.inner.append(target, events)
+    if (this.#lostAcks > 0) {
+      this.#lostAcks--
+      throw new SessionPersistenceError('SESSION_PERSISTENCE_IO', 'injected: the append landed but its acknowledgement was lost')
+    }
+    attempt.ok = true
+    return result
+  }
+
+  list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
+    return this.inner.list(signal)
+  }
+
+  async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {
+    if (this.inspectGate) await this.inspectGate
+    return this.inner.inspect(id, signal)
+  }
+
+  load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
+    return this.inner.load(id, signal)
+  }
+
+  stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
+    return this.inner.stat(id, signal)
+  }
+
+  delete(id: SessionId): Promise<boolean> {
+    return this.inner.delete(id)
+  }
+
+  close(): Promise<void> {
+    return this.inner.close()
+  }
+}
+
+export interface CapturingLogger extends Logger {
+  readonly warnings: string[]
+  readonly errors: string[]
+}
+
+export function capturingLogger(): CapturingLogger {
+  const warnings: string[] = []
+  const errors: string[] = []
+  return { warnings, errors, warn: (message) => void warnings.push(message), error: (message) => void errors.push(message) }
+}
+
+/** A context with a session store and a fresh in-memory backend behind a fault injector. */
+export function testHost(): { ctx: Context; sessions: SessionStore; storage: MemoryPersistenceStorage; backend: FaultyPersistence; logger: CapturingLogger } {
+  const logger = capturingLogger()
+  const ctx = new Context({ logger })
+  ctx.provide('logger', logger)
+  let n = 0
+  const sessions = new SessionStore(ctx, { clock: () => 1_700_000_000_000 + n * 10, newId: () => `s${++n}` })
+  ctx.provide('sessions', sessions)
+  const storage = new MemoryPersistenceStorage()
+  const backend = new FaultyPersistence(createMemoryPersistence({ storage }))
+  return { ctx, sessions, storage, backend, logger }
+}
+
+/** Waits `ms` real milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** Polls `condition` until it holds (fails the test after `timeoutMs`). */
+export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await sleep(2)
+  }
+}
