@@ -1,1 +1,9 @@
-export {}
+export { createApiHandler, createApiServer } from './server.js'
+export type { ApiHandler, ApiHandlerOptions, ApiServer, ApiServerOptions } from './server.js'
+export type { ApiEventSource, ApiServices, SubagentCatalog, SubagentCatalogRow } from './services.js'
+export { DEFAULT_LIMITS } from './limits.js'
+export type { ApiLimits } from './limits.js'
+export { API_ERROR_STATUS, ApiError } from './errors.js'
+export type { ApiErrorCode } from './errors.js'
+export { toErrorResponse } from './error-response.js'
+export * from './schemas.js'

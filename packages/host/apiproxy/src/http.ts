@@ -1,0 +1,56 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { ApiError } from './errors.js'
+import type { ErrorResponse } from './error-response.js'
+
+/** Headers on every answer: nothing is cacheable, nothing is sniffed, nothing is framed. */
+export const BASE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'Cache-Control': 'no-store',
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'X-Frame-Options': 'DENY',
+})
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, extraHeaders: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.destroy()
+    return
+  }
+  const text = JSON.stringify(body)
+  res.writeHead(status, {
+    ...BASE_HEADERS,
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(text)),
+    ...extraHeaders,
+  })
+  res.end(text)
+}
+
+export function sendError(res: ServerResponse, error: ErrorResponse, extraHeaders: Record<string, string> = {}): void {
+  sendJson(res, error.status, error.body, extraHeaders)
+}
+
+/**
+ * Reads and discards a request body of at most `maxBytes` (no route takes a
+ * body). A declared length over the limit is refused before a byte is read;
+ * a chunked body is counted as it arrives.
+ */
+export async function drainBody(req: IncomingMessage, maxBytes: number): Promise<void> {
+  const declared = req.headers['content-length']
+  if (declared !== undefined) {
+    const length = /^[0-9]{1,16}$/.test(declared) ? Number(declared) : Number.NaN
+    if (!Number.isSafeInteger(length)) throw new ApiError('API_BAD_REQUEST', 'The Content-Length header is not a valid length.')
+    if (length > maxBytes) throw tooLarge(maxBytes)
+    if (length === 0) return
+  } else if (req.headers['transfer-encoding'] === undefined) {
+    return
+  }
+  let received = 0
+  for await (const chunk of req) {
+    received += (chunk as Buffer).length
+    if (received > maxBytes) throw tooLarge(maxBytes)
+  }
+}
+
+function tooLarge(maxBytes: number): ApiError {
+  return new ApiError('API_PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBytes} bytes. This API takes no request bodies; send parameters in the query.`)
+}

@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs'
+import { BASE_HEADERS } from './http.js'
+import type { Route } from './route.js'
+
+// The page is plain files in `src/web/` (no build step), loaded on first use.
+// Resolved through the package root so the same path works from `src/` and `dist/`.
+const webDir = new URL('../src/web/', import.meta.url)
+const cache = new Map<string, Buffer>()
+
+function asset(name: string): Buffer {
+  let body = cache.get(name)
+  if (!body) cache.set(name, (body = readFileSync(new URL(name, webDir))))
+  return body
+}
+
+/** Same-origin only; no inline code, no external resources, no framing. */
+const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+function staticRoute(path: readonly string[], file: string, contentType: string, auth: Route['auth']): Route {
+  return {
+    path,
+    auth,
+    query: [],
+    handle({ res }) {
+      const body = asset(file)
+      res.writeHead(200, {
+        ...BASE_HEADERS,
+        'Content-Type': contentType,
+        'Content-Length': String(body.length),
+        'Content-Security-Policy': CONTENT_SECURITY_POLICY,
+      })
+      res.end(body)
+    },
+  }
+}
+
+/**
+ * `GET /?token=…` serves the catalog page; the token guards the page like the
+ * API. Its script and stylesheet hold no data and are public.
+ */
+export const pageRoutes: readonly Route[] = [
+  staticRoute([''], 'index.html', 'text/html; charset=utf-8', 'header-or-query'),
+  staticRoute(['app.js'], 'app.js', 'text/javascript; charset=utf-8', 'public'),
+  staticRoute(['app.css'], 'app.css', 'text/css; charset=utf-8', 'public'),
+]

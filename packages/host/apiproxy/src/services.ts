@@ -1,0 +1,61 @@
+import type { Context } from '@dsh/context'
+import type { SessionStore } from '@dsh/session'
+import type { SessionProjections } from '@dsh/session-projection'
+import type { SessionQuery } from '@dsh/session-query'
+import { ApiError } from './errors.js'
+
+/** A catalog row as the subagent runtime returns it (the seed's `SubagentListEntry`). */
+export type SubagentCatalogRow =
+  | ({ readonly kind: 'child'; readonly id: string; readonly activity: 'running' | 'inactive'; readonly hasChildren: boolean } & (
+      | { readonly mode: 'one-shot'; readonly label?: string }
+      | { readonly mode: 'continuable'; readonly label: string }
+    ))
+  | { readonly kind: 'diagnostic'; readonly id: string; readonly reason: 'corrupt' | 'unsupported' | 'unavailable' }
+
+/** A catalog row with its place in the tree and the ladder rung that decided it. */
+export interface ExplainedCatalogRow {
+  readonly row: SubagentCatalogRow
+  readonly rung: 1 | 2 | 3
+  /** The session whose child the row is. */
+  readonly parentId: string
+  /** 1 for a direct child of the listed session, 2 for a grandchild, … */
+  readonly depth: number
+}
+
+/** The part of the `subagents` service (`SubagentRuntime`) the host uses. */
+export interface SubagentCatalog {
+  explainChildren(parentId: string, signal?: AbortSignal): Promise<readonly ExplainedCatalogRow[]>
+  explainDescendants(parentId: string, signal?: AbortSignal): Promise<readonly ExplainedCatalogRow[]>
+}
+
+/** What the API reads from. `sessions` and `sessionProjections` feed the SSE stream; without them it only sends keep-alives. */
+export interface ApiServices {
+  readonly sessionQuery: SessionQuery
+  readonly subagents: SubagentCatalog
+  readonly sessions?: SessionStore | undefined
+  readonly sessionProjections?: SessionProjections | undefined
+}
+
+/** The session lifecycle events the stream listens to (a `Context` has them). */
+export type ApiEventSource = Pick<Context, 'on'>
+
+/**
+ * Takes services from `overrides` first, then from `ctx`. A missing required
+ * service fails at server creation, naming it, rather than on the first request.
+ */
+export function resolveServices(ctx: Context | undefined, overrides: Partial<ApiServices> | undefined): ApiServices {
+  const sessionQuery = overrides?.sessionQuery ?? ctx?.get('sessionQuery')
+  const subagents = overrides?.subagents ?? (ctx?.get as ((name: string) => SubagentCatalog | undefined) | undefined)?.call(ctx, 'subagents')
+  if (sessionQuery === undefined) throw missing('sessionQuery')
+  if (subagents === undefined) throw missing('subagents')
+  return {
+    sessionQuery,
+    subagents,
+    sessions: overrides?.sessions ?? ctx?.get('sessions'),
+    sessionProjections: overrides?.sessionProjections ?? ctx?.get('sessionProjections'),
+  }
+}
+
+function missing(service: string): ApiError {
+  return new ApiError('API_SERVICE_UNAVAILABLE', `The API server needs service '${service}': pass it in options.services or provide it on options.ctx before creating the server.`)
+}
