@@ -7,6 +7,8 @@ import { checkAppend } from './validate.js'
 interface StoredLog {
   /** The serialized physical header: logical header plus the exact cut. */
   readonly headerLine: string
+  /** What a writer keeps of its header, so appends do not count as header reads. */
+  readonly writer: { readonly header: SessionHeader; readonly inheritedEventCount: SessionLogOffset }
   /** One serialized JSON array per committed batch, as a file backend keeps frames. */
   readonly batches: string[]
   nextSeq: number
@@ -62,11 +64,12 @@ class MemoryPersistence implements SessionPersistence {
     // concurrent appends see each other's effects (one wins, the other conflicts).
     const id = target.header.id
     const existing = this.#storage.logs.get(id)
-    checkAppend(target, events, existing === undefined ? undefined : { ...this.#readHeader(existing), nextSeq: existing.nextSeq })
+    checkAppend(target, events, existing === undefined ? undefined : { ...existing.writer, nextSeq: existing.nextSeq })
     let log = existing
     if (log === undefined) {
       log = {
         headerLine: JSON.stringify({ header: target.header, inheritedEventCount: target.inheritedEventCount }),
+        writer: { header: target.header, inheritedEventCount: target.inheritedEventCount },
         batches: [],
         nextSeq: 0,
         lifecycle: this.#storage.nextLifecycle++,

@@ -24,7 +24,9 @@ export class FaultyPersistence implements SessionPersistence {
   readonly attempts: Array<{ id: string; seqs: number[]; ok?: boolean }> = []
   #failures: SessionPersistenceErrorCode[] = []
   #lostAcks = 0
+  /** While set, appends wait for it before writing. */
   appendGate: Promise<void> | undefined
+  /** While set, inspections read, then wait for it before answering. */
   inspectGate: Promise<void> | undefined
 
   constructor(inner: SessionPersistence) {
@@ -70,9 +72,12 @@ export class FaultyPersistence implements SessionPersistence {
     return this.inner.list(signal)
   }
 
+  /** Reads at once, then holds the result until `inspectGate` opens (a slow read of a snapshot). */
   async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {
-    if (this.inspectGate) await this.inspectGate
-    return this.inner.inspect(id, signal)
+    const gate = this.inspectGate
+    const result = await this.inner.inspect(id, signal)
+    if (gate) await gate
+    return result
   }
 
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
