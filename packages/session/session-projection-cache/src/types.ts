@@ -1,6 +1,17 @@
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
 import type { ProjectionKey, ProjectionSnapshot } from '@dsh/session-projection'
 
+export interface ProjectionCacheMetrics {
+  hits: number
+  misses: number
+  /** Checkpoints stored (live writes and cold writes). */
+  writes: number
+  /** Writes that failed softly (flush failure, SQLite error, closed cache). */
+  failedWrites: number
+  /** Times the database file was found unusable and recreated empty. */
+  rebuilds: number
+}
+
 /**
  * Optional acceleration (service `sessionProjectionCache`): one checkpoint per
  * session, identified by the header witness fields plus the exact cut.
@@ -9,14 +20,17 @@ import type { ProjectionKey, ProjectionSnapshot } from '@dsh/session-projection'
 export interface SessionProjectionCache {
   /**
    * The cached views for this exact lifecycle and cut, or `undefined` (no row,
-   * another identity, another stateVersion). No log I/O. May throw on a
-   * poisoned row: every consumer treats a throw as a miss.
+   * another identity, another stateVersion, an unregistered key). Every
+   * requested key must hit, or the whole lookup misses. Synchronous; no log
+   * I/O. May throw on a poisoned row: every consumer treats a throw as a miss.
    */
   cachedSnapshot(header: SessionHeader, inheritedEventCount: SessionLogOffset, keys: readonly ProjectionKey[]): ProjectionSnapshot | undefined
   /** Writes the live session's checkpoint now (after flushing its log). Fail-soft: resolves false on failure. */
   writeCheckpoint(session: Session): Promise<boolean>
+  /** Resolves when no checkpoint write is in flight (tests, shutdown). */
+  idle(): Promise<void>
   /** Counters for tests and benchmarks. */
-  readonly metrics: Readonly<{ hits: number; misses: number; writes: number; failedWrites: number }>
+  readonly metrics: Readonly<ProjectionCacheMetrics>
   close(): void
 }
 

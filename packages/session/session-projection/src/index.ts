@@ -3,6 +3,9 @@ export type { SessionProjectionErrorCode } from './errors.js'
 export { createProjectionRegistry, ProjectionRegistry } from './registry.js'
 export type { ProjectionRegistryOptions } from './registry.js'
 export { sessionProjectionsPlugin } from './plugin.js'
+// Units declare their checkpoint schema with this zod, the one the registry's
+// types are written against (a second zod copy would not type-check as a schema).
+export { z } from 'zod'
 export type {
   ProjectionChange,
   ProjectionCheckpointRow,

@@ -1,0 +1,51 @@
+import { join } from 'node:path'
+import { consoleLogger, definePlugin } from '@dsh/context'
+import { SqliteProjectionCache } from './cache.js'
+import { SessionProjectionCacheError } from './errors.js'
+import { CheckpointScheduler, type CheckpointThrottle } from './scheduler.js'
+
+/** Where a session root keeps its checkpoint cache. */
+export function projectionCachePath(root: string): string {
+  return join(root, '.cache', 'projections.sqlite')
+}
+
+export interface ProjectionCachePluginOptions {
+  /** The database file. Give this or `root`. */
+  readonly path?: string
+  /** A session root: the file is `projectionCachePath(root)`. */
+  readonly root?: string
+  /** Background write cadence between the mandatory writes. */
+  readonly throttle?: CheckpointThrottle
+}
+
+/**
+ * Provides service `sessionProjectionCache` and schedules its writes. On
+ * dispose it writes the final checkpoints of live sessions, then closes the
+ * database (activate it after persistence, so its disposer runs first).
+ */
+export const sessionProjectionCachePlugin = (options: ProjectionCachePluginOptions) =>
+  definePlugin({
+    name: 'sessionProjectionCache',
+    inject: { required: ['sessions', 'sessionProjections'] },
+    activate(ctx) {
+      const path = options.path ?? (options.root === undefined ? undefined : projectionCachePath(options.root))
+      if (path === undefined) {
+        throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_INVALID_OPTIONS', 'sessionProjectionCachePlugin needs a `path` or a session `root`.')
+      }
+      const cache = new SqliteProjectionCache({ path, projections: ctx.sessionProjections, sessions: ctx.sessions, logger: () => ctx.get('logger') ?? consoleLogger })
+      let scheduler: CheckpointScheduler
+      try {
+        scheduler = new CheckpointScheduler({ ctx, cache, projections: ctx.sessionProjections, sessions: ctx.sessions, throttle: options.throttle })
+      } catch (error) {
+        cache.close()
+        throw error
+      }
+      const withdraw = ctx.provide('sessionProjectionCache', cache)
+      ctx.onDispose(async () => {
+        await scheduler.close()
+        await cache.idle()
+        withdraw()
+        cache.close()
+      })
+    },
+  })

@@ -1,0 +1,134 @@
+import type { Context } from '@dsh/context'
+import type { Session, SessionEvent } from '@dsh/session'
+import type { SessionProjections } from '@dsh/session-projection'
+import type { SqliteProjectionCache } from './cache.js'
+import { SessionProjectionCacheError } from './errors.js'
+
+/** Background checkpoint cadence between the mandatory writes. */
+export interface CheckpointThrottle {
+  /** Write after this many events since the last write. Default 500; `Infinity` disables. */
+  readonly events?: number
+  /** Write this long (ms) after the first unwritten event. Default 2,000; `Infinity` disables. */
+  readonly ms?: number
+}
+
+export const DEFAULT_THROTTLE: Required<CheckpointThrottle> = { events: 500, ms: 2_000 }
+
+interface Track {
+  /** Events since the last write started. */
+  sinceWrite: number
+  /** Events not yet covered by a successful write. */
+  dirty: boolean
+  timer: NodeJS.Timeout | undefined
+  inflight: Promise<boolean> | undefined
+  /** A write was asked for while one was in flight: run another when it settles. */
+  again: boolean
+}
+
+/**
+ * Decides when live sessions are checkpointed: at every `turn/end`
+ * (mandatory), every N events and T ms after the first unwritten event
+ * (throttles), and when a session goes cold (mandatory, from the registry's
+ * final rows). One write per session is in flight at a time.
+ */
+export class CheckpointScheduler {
+  readonly #cache: SqliteProjectionCache
+  readonly #sessions: { list(): Session[] }
+  readonly #throttle: Required<CheckpointThrottle>
+  readonly #tracks = new Map<Session, Track>()
+  readonly #unsubscribe: Array<() => void>
+  #closed = false
+
+  constructor(options: { ctx: Context; cache: SqliteProjectionCache; projections: SessionProjections; sessions: { list(): Session[] }; throttle?: CheckpointThrottle | undefined }) {
+    this.#cache = options.cache
+    this.#sessions = options.sessions
+    this.#throttle = validateThrottle(options.throttle)
+    this.#unsubscribe = [
+      options.ctx.on('session/event', (session, event) => this.#observe(session, event)),
+      options.projections.onSessionCold((session, rows) => this.#cold(session, rows)),
+    ]
+  }
+
+  /** Stops scheduling, waits for in-flight writes, then writes every live session with unwritten events. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    for (const off of this.#unsubscribe.splice(0)) off()
+    for (const track of this.#tracks.values()) clearTimeout(track.timer)
+    await Promise.allSettled([...this.#tracks.values()].map((track) => track.inflight))
+    const live = new Set(this.#sessions.list())
+    await Promise.allSettled(
+      [...this.#tracks].filter(([session, track]) => track.dirty && live.has(session) && !session.closed).map(([session]) => this.#cache.writeCheckpoint(session)),
+    )
+    this.#tracks.clear()
+  }
+
+  #track(session: Session): Track {
+    let track = this.#tracks.get(session)
+    if (!track) this.#tracks.set(session, (track = { sinceWrite: 0, dirty: false, timer: undefined, inflight: undefined, again: false }))
+    return track
+  }
+
+  #observe(session: Session, event: SessionEvent): void {
+    if (this.#closed) return
+    const track = this.#track(session)
+    track.sinceWrite++
+    track.dirty = true
+    if (event.type === 'turn/end' || track.sinceWrite >= this.#throttle.events) {
+      this.#request(session, track)
+    } else if (track.timer === undefined && Number.isFinite(this.#throttle.ms)) {
+      track.timer = setTimeout(() => {
+        track.timer = undefined
+        this.#request(session, track)
+      }, this.#throttle.ms)
+      // A pending throttle must not keep the process alive.
+      track.timer.unref()
+    }
+  }
+
+  #request(session: Session, track: Track): void {
+    if (this.#closed || session.closed) return
+    clearTimeout(track.timer)
+    track.timer = undefined
+    if (track.inflight) {
+      track.again = true
+      return
+    }
+    track.sinceWrite = 0
+    track.dirty = false
+    // Synchronous start: the rows are taken now, inside this event's
+    // notification, so they describe exactly the log the flush will cover.
+    const write = this.#cache.writeCheckpoint(session)
+    track.inflight = write
+    void write.then((ok) => {
+      track.inflight = undefined
+      if (!ok) track.dirty = true
+      if (track.again) {
+        track.again = false
+        this.#request(session, track)
+      }
+    })
+  }
+
+  async #cold(session: Session, rows: Parameters<SqliteProjectionCache['writeColdRows']>[1]): Promise<void> {
+    const track = this.#tracks.get(session)
+    this.#tracks.delete(session)
+    if (track) {
+      clearTimeout(track.timer)
+      track.again = false
+      // The final rows must land after any older write of the same session.
+      await track.inflight
+    }
+    this.#cache.writeColdRows(session, rows)
+  }
+}
+
+function validateThrottle(throttle: CheckpointThrottle | undefined): Required<CheckpointThrottle> {
+  const merged = { ...DEFAULT_THROTTLE, ...throttle }
+  for (const [name, value] of Object.entries(merged)) {
+    if (typeof value !== 'number' || Number.isNaN(value) || value < 1) {
+      throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_INVALID_OPTIONS', `throttle.${name} must be a number >= 1 (or Infinity to disable it), got ${String(value)}.`)
+    }
+  }
+  return merged
+}
