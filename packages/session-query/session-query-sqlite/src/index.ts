@@ -1,1 +1,7 @@
-export {}
+export { createSqliteSessionQuery } from './sqlite-query.js'
+export type { ReconcileReport, SqliteSessionQuery, SqliteSessionQueryOptions } from './sqlite-query.js'
+export { defaultIndexPath, sqliteSessionQueryPlugin } from './plugin.js'
+export type { SqliteSessionQueryPluginOptions } from './plugin.js'
+export { INDEX_SCHEMA_VERSION } from './schema.js'
+export type { RebuildReason } from './schema.js'
+export { MAX_EVENT_TEXT } from './event-text.js'

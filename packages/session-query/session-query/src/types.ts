@@ -101,9 +101,12 @@ export interface SearchPage<T> {
 
 /** Progress of a long index job (rebuild / reconcile). */
 export interface IndexProgress {
+  /** `scan`: listing persisted headers; `index`: reading changed logs and indexing their text. */
   readonly phase: 'scan' | 'index'
   readonly done: number
   readonly total: number
+  /** Present when the index is being built from nothing, and why. */
+  readonly rebuild?: 'missing' | 'corrupt' | 'schema' | 'requested'
 }
 
 /** The query service (service `sessionQuery`). */

@@ -1,0 +1,277 @@
+import { createHash } from 'node:crypto'
+import { crc32 } from 'node:zlib'
+import { parseSessionHeader, sameLifecycle, SessionLogOffset, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import type { ParsedListFilter, SessionQueryRecord } from '@dsh/session-query'
+import type Database from 'better-sqlite3'
+import { eventText } from './event-text.js'
+
+/** What reconciliation needs to know about an indexed session. */
+export interface RowState {
+  readonly id: string
+  readonly revision: string | null
+  readonly bodyRevision: string | null
+}
+
+interface SessionRow {
+  readonly sid: number
+  readonly id: string
+  readonly header: string
+  readonly inherited: number
+  readonly revision: string | null
+  readonly body_revision: string | null
+  readonly event_count: number
+  readonly last_event: string | null
+  readonly crc: number
+}
+
+interface ListedRow {
+  readonly id: string
+  readonly header: string
+  readonly inherited: number
+  readonly revision: string
+  readonly crc: number
+}
+
+export interface EventHitRow {
+  readonly id: string
+  readonly seq: number
+  readonly type: string
+  readonly snippet: string
+  readonly rank: number
+}
+
+export interface SessionHitRow extends ListedRow {
+  readonly best: number
+  readonly matches: number
+}
+
+/** Thrown when a row fails its checksum: the file is damaged in a way SQLite cannot see. */
+export class IndexDamageError extends Error {}
+
+/**
+ * The synchronous face of the index database: prepared statements for
+ * listing, header and body upkeep, and full-text search. Callers group writes
+ * in `transaction`.
+ */
+export class IndexStore {
+  readonly db: Database.Database
+  readonly #stmt: ReturnType<typeof prepare>
+  readonly #listCache = new Map<string, Database.Statement>()
+
+  constructor(db: Database.Database) {
+    this.db = db
+    this.#stmt = prepare(db)
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)()
+  }
+
+  /** The search cursor generation: changes with every write to the index. */
+  generation(): string {
+    const rows = this.#stmt.meta.all() as Array<{ key: string; value: string }>
+    const meta = new Map(rows.map((r) => [r.key, r.value]))
+    return `${meta.get('epoch') ?? '?'}.${meta.get('generation') ?? '?'}`
+  }
+
+  bumpGeneration(): void {
+    this.#stmt.bump.run()
+  }
+
+  rowStates(): Map<string, RowState> {
+    const out = new Map<string, RowState>()
+    for (const row of this.#stmt.states.iterate() as Iterable<{ id: string; revision: string | null; body_revision: string | null }>) {
+      out.set(row.id, { id: row.id, revision: row.revision, bodyRevision: row.body_revision })
+    }
+    return out
+  }
+
+  rowState(id: string): RowState | undefined {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    return row === undefined ? undefined : { id: row.id, revision: row.revision, bodyRevision: row.body_revision }
+  }
+
+  /**
+   * Records a session's header and listed revision: a revision string (what
+   * persistence listed), `null` (only a live session of this process is
+   * known) or `'keep'` (the stored one; used for headers from memory). A
+   * different lifecycle under the same id drops the old event text, and with
+   * `'keep'` also forgets the revision, so the next reconciliation re-reads
+   * the persisted log instead of trusting a revision of another lifecycle.
+   */
+  writeHeader(header: SessionHeader, inherited: number, revision: string | null | 'keep'): void {
+    const row = this.#stmt.get.get(header.id) as SessionRow | undefined
+    const headerJson = JSON.stringify(header)
+    if (row === undefined) {
+      const fresh = revision === 'keep' ? null : revision
+      this.#stmt.insert.run({ ...headerColumns(header, headerJson, inherited), revision: fresh, crc: rowCrc(header.id, headerJson, inherited, fresh) })
+      return
+    }
+    const sameLog = row.header === headerJson ? row.inherited === inherited : row.inherited === inherited && sameLifecycle(parseStoredHeader(row.header), header)
+    const nextRevision = revision !== 'keep' ? revision : sameLog ? row.revision : null
+    if (row.header === headerJson && row.inherited === inherited && row.revision === nextRevision) return
+    if (!sameLog) this.#dropEvents(row.sid)
+    this.#stmt.updateHeader.run({ sid: row.sid, ...headerColumns(header, headerJson, inherited), revision: nextRevision, crc: rowCrc(header.id, headerJson, inherited, nextRevision) })
+    if (!sameLog) this.#stmt.resetBody.run(row.sid)
+  }
+
+  /**
+   * Brings the event text of `id` up to `events` (a whole log, persisted or
+   * live). When the indexed prefix is still a prefix of `events` only the new
+   * events are added; otherwise the text is rebuilt for this session.
+   * `bodyRevision` records which persisted revision this body was read at
+   * (`undefined` when it came from memory).
+   */
+  writeBody(id: string, events: readonly StoredSessionEvent[], bodyRevision: string | undefined): void {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    if (row === undefined) return
+    let from = row.event_count
+    const prefixHolds = from <= events.length && (from === 0 || digest(events[from - 1]!) === row.last_event)
+    if (!prefixHolds) {
+      this.#dropEvents(row.sid)
+      from = 0
+    }
+    for (let i = from; i < events.length; i++) {
+      const event = events[i]!
+      const text = eventText(event)
+      if (text === undefined) continue
+      const rowid = this.#stmt.insertEvent.run(row.sid, event.seq, event.type).lastInsertRowid
+      this.#stmt.insertText.run(rowid, text)
+    }
+    const last = events.length === 0 ? null : digest(events[events.length - 1]!)
+    this.#stmt.updateBody.run({ sid: row.sid, body_revision: bodyRevision ?? row.body_revision, body_state: 'indexed', event_count: events.length, last_event: last })
+  }
+
+  /** The log at `revision` cannot be read: keep the header (it still lists), drop its text. */
+  markCorrupt(id: string, revision: string): void {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    if (row === undefined) return
+    this.#dropEvents(row.sid)
+    this.#stmt.updateBody.run({ sid: row.sid, body_revision: revision, body_state: 'corrupt', event_count: 0, last_event: null })
+  }
+
+  delete(id: string): void {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    if (row === undefined) return
+    this.#dropEvents(row.sid)
+    this.#stmt.deleteSession.run(row.sid)
+  }
+
+  /** Indexed count of events of `id` (to decide whether a live session has new ones). */
+  indexedCount(id: string): { count: number; header: string; inherited: number } | undefined {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    return row === undefined ? undefined : { count: row.event_count, header: row.header, inherited: row.inherited }
+  }
+
+  /**
+   * Persisted rows matching `filter` in listing order after its cursor, at
+   * most `fetch` of them (all when undefined). Uses the (parent|origin|cwd|
+   * created_at, created_at, id) indexes.
+   */
+  listRows(filter: ParsedListFilter, fetch: number | undefined): SessionQueryRecord[] {
+    const where = ['revision IS NOT NULL']
+    const params: unknown[] = []
+    if (filter.parentSession !== undefined) (where.push('parent = ?'), params.push(filter.parentSession))
+    if (filter.origin !== undefined) (where.push('origin = ?'), params.push(filter.origin))
+    if (filter.cwd !== undefined) (where.push('cwd = ?'), params.push(filter.cwd))
+    if (filter.createdFrom !== undefined) (where.push('created_at >= ?'), params.push(filter.createdFrom))
+    if (filter.createdTo !== undefined) (where.push('created_at <= ?'), params.push(filter.createdTo))
+    if (filter.after !== undefined) (where.push('(created_at, id) > (?, ?)'), params.push(filter.after.createdAt, filter.after.id))
+    const sql = `SELECT id, header, inherited, revision, crc FROM sessions WHERE ${where.join(' AND ')} ORDER BY created_at, id${fetch === undefined ? '' : ' LIMIT ?'}`
+    if (fetch !== undefined) params.push(fetch)
+    let stmt = this.#listCache.get(sql)
+    if (stmt === undefined) this.#listCache.set(sql, (stmt = this.db.prepare(sql)))
+    return (stmt.all(...params) as ListedRow[]).map(toRecord)
+  }
+
+  /** Matching events of persisted sessions and of the live sessions `liveIds`, best first. */
+  searchEvents(match: string, liveIds: readonly string[], limit: number, offset: number): EventHitRow[] {
+    return this.#stmt.searchEvents.all(match, JSON.stringify(liveIds), limit, offset) as EventHitRow[]
+  }
+
+  /**
+   * Matching sessions ranked by their best event, with the number of matching
+   * events. Rows of live sessions come back as they are indexed; the caller
+   * replaces them with live records.
+   */
+  searchSessions(match: string, liveIds: readonly string[], limit: number, offset: number): Array<{ id: string; record: SessionQueryRecord | undefined; best: number; matches: number }> {
+    const live = new Set(liveIds)
+    return (this.#stmt.searchSessions.all(match, JSON.stringify(liveIds), limit, offset) as SessionHitRow[]).map((row) => ({
+      id: row.id,
+      record: live.has(row.id) ? undefined : toRecord(row),
+      best: row.best,
+      matches: row.matches,
+    }))
+  }
+
+  close(): void {
+    this.db.close()
+  }
+
+  #dropEvents(sid: number): void {
+    this.#stmt.deleteText.run(sid)
+    this.#stmt.deleteEvents.run(sid)
+  }
+}
+
+function prepare(db: Database.Database) {
+  return {
+    meta: db.prepare('SELECT key, value FROM meta'),
+    bump: db.prepare("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"),
+    states: db.prepare('SELECT id, revision, body_revision FROM sessions'),
+    get: db.prepare('SELECT sid, id, header, inherited, revision, body_revision, event_count, last_event, crc FROM sessions WHERE id = ?'),
+    insert: db.prepare(
+      'INSERT INTO sessions (id, created_at, parent, origin, cwd, header, inherited, revision, crc) VALUES (@id, @created_at, @parent, @origin, @cwd, @header, @inherited, @revision, @crc)',
+    ),
+    updateHeader: db.prepare(
+      'UPDATE sessions SET id = @id, created_at = @created_at, parent = @parent, origin = @origin, cwd = @cwd, header = @header, inherited = @inherited, revision = @revision, crc = @crc WHERE sid = @sid',
+    ),
+    resetBody: db.prepare("UPDATE sessions SET body_revision = NULL, body_state = 'indexed', event_count = 0, last_event = NULL WHERE sid = ?"),
+    updateBody: db.prepare('UPDATE sessions SET body_revision = @body_revision, body_state = @body_state, event_count = @event_count, last_event = @last_event WHERE sid = @sid'),
+    deleteSession: db.prepare('DELETE FROM sessions WHERE sid = ?'),
+    insertEvent: db.prepare('INSERT INTO events (sid, seq, type) VALUES (?, ?, ?)'),
+    insertText: db.prepare('INSERT INTO event_text (rowid, text) VALUES (?, ?)'),
+    deleteText: db.prepare('DELETE FROM event_text WHERE rowid IN (SELECT rowid FROM events WHERE sid = ?)'),
+    deleteEvents: db.prepare('DELETE FROM events WHERE sid = ?'),
+    // Ties in rank are broken by session id (binary = code point order) and seq, so pages are deterministic.
+    searchEvents: db.prepare(`
+      SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS rank
+      FROM event_text JOIN events e ON e.rowid = event_text.rowid JOIN sessions s ON s.sid = e.sid
+      WHERE event_text MATCH ? AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
+      ORDER BY rank, s.id, e.seq LIMIT ? OFFSET ?`),
+    searchSessions: db.prepare(`
+      SELECT s.id AS id, s.header AS header, s.inherited AS inherited, s.revision AS revision, s.crc AS crc, MIN(m.rank) AS best, COUNT(*) AS matches
+      FROM (SELECT rowid, bm25(event_text) AS rank FROM event_text WHERE event_text MATCH ?) m
+      JOIN events e ON e.rowid = m.rowid JOIN sessions s ON s.sid = e.sid
+      WHERE s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?))
+      GROUP BY s.sid ORDER BY best, s.id LIMIT ? OFFSET ?`),
+  }
+}
+
+function headerColumns(header: SessionHeader, json: string, inherited: number) {
+  return { id: header.id, created_at: header.createdAt, parent: header.parentSession ?? null, origin: header.origin ?? null, cwd: header.cwd ?? null, header: json, inherited }
+}
+
+function rowCrc(id: string, header: string, inherited: number, revision: string | null): number {
+  return crc32(`${id}\u0000${header}\u0000${inherited}\u0000${revision ?? '\u0000'}`)
+}
+
+function parseStoredHeader(json: string): SessionHeader {
+  try {
+    return parseSessionHeader(JSON.parse(json))
+  } catch (error) {
+    throw new IndexDamageError('An index row holds an unreadable header.', { cause: error })
+  }
+}
+
+function toRecord(row: ListedRow): SessionQueryRecord {
+  if (rowCrc(row.id, row.header, row.inherited, row.revision) !== row.crc) throw new IndexDamageError(`The index row of session '${row.id}' fails its checksum.`)
+  const header = parseStoredHeader(row.header)
+  if (header.id !== row.id) throw new IndexDamageError(`The index row of session '${row.id}' holds another session's header.`)
+  return Object.freeze({ header, inheritedEventCount: SessionLogOffset(row.inherited), live: false, persisted: true, revision: row.revision })
+}
+
+/** Identifies one event well enough to tell whether an indexed prefix is still a prefix. */
+function digest(event: StoredSessionEvent): string {
+  return createHash('sha1').update(JSON.stringify([event.type, event.seq, event.time, event.data])).digest('base64url')
+}

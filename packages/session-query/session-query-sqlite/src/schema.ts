@@ -1,0 +1,125 @@
+import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database from 'better-sqlite3'
+
+/** Bumped whenever the layout changes: a file of another version is rebuilt. */
+export const INDEX_SCHEMA_VERSION = 1
+/** "dshq": tells our file apart from any other SQLite database at the same path. */
+const APPLICATION_ID = 0x64736871
+
+/** Why an index is being built from nothing. */
+export type RebuildReason = 'missing' | 'corrupt' | 'schema' | 'requested'
+
+/** SQLite result codes that mean the file itself is damaged: the cure is a rebuild, not a retry. */
+const DAMAGED = new Set(['SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_CORRUPT_INDEX', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_VTAB'])
+
+export function isDamage(error: unknown): boolean {
+  return error instanceof Database.SqliteError && DAMAGED.has(error.code)
+}
+
+const SCHEMA = `
+  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+  -- One row per session the index knows: the header facts a listing needs,
+  -- the persisted revision that listing reports, and which prefix of the log
+  -- the event text reflects.
+  CREATE TABLE sessions (
+    sid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    parent TEXT,
+    origin TEXT,
+    cwd TEXT,
+    header TEXT NOT NULL,
+    inherited INTEGER NOT NULL,
+    -- The revision persistence listed; NULL while only a live session of this process is known.
+    revision TEXT,
+    -- The persisted revision whose body the event rows were checked against (NULL: not yet).
+    body_revision TEXT,
+    -- 'indexed' or 'corrupt' (the log at body_revision cannot be read).
+    body_state TEXT NOT NULL DEFAULT 'indexed',
+    -- The indexed prefix of the log: its length and a digest of its last event.
+    event_count INTEGER NOT NULL DEFAULT 0,
+    last_event TEXT,
+    -- CRC32 over id, header, inherited and revision: content damage that
+    -- SQLite's structural checks cannot see is detected on read.
+    crc INTEGER NOT NULL
+  );
+  CREATE INDEX sessions_by_parent ON sessions (parent, created_at, id);
+  CREATE INDEX sessions_by_origin ON sessions (origin, created_at, id);
+  CREATE INDEX sessions_by_cwd ON sessions (cwd, created_at, id);
+  CREATE INDEX sessions_by_created ON sessions (created_at, id);
+  -- Text-bearing events; their rowid is the rowid of their text in event_text.
+  CREATE TABLE events (
+    rowid INTEGER PRIMARY KEY,
+    sid INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL
+  );
+  CREATE INDEX events_by_session ON events (sid, seq);
+  CREATE VIRTUAL TABLE event_text USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
+  PRAGMA application_id = ${APPLICATION_ID};
+  PRAGMA user_version = ${INDEX_SCHEMA_VERSION};
+`
+
+export interface OpenedIndex {
+  readonly db: Database.Database
+  /** Set when the file was created from nothing; the caller then runs a full reconciliation. */
+  readonly rebuild?: RebuildReason
+}
+
+/**
+ * Opens the index file at `path`. A missing file is created; a file that is
+ * garbage, truncated, damaged, another application's or of another schema
+ * version is deleted and created again. The index is derived data, so
+ * starting over only costs a rebuild.
+ */
+export function openIndexFile(path: string): OpenedIndex {
+  mkdirSync(dirname(path), { recursive: true })
+  if (!existsSync(path)) return { db: create(path), rebuild: 'missing' }
+  let reason: RebuildReason | undefined
+  let db: Database.Database | undefined
+  try {
+    db = new Database(path)
+    tune(db)
+    if (db.pragma('application_id', { simple: true }) !== APPLICATION_ID) reason = 'corrupt'
+    else if (db.pragma('user_version', { simple: true }) !== INDEX_SCHEMA_VERSION) reason = 'schema'
+    else if (db.pragma('quick_check', { simple: true }) !== 'ok') reason = 'corrupt'
+  } catch {
+    reason = 'corrupt'
+  }
+  if (reason === undefined && db !== undefined) return { db }
+  try {
+    db?.close()
+  } catch {
+    // A damaged handle may fail to close; the file is removed either way.
+  }
+  removeIndexFile(path)
+  return { db: create(path), rebuild: reason ?? 'corrupt' }
+}
+
+/** Deletes the index file and its WAL companions. */
+export function removeIndexFile(path: string): void {
+  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true })
+}
+
+function create(path: string): Database.Database {
+  const db = new Database(path)
+  tune(db)
+  db.exec('BEGIN')
+  db.exec(SCHEMA)
+  db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('epoch', randomEpoch(), 'generation', '0')
+  db.exec('COMMIT')
+  return db
+}
+
+function tune(db: Database.Database): void {
+  db.pragma('journal_mode = WAL')
+  // Derived data: losing the last transactions to a power cut only costs a
+  // re-read, and damage is detected and rebuilt on open.
+  db.pragma('synchronous = OFF')
+  db.pragma('busy_timeout = 5000')
+}
+
+function randomEpoch(): string {
+  return `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`
+}

@@ -1,0 +1,548 @@
+import { consoleLogger, isDshError, type Context, type Logger } from '@dsh/context'
+import type { Session, SessionId } from '@dsh/session'
+import type { PersistedSessionRecord, SessionObservation, SessionPersistence } from '@dsh/session-persistence'
+import {
+  checkAborted,
+  createSessionQuery,
+  eventWindow,
+  fromPersistenceError,
+  guarded,
+  historyPage,
+  listPersisted,
+  liveRecord,
+  matchesFilter,
+  observe,
+  pageOf,
+  parseHistoryRequest,
+  parseListFilter,
+  parseWindowRequest,
+  type EventSearchHit,
+  type IndexProgress,
+  type LiveSessions,
+  type ParsedListFilter,
+  type SearchPage,
+  type SearchRequest,
+  type SessionListFilter,
+  type SessionListPage,
+  type SessionQuery,
+  type SessionQueryRecord,
+  type SessionSearchHit,
+  SessionQueryError,
+} from '@dsh/session-query'
+import { IndexDamageError, IndexStore } from './index-store.js'
+import { isDamage, openIndexFile, removeIndexFile, type RebuildReason } from './schema.js'
+import { checkGeneration, encodeSearchCursor, parseSearchRequest, type ParsedSearch } from './search.js'
+
+export interface SqliteSessionQueryOptions {
+  readonly sessions: LiveSessions
+  readonly persistence: SessionPersistence
+  /** The index file, e.g. `<root>/.index/query.sqlite` (see `defaultIndexPath`). Created when missing. */
+  readonly path: string
+  /** Progress of rebuilds and reconciliations (header scan, then body indexing). */
+  readonly onProgress?: (progress: IndexProgress) => void
+  /**
+   * A context whose `session/disposed` events this backend follows, so that a
+   * session going cold in this process is noticed even between two queries.
+   * Without it, sessions that leave the store are noticed at the next query.
+   */
+  readonly context?: Pick<Context, 'on'>
+  /** Reconcile with persistence before the factory resolves (default true). */
+  readonly reconcileOnOpen?: boolean
+  /**
+   * When set, a query finding the last full reconciliation older than this
+   * many milliseconds reconciles first (picks up other processes' writes).
+   * Default: only on open and on `reconcile()`.
+   */
+  readonly maxStalenessMs?: number
+  /** Concurrent body reads while reconciling (default 4). */
+  readonly readConcurrency?: number
+  /** Where fail-soft index problems are reported (default: the console). */
+  readonly logger?: Logger
+  /** Cancels the reconciliation on open. */
+  readonly signal?: AbortSignal
+}
+
+/** What one reconciliation did. */
+export interface ReconcileReport {
+  /** Set when the index was built from nothing, and why. */
+  readonly rebuild?: RebuildReason
+  /** Records persistence listed. */
+  readonly listed: number
+  /** Logs whose bodies were read (new or changed revisions). */
+  readonly read: number
+  /** Rows removed because their session is no longer persisted. */
+  readonly removed: number
+  /** Logs that could not be read because they are corrupt (they still list). */
+  readonly corrupt: number
+  /** Logs whose read failed otherwise; retried by the next reconciliation. */
+  readonly failed: number
+}
+
+/** The SQLite-indexed `sessionQuery` backend. */
+export interface SqliteSessionQuery extends SessionQuery {
+  readonly path: string
+  searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
+  searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
+  /** Brings the index up to date with every persisted revision: reads only logs whose revision changed. */
+  reconcile(signal?: AbortSignal): Promise<ReconcileReport>
+  /** Deletes the index file and builds it again from persistence. */
+  rebuild(signal?: AbortSignal): Promise<ReconcileReport>
+  close(): Promise<void>
+}
+
+/**
+ * Opens (creating, or rebuilding when missing, corrupt or of an older schema)
+ * the derived index at `options.path` and, unless disabled, reconciles it
+ * with persistence before resolving.
+ */
+export async function createSqliteSessionQuery(options: SqliteSessionQueryOptions): Promise<SqliteSessionQuery> {
+  const query = new SqliteQuery(options)
+  try {
+    await query.open(options.signal)
+  } catch (error) {
+    await query.close()
+    throw error
+  }
+  return query
+}
+
+const WRITE_BATCH = 128
+
+class SqliteQuery implements SqliteSessionQuery {
+  readonly path: string
+  readonly #sessions: LiveSessions
+  readonly #persistence: SessionPersistence
+  readonly #scan: SessionQuery
+  readonly #options: SqliteSessionQueryOptions
+  readonly #logger: Logger
+  #store: IndexStore | undefined
+  #rebuildReason: RebuildReason | undefined
+  /** Every index writer runs through this chain, one at a time. */
+  #tail: Promise<unknown> = Promise.resolve()
+  /** Set while the index is rebuilt after damage was found; listings scan meanwhile. */
+  #rebuilding: Promise<unknown> | undefined
+  /** The live sessions seen at the last query, to notice those that went cold. */
+  #lastLive = new Map<string, Session>()
+  /** Sessions that left the store since the last query: their rows need the persisted revision. */
+  readonly #cold = new Map<string, Session>()
+  /** Rows whose header came from memory: their body is verified against persistence before a search. */
+  readonly #unverified = new Set<string>()
+  #lastReconcile = 0
+  readonly #unsubscribe: Array<() => void> = []
+  readonly #lifetime = new AbortController()
+  #closed = false
+
+  constructor(options: SqliteSessionQueryOptions) {
+    this.path = options.path
+    this.#options = options
+    this.#sessions = options.sessions
+    this.#persistence = options.persistence
+    this.#logger = options.logger ?? consoleLogger
+    this.#scan = createSessionQuery({ sessions: options.sessions, persistence: options.persistence })
+    if (options.context !== undefined) {
+      this.#unsubscribe.push(options.context.on('session/disposed', (session) => void this.#cold.set(session.id, session)))
+    }
+  }
+
+  async open(signal: AbortSignal | undefined): Promise<void> {
+    const opened = openIndexFile(this.path)
+    this.#store = new IndexStore(opened.db)
+    this.#rebuildReason = opened.rebuild
+    if (opened.rebuild !== undefined) this.#logger.warn(`dsh: the session query index at ${this.path} is being rebuilt (${opened.rebuild}).`)
+    if (this.#options.reconcileOnOpen !== false) await this.reconcile(signal)
+  }
+
+  // ---------------------------------------------------------------- listing
+
+  async listSessions(filter?: SessionListFilter, signal?: AbortSignal): Promise<SessionListPage> {
+    checkAborted(signal)
+    const parsed = parseListFilter(filter)
+    await guarded(this.#beforeQuery(), signal)
+    checkAborted(signal)
+    const store = this.#store
+    if (this.#rebuilding !== undefined || store === undefined) return this.#scan.listSessions(filter, signal)
+    const live = this.#sessions.list()
+    const liveIds = new Set<string>(live.map((s) => s.id))
+    let persisted: SessionQueryRecord[]
+    try {
+      // Rows shadowed by live sessions are dropped below, so fetch enough to fill the page without them.
+      persisted = store.listRows(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)
+    } catch (error) {
+      this.#indexFailed(error)
+      return this.#scan.listSessions(filter, signal)
+    }
+    const candidates = persisted.filter((r) => !liveIds.has(r.header.id))
+    for (const session of live) if (matchesFilter(session.header, parsed)) candidates.push(liveRecord(session, undefined))
+    const page = pageOf(candidates, parsed)
+    return { ...page, records: await this.#withLiveRevisions(page.records, signal) }
+  }
+
+  /** Live records report whether (and at which revision) their log is persisted: one `stat` each. */
+  async #withLiveRevisions(records: readonly SessionQueryRecord[], signal: AbortSignal | undefined): Promise<readonly SessionQueryRecord[]> {
+    if (!records.some((r) => r.live)) return records
+    const out = await Promise.all(
+      records.map(async (record) => {
+        if (!record.live) return record
+        const session = this.#sessions.get(record.header.id)
+        let revision: string | undefined
+        try {
+          revision = await guarded(this.#persistence.stat(record.header.id as SessionId, signal), signal)
+        } catch (error) {
+          throw fromPersistenceError(error, record.header.id, signal)
+        }
+        return session === undefined ? record : liveRecord(session, revision === undefined ? undefined : { revision })
+      }),
+    )
+    checkAborted(signal)
+    return Object.freeze(out)
+  }
+
+  // ------------------------------------------------------------ observations
+
+  observeSession(id: string, signal?: AbortSignal) {
+    return observe({ sessions: this.#sessions, persistence: this.#persistence }, id, signal)
+  }
+
+  async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
+    checkAborted(signal)
+    const parsed = parseHistoryRequest(request)
+    return historyPage(await this.observeSession(id, signal), parsed)
+  }
+
+  async readWindow(id: string, request: unknown, signal?: AbortSignal) {
+    checkAborted(signal)
+    const parsed = parseWindowRequest(request)
+    return eventWindow(await this.observeSession(id, signal), parsed)
+  }
+
+  // ----------------------------------------------------------------- search
+
+  searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>> {
+    return this.#search(request, 'events', signal, (store, search, liveIds) => {
+      const rows = store.searchEvents(search.match, liveIds, search.limit + 1, search.offset)
+      return {
+        hits: rows.slice(0, search.limit).map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.rank })),
+        more: rows.length > search.limit,
+      }
+    })
+  }
+
+  searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
+    return this.#search(request, 'sessions', signal, (store, search, liveIds) => {
+      const rows = store.searchSessions(search.match, liveIds, search.limit + 1, search.offset)
+      const hits: SessionSearchHit[] = []
+      for (const row of rows.slice(0, search.limit)) {
+        const session = row.record === undefined ? this.#sessions.get(row.id) : undefined
+        const record = row.record ?? (session === undefined ? undefined : liveRecord(session, undefined))
+        // A live session that left between the scan and now is gone from the corpus as well.
+        if (record !== undefined) hits.push(Object.freeze({ record, score: -row.best, matches: row.matches }))
+      }
+      return { hits, more: rows.length > search.limit }
+    }).then(async (page) => {
+      const records = await this.#withLiveRevisions(page.hits.map((h) => h.record), signal)
+      return { ...page, hits: Object.freeze(page.hits.map((hit, i) => Object.freeze({ ...hit, record: records[i]! }))) }
+    })
+  }
+
+  async #search<T>(
+    request: SearchRequest,
+    kind: 'sessions' | 'events',
+    signal: AbortSignal | undefined,
+    run: (store: IndexStore, search: ParsedSearch, liveIds: readonly string[]) => { hits: T[]; more: boolean },
+  ): Promise<SearchPage<T>> {
+    checkAborted(signal)
+    const search = parseSearchRequest(request, kind)
+    for (let attempt = 0; ; attempt++) {
+      await guarded(this.#beforeSearch(), signal)
+      checkAborted(signal)
+      const store = this.#store
+      if (store === undefined) throw this.#closedError()
+      try {
+        const generation = store.generation()
+        checkGeneration(search, generation)
+        const liveIds = this.#sessions.list().map((s) => s.id)
+        const { hits, more } = run(store, search, liveIds)
+        const nextCursor = more ? encodeSearchCursor(kind, search, generation, search.offset + search.limit) : undefined
+        return Object.freeze({ hits: Object.freeze(hits), ...(nextCursor === undefined ? {} : { nextCursor }) })
+      } catch (error) {
+        // Search has no scan to fall back on: rebuild the damaged index once and ask again.
+        if (attempt > 0 || !(error instanceof IndexDamageError || isDamage(error))) throw this.#wrapIndexError(error)
+        this.#indexFailed(error)
+      }
+    }
+  }
+
+  // ---------------------------------------------------------- index upkeep
+
+  reconcile(signal?: AbortSignal): Promise<ReconcileReport> {
+    return guarded(this.#exclusive(() => this.#reconcile(signal ?? this.#lifetime.signal)), signal)
+  }
+
+  rebuild(signal?: AbortSignal): Promise<ReconcileReport> {
+    return guarded(
+      this.#exclusive(async () => {
+        this.#reopenEmpty('requested')
+        return this.#reconcile(signal ?? this.#lifetime.signal)
+      }),
+      signal,
+    )
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#lifetime.abort()
+    for (const off of this.#unsubscribe.splice(0)) off()
+    await this.#tail.catch(() => {})
+    this.#store?.close()
+    this.#store = undefined
+  }
+
+  /** Before a listing: catch up with staleness and with sessions that went cold here. */
+  async #beforeQuery(): Promise<void> {
+    this.#assertOpen()
+    const stale = this.#options.maxStalenessMs !== undefined && Date.now() - this.#lastReconcile > this.#options.maxStalenessMs
+    if (stale) await this.#exclusive(() => this.#reconcile(this.#lifetime.signal))
+    this.#noticeCold()
+    if (this.#cold.size > 0) await this.#exclusive(() => this.#refreshCold())
+  }
+
+  /** Before a search: as a listing, plus verified bodies and the text of live sessions. */
+  async #beforeSearch(): Promise<void> {
+    await this.#beforeQuery()
+    if (this.#rebuilding !== undefined) await this.#rebuilding
+    await this.#exclusive(async () => {
+      await this.#verifyBodies()
+      this.#syncLive()
+    })
+  }
+
+  #noticeCold(): void {
+    const now = new Map<string, Session>()
+    for (const session of this.#sessions.list()) now.set(session.id, session)
+    for (const [id, session] of this.#lastLive) if (!now.has(id)) this.#cold.set(id, session)
+    this.#lastLive = now
+  }
+
+  /**
+   * Sessions that went cold in this process: their rows take the persisted
+   * revision (one `stat` each, no body read) and the header they had live.
+   * A session that was never persisted leaves the corpus. Their bodies are
+   * verified lazily, before the next search or by the next reconciliation.
+   */
+  async #refreshCold(): Promise<void> {
+    const batch = [...this.#cold.values()]
+    this.#cold.clear()
+    const revisions = await Promise.all(batch.map((s) => this.#persistence.stat(s.id as SessionId, this.#lifetime.signal).then((r) => ({ r }), (error: unknown) => ({ error }))))
+    const store = this.#requireStore()
+    store.transaction(() => {
+      batch.forEach((session, i) => {
+        const result = revisions[i]!
+        if ('error' in result) {
+          this.#logger.warn(`dsh: could not stat session '${session.id}' for the query index; retrying at the next query.`, result.error)
+          this.#cold.set(session.id, session)
+          return
+        }
+        if (this.#sessions.get(session.id) !== undefined) return
+        if (result.r === undefined) {
+          store.delete(session.id)
+          this.#unverified.delete(session.id)
+          return
+        }
+        const state = store.rowState(session.id)
+        if (state?.revision !== result.r) store.writeHeader(session.header, session.inheritedEventCount, result.r)
+        if (store.rowState(session.id)?.bodyRevision !== result.r) this.#unverified.add(session.id)
+      })
+      store.bumpGeneration()
+    })
+  }
+
+  /** Reads the bodies of sessions that went cold here, so their text is the persisted text. */
+  async #verifyBodies(): Promise<void> {
+    const ids = [...this.#unverified].filter((id) => this.#sessions.get(id) === undefined)
+    if (ids.length === 0) return
+    await this.#readBodies(ids, this.#lifetime.signal, () => {})
+  }
+
+  /** Indexes the text of live sessions from memory (no log read), appending only what is new. */
+  #syncLive(): void {
+    const store = this.#requireStore()
+    const stale = this.#sessions.list().filter((s) => {
+      const row = store.indexedCount(s.id)
+      return row === undefined || row.count !== s.seq || row.inherited !== s.inheritedEventCount || row.header !== JSON.stringify(s.header)
+    })
+    if (stale.length === 0) return
+    store.transaction(() => {
+      for (const session of stale) {
+        store.writeHeader(session.header, session.inheritedEventCount, store.rowState(session.id) === undefined ? null : 'keep')
+        store.writeBody(session.id, session.events, undefined)
+      }
+      store.bumpGeneration()
+    })
+  }
+
+  /**
+   * The incremental reconciliation: one `persistence.list()` (header frames
+   * only), then bodies are read only for logs whose revision differs from
+   * the one indexed; rows of sessions no longer persisted are removed. Live
+   * sessions are skipped (they are answered from memory).
+   */
+  async #reconcile(signal: AbortSignal): Promise<ReconcileReport> {
+    this.#assertOpen()
+    const rebuild = this.#rebuildReason
+    const progress = (p: Omit<IndexProgress, 'rebuild'>): void => {
+      try {
+        this.#options.onProgress?.(rebuild === undefined ? p : { ...p, rebuild })
+      } catch (error) {
+        this.#logger.warn('dsh: a query index progress callback failed.', error)
+      }
+    }
+    progress({ phase: 'scan', done: 0, total: 0 })
+    const listed: PersistedSessionRecord[] = await listPersisted({ sessions: this.#sessions, persistence: this.#persistence }, signal)
+    progress({ phase: 'scan', done: listed.length, total: listed.length })
+    const store = this.#requireStore()
+    const liveIds = new Set<string>(this.#sessions.list().map((s) => s.id))
+    const states = store.rowStates()
+    const toRead: string[] = []
+    let removed = 0
+    store.transaction(() => {
+      const listedIds = new Set<string>()
+      for (const record of listed) {
+        const id = record.header.id
+        listedIds.add(id)
+        const state = states.get(id)
+        if (state?.revision !== record.revision) store.writeHeader(record.header, record.inheritedEventCount, record.revision)
+        if (!liveIds.has(id) && state?.bodyRevision !== record.revision) toRead.push(id)
+      }
+      for (const id of states.keys()) {
+        if (listedIds.has(id) || liveIds.has(id)) continue
+        store.delete(id)
+        removed++
+      }
+      store.bumpGeneration()
+    })
+    const result = await this.#readBodies(toRead, signal, progress)
+    this.#lastReconcile = Date.now()
+    this.#rebuildReason = undefined
+    return { ...(rebuild === undefined ? {} : { rebuild }), listed: listed.length, read: toRead.length, removed, corrupt: result.corrupt, failed: result.failed }
+  }
+
+  /** Reads `ids` through `inspect` (a few at a time) and writes their text in batched transactions. */
+  async #readBodies(ids: readonly string[], signal: AbortSignal, progress: (p: IndexProgress) => void): Promise<{ corrupt: number; failed: number }> {
+    const total = ids.length
+    let done = 0
+    let corrupt = 0
+    let failed = 0
+    let next = 0
+    let pending: Array<{ id: string; observation?: SessionObservation; error?: unknown }> = []
+    progress({ phase: 'index', done, total })
+    const flush = (): void => {
+      if (pending.length === 0) return
+      const batch = pending
+      pending = []
+      const store = this.#requireStore()
+      store.transaction(() => {
+        for (const item of batch) {
+          this.#unverified.delete(item.id)
+          if (item.observation !== undefined) {
+            store.writeHeader(item.observation.header, item.observation.inheritedEventCount, item.observation.revision)
+            store.writeBody(item.id, item.observation.events, item.observation.revision)
+          } else if (isDshError(item.error, 'SESSION_PERSISTENCE_NOT_FOUND')) {
+            store.delete(item.id)
+          } else if (isDshError(item.error, 'SESSION_PERSISTENCE_CORRUPT')) {
+            corrupt++
+            const revision = store.rowState(item.id)?.revision
+            if (revision != null) store.markCorrupt(item.id, revision)
+          } else {
+            failed++
+            this.#logger.warn(`dsh: could not read session '${item.id}' for the query index; the next reconciliation retries it.`, item.error)
+          }
+        }
+        store.bumpGeneration()
+      })
+      progress({ phase: 'index', done, total })
+    }
+    const worker = async (): Promise<void> => {
+      while (next < ids.length) {
+        const id = ids[next++]!
+        try {
+          pending.push({ id, observation: await this.#persistence.inspect(id as SessionId, signal) })
+        } catch (error) {
+          if (signal.aborted || isDshError(error, 'CANCELLED')) throw fromPersistenceError(error, id, signal)
+          pending.push({ id, error })
+        }
+        done++
+        if (pending.length >= WRITE_BATCH) flush()
+      }
+    }
+    const workers = Array.from({ length: Math.min(Math.max(1, this.#options.readConcurrency ?? 4), Math.max(1, ids.length)) }, worker)
+    try {
+      await Promise.all(workers)
+    } finally {
+      // Whatever was read before a cancellation is kept: the next run resumes from there.
+      if (!this.#closed) flush()
+    }
+    return { corrupt, failed }
+  }
+
+  /** Runs `fn` after every index writer before it. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(fn, fn)
+    this.#tail = run.catch(() => {})
+    return run
+  }
+
+  /** Damage found while serving: answer by scanning and rebuild the index in the background. */
+  #indexFailed(error: unknown): void {
+    if (!(error instanceof IndexDamageError || isDamage(error))) {
+      this.#logger.warn('dsh: the session query index failed; this listing scans persistence instead.', error)
+      return
+    }
+    if (this.#rebuilding !== undefined || this.#closed) return
+    this.#logger.warn(`dsh: the session query index at ${this.path} is damaged; rebuilding it (listings scan meanwhile).`, error)
+    const rebuilding = this.#exclusive(async () => {
+      this.#reopenEmpty('corrupt')
+      await this.#reconcile(this.#lifetime.signal)
+    })
+    this.#rebuilding = rebuilding
+    rebuilding.then(
+      () => (this.#rebuilding = undefined),
+      (failure: unknown) => {
+        this.#rebuilding = undefined
+        if (!this.#closed) this.#logger.error('dsh: rebuilding the session query index failed; listings keep scanning until it succeeds.', failure)
+      },
+    )
+  }
+
+  #reopenEmpty(reason: RebuildReason): void {
+    try {
+      this.#store?.close()
+    } catch {
+      // A damaged handle may fail to close; the file is removed either way.
+    }
+    removeIndexFile(this.path)
+    const opened = openIndexFile(this.path)
+    this.#store = new IndexStore(opened.db)
+    this.#rebuildReason = reason
+  }
+
+  #requireStore(): IndexStore {
+    this.#assertOpen()
+    if (this.#store === undefined) throw this.#closedError()
+    return this.#store
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw this.#closedError()
+  }
+
+  #closedError(): Error {
+    return new SessionQueryError('SESSION_QUERY_CLOSED', `The session query over the index at ${this.path} is closed; open a new one.`)
+  }
+
+  #wrapIndexError(error: unknown): unknown {
+    if (isDshError(error)) return error
+    const message = error instanceof Error ? error.message : String(error)
+    return new SessionQueryError('SESSION_QUERY_INDEX_FAILED', `The session query index at ${this.path} failed: ${message}. Delete the file to force a rebuild if this persists.`, { cause: error })
+  }
+}
