@@ -1,0 +1,53 @@
+import type { SessionId, SessionStore } from '@dsh/session'
+import type { SessionProjections } from '@dsh/session-projection'
+import type { SessionProjectionCache } from '@dsh/session-projection-cache'
+import type { SessionQuery } from '@dsh/session-query'
+
+/**
+ * One row of a parent's subagent catalog (the seed's `SubagentListEntry`,
+ * unchanged): a child with its strong mode/label contract, or a diagnostic.
+ * `unsupported` stays in the type for wire compatibility but is no longer produced.
+ */
+export type SubagentListEntry =
+  | ({
+      readonly kind: 'child'
+      readonly id: SessionId
+      readonly activity: 'running' | 'inactive'
+      readonly hasChildren: boolean
+    } & (
+      | { readonly mode: 'one-shot'; readonly label?: string }
+      | { readonly mode: 'continuable'; readonly label: string }
+    ))
+  | {
+      readonly kind: 'diagnostic'
+      readonly id: SessionId
+      readonly reason: 'corrupt' | 'unsupported' | 'unavailable'
+    }
+
+/**
+ * Which rung of the ladder decided a row: 1 = live watermark snapshot,
+ * 2 = projection cache checkpoint, 3 = one body-bearing observation + fold.
+ */
+export type SubagentListRung = 1 | 2 | 3
+
+/** A row plus where it came from (for the CLI demo and tests; the row itself stays the seed's shape). */
+export interface ExplainedSubagentEntry {
+  readonly row: SubagentListEntry
+  readonly rung: SubagentListRung
+  /** The session whose child this row is. */
+  readonly parentId: SessionId
+  /** 1 for a direct child of the listed session, 2 for a grandchild, … */
+  readonly depth: number
+}
+
+/**
+ * What listing needs. `sessions`, `sessionProjections` and `sessionQuery` are
+ * required (an absent one fails with its `SUBAGENT_CONTROL_*_UNAVAILABLE`
+ * code); `sessionProjectionCache` is an optional acceleration, skipped when absent.
+ */
+export interface SubagentCatalogServices {
+  readonly sessions: SessionStore | undefined
+  readonly sessionProjections: SessionProjections | undefined
+  readonly sessionQuery: SessionQuery | undefined
+  readonly sessionProjectionCache?: SessionProjectionCache | undefined
+}

@@ -1,0 +1,43 @@
+import type { SessionSeq } from '@dsh/session'
+
+/**
+ * The `subagent` unit's client view: mode and label folded from the
+ * descriptor, plus the seq of that descriptor event. The seq is the own-suffix
+ * proof: consumers accept the identity only when the descriptor lies at or
+ * after the session's inherited cut (an ancestor's descriptor in a fork prefix
+ * must never name the child).
+ */
+export type SubagentIdentityProjection =
+  | { readonly mode: 'one-shot'; readonly label?: string; readonly seq: SessionSeq }
+  | { readonly mode: 'continuable'; readonly label: string; readonly seq: SessionSeq }
+
+/** Host/checkpoint state of the `subagent` unit: `{}` means "no valid descriptor". */
+export interface SubagentIdentityState {
+  readonly identity?: SubagentIdentityProjection
+}
+
+/** Host/checkpoint state of the `subagentTiming` unit. */
+export interface SubagentTimingState {
+  /** Milliseconds spent in turns that have ended since the session's own descriptor. */
+  readonly settledMs: number
+  /** The turn in progress, if any. */
+  readonly activeTurn?: { readonly turn: number; readonly startedAt: number }
+}
+
+/** The `subagentTiming` client view: settled time plus the active turn (`null` when idle). */
+export interface SubagentTimingProjection {
+  readonly settledMs: number
+  readonly activeTurn: { readonly turn: number; readonly startedAt: number } | null
+}
+
+declare module '@dsh/session-projection' {
+  interface SessionProjectionStateMap {
+    subagent: SubagentIdentityState
+    subagentTiming: SubagentTimingState
+  }
+  interface SessionProjectionMap {
+    /** `null` is the "computed to nothing" sentinel (no, corrupt or unknown-version descriptor). */
+    subagent: SubagentIdentityProjection | null
+    subagentTiming: SubagentTimingProjection
+  }
+}

@@ -1,0 +1,125 @@
+import type { JsonValue } from '@dsh/session'
+import type { SubagentDriver, SubagentRun, SubagentRunOutcome } from './driver.js'
+
+/** One scripted step of a turn. */
+export type ScriptStep =
+  /** Streams one `assistant/chunk` (indices count up within the turn). */
+  | { readonly kind: 'chunk'; readonly text: string }
+  /** Appends the `assistant/message` (the run's final text is the last one). */
+  | { readonly kind: 'message'; readonly text: string; readonly usage?: { readonly input: number; readonly output: number } }
+  /** Appends a `tool/call` and its `tool/result`. */
+  | { readonly kind: 'tool'; readonly name: string; readonly arguments?: JsonValue; readonly result?: JsonValue; readonly isError?: boolean }
+  /** Holds the turn open for `ms` (interruptible). */
+  | { readonly kind: 'wait'; readonly ms: number }
+  /** Holds the turn open until `promise` settles (interruptible): lets tests observe a running child. */
+  | { readonly kind: 'until'; readonly promise: PromiseLike<unknown> }
+  /** Appends an arbitrary event (the demo uses it to write damaged data on purpose). */
+  | { readonly kind: 'event'; readonly type: string; readonly data: JsonValue }
+  /** Ends the turn with `reason: 'error'`. */
+  | { readonly kind: 'fail'; readonly message: string }
+
+export type Script = readonly ScriptStep[] | ((run: SubagentRun) => readonly ScriptStep[])
+
+export interface ScriptedDriverOptions {
+  /** Pause between steps, in ms (default 0: one macrotask, so observers can interleave). */
+  readonly stepDelayMs?: number
+}
+
+/** The default script: one chunk and one message that echo the prompt. */
+const echoScript: Script = (run) => {
+  const text = run.prompt === undefined ? 'Done.' : `Done: ${run.prompt}`
+  return [
+    { kind: 'chunk', text },
+    { kind: 'message', text },
+  ]
+}
+
+/**
+ * A driver that plays a fixed script instead of calling a model: no model is
+ * called anywhere in this project. Every step yields to the event loop, so a
+ * listing started mid-run sees the child running.
+ */
+export function createScriptedDriver(script: Script = echoScript, options: ScriptedDriverOptions = {}): SubagentDriver {
+  const stepDelayMs = options.stepDelayMs ?? 0
+  return {
+    name: 'scripted',
+    async run(run: SubagentRun): Promise<SubagentRunOutcome> {
+      const { session, turn, signal } = run
+      const steps = typeof script === 'function' ? script(run) : script
+      session.append('turn/start', { turn })
+      let chunkIndex = 0
+      let text: string | undefined
+      let callIndex = 0
+      const end = (reason: 'completed' | 'cancelled' | 'error', error?: unknown): SubagentRunOutcome => {
+        session.append('turn/end', { turn, reason })
+        return { reason, ...(text === undefined ? {} : { text }), ...(error === undefined ? {} : { error }) }
+      }
+      try {
+        for (const step of steps) {
+          if (!(await pause(stepDelayMs, signal))) return end('cancelled')
+          switch (step.kind) {
+            case 'chunk':
+              session.append('assistant/chunk', { turn, index: chunkIndex++, delta: step.text })
+              break
+            case 'message':
+              text = step.text
+              session.append('assistant/message', { turn, text: step.text, ...(step.usage === undefined ? {} : { usage: { ...step.usage } }) })
+              break
+            case 'tool': {
+              const callId = `call-${turn}-${++callIndex}`
+              session.append('tool/call', { turn, callId, name: step.name, arguments: step.arguments ?? {} })
+              session.append('tool/result', { turn, callId, content: step.result ?? null, ...(step.isError === undefined ? {} : { isError: step.isError }) })
+              break
+            }
+            case 'wait':
+              if (!(await pause(step.ms, signal))) return end('cancelled')
+              break
+            case 'until':
+              if (!(await until(step.promise, signal))) return end('cancelled')
+              break
+            case 'event':
+              session.append(step.type, step.data)
+              break
+            case 'fail':
+              return end('error', new Error(step.message))
+          }
+        }
+        if (signal.aborted) return end('cancelled')
+        return end('completed')
+      } catch (error) {
+        // An append can fail (e.g. invalid data in an 'event' step); close the turn if we still can.
+        if (!session.closed && session.openTurnBefore() === turn) return end('error', error)
+        return { reason: 'error', error }
+      }
+    },
+  }
+}
+
+/** Resolves true after `ms` (at least one macrotask), false as soon as `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false)
+  return new Promise((resolve) => {
+    const onAbort = (): void => {
+      clearTimeout(timer)
+      resolve(false)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve(!signal.aborted)
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+function until(promise: PromiseLike<unknown>, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false)
+  return new Promise((resolve) => {
+    const onAbort = (): void => resolve(false)
+    signal.addEventListener('abort', onAbort, { once: true })
+    const settle = (): void => {
+      signal.removeEventListener('abort', onAbort)
+      resolve(!signal.aborted)
+    }
+    promise.then(settle, settle)
+  })
+}

@@ -1,0 +1,140 @@
+import { Context } from '@dsh/context'
+import { SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
+import { createProjectionRegistry } from '@dsh/session-projection'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { registerSubagentUnits, subagentIdentityUnit, subagentTimingUnit, SUBAGENT_IDENTITY_STATE_VERSION } from '../src/index.js'
+
+function ev(seq: number, type: string, data: unknown, time = 1000 + seq): StoredSessionEvent {
+  return { type, seq: SessionSeq(seq), time, data: data as StoredSessionEvent['data'] }
+}
+
+function foldIdentity(events: readonly StoredSessionEvent[]) {
+  return subagentIdentityUnit.view(events.reduce((s, e) => subagentIdentityUnit.apply(s, e), subagentIdentityUnit.init()))
+}
+
+const oneShot = { version: 2, mode: 'one-shot', provider: 'scripted', label: 'scan' }
+const continuable = { version: 2, mode: 'continuable', provider: 'scripted', label: 'helper' }
+
+describe('the subagent identity unit', () => {
+  it('is registered under key subagent with stateVersion 2', () => {
+    expect(subagentIdentityUnit.key).toBe('subagent')
+    expect(subagentIdentityUnit.stateVersion).toBe(2)
+    expect(SUBAGENT_IDENTITY_STATE_VERSION).toBe(2)
+  })
+
+  it('folds mode and label and carries the seq of the descriptor it came from', () => {
+    expect(foldIdentity([ev(0, 'user/message', { text: 'x' }), ev(1, 'subagent/descriptor', continuable)])).toEqual({ mode: 'continuable', label: 'helper', seq: 1 })
+    expect(foldIdentity([ev(0, 'subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p' })])).toEqual({ mode: 'one-shot', seq: 0 })
+  })
+
+  it('maps a log without a descriptor to the null sentinel', () => {
+    expect(foldIdentity([])).toBeNull()
+    expect(foldIdentity([ev(0, 'turn/start', { turn: 1 }), ev(1, 'turn/end', { turn: 1, reason: 'completed' })])).toBeNull()
+  })
+
+  it('is last-wins: a later descriptor replaces an earlier (e.g. inherited) one', () => {
+    expect(foldIdentity([ev(0, 'subagent/descriptor', oneShot), ev(1, 'subagent/descriptor', continuable)])).toEqual({ mode: 'continuable', label: 'helper', seq: 1 })
+  })
+
+  it.each([
+    ['a corrupt payload', { version: 2, mode: 'continuable', provider: 'p' }],
+    ['an unknown version', { version: 3, mode: 'one-shot', provider: 'p' }],
+    ['an extra key', { ...oneShot, surprise: true }],
+    ['a non-object', 'descriptor'],
+  ])('resets to null on %s, even after a healthy descriptor', (_name, payload) => {
+    expect(foldIdentity([ev(0, 'subagent/descriptor', continuable), ev(1, 'subagent/descriptor', payload)])).toBeNull()
+  })
+
+  it('returns the same state reference for events that change nothing', () => {
+    const state = subagentIdentityUnit.apply(subagentIdentityUnit.init(), ev(0, 'subagent/descriptor', oneShot))
+    expect(subagentIdentityUnit.apply(state, ev(1, 'user/message', { text: 'x' }))).toBe(state)
+    const empty = subagentIdentityUnit.init()
+    expect(subagentIdentityUnit.apply(empty, ev(0, 'subagent/descriptor', { broken: true }))).toBe(empty)
+  })
+
+  it('never throws, whatever the event', () => {
+    const json = fc.jsonValue()
+    const event = fc.record({ type: fc.oneof(fc.constant('subagent/descriptor'), fc.constant('turn/start'), fc.constant('turn/end'), fc.string()), data: json, time: fc.double() })
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 20 }), (raw) => {
+        const events = raw.map((e, i) => ({ ...e, seq: SessionSeq(i) }) as StoredSessionEvent)
+        const identity = foldIdentity(events)
+        if (identity !== null) expect(events[identity.seq]?.type).toBe('subagent/descriptor')
+        let timing = subagentTimingUnit.init()
+        for (const e of events) timing = subagentTimingUnit.apply(timing, e)
+        expect(subagentTimingUnit.view(timing).settledMs).toBeGreaterThanOrEqual(0)
+      }),
+    )
+  })
+
+  it('validates checkpoint state strictly (a poisoned row is rejected)', () => {
+    expect(subagentIdentityUnit.schema.safeParse({}).success).toBe(true)
+    expect(subagentIdentityUnit.schema.safeParse({ identity: { mode: 'continuable', label: 'x', seq: 4 } }).success).toBe(true)
+    expect(subagentIdentityUnit.schema.safeParse({ identity: { mode: 'continuable', seq: 4 } }).success).toBe(false)
+    expect(subagentIdentityUnit.schema.safeParse({ identity: { mode: 'one-shot', seq: -1 } }).success).toBe(false)
+    expect(subagentIdentityUnit.schema.safeParse({ identity: { mode: 'one-shot', seq: 1.5 } }).success).toBe(false)
+    expect(subagentIdentityUnit.schema.safeParse({ identity: { mode: 'one-shot', seq: 1, extra: 1 } }).success).toBe(false)
+  })
+})
+
+describe('the subagentTiming unit', () => {
+  function foldTiming(events: readonly StoredSessionEvent[]) {
+    return subagentTimingUnit.view(events.reduce((s, e) => subagentTimingUnit.apply(s, e), subagentTimingUnit.init()))
+  }
+
+  it('sums settled turns and reports the active one', () => {
+    const events = [
+      ev(0, 'subagent/descriptor', oneShot, 0),
+      ev(1, 'turn/start', { turn: 1 }, 100),
+      ev(2, 'turn/end', { turn: 1, reason: 'completed' }, 350),
+      ev(3, 'turn/start', { turn: 2 }, 400),
+    ]
+    expect(foldTiming(events)).toEqual({ settledMs: 250, activeTurn: { turn: 2, startedAt: 400 } })
+    expect(foldTiming([...events, ev(4, 'turn/end', { turn: 2, reason: 'cancelled' }, 450)])).toEqual({ settledMs: 300, activeTurn: null })
+  })
+
+  it('resets on a descriptor, so turns inherited through a fork are not billed to the child', () => {
+    const events = [
+      ev(0, 'turn/start', { turn: 1 }, 0),
+      ev(1, 'turn/end', { turn: 1, reason: 'completed' }, 5000),
+      ev(2, 'subagent/descriptor', oneShot, 6000),
+      ev(3, 'turn/start', { turn: 2 }, 6000),
+      ev(4, 'turn/end', { turn: 2, reason: 'completed' }, 6010),
+    ]
+    expect(foldTiming(events)).toEqual({ settledMs: 10, activeTurn: null })
+  })
+
+  it('ignores a turn/end of another turn', () => {
+    expect(foldTiming([ev(0, 'turn/start', { turn: 1 }, 0), ev(1, 'turn/end', { turn: 9, reason: 'completed' }, 10)])).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 0 } })
+  })
+})
+
+describe('registration in the real registry', () => {
+  it('gives live snapshots, detached folds and checkpoint round trips the same identity', () => {
+    const ctx = new Context()
+    let n = 0
+    const sessions = new SessionStore(ctx, { newId: () => `s${++n}` })
+    const registry = createProjectionRegistry(ctx)
+    const release = registerSubagentUnits(registry)
+    expect(registry.keys().sort()).toEqual(['subagent', 'subagentTiming'])
+    const parent = sessions.create()
+    parent.append('subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p', label: 'ancestor' })
+    const child = sessions.fork(parent, { origin: 'subagent' })
+    // Before its own descriptor the child only sees the ancestor's identity, whose seq is inherited.
+    const inherited = registry.snapshot(child, ['subagent']).subagent
+    expect(inherited).toEqual({ mode: 'one-shot', label: 'ancestor', seq: 0 })
+    expect(child.isOwnSeq(inherited!.seq)).toBe(false)
+    child.append('subagent/descriptor', { version: 2, mode: 'continuable', provider: 'p', label: 'mine' })
+    const live = registry.snapshot(child, ['subagent', 'subagentTiming'])
+    expect(live.subagent).toEqual({ mode: 'continuable', label: 'mine', seq: 1 })
+    expect(child.isOwnSeq(live.subagent!.seq)).toBe(true)
+    expect(registry.fold(child.events, { inheritedEventCount: SessionLogOffset(1) }, ['subagent']).subagent).toEqual(live.subagent)
+    const rows = JSON.parse(JSON.stringify(registry.checkpoint(child, ['subagent']))) as ReturnType<typeof registry.checkpoint>
+    expect(registry.viewCheckpoint(rows, ['subagent']).subagent).toEqual(live.subagent)
+    // A row from before the seq was added (stateVersion 1) is ignored, not misread.
+    expect(registry.viewCheckpoint({ subagent: { ...rows.subagent!, stateVersion: 1 } }, ['subagent']).subagent).toBeUndefined()
+    release()
+    expect(registry.keys()).toEqual([])
+  })
+})
