@@ -1,1 +1,8 @@
-export {}
+export { createJsonlPersistence } from './persistence.js'
+export type { JsonlPersistence, JsonlPersistenceOptions } from './persistence.js'
+export type { JsonlCompression } from './codec.js'
+export { JsonlPersistenceError } from './errors.js'
+export type { JsonlPersistenceErrorCode } from './errors.js'
+export { decodeSessionDirName, encodeSessionDirName, MAX_DIRECT_NAME } from './id-encoding.js'
+export { MARKER_FILE } from './root-marker.js'
+export { TRAILER_MAGIC } from './trailer.js'

@@ -1,0 +1,26 @@
+import { DshError } from '@dsh/context'
+import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/session-persistence'
+
+/**
+ * Failures of opening a root, before any session is touched. Operations on
+ * sessions fail with the contract's `SessionPersistenceError` instead, so
+ * callers handle every backend the same way.
+ */
+export type JsonlPersistenceErrorCode =
+  /** The root was written with the other encoding (`zstd` vs `none`); one root holds one encoding. */
+  | 'JSONL_PERSISTENCE_ENCODING_MISMATCH'
+  /** The root's marker file is unreadable or names a format this version does not know. */
+  | 'JSONL_PERSISTENCE_UNSUPPORTED_ROOT'
+  /** The options are invalid (relative root, unknown compression, bad level). */
+  | 'JSONL_PERSISTENCE_INVALID_OPTIONS'
+
+export class JsonlPersistenceError extends DshError<JsonlPersistenceErrorCode> {}
+
+/** A contract error (`SESSION_PERSISTENCE_*` / `CANCELLED`) with optional cause and details. */
+export function persistenceError(
+  code: SessionPersistenceErrorCode,
+  message: string,
+  options?: { cause?: unknown; details?: Record<string, unknown> },
+): SessionPersistenceError {
+  return new SessionPersistenceError(code, message, options)
+}

@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto'
+import { constants, promises as fsp, type BigIntStats } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
+
+export function isErrno(error: unknown, ...codes: string[]): error is NodeJS.ErrnoException {
+  return typeof error === 'object' && error !== null && codes.includes((error as NodeJS.ErrnoException).code ?? '')
+}
+
+/** Reads `length` bytes at `position`; fewer only at end of file. */
+export async function readAt(handle: FileHandle, position: number, length: number): Promise<Buffer> {
+  const out = Buffer.allocUnsafe(length)
+  let done = 0
+  while (done < length) {
+    const { bytesRead } = await handle.read(out, done, length - done, position + done)
+    if (bytesRead === 0) break
+    done += bytesRead
+  }
+  return done === length ? out : out.subarray(0, done)
+}
+
+/** Writes all of `data` at `position` (short writes are continued). */
+export async function writeAt(handle: FileHandle, data: Buffer, position: number): Promise<void> {
+  let done = 0
+  while (done < data.length) {
+    const { bytesWritten } = await handle.write(data, done, data.length - done, position + done)
+    done += bytesWritten
+  }
+}
+
+/** Makes a directory entry change (create, link, unlink, rename) durable. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const handle = await fsp.open(dir, constants.O_RDONLY | constants.O_DIRECTORY)
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
+
+/** A unique sibling name for temporary files (never matches a session directory name: it has a dot). */
+export function tempSibling(path: string): string {
+  return join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`)
+}
+
+/**
+ * Publishes `data` at `path` atomically and without overwriting: written to a
+ * temporary file, fsynced, hard-linked into place (`link` fails with EEXIST
+ * instead of replacing), then the directory is fsynced. Returns false when
+ * `path` already exists. `durable: false` skips the fsyncs, for files that
+ * only matter while their writer lives (locks).
+ */
+export async function publishNew(path: string, data: Buffer, durable = true): Promise<boolean> {
+  const temp = tempSibling(path)
+  const handle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644)
+  try {
+    try {
+      await writeAt(handle, data, 0)
+      if (durable) await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    try {
+      await fsp.link(temp, path)
+    } catch (error) {
+      if (isErrno(error, 'EEXIST')) return false
+      throw error
+    }
+  } finally {
+    await fsp.unlink(temp).catch(() => {})
+  }
+  if (durable) await fsyncDir(dirname(path))
+  return true
+}
+
+/**
+ * The opaque revision of a log file. Within one log the file only grows
+ * (appends) or shrinks back (truncating a torn or failed batch), so size and
+ * modification time change with every durable change; the header CRC —
+ * covering a random per-log id — keeps a deleted and re-created session from
+ * repeating a revision even when the inode number is reused.
+ */
+export function revisionOf(headerCrc: number, stats: BigIntStats): string {
+  return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeNs.toString(36)}`
+}

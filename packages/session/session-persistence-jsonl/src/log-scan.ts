@@ -1,0 +1,166 @@
+import { crc32 } from 'node:zlib'
+import type { StoredSessionEvent } from '@dsh/session'
+import type { LogCodec, UnitRange } from './codec.js'
+import { persistenceError } from './errors.js'
+import { parseEventLines, parseHeaderLine, type PhysicalHeader } from './log-format.js'
+import type { TrailerFields } from './trailer.js'
+
+/** A structurally complete unit: its body and the trailer that closes it. */
+export interface LogUnit extends UnitRange {
+  readonly trailer: TrailerFields
+}
+
+export interface LogScan {
+  readonly header: LogUnit
+  /** Every committed batch, in order. */
+  readonly batches: readonly LogUnit[]
+  /** Where the committed log ends; bytes after it are a torn tail. */
+  readonly committedEnd: number
+  /** The stored next offset. */
+  readonly nextSeq: number
+}
+
+/** Decoded runs stay below this many plaintext bytes, bounding peak memory on huge logs. */
+const RUN_PLAIN_BYTES = 8 * 1024 * 1024
+
+export function corrupt(file: string, offset: number, reason: string): Error {
+  return persistenceError('SESSION_PERSISTENCE_CORRUPT', `Session log ${file} is corrupt at byte ${offset}: ${reason}. Committed data is never dropped or rewritten automatically; restore the file from a backup or delete the session explicitly.`, { details: { file, offset, reason } })
+}
+
+/**
+ * Locates the header unit at the start of `buf` (possibly only a prefix of
+ * the file). `more` means the prefix ended inside the header unit.
+ */
+export function locateHeader(buf: Buffer, codec: LogCodec, file: string, isWholeFile: boolean): LogUnit | 'more' {
+  const extent = codec.measureBody(buf, 0)
+  if (extent.status === 'complete') {
+    const trailer = codec.trailer.decode(buf, extent.end)
+    if (trailer?.kind === 'header' && trailer.bodyLength === extent.end) return { bodyStart: 0, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer }
+    if (trailer === undefined && extent.end + codec.trailer.size > buf.length && !isWholeFile) return 'more'
+    throw corrupt(file, extent.end, 'the header trailer is missing or damaged')
+  }
+  if (extent.status === 'incomplete' && !isWholeFile) return 'more'
+  // Logs are published whole (header and first batch at once), so a header
+  // that does not parse is damage, never a torn write.
+  throw corrupt(file, 0, extent.status === 'invalid' ? `the header unit is damaged (${extent.reason})` : 'the header unit is truncated')
+}
+
+/** Decodes and verifies the header unit. */
+export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, file: string): Promise<PhysicalHeader> {
+  const [plain] = await decodeUnits(buf, [unit], codec, file)
+  const parsed = parseHeaderLine(plain!)
+  if (parsed.ok) return parsed.value
+  if (parsed.unsupported) {
+    throw persistenceError('SESSION_PERSISTENCE_UNSUPPORTED_VERSION', `Session log ${file} was written in an unsupported format: ${parsed.reason}. Read it with a newer version of @dsh/session-persistence-jsonl.`, { details: { file } })
+  }
+  throw corrupt(file, 0, parsed.reason)
+}
+
+/**
+ * Splits a whole log into units and finds where the committed part ends.
+ *
+ * A batch is committed iff its body and its trailer are complete. The first
+ * batch that is not whole and self-consistent is either a torn write (only
+ * ever the final, incomplete batch: writes are appends) or damage. It is
+ * damage when anything shows that a complete batch was written there:
+ * 1. its body and trailer are both complete but disagree;
+ * 2. a valid trailer (self-checked) exists at or after it — the bytes of a
+ *    committed batch follow, which a torn write cannot produce;
+ * 3. its body is complete and decodes, and the bytes after it are close to
+ *    the trailer that body would have — a committed batch whose trailer was
+ *    damaged.
+ * Otherwise it is a torn tail: ignored by reads, truncated by `load`.
+ */
+export async function scanLog(buf: Buffer, codec: LogCodec, file: string): Promise<LogScan> {
+  const header = locateHeader(buf, codec, file, true)
+  if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
+  const trailerSize = codec.trailer.size
+  const batches: LogUnit[] = []
+  let pos = header.bodyEnd + trailerSize
+  let nextSeq = 0
+  while (pos < buf.length) {
+    const extent = codec.measureBody(buf, pos)
+    if (extent.status === 'complete') {
+      const trailer = codec.trailer.decode(buf, extent.end)
+      if (trailer !== undefined) {
+        if (trailer.kind === 'batch' && trailer.bodyLength === extent.end - pos && trailer.firstSeq === nextSeq && trailer.count > 0) {
+          batches.push({ bodyStart: pos, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer })
+          nextSeq += trailer.count
+          pos = extent.end + trailerSize
+          continue
+        }
+        throw corrupt(file, pos, trailer.firstSeq !== nextSeq ? `the batch starts at seq ${trailer.firstSeq}, expected ${nextSeq}` : 'the batch trailer does not match its body')
+      }
+    }
+    for (const candidate of codec.trailer.candidates(buf, pos)) {
+      if (codec.trailer.decode(buf, candidate) !== undefined) throw corrupt(file, pos, 'a batch does not parse, but committed data follows it')
+    }
+    if (await hasDamagedTrailer(buf, pos, nextSeq, codec)) throw corrupt(file, pos, 'the trailer of a complete batch is damaged')
+    break
+  }
+  return { header, batches, committedEnd: pos, nextSeq }
+}
+
+async function hasDamagedTrailer(buf: Buffer, pos: number, firstSeq: number, codec: LogCodec): Promise<boolean> {
+  const extent = codec.measureBodyByContent(buf, pos)
+  if (extent.status !== 'complete' || extent.end + codec.trailer.size > buf.length) return false
+  let plain: Buffer
+  try {
+    plain = await codec.decodeBody(buf.subarray(pos, extent.end))
+  } catch {
+    return false
+  }
+  let count = 0
+  for (let at = plain.indexOf(0x0a); at !== -1; at = plain.indexOf(0x0a, at + 1)) count++
+  const expected = codec.trailer.encode({ kind: 'batch', plainLength: plain.length, plainCrc: crc32(plain), bodyLength: extent.end - pos, firstSeq, count })
+  let same = 0
+  for (let i = 0; i < expected.length; i++) if (buf[extent.end + i] === expected[i]) same++
+  return same * 2 >= expected.length
+}
+
+/** Decodes units (in runs) and checks each plaintext against its trailer's length and CRC. */
+async function decodeUnits(buf: Buffer, units: readonly LogUnit[], codec: LogCodec, file: string): Promise<Buffer[]> {
+  let plains: Buffer[]
+  try {
+    plains = await codec.decodeRun(buf, units)
+  } catch (error) {
+    if (units.length === 1) throw corrupt(file, units[0]!.bodyStart, `the unit does not decode (${(error as Error).message})`)
+    // Decode one by one to name the damaged unit.
+    plains = []
+    for (const unit of units) plains.push(...(await decodeUnits(buf, [unit], codec, file)))
+    return plains
+  }
+  units.forEach((unit, i) => {
+    const plain = plains[i]!
+    if (plain.length !== unit.trailer.plainLength) throw corrupt(file, unit.bodyStart, `the unit decodes to ${plain.length} bytes, its trailer records ${unit.trailer.plainLength}`)
+    if (crc32(plain) !== unit.trailer.plainCrc) throw corrupt(file, unit.bodyStart, 'CRC32 mismatch')
+  })
+  return plains
+}
+
+/**
+ * Decodes every committed batch into deep-frozen events. Checks the abort
+ * signal between runs so a cancelled read of a huge log stops early.
+ */
+export async function decodeEvents(buf: Buffer, scan: LogScan, codec: LogCodec, file: string, checkpoint: () => void): Promise<StoredSessionEvent[]> {
+  const events: StoredSessionEvent[] = []
+  let run: LogUnit[] = []
+  let runBytes = 0
+  const flush = async (): Promise<void> => {
+    const plains = await decodeUnits(buf, run, codec, file)
+    checkpoint()
+    run.forEach((unit, i) => {
+      const reason = parseEventLines(plains[i]!, unit.trailer.firstSeq, unit.trailer.count, events)
+      if (reason !== undefined) throw corrupt(file, unit.bodyStart, reason)
+    })
+    run = []
+    runBytes = 0
+  }
+  for (const unit of scan.batches) {
+    if (run.length > 0 && runBytes + unit.plainLength > RUN_PLAIN_BYTES) await flush()
+    run.push(unit)
+    runBytes += unit.plainLength
+  }
+  if (run.length > 0) await flush()
+  return events
+}

@@ -1,0 +1,203 @@
+import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { promises as fsp } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { hostname } from 'node:os'
+import { persistenceError } from './errors.js'
+import { isErrno, publishNew, tempSibling } from './fs-io.js'
+
+/** What a lock file says about its holder. */
+interface LockOwner {
+  readonly pid: number
+  readonly host: string
+  /** Linux process start time (clock ticks since boot), so a reused pid is not mistaken for the holder. */
+  readonly start: string | null
+  readonly nonce: string
+  readonly acquiredAt: number
+}
+
+// Locks held by any instance in this process, so a second instance in the
+// same process sees its sibling's lock as live (same pid) but a leftover
+// from an earlier process that happened to have our pid as stale.
+const HELD_KEY = Symbol.for('@dsh/session-persistence-jsonl/held-locks')
+const held: Set<string> = ((globalThis as Record<symbol, unknown>)[HELD_KEY] ??= new Set<string>()) as Set<string>
+
+const ownStart = processStart(process.pid)
+
+/**
+ * The cross-process single-writer lock of one session directory: a file
+ * published with `link` (so it appears with its content, or not at all)
+ * that names the holder's pid, host and process start time. A holder that
+ * died is detected (no such pid, or the pid now belongs to a process that
+ * started later) and its lock is taken over; a live holder gives
+ * `SESSION_PERSISTENCE_LOCKED`. The holder keeps the lock file open so its
+ * inode cannot be reused, and re-checks the path still names that inode
+ * before writing.
+ */
+export class WriterLock {
+  readonly path: string
+  readonly #handle: FileHandle
+  readonly #ino: number
+  readonly #nonce: string
+  #released = false
+  #verifiedAt = 0
+
+  private constructor(path: string, handle: FileHandle, ino: number, nonce: string) {
+    this.path = path
+    this.#handle = handle
+    this.#ino = ino
+    this.#nonce = nonce
+  }
+
+  static async acquire(path: string, sessionLabel: string): Promise<WriterLock> {
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const owner: LockOwner = { pid: process.pid, host: hostname(), start: ownStart, nonce: randomBytes(12).toString('hex'), acquiredAt: Date.now() }
+      // A lock only matters while its holder lives, so it need not survive a power loss.
+      if (await publishNew(path, Buffer.from(JSON.stringify(owner) + '\n'), false)) {
+        held.add(owner.nonce)
+        try {
+          const handle = await fsp.open(path, 'r')
+          const ino = (await handle.stat()).ino
+          const current = await readOwner(path)
+          if (current?.nonce !== owner.nonce) {
+            // Someone broke our brand-new lock between link and open.
+            await handle.close()
+            held.delete(owner.nonce)
+            continue
+          }
+          const lock = new WriterLock(path, handle, ino, owner.nonce)
+          lock.#verifiedAt = Date.now()
+          return lock
+        } catch (error) {
+          held.delete(owner.nonce)
+          throw error
+        }
+      }
+      const holder = await readOwner(path)
+      if (holder === undefined) continue // released meanwhile (or unreadable for a moment); try again
+      if (isAlive(holder)) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_LOCKED',
+          `Session ${sessionLabel} is being written by process ${holder.pid} on ${holder.host}; only one writer per session is allowed. Close that writer first${holder.host === hostname() ? '' : ` (if host ${holder.host} is gone, delete ${path})`}.`,
+          { details: { pid: holder.pid, host: holder.host, lockFile: path } },
+        )
+      }
+      await breakStaleLock(path, holder)
+    }
+    throw persistenceError('SESSION_PERSISTENCE_LOCKED', `Session ${sessionLabel}: could not take the writer lock ${path} (it keeps changing hands).`, { details: { lockFile: path } })
+  }
+
+  /**
+   * Throws `SESSION_PERSISTENCE_LOCKED` when the lock file no longer is ours
+   * (removed by hand, or taken over by a process that judged it stale).
+   * Checked at most every `intervalMs` so appends stay cheap.
+   */
+  async verify(sessionLabel: string, intervalMs = 1000): Promise<void> {
+    if (this.#released) throw persistenceError('SESSION_PERSISTENCE_LOCKED', `Session ${sessionLabel}: the writer lock was released.`)
+    const now = Date.now()
+    if (now - this.#verifiedAt < intervalMs) return
+    let ino: number | undefined
+    try {
+      ino = (await fsp.stat(this.path)).ino
+    } catch (error) {
+      if (!isErrno(error, 'ENOENT')) throw error
+    }
+    if (ino !== this.#ino) {
+      throw persistenceError('SESSION_PERSISTENCE_LOCKED', `Session ${sessionLabel}: this writer lost its lock (${this.path} was removed or replaced); stop writing and reopen the session.`, { details: { lockFile: this.path } })
+    }
+    this.#verifiedAt = now
+  }
+
+  get released(): boolean {
+    return this.#released
+  }
+
+  /** Removes the lock file if it is still ours. */
+  async release(): Promise<void> {
+    if (this.#released) return
+    this.#released = true
+    held.delete(this.#nonce)
+    try {
+      const ino = (await fsp.stat(this.path)).ino
+      if (ino === this.#ino) await fsp.unlink(this.path)
+    } catch (error) {
+      if (!isErrno(error, 'ENOENT')) throw error
+    } finally {
+      await this.#handle.close()
+    }
+  }
+}
+
+async function readOwner(path: string): Promise<LockOwner | undefined> {
+  let text: string
+  try {
+    text = await fsp.readFile(path, 'utf8')
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return undefined
+    throw error
+  }
+  try {
+    const owner = JSON.parse(text) as Partial<LockOwner>
+    if (typeof owner.pid === 'number' && typeof owner.host === 'string' && typeof owner.nonce === 'string') return owner as LockOwner
+  } catch {
+    // fall through: an unreadable lock file (written by hand?) names no live holder
+  }
+  return { pid: -1, host: hostname(), start: null, nonce: `unreadable:${text}`, acquiredAt: 0 }
+}
+
+function isAlive(owner: LockOwner): boolean {
+  // A holder on another host cannot be checked from here: treat it as live.
+  if (owner.host !== hostname()) return true
+  if (owner.pid === process.pid) return held.has(owner.nonce)
+  if (!Number.isSafeInteger(owner.pid) || owner.pid <= 0) return false
+  try {
+    process.kill(owner.pid, 0)
+  } catch (error) {
+    if (isErrno(error, 'ESRCH')) return false
+    // EPERM: the process exists (owned by someone else).
+  }
+  if (owner.start !== null) {
+    const start = processStart(owner.pid)
+    if (start !== null && start !== owner.start) return false
+  }
+  return true
+}
+
+/**
+ * Removes a dead holder's lock without ever removing a live one: the file
+ * is first renamed aside, and only deleted if it is the very lock judged
+ * stale; a lock that was replaced in between is put back.
+ */
+async function breakStaleLock(path: string, stale: LockOwner): Promise<void> {
+  const aside = tempSibling(path)
+  try {
+    await fsp.rename(path, aside)
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return
+    throw error
+  }
+  const moved = await readOwner(aside)
+  if (moved?.nonce === stale.nonce) {
+    await fsp.unlink(aside).catch(() => {})
+    return
+  }
+  try {
+    await fsp.link(aside, path)
+  } catch (error) {
+    if (!isErrno(error, 'EEXIST')) throw error
+  } finally {
+    await fsp.unlink(aside).catch(() => {})
+  }
+}
+
+/** Process start time from /proc (Linux); null where unavailable. */
+function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // Fields after the parenthesised command name; starttime is field 22.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return fields[19] ?? null
+  } catch {
+    return null
+  }
+}

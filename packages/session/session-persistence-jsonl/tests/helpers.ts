@@ -1,0 +1,34 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { SESSION_HEADER_VERSION, type SessionHeader, type SessionId, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import type { AppendTarget } from '@dsh/session-persistence'
+
+/** A fresh temporary directory, removed by the returned cleanup. */
+export function tempDir(prefix = 'dsh-jsonl-'): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+export function headerOf(id: string, extra: Partial<SessionHeader> = {}): SessionHeader {
+  return Object.freeze({ version: SESSION_HEADER_VERSION, id: id as SessionId, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0, ...extra })
+}
+
+export function targetOf(id: string, inheritedEventCount = 0, extra: Partial<SessionHeader> = {}): AppendTarget {
+  return { header: headerOf(id, extra), inheritedEventCount: inheritedEventCount as AppendTarget['inheritedEventCount'] }
+}
+
+/** `count` events from `first`: a turn of chunks with a user message, a tool call and a closing turn/end. */
+export function eventsFrom(first: number, count: number, turn = 1): StoredSessionEvent[] {
+  return Array.from({ length: count }, (_, i) => {
+    const seq = first + i
+    const data =
+      i % 5 === 0 ? { text: `message ${seq} — ünïcödé ✓ 🙂` } : i % 5 === 1 ? { turn, callId: `c${seq}`, name: 'read', arguments: { path: `/tmp/${seq}`, deep: [1, { x: null }] } } : { turn, index: seq, delta: `token-${seq} ` }
+    const type = i % 5 === 0 ? 'user/message' : i % 5 === 1 ? 'tool/call' : 'assistant/chunk'
+    return Object.freeze({ type, seq: seq as SessionSeq, time: 1_700_000_000_000 + seq, data })
+  })
+}
+
+export function event(seq: number, type: string, data: StoredSessionEvent['data']): StoredSessionEvent {
+  return { type, seq: seq as SessionSeq, time: 1_700_000_000_000 + seq, data }
+}
