@@ -240,9 +240,9 @@ function prepare(db: Database.Database) {
       WHERE event_text MATCH ? AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
       ORDER BY rank, s.id, e.seq LIMIT ? OFFSET ?`),
     searchSessions: db.prepare(`
+      WITH m AS MATERIALIZED (SELECT rowid, bm25(event_text) AS rank FROM event_text WHERE event_text MATCH ?)
       SELECT s.id AS id, s.header AS header, s.inherited AS inherited, s.revision AS revision, s.crc AS crc, MIN(m.rank) AS best, COUNT(*) AS matches
-      FROM (SELECT rowid, bm25(event_text) AS rank FROM event_text WHERE event_text MATCH ?) m
-      JOIN events e ON e.rowid = m.rowid JOIN sessions s ON s.sid = e.sid
+      FROM m JOIN events e ON e.rowid = m.rowid JOIN sessions s ON s.sid = e.sid
       WHERE s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?))
       GROUP BY s.sid ORDER BY best, s.id LIMIT ? OFFSET ?`),
   }

@@ -466,7 +466,9 @@ class SqliteQuery implements SqliteSessionQuery {
       while (next < ids.length) {
         const id = ids[next++]!
         try {
-          pending.push({ id, observation: await this.#persistence.inspect(id as SessionId, signal) })
+          // Await first: `pending` may be swapped by a flush while this read is in flight.
+          const observation = await this.#persistence.inspect(id as SessionId, signal)
+          pending.push({ id, observation })
         } catch (error) {
           if (signal.aborted || isDshError(error, 'CANCELLED')) throw fromPersistenceError(error, id, signal)
           pending.push({ id, error })
