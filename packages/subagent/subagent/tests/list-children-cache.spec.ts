@@ -1,0 +1,226 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Session, StoredSessionEvent } from '@dsh/session'
+import { MemoryPersistenceStorage } from '@dsh/session-persistence'
+import type { SessionProjectionUnit } from '@dsh/session-projection'
+import { sessionProjectionCachePlugin, type SqliteProjectionCache } from '@dsh/session-projection-cache'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { subagentIdentityUnit, type SubagentIdentityState } from '../src/index.js'
+import { bodyReads, completedTurn, createHost, queryProbe, type Host, type HostOptions } from './helpers.js'
+
+let dir: string
+const hosts: Host[] = []
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'dsh-subagent-cache-'))
+})
+afterEach(async () => {
+  for (const h of hosts.splice(0)) await h.dispose()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+const quietThrottle = { events: 100_000, ms: 600_000 }
+
+/** A host with the real SQLite checkpoint cache at `path` (default: one file per test). */
+async function host(options: HostOptions & { cachePath?: string | false; before?: HostOptions['extra'] } = {}): Promise<Host> {
+  const { cachePath = join(dir, 'projections.sqlite'), before, ...rest } = options
+  const h = await createHost({
+    ...rest,
+    extra: async (ctx) => {
+      await before?.(ctx)
+      if (cachePath !== false) await ctx.activate(sessionProjectionCachePlugin({ path: cachePath, throttle: quietThrottle }))
+    },
+  })
+  hosts.push(h)
+  return h
+}
+
+function cacheOf(h: Host): SqliteProjectionCache {
+  return h.ctx.require('sessionProjectionCache') as SqliteProjectionCache
+}
+
+const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({ version: 2, mode, provider: 'scripted', ...(label === undefined ? {} : { label }) })
+
+/** Builds a family in one process and returns a second process (same storage and cache file) where all of it is cold. */
+async function coldWorld(build: (h: Host) => Promise<Record<string, string>>, reopen: HostOptions & { cachePath?: string | false } = {}): Promise<{ cold: Host; ids: Record<string, string> }> {
+  const storage = new MemoryPersistenceStorage()
+  const writer = await host({ storage })
+  const ids = await build(writer)
+  await cacheOf(writer).idle()
+  await writer.dispose()
+  hosts.splice(hosts.indexOf(writer), 1)
+  return { cold: await host({ storage, ...reopen }), ids }
+}
+
+describe('listChildren: the checkpoint cache rung', () => {
+  it('serves an unseeded cold child from the cache at cut zero with zero body reads', async () => {
+    const probe = queryProbe()
+    const { cold, ids } = await coldWorld(
+      async (h) => {
+        const parent = h.sessions.create()
+        const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fresh' })
+        await child.done
+        return { parent: parent.id, child: child.id }
+      },
+      { query: probe.wrap },
+    )
+    const reads = bodyReads(cold)
+    expect(await cold.runtime.explainChildren(ids.parent!)).toEqual([
+      { row: { kind: 'child', id: ids.child, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' }, rung: 2, parentId: ids.parent, depth: 1 },
+    ])
+    expect(bodyReads(cold) - reads).toBe(0)
+    expect(probe.calls.observeSession).toBe(0)
+    expect(cacheOf(cold).metrics.hits).toBe(1)
+  })
+
+  it('serves a seeded cold child from the cache at its exact cut (listing records carry it)', async () => {
+    const probe = queryProbe()
+    const { cold, ids } = await coldWorld(
+      async (h) => {
+        const parent = h.sessions.create()
+        completedTurn(parent, 1)
+        completedTurn(parent, 2)
+        const child = h.runtime.spawn(parent, { mode: 'one-shot', label: 'forked', context: 'fork' })
+        await child.done
+        return { parent: parent.id, child: child.id }
+      },
+      { query: probe.wrap },
+    )
+    const explained = await cold.runtime.explainChildren(ids.parent!)
+    expect(explained.map((e) => [e.rung, e.row])).toEqual([[2, { kind: 'child', id: ids.child, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'forked' }]])
+    expect(probe.calls.observeSession).toBe(0)
+  })
+
+  it('never serves an ancestor identity from a seeded child checkpoint: the seq gate sends it to the authoritative read', async () => {
+    const probe = queryProbe()
+    const { cold, ids } = await coldWorld(
+      async (h) => {
+        const top = h.sessions.create()
+        const parent = h.sessions.create({ origin: 'subagent', parentSession: top.id, delegationDepth: 1 })
+        parent.append('subagent/descriptor', descriptor('continuable', 'ancestor'))
+        completedTurn(parent, 1)
+        // A seeded child that never wrote its own descriptor: its checkpoint holds the ancestor's identity.
+        const heir = h.sessions.fork(parent, { origin: 'subagent', delegationDepth: 2 })
+        completedTurn(heir, 2)
+        await h.sessions.dispose(heir.id)
+        return { parent: parent.id, heir: heir.id }
+      },
+      { query: probe.wrap },
+    )
+    const explained = await cold.runtime.explainChildren(ids.parent!)
+    expect(explained).toEqual([{ row: { kind: 'diagnostic', id: ids.heir, reason: 'corrupt' }, rung: 3, parentId: ids.parent, depth: 1 }])
+    expect(JSON.stringify(explained)).not.toContain('ancestor')
+    expect(probe.calls.observeSession).toBe(1)
+    // The cache did hold a row (a hit), it just cannot prove the identity is the child's own.
+    expect(cacheOf(cold).metrics.hits).toBe(1)
+  })
+
+  it('falls through a cached null sentinel to the refold, which reports the settled child corrupt', async () => {
+    const { cold, ids } = await coldWorld(async (h) => {
+      const parent = h.sessions.create()
+      const child = h.sessions.create({ origin: 'subagent', parentSession: parent.id, delegationDepth: 1 })
+      child.append('subagent/descriptor', { version: 9, mode: 'one-shot', provider: 'p' })
+      completedTurn(child, 1)
+      await h.sessions.dispose(child.id)
+      return { parent: parent.id, child: child.id }
+    })
+    const explained = await cold.runtime.explainChildren(ids.parent!)
+    expect(explained.map((e) => [e.rung, e.row])).toEqual([[3, { kind: 'diagnostic', id: ids.child, reason: 'corrupt' }]])
+  })
+
+  it('falls through a poisoned cache row silently to the authoritative refold', async () => {
+    // Another build wrote 'subagent' rows the real unit's schema rejects.
+    const rogue: SessionProjectionUnit<'subagent'> = {
+      ...subagentIdentityUnit,
+      apply: (state: SubagentIdentityState, event: StoredSessionEvent) => (event.type === 'subagent/descriptor' ? ({ identity: { mode: 'telepathic', seq: 'x' } } as never) : state),
+    }
+    const storage = new MemoryPersistenceStorage()
+    const writer = await host({ storage, before: async (ctx) => void ctx.require('sessionProjections').register(rogue) })
+    const parent = writer.sessions.create()
+    const child = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'healthy', context: 'fresh' })
+    await child.done
+    await cacheOf(writer).idle()
+    await writer.dispose()
+    hosts.splice(hosts.indexOf(writer), 1)
+
+    const cold = await host({ storage })
+    const { header } = (await cold.persistence!.list()).find((r) => r.header.id === child.id)!
+    expect(() => cacheOf(cold).cachedSnapshot(header, 0 as never, ['subagent'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
+    const reads = bodyReads(cold)
+    const explained = await cold.runtime.explainChildren(parent.id)
+    expect(explained.map((e) => [e.rung, e.row])).toEqual([[3, { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'healthy' }]])
+    expect(bodyReads(cold) - reads).toBe(1)
+    expect(cold.errors).toEqual([])
+  })
+
+  it('reads through to rung 3 without error when the cache file was deleted or destroyed', async () => {
+    const storage = new MemoryPersistenceStorage()
+    const cachePath = join(dir, 'doomed.sqlite')
+    const writer = await host({ storage, cachePath })
+    const parent = writer.sessions.create()
+    const child = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'x', context: 'fresh' })
+    await child.done
+    await writer.dispose()
+    hosts.splice(hosts.indexOf(writer), 1)
+
+    rmSync(cachePath, { force: true })
+    const afterDelete = await host({ storage, cachePath })
+    expect((await afterDelete.runtime.explainChildren(parent.id)).map((e) => e.rung)).toEqual([3])
+    await afterDelete.dispose()
+    hosts.splice(hosts.indexOf(afterDelete), 1)
+
+    writeFileSync(cachePath, 'this is not a database')
+    const afterGarbage = await host({ storage, cachePath })
+    const rows = await afterGarbage.runtime.listChildren(parent.id)
+    expect(rows).toEqual([{ kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'x' }])
+    expect(afterGarbage.errors).toEqual([])
+
+    const unmounted = await host({ storage, cachePath: false })
+    expect(await unmounted.runtime.listChildren(parent.id)).toEqual(rows)
+    expect(unmounted.errors).toEqual([])
+  })
+
+  it('misses for a republished id: the checkpoint of the old lifecycle is never served for the new one', async () => {
+    const storage = new MemoryPersistenceStorage()
+    const writer = await host({ storage })
+    const parent = writer.sessions.create()
+    const old = writer.runtime.spawn(parent, { mode: 'continuable', label: 'old-owner', context: 'fresh', id: 'reused' })
+    await old.done
+    await writer.dispose()
+    hosts.splice(hosts.indexOf(writer), 1)
+    // Another process (without the cache) deletes the id and republishes it for the same parent, with no descriptor.
+    const republisher = await host({ storage, cachePath: false })
+    await republisher.persistence!.delete('reused' as never)
+    const reborn = republisher.sessions.create({ id: 'reused', origin: 'subagent', parentSession: parent.id, delegationDepth: 1, cwd: '/elsewhere' })
+    completedTurn(reborn, 1)
+    await republisher.sessions.dispose(reborn.id)
+
+    const cold = await host({ storage })
+    const explained = await cold.runtime.explainChildren(parent.id)
+    expect(explained.map((e) => [e.rung, e.row])).toEqual([[3, { kind: 'diagnostic', id: 'reused', reason: 'corrupt' }]])
+    expect(JSON.stringify(explained)).not.toContain('old-owner')
+    expect(cacheOf(cold).metrics.hits).toBe(0)
+  })
+
+  it('keeps serving a stale unseeded checkpoint inside the later-event window (recorded deviation)', async () => {
+    const storage = new MemoryPersistenceStorage()
+    const writer = await host({ storage })
+    const parent = writer.sessions.create()
+    const child: Session = writer.sessions.create({ origin: 'subagent', parentSession: parent.id, delegationDepth: 1 })
+    child.append('subagent/descriptor', descriptor('one-shot', 'first'))
+    completedTurn(child, 1) // turn/end: a mandatory checkpoint lands with the first identity
+    await cacheOf(writer).idle()
+    // A second descriptor (a provider contract violation) becomes durable, then the process dies before any checkpoint.
+    child.append('subagent/descriptor', descriptor('continuable', 'second'))
+    await writer.sessions.flush(child)
+    const crashed = writer
+    hosts.splice(hosts.indexOf(writer), 1)
+
+    const cold = await host({ storage })
+    expect((await cold.runtime.explainChildren(parent.id)).map((e) => [e.rung, e.row])).toEqual([[2, { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'first' }]])
+    // Without the cache the authoritative refold gives last-wins.
+    const uncached = await host({ storage, cachePath: false })
+    expect(await uncached.runtime.listChildren(parent.id)).toEqual([{ kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'second' }])
+    cacheOf(crashed).close()
+  })
+})
