@@ -148,7 +148,8 @@ class SqliteQuery implements SqliteSessionQuery {
     const opened = openIndexFile(this.path)
     this.#store = new IndexStore(opened.db)
     this.#rebuildReason = opened.rebuild
-    if (opened.rebuild !== undefined) this.#logger.warn(`dsh: the session query index at ${this.path} is being rebuilt (${opened.rebuild}).`)
+    // A missing file is the normal first run; damage and old schemas are worth a word.
+    if (opened.rebuild !== undefined && opened.rebuild !== 'missing') this.#logger.warn(`dsh: the session query index at ${this.path} is being rebuilt (${opened.rebuild}).`)
     if (this.#options.reconcileOnOpen !== false) await this.reconcile(signal)
   }
 

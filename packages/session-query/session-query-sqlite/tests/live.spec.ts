@@ -1,0 +1,98 @@
+import { join } from 'node:path'
+import { Context } from '@dsh/context'
+import { sessionStorePlugin, type SessionStore } from '@dsh/session'
+import { createMemoryPersistence, sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
+import { describe, expect, it } from 'vitest'
+import { sqliteSessionQueryPlugin, type SqliteSessionQuery } from '../src/index.js'
+import { code, header, later, message, persist, silent, store, tempDir } from './helpers.js'
+
+/** A composed host: store, persistence (coordinator + shared reads) and the sqlite query. */
+async function host(backend: SessionPersistence, path: string): Promise<{ ctx: Context; sessions: SessionStore; persistence: SessionPersistence; query: SqliteSessionQuery }> {
+  const ctx = new Context({ logger: silent })
+  later(() => ctx.dispose())
+  await ctx.activate(sessionStorePlugin())
+  await ctx.activate(sessionPersistencePlugin(backend, { writeBehindMs: 1 }))
+  await ctx.activate(sqliteSessionQueryPlugin({ path }))
+  return { ctx, sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence'), query: ctx.require('sessionQuery') as SqliteSessionQuery }
+}
+
+describe('sessions of this process', () => {
+  it('follows sessions going cold without reading their bodies to list them', async () => {
+    const backend = createMemoryPersistence()
+    await persist(backend, header('parent', 1), [message(0, 'old parent')])
+    const { sessions, persistence, query } = await host(backend, join(tempDir(), 'q.sqlite'))
+    const child = sessions.create({ id: 'child', createdAt: 5, parentSession: 'parent', origin: 'subagent', delegationDepth: 1 })
+    child.append('user/message', { text: 'a child talks about herons' })
+    await sessions.flush(child)
+    const reads = backend.metrics.bodyReads
+    let [record] = (await query.listSessions({ parentSession: 'parent', origin: 'subagent' })).records
+    expect(record).toMatchObject({ live: true, persisted: true, revision: await persistence.stat(child.id) })
+
+    child.append('assistant/message', { turn: 1, text: 'herons again' })
+    await sessions.dispose('child')
+    ;[record] = (await query.listSessions({ parentSession: 'parent', origin: 'subagent' })).records
+    expect(record).toMatchObject({ live: false, persisted: true, revision: await persistence.stat(child.id), header: child.header })
+    expect(backend.metrics.bodyReads).toBe(reads)
+
+    // Search verifies the cold session's text against its log once, then not again.
+    const hits = await query.searchEvents({ text: 'herons' })
+    expect(hits.hits.map((h) => `${h.id}#${h.seq}`).sort()).toEqual(['child#0', 'child#1'])
+    expect(backend.metrics.bodyReads).toBe(reads + 1)
+    expect((await query.reconcile()).read).toBe(0)
+    expect((await query.searchSessions({ text: 'herons' })).hits.map((h) => h.record)).toEqual([expect.objectContaining({ live: false, persisted: true })])
+    expect(backend.metrics.bodyReads).toBe(reads + 1)
+  })
+
+  it('drops a session that went cold without ever being persisted', async () => {
+    const { sessions } = store()
+    const backend = createMemoryPersistence()
+    await persist(backend, header('kept', 1))
+    const { openQuery } = await import('./helpers.js')
+    const { query } = await openQuery({ sessions, persistence: backend, path: join(tempDir(), 'q.sqlite') })
+    const ghost = sessions.create({ id: 'ghost', createdAt: 2 })
+    ghost.append('user/message', { text: 'unsaved ghost words' })
+    expect((await query.listSessions()).records.map((r) => [r.header.id, r.live])).toEqual([['kept', false], ['ghost', true]])
+    expect((await query.searchEvents({ text: 'ghost' })).hits).toHaveLength(1)
+    await sessions.dispose('ghost')
+    expect((await query.listSessions()).records.map((r) => r.header.id)).toEqual(['kept'])
+    expect((await query.searchEvents({ text: 'ghost' })).hits).toEqual([])
+    expect(await code(query.observeSession('ghost'))).toBe('SESSION_QUERY_NOT_FOUND')
+  })
+
+  it('reuses the persistence LRU for repeated observations of a cold session', async () => {
+    const backend = createMemoryPersistence()
+    await persist(backend, header('cold', 1), [message(0, 'x'), message(1, 'y')])
+    const { query } = await host(backend, join(tempDir(), 'q.sqlite'))
+    const reads = backend.metrics.bodyReads
+    const first = await query.observeSession('cold')
+    // At most one physical read (the index's own reconciliation may already have warmed the LRU)…
+    expect(backend.metrics.bodyReads - reads).toBeLessThanOrEqual(1)
+    const afterFirst = backend.metrics.bodyReads
+    const second = await query.readHistory('cold', { limit: 1 })
+    expect(second.events).toEqual([first.events[1]])
+    // …and none for the next observation of the same revision.
+    expect(backend.metrics.bodyReads).toBe(afterFirst)
+  })
+
+  it('marks a corrupt log once (not re-read at the same revision), keeps it listed, and keeps searching the others', async () => {
+    const { createJsonlPersistence } = await import('@dsh/session-persistence-jsonl')
+    const { readFileSync, writeFileSync } = await import('node:fs')
+    const root = tempDir()
+    const backend = createJsonlPersistence({ root })
+    later(() => backend.close())
+    await persist(backend, header('good', 1), [message(0, 'searchable heron')])
+    await persist(backend, header('bad', 2), [message(0, 'hidden heron')])
+    await persist(backend, header('bad', 2), [message(1, 'more')])
+    const file = backend.logPath('bad')
+    const bytes = readFileSync(file)
+    bytes[bytes.length - 1]! ^= 0xff
+    writeFileSync(file, bytes)
+    const { openQuery } = await import('./helpers.js')
+    const { query } = await openQuery({ sessions: store().sessions, persistence: backend, path: join(root, '.index', 'query.sqlite') })
+    expect(await query.reconcile()).toMatchObject({ read: 0, corrupt: 0 })
+    expect(await query.rebuild()).toMatchObject({ read: 2, corrupt: 1, failed: 0 })
+    expect((await query.listSessions()).records.map((r) => r.header.id)).toEqual(['good', 'bad'])
+    expect((await query.searchEvents({ text: 'heron' })).hits.map((h) => h.id)).toEqual(['good'])
+    expect(await code(query.observeSession('bad'))).toBe('SESSION_QUERY_CORRUPT_SESSION')
+  })
+})
