@@ -1,1 +1,7 @@
-export {}
+export { runCli } from './cli.js'
+export { createHost } from './host.js'
+export type { Host, HostOptions } from './host.js'
+export { runDemo } from './demo/run-demo.js'
+export type { DemoResult, DemoRow } from './demo/run-demo.js'
+export { CliError } from './errors.js'
+export type { CliErrorCode } from './errors.js'
