@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { consoleLogger, type Context, type Logger } from '@dsh/context'
@@ -79,6 +80,8 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
 
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const controller = new AbortController()
+    // One request may fan out into many concurrent reads (a catalog's cold children), each listening for the abort.
+    setMaxListeners(256, controller.signal)
     res.on('close', () => controller.abort())
     const target = parseTarget(req.url ?? '', limits)
     await drainBody(req, limits.maxBodyBytes)

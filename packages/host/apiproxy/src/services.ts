@@ -2,6 +2,8 @@ import type { Context } from '@dsh/context'
 import type { SessionStore } from '@dsh/session'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionQuery } from '@dsh/session-query'
+// Brings in the `subagents` service declaration (the runtime is what `ctx` provides).
+import type {} from '@dsh/subagent'
 import { ApiError } from './errors.js'
 
 /** A catalog row as the subagent runtime returns it (the seed's `SubagentListEntry`). */
@@ -45,7 +47,7 @@ export type ApiEventSource = Pick<Context, 'on'>
  */
 export function resolveServices(ctx: Context | undefined, overrides: Partial<ApiServices> | undefined): ApiServices {
   const sessionQuery = overrides?.sessionQuery ?? ctx?.get('sessionQuery')
-  const subagents = overrides?.subagents ?? (ctx?.get as ((name: string) => SubagentCatalog | undefined) | undefined)?.call(ctx, 'subagents')
+  const subagents = overrides?.subagents ?? ctx?.get('subagents')
   if (sessionQuery === undefined) throw missing('sessionQuery')
   if (subagents === undefined) throw missing('subagents')
   return {

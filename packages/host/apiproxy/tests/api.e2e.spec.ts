@@ -1,0 +1,419 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { SessionId } from '@dsh/session'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { schemas } from '../src/index.js'
+import { rawGet, rawRequest } from './support/raw-http.js'
+import { SseReader } from './support/sse.js'
+import { startStack, TOKEN, turn, type Stack } from './support/stack.js'
+
+// The HTTP API over real services (store, persistence + coordinator,
+// projections, query corpus, subagent runtime with its scripted driver) on a
+// real server bound to 127.0.0.1, port 0.
+
+let stack: Stack
+
+beforeAll(async () => {
+  stack = await startStack()
+  const { sessions, subagents, gates } = stack
+  const parent = sessions.create({ id: 'parent', cwd: '/work/project' })
+  turn(parent, 'plan the work')
+  const other = sessions.create({ id: 'other' })
+  turn(other, 'unrelated')
+  await subagents.spawn(parent, { mode: 'one-shot', label: 'summarizer', context: 'fresh', prompt: 'summarize', id: 'child-a' }).done
+  gates.hold('child-b')
+  const b = subagents.spawn(parent, { mode: 'continuable', label: 'researcher', context: 'fork', prompt: 'research', id: 'child-b' })
+  await subagents.spawn(b.session, { mode: 'one-shot', context: 'fresh', prompt: 'dig deeper', id: 'grandchild' }).done
+  await subagents.spawn(other, { mode: 'one-shot', label: 'keeper', context: 'fresh', prompt: 'secret words', id: 'child-x' }).done
+  for (const id of ['../evil', 'a/b', '100%', '%2E%2E', 'a/../b', '会话 🚀', "quote'\"<tag>"]) turn(sessions.create({ id }), `hello from ${id}`)
+  await sessions.flush(parent)
+})
+
+afterAll(async () => {
+  stack.gates.release('child-b')
+  await stack.close()
+})
+
+const enc = encodeURIComponent
+
+describe('authentication', () => {
+  const routes = [
+    '/api/sessions',
+    '/api/sessions/parent/history',
+    '/api/sessions/parent/subagents',
+    '/api/sessions/parent/subagents/child-a/history',
+    '/api/search?q=hello',
+    '/api/sessions/parent/stream',
+    '/',
+    '/api/no-such-route',
+  ]
+
+  it('answers 401 API_UNAUTHORIZED without the token, with a wrong one, and with nothing else in the body', async () => {
+    for (const path of routes) {
+      for (const token of [null, 'wrong-token-0123456789abcdef']) {
+        const { status, body, headers } = await stack.get(path, { token })
+        expect([path, status]).toEqual([path, 401])
+        expect(schemas.errorBody.strict().parse(body).code).toBe('API_UNAUTHORIZED')
+        expect(headers.get('www-authenticate')).toBe('Bearer')
+      }
+    }
+  })
+
+  it('takes ?token= on the page and the stream only', async () => {
+    expect((await stack.get(`/?token=${TOKEN}`, { token: null })).status).toBe(200)
+    expect((await stack.get(`/api/sessions?token=${TOKEN}`, { token: null })).status).toBe(401)
+    const stream = await SseReader.open(`${stack.server.url}/api/sessions/parent/stream?token=${TOKEN}`)
+    expect(stream.status).toBe(200)
+    stream.close()
+  })
+
+  it('serves the page script and stylesheet without the token (they hold no data)', async () => {
+    const script = await stack.get('/app.js', { token: null })
+    expect(script.status).toBe(200)
+    expect(script.headers.get('content-type')).toContain('text/javascript')
+    expect((await stack.get('/app.css', { token: null })).status).toBe(200)
+  })
+})
+
+describe('sessions', () => {
+  it('pages through the whole corpus with cursors, in createdAt then id order', async () => {
+    const all = schemas.sessionListPage.parse((await stack.get('/api/sessions?limit=1000')).body).sessions.map((r) => r.header.id)
+    expect(all).toEqual(expect.arrayContaining(['parent', 'other', 'child-a', 'child-b', 'grandchild', 'child-x', '../evil']))
+    const paged: string[] = []
+    let cursor: string | undefined
+    do {
+      const page = schemas.sessionListPage.parse((await stack.get(`/api/sessions?limit=3${cursor === undefined ? '' : `&cursor=${enc(cursor)}`}`)).body)
+      expect(page.sessions.length).toBeLessThanOrEqual(3)
+      paged.push(...page.sessions.map((r) => r.header.id))
+      cursor = page.nextCursor
+    } while (cursor !== undefined)
+    expect(paged).toEqual(all)
+  })
+
+  it('filters by parent, origin, cwd and createdAt', async () => {
+    const ids = async (query: string) => schemas.sessionListPage.parse((await stack.get(`/api/sessions?${query}`)).body).sessions.map((r) => r.header.id)
+    expect(await ids('parentSession=parent&origin=subagent')).toEqual(['child-a', 'child-b'])
+    expect(await ids('parentSession=child-b')).toEqual(['grandchild'])
+    expect(await ids(`cwd=${enc('/work/project')}&origin=subagent`)).toEqual(['child-a', 'child-b', 'grandchild'])
+    expect(await ids('createdFrom=0&createdTo=1')).toEqual([])
+  })
+
+  it('refuses bad filters with typed 400s', async () => {
+    for (const query of ['limit=0', 'limit=1001', 'limit=abc', 'origin=human', 'cursor=not-a-cursor', 'createdFrom=-5', 'colour=red', 'limit=1&limit=2']) {
+      const { status, body } = await stack.get(`/api/sessions?${query}`)
+      expect([query, status]).toEqual([query, 400])
+      expect(schemas.errorBody.parse(body).code).toMatch(/^(API_BAD_REQUEST|SESSION_QUERY_INVALID_CURSOR)$/)
+    }
+  })
+
+  it('serves history pages of a top-level session', async () => {
+    const page = schemas.historyPage.parse((await stack.get('/api/sessions/parent/history?limit=2')).body)
+    expect(page.header.id).toBe('parent')
+    expect(page.events.map((e) => e.type)).toEqual(['assistant/message', 'turn/end'])
+    expect(page.nextBefore).toBe(2)
+    const earlier = schemas.historyPage.parse((await stack.get(`/api/sessions/parent/history?before=${page.nextBefore}&limit=10`)).body)
+    expect(earlier.events.map((e) => e.seq)).toEqual([0, 1])
+    expect(earlier.nextBefore).toBeUndefined()
+  })
+
+  it('passes query service errors through with their code', async () => {
+    const { status, body } = await stack.get('/api/sessions/nobody/history')
+    expect(status).toBe(404)
+    expect(schemas.errorBody.parse(body).code).toBe('SESSION_QUERY_NOT_FOUND')
+  })
+})
+
+describe('owner checks', () => {
+  const noEventData = (body: unknown, ...secrets: string[]) => {
+    expect(Object.keys(body as object).sort()).toEqual(['code', 'message'])
+    const text = JSON.stringify(body)
+    for (const secret of secrets) expect(text).not.toContain(secret)
+  }
+
+  it("refuses a subagent's history on the direct route with a typed 403 and no events", async () => {
+    const { status, body } = await stack.get('/api/sessions/child-a/history')
+    expect(status).toBe(403)
+    expect(schemas.errorBody.parse(body).code).toBe('API_FORBIDDEN')
+    noEventData(body, 'finished summarize', 'working on')
+  })
+
+  it("serves a child's history through its parent's catalog", async () => {
+    const page = schemas.historyPage.parse((await stack.get('/api/sessions/parent/subagents/child-a/history')).body)
+    expect(page.header).toMatchObject({ id: 'child-a', origin: 'subagent', parentSession: 'parent' })
+    expect(page.events.some((e) => e.type === 'assistant/message' && (e.data as { text: string }).text === 'finished summarize')).toBe(true)
+    const grand = schemas.historyPage.parse((await stack.get('/api/sessions/child-b/subagents/grandchild/history')).body)
+    expect(grand.header.parentSession).toBe('child-b')
+  })
+
+  it('answers a typed 404 with no event data for a wrong parent, a grandparent, a non-subagent and a missing child', async () => {
+    const cases = [
+      ['/api/sessions/other/subagents/child-a/history', 'finished summarize'],
+      ['/api/sessions/parent/subagents/child-x/history', 'secret words'],
+      ['/api/sessions/parent/subagents/grandchild/history', 'dig deeper'],
+      ['/api/sessions/parent/subagents/other/history', 'unrelated'],
+      ['/api/sessions/parent/subagents/nobody/history', 'working on'],
+    ] as const
+    for (const [path, secret] of cases) {
+      const { status, body } = await stack.get(path)
+      expect([path, status]).toEqual([path, 404])
+      expect(schemas.errorBody.parse(body).code).toBe('API_NOT_FOUND')
+      noEventData(body, secret, 'working on')
+    }
+  })
+})
+
+describe('owner re-check after the read', () => {
+  it('refuses a child replaced under another parent between the listing and the read', async () => {
+    // The query service is wrapped so that, right after the route's catalog
+    // check and before its read, the child is deleted and republished under
+    // the same id as a subagent of another parent (real persistence operations).
+    let swapped = false
+    let readParent: string | undefined
+    const replaced = await startStack({
+      wrap: (services) => ({
+        ...services,
+        sessionQuery: {
+          ...services.sessionQuery,
+          listSessions: (filter, signal) => services.sessionQuery.listSessions(filter, signal),
+          observeSession: (id, signal) => services.sessionQuery.observeSession(id, signal),
+          readWindow: (id, request, signal) => services.sessionQuery.readWindow(id, request, signal),
+          async readHistory(id, request, signal) {
+            if (id === 'swapped' && !swapped) {
+              swapped = true
+              await replaced.persistence.delete(SessionId(id))
+              await replaced.subagents.spawn('intruder', { mode: 'one-shot', label: 'impostor', context: 'fresh', prompt: 'intruder secret', id }).done
+            }
+            const page = await services.sessionQuery.readHistory(id, request, signal)
+            readParent = page.header.parentSession
+            return page
+          },
+        },
+      }),
+    })
+    try {
+      const owner = replaced.sessions.create({ id: 'owner' })
+      turn(owner, 'own work')
+      turn(replaced.sessions.create({ id: 'intruder' }), 'other work')
+      await replaced.subagents.spawn(owner, { mode: 'one-shot', context: 'fresh', prompt: 'original', id: 'swapped' }).done
+      expect((await replaced.get('/api/sessions/owner/subagents/swapped/history')).status).toBe(404)
+      expect(swapped).toBe(true)
+      // The read succeeded and returned the new lifecycle; the route refused it on the observed header.
+      expect(readParent).toBe('intruder')
+      const { status, body } = await replaced.get('/api/sessions/owner/subagents/swapped/history')
+      expect(status).toBe(404)
+      expect(JSON.stringify(body)).not.toContain('intruder secret')
+      const real = await replaced.get('/api/sessions/intruder/subagents/swapped/history')
+      expect(real.status).toBe(200)
+      expect(JSON.stringify(real.body)).toContain('intruder secret')
+    } finally {
+      await replaced.close()
+    }
+  })
+})
+
+describe('subagent catalog', () => {
+  it('lists direct children with their identity and activity', async () => {
+    const list = schemas.subagentList.parse((await stack.get('/api/sessions/parent/subagents')).body)
+    expect(list.scope).toBe('children')
+    expect(list.rows).toEqual([
+      { kind: 'child', id: 'child-a', activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'summarizer', parentId: 'parent', depth: 1, rung: 3 },
+      { kind: 'child', id: 'child-b', activity: 'running', hasChildren: true, mode: 'continuable', label: 'researcher', parentId: 'parent', depth: 1, rung: 1 },
+    ])
+  })
+
+  it('lists descendants in pre-order with parent and depth', async () => {
+    const list = schemas.subagentList.parse((await stack.get('/api/sessions/parent/subagents?scope=descendants')).body)
+    expect(list.rows.map((r) => [r.id, r.parentId, r.depth])).toEqual([
+      ['child-a', 'parent', 1],
+      ['child-b', 'parent', 1],
+      ['grandchild', 'child-b', 2],
+    ])
+  })
+
+  it('refuses an unknown scope', async () => {
+    const { status, body } = await stack.get('/api/sessions/parent/subagents?scope=everything')
+    expect(status).toBe(400)
+    expect(schemas.errorBody.parse(body).code).toBe('API_BAD_REQUEST')
+  })
+})
+
+describe('ids and parameters', () => {
+  it('round-trips ids holding "..", "/", "%", unicode and markup', async () => {
+    for (const id of ['../evil', 'a/b', '100%', '%2E%2E', 'a/../b', '会话 🚀', "quote'\"<tag>"]) {
+      const { status, body } = await stack.get(`/api/sessions/${enc(id)}/history`)
+      expect([id, status]).toEqual([id, 200])
+      const page = schemas.historyPage.parse(body)
+      expect(page.header.id).toBe(id)
+      expect(page.events.some((e) => (e.data as { text?: string }).text === `hello from ${id}`)).toBe(true)
+    }
+  })
+
+  it('refuses dot segments sent raw or percent-encoded instead of resolving them', async () => {
+    for (const target of ['/api/sessions/../history', '/api/sessions/%2E%2E/history', '/api/sessions/%2e/history', '/api/sessions/parent/subagents/../history']) {
+      const response = await rawGet(stack.server.url, target, TOKEN)
+      expect([target, response.status]).toEqual([target, 400])
+      expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe('API_BAD_REQUEST')
+    }
+  })
+
+  it('refuses NUL, malformed percent-encoding, empty and over-long ids with typed errors', async () => {
+    const cases: Array<[string, number, string]> = [
+      ['/api/sessions/a%00b/history', 400, 'API_BAD_REQUEST'],
+      ['/api/sessions/%E0%A4/history', 400, 'API_BAD_REQUEST'],
+      ['/api/sessions/%/history', 400, 'API_BAD_REQUEST'],
+      ['/api/sessions//history', 400, 'API_BAD_REQUEST'],
+      [`/api/sessions/${'x'.repeat(1025)}/history`, 400, 'API_BAD_REQUEST'],
+      [`/api/sessions/${'x'.repeat(10 * 1024)}/history`, 400, 'API_BAD_REQUEST'],
+      // 1100 characters decode from 6.6 KB of escapes: the id limit counts decoded characters.
+      [`/api/sessions/${enc('ü'.repeat(1100))}/history`, 400, 'API_BAD_REQUEST'],
+      [`/api/sessions/${'x'.repeat(20 * 1024)}/history`, 414, 'API_URI_TOO_LONG'],
+      [`/api/sessions?parentSession=${'p'.repeat(10 * 1024)}`, 400, 'API_BAD_REQUEST'],
+      [`/api/search?q=${'q'.repeat(2000)}`, 400, 'API_BAD_REQUEST'],
+    ]
+    for (const [target, status, code] of cases) {
+      const response = await rawGet(stack.server.url, target, TOKEN)
+      expect([target.slice(0, 40), response.status]).toEqual([target.slice(0, 40), status])
+      expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe(code)
+    }
+  })
+
+  it('keeps answering after refusing bad requests', async () => {
+    expect((await stack.get('/api/sessions?limit=1')).status).toBe(200)
+  })
+})
+
+describe('bodies and methods', () => {
+  it('refuses a declared oversized body with 413 before reading it', async () => {
+    const response = await rawRequest(
+      stack.server.url,
+      `GET /api/sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${100 * 1024 * 1024}\r\n\r\n`,
+      '{"padding":"',
+    )
+    expect(response.status).toBe(413)
+    expect(response.headers.connection).toBe('close')
+    expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
+  })
+
+  it('refuses an oversized chunked body with 413, also without the token', async () => {
+    const chunk = Buffer.alloc(32 * 1024, 'a')
+    const chunked = Buffer.concat([0, 1, 2].flatMap(() => [Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]).concat(Buffer.from('0\r\n\r\n')))
+    const response = await rawRequest(stack.server.url, 'POST /api/sessions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n', chunked)
+    expect(response.status).toBe(413)
+    expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
+  })
+
+  it('answers other methods with a typed 405', async () => {
+    const response = await fetch(`${stack.server.url}/api/sessions`, { method: 'POST', headers: { Authorization: `Bearer ${TOKEN}` }, body: '{}' })
+    expect(response.status).toBe(405)
+    expect(response.headers.get('allow')).toBe('GET')
+    expect(schemas.errorBody.parse(await response.json()).code).toBe('API_METHOD_NOT_ALLOWED')
+  })
+})
+
+describe('search', () => {
+  it('answers a typed 501 when the query backend has no index, and 400 without text', async () => {
+    const { status, body } = await stack.get('/api/search?q=hello&kind=events')
+    expect(status).toBe(501)
+    expect(schemas.errorBody.parse(body).code).toBe('API_SEARCH_UNAVAILABLE')
+    expect((await stack.get('/api/search?q=%20')).status).toBe(400)
+  })
+})
+
+describe('on disk: JSONL files, SQLite index and cache', () => {
+  let disk: Stack
+
+  beforeAll(async () => {
+    disk = await startStack({ backend: 'disk' })
+    const parent = disk.sessions.create({ id: 'parent' })
+    turn(parent, 'alpha bravo')
+    for (let i = 0; i < 5; i++) turn(disk.sessions.create({ id: `bravo-${i}` }), `bravo number ${i}`)
+    await disk.subagents.spawn(parent, { mode: 'continuable', label: 'forky', context: 'fork', prompt: 'bravo child', id: 'forked' }).done
+    for (const session of disk.sessions.list()) await disk.sessions.flush(session)
+  })
+
+  afterAll(async () => {
+    await disk.close()
+  })
+
+  it('searches sessions and events with cursors', async () => {
+    const first = schemas.searchPage.parse((await disk.get('/api/search?q=bravo&limit=2')).body)
+    expect(first.kind).toBe('sessions')
+    expect(first.hits).toHaveLength(2)
+    const ids = first.kind === 'sessions' ? first.hits.map((h) => h.record.header.id) : []
+    let cursor = first.nextCursor
+    while (cursor !== undefined) {
+      const page = schemas.searchPage.parse((await disk.get(`/api/search?q=bravo&limit=2&cursor=${enc(cursor)}`)).body)
+      if (page.kind === 'sessions') ids.push(...page.hits.map((h) => h.record.header.id))
+      cursor = page.nextCursor
+    }
+    expect(new Set(ids).size).toBe(ids.length)
+    expect(ids).toEqual(expect.arrayContaining(['parent', 'bravo-0', 'bravo-4']))
+    const events = schemas.searchPage.parse((await disk.get('/api/search?q=alpha&kind=events')).body)
+    expect(events.kind === 'events' ? events.hits.map((h) => h.id) : []).toContain('parent')
+    const stale = await disk.get('/api/search?q=bravo&cursor=garbage')
+    expect(stale.status).toBe(400)
+  })
+
+  it('passes a corrupt log through as a typed 422 without event data', async () => {
+    await disk.sessions.dispose('bravo-3')
+    const path = disk.disk!.persistence.logPath('bravo-3')
+    const bytes = readFileSync(path)
+    const at = Math.floor(bytes.length * 0.6)
+    bytes[at] = bytes[at]! ^ 0xff
+    writeFileSync(path, bytes)
+    const { status, body } = await disk.get(`/api/sessions/bravo-3/history`)
+    expect(status).toBe(422)
+    expect(schemas.errorBody.parse(body).code).toBe('SESSION_QUERY_CORRUPT_SESSION')
+    expect(JSON.stringify(body)).not.toContain('bravo number 3')
+  })
+})
+
+describe('event stream', () => {
+  it("pushes the session's projection changes and catalog notices for its subagents", async () => {
+    const stream = await SseReader.open(`${stack.server.url}/api/sessions/parent/stream`, { Authorization: `Bearer ${TOKEN}` })
+    expect(stream.status).toBe(200)
+    expect(stream.contentType).toContain('text/event-stream')
+    expect(schemas.streamEvent.parse(await stream.next()).event).toBe('ready')
+
+    const parent = stack.sessions.get('parent')!
+    turn(parent, 'another step')
+    const projection = schemas.streamEvent.parse(await stream.next((e) => e.event === 'projection'))
+    expect(projection.data).toMatchObject({ sessionId: 'parent', key: 'subagentTiming' })
+
+    stack.gates.hold('child-c')
+    const child = stack.subagents.spawn(parent, { mode: 'one-shot', label: 'late', context: 'fresh', prompt: 'late work', id: 'child-c' })
+    const created = schemas.streamEvent.parse(await stream.next((e) => e.event === 'catalog' && (e.data as { childId: string }).childId === 'child-c'))
+    expect(created.data).toEqual({ sessionId: 'parent', parentId: 'parent', childId: 'child-c', reason: 'created' })
+    stack.gates.release('child-c')
+    await child.done
+    await stream.next((e) => e.event === 'catalog' && (e.data as { reason: string }).reason === 'turn-end')
+    await stream.next((e) => e.event === 'catalog' && (e.data as { reason: string }).reason === 'disposed')
+    // Child events never travel on the parent's stream as projection payloads.
+    expect(stream.events.filter((e) => e.event === 'projection').every((e) => (e.data as { sessionId: string }).sessionId === 'parent')).toBe(true)
+    expect(JSON.stringify(stream.events)).not.toContain('late work')
+    stream.close()
+  })
+
+  it('tells an ancestor stream about grandchildren of live subagents', async () => {
+    const stream = await SseReader.open(`${stack.server.url}/api/sessions/parent/stream`, { Authorization: `Bearer ${TOKEN}` })
+    await stream.next((e) => e.event === 'ready')
+    const childB = stack.sessions.get('child-b')!
+    await stack.subagents.spawn(childB, { mode: 'one-shot', context: 'fresh', prompt: 'more', id: 'grandchild-2' }).done
+    const notice = await stream.next((e) => e.event === 'catalog' && (e.data as { childId: string }).childId === 'grandchild-2')
+    expect(notice.data).toMatchObject({ sessionId: 'parent', parentId: 'child-b' })
+    stream.close()
+  })
+
+  it('refuses streams beyond the limit with a typed 503', async () => {
+    const limited = await startStack({ limits: { maxStreams: 1 } })
+    try {
+      const first = await SseReader.open(`${limited.server.url}/api/sessions/x/stream?token=${TOKEN}`)
+      expect(first.status).toBe(200)
+      const second = await limited.get('/api/sessions/x/stream')
+      expect(second.status).toBe(503)
+      expect(schemas.errorBody.parse(second.body).code).toBe('API_TOO_MANY_STREAMS')
+      first.close()
+    } finally {
+      await limited.close()
+    }
+  })
+})
