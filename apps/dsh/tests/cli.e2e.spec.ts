@@ -1,0 +1,157 @@
+import { execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, existsSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+// Runs the built CLI as a user would (turbo builds it before tests).
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const run = promisify(execFile)
+
+async function dsh(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], { maxBuffer: 16 * 1024 * 1024 })
+    return { code: 0, stdout, stderr }
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string }
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
+  }
+}
+
+interface Row { id: string; parentId?: string; depth?: number; kind: string; mode?: string; label?: string; reason?: string; activity?: string; rung: number }
+
+let dir: string
+let root: string
+let demo: { root: string; listings: { live: Row[]; coldCached: Row[]; coldUncached: Row[] } }
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'dsh-cli-'))
+  root = join(dir, 'demo-root')
+  const result = await dsh('demo', '--json', '--root', root)
+  expect(result.code, result.stderr).toBe(0)
+  demo = JSON.parse(result.stdout)
+}, 120_000)
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+describe('dsh demo', () => {
+  it('prints three listings that agree apart from activity and rung', () => {
+    expect(demo.root).toBe(root)
+    const strip = (rows: Row[]) => rows.map(({ activity: _a, rung: _r, ...rest }) => rest)
+    expect(demo.listings.live.length).toBeGreaterThanOrEqual(6)
+    expect(strip(demo.listings.coldCached)).toEqual(strip(demo.listings.live))
+    expect(strip(demo.listings.coldUncached)).toEqual(strip(demo.listings.live))
+  })
+
+  it('covers fresh and forked, one-shot and continuable children, a grandchild, a crashed and a corrupt child', () => {
+    const live = demo.listings.live
+    const byLabel = (label: string) => live.find((r) => r.label === label)
+    expect(byLabel('researcher')).toMatchObject({ kind: 'child', mode: 'continuable', activity: 'running', rung: 1 })
+    expect(byLabel('rollout-planner')).toMatchObject({ kind: 'child', mode: 'one-shot', hasChildren: true, rung: 1 })
+    expect(byLabel('fact-checker')).toMatchObject({ depth: 2, rung: 1 })
+    expect(byLabel('migration-runner')).toMatchObject({ activity: 'inactive', rung: 3 })
+    expect(live.filter((r) => r.kind === 'diagnostic')).toEqual([expect.objectContaining({ reason: 'unavailable', rung: 3 })])
+  })
+
+  it('serves the cold listing from the cache when it exists (forked, seeded child included) and from body reads without it', () => {
+    const cachedRungs = Object.fromEntries(demo.listings.coldCached.map((r) => [r.label ?? r.id, r.rung]))
+    expect(cachedRungs).toMatchObject({ researcher: 2, reviewer: 2, 'rollout-planner': 2, 'fact-checker': 2 })
+    expect(demo.listings.coldUncached.every((r) => r.rung === 3)).toBe(true)
+    expect(demo.listings.coldCached.every((r) => r.activity !== 'running')).toBe(true)
+  })
+
+  it('refuses to wipe a non-empty directory it did not make', async () => {
+    const result = await dsh('demo', '--root', dir, '--json')
+    expect(result.code).toBe(1)
+    expect(JSON.parse(result.stdout).error.code).toBe('CLI_ROOT_INVALID')
+    expect(existsSync(root)).toBe(true)
+  })
+})
+
+describe('dsh on the demo root', () => {
+  it('verify exits non-zero and names the corrupted session', async () => {
+    const result = await dsh('verify', '--root', root, '--json')
+    expect(result.code).toBe(1)
+    const report = JSON.parse(result.stdout)
+    const corruptId = demo.listings.live.find((r) => r.kind === 'diagnostic')!.id
+    expect(report.corrupt).toBe(1)
+    expect(report.sessions.filter((s: { status: string }) => s.status === 'corrupt').map((s: { id: string }) => s.id)).toEqual([corruptId])
+    const text = await dsh('verify', '--root', root)
+    expect(text.code).toBe(1)
+    expect(text.stdout).toContain(corruptId)
+  })
+
+  it('reindex --json reports counts', async () => {
+    const result = await dsh('reindex', '--root', root, '--json')
+    expect(result.code, result.stderr).toBe(0)
+    const report = JSON.parse(result.stdout)
+    expect(report).toMatchObject({ listed: 7, read: 7, corrupt: 1, failed: 0 })
+    // Nothing is written by the progress bar when stderr is not a TTY.
+    expect(result.stderr).toBe('')
+  })
+
+  it('sessions, agents, show and search answer with --json', async () => {
+    const parent = (await dsh('sessions', '--root', root, '--json'))
+    const page = JSON.parse(parent.stdout)
+    expect(page.records).toHaveLength(7)
+    const children = JSON.parse((await dsh('sessions', '--root', root, '--parent', 'release-1.4', '--json')).stdout)
+    expect(children.records).toHaveLength(5)
+    const agents = JSON.parse((await dsh('agents', 'release-1.4', '--root', root, '--json')).stdout)
+    expect(agents.rows.map((r: { status?: string; reason?: string }) => r.status ?? r.reason).sort()).toEqual(['idle', 'idle', 'idle', 'ready', 'unavailable'])
+    const text = await dsh('agents', 'release-1.4', '--descendants', '--root', root)
+    expect(text.stdout).toMatch(/^ {2}release-1\.4\.planner\.fact-checker {2}idle {2}continuable/m)
+    const shown = JSON.parse((await dsh('show', 'release-1.4.reviewer', '--root', root, '--json', '--limit', '3')).stdout)
+    expect(shown.events).toHaveLength(3)
+    expect(shown.inheritedEventCount).toBeGreaterThan(0)
+    const hits = JSON.parse((await dsh('search', 'skippable', '--events', '--root', root, '--json')).stdout)
+    expect(hits.hits.length).toBeGreaterThan(0)
+  })
+
+  it('reports typed errors: unknown command, missing root, bad option value', async () => {
+    expect((await dsh('bogus')).code).toBe(2)
+    const missing = await dsh('sessions', '--root', join(dir, 'nope'), '--json')
+    expect(missing.code).toBe(1)
+    expect(JSON.parse(missing.stdout).error.code).toBe('CLI_ROOT_INVALID')
+    expect(existsSync(join(dir, 'nope'))).toBe(false)
+    const bad = await dsh('sessions', '--root', root, '--limit', 'ten', '--json')
+    expect(JSON.parse(bad.stdout).error.code).toBe('CLI_USAGE')
+    const notFound = await dsh('show', 'no-such-session', '--root', root, '--json')
+    expect(JSON.parse(notFound.stdout).error.code).toBe('SESSION_QUERY_NOT_FOUND')
+  })
+})
+
+describe('dsh serve', () => {
+  it('serves the API on loopback with token auth and stops cleanly on SIGTERM', async () => {
+    const token = 'cli-test-token-0123456789'
+    const child = spawn(process.execPath, [bin, 'serve', '--root', root, '--json', '--token', token], { stdio: ['ignore', 'pipe', 'pipe'] })
+    try {
+      let out = ''
+      const info = await new Promise<{ url: string; pageUrl: string }>((resolve, reject) => {
+        child.stdout.setEncoding('utf8')
+        child.stdout.on('data', (chunk: string) => {
+          out += chunk
+          try {
+            resolve(JSON.parse(out))
+          } catch {
+            // wait for the whole object
+          }
+        })
+        child.on('exit', (code) => reject(new Error(`serve exited early (${String(code)})`)))
+      })
+      expect(new URL(info.url).hostname).toBe('127.0.0.1')
+      expect((await fetch(`${info.url}/api/sessions`)).status).toBe(401)
+      const ok = await fetch(`${info.url}/api/sessions?parentSession=release-1.4`, { headers: { authorization: `Bearer ${token}` } })
+      expect(ok.status).toBe(200)
+      const body = (await ok.json()) as { sessions: unknown[] }
+      expect(body.sessions).toHaveLength(5)
+      const page = await fetch(info.pageUrl)
+      expect(page.status).toBe(200)
+      expect(await page.text()).toContain('<html')
+    } finally {
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+      child.kill('SIGTERM')
+      expect(await exited).toBe(0)
+    }
+  })
+})
