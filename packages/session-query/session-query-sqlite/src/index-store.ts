@@ -37,7 +37,8 @@ export interface EventHitRow {
   readonly seq: number
   readonly type: string
   readonly snippet: string
-  readonly rank: number
+  /** BM25 as FTS5 computes it: lower is better. */
+  readonly bm25: number
 }
 
 export interface SessionHitRow extends ListedRow {
@@ -233,15 +234,15 @@ function prepare(db: Database.Database) {
     insertText: db.prepare('INSERT INTO event_text (rowid, text) VALUES (?, ?)'),
     deleteText: db.prepare('DELETE FROM event_text WHERE rowid IN (SELECT rowid FROM events WHERE sid = ?)'),
     deleteEvents: db.prepare('DELETE FROM events WHERE sid = ?'),
-    // Ties in rank are broken by session id (binary = code point order) and seq, so pages are deterministic.
+    // Ties in BM25 are broken by session id (binary = code point order) and seq, so pages are deterministic.
     searchEvents: db.prepare(`
-      SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS rank
+      SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS bm25
       FROM event_text JOIN events e ON e.rowid = event_text.rowid JOIN sessions s ON s.sid = e.sid
       WHERE event_text MATCH ? AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
-      ORDER BY rank, s.id, e.seq LIMIT ? OFFSET ?`),
+      ORDER BY bm25, s.id, e.seq LIMIT ? OFFSET ?`),
     searchSessions: db.prepare(`
-      WITH m AS MATERIALIZED (SELECT rowid, bm25(event_text) AS rank FROM event_text WHERE event_text MATCH ?)
-      SELECT s.id AS id, s.header AS header, s.inherited AS inherited, s.revision AS revision, s.crc AS crc, MIN(m.rank) AS best, COUNT(*) AS matches
+      WITH m AS MATERIALIZED (SELECT rowid, bm25(event_text) AS bm25 FROM event_text WHERE event_text MATCH ?)
+      SELECT s.id AS id, s.header AS header, s.inherited AS inherited, s.revision AS revision, s.crc AS crc, MIN(m.bm25) AS best, COUNT(*) AS matches
       FROM m JOIN events e ON e.rowid = m.rowid JOIN sessions s ON s.sid = e.sid
       WHERE s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?))
       GROUP BY s.sid ORDER BY best, s.id LIMIT ? OFFSET ?`),

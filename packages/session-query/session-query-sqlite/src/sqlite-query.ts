@@ -139,6 +139,7 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#persistence = options.persistence
     this.#logger = options.logger ?? consoleLogger
     this.#scan = createSessionQuery({ sessions: options.sessions, persistence: options.persistence })
+    for (const session of options.sessions.list()) this.#lastLive.set(session.id, session)
     if (options.context !== undefined) {
       this.#unsubscribe.push(options.context.on('session/disposed', (session) => void this.#cold.set(session.id, session)))
     }
@@ -222,7 +223,7 @@ class SqliteQuery implements SqliteSessionQuery {
     return this.#search(request, 'events', signal, (store, search, liveIds) => {
       const rows = store.searchEvents(search.match, liveIds, search.limit + 1, search.offset)
       return {
-        hits: rows.slice(0, search.limit).map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.rank })),
+        hits: rows.slice(0, search.limit).map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.bm25 })),
         more: rows.length > search.limit,
       }
     })
@@ -276,14 +277,14 @@ class SqliteQuery implements SqliteSessionQuery {
   // ---------------------------------------------------------- index upkeep
 
   reconcile(signal?: AbortSignal): Promise<ReconcileReport> {
-    return guarded(this.#exclusive(() => this.#reconcile(signal ?? this.#lifetime.signal)), signal)
+    return guarded(this.#exclusive(() => this.#reconcile(this.#until(signal))), signal)
   }
 
   rebuild(signal?: AbortSignal): Promise<ReconcileReport> {
     return guarded(
       this.#exclusive(async () => {
         this.#reopenEmpty('requested')
-        return this.#reconcile(signal ?? this.#lifetime.signal)
+        return this.#reconcile(this.#until(signal))
       }),
       signal,
     )
@@ -486,6 +487,11 @@ class SqliteQuery implements SqliteSessionQuery {
       if (!this.#closed) flush()
     }
     return { corrupt, failed }
+  }
+
+  /** Aborts with the caller's signal and when this query closes. */
+  #until(signal: AbortSignal | undefined): AbortSignal {
+    return signal === undefined ? this.#lifetime.signal : AbortSignal.any([signal, this.#lifetime.signal])
   }
 
   /** Runs `fn` after every index writer before it. */

@@ -59,6 +59,21 @@ describe('sessions of this process', () => {
     expect(await code(query.observeSession('ghost'))).toBe('SESSION_QUERY_NOT_FOUND')
   })
 
+  it('notices a session that was live when the index opened and went cold before the first query', async () => {
+    const { sessions } = store()
+    const backend = createMemoryPersistence()
+    const late = sessions.create({ id: 'late', createdAt: 3 })
+    late.append('user/message', { text: 'written after the index opened' })
+    const { openQuery } = await import('./helpers.js')
+    const { query } = await openQuery({ sessions, persistence: backend, path: join(tempDir(), 'q.sqlite') })
+    // Persisted by someone else (no coordinator here), then taken out of the store.
+    await persist(backend, late.header, late.events)
+    await sessions.dispose('late')
+    const reads = backend.metrics.bodyReads
+    expect((await query.listSessions()).records).toEqual([expect.objectContaining({ header: late.header, live: false, persisted: true, revision: await backend.stat(late.id) })])
+    expect(backend.metrics.bodyReads).toBe(reads)
+  })
+
   it('reuses the persistence LRU for repeated observations of a cold session', async () => {
     const backend = createMemoryPersistence()
     await persist(backend, header('cold', 1), [message(0, 'x'), message(1, 'y')])
