@@ -383,10 +383,16 @@ describe('event stream', () => {
     const child = stack.subagents.spawn(parent, { mode: 'one-shot', label: 'late', context: 'fresh', prompt: 'late work', id: 'child-c' })
     const created = schemas.streamEvent.parse(await stream.next((e) => e.event === 'catalog' && (e.data as { childId: string }).childId === 'child-c'))
     expect(created.data).toEqual({ sessionId: 'parent', parentId: 'parent', childId: 'child-c', reason: 'created' })
+    // The child's own stream never carries its projection views: child data travels only through the parent's routes.
+    const childStream = await SseReader.open(`${stack.server.url}/api/sessions/child-c/stream?token=${TOKEN}`)
+    await childStream.next((e) => e.event === 'ready')
     stack.gates.release('child-c')
     await child.done
     await stream.next((e) => e.event === 'catalog' && (e.data as { reason: string }).reason === 'turn-end')
     await stream.next((e) => e.event === 'catalog' && (e.data as { reason: string }).reason === 'disposed')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(childStream.events.map((e) => e.event)).toEqual(['ready'])
+    childStream.close()
     // Child events never travel on the parent's stream as projection payloads.
     expect(stream.events.filter((e) => e.event === 'projection').every((e) => (e.data as { sessionId: string }).sessionId === 'parent')).toBe(true)
     expect(JSON.stringify(stream.events)).not.toContain('late work')

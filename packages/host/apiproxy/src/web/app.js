@@ -91,13 +91,20 @@ async function loadSessions(reset) {
 
 // ---- subagent tree ------------------------------------------------------
 
+const RUNGS = { 1: 'the live watermark (no log read)', 2: 'the checkpoint cache (no log read)', 3: 'one cold read of the log' }
+const REASONS = {
+  corrupt: 'settled, but its log has no valid subagent descriptor',
+  unavailable: 'its log could not be read this time; listing again retries',
+  unsupported: 'an unsupported descriptor',
+}
+
 function rowNode(row) {
-  const attrs = { 'data-row-id': row.id, 'data-kind': row.kind, 'data-depth': String(row.depth), 'data-parent-id': row.parentId }
+  const attrs = { 'data-row-id': row.id, 'data-kind': row.kind, 'data-depth': String(row.depth), 'data-parent-id': row.parentId, 'data-rung': String(row.rung) }
   if (row.kind === 'diagnostic') {
     return el(
       'li',
       { ...attrs, 'data-reason': row.reason },
-      el('div', { class: 'row' },
+      el('div', { class: 'row', title: `Diagnostic: ${REASONS[row.reason] ?? row.reason}. Decided by ${RUNGS[row.rung] ?? `rung ${row.rung}`}.` },
         el('span', { class: 'badge diagnostic', text: row.reason }),
         el('span', { class: 'row-id', text: row.id }),
       ),
@@ -107,7 +114,7 @@ function rowNode(row) {
   return el(
     'li',
     { ...attrs, 'data-activity': row.activity, 'data-mode': row.mode },
-    el('div', { class: 'row', title: 'Show history', onclick: () => showHistory(row.parentId, row.id) },
+    el('div', { class: 'row', title: `Show history. Identity from ${RUNGS[row.rung] ?? `rung ${row.rung}`}.`, onclick: () => showHistory(row.parentId, row.id) },
       label,
       el('span', { class: 'badge mode', text: row.mode }),
       el('span', { class: `badge activity ${row.activity}`, text: row.activity }),
