@@ -75,7 +75,11 @@ export interface OpenedIndex {
  */
 export function openIndexFile(path: string): OpenedIndex {
   mkdirSync(dirname(path), { recursive: true })
-  if (!existsSync(path)) return { db: create(path), rebuild: 'missing' }
+  if (!existsSync(path)) {
+    // A WAL left beside a deleted database must not be replayed into the new one.
+    removeIndexFile(path)
+    return { db: create(path), rebuild: 'missing' }
+  }
   let reason: RebuildReason | undefined
   let db: Database.Database | undefined
   try {

@@ -1,4 +1,4 @@
-import { existsSync, openSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync, writeSync, closeSync } from 'node:fs'
+import { copyFileSync, existsSync, renameSync, openSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync, writeSync, closeSync } from 'node:fs'
 import { join } from 'node:path'
 import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
 import type { SessionListFilter } from '@dsh/session-query'
@@ -57,6 +57,16 @@ function zero(path: string, offset: number, length: number): void {
 
 const damages: Array<[name: string, expected: string, damage: (path: string) => void]> = [
   ['deleted', 'missing', (path) => rmSync(path)],
+  ['deleted, with a stale WAL left beside it', 'missing', (path) => {
+    // A crash can leave the WAL of the deleted file behind: it must not be replayed into the new one.
+    withDb(path, (db) => {
+      db.pragma('wal_autocheckpoint = 0')
+      db.exec("UPDATE sessions SET header = header || ' '; UPDATE meta SET value = value || '-old'")
+      copyFileSync(`${path}-wal`, `${path}.saved-wal`)
+    })
+    rmSync(path)
+    renameSync(`${path}.saved-wal`, `${path}-wal`)
+  }],
   ['truncated to half', 'corrupt', (path) => truncateSync(path, Math.floor(statSync(path).size / 2))],
   ['header zeroed', 'corrupt', (path) => zero(path, 0, 100)],
   ['replaced by junk', 'corrupt', (path) => writeFileSync(path, Buffer.from(Array.from({ length: statSync(path).size }, (_, i) => (i * 131 + 7) % 256)))],
