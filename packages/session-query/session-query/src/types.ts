@@ -75,14 +75,20 @@ export interface HistoryPage {
 }
 
 export interface SearchRequest {
+  /** Words to find (letters and digits); every word is required. */
   readonly text: string
+  /** Page size (1..100, default 20). */
   readonly limit?: number
+  /** From a previous page of the same search; rejected once the index changed. */
   readonly cursor?: string
 }
 
 export interface SessionSearchHit {
+  /** The live-preferred record of the matching session. */
   readonly record: SessionQueryRecord
+  /** The score of the session's best matching event; higher is better. */
   readonly score: number
+  /** How many of its events match. */
   readonly matches: number
 }
 
@@ -90,7 +96,9 @@ export interface EventSearchHit {
   readonly id: SessionId
   readonly seq: number
   readonly type: string
+  /** The matching text around the hit, matched words in `[…]`. */
   readonly snippet: string
+  /** Higher is better; ties are ordered by id, then seq. */
   readonly score: number
 }
 
