@@ -26,6 +26,9 @@ const SUFFIX_STATUS: ReadonlyArray<readonly [RegExp, number]> = [
   [/_UNAVAILABLE$/, 503],
 ]
 
+/** 5xx answers that are the host's configuration working as intended, not faults to log. */
+const EXPECTED_REFUSALS: ReadonlySet<string> = new Set(['API_SEARCH_UNAVAILABLE', 'API_TOO_MANY_STREAMS'])
+
 export interface ErrorResponse {
   readonly status: number
   readonly body: ErrorBody
@@ -39,10 +42,10 @@ export interface ErrorResponse {
  * anything else becomes `API_INTERNAL` without internals in the message.
  */
 export function toErrorResponse(error: unknown): ErrorResponse {
-  if (error instanceof ApiError) return { status: error.status, body: error.toJSON(), serverFault: error.status >= 500 }
+  if (error instanceof ApiError) return { status: error.status, body: error.toJSON(), serverFault: error.status >= 500 && !EXPECTED_REFUSALS.has(error.code) }
   if (isDshError(error)) {
     const status = SERVICE_STATUS[error.code] ?? SUFFIX_STATUS.find(([pattern]) => pattern.test(error.code))?.[1] ?? 500
-    return { status, body: error.toJSON(), serverFault: status >= 500 && status !== 503 }
+    return { status, body: error.toJSON(), serverFault: status >= 500 }
   }
   return {
     status: 500,

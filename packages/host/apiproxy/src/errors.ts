@@ -13,6 +13,7 @@ export type ApiErrorCode =
   | 'API_SEARCH_UNAVAILABLE'
   | 'API_SERVICE_UNAVAILABLE'
   | 'API_INVALID_OPTIONS'
+  | 'API_LISTEN_FAILED'
   | 'API_INTERNAL'
 
 /** The HTTP status each of the host's own codes is sent with. */
@@ -29,6 +30,7 @@ export const API_ERROR_STATUS: Readonly<Record<ApiErrorCode, number>> = Object.f
   API_SEARCH_UNAVAILABLE: 501,
   API_SERVICE_UNAVAILABLE: 503,
   API_INVALID_OPTIONS: 500,
+  API_LISTEN_FAILED: 500,
   API_INTERNAL: 500,
 })
 

@@ -142,7 +142,8 @@ export async function createApiServer(options: ApiServerOptions): Promise<ApiSer
     })
   }).catch((error: unknown) => {
     handler.close()
-    throw error
+    const reason = (error as NodeJS.ErrnoException).code ?? (error instanceof Error ? error.message : String(error))
+    throw new ApiError('API_LISTEN_FAILED', `Cannot listen on ${host}:${port} (${reason}); choose another port or host.`, { cause: error })
   })
   const address = server.address()
   if (address === null || typeof address === 'string') throw new ApiError('API_INTERNAL', 'The server did not bind a TCP address.')

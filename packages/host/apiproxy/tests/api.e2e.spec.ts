@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { SessionId } from '@dsh/session'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { schemas } from '../src/index.js'
+import { Context } from '@dsh/context'
+import { createApiServer, schemas } from '../src/index.js'
 import { rawGet, rawRequest } from './support/raw-http.js'
 import { SseReader } from './support/sse.js'
 import { startStack, TOKEN, turn, type Stack } from './support/stack.js'
@@ -34,6 +35,26 @@ afterAll(async () => {
 })
 
 const enc = encodeURIComponent
+
+describe('server options', () => {
+  it('fails at creation, with typed codes, on missing services, weak tokens, bad ports and taken ports', async () => {
+    await expect(createApiServer({ ctx: new Context(), token: TOKEN })).rejects.toMatchObject({ code: 'API_SERVICE_UNAVAILABLE' })
+    await expect(createApiServer({ ctx: stack.ctx, token: 'short' })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
+    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, port: 70_000 })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
+    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, port: stack.server.port })).rejects.toMatchObject({ code: 'API_LISTEN_FAILED' })
+    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, limits: { maxIdLength: 0 } })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
+  })
+
+  it('binds 127.0.0.1 by default and closes idempotently', async () => {
+    expect(stack.server.host).toBe('127.0.0.1')
+    expect(stack.server.url).toBe(`http://127.0.0.1:${stack.server.port}`)
+    const extra = await createApiServer({ ctx: stack.ctx, token: TOKEN })
+    const open = await SseReader.open(`${extra.url}/api/sessions/parent/stream?token=${TOKEN}`)
+    await open.next((e) => e.event === 'ready')
+    await Promise.all([extra.close(), extra.close()])
+    await expect(fetch(`${extra.url}/api/sessions`)).rejects.toThrow()
+  })
+})
 
 describe('authentication', () => {
   const routes = [

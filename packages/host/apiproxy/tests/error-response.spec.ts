@@ -42,5 +42,9 @@ describe('toErrorResponse', () => {
     expect(response.body.message).not.toContain('secret')
     expect(response.serverFault).toBe(true)
     expect(toErrorResponse(new ApiError('API_NOT_FOUND', 'x')).serverFault).toBe(false)
+    // Configured refusals are not faults; a failing persistence is.
+    expect(toErrorResponse(new ApiError('API_SEARCH_UNAVAILABLE', 'x')).serverFault).toBe(false)
+    expect(toErrorResponse(new ApiError('API_TOO_MANY_STREAMS', 'x')).serverFault).toBe(false)
+    expect(toErrorResponse(new DshError('SESSION_QUERY_PERSISTENCE_FAILED', 'x')).serverFault).toBe(true)
   })
 })
