@@ -35,7 +35,10 @@ export function locateHeader(buf: Buffer, codec: LogCodec, file: string, isWhole
   const extent = codec.measureBody(buf, 0)
   if (extent.status === 'complete') {
     const trailer = codec.trailer.decode(buf, extent.end)
-    if (trailer?.kind === 'header' && trailer.bodyLength === extent.end) return { bodyStart: 0, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer }
+    if (trailer?.kind === 'header' && trailer.bodyLength === extent.end) {
+      if (crc32(buf.subarray(0, extent.end)) !== trailer.bodyCrc) throw corrupt(file, 0, 'the header unit fails its CRC32')
+      return { bodyStart: 0, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer }
+    }
     if (trailer === undefined && extent.end + codec.trailer.size > buf.length && !isWholeFile) return 'more'
     throw corrupt(file, extent.end, 'the header trailer is missing or damaged')
   }
@@ -63,7 +66,7 @@ export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, 
  * batch that is not whole and self-consistent is either a torn write (only
  * ever the final, incomplete batch: writes are appends) or damage. It is
  * damage when anything shows that a complete batch was written there:
- * 1. its body and trailer are both complete but disagree;
+ * 1. its body and trailer are both complete but disagree (length, seq, CRC);
  * 2. a valid trailer (self-checked) exists at or after it — the bytes of a
  *    committed batch follow, which a torn write cannot produce;
  * 3. its body is complete and decodes, and the bytes after it are close to
@@ -84,6 +87,7 @@ export async function scanLog(buf: Buffer, codec: LogCodec, file: string): Promi
       const trailer = codec.trailer.decode(buf, extent.end)
       if (trailer !== undefined) {
         if (trailer.kind === 'batch' && trailer.bodyLength === extent.end - pos && trailer.firstSeq === nextSeq && trailer.count > 0) {
+          if (crc32(buf.subarray(pos, extent.end)) !== trailer.bodyCrc) throw corrupt(file, pos, 'the stored batch fails its CRC32')
           batches.push({ bodyStart: pos, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer })
           nextSeq += trailer.count
           pos = extent.end + trailerSize
@@ -112,7 +116,7 @@ async function hasDamagedTrailer(buf: Buffer, pos: number, firstSeq: number, cod
   }
   let count = 0
   for (let at = plain.indexOf(0x0a); at !== -1; at = plain.indexOf(0x0a, at + 1)) count++
-  const expected = codec.trailer.encode({ kind: 'batch', plainLength: plain.length, plainCrc: crc32(plain), bodyLength: extent.end - pos, firstSeq, count })
+  const expected = codec.trailer.encode({ kind: 'batch', plainLength: plain.length, plainCrc: crc32(plain), bodyLength: extent.end - pos, bodyCrc: crc32(buf.subarray(pos, extent.end)), firstSeq, count })
   let same = 0
   for (let i = 0; i < expected.length; i++) if (buf[extent.end + i] === expected[i]) same++
   return same * 2 >= expected.length

@@ -20,6 +20,7 @@ import { JsonlPersistenceError, persistenceError } from './errors.js'
 import { fsyncDir, isErrno, publishNew, readAt, revisionOf, writeAt } from './fs-io.js'
 import { assertStorableId, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type PhysicalHeader } from './log-format.js'
+import { encodeUnit } from './log-units.js'
 import { corrupt, decodeEvents, decodeHeader, locateHeader, scanLog, type LogScan, type LogUnit } from './log-scan.js'
 import { openRoot } from './root-marker.js'
 import { WriterLock } from './writer-lock.js'
@@ -63,7 +64,8 @@ interface Writer {
 }
 
 const LOCK_FILE = 'writer.lock'
-const HEADER_PREFIX_BYTES = 4096
+/** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
+const HEADER_PREFIX_BYTES = 512
 
 /** Creates the embedded default backend over `options.root` (see the package README). */
 export function createJsonlPersistence(options: JsonlPersistenceOptions): JsonlPersistence {
@@ -149,15 +151,15 @@ class JsonlSessionPersistence implements JsonlPersistence {
       checkAppend(target, events, undefined)
       const physical: PhysicalHeader = { header: target.header, inheritedEventCount: target.inheritedEventCount }
       const headerLine = encodeHeaderLine(physical)
-      const headerCrc = crc32(headerLine)
-      const parts = [await this.#encodeUnit(headerLine, 'header', 0, 0)]
-      if (events.length > 0) parts.push(await this.#encodeUnit(encodeEventLines(events), 'batch', 0, events.length))
+      const parts = [await encodeUnit(this.#codec, headerLine, 'header', 0, 0)]
+      if (events.length > 0) parts.push(await encodeUnit(this.#codec, encodeEventLines(events), 'batch', 0, events.length))
       const data = Buffer.concat(parts)
       const file = join(dir, this.#codec.logFileName)
       if (!(await publishNew(file, data))) {
         throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, { details: { id } })
       }
       const handle = await fsp.open(file, constants.O_RDWR)
+      const headerCrc = crc32(headerLine)
       const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: data.length, nextSeq: events.length }
       this.#remember(writer)
       if (events.length > 0) this.#metrics.appends++
@@ -172,16 +174,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
   }
 
-  async #encodeUnit(plain: Buffer, kind: 'header' | 'batch', firstSeq: number, count: number): Promise<Buffer> {
-    const body = await this.#codec.encodeBody(plain)
-    const trailer = this.#codec.trailer.encode({ kind, plainLength: plain.length, plainCrc: crc32(plain), bodyLength: body.length, firstSeq, count })
-    return Buffer.concat([body, trailer])
-  }
-
   /** Durable append: write + fsync; on failure the file is truncated back to its committed end and the error rethrown. */
   async #writeBatch(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     await writer.lock.verify(writer.label)
-    const unit = await this.#encodeUnit(encodeEventLines(events), 'batch', writer.nextSeq, events.length)
+    const unit = await encodeUnit(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
     try {
       await writeAt(writer.handle, unit, writer.committedEnd)
       await writer.handle.sync()
@@ -207,7 +203,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
    * touched), so appends always continue a committed log.
    */
   async #openWriter(id: string, mode: 'create' | 'existing'): Promise<
-    | { kind: 'writer'; writer: Writer; truncated: boolean }
+    | { kind: 'writer'; writer: Writer; truncated: boolean; buf: Buffer; scan: LogScan }
     | { kind: 'absent'; dir: string; lock: WriterLock }
     | { kind: 'missing' }
   > {
@@ -246,36 +242,25 @@ class JsonlSessionPersistence implements JsonlPersistence {
       throw ioError(`open the log of session ${label}`, error)
     }
     try {
+      // The whole log is read and its structure checked (lengths, seqs, CRC32 of
+      // every stored unit; no decompression), so appends never extend a damaged
+      // log and always continue exactly at the committed end.
       const size = (await handle.stat()).size
-      const { buf, unit } = await this.#readHeaderUnit(handle, size, file)
-      const physical = await decodeHeader(buf, unit, this.#codec, file)
+      const buf = await this.#countedRead(handle, 0, size)
+      this.#metrics.bodyReads++
+      const scan = await scanLog(buf, this.#codec, file)
+      const physical = await decodeHeader(buf, scan.header, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
-      const headerEnd = unit.bodyEnd + this.#codec.trailer.size
-      let committedEnd = size
-      let nextSeq = 0
       let truncated = false
-      // Fast path: a valid trailer at the very end means the file ends on a
-      // unit boundary, so there is no torn tail and the trailer gives the next seq.
-      const tail = size > headerEnd ? await this.#countedRead(handle, size - this.#codec.trailer.size, this.#codec.trailer.size) : undefined
-      const last = tail === undefined ? undefined : this.#codec.trailer.decode(tail, 0)
-      if (size === headerEnd) {
-        nextSeq = 0
-      } else if (last?.kind === 'batch') {
-        nextSeq = last.firstSeq + last.count
-      } else {
-        const whole = await this.#countedRead(handle, 0, size)
-        const scan = await scanLog(whole, this.#codec, file)
-        committedEnd = scan.committedEnd
-        nextSeq = scan.nextSeq
-        if (committedEnd < size) {
-          await handle.truncate(committedEnd)
-          await handle.sync()
-          truncated = true
-        }
+      if (scan.committedEnd < size) {
+        // A torn tail left by a crashed writer: never committed, so removing it loses nothing.
+        await handle.truncate(scan.committedEnd)
+        await handle.sync()
+        truncated = true
       }
-      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc: unit.trailer.plainCrc, committedEnd, nextSeq }
+      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc: scan.header.trailer.plainCrc, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
       this.#remember(writer)
-      return { kind: 'writer', writer, truncated }
+      return { kind: 'writer', writer, truncated, buf: buf.subarray(0, scan.committedEnd), scan }
     } catch (error) {
       await handle.close()
       await lock.release()
@@ -323,22 +308,26 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return this.#serial(id, async () => {
       let writer = this.#writers.get(id)
       let repaired = false
+      let read: { buf: Buffer; scan: LogScan } | undefined
       if (writer === undefined) {
         const opened = await this.#openWriter(id, 'existing')
         if (opened.kind !== 'writer') throw notFound(id)
         writer = opened.writer
         repaired = opened.truncated
+        read = { buf: opened.buf, scan: opened.scan }
       }
       let events: StoredSessionEvent[]
       try {
         throwIfAborted(signal, cancelled)
-        const buf = await this.#countedRead(writer.handle, 0, writer.committedEnd)
-        this.#metrics.bodyReads++
-        const scan = await scanLog(buf, this.#codec, writer.file)
-        events = await decodeEvents(buf, scan, this.#codec, writer.file, () => throwIfAborted(signal, cancelled))
+        if (read === undefined) {
+          const buf = await this.#countedRead(writer.handle, 0, writer.committedEnd)
+          this.#metrics.bodyReads++
+          read = { buf, scan: await scanLog(buf, this.#codec, writer.file) }
+        }
+        events = await decodeEvents(read.buf, read.scan, this.#codec, writer.file, () => throwIfAborted(signal, cancelled))
       } catch (error) {
         // Do not keep a damaged (or unwanted) session locked.
-        if (!repaired) await this.#dropWriter(writer)
+        await this.#dropWriter(writer)
         throw error
       }
       const repairs = interruptedTurnEnds(events, this.#clock())

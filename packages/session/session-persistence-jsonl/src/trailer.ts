@@ -3,8 +3,10 @@ import { crc32 } from 'node:zlib'
 /**
  * What closes every unit of a log (the header line and each append batch):
  * the unit's plaintext length and CRC32 (the integrity check — zstd frames
- * from `@mongodb-js/zstd` carry no content checksum), the stored body length
- * (so a unit can be located from its trailer) and the seq range. A trailer
+ * from `@mongodb-js/zstd` carry no content checksum), the stored body's
+ * length and CRC32 (so a unit can be located from its trailer, and a changed
+ * byte that would still decode to the same plaintext — a frame header's
+ * window size, say — is caught too) and the seq range. A trailer
  * carries its own CRC too, so a damaged trailer is never mistaken for a
  * valid one and a valid one is never produced by a torn write.
  */
@@ -13,6 +15,8 @@ export interface TrailerFields {
   readonly plainLength: number
   readonly plainCrc: number
   readonly bodyLength: number
+  /** CRC32 of the stored body (equal to `plainCrc` where the body is the plaintext). */
+  readonly bodyCrc: number
   readonly firstSeq: number
   readonly count: number
 }
@@ -30,10 +34,15 @@ export interface TrailerFormat {
 /** The skippable-frame magic of dsh trailers (one of 0x184D2A50..5F; zstd decoders skip it). */
 export const TRAILER_MAGIC = 0x184d2a5d
 const MAGIC_BYTES = Buffer.from([0x5d, 0x2a, 0x4d, 0x18])
-const PAYLOAD = 40
+const PAYLOAD = 44
 const KIND_CODES = { header: 1, batch: 2 } as const
 
-/** `zstd` encoding: a 48-byte zstd skippable frame (magic, size 40, payload). */
+/**
+ * `zstd` encoding: a 52-byte zstd skippable frame: magic, size 44, then
+ * kind u8, layout version u8, 0 u16, plaintext CRC32 u32, body CRC32 u32,
+ * event count u32, plaintext length u64, body length u64, first seq u64, and
+ * the CRC32 of the 48 bytes before it (little-endian throughout).
+ */
 export const skippableTrailer: TrailerFormat = {
   size: 8 + PAYLOAD,
   encode(fields) {
@@ -43,25 +52,26 @@ export const skippableTrailer: TrailerFormat = {
     out.writeUInt8(KIND_CODES[fields.kind], 8)
     out.writeUInt8(1, 9) // trailer layout version
     out.writeUInt32LE(fields.plainCrc >>> 0, 12)
-    out.writeBigUInt64LE(BigInt(fields.plainLength), 16)
-    out.writeBigUInt64LE(BigInt(fields.bodyLength), 24)
-    out.writeBigUInt64LE(BigInt(fields.firstSeq), 32)
-    out.writeUInt32LE(fields.count, 40)
-    out.writeUInt32LE(crc32(out.subarray(0, 44)), 44)
+    out.writeUInt32LE(fields.bodyCrc >>> 0, 16)
+    out.writeUInt32LE(fields.count, 20)
+    out.writeBigUInt64LE(BigInt(fields.plainLength), 24)
+    out.writeBigUInt64LE(BigInt(fields.bodyLength), 32)
+    out.writeBigUInt64LE(BigInt(fields.firstSeq), 40)
+    out.writeUInt32LE(crc32(out.subarray(0, 48)), 48)
     return out
   },
   decode(buf, pos) {
-    if (pos < 0 || pos + 48 > buf.length) return undefined
+    if (pos < 0 || pos + 8 + PAYLOAD > buf.length) return undefined
     if (buf.readUInt32LE(pos) !== TRAILER_MAGIC || buf.readUInt32LE(pos + 4) !== PAYLOAD) return undefined
-    if (crc32(buf.subarray(pos, pos + 44)) !== buf.readUInt32LE(pos + 44)) return undefined
+    if (crc32(buf.subarray(pos, pos + 48)) !== buf.readUInt32LE(pos + 48)) return undefined
     const kindCode = buf.readUInt8(pos + 8)
     const kind = kindCode === 1 ? 'header' : kindCode === 2 ? 'batch' : undefined
     if (kind === undefined || buf.readUInt8(pos + 9) !== 1 || buf.readUInt16LE(pos + 10) !== 0) return undefined
-    const plainLength = safe(buf.readBigUInt64LE(pos + 16))
-    const bodyLength = safe(buf.readBigUInt64LE(pos + 24))
-    const firstSeq = safe(buf.readBigUInt64LE(pos + 32))
+    const plainLength = safe(buf.readBigUInt64LE(pos + 24))
+    const bodyLength = safe(buf.readBigUInt64LE(pos + 32))
+    const firstSeq = safe(buf.readBigUInt64LE(pos + 40))
     if (plainLength === undefined || bodyLength === undefined || firstSeq === undefined) return undefined
-    return { kind, plainCrc: buf.readUInt32LE(pos + 12), plainLength, bodyLength, firstSeq, count: buf.readUInt32LE(pos + 40) }
+    return { kind, plainCrc: buf.readUInt32LE(pos + 12), bodyCrc: buf.readUInt32LE(pos + 16), count: buf.readUInt32LE(pos + 20), plainLength, bodyLength, firstSeq }
   },
   *candidates(buf, from) {
     for (let at = buf.indexOf(MAGIC_BYTES, from); at !== -1; at = buf.indexOf(MAGIC_BYTES, at + 1)) yield at
@@ -78,15 +88,15 @@ function safe(value: bigint): number | undefined {
  * always start with `{"type":`, so the prefix never begins an event line.
  */
 export const LINE_TRAILER_PREFIX = '{"dsh-trailer":"v1 '
-const LINE_PREFIX_BYTES = Buffer.from('\n' + LINE_TRAILER_PREFIX)
-const LINE_PATTERN = /^\{"dsh-trailer":"v1 ([HB]) plain=(\d{12}) body=(\d{12}) first=(\d{16}) count=(\d{10}) crc32=([0-9a-f]{8})( check=)([0-9a-f]{8})"\}\n$/
+const LINE_PREFIX_BYTES = Buffer.from(LINE_TRAILER_PREFIX)
+const LINE_PATTERN = /^\{"dsh-trailer":"v1 ([HB]) plain=(\d{12}) body=(\d{12}) first=(\d{16}) count=(\d{10}) crc32=([0-9a-f]{8}) check=([0-9a-f]{8})"\}\n$/
 
 function lineBody(fields: TrailerFields): string {
   return `${LINE_TRAILER_PREFIX}${fields.kind === 'header' ? 'H' : 'B'} plain=${pad(fields.plainLength, 12)} body=${pad(fields.bodyLength, 12)} first=${pad(fields.firstSeq, 16)} count=${pad(fields.count, 10)} crc32=${hex(fields.plainCrc)}`
 }
 
 export const lineTrailer: TrailerFormat = {
-  size: Buffer.byteLength(lineBody({ kind: 'batch', plainLength: 0, plainCrc: 0, bodyLength: 0, firstSeq: 0, count: 0 })) + ' check=00000000"}\n'.length,
+  size: Buffer.byteLength(lineBody({ kind: 'batch', plainLength: 0, plainCrc: 0, bodyLength: 0, bodyCrc: 0, firstSeq: 0, count: 0 })) + ' check=00000000"}\n'.length,
   encode(fields) {
     const body = lineBody(fields)
     return Buffer.from(`${body} check=${hex(crc32(body))}"}\n`, 'latin1')
@@ -98,7 +108,7 @@ export const lineTrailer: TrailerFormat = {
     const match = LINE_PATTERN.exec(text)
     if (!match) return undefined
     const checked = text.slice(0, text.indexOf(' check='))
-    if (crc32(checked) !== parseInt(match[8]!, 16)) return undefined
+    if (crc32(checked) !== parseInt(match[7]!, 16)) return undefined
     return {
       kind: match[1] === 'H' ? 'header' : 'batch',
       plainLength: Number(match[2]),
@@ -106,13 +116,16 @@ export const lineTrailer: TrailerFormat = {
       firstSeq: Number(match[4]),
       count: Number(match[5]),
       plainCrc: parseInt(match[6]!, 16),
+      // The stored body is the plaintext itself.
+      bodyCrc: parseInt(match[6]!, 16),
     }
   },
   *candidates(buf, from) {
-    // A trailer line starts the file or follows a newline.
-    if (from === 0 && buf.subarray(0, LINE_PREFIX_BYTES.length - 1).equals(LINE_PREFIX_BYTES.subarray(1))) yield 0
-    const start = Math.max(0, from - 1)
-    for (let at = buf.indexOf(LINE_PREFIX_BYTES, start); at !== -1; at = buf.indexOf(LINE_PREFIX_BYTES, at + 1)) yield at + 1
+    // Not only at line starts: a damaged newline before a trailer must not
+    // hide it. The prefix cannot occur inside an event line's JSON: raw quotes
+    // only appear structurally there, and a `{"dsh-trailer":"…"}` object in
+    // event data is followed by `}}`, never by the `"}\n` a trailer ends with.
+    for (let at = buf.indexOf(LINE_PREFIX_BYTES, from); at !== -1; at = buf.indexOf(LINE_PREFIX_BYTES, at + 1)) yield at
   },
 }
 

@@ -1,0 +1,157 @@
+import { readFileSync, statSync, writeFileSync } from 'node:fs'
+import fc from 'fast-check'
+import type { SessionId, StoredSessionEvent } from '@dsh/session'
+import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { eventsFrom, targetOf, tempDir } from './helpers.js'
+
+const ID = 'victim' as SessionId
+const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as unknown
+
+interface Fixture {
+  readonly p: JsonlPersistence
+  readonly file: string
+  /** Log bytes after each durable append (index 0: after the first). */
+  readonly snapshots: Buffer[]
+  readonly batches: StoredSessionEvent[][]
+  /** Where the first batch starts (the header unit ends). */
+  readonly headerEnd: number
+  readonly cleanup: () => Promise<void>
+}
+
+async function fixture(compression: JsonlCompression): Promise<Fixture> {
+  const { dir, cleanup } = tempDir()
+  const writer = createJsonlPersistence({ root: dir, compression })
+  const batches = [eventsFrom(0, 4), eventsFrom(4, 1), eventsFrom(5, 6), eventsFrom(11, 3)]
+  await writer.append(targetOf(ID), [])
+  const file = writer.logPath(ID)
+  const headerEnd = statSync(file).size
+  const snapshots: Buffer[] = []
+  for (const batch of batches) {
+    await writer.append(targetOf(ID), batch)
+    snapshots.push(readFileSync(file))
+  }
+  // Release the writer lock: the tests read with `p` and write with fresh instances.
+  await writer.close()
+  const p = createJsonlPersistence({ root: dir, compression })
+  return { p, file, snapshots, batches, headerEnd, cleanup: async () => { await p.close(); cleanup() } }
+}
+
+async function outcome(p: JsonlPersistence, file: string, bytes: Buffer): Promise<{ code: string } | { events: readonly StoredSessionEvent[] }> {
+  writeFileSync(file, bytes)
+  return p.inspect(ID).then(
+    (o) => ({ events: o.events }),
+    (error: { code?: string }) => ({ code: error.code ?? String(error) }),
+  )
+}
+
+function flipped(bytes: Buffer, at: number, mask = 0xff): Buffer {
+  const copy = Buffer.from(bytes)
+  copy[at]! ^= mask
+  return copy
+}
+
+for (const compression of ['zstd', 'none'] as const) {
+  describe(`corruption (${compression})`, () => {
+    let f: Fixture
+    beforeAll(async () => {
+      f = await fixture(compression)
+    })
+    afterAll(() => f.cleanup())
+
+    it('flipping any single byte of a committed batch (data or trailer) makes inspect reject with CORRUPT', async () => {
+      const whole = f.snapshots.at(-1)!
+      const outcomes = new Map<string, number>()
+      for (let at = f.headerEnd; at < whole.length; at++) {
+        const result = await outcome(f.p, f.file, flipped(whole, at))
+        const key = 'code' in result ? result.code : 'returned events'
+        outcomes.set(key, (outcomes.get(key) ?? 0) + 1)
+      }
+      expect(Object.fromEntries(outcomes)).toEqual({ SESSION_PERSISTENCE_CORRUPT: whole.length - f.headerEnd })
+    })
+
+    it('any single-byte change (random masks) in a committed batch is CORRUPT, also with a torn tail behind it', async () => {
+      const committed = f.snapshots.at(-2)!
+      const next = f.snapshots.at(-1)!
+      await fc.assert(
+        fc.asyncProperty(fc.integer({ min: f.headerEnd, max: committed.length - 1 }), fc.integer({ min: 1, max: 255 }), fc.integer({ min: 0, max: next.length - committed.length - 1 }), async (at, mask, torn) => {
+          const bytes = flipped(next.subarray(0, committed.length + torn), at, mask)
+          expect(await outcome(f.p, f.file, bytes)).toEqual({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+        }),
+        { numRuns: 300 },
+      )
+    })
+
+    it('flipping a byte of the header unit is CORRUPT for inspect and for list', async () => {
+      const whole = f.snapshots.at(-1)!
+      for (let at = 0; at < f.headerEnd; at++) {
+        expect(await outcome(f.p, f.file, flipped(whole, at))).toEqual({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      }
+      writeFileSync(f.file, flipped(whole, 6))
+      await expect(f.p.list()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+    })
+
+    it('a torn final batch is ignored by reads, whatever its bytes, and never reported as corruption', async () => {
+      const committed = f.snapshots.at(-2)!
+      const next = f.snapshots.at(-1)!
+      const expected = plain(f.batches.slice(0, -1).flat())
+      const tornLengths = next.length - committed.length
+      for (let torn = 1; torn < tornLengths; torn++) {
+        const bytes = next.subarray(0, committed.length + torn)
+        const result = await outcome(f.p, f.file, bytes)
+        expect('events' in result && plain(result.events)).toEqual(expected)
+      }
+      // Damage inside the torn part does not matter either.
+      for (const torn of [1, 2, 5, 9, Math.floor(tornLengths / 2), tornLengths - 52, tornLengths - 51, tornLengths - 10, tornLengths - 1].filter((t) => t > 0 && t < tornLengths)) {
+        for (let at = committed.length; at < committed.length + torn; at++) {
+          for (const mask of [0xff, 0x01, 0x80]) {
+            const result = await outcome(f.p, f.file, flipped(next.subarray(0, committed.length + torn), at, mask))
+            expect('events' in result && plain(result.events)).toEqual(expected)
+          }
+        }
+      }
+    })
+
+    it('load truncates a torn tail (committed data untouched) and a reopened backend reads the same log', async () => {
+      const committed = f.snapshots.at(-2)!
+      const next = f.snapshots.at(-1)!
+      writeFileSync(f.file, next.subarray(0, committed.length + 7))
+      const fresh = createJsonlPersistence({ root: f.p.root, compression })
+      const loaded = await fresh.load(ID)
+      expect(loaded.repaired).toBe(true)
+      expect(readFileSync(f.file).equals(committed)).toBe(true)
+      expect(plain(loaded.events)).toEqual(plain(f.batches.slice(0, -1).flat()))
+      await fresh.close()
+      const again = createJsonlPersistence({ root: f.p.root, compression })
+      const reread = await again.inspect(ID)
+      expect(reread.revision).toBe(loaded.revision)
+      expect(plain(reread.events)).toEqual(plain(loaded.events))
+      expect((await again.load(ID)).repaired).toBe(false)
+      await again.close()
+    })
+
+    it('an append after a torn tail continues the committed log', async () => {
+      const committed = f.snapshots.at(-2)!
+      const next = f.snapshots.at(-1)!
+      writeFileSync(f.file, next.subarray(0, next.length - 3))
+      const fresh = createJsonlPersistence({ root: f.p.root, compression })
+      const resumeAt = f.batches.slice(0, -1).flat().length
+      const result = await fresh.append(targetOf(ID), eventsFrom(resumeAt, 2))
+      expect(result.nextSeq).toBe(resumeAt + 2)
+      expect((await fresh.inspect(ID)).events.map((e) => e.seq)).toEqual(Array.from({ length: resumeAt + 2 }, (_, i) => i))
+      expect(statSync(f.file).size).toBeGreaterThan(committed.length)
+      await fresh.close()
+    })
+
+    it('load refuses a corrupt log with CORRUPT and leaves its bytes alone', async () => {
+      const whole = f.snapshots.at(-1)!
+      const damaged = flipped(whole, f.headerEnd + 3)
+      writeFileSync(f.file, damaged)
+      const fresh = createJsonlPersistence({ root: f.p.root, compression })
+      await expect(fresh.load(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      await expect(fresh.append(targetOf(ID), eventsFrom(14, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      expect(readFileSync(f.file).equals(damaged)).toBe(true)
+      await fresh.close()
+    })
+  })
+}
