@@ -1,0 +1,193 @@
+// list-children: `subagents.listChildren` for 1,000 cold children with 1 MiB
+// transcripts, warm checkpoint cache (rung 2) against the cache unmounted
+// (rung 3: one body-bearing observation + fold per child) — brief section 11,
+// issue 6. Ratio = rung 3 / cached (subject / baseline); target ≥ 20×.
+//
+// The fixture (a zstd JSONL root with its SQLite query index and projection
+// cache, ~1 GiB of plaintext) is generated once under bench/.fixtures and
+// reused; delete that directory to regenerate it.
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Context } from '@dsh/context'
+import { sessionStorePlugin } from '@dsh/session'
+import { sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { sessionProjectionsPlugin } from '@dsh/session-projection'
+import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
+import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
+import { listChildren, subagentsPlugin, type SubagentDriver, type SubagentListEntry } from '@dsh/subagent'
+import { benchRoot, time, type BenchDefinition } from '../harness.js'
+
+const CHILDREN = 1_000
+const TRANSCRIPT_BYTES = 1024 * 1024
+const CHUNK_BYTES = 4 * 1024
+const CHUNKS = TRANSCRIPT_BYTES / CHUNK_BYTES
+const PARENT = 'bench-parent'
+const FIXTURE_VERSION = 1
+const fixturesDir = join(benchRoot, '.fixtures')
+const fixture = join(fixturesDir, `list-children-v${FIXTURE_VERSION}`)
+const root = join(fixture, 'root')
+const marker = join(fixture, 'ready.json')
+
+/** Deterministic word soup: compresses like prose (zstd ~3×), unlike a repeated string. */
+function wordSource(seed: number): () => string {
+  const vocabulary = 'the of and to in is that for it as with was on be by this are from at or an have not which but all were can when there their has more if will one would about into than its only some time out so them these also may what other could first then any after new used such how two where most through each same while'.split(' ')
+  let state = seed >>> 0 || 1
+  return () => {
+    state ^= state << 13
+    state ^= state >>> 17
+    state ^= state << 5
+    return vocabulary[(state >>> 0) % vocabulary.length]!
+  }
+}
+
+function chunkText(next: () => string): string {
+  let text = ''
+  while (text.length < CHUNK_BYTES) text += next() + ' '
+  return text.slice(0, CHUNK_BYTES)
+}
+
+/**
+ * Appends a whole streamed turn at once: 256 chunks of 4 KiB (1 MiB of
+ * plaintext; chunks are not full-text indexed, the short final message is).
+ */
+function bulkDriver(): SubagentDriver {
+  let seed = 1
+  return {
+    name: 'bench',
+    async run({ session, turn }) {
+      const next = wordSource(seed++)
+      session.append('turn/start', { turn })
+      for (let index = 0; index < CHUNKS; index++) session.append('assistant/chunk', { turn, index, delta: chunkText(next) })
+      session.append('assistant/message', { turn, text: 'Summary: the requested work is done.' })
+      session.append('turn/end', { turn, reason: 'completed' })
+      return { reason: 'completed' }
+    },
+  }
+}
+
+const quietLogger = { warn: (message: string) => console.warn(message), error: (message: string, error?: unknown) => console.error(message, error) }
+
+async function generate(): Promise<void> {
+  rmSync(fixture, { recursive: true, force: true })
+  mkdirSync(root, { recursive: true })
+  // Fixtures are machine-local and large: keep them out of git without touching the repository's ignore file.
+  writeFileSync(join(fixturesDir, '.gitignore'), '*\n')
+  console.log(`  list-children: generating ${CHILDREN} children × ${TRANSCRIPT_BYTES / 1024} KiB under ${fixture} (once) …`)
+  const ctx = new Context({ logger: quietLogger })
+  let clock = 1_750_000_000_000
+  await ctx.activate(sessionStorePlugin({ clock: () => clock++ }))
+  await ctx.activate(sessionProjectionsPlugin())
+  await ctx.activate(sessionPersistencePlugin(createJsonlPersistence({ root })))
+  await ctx.activate(sessionProjectionCachePlugin({ root }))
+  await ctx.activate(subagentsPlugin({ driver: bulkDriver() }))
+  const sessions = ctx.require('sessions')
+  const subagents = ctx.require('subagents')
+  const parent = sessions.create({ id: PARENT })
+  parent.append('user/message', { text: 'Split the audit across subagents.' })
+  parent.append('turn/start', { turn: 1 })
+  parent.append('assistant/message', { turn: 1, text: 'Spawning 1,000 workers.' })
+  parent.append('turn/end', { turn: 1, reason: 'completed' })
+  // Four runs at a time keeps memory bounded (each live child holds its 1 MiB until it goes cold).
+  for (let i = 0; i < CHILDREN; i += 4) {
+    const batch = []
+    for (let j = i; j < Math.min(i + 4, CHILDREN); j++) {
+      batch.push(
+        subagents.spawn(parent, {
+          id: `child-${String(j).padStart(4, '0')}`,
+          mode: j % 2 === 0 ? 'one-shot' : 'continuable',
+          label: `worker ${j}`,
+          context: j % 2 === 0 ? 'fork' : 'fresh',
+          prompt: `Audit part ${j}.`,
+        }).done,
+      )
+    }
+    for (const outcome of await Promise.all(batch)) if (outcome.reason !== 'completed') throw new Error(`fixture child failed: ${outcome.reason}`)
+    if (i % 200 === 0) console.log(`  list-children: ${i}/${CHILDREN}`)
+  }
+  await sessions.dispose(PARENT)
+  await ctx.dispose()
+  writeFileSync(marker, JSON.stringify({ version: FIXTURE_VERSION, children: CHILDREN, transcriptBytes: TRANSCRIPT_BYTES }) + '\n')
+}
+
+function duSync(path: string): number {
+  let total = 0
+  for (const entry of readdirSync(path, { withFileTypes: true })) {
+    const full = join(path, entry.name)
+    total += entry.isDirectory() ? duSync(full) : statSync(full).size
+  }
+  return total
+}
+
+let ctx: Context | undefined
+let persistence: SessionPersistence | undefined
+let expected: SubagentListEntry[] = []
+const bodyReadsPerListing: { cached: number[]; rung3: number[] } = { cached: [], rung3: [] }
+
+function physicalBodyReads(): number {
+  const p = persistence as (SessionPersistence & { backend?: SessionPersistence }) | undefined
+  return (p?.backend ?? p)?.metrics.bodyReads ?? 0
+}
+
+async function measured(side: 'cached' | 'rung3', list: () => Promise<SubagentListEntry[]>): Promise<number> {
+  const before = physicalBodyReads()
+  let rows: SubagentListEntry[] = []
+  const ms = await time(async () => {
+    rows = await list()
+  })
+  bodyReadsPerListing[side].push(physicalBodyReads() - before)
+  if (rows.length !== CHILDREN || JSON.stringify(rows) !== JSON.stringify(expected)) throw new Error(`list-children: the ${side} listing returned other rows than expected`)
+  return ms
+}
+
+const definition: BenchDefinition = {
+  name: 'list-children',
+  unit: 'ms',
+  target: 20,
+  compare: 'ge',
+  ratio: 'subject/baseline',
+  repeats: 5,
+  async setup() {
+    const ready = existsSync(marker) && (JSON.parse(readFileSync(marker, 'utf8')) as { version?: number }).version === FIXTURE_VERSION
+    if (!ready) await generate()
+    ctx = new Context({ logger: quietLogger })
+    await ctx.activate(sessionStorePlugin())
+    await ctx.activate(sessionProjectionsPlugin())
+    await ctx.activate(sessionPersistencePlugin(createJsonlPersistence({ root })))
+    persistence = ctx.require('sessionPersistence')
+    // The index is part of the fixture: after its first build, opening it reads headers only.
+    await ctx.activate(sqliteSessionQueryPlugin({ path: defaultIndexPath(root) }))
+    await ctx.activate(sessionProjectionCachePlugin({ root }))
+    await ctx.activate(subagentsPlugin({ driver: bulkDriver() }))
+    expected = await ctx.require('subagents').listChildren(PARENT)
+    const children = expected.filter((row) => row.kind === 'child').length
+    if (children !== CHILDREN) throw new Error(`list-children: expected ${CHILDREN} child rows from the fixture, got ${children}; delete ${fixture} to regenerate it.`)
+  },
+  async teardown() {
+    await ctx?.dispose()
+    ctx = undefined
+  },
+  baseline: {
+    label: 'warm checkpoint cache (rung 2)',
+    run: () => measured('cached', () => ctx!.require('subagents').listChildren(PARENT)),
+  },
+  subject: {
+    label: 'cache unmounted (rung 3: one 1 MiB observation + fold per child)',
+    run: () =>
+      measured('rung3', () =>
+        listChildren({ sessions: ctx!.require('sessions'), sessionProjections: ctx!.require('sessionProjections'), sessionQuery: ctx!.require('sessionQuery'), sessionProjectionCache: undefined }, PARENT),
+      ),
+  },
+  extra() {
+    return {
+      children: CHILDREN,
+      seededChildren: CHILDREN / 2,
+      transcriptPlaintextBytesPerChild: TRANSCRIPT_BYTES,
+      fixtureBytesOnDisk: duSync(root),
+      bodyReadsPerListing,
+      ratioDefinition: 'rung 3 median / warm-cache median',
+    }
+  },
+}
+
+export default definition
