@@ -59,9 +59,9 @@ export class SqliteProjectionCache implements SessionProjectionCache {
     for (const key of keys) {
       const stateVersion = this.#projections.stateVersionOf(key)
       if (stateVersion === undefined) return this.#miss()
-      let stored
+      let stored: string | undefined
       try {
-        stored = this.#db.read(header.id, key)
+        stored = this.#db.read(header.id, key, identity, inheritedEventCount, stateVersion)
       } catch (error) {
         // Busy or damaged storage: derived data, so a miss (a damaged file was rebuilt already).
         this.#logger().warn(`dsh: reading the projection cache at ${this.#db.path} failed; treating it as a miss.`, error)
@@ -69,18 +69,8 @@ export class SqliteProjectionCache implements SessionProjectionCache {
       }
       // Every requested key must come from this exact lifecycle, cut and
       // unit version; anything else is a miss, never a partial answer.
-      if (stored === undefined || stored.identity !== identity || stored.inheritedEventCount !== inheritedEventCount || stored.stateVersion !== stateVersion) {
-        return this.#miss()
-      }
-      let state: unknown = null
-      if (!stored.failed) {
-        try {
-          state = JSON.parse(stored.state)
-        } catch (error) {
-          throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_POISONED', `The cached '${key}' row of session '${header.id}' is not valid JSON; treat it as a miss.`, { cause: error, details: { key } })
-        }
-      }
-      rows[key] = stored.failed ? { stateVersion, seq: stored.seq as ProjectionCheckpointRow['seq'], state: null, failed: true } : { stateVersion, seq: stored.seq as ProjectionCheckpointRow['seq'], state }
+      if (stored === undefined) return this.#miss()
+      rows[key] = decodePayload(stored, stateVersion, key, header)
     }
     let snapshot: ProjectionSnapshot
     try {
@@ -154,15 +144,15 @@ export class SqliteProjectionCache implements SessionProjectionCache {
   #encode(session: Session, rows: ProjectionCheckpointRows): EncodedRow[] {
     const out: EncodedRow[] = []
     for (const [key, row] of Object.entries(rows)) {
-      let state: string | undefined
+      let payload: string | undefined
       try {
-        state = row.failed === true ? 'null' : JSON.stringify(row.state)
+        payload = row.failed === true ? JSON.stringify([row.seq]) : row.state === undefined ? undefined : JSON.stringify([row.seq, row.state])
       } catch (error) {
         this.#logger().warn(`dsh: the '${key}' state of session '${session.id}' is not JSON-serializable; it is not cached.`, error)
         continue
       }
-      if (state === undefined) continue
-      out.push({ key, stateVersion: row.stateVersion, seq: row.seq, state, failed: row.failed === true })
+      if (payload === undefined) continue
+      out.push({ key, stateVersion: row.stateVersion, seq: row.seq, failed: row.failed === true, payload })
     }
     return out
   }
@@ -177,4 +167,21 @@ export class SqliteProjectionCache implements SessionProjectionCache {
     this.#metrics.misses++
     return undefined
   }
+}
+
+/** `[seq, state]` or `[seq]` (failed) back into a checkpoint row; anything else is poisoned. */
+function decodePayload(payload: string, stateVersion: number, key: string, header: SessionHeader): ProjectionCheckpointRow {
+  let decoded: unknown
+  try {
+    decoded = JSON.parse(payload)
+  } catch (error) {
+    throw poisoned(key, header, 'is not valid JSON', error)
+  }
+  if (!Array.isArray(decoded) || (decoded.length !== 1 && decoded.length !== 2)) throw poisoned(key, header, 'is not a [seq, state] pair')
+  const seq = decoded[0] as ProjectionCheckpointRow['seq']
+  return decoded.length === 1 ? { stateVersion, seq, state: null, failed: true } : { stateVersion, seq, state: decoded[1] }
+}
+
+function poisoned(key: string, header: SessionHeader, why: string, cause?: unknown): SessionProjectionCacheError {
+  return new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_POISONED', `The cached '${key}' row of session '${header.id}' ${why}; treat it as a miss.`, { details: { key }, ...(cause === undefined ? {} : { cause }) })
 }

@@ -9,26 +9,23 @@ export const CACHE_SCHEMA_VERSION = 1
 /** "dshc": tells our file apart from any other SQLite database at the same path. */
 const APPLICATION_ID = 0x64736863
 
-/** A stored checkpoint row, as read back (state still JSON text). */
-export interface StoredRow {
-  readonly identity: string
-  readonly inheritedEventCount: number
-  readonly stateVersion: number
-  readonly seq: number
-  readonly state: string
-  readonly failed: boolean
-}
+/**
+ * A row's payload as stored: the JSON text `[seq, state]`, or `[seq]` for a
+ * failed unit. One column, so a lookup reads one value, and one `JSON.parse`
+ * yields both the watermark and the state.
+ */
+export type StoredPayload = string
 
 /** A row ready to store. */
 export interface EncodedRow {
   readonly key: string
   readonly stateVersion: number
   readonly seq: number
-  readonly state: string
   readonly failed: boolean
+  readonly payload: StoredPayload
 }
 
-type RawRow = [identity: string, inheritedEventCount: number, stateVersion: number, seq: number, state: string, failed: number]
+type LookupParams = [sessionId: string, key: string, identity: string, inheritedEventCount: number, stateVersion: number]
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS checkpoint_rows (
@@ -38,8 +35,8 @@ const SCHEMA = `
     inherited_event_count INTEGER NOT NULL,
     state_version INTEGER NOT NULL,
     seq INTEGER NOT NULL,
-    state TEXT NOT NULL,
     failed INTEGER NOT NULL,
+    payload TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
   ) WITHOUT ROWID;
   PRAGMA application_id = ${APPLICATION_ID};
@@ -59,7 +56,7 @@ const DAMAGED = new Set(['SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_CORRUPT_INDE
 export class CheckpointDatabase {
   readonly path: string
   #db: Database.Database | undefined
-  #select: Database.Statement<[string, string], RawRow> | undefined
+  #select: Database.Statement<LookupParams, StoredPayload> | undefined
   #write: ((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => void) | undefined
   readonly #logger: () => Logger
   rebuilds = 0
@@ -74,26 +71,29 @@ export class CheckpointDatabase {
     return this.#db !== undefined
   }
 
-  /** One point lookup; `undefined` when absent. A damaged file is rebuilt and reads as a miss. */
-  read(sessionId: string, key: string): StoredRow | undefined {
+  /**
+   * One point lookup by primary key; the identity, cut and version are
+   * compared by SQLite in the same step, so a row of another lifecycle, cut or
+   * stateVersion is simply not returned (`undefined`, like no row at all).
+   * A damaged file is rebuilt, then the error is rethrown (the caller misses).
+   */
+  read(sessionId: string, key: string, identity: string, inheritedEventCount: number, stateVersion: number): StoredPayload | undefined {
     const select = this.#select
     if (!select) return undefined
-    let raw: RawRow | undefined
     try {
-      raw = select.get(sessionId, key)
+      return select.get(sessionId, key, identity, inheritedEventCount, stateVersion)
     } catch (error) {
       this.#afterFailure(error)
       throw error
     }
-    if (raw === undefined) return undefined
-    return { identity: raw[0], inheritedEventCount: raw[1], stateVersion: raw[2], seq: raw[3], state: raw[4], failed: raw[5] === 1 }
   }
 
   /**
    * Stores the rows of one session's checkpoint in one transaction. Rows of
-   * another lifecycle or cut are deleted first (one checkpoint per session);
-   * within a lifecycle a row only moves forward (a late, older write never
-   * replaces a newer row of the same stateVersion).
+   * another lifecycle or cut are deleted first (one checkpoint per session).
+   * The last write wins: the scheduler keeps writes of one session in order,
+   * and a lifecycle recreated with an identical header (indistinguishable by
+   * its witness) must replace its predecessor's rows, not be masked by them.
    */
   write(sessionId: string, identity: string, inheritedEventCount: number, rows: readonly EncodedRow[]): void {
     if (!this.#write) throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_UNAVAILABLE', `The projection cache database at ${this.path} is unavailable (it could not be opened or rebuilt, or it is closed).`)
@@ -198,23 +198,22 @@ export class CheckpointDatabase {
 
   #prepare(db: Database.Database): void {
     this.#select = db
-      .prepare<[string, string], RawRow>('SELECT identity, inherited_event_count, state_version, seq, state, failed FROM checkpoint_rows WHERE session_id = ? AND key = ?')
-      .raw(true)
+      .prepare<LookupParams, StoredPayload>('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ? AND identity = ? AND inherited_event_count = ? AND state_version = ?')
+      .pluck(true)
     const deleteOther = db.prepare<[string, string, number]>('DELETE FROM checkpoint_rows WHERE session_id = ? AND (identity <> ? OR inherited_event_count <> ?)')
-    const upsert = db.prepare<[string, string, string, number, number, number, string, number]>(`
-      INSERT INTO checkpoint_rows (session_id, key, identity, inherited_event_count, state_version, seq, state, failed)
+    const upsert = db.prepare<[string, string, string, number, number, number, number, string]>(`
+      INSERT INTO checkpoint_rows (session_id, key, identity, inherited_event_count, state_version, seq, failed, payload)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (session_id, key) DO UPDATE SET
         identity = excluded.identity,
         inherited_event_count = excluded.inherited_event_count,
         state_version = excluded.state_version,
         seq = excluded.seq,
-        state = excluded.state,
-        failed = excluded.failed
-      WHERE excluded.seq >= checkpoint_rows.seq OR excluded.state_version <> checkpoint_rows.state_version`)
+        failed = excluded.failed,
+        payload = excluded.payload`)
     this.#write = db.transaction((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => {
       deleteOther.run(sessionId, identity, cut)
-      for (const row of rows) upsert.run(sessionId, row.key, identity, cut, row.stateVersion, row.seq, row.state, row.failed ? 1 : 0)
+      for (const row of rows) upsert.run(sessionId, row.key, identity, cut, row.stateVersion, row.seq, row.failed ? 1 : 0, row.payload)
     })
   }
 

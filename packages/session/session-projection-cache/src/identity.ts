@@ -4,9 +4,21 @@ import { SESSION_HEADER_WITNESS_FIELDS, type SessionHeader } from '@dsh/session'
  * The lifecycle witness of a checkpoint: every header witness field, in a
  * fixed order. Two headers with the same id but any other field different
  * belong to different lifecycles and never share a row. The exact cut is kept
- * beside it, in its own column. (No witness field may be `null`, so `null`
- * unambiguously stands for an absent optional field.)
+ * beside it, in its own column.
+ *
+ * Every cached lookup computes it, so it is a cheap self-delimiting encoding
+ * rather than JSON: a string is `s<length>:<text>` (its length says where it
+ * ends, so no content can forge a field boundary and nothing needs escaping),
+ * a number `n<digits>`, a boolean `b<true|false>`, an absent field `-`.
  */
 export function checkpointIdentity(header: SessionHeader): string {
-  return JSON.stringify(SESSION_HEADER_WITNESS_FIELDS.map((field) => header[field] ?? null))
+  let identity = ''
+  for (const field of SESSION_HEADER_WITNESS_FIELDS) {
+    const value = header[field]
+    if (value === undefined) identity += '-'
+    else if (typeof value === 'string') identity += `s${value.length}:${value}`
+    else if (typeof value === 'number') identity += `n${value}`
+    else identity += `b${value}`
+  }
+  return identity
 }

@@ -83,10 +83,12 @@ describe('cachedSnapshot', () => {
     await cache.idle()
     const db = new Database(path)
     cleanups.push(() => db.close())
-    db.prepare("UPDATE checkpoint_rows SET state = '{not json' WHERE key = 'messages'").run()
+    db.prepare("UPDATE checkpoint_rows SET payload = '[3, {not json' WHERE key = 'messages'").run()
     expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
-    db.prepare(`UPDATE checkpoint_rows SET state = '{"n":-4,"last":7}' WHERE key = 'messages'`).run()
-    expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
+    for (const payload of ['[3, {"n":-4,"last":7}]', '{"n":1,"last":"a"}', '[]', '[-2, {"n":1,"last":"a"}]']) {
+      db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(payload, 'messages')
+      expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
+    }
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
   })
 
@@ -197,16 +199,17 @@ describe('writes', () => {
     expect(reopened.cachedSnapshot(live.header, live.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 1, last: 'never a turn/end' } })
   })
 
-  it('a late, older write never replaces a newer row of the same lifecycle', async () => {
-    const { sessions, cache, path } = await setup()
-    const session = sessions.create()
-    turn(session, 1, 'a')
-    turn(session, 2, 'b')
+  it('the last write wins, even over a lifecycle with an identical header and a longer log', async () => {
+    const { sessions, cache } = await setup()
+    const first = sessions.create({ id: 'twin', createdAt: 5 })
+    turn(first, 1, 'a')
+    turn(first, 2, 'b')
+    await sessions.dispose('twin')
+    const second = sessions.create({ id: 'twin', createdAt: 5 })
+    expect(second.header).toEqual(first.header)
+    turn(second, 1, 'only turn')
     await cache.idle()
-    const other = new SqliteProjectionCache({ path, projections: ctxlessProjections(), sessions: { flush: async () => {} } })
-    cleanups.push(() => other.close())
-    expect(other.writeColdRows(session, { messages: { stateVersion: 1, seq: 3 as never, state: { n: 1, last: 'a' } } })).toBe(true)
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 2, last: 'b' } })
+    expect(cache.cachedSnapshot(second.header, second.inheritedEventCount, KEYS)).toEqual({ messages: { n: 1, last: 'only turn' }, turns: 1 })
   })
 
   it('a closed cache misses and refuses writes without throwing', async () => {
