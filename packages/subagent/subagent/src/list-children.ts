@@ -6,6 +6,7 @@ import type { SessionQuery } from '@dsh/session-query'
 import { mapBounded } from './concurrency.js'
 import { cancelled, SubagentError } from './errors.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
+import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
 import { SUBAGENT_IDENTITY_KEY } from './projection.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 
@@ -222,10 +223,14 @@ async function retrieve(deps: CatalogDeps, candidate: Candidate, hasChildren: bo
     // Rung 1: the registry's watermark cache; zero log reads.
     const identity = identityOf(deps.projections.snapshot(live, KEYS), (seq) => live.isOwnSeq(seq))
     if (identity !== undefined) return { row: childRow(id, 'running', hasChildren, identity), rung: 1 }
-    // No own identity while running. With no own event yet this is the creation
-    // window (the descriptor, always the first own event, is not appended yet):
-    // no row. Own events without a valid descriptor mean the data is bad: corrupt.
-    return { row: live.seq === live.inheritedEventCount ? undefined : diagnostic(id, 'corrupt'), rung: 1 }
+    // No own identity while running. The seed's four-state table omits such a
+    // child (the creation window: its descriptor is not appended yet), and its
+    // text gives a *poisoned* running child (a descriptor that folds to the
+    // null sentinel) a corrupt row. The runtime appends the descriptor as the
+    // first own event, so one O(1) look at that event's type (no parsing: the
+    // unit alone interprets payloads) tells the two apart.
+    const first = live.eventAt(live.inheritedEventCount)
+    return { row: first?.type === SUBAGENT_DESCRIPTOR_EVENT ? diagnostic(id, 'corrupt') : undefined, rung: 1 }
   }
 
   // Rung 2: the optional checkpoint cache at the exact cut listing records carry

@@ -61,7 +61,7 @@ describe('listChildren: the live rung', () => {
     expect(bodyReads(h) - reads).toBe(1)
   })
 
-  it('gives a running seeded child nothing of its ancestor: no row in the creation window, corrupt once it has own events without a descriptor', async () => {
+  it('gives a running seeded child nothing of its ancestor: no row until its own descriptor lands, corrupt when that descriptor is poisoned', async () => {
     const h = await host()
     const top = h.sessions.create()
     // A subagent parent whose own descriptor sits in every fork of it.
@@ -71,10 +71,19 @@ describe('listChildren: the live rung', () => {
     const child = h.sessions.fork(parent, { origin: 'subagent', delegationDepth: 2 })
     expect(h.projections.snapshot(child, ['subagent']).subagent).toMatchObject({ label: 'ancestor' })
     expect(await h.runtime.listChildren(parent.id)).toEqual([])
+    // Running with own events but no descriptor of its own: still the creation window.
     child.append('turn/start', { turn: 2 })
-    expect(await h.runtime.listChildren(parent.id)).toEqual([{ kind: 'diagnostic', id: child.id, reason: 'corrupt' }])
+    expect(await h.runtime.listChildren(parent.id)).toEqual([])
     child.append('subagent/descriptor', descriptor('one-shot', 'own'))
     expect(await h.runtime.listChildren(parent.id)).toEqual([{ kind: 'child', id: child.id, activity: 'running', hasChildren: false, mode: 'one-shot', label: 'own' }])
+  })
+
+  it('gives a running child whose own descriptor is poisoned a corrupt row, not an omit', async () => {
+    const h = await host()
+    const parent = h.sessions.create()
+    const child = h.sessions.create({ origin: 'subagent', parentSession: parent.id, delegationDepth: 1 })
+    child.append('subagent/descriptor', { version: 9, mode: 'one-shot', provider: 'p' })
+    expect(await h.runtime.listChildren(parent.id)).toEqual([{ kind: 'diagnostic', id: child.id, reason: 'corrupt' }])
   })
 
   it('omits a running child whose descriptor is not appended yet', async () => {
