@@ -1,7 +1,11 @@
 import Database from 'better-sqlite3'
 import { SessionLogOffset, type Session } from '@dsh/session'
+import { existsSync } from 'node:fs'
+import { Context } from '@dsh/context'
+import { sessionStorePlugin } from '@dsh/session'
+import { createProjectionRegistry, sessionProjectionsPlugin } from '@dsh/session-projection'
 import { afterEach, describe, expect, it } from 'vitest'
-import { projectionCachePath, SqliteProjectionCache } from '../src/index.js'
+import { projectionCachePath, sessionProjectionCachePlugin, SqliteProjectionCache } from '../src/index.js'
 import { brittleUnit, host, messagesUnit, tempDir, turn, turnsUnit } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
@@ -222,8 +226,43 @@ describe('writes', () => {
   })
 })
 
-import { Context } from '@dsh/context'
-import { createProjectionRegistry } from '@dsh/session-projection'
+
+describe('sessionProjectionCachePlugin', () => {
+  it('fails at activation without the projection registry', async () => {
+    const ctx = new Context()
+    cleanups.push(() => ctx.dispose())
+    await ctx.activate(sessionStorePlugin())
+    await expect(ctx.activate(sessionProjectionCachePlugin({ path: '/unused' }))).rejects.toMatchObject({ code: 'CONTEXT_SERVICE_UNAVAILABLE', details: { service: 'sessionProjections' } })
+  })
+
+  it('refuses options without a location or with a bad throttle', async () => {
+    const ctx = new Context()
+    cleanups.push(() => ctx.dispose())
+    await ctx.activate(sessionStorePlugin())
+    await ctx.activate(sessionProjectionsPlugin())
+    await expect(ctx.activate(sessionProjectionCachePlugin({}))).rejects.toMatchObject({ code: 'SESSION_PROJECTION_CACHE_INVALID_OPTIONS' })
+    const { dir, cleanup } = tempDir()
+    cleanups.push(cleanup)
+    for (const throttle of [{ events: 0 }, { ms: Number.NaN }, { events: -3 }]) {
+      await expect(ctx.activate(sessionProjectionCachePlugin({ root: dir, throttle }))).rejects.toMatchObject({ code: 'SESSION_PROJECTION_CACHE_INVALID_OPTIONS' })
+    }
+    expect(ctx.get('sessionProjectionCache')).toBeUndefined()
+  })
+
+  it('keeps its database under the session root', async () => {
+    const { dir, cleanup } = tempDir()
+    cleanups.push(cleanup)
+    const ctx = new Context()
+    cleanups.push(() => ctx.dispose())
+    await ctx.activate(sessionStorePlugin())
+    await ctx.activate(sessionProjectionsPlugin())
+    await ctx.activate(sessionProjectionCachePlugin({ root: dir }))
+    expect(projectionCachePath(dir)).toBe(`${dir}/.cache/projections.sqlite`)
+    expect(existsSync(projectionCachePath(dir))).toBe(true)
+    await ctx.dispose()
+    expect(ctx.get('sessionProjectionCache')).toBeUndefined()
+  })
+})
 
 /** A registry with the test units, outside any context (a second reader of the same file). */
 function ctxlessProjections() {
