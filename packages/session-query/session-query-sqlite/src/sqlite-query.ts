@@ -176,7 +176,7 @@ class SqliteQuery implements SqliteSessionQuery {
     const candidates = persisted.filter((r) => !liveIds.has(r.header.id))
     for (const session of live) if (matchesFilter(session.header, parsed)) candidates.push(liveRecord(session, undefined))
     const page = pageOf(candidates, parsed)
-    return { ...page, records: await this.#withLiveRevisions(page.records, signal) }
+    return Object.freeze({ ...page, records: await this.#withLiveRevisions(page.records, signal) })
   }
 
   /** Live records report whether (and at which revision) their log is persisted: one `stat` each. */
