@@ -3,7 +3,7 @@ import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
 import type { ProjectionCheckpointRow, ProjectionCheckpointRows, ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
 import { CheckpointDatabase, type EncodedRow } from './database.js'
 import { SessionProjectionCacheError } from './errors.js'
-import { checkpointIdentity } from './identity.js'
+import { checkpointIdentity, rowWitness } from './identity.js'
 import type { ProjectionCacheMetrics, SessionProjectionCache } from './types.js'
 
 export interface SqliteProjectionCacheOptions {
@@ -61,7 +61,7 @@ export class SqliteProjectionCache implements SessionProjectionCache {
       if (stateVersion === undefined) return this.#miss()
       let stored: string | undefined
       try {
-        stored = this.#db.read(header.id, key, identity, inheritedEventCount, stateVersion)
+        stored = this.#db.read(header.id, key)
       } catch (error) {
         // Busy or damaged storage: derived data, so a miss (a damaged file was rebuilt already).
         this.#logger().warn(`dsh: reading the projection cache at ${this.#db.path} failed; treating it as a miss.`, error)
@@ -69,8 +69,9 @@ export class SqliteProjectionCache implements SessionProjectionCache {
       }
       // Every requested key must come from this exact lifecycle, cut and
       // unit version; anything else is a miss, never a partial answer.
-      if (stored === undefined) return this.#miss()
-      rows[key] = decodePayload(stored, stateVersion, key, header)
+      const witness = rowWitness(identity, inheritedEventCount, stateVersion)
+      if (stored === undefined || !stored.startsWith(witness)) return this.#miss()
+      rows[key] = decodePayload(stored.slice(witness.length), stateVersion, key, header)
     }
     let snapshot: ProjectionSnapshot
     try {
@@ -143,10 +144,12 @@ export class SqliteProjectionCache implements SessionProjectionCache {
   /** JSON-encodes states now, while they are the states the rows describe. A unit whose state is not JSON is left out (and reported). */
   #encode(session: Session, rows: ProjectionCheckpointRows): EncodedRow[] {
     const out: EncodedRow[] = []
+    const identity = checkpointIdentity(session.header)
     for (const [key, row] of Object.entries(rows)) {
       let payload: string | undefined
       try {
         payload = row.failed === true ? JSON.stringify([row.seq]) : row.state === undefined ? undefined : JSON.stringify([row.seq, row.state])
+        if (payload !== undefined) payload = rowWitness(identity, session.inheritedEventCount, row.stateVersion) + payload
       } catch (error) {
         this.#logger().warn(`dsh: the '${key}' state of session '${session.id}' is not JSON-serializable; it is not cached.`, error)
         continue
@@ -169,7 +172,7 @@ export class SqliteProjectionCache implements SessionProjectionCache {
   }
 }
 
-/** `[seq, state]` or `[seq]` (failed) back into a checkpoint row; anything else is poisoned. */
+/** `[seq, state]` or `[seq]` (failed), after the witness, back into a checkpoint row; anything else is poisoned. */
 function decodePayload(payload: string, stateVersion: number, key: string, header: SessionHeader): ProjectionCheckpointRow {
   let decoded: unknown
   try {

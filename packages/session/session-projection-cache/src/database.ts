@@ -5,14 +5,16 @@ import Database from 'better-sqlite3'
 import { SessionProjectionCacheError } from './errors.js'
 
 /** Bumped whenever the table layout changes: a file of another version is rebuilt. */
-export const CACHE_SCHEMA_VERSION = 1
+export const CACHE_SCHEMA_VERSION = 2
 /** "dshc": tells our file apart from any other SQLite database at the same path. */
 const APPLICATION_ID = 0x64736863
 
 /**
- * A row's payload as stored: the JSON text `[seq, state]`, or `[seq]` for a
- * failed unit. One column, so a lookup reads one value, and one `JSON.parse`
- * yields both the watermark and the state.
+ * A row's payload as stored: its witness (`rowWitness`: identity, cut,
+ * stateVersion) followed by the JSON text `[seq, state]`, or `[seq]` for a
+ * failed unit. One column, so a lookup reads one value, compares a prefix and
+ * parses once. The identity, cut, version, seq and failed columns beside it
+ * keep the table queryable and drive the one-checkpoint-per-session delete.
  */
 export type StoredPayload = string
 
@@ -25,7 +27,6 @@ export interface EncodedRow {
   readonly payload: StoredPayload
 }
 
-type LookupParams = [sessionId: string, key: string, identity: string, inheritedEventCount: number, stateVersion: number]
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS checkpoint_rows (
@@ -56,7 +57,7 @@ const DAMAGED = new Set(['SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_CORRUPT_INDE
 export class CheckpointDatabase {
   readonly path: string
   #db: Database.Database | undefined
-  #select: Database.Statement<LookupParams, StoredPayload> | undefined
+  #select: Database.Statement<[string, string], StoredPayload> | undefined
   #write: ((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => void) | undefined
   readonly #logger: () => Logger
   rebuilds = 0
@@ -72,16 +73,15 @@ export class CheckpointDatabase {
   }
 
   /**
-   * One point lookup by primary key; the identity, cut and version are
-   * compared by SQLite in the same step, so a row of another lifecycle, cut or
-   * stateVersion is simply not returned (`undefined`, like no row at all).
-   * A damaged file is rebuilt, then the error is rethrown (the caller misses).
+   * One point lookup by primary key: the payload, whatever lifecycle it was
+   * written for (the caller checks its witness), or `undefined`. A damaged
+   * file is rebuilt, then the error is rethrown (the caller misses).
    */
-  read(sessionId: string, key: string, identity: string, inheritedEventCount: number, stateVersion: number): StoredPayload | undefined {
+  read(sessionId: string, key: string): StoredPayload | undefined {
     const select = this.#select
     if (!select) return undefined
     try {
-      return select.get(sessionId, key, identity, inheritedEventCount, stateVersion)
+      return select.get(sessionId, key)
     } catch (error) {
       this.#afterFailure(error)
       throw error
@@ -198,7 +198,7 @@ export class CheckpointDatabase {
 
   #prepare(db: Database.Database): void {
     this.#select = db
-      .prepare<LookupParams, StoredPayload>('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ? AND identity = ? AND inherited_event_count = ? AND state_version = ?')
+      .prepare<[string, string], StoredPayload>('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?')
       .pluck(true)
     const deleteOther = db.prepare<[string, string, number]>('DELETE FROM checkpoint_rows WHERE session_id = ? AND (identity <> ? OR inherited_event_count <> ?)')
     const upsert = db.prepare<[string, string, string, number, number, number, number, string]>(`

@@ -22,3 +22,14 @@ export function checkpointIdentity(header: SessionHeader): string {
   }
   return identity
 }
+
+/**
+ * The witness every stored payload starts with: identity, cut and unit
+ * stateVersion. Each part is self-delimiting (the identity is, and the two
+ * integers end at `|` and a newline), so a payload starts with this exact
+ * text if and only if it was written for this lifecycle, cut and version.
+ * A lookup then needs one primary-key read of one column to decide hit or miss.
+ */
+export function rowWitness(identity: string, inheritedEventCount: number, stateVersion: number): string {
+  return `${identity}|${inheritedEventCount}|${stateVersion}\n`
+}

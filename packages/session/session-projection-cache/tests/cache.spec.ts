@@ -87,13 +87,18 @@ describe('cachedSnapshot', () => {
     await cache.idle()
     const db = new Database(path)
     cleanups.push(() => db.close())
-    db.prepare("UPDATE checkpoint_rows SET payload = '[3, {not json' WHERE key = 'messages'").run()
-    expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
-    for (const payload of ['[3, {"n":-4,"last":7}]', '{"n":1,"last":"a"}', '[]', '[-2, {"n":1,"last":"a"}]']) {
-      db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(payload, 'messages')
+    const stored = db.prepare("SELECT payload FROM checkpoint_rows WHERE key = 'messages'").pluck().get() as string
+    const witness = stored.slice(0, stored.indexOf('\n') + 1)
+    expect(stored.slice(witness.length)).toBe('[3,{"n":1,"last":"hi"}]')
+    for (const payload of ['[3, {not json', '[3, {"n":-4,"last":7}]', '{"n":1,"last":"a"}', '[]', '[-2, {"n":1,"last":"a"}]']) {
+      db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(witness + payload, 'messages')
       expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
     }
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
+    // A payload whose witness names another lifecycle (here: another createdAt) is a miss, never a value.
+    expect(witness).toMatch(/n\d{13}/)
+    db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(witness.replace(/n(\d{13})/, (_, createdAt: string) => `n${Number(createdAt) + 1}`) + '[3,{"n":1,"last":"hi"}]', 'messages')
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()
   })
 
   it('reproduces a failed unit as an absent key, like the live snapshot', async () => {
