@@ -246,6 +246,10 @@ export class ProjectionRegistry implements SessionProjections {
   }
 
   #observe(session: Session, event: StoredSessionEvent): void {
+    // Every cell advances before any listener hears of a change, so a
+    // listener that snapshots the session sees this event everywhere (and
+    // its snapshot cannot fold the event into a cell this loop has yet to reach).
+    const changes: ProjectionChange[] = []
     for (const entry of this.#units.values()) {
       const cell = this.#cell(entry, session, event.seq - 1)
       // Already folded: a snapshot inside an earlier listener of this same event caught the cell up.
@@ -259,8 +263,9 @@ export class ProjectionRegistry implements SessionProjections {
       this.#apply(entry, session, cell, event)
       if (cell.state === state && !cell.failed) continue
       const after = this.#view(entry, session, cell)
-      if (!Object.is(before, after)) this.#push({ session, key: entry.unit.key as ProjectionKey, seq: event.seq as SessionSeqCursor, view: after === ABSENT ? undefined : after })
+      if (!Object.is(before, after)) changes.push({ session, key: entry.unit.key as ProjectionKey, seq: event.seq as SessionSeqCursor, view: after === ABSENT ? undefined : after })
     }
+    for (const change of changes) this.#push(change)
   }
 
   #push(change: ProjectionChange): void {

@@ -233,6 +233,23 @@ describe('onChanged', () => {
   })
 })
 
+describe('onChanged re-entrancy', () => {
+  it('a listener that snapshots the session sees every unit at the change, and no later push is lost', () => {
+    const { sessions, registry } = harness()
+    registry.register(countUnit)
+    registry.register(lastTextUnit)
+    const seen: unknown[] = []
+    registry.onChanged((change) => void seen.push([change.key, change.seq, registry.snapshot(change.session)]))
+    const session = sessions.create()
+    session.append('user/message', { text: 'a' })
+    expect(seen).toEqual([
+      ['count', 0, { count: 1, lastText: 'a' }],
+      ['lastText', 0, { count: 1, lastText: 'a' }],
+    ])
+    expect(registry.metrics.logReads).toBe(0)
+  })
+})
+
 describe('checkpoint, viewCheckpoint and fold', () => {
   function filled() {
     const h = harness()
