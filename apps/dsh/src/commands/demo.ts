@@ -27,7 +27,7 @@ export async function demoCommand(command: ParsedCommand, io: CommandIo): Promis
     : '\nThe three listings DISAGREE: this is a bug.\n')
   io.out.write(`\nCrash repair: ${result.crashRepair.id} was killed mid-turn; load() ${result.crashRepair.repaired ? 'closed its open turn with' : 'found'} ${JSON.stringify(result.crashRepair.lastEvent)}\n`)
   io.out.write(`Corruption: one byte flipped in ${result.corruptedLog}\n`)
-  io.out.write(`\nTry next:\n  pnpm dsh agents ${result.parent} --descendants --root ${result.root}\n  pnpm dsh verify --root ${result.root}     (exits 1 and names the corrupt child)\n  pnpm dsh serve --root ${result.root}\n`)
+  io.out.write(`\nTry next:\n  npm run dsh -- agents ${result.parent} --descendants --root ${result.root}\n  npm run dsh -- verify --root ${result.root}     (exits 1 and names the corrupt child)\n  npm run dsh -- serve --root ${result.root}\n`)
   return result.agree ? 0 : 1
 }
 
