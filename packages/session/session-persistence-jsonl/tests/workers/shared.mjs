@@ -1,0 +1,21 @@
+// Deterministic event content, shared by the e2e workers and their parent test.
+
+/** The delta of the chunk stored at `seq` by `writer`: long enough to vary batch sizes. */
+export function deltaOf(writer, seq) {
+  let state = (seq * 2654435761 + writer.length) >>> 0
+  const length = (state % 97) + 8
+  let text = `${writer}:${seq}:`
+  for (let i = 0; i < length; i++) {
+    state = (state * 1103515245 + 12345) >>> 0
+    text += String.fromCharCode(97 + (state >>> 16) % 26)
+  }
+  return text
+}
+
+export function headerOf(id) {
+  return { version: 1, id, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0 }
+}
+
+export function line(text) {
+  process.stdout.write(text + '\n')
+}
