@@ -1,6 +1,7 @@
 import { compress, decompress } from '@mongodb-js/zstd'
 import { lineTrailer, LINE_TRAILER_PREFIX, skippableTrailer, type TrailerFormat } from './trailer.js'
 import { measureZstdFrame, type FrameExtent } from './zstd-frames.js'
+import { compressSmall, SMALL_INPUT_MAX } from './zstd-small.js'
 
 export type JsonlCompression = 'zstd' | 'none'
 
@@ -35,17 +36,19 @@ export interface LogCodec {
   decodeRun(buf: Buffer, units: readonly UnitRange[]): Promise<Buffer[]>
 }
 
-export function createCodec(compression: JsonlCompression, level: number): LogCodec {
-  return compression === 'zstd' ? zstdCodec(level) : plainCodec
+export function createCodec(compression: JsonlCompression): LogCodec {
+  return compression === 'zstd' ? zstdCodec : plainCodec
 }
 
-function zstdCodec(level: number): LogCodec {
+const zstdCodec: LogCodec = (() => {
   const trailerSize = skippableTrailer.size
   return {
     compression: 'zstd',
     logFileName: 'log.jsonl.zst',
     trailer: skippableTrailer,
-    encodeBody: (plain) => compress(plain, level),
+    // Small batches are compressed here, synchronously: the native encoder's
+    // thread-pool round trip would cost a durable append more than it saves.
+    encodeBody: (plain) => (plain.length <= SMALL_INPUT_MAX ? Promise.resolve(compressSmall(plain)) : compress(plain)),
     measureBody: measureZstdFrame,
     measureBodyByContent: measureZstdFrame,
     decodeBody: (body) => decompress(body),
@@ -68,7 +71,7 @@ function zstdCodec(level: number): LogCodec {
       return out
     },
   }
-}
+})()
 
 const TRAILER_LINE_START = Buffer.from('\n' + LINE_TRAILER_PREFIX)
 const EVENT_LINE_START = Buffer.from('{"type":')

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { constants, promises as fsp, type BigIntStats } from 'node:fs'
+import { constants, fsync, promises as fsp, writev, type BigIntStats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 
@@ -82,4 +82,35 @@ export async function publishNew(path: string, data: Buffer, durable = true): Pr
  */
 export function revisionOf(headerCrc: number, stats: BigIntStats): string {
   return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeNs.toString(36)}`
+}
+
+// The append path uses the callback API on the raw descriptor: each durable
+// append is a few system calls, and the promise wrappers of FileHandle cost
+// measurably more CPU per call than the calls themselves save.
+
+/** Writes all of `parts` at `position` with as few `writev` calls as possible. */
+export function writevAt(fd: number, parts: readonly Buffer[], position: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const step = (buffers: readonly Buffer[], at: number): void => {
+      writev(fd, buffers, at, (error, written) => {
+        if (error) return reject(error)
+        let rest = written
+        const remaining: Buffer[] = []
+        for (const buffer of buffers) {
+          if (rest >= buffer.length) rest -= buffer.length
+          else {
+            remaining.push(rest > 0 ? buffer.subarray(rest) : buffer)
+            rest = 0
+          }
+        }
+        if (remaining.length === 0) resolve()
+        else step(remaining, at + written)
+      })
+    }
+    step(parts, position)
+  })
+}
+
+export function fsyncFd(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())))
 }

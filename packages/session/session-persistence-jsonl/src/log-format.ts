@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { SessionPersistenceError } from '@dsh/session-persistence'
-import { freezeLosslessJson, parseSessionHeader, SessionLogOffset, SessionSeq, type JsonValue, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { freezeLosslessJson, parseSessionHeader, SessionLogOffset, type JsonValue, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
 
 /** The physical header line's format tag and version. */
 export const LOG_FORMAT = 'dsh-session-log'
@@ -97,13 +97,18 @@ export function parseEventLines(plain: Buffer, firstSeq: number, count: number, 
     } catch (error) {
       return `line for seq ${seq} is not JSON (${(error as Error).message})`
     }
-    if (typeof raw !== 'object' || raw === null) return `line for seq ${seq} is not an event object`
-    const { type, seq: lineSeq, time, data } = raw as Record<string, unknown>
-    if (typeof type !== 'string' || type.length === 0) return `event ${seq} has no type`
-    if (lineSeq !== seq) return `expected seq ${seq}, found ${JSON.stringify(lineSeq)}`
-    if (typeof time !== 'number' || !Number.isFinite(time)) return `event ${seq} has no numeric time`
-    if (data === undefined) return `event ${seq} has no data`
-    into.push(Object.freeze({ type, seq: seq as SessionSeq, time, data: deepFreeze(data as JsonValue) }))
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return `line for seq ${seq} is not an event object`
+    const event = raw as { type?: unknown; seq?: unknown; time?: unknown; data?: unknown }
+    if (typeof event.type !== 'string' || event.type.length === 0) return `event ${seq} has no type`
+    if (event.seq !== seq) return `expected seq ${seq}, found ${JSON.stringify(event.seq)}`
+    if (typeof event.time !== 'number' || !Number.isFinite(event.time)) return `event ${seq} has no numeric time`
+    if (event.data === undefined) return `event ${seq} has no data`
+    let keys = 0
+    for (const _ in event) keys++
+    if (keys !== 4) return `event ${seq} has fields other than type, seq, time and data`
+    // The parsed object itself becomes the event (no copy: reads of huge logs stay close to bare JSON.parse).
+    deepFreeze(event.data as JsonValue)
+    into.push(Object.freeze(event) as StoredSessionEvent)
     seq++
     start = end + 1
   }

@@ -1,4 +1,4 @@
-import { constants, promises as fsp, type BigIntStats } from 'node:fs'
+import { constants, fstatSync, promises as fsp, type BigIntStats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
@@ -17,10 +17,10 @@ import type {
 } from '@dsh/session-persistence'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
-import { fsyncDir, isErrno, publishNew, readAt, revisionOf, writeAt } from './fs-io.js'
+import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, writevAt } from './fs-io.js'
 import { assertStorableId, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type PhysicalHeader } from './log-format.js'
-import { encodeUnit } from './log-units.js'
+import { encodeUnit, encodeUnitParts } from './log-units.js'
 import { corrupt, decodeEvents, decodeHeader, locateHeader, scanLog, type LogScan, type LogUnit } from './log-scan.js'
 import { openRoot } from './root-marker.js'
 import { WriterLock } from './writer-lock.js'
@@ -30,8 +30,6 @@ export interface JsonlPersistenceOptions {
   readonly root: string
   /** `zstd` (default): zstd frames; `none`: plain JSON lines, for fixtures and line tools. */
   readonly compression?: JsonlCompression
-  /** zstd level for new frames (1–19, default 3). */
-  readonly compressionLevel?: number
   /** Time of the `turn/end {reason:'interrupted'}` events `load` writes (default `Date.now`). */
   readonly clock?: () => number
   /** Sessions whose writer (lock + open log) is kept between appends; the least recently used beyond this release theirs (default 256). */
@@ -61,6 +59,8 @@ interface Writer {
   readonly headerCrc: number
   committedEnd: number
   nextSeq: number
+  /** The log's current revision; only this writer changes the file while it holds the lock. */
+  revision: SessionRevision
 }
 
 const LOCK_FILE = 'writer.lock'
@@ -96,13 +96,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
     if (compression !== 'zstd' && compression !== 'none') {
       throw new JsonlPersistenceError('JSONL_PERSISTENCE_INVALID_OPTIONS', `compression must be 'zstd' or 'none', got ${JSON.stringify(compression)}.`)
     }
-    const level = options.compressionLevel ?? 3
-    if (!Number.isInteger(level) || level < 1 || level > 19) {
-      throw new JsonlPersistenceError('JSONL_PERSISTENCE_INVALID_OPTIONS', `compressionLevel must be an integer from 1 to 19, got ${String(level)}.`)
-    }
     this.root = isAbsolute(options.root) ? options.root : resolve(options.root)
     this.compression = compression
-    this.#codec = createCodec(compression, level)
+    this.#codec = createCodec(compression)
     this.#clock = options.clock ?? Date.now
     this.#maxOpenWriters = Math.max(1, options.maxOpenWriters ?? 256)
     this.#listConcurrency = Math.max(1, options.listConcurrency ?? 16)
@@ -139,7 +135,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       checkAppend(target, events, { header: writer.physical.header, inheritedEventCount: writer.physical.inheritedEventCount, nextSeq: writer.nextSeq })
       if (events.length > 0) await this.#writeBatch(writer, events)
-      return { revision: await this.#revisionOfWriter(writer), nextSeq: writer.nextSeq as SessionLogOffset }
+      return { revision: this.#revisionOfWriter(writer), nextSeq: writer.nextSeq as SessionLogOffset }
     })
   }
 
@@ -160,10 +156,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       const handle = await fsp.open(file, constants.O_RDWR)
       const headerCrc = crc32(headerLine)
-      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: data.length, nextSeq: events.length }
+      const revision = revisionOf(headerCrc, await handle.stat({ bigint: true }))
+      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: data.length, nextSeq: events.length, revision }
       this.#remember(writer)
       if (events.length > 0) this.#metrics.appends++
-      return { revision: await this.#revisionOfWriter(writer), nextSeq: events.length as SessionLogOffset }
+      return { revision: this.#revisionOfWriter(writer), nextSeq: events.length as SessionLogOffset }
     } catch (error) {
       if (!this.#writers.has(id)) {
         // A rejected first append leaves nothing behind, not even the directory.
@@ -177,10 +174,15 @@ class JsonlSessionPersistence implements JsonlPersistence {
   /** Durable append: write + fsync; on failure the file is truncated back to its committed end and the error rethrown. */
   async #writeBatch(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     await writer.lock.verify(writer.label)
-    const unit = await encodeUnit(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
+    const parts = await encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
+    const fd = writer.handle.fd
+    let stats: BigIntStats
     try {
-      await writeAt(writer.handle, unit, writer.committedEnd)
-      await writer.handle.sync()
+      await writevAt(fd, parts, writer.committedEnd)
+      await fsyncFd(fd)
+      // A synchronous fstat of an open, just-synced file is a cheap system call
+      // (the inode is in memory); an asynchronous one costs a round trip.
+      stats = fstatSync(fd, { bigint: true })
     } catch (error) {
       try {
         await writer.handle.truncate(writer.committedEnd)
@@ -192,8 +194,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       throw persistenceError('SESSION_PERSISTENCE_IO', `Appending to session ${writer.label} failed (${(error as Error).message}); nothing of the batch was committed.`, { cause: error, details: { id: writer.id } })
     }
-    writer.committedEnd += unit.length
+    writer.committedEnd += parts[0].length + parts[1].length
     writer.nextSeq += events.length
+    writer.revision = revisionOf(writer.headerCrc, stats)
     this.#metrics.appends++
   }
 
@@ -258,7 +261,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
         await handle.sync()
         truncated = true
       }
-      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc: scan.header.trailer.plainCrc, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
+      const headerCrc = scan.header.trailer.plainCrc
+      const revision = revisionOf(headerCrc, await handle.stat({ bigint: true }))
+      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, revision }
       this.#remember(writer)
       return { kind: 'writer', writer, truncated, buf: buf.subarray(0, scan.committedEnd), scan }
     } catch (error) {
@@ -336,7 +341,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
         events.push(...repairs)
         repaired = true
       }
-      const revision = await this.#revisionOfWriter(writer)
+      const revision = this.#revisionOfWriter(writer)
       throwIfAborted(signal, cancelled)
       return Object.freeze({ header: writer.physical.header, inheritedEventCount: writer.physical.inheritedEventCount, events: Object.freeze(events), revision, repaired })
     })
@@ -522,8 +527,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
   }
 
-  async #revisionOfWriter(writer: Writer): Promise<SessionRevision> {
-    return revisionOf(writer.headerCrc, await writer.handle.stat({ bigint: true }))
+  #revisionOfWriter(writer: Writer): SessionRevision {
+    return writer.revision
   }
 
   async #countedRead(handle: FileHandle, position: number, length: number): Promise<Buffer> {

@@ -46,7 +46,8 @@ const KIND_CODES = { header: 1, batch: 2 } as const
 export const skippableTrailer: TrailerFormat = {
   size: 8 + PAYLOAD,
   encode(fields) {
-    const out = Buffer.alloc(8 + PAYLOAD)
+    const out = Buffer.allocUnsafe(8 + PAYLOAD)
+    out.writeUInt16LE(0, 10)
     out.writeUInt32LE(TRAILER_MAGIC, 0)
     out.writeUInt32LE(PAYLOAD, 4)
     out.writeUInt8(KIND_CODES[fields.kind], 8)
@@ -54,9 +55,9 @@ export const skippableTrailer: TrailerFormat = {
     out.writeUInt32LE(fields.plainCrc >>> 0, 12)
     out.writeUInt32LE(fields.bodyCrc >>> 0, 16)
     out.writeUInt32LE(fields.count, 20)
-    out.writeBigUInt64LE(BigInt(fields.plainLength), 24)
-    out.writeBigUInt64LE(BigInt(fields.bodyLength), 32)
-    out.writeBigUInt64LE(BigInt(fields.firstSeq), 40)
+    writeU64(out, fields.plainLength, 24)
+    writeU64(out, fields.bodyLength, 32)
+    writeU64(out, fields.firstSeq, 40)
     out.writeUInt32LE(crc32(out.subarray(0, 48)), 48)
     return out
   },
@@ -67,9 +68,9 @@ export const skippableTrailer: TrailerFormat = {
     const kindCode = buf.readUInt8(pos + 8)
     const kind = kindCode === 1 ? 'header' : kindCode === 2 ? 'batch' : undefined
     if (kind === undefined || buf.readUInt8(pos + 9) !== 1 || buf.readUInt16LE(pos + 10) !== 0) return undefined
-    const plainLength = safe(buf.readBigUInt64LE(pos + 24))
-    const bodyLength = safe(buf.readBigUInt64LE(pos + 32))
-    const firstSeq = safe(buf.readBigUInt64LE(pos + 40))
+    const plainLength = readU64(buf, pos + 24)
+    const bodyLength = readU64(buf, pos + 32)
+    const firstSeq = readU64(buf, pos + 40)
     if (plainLength === undefined || bodyLength === undefined || firstSeq === undefined) return undefined
     return { kind, plainCrc: buf.readUInt32LE(pos + 12), bodyCrc: buf.readUInt32LE(pos + 16), count: buf.readUInt32LE(pos + 20), plainLength, bodyLength, firstSeq }
   },
@@ -78,8 +79,16 @@ export const skippableTrailer: TrailerFormat = {
   },
 }
 
-function safe(value: bigint): number | undefined {
-  return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : undefined
+// 64-bit little-endian fields as two 32-bit halves (BigInt conversions are slow on the append path).
+function writeU64(out: Buffer, value: number, at: number): void {
+  out.writeUInt32LE(value % 0x1_0000_0000, at)
+  out.writeUInt32LE(Math.floor(value / 0x1_0000_0000), at + 4)
+}
+
+/** A safe integer, or `undefined` when the field is beyond 2^53 - 1. */
+function readU64(buf: Buffer, at: number): number | undefined {
+  const high = buf.readUInt32LE(at + 4)
+  return high < 0x20_0000 ? high * 0x1_0000_0000 + buf.readUInt32LE(at) : undefined
 }
 
 /**

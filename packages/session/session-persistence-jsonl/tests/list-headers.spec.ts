@@ -27,7 +27,7 @@ describe('list() over 10,000 persisted sessions', () => {
     const body = eventsFrom(0, 40).map((e) => (e.type === 'assistant/chunk' ? { ...e, data: { turn: 1, index: e.seq, delta: noise() } } : e))
     await writer.append({ header: headerOf('session-0'), inheritedEventCount: 0 as never }, body)
     await writer.close()
-    const codec = createCodec('zstd', 3)
+    const codec = createCodec('zstd')
     const batchUnit = await encodeUnit(codec, Buffer.from(body.map((e) => JSON.stringify(e) + '\n').join('')), 'batch', 0, body.length)
     totalBytes = statSync(join(root, encodeSessionDirName('session-0'), codec.logFileName)).size
     for (let i = 1; i < SESSIONS; i++) {
