@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { constants, fsync, promises as fsp, writev, type BigIntStats } from 'node:fs'
+import { constants, fsync, promises as fsp, writev, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 
@@ -80,8 +80,9 @@ export async function publishNew(path: string, data: Buffer, durable = true): Pr
  * covering a random per-log id — keeps a deleted and re-created session from
  * repeating a revision even when the inode number is reused.
  */
-export function revisionOf(headerCrc: number, stats: BigIntStats): string {
-  return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeNs.toString(36)}`
+export function revisionOf(headerCrc: number, stats: Stats): string {
+  // mtimeMs keeps sub-microsecond precision; kernel file times tick far more coarsely.
+  return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeMs}`
 }
 
 // The append path uses the callback API on the raw descriptor: each durable

@@ -1,4 +1,4 @@
-import { constants, fstatSync, promises as fsp, type BigIntStats } from 'node:fs'
+import { constants, fstatSync, promises as fsp, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
@@ -156,7 +156,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       const handle = await fsp.open(file, constants.O_RDWR)
       const headerCrc = crc32(headerLine)
-      const revision = revisionOf(headerCrc, await handle.stat({ bigint: true }))
+      const revision = revisionOf(headerCrc, await handle.stat())
       const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: data.length, nextSeq: events.length, revision }
       this.#remember(writer)
       if (events.length > 0) this.#metrics.appends++
@@ -176,13 +176,13 @@ class JsonlSessionPersistence implements JsonlPersistence {
     await writer.lock.verify(writer.label)
     const parts = await encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
     const fd = writer.handle.fd
-    let stats: BigIntStats
+    let stats: Stats
     try {
       await writevAt(fd, parts, writer.committedEnd)
       await fsyncFd(fd)
       // A synchronous fstat of an open, just-synced file is a cheap system call
       // (the inode is in memory); an asynchronous one costs a round trip.
-      stats = fstatSync(fd, { bigint: true })
+      stats = fstatSync(fd)
     } catch (error) {
       try {
         await writer.handle.truncate(writer.committedEnd)
@@ -262,7 +262,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
         truncated = true
       }
       const headerCrc = scan.header.trailer.plainCrc
-      const revision = revisionOf(headerCrc, await handle.stat({ bigint: true }))
+      const revision = revisionOf(headerCrc, await handle.stat())
       const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, revision }
       this.#remember(writer)
       return { kind: 'writer', writer, truncated, buf: buf.subarray(0, scan.committedEnd), scan }
@@ -430,12 +430,12 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const handle = await openForRead(file)
     if (handle === undefined) throw notFound(id)
     let buf: Buffer
-    let stats: BigIntStats
+    let stats: Stats
     try {
       // A concurrent truncation (crash repair by another process) can make the
       // read come up short; read again from a fresh size.
       for (let attempt = 0; ; attempt++) {
-        stats = await handle.stat({ bigint: true })
+        stats = await handle.stat()
         const size = Number(stats.size)
         buf = await this.#countedRead(handle, 0, size)
         if (buf.length === size || attempt >= 3) break
@@ -463,7 +463,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const handle = await openForRead(file)
     if (handle === undefined) return undefined
     try {
-      const stats = await handle.stat({ bigint: true })
+      const stats = await handle.stat()
       const { unit } = await this.#readHeaderUnit(handle, Number(stats.size), file)
       throwIfAborted(signal, cancelled)
       return revisionOf(unit.trailer.plainCrc, stats)
@@ -503,7 +503,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const handle = await openForRead(file)
     if (handle === undefined) return undefined
     try {
-      const stats = await handle.stat({ bigint: true })
+      const stats = await handle.stat()
       const { buf, unit } = await this.#readHeaderUnit(handle, Number(stats.size), file)
       const physical = await decodeHeader(buf, unit, this.#codec, file)
       if (encodeSessionDirName(physical.header.id) !== name) {
