@@ -154,7 +154,10 @@ class FseState {
 }
 
 // Scratch space reused by every call (the encoder is synchronous, so calls never overlap).
+// The hash table holds `base + position`; entries below the current call's
+// base are stale, so it never needs clearing between calls.
 const hashTable = new Int32Array(1 << HASH_LOG)
+let base = 1
 const literals = new Uint32Array((SMALL_INPUT_MAX >> 2) + 1)
 const offsets = new Uint32Array((SMALL_INPUT_MAX >> 2) + 1)
 const matches = new Uint32Array((SMALL_INPUT_MAX >> 2) + 1)
@@ -163,7 +166,12 @@ const hash = (value: number): number => Math.imul(value, 2654435761) >>> (32 - H
 
 /** Greedy LZ77 parse: `literals[i]` bytes, then a match of `matches[i]` bytes `offsets[i]` back. Returns the number of sequences. */
 function parse(input: Uint8Array, literals: Uint32Array, offsets: Uint32Array, matches: Uint32Array): number {
-  hashTable.fill(-1)
+  if (base > 0x3fff_ffff) {
+    hashTable.fill(0)
+    base = 1
+  }
+  const callBase = base
+  base += input.length + 1
   const end = input.length - MIN_MATCH
   let count = 0
   let anchor = 0
@@ -171,8 +179,8 @@ function parse(input: Uint8Array, literals: Uint32Array, offsets: Uint32Array, m
   while (at <= end) {
     const value = word(input, at)
     const slot = hash(value)
-    const candidate = hashTable[slot]!
-    hashTable[slot] = at
+    const candidate = hashTable[slot]! - callBase
+    hashTable[slot] = callBase + at
     if (candidate >= 0 && word(input, candidate) === value) {
       let length = MIN_MATCH
       while (at + length < input.length && input[candidate + length] === input[at + length]) length++
@@ -181,7 +189,7 @@ function parse(input: Uint8Array, literals: Uint32Array, offsets: Uint32Array, m
       matches[count] = length
       count++
       // Index a position inside the match too, so the next repetition is found.
-      if (at + 2 <= end) hashTable[hash(word(input, at + 2))] = at + 2
+      if (at + 2 <= end) hashTable[hash(word(input, at + 2))] = callBase + at + 2
       at += length
       anchor = at
     } else {
