@@ -1,0 +1,174 @@
+// inspect: a cold `inspect` (a fresh backend, nothing cached) of one session
+// whose transcript is 100 MiB of plaintext with a realistic event mix — most
+// events are small `assistant/chunk` deltas, plus user messages, whole
+// assistant messages, tool calls and large tool results, one durable batch
+// per turn — against the least a reader can do with the same file: read it,
+// decompress every frame in one call and `JSON.parse` every line (brief
+// section 11, issue 3). Ratio = subject / baseline; target <= 1.5. Peak RSS of
+// each side, measured in a fresh process, is reported under `extra`.
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { decompress } from '@mongodb-js/zstd'
+import { SESSION_HEADER_VERSION, type SessionHeader, type SessionId, type SessionLogOffset, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
+import { benchRoot, time, type BenchDefinition } from '../harness.js'
+
+const PLAINTEXT_BYTES = 100 * 1024 * 1024
+
+/** A deterministic pseudo-random source (so every run measures the same transcript). */
+function random(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * Turns of a coding-agent session as `[events of one turn]`: the user asks,
+ * the assistant streams 40–400 chunks of one to a few words (Zipf-distributed
+ * vocabulary, like model output), calls a tool or two whose results are
+ * code-like text, then finishes the message and the turn. Stops once the
+ * JSON lines add up to `plaintextBytes`.
+ */
+export function realisticTurns(plaintextBytes: number, seed = 7): StoredSessionEvent[][] {
+  const rand = random(seed)
+  const syllables = ['ka', 'to', 're', 'mi', 'sen', 'dar', 'lo', 've', 'qu', 'in', 'ex', 'con', 'fig', 'port', 'al', 'ter', 'pro', 'cess', 'val', 'ue']
+  const vocabulary = Array.from({ length: 3000 }, (_, i) => {
+    let word = ''
+    for (let n = 1 + (i % 3) + Math.floor(rand() * 2); n > 0; n--) word += syllables[Math.floor(rand() * syllables.length)]!
+    return word
+  })
+  // Zipf-like: common words far more often than rare ones.
+  const word = (): string => vocabulary[Math.floor(vocabulary.length * rand() ** 3)]!
+  const words = (n: number): string => Array.from({ length: n }, word).join(' ')
+  const codeLine = (): string => `${'  '.repeat(Math.floor(rand() * 4))}${rand() < 0.3 ? 'const' : rand() < 0.5 ? 'return' : 'if'} ${word()}_${word()} = ${word()}(${word()}, ${Math.floor(rand() * 1000)})${rand() < 0.5 ? ';' : ' {'}`
+  const turns: StoredSessionEvent[][] = []
+  let seq = 0
+  let time = 1_700_000_000_000
+  let bytes = 0
+  const event = (into: StoredSessionEvent[], type: string, data: StoredSessionEvent['data']): void => {
+    const e = Object.freeze({ type, seq: seq++ as SessionSeq, time: (time += 1 + Math.floor(rand() * 40)), data: Object.freeze(data) })
+    bytes += JSON.stringify(e).length + 1
+    into.push(e)
+  }
+  for (let turn = 1; bytes < plaintextBytes; turn++) {
+    const events: StoredSessionEvent[] = []
+    event(events, 'turn/start', { turn })
+    event(events, 'user/message', { text: words(8 + Math.floor(rand() * 40)) })
+    const chunks = 40 + Math.floor(rand() * 360)
+    let text = ''
+    for (let index = 0; index < chunks; index++) {
+      const delta = (index === 0 ? '' : ' ') + words(1 + Math.floor(rand() * 4))
+      text += delta
+      event(events, 'assistant/chunk', { turn, index, delta })
+      if (index === chunks >> 1) {
+        for (let call = 0; call < 1 + Math.floor(rand() * 2); call++) {
+          const callId = `call_${turn}_${call}`
+          event(events, 'tool/call', { turn, callId, name: ['read_file', 'bash', 'grep', 'edit'][Math.floor(rand() * 4)]!, arguments: { path: `/work/src/${word()}/${word()}.ts`, pattern: word() } })
+          event(events, 'tool/result', { turn, callId, content: Array.from({ length: 20 + Math.floor(rand() * 120) }, codeLine).join('\n') })
+        }
+      }
+    }
+    event(events, 'assistant/message', { turn, text, usage: { input: 1000 + Math.floor(rand() * 50_000), output: chunks * 3 } })
+    event(events, 'turn/end', { turn, reason: 'completed' })
+    turns.push(events)
+  }
+  return turns
+}
+
+export function benchHeader(id: string): SessionHeader {
+  return Object.freeze({ version: SESSION_HEADER_VERSION, id: id as SessionId, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0, cwd: '/work' })
+}
+
+/** Persists `turns` (one append per turn, as the coordinator batches them) and returns the log file. */
+export async function persistTurns(root: string, id: string, turns: readonly StoredSessionEvent[][], compression: JsonlCompression = 'zstd'): Promise<string> {
+  const persistence = createJsonlPersistence({ root, compression })
+  const target = { header: benchHeader(id), inheritedEventCount: 0 as SessionLogOffset }
+  for (const events of turns) await persistence.append(target, events)
+  await persistence.close()
+  return persistence.logPath(id)
+}
+
+const ID = 'bench-inspect'
+let dir = ''
+let file = ''
+let events = 0
+let baselineLines = 0
+let fileBytes = 0
+let peakRss: { baseline: number; subject: number } | undefined
+
+/** Peak RSS (MiB) of a fresh process running `script` (an ES module body). */
+function peakRssOf(script: string): number {
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', `${script}\nprocess.stdout.write(String(process.resourceUsage().maxRSS))`], { cwd: benchRoot, encoding: 'utf8', maxBuffer: 1 << 20 })
+  return Math.round(Number(out) / 1024)
+}
+
+const definition: BenchDefinition = {
+  name: 'inspect',
+  unit: 'ms per cold read of a 100 MiB transcript',
+  target: 1.5,
+  compare: 'le',
+  repeats: 7,
+  async setup() {
+    dir = mkdtempSync(join(tmpdir(), 'dsh-bench-inspect-'))
+    const turns = realisticTurns(PLAINTEXT_BYTES)
+    events = turns.reduce((n, t) => n + t.length, 0)
+    file = await persistTurns(dir, ID, turns)
+  },
+  teardown() {
+    // Peak RSS is measured here: the harness calls `extra` after `teardown`.
+    try {
+      peakRss = {
+        baseline: peakRssOf(`import { readFileSync } from 'node:fs'; import { decompress } from '@mongodb-js/zstd'
+const text = (await decompress(readFileSync(${JSON.stringify(file)}))).toString('utf8'); const parsed = []
+for (let s = 0, e = text.indexOf('\\n'); e !== -1; s = e + 1, e = text.indexOf('\\n', s)) parsed.push(JSON.parse(text.slice(s, e)))`),
+        subject: peakRssOf(`import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+const o = await createJsonlPersistence({ root: ${JSON.stringify(dir)} }).inspect(${JSON.stringify(ID)}); if (o.events.length !== ${events}) throw new Error('short read')`),
+      }
+      fileBytes = statSync(file).size
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  },
+  baseline: {
+    label: 'read + one decompress of all frames + JSON.parse every line',
+    async run() {
+      return time(async () => {
+        const text = (await decompress(readFileSync(file))).toString('utf8')
+        // Kept, like any reader that returns what it read (the subject returns every event).
+        const parsed: unknown[] = []
+        for (let start = 0, end = text.indexOf('\n'); end !== -1; start = end + 1, end = text.indexOf('\n', start)) parsed.push(JSON.parse(text.slice(start, end)))
+        baselineLines = parsed.length
+      })
+    },
+  },
+  subject: {
+    label: 'cold inspect (fresh backend: verify, decode, freeze)',
+    async run() {
+      const persistence = createJsonlPersistence({ root: dir })
+      const ms = await time(async () => {
+        const observation = await persistence.inspect(ID as SessionId)
+        if (observation.events.length !== events) throw new Error(`inspect returned ${observation.events.length} events, expected ${events}`)
+      })
+      await persistence.close()
+      return ms
+    },
+  },
+  extra() {
+    return {
+      events,
+      linesParsedByBaseline: baselineLines,
+      plaintextMiB: +(PLAINTEXT_BYTES / 2 ** 20).toFixed(1),
+      fileMiB: +(fileBytes / 2 ** 20).toFixed(2),
+      peakRssMiB: { ...peakRss, note: 'each side alone in a fresh process, holding every parsed event' },
+    }
+  },
+}
+
+export default definition
