@@ -369,8 +369,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
           throw error
         })
         if (opened === 'corrupt') return this.#deleteDamaged(id)
-        if (opened.kind === 'missing') return false
-        if (opened.kind === 'absent') throw new Error('unreachable: existing mode never reports absent')
+        // 'existing' mode reports a directory without a log as missing (its lock already released).
+        if (opened.kind !== 'writer') return false
         writer = opened.writer
         ;({ dir, lock } = writer)
         existed = true

@@ -1,4 +1,5 @@
-import { readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
 import fc from 'fast-check'
 import type { SessionId, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
@@ -152,6 +153,20 @@ for (const compression of ['zstd', 'none'] as const) {
       await expect(fresh.append(targetOf(ID), eventsFrom(14, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
       expect(readFileSync(f.file).equals(damaged)).toBe(true)
       await fresh.close()
+    })
+
+    it('an explicit delete removes even a log too damaged to read', async () => {
+      const whole = f.snapshots.at(-1)!
+      writeFileSync(f.file, flipped(whole, 2))
+      const fresh = createJsonlPersistence({ root: f.p.root, compression })
+      await expect(fresh.list()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      expect(await fresh.delete(ID)).toBe(true)
+      expect(await fresh.list()).toEqual([])
+      expect(await fresh.stat(ID)).toBeUndefined()
+      await fresh.close()
+      // Put the fixture back for any later test.
+      mkdirSync(dirname(f.file), { recursive: true })
+      writeFileSync(f.file, whole)
     })
   })
 }
