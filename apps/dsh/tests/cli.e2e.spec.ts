@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, existsSync } from 'node:fs'
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -80,6 +80,30 @@ describe('dsh on the demo root', () => {
     const text = await dsh('verify', '--root', root)
     expect(text.code).toBe(1)
     expect(text.stdout).toContain(corruptId)
+  })
+
+  it('verify reports a torn tail as torn (exit 0) and a log with a damaged header as corrupt', async () => {
+    const copy = join(dir, 'verify-copy')
+    cpSync(root, copy, { recursive: true })
+    const logOf = (id: string) => join(copy, id.replaceAll('.', '_2e'), 'log.jsonl.zst')
+    // A torn tail: the start of a zstd frame that never completed.
+    appendFileSync(logOf('release-1.4.researcher'), Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x40]))
+    rmSync(logOf('release-1.4.log-summarizer'))
+    const torn = JSON.parse((await dsh('verify', '--root', copy, '--json')).stdout)
+    expect(torn).toMatchObject({ torn: 1, corrupt: 0 })
+    expect(torn.sessions.find((s: { id: string }) => s.id === 'release-1.4.researcher')).toMatchObject({ status: 'torn', tornBytes: 6 })
+    expect((await dsh('verify', '--root', copy)).code).toBe(0)
+    // A flipped byte in a header frame: listing leaves it out, verify names it.
+    const reviewer = logOf('release-1.4.reviewer')
+    const bytes = readFileSync(reviewer)
+    bytes[6] = bytes[6]! ^ 0xff
+    writeFileSync(reviewer, bytes)
+    const damaged = await dsh('verify', '--root', copy, '--json')
+    expect(damaged.code).toBe(1)
+    const report = JSON.parse(damaged.stdout)
+    expect(report.sessions.filter((s: { status: string }) => s.status === 'corrupt').map((s: { id: string }) => s.id)).toEqual(['release-1.4.reviewer'])
+    const listed = JSON.parse((await dsh('sessions', '--root', copy, '--json')).stdout)
+    expect(listed.records.map((r: { header: { id: string } }) => r.header.id)).not.toContain('release-1.4.reviewer')
   })
 
   it('reindex --json reports counts', async () => {

@@ -1,5 +1,5 @@
 export { createJsonlPersistence } from './persistence.js'
-export type { JsonlPersistence, JsonlPersistenceOptions } from './persistence.js'
+export type { DamagedLog, JsonlPersistence, JsonlPersistenceOptions, LogVerification } from './persistence.js'
 export type { JsonlCompression } from './codec.js'
 export { JsonlPersistenceError } from './errors.js'
 export type { JsonlPersistenceErrorCode } from './errors.js'

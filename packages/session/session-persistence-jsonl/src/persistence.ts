@@ -4,7 +4,7 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import { SessionLogOffset, type SessionId, type StoredSessionEvent } from '@dsh/session'
-import { checkAppend, interruptedTurnEnds, persistenceCancelled as cancelled } from '@dsh/session-persistence'
+import { checkAppend, interruptedTurnEnds, persistenceCancelled as cancelled, SessionPersistenceError } from '@dsh/session-persistence'
 import type {
   AppendResult,
   AppendTarget,
@@ -18,7 +18,7 @@ import type {
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
 import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, writevAt } from './fs-io.js'
-import { assertStorableId, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
+import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type PhysicalHeader } from './log-format.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
 import { corrupt, decodeEvents, decodeHeader, locateHeader, scanLog, type LogScan, type LogUnit } from './log-scan.js'
@@ -44,6 +44,28 @@ export interface JsonlPersistence extends SessionPersistence {
   readonly compression: JsonlCompression
   /** The log file of `id` (whether or not it exists). */
   logPath(id: string): string
+  /** Reads and checks one log in full, reporting its torn tail (bytes `load` would truncate). */
+  verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
+  /** Logs the last `list()` left out because their header unit is damaged or of an unsupported version. */
+  damagedLogs(): readonly DamagedLog[]
+}
+
+export interface LogVerification {
+  readonly id: SessionId
+  readonly events: number
+  /** Bytes of the committed log (header unit and every committed batch). */
+  readonly committedBytes: number
+  /** Bytes after the committed log: an incomplete final batch that reads ignore. */
+  readonly tornBytes: number
+}
+
+/** A session directory whose log header could not be read. */
+export interface DamagedLog {
+  readonly dir: string
+  /** The session id the directory name encodes; `{ hashed: true }` for long ids (stored only in the header). */
+  readonly id: string | { readonly hashed: true } | undefined
+  readonly code: 'SESSION_PERSISTENCE_CORRUPT' | 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION'
+  readonly message: string
 }
 
 /** What a resumed or appended-to session needs between appends: the held lock, the open log and where it ends. */
@@ -80,6 +102,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
   readonly #maxOpenWriters: number
   readonly #listConcurrency: number
   readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0 }
+  #damaged: readonly DamagedLog[] = []
   /** Open writers in least-recently-used order (Map iteration order). */
   readonly #writers = new Map<string, Writer>()
   /** Per-session operation chains: appends, loads and deletes of one session run one at a time. */
@@ -112,6 +135,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
   logPath(id: string): string {
     return join(this.root, encodeSessionDirName(id), this.#codec.logFileName)
   }
+  damagedLogs(): readonly DamagedLog[] {
+    return this.#damaged
+  }
+
 
   // ---------------------------------------------------------------- writes
 
@@ -423,6 +450,20 @@ class JsonlSessionPersistence implements JsonlPersistence {
   // ----------------------------------------------------------------- reads
 
   async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {
+    return (await this.#readLog(id, signal)).observation
+  }
+
+  /**
+   * Reads and checks one whole log like `inspect`, and also says how many
+   * bytes of torn tail follow the committed batches (what `load` would
+   * truncate). For `dsh verify`; never mutates storage.
+   */
+  async verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
+    const { observation, committedEnd, size } = await this.#readLog(id, signal)
+    return Object.freeze({ id, events: observation.events.length, committedBytes: committedEnd, tornBytes: size - committedEnd })
+  }
+
+  async #readLog(id: SessionId, signal: AbortSignal | undefined): Promise<{ observation: SessionObservation; committedEnd: number; size: number }> {
     this.#assertOpen()
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
@@ -451,7 +492,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const events = await decodeEvents(buf, scan, this.#codec, file, () => throwIfAborted(signal, cancelled))
     throwIfAborted(signal, cancelled)
     const revision = revisionOf(scan.header.trailer.plainCrc, stats)
-    return Object.freeze({ header: physical.header, inheritedEventCount: physical.inheritedEventCount, events: Object.freeze(events), revision })
+    const observation = Object.freeze({ header: physical.header, inheritedEventCount: physical.inheritedEventCount, events: Object.freeze(events), revision })
+    return { observation, committedEnd: scan.committedEnd, size: buf.length }
   }
 
   /** The revision, from the log's header unit (its CRC) and file metadata; no body is read. */
@@ -484,16 +526,27 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
     const names = entries.filter((e) => e.isDirectory() && isSessionDirName(e.name)).map((e) => e.name)
     const records: PersistedSessionRecord[] = []
+    const damaged: DamagedLog[] = []
     let next = 0
     const worker = async (): Promise<void> => {
       while (next < names.length) {
         throwIfAborted(signal, cancelled)
-        const record = await this.#readRecord(names[next++]!)
-        if (record !== undefined) records.push(record)
+        const name = names[next++]!
+        try {
+          const record = await this.#readRecord(name)
+          if (record !== undefined) records.push(record)
+        } catch (error) {
+          // One log whose header cannot be read must not hide every other
+          // session: it is left out of the listing and reported through
+          // `damagedLogs()` (and `dsh verify`), never dropped silently.
+          if (!(error instanceof SessionPersistenceError) || (error.code !== 'SESSION_PERSISTENCE_CORRUPT' && error.code !== 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION')) throw error
+          damaged.push(Object.freeze({ dir: join(this.root, name), id: decodeSessionDirName(name), code: error.code, message: error.message }))
+        }
       }
     }
     await Promise.all(Array.from({ length: Math.min(this.#listConcurrency, names.length) }, worker))
     throwIfAborted(signal, cancelled)
+    this.#damaged = Object.freeze(damaged.sort((a, b) => (a.dir < b.dir ? -1 : a.dir > b.dir ? 1 : 0)))
     return records.sort((a, b) => (a.header.id < b.header.id ? -1 : a.header.id > b.header.id ? 1 : 0))
   }
 

@@ -89,7 +89,12 @@ for (const compression of ['zstd', 'none'] as const) {
         expect(await outcome(f.p, f.file, flipped(whole, at))).toEqual({ code: 'SESSION_PERSISTENCE_CORRUPT' })
       }
       writeFileSync(f.file, flipped(whole, 6))
-      await expect(f.p.list()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      // The damaged log is left out of the listing and reported, never hiding other sessions.
+      expect(await f.p.list()).toEqual([])
+      expect(f.p.damagedLogs()).toEqual([expect.objectContaining({ id: ID, code: 'SESSION_PERSISTENCE_CORRUPT', dir: dirname(f.file) })])
+      writeFileSync(f.file, whole)
+      expect((await f.p.list()).map((r) => r.header.id)).toEqual([ID])
+      expect(f.p.damagedLogs()).toEqual([])
     })
 
     it('a torn final batch is ignored by reads, whatever its bytes, and never reported as corruption', async () => {
@@ -111,6 +116,22 @@ for (const compression of ['zstd', 'none'] as const) {
           }
         }
       }
+    })
+
+    it('verify reports the torn tail in bytes and the committed events, and changes nothing', async () => {
+      const committed = f.snapshots.at(-2)!
+      const next = f.snapshots.at(-1)!
+      const torn = Math.max(1, Math.floor((next.length - committed.length) / 2))
+      const bytes = Buffer.from(next.subarray(0, committed.length + torn))
+      writeFileSync(f.file, bytes)
+      const report = await f.p.verify(ID)
+      expect(report).toEqual({ id: ID, events: f.batches.slice(0, -1).flat().length, committedBytes: committed.length, tornBytes: torn })
+      expect(readFileSync(f.file).equals(bytes)).toBe(true)
+      writeFileSync(f.file, next)
+      expect((await f.p.verify(ID)).tornBytes).toBe(0)
+      writeFileSync(f.file, flipped(next, f.headerEnd + 3))
+      await expect(f.p.verify(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      writeFileSync(f.file, next)
     })
 
     it('load truncates a torn tail (committed data untouched) and a reopened backend reads the same log', async () => {
@@ -159,7 +180,8 @@ for (const compression of ['zstd', 'none'] as const) {
       const whole = f.snapshots.at(-1)!
       writeFileSync(f.file, flipped(whole, 2))
       const fresh = createJsonlPersistence({ root: f.p.root, compression })
-      await expect(fresh.list()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      expect(await fresh.list()).toEqual([])
+      expect(fresh.damagedLogs().map((d) => d.id)).toEqual([ID])
       expect(await fresh.delete(ID)).toBe(true)
       expect(await fresh.list()).toEqual([])
       expect(await fresh.stat(ID)).toBeUndefined()
