@@ -9,11 +9,11 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { sessionStorePlugin } from '@dsh/session'
+import { Session, sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
-import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
+import { sessionProjectionCachePlugin, type SqliteProjectionCache } from '@dsh/session-projection-cache'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import { listChildren, subagentsPlugin, type SubagentDriver, type SubagentListEntry } from '@dsh/subagent'
 import { benchRoot, time, type BenchDefinition } from '../harness.js'
@@ -140,6 +140,23 @@ async function measured(side: 'cached' | 'rung3', list: () => Promise<SubagentLi
   return ms
 }
 
+async function servedByCache(): Promise<boolean> {
+  const explained = await ctx!.require('subagents').explainChildren(PARENT)
+  return explained.length === CHILDREN && explained.every((entry) => entry.rung === 2)
+}
+
+async function rewarmCache(): Promise<void> {
+  console.log('  list-children: the fixture cache is stale (older cache schema); re-warming it from the logs …')
+  const query = ctx!.require('sessionQuery')
+  const projections = ctx!.require('sessionProjections')
+  const cache = ctx!.require('sessionProjectionCache') as SqliteProjectionCache
+  for (const record of (await query.listSessions({ parentSession: PARENT })).records) {
+    const observation = await query.observeSession(record.header.id)
+    const session = new Session({ header: observation.header, events: observation.events, inheritedEventCount: observation.inheritedEventCount })
+    if (!cache.writeColdRows(session, projections.checkpoint(session))) throw new Error(`list-children: re-warming the cache failed for ${record.header.id}`)
+  }
+}
+
 const definition: BenchDefinition = {
   name: 'list-children',
   unit: 'ms',
@@ -159,6 +176,14 @@ const definition: BenchDefinition = {
     await ctx.activate(sqliteSessionQueryPlugin({ path: defaultIndexPath(root) }))
     await ctx.activate(sessionProjectionCachePlugin({ root }))
     await ctx.activate(subagentsPlugin({ driver: bulkDriver() }))
+    // The warm side must really be warm: a cache file from an older cache
+    // schema is rebuilt empty on open, which would silently compare rung 3
+    // with rung 3. Re-warm it from the logs (the rows going cold writes), then
+    // insist that rung 2 serves every child.
+    if (!(await servedByCache())) {
+      await rewarmCache()
+      if (!(await servedByCache())) throw new Error('list-children: the warm checkpoint cache does not serve every child; delete the fixture to regenerate it.')
+    }
     expected = await ctx.require('subagents').listChildren(PARENT)
     const children = expected.filter((row) => row.kind === 'child').length
     if (children !== CHILDREN) throw new Error(`list-children: expected ${CHILDREN} child rows from the fixture, got ${children}; delete ${fixture} to regenerate it.`)
