@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { createInterface, type Interface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ClientError, createClient, type DshClient, type StreamEventBody } from '../src/index.js'
+import { createClient, type DshClient, type StreamEventBody } from '../src/index.js'
+import { failure } from './failure.js'
 
 // The client against a real host in its own process: @dsh/apiproxy's fixture
 // server runs the built packages with zstd JSONL files, the SQLite query index
@@ -33,16 +34,6 @@ async function command(body: Record<string, unknown>): Promise<void> {
   host.stdin.write(`${JSON.stringify(body)}\n`)
   const reply = await nextLine()
   expect(reply).toMatchObject({ ok: true, op: body.op })
-}
-
-async function failure(promise: Promise<unknown>): Promise<ClientError> {
-  try {
-    await promise
-  } catch (error) {
-    if (error instanceof ClientError) return error
-    throw error
-  }
-  throw new Error('expected the call to fail')
 }
 
 beforeAll(async () => {

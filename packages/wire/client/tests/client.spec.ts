@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ClientError, createClient, isClientError } from '../src/index.js'
+import { createClient, isClientError } from '../src/index.js'
+import { failure } from './failure.js'
 
 // A real HTTP server that answers each request the way the current test
 // scripts it, to see how the client treats answers a real host would never
@@ -29,16 +30,6 @@ afterAll(async () => {
 const json = (status: number, body: unknown): Answer => (_req, res) => {
   res.writeHead(status, { 'Content-Type': 'application/json' })
   res.end(typeof body === 'string' ? body : JSON.stringify(body))
-}
-
-async function failure(promise: Promise<unknown>): Promise<ClientError> {
-  try {
-    await promise
-  } catch (error) {
-    if (error instanceof ClientError) return error
-    throw error
-  }
-  throw new Error('expected the call to fail')
 }
 
 const header = { version: 1, id: 'p', createdAt: 1, isSeeded: false, delegationDepth: 0 }
