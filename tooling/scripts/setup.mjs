@@ -19,6 +19,12 @@ const env = { ...process.env }
 // better-sqlite3 compiles with node-gyp; point it at the local Node headers so
 // it never tries to download them (there is no network for that here).
 if (!env.npm_config_nodedir && existsSync('/usr/include/node/node.h')) env.npm_config_nodedir = '/usr'
+// Install scripts call `node-gyp` through npm's shim, which needs to know where
+// npm's own node-gyp lives; npm sets this when it runs us, a bare node does not.
+if (!env.npm_config_node_gyp) {
+  const bundled = join(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js')
+  if (existsSync(bundled)) env.npm_config_node_gyp = bundled
+}
 
 const pinned = '12.4.2'
 const localPnpm = join(root, 'node_modules', '.bin', 'pnpm')

@@ -11,9 +11,12 @@ import type {
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,
+  SessionChangeCursor,
+  SessionChanges,
   SessionObservation,
   SessionPersistence,
   SessionRevision,
+  SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
@@ -494,6 +497,18 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const revision = revisionOf(scan.header.trailer.plainCrc, stats)
     const observation = Object.freeze({ header: physical.header, inheritedEventCount: physical.inheritedEventCount, events: Object.freeze(events), revision })
     return { observation, committedEnd: scan.committedEnd, size: buf.length }
+  }
+
+  async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    const observation = await this.inspect(id, signal)
+    return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
+  }
+
+  async changes(_since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+    this.#assertOpen()
+    throwIfAborted(signal, cancelled)
+    // Not yet a journal: every call asks for a rescan (correct, never incremental).
+    return Object.freeze({ ids: Object.freeze([]), cursor: '', rescan: true })
   }
 
   /** The revision, from the log's header unit (its CRC) and file metadata; no body is read. */

@@ -19,5 +19,8 @@ export type {
   PersistenceMetrics,
   SessionObservation,
   SessionPersistence,
+  SessionChangeCursor,
+  SessionChanges,
   SessionRevision,
+  SessionSuffixObservation,
 } from './types.js'

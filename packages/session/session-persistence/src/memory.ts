@@ -1,7 +1,7 @@
 import { parseSessionHeader, SessionLogOffset, type SessionHeader, type SessionId, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { interruptedTurnEnds } from './repair.js'
-import type { AppendResult, AppendTarget, LoadedSession, PersistedSessionRecord, PersistenceMetrics, SessionObservation, SessionPersistence, SessionRevision } from './types.js'
+import type { AppendResult, AppendTarget, LoadedSession, PersistedSessionRecord, PersistenceMetrics, SessionChangeCursor, SessionChanges, SessionObservation, SessionPersistence, SessionRevision, SessionSuffixObservation } from './types.js'
 import { checkAppend } from './validate.js'
 
 interface StoredLog {
@@ -96,6 +96,17 @@ class MemoryPersistence implements SessionPersistence {
     const observation = this.#readBody(log)
     await this.#io(signal)
     return observation
+  }
+
+  async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    const observation = await this.inspect(id, signal)
+    return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
+  }
+
+  async changes(_since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+    await this.#io(signal)
+    // Not yet a feed: every call asks for a rescan (correct, never incremental).
+    return Object.freeze({ ids: Object.freeze([]), cursor: '', rescan: true })
   }
 
   async load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {

@@ -1,7 +1,19 @@
 import { raceAbort, throwIfAborted } from '@dsh/context'
-import type { SessionId, StoredSessionEvent } from '@dsh/session'
+import type { SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
-import type { AppendResult, AppendTarget, LoadedSession, PersistedSessionRecord, PersistenceMetrics, SessionObservation, SessionPersistence, SessionRevision } from './types.js'
+import type {
+  AppendResult,
+  AppendTarget,
+  LoadedSession,
+  PersistedSessionRecord,
+  PersistenceMetrics,
+  SessionChangeCursor,
+  SessionChanges,
+  SessionObservation,
+  SessionPersistence,
+  SessionRevision,
+  SessionSuffixObservation,
+} from './types.js'
 
 export interface SharedReadsOptions {
   /** How many sessions' latest observations to keep (0 turns the LRU off). Default 8. */
@@ -126,6 +138,14 @@ class SharedReads implements SharedReadsPersistence {
 
   stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
     return this.backend.stat(id, signal)
+  }
+
+  inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    return this.backend.inspectFrom(id, from, signal)
+  }
+
+  changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+    return this.backend.changes(since, signal)
   }
 
   async close(): Promise<void> {

@@ -29,6 +29,40 @@ export interface LoadedSession extends SessionObservation {
 export interface AppendTarget {
   readonly header: SessionHeader
   readonly inheritedEventCount: SessionLogOffset
+  /**
+   * The session whose committed prefix `[0, inheritedEventCount)` this fork
+   * inherits. Given on the first append of a seeded session, it lets a backend
+   * store the fork as a reference to that prefix instead of a copy (the source
+   * must already hold at least `inheritedEventCount` committed events). A
+   * backend may always copy instead; absent, the seed's events are stored.
+   */
+  readonly forkSource?: SessionId
+}
+
+/** An opaque position in the change feed; pass it back to `changes`, never parse it. */
+export type SessionChangeCursor = string
+
+/** What changed since a cursor (see `SessionPersistence.changes`). */
+export interface SessionChanges {
+  /** Ids whose revision changed after `since` (created, appended, repaired, deleted), each once. */
+  readonly ids: readonly SessionId[]
+  /** Pass this to the next `changes` call. */
+  readonly cursor: SessionChangeCursor
+  /**
+   * True when the feed cannot prove that `ids` is complete since `since`
+   * (no `since` given, a missing, damaged or foreign feed, a cursor from
+   * another lifecycle): the caller must rescan everything once (`list()`),
+   * then continue from `cursor`. Never a wrong answer, only a costlier one.
+   */
+  readonly rescan: boolean
+}
+
+/** A body-bearing read of the events from `from` on (see `SessionPersistence.inspectFrom`). */
+export interface SessionSuffixObservation extends PersistedSessionRecord {
+  /** The offset of `events[0]`. */
+  readonly from: SessionLogOffset
+  /** Every committed event with `seq >= from` (deep-frozen). */
+  readonly events: readonly StoredSessionEvent[]
 }
 
 export interface AppendResult {
@@ -68,6 +102,17 @@ export interface SessionPersistence {
   list(signal?: AbortSignal): Promise<PersistedSessionRecord[]>
   /** Every committed event; never mutates storage. `SESSION_PERSISTENCE_NOT_FOUND` when absent. */
   inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation>
+  /**
+   * The committed events with `seq >= from` (a suffix read: an index that
+   * already holds the first `from` events, or a seeded child's own suffix).
+   * A backend reads no more than it must to prove those events committed.
+   */
+  inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation>
+  /**
+   * The change feed: the ids whose revision changed since `since`, exact
+   * across processes writing the same storage. See `SessionChanges.rescan`.
+   */
+  changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges>
   /** Commits crash repair, then returns what a resume needs. */
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession>
   /** The current revision, or `undefined` when the session is not persisted. */

@@ -1,6 +1,6 @@
 import { Context, type Logger } from '@dsh/context'
-import { SessionStore, type SessionId, type StoredSessionEvent } from '@dsh/session'
-import { createMemoryPersistence, MemoryPersistenceStorage, SessionPersistenceError, type AppendResult, type AppendTarget, type LoadedSession, type PersistedSessionRecord, type SessionObservation, type SessionPersistence, type SessionPersistenceErrorCode, type SessionRevision } from '../src/index.js'
+import { SessionStore, type SessionId, type SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { createMemoryPersistence, MemoryPersistenceStorage, SessionPersistenceError, type AppendResult, type AppendTarget, type LoadedSession, type PersistedSessionRecord, type SessionChangeCursor, type SessionChanges, type SessionObservation, type SessionPersistence, type SessionSuffixObservation, type SessionPersistenceErrorCode, type SessionRevision } from '../src/index.js'
 
 /** A deferred: a promise plus the functions that settle it. */
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
@@ -70,6 +70,14 @@ export class FaultyPersistence implements SessionPersistence {
 
   list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
     return this.inner.list(signal)
+  }
+
+  inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    return this.inner.inspectFrom(id, from, signal)
+  }
+
+  changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+    return this.inner.changes(since, signal)
   }
 
   /** Reads at once, then holds the result until `inspectGate` opens (a slow read of a snapshot). */
