@@ -13,7 +13,6 @@ export interface Services {
  * Typed events: each key maps to the listener's argument tuple. Packages
  * augment it the same way as `Services`.
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export interface ContextEvents {}
 
 export type ServiceName = keyof Services & string
@@ -72,7 +71,10 @@ export class Context {
   provide<K extends ServiceName>(name: K, impl: Services[K]): () => void {
     this.#assertLive()
     if (this.#services.has(name)) {
-      throw new ContextError('CONTEXT_SERVICE_CONFLICT', `Service '${name}' is already provided; withdraw the first provider before providing another.`)
+      throw new ContextError(
+        'CONTEXT_SERVICE_CONFLICT',
+        `Service '${name}' is already provided; withdraw the first provider before providing another.`,
+      )
     }
     this.#services.set(name, impl)
     return () => {
@@ -88,7 +90,11 @@ export class Context {
   /** Required lookup: throws `CONTEXT_SERVICE_UNAVAILABLE` naming the service and the caller. */
   require<K extends ServiceName>(name: K, requiredBy = 'caller'): Services[K] {
     if (!this.#services.has(name)) {
-      throw new ContextError('CONTEXT_SERVICE_UNAVAILABLE', `${requiredBy} requires service '${name}', but no plugin provides it. Provide '${name}' before activating ${requiredBy}.`, { details: { service: name, requiredBy } })
+      throw new ContextError(
+        'CONTEXT_SERVICE_UNAVAILABLE',
+        `${requiredBy} requires service '${name}', but no plugin provides it. Provide '${name}' before activating ${requiredBy}.`,
+        { details: { service: name, requiredBy } },
+      )
     }
     return this.#services.get(name) as Services[K]
   }
@@ -118,7 +124,10 @@ export class Context {
   /** Subscribes to `name`; returns the unsubscribe function. */
   on<E extends EventName>(name: E, listener: Listener<E>): () => void {
     let set = this.#listeners.get(name)
-    if (!set) this.#listeners.set(name, (set = new Set()))
+    if (!set) {
+      set = new Set()
+      this.#listeners.set(name, set)
+    }
     const entry = listener as (...args: never[]) => unknown
     set.add(entry)
     return () => void set.delete(entry)

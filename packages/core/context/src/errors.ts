@@ -25,10 +25,6 @@ export function isDshError(error: unknown, ...codes: string[]): error is DshErro
   return error instanceof DshError && (codes.length === 0 || codes.includes(error.code))
 }
 
-export type ContextErrorCode =
-  | 'CONTEXT_SERVICE_UNAVAILABLE'
-  | 'CONTEXT_SERVICE_CONFLICT'
-  | 'CONTEXT_DISPOSED'
-  | 'CANCELLED'
+export type ContextErrorCode = 'CONTEXT_SERVICE_UNAVAILABLE' | 'CONTEXT_SERVICE_CONFLICT' | 'CONTEXT_DISPOSED' | 'CANCELLED'
 
 export class ContextError extends DshError<ContextErrorCode> {}

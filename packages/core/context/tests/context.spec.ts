@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Context, definePlugin, isDshError, raceAbort, throwIfAborted, type Logger } from '../src/index.js'
+import { Context, definePlugin, isDshError, type Logger, raceAbort, throwIfAborted } from '../src/index.js'
 
 declare module '../src/index.js' {
   interface Services {
@@ -23,9 +23,14 @@ describe('Context services and plugins', () => {
     const plugin = definePlugin({
       name: 'welcome',
       inject: { required: ['greeter'] },
-      activate: () => void (ran = true),
+      activate: () => {
+        ran = true
+      },
     })
-    const error = await ctx.activate(plugin).then(() => undefined, (e: unknown) => e)
+    const error = await ctx.activate(plugin).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(isDshError(error, 'CONTEXT_SERVICE_UNAVAILABLE')).toBe(true)
     expect((error as Error).message).toContain("'welcome'")
     expect((error as Error).message).toContain("'greeter'")
@@ -37,15 +42,17 @@ describe('Context services and plugins', () => {
     ctx.provide('greeter', { greet: (name) => `hi ${name}` })
     let seen: string | undefined
     let optional: unknown = 'unset'
-    await ctx.activate(definePlugin({
-      name: 'user',
-      inject: { required: ['greeter'], optional: ['counter'] },
-      activate: (c) => {
-        seen = c.greeter.greet('ada')
-        optional = c.counter
-        c.provide('counter', { count: 1 })
-      },
-    }))
+    await ctx.activate(
+      definePlugin({
+        name: 'user',
+        inject: { required: ['greeter'], optional: ['counter'] },
+        activate: (c) => {
+          seen = c.greeter.greet('ada')
+          optional = c.counter
+          c.provide('counter', { count: 1 })
+        },
+      }),
+    )
     expect(seen).toBe('hi ada')
     expect(optional).toBeUndefined()
     expect(ctx.get('counter')?.count).toBe(1)

@@ -37,7 +37,10 @@ export function SessionSeq(value: unknown): SessionSeq {
 
 export function SessionLogOffset(value: unknown): SessionLogOffset {
   if (!isIndex(value)) {
-    throw new SessionError('SESSION_INVALID_OFFSET', `A session log offset must be a non-negative safe integer (not -0), got ${describe(value)}.`)
+    throw new SessionError(
+      'SESSION_INVALID_OFFSET',
+      `A session log offset must be a non-negative safe integer (not -0), got ${describe(value)}.`,
+    )
   }
   return value as SessionLogOffset
 }

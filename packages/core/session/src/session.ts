@@ -43,7 +43,9 @@ export class Session {
     try {
       offset = SessionLogOffset(cut)
     } catch (error) {
-      throw new SessionError('SESSION_INVALID_SEED', `inheritedEventCount must be a non-negative integer, got ${String(cut)}.`, { cause: error })
+      throw new SessionError('SESSION_INVALID_SEED', `inheritedEventCount must be a non-negative integer, got ${String(cut)}.`, {
+        cause: error,
+      })
     }
     if (offset > this.#log.length) {
       throw new SessionError('SESSION_INVALID_SEED', `inheritedEventCount ${offset} exceeds the ${this.#log.length} events in the seed.`)
@@ -57,7 +59,8 @@ export class Session {
 
   /** A frozen snapshot of every event, inherited prefix included. */
   get events(): readonly SessionEvent[] {
-    return (this.#snapshot ??= Object.freeze(this.#log.slice()))
+    this.#snapshot ??= Object.freeze(this.#log.slice())
+    return this.#snapshot
   }
 
   /** The next offset: the number of events in the log. */
@@ -93,11 +96,16 @@ export class Session {
   append<T extends SessionEventType>(type: T, data: SessionEventMap[T]): SessionEvent<T>
   append(type: string, data: unknown): SessionEvent
   append(type: string, data: unknown): SessionEvent {
-    if (this.#closed) throw new SessionError('SESSION_DISPOSED', `Session '${this.header.id}' has been disposed; restore it before appending.`)
+    if (this.#closed)
+      throw new SessionError('SESSION_DISPOSED', `Session '${this.header.id}' has been disposed; restore it before appending.`)
     if (this.#appending) {
-      throw new SessionError('SESSION_REENTRANT_APPEND', `Session '${this.header.id}' is notifying listeners of an append; a listener must not append to it (schedule the append instead).`)
+      throw new SessionError(
+        'SESSION_REENTRANT_APPEND',
+        `Session '${this.header.id}' is notifying listeners of an append; a listener must not append to it (schedule the append instead).`,
+      )
     }
-    if (typeof type !== 'string' || type.length === 0) throw new SessionError('SESSION_INVALID_EVENT', 'An event type must be a non-empty string.')
+    if (typeof type !== 'string' || type.length === 0)
+      throw new SessionError('SESSION_INVALID_EVENT', 'An event type must be a non-empty string.')
     const frozenData = freezeLosslessJson(data, `'${type}' data`)
     const event = Object.freeze({ type, seq: SessionSeq(this.#log.length), time: this.#clock(), data: frozenData }) as SessionEvent
     this.#log.push(event)
@@ -128,12 +136,20 @@ function validateLog(events: readonly StoredSessionEvent[]): SessionEvent[] {
   if (!Array.isArray(events)) throw new SessionError('SESSION_INVALID_SEED', 'A seed must be an array of events.')
   return events.map((event, index) => {
     if (typeof event !== 'object' || event === null) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} is not an object.`)
-    if (event.seq !== index) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has seq ${String(event.seq)}; seq must equal the position.`)
-    if (typeof event.type !== 'string' || event.type.length === 0) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has no type.`)
-    if (typeof event.time !== 'number' || !Number.isFinite(event.time)) throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has no numeric time.`)
+    if (event.seq !== index)
+      throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has seq ${String(event.seq)}; seq must equal the position.`)
+    if (typeof event.type !== 'string' || event.type.length === 0)
+      throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has no type.`)
+    if (typeof event.time !== 'number' || !Number.isFinite(event.time))
+      throw new SessionError('SESSION_INVALID_SEED', `Seed event ${index} has no numeric time.`)
     // Already-frozen events (from another session) are reused as they are.
     if (Object.isFrozen(event) && Object.isFrozen(event.data)) return event as SessionEvent
-    return Object.freeze({ type: event.type, seq: SessionSeq(index), time: event.time, data: freezeLosslessJson(event.data, `seed event ${index} data`) }) as SessionEvent
+    return Object.freeze({
+      type: event.type,
+      seq: SessionSeq(index),
+      time: event.time,
+      data: freezeLosslessJson(event.data, `seed event ${index} data`),
+    }) as SessionEvent
   })
 }
 

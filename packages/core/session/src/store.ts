@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
-import { definePlugin, type Context } from '@dsh/context'
-import { SessionId, SessionLogOffset } from './brands.js'
+import { type Context, definePlugin } from '@dsh/context'
+import { SessionLogOffset } from './brands.js'
 import { SessionError } from './errors.js'
 import type { SessionEvent, StoredSessionEvent } from './events.js'
 import { parseSessionHeader, SESSION_HEADER_VERSION, type SessionHeader } from './header.js'
@@ -73,7 +73,10 @@ export class SessionStore {
       throw new SessionError('SESSION_INVALID_SEED', 'inheritedEventCount without a seed must be 0.')
     }
     if (options.seed !== undefined && options.inheritedEventCount === undefined) {
-      throw new SessionError('SESSION_INVALID_SEED', 'A seeded session needs an explicit inheritedEventCount (the seed may hold own setup events after the inherited prefix).')
+      throw new SessionError(
+        'SESSION_INVALID_SEED',
+        'A seeded session needs an explicit inheritedEventCount (the seed may hold own setup events after the inherited prefix).',
+      )
     }
     const header = parseSessionHeader({
       version: SESSION_HEADER_VERSION,
@@ -86,18 +89,24 @@ export class SessionStore {
       ...(options.origin === undefined ? {} : { origin: options.origin }),
       ...(options.agentPreset === undefined ? {} : { agentPreset: options.agentPreset }),
     })
-    return this.#publish(new Session({
-      header,
-      events: options.seed ?? [],
-      inheritedEventCount: options.inheritedEventCount ?? 0,
-      clock: this.#clock,
-    }), false)
+    return this.#publish(
+      new Session({
+        header,
+        events: options.seed ?? [],
+        inheritedEventCount: options.inheritedEventCount ?? 0,
+        clock: this.#clock,
+      }),
+      false,
+    )
   }
 
   /** Makes a durable session live again; its existing events are not re-persisted. */
   restore(restored: RestoredSession): Session {
     const header = parseSessionHeader(restored.header)
-    return this.#publish(new Session({ header, events: restored.events, inheritedEventCount: restored.inheritedEventCount, clock: this.#clock }), true)
+    return this.#publish(
+      new Session({ header, events: restored.events, inheritedEventCount: restored.inheritedEventCount, clock: this.#clock }),
+      true,
+    )
   }
 
   /**
@@ -126,7 +135,11 @@ export class SessionStore {
     const live = this.#resolve(session)
     const failures = await this.#ctx.emitAsync('session/flush', live)
     if (failures.length > 0) {
-      throw new SessionError('SESSION_FLUSH_FAILED', `Flushing session '${live.id}' failed: ${describeFailure(failures[0])}. Its events stay in memory and will be retried.`, { cause: failures[0] })
+      throw new SessionError(
+        'SESSION_FLUSH_FAILED',
+        `Flushing session '${live.id}' failed: ${describeFailure(failures[0])}. Its events stay in memory and will be retried.`,
+        { cause: failures[0] },
+      )
     }
   }
 
@@ -162,19 +175,30 @@ export class SessionStore {
 }
 
 /** The seed and cut of a fork of `source` at `boundary` (default: its whole log). */
-export function forkSeed(source: Session, boundary: number = source.seq): { seed: readonly StoredSessionEvent[]; inheritedEventCount: SessionLogOffset } {
+export function forkSeed(
+  source: Session,
+  boundary: number = source.seq,
+): { seed: readonly StoredSessionEvent[]; inheritedEventCount: SessionLogOffset } {
   let cut: SessionLogOffset
   try {
     cut = SessionLogOffset(boundary)
   } catch (error) {
-    throw new SessionError('SESSION_FORK_OUT_OF_RANGE', `A fork boundary must be a non-negative integer, got ${String(boundary)}.`, { cause: error })
+    throw new SessionError('SESSION_FORK_OUT_OF_RANGE', `A fork boundary must be a non-negative integer, got ${String(boundary)}.`, {
+      cause: error,
+    })
   }
   if (cut > source.seq) {
-    throw new SessionError('SESSION_FORK_OUT_OF_RANGE', `Fork boundary ${cut} is past the end of session '${source.id}' (${source.seq} events).`)
+    throw new SessionError(
+      'SESSION_FORK_OUT_OF_RANGE',
+      `Fork boundary ${cut} is past the end of session '${source.id}' (${source.seq} events).`,
+    )
   }
   const open = source.openTurnBefore(cut)
   if (open !== undefined) {
-    throw new SessionError('SESSION_FORK_OPEN_TURN', `Cannot fork session '${source.id}' at ${cut}: turn ${open} is still open there. Fork before its turn/start or after its turn/end.`)
+    throw new SessionError(
+      'SESSION_FORK_OPEN_TURN',
+      `Cannot fork session '${source.id}' at ${cut}: turn ${open} is still open there. Fork before its turn/start or after its turn/end.`,
+    )
   }
   return { seed: source.events.slice(0, cut), inheritedEventCount: cut }
 }
@@ -191,4 +215,3 @@ export const sessionStorePlugin = (options: SessionStoreOptions = {}) =>
       ctx.provide('sessions', new SessionStore(ctx, options))
     },
   })
-

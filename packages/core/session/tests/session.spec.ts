@@ -1,6 +1,6 @@
 import { Context } from '@dsh/context'
 import { describe, expect, it } from 'vitest'
-import { parseSessionHeader, sameLifecycle, Session, SessionSeq, SessionStore, type SessionEvent } from '../src/index.js'
+import { parseSessionHeader, type Session, type SessionEvent, SessionSeq, SessionStore, sameLifecycle } from '../src/index.js'
 
 function store(): { ctx: Context; sessions: SessionStore; errors: unknown[] } {
   const errors: unknown[] = []
@@ -55,7 +55,15 @@ describe('Session', () => {
     ['-0', { text: 'x', n: -0 }],
     ['undefined', { text: 'x', n: undefined }],
     ['a Date', { text: 'x', when: new Date(0) }],
-    ['a class instance', { text: 'x', v: new (class Point { x = 1 })() }],
+    [
+      'a class instance',
+      {
+        text: 'x',
+        v: new (class Point {
+          x = 1
+        })(),
+      },
+    ],
     ['Infinity', { text: 'x', n: Number.POSITIVE_INFINITY }],
     ['a function', { text: 'x', f: () => 1 }],
     ['a bigint', { text: 'x', b: 1n }],
@@ -102,9 +110,13 @@ describe('Session', () => {
     const parent = sessions.create()
     turn(parent, 1, 'a')
     expect(() => sessions.create({ seed: parent.events })).toThrowError(expect.objectContaining({ code: 'SESSION_INVALID_SEED' }))
-    expect(() => sessions.create({ seed: parent.events, inheritedEventCount: 4 })).toThrowError(expect.objectContaining({ code: 'SESSION_INVALID_SEED' }))
+    expect(() => sessions.create({ seed: parent.events, inheritedEventCount: 4 })).toThrowError(
+      expect.objectContaining({ code: 'SESSION_INVALID_SEED' }),
+    )
     const bad = [{ ...parent.events[0]!, seq: 5 }]
-    expect(() => sessions.create({ seed: bad as never, inheritedEventCount: 0 })).toThrowError(expect.objectContaining({ code: 'SESSION_INVALID_SEED' }))
+    expect(() => sessions.create({ seed: bad as never, inheritedEventCount: 0 })).toThrowError(
+      expect.objectContaining({ code: 'SESSION_INVALID_SEED' }),
+    )
   })
 
   it('rejects an append from inside a listener, while the original append and other listeners succeed', () => {
@@ -123,7 +135,10 @@ describe('Session', () => {
     expect(s.seq).toBe(2)
     expect(seen).toEqual([0, 1])
     expect(errors.map((e) => (e as { code?: string }).code ?? (e as Error).message)).toEqual([
-      'SESSION_REENTRANT_APPEND', 'listener bug', 'SESSION_REENTRANT_APPEND', 'listener bug',
+      'SESSION_REENTRANT_APPEND',
+      'listener bug',
+      'SESSION_REENTRANT_APPEND',
+      'listener bug',
     ])
   })
 })
@@ -185,8 +200,13 @@ describe('SessionHeader', () => {
     const header = parseSessionHeader(base)
     expect(Object.isFrozen(header)).toBe(true)
     for (const bad of [
-      { ...base, version: 2 }, { ...base, id: '' }, { ...base, createdAt: 1.5 }, { ...base, isSeeded: 'no' },
-      { ...base, delegationDepth: -1 }, { ...base, cwd: 'relative/path' }, { ...base, origin: 'other' },
+      { ...base, version: 2 },
+      { ...base, id: '' },
+      { ...base, createdAt: 1.5 },
+      { ...base, isSeeded: 'no' },
+      { ...base, delegationDepth: -1 },
+      { ...base, cwd: 'relative/path' },
+      { ...base, origin: 'other' },
       { ...base, origin: 'subagent' },
     ]) {
       expect(() => parseSessionHeader(bad), JSON.stringify(bad)).toThrowError(expect.objectContaining({ code: 'SESSION_INVALID_HEADER' }))
