@@ -1,6 +1,6 @@
 import { compress, decompress } from '@mongodb-js/zstd'
-import { lineTrailer, LINE_TRAILER_PREFIX, skippableTrailer, type TrailerFormat } from './trailer.js'
-import { measureZstdFrame, type FrameExtent } from './zstd-frames.js'
+import { LINE_TRAILER_PREFIX, lineTrailer, skippableTrailer, type TrailerFormat } from './trailer.js'
+import { type FrameExtent, measureZstdFrame } from './zstd-frames.js'
 import { compressSmall, SMALL_INPUT_MAX } from './zstd-small.js'
 
 export type JsonlCompression = 'zstd' | 'none'

@@ -11,6 +11,8 @@ export type JsonlPersistenceErrorCode =
   | 'JSONL_PERSISTENCE_ENCODING_MISMATCH'
   /** The root's marker file is unreadable or names a format this version does not know. */
   | 'JSONL_PERSISTENCE_UNSUPPORTED_ROOT'
+  /** A read-only open of a directory that is not a dsh root (no marker file): nothing was created. */
+  | 'JSONL_PERSISTENCE_NOT_A_ROOT'
   /** The options are invalid (relative root, unknown compression, bad level). */
   | 'JSONL_PERSISTENCE_INVALID_OPTIONS'
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { constants, fsync, promises as fsp, writev, type Stats } from 'node:fs'
+import { constants, promises as fsp, fsync, type Stats, writev } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 
@@ -52,7 +52,7 @@ export function tempSibling(path: string): string {
  */
 export async function publishNew(path: string, data: Buffer, durable = true): Promise<boolean> {
   const temp = tempSibling(path)
-  const handle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644)
+  const handle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
   try {
     try {
       await writeAt(handle, data, 0)

@@ -24,11 +24,17 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 /** Throws `SESSION_PERSISTENCE_INVALID_ID` for ids that cannot be stored losslessly. */
 export function assertStorableId(id: unknown): asserts id is string {
   if (typeof id !== 'string' || id.length === 0) {
-    throw persistenceError('SESSION_PERSISTENCE_INVALID_ID', `A persisted session id must be a non-empty string, got ${typeof id === 'string' ? 'an empty string' : typeof id}.`)
+    throw persistenceError(
+      'SESSION_PERSISTENCE_INVALID_ID',
+      `A persisted session id must be a non-empty string, got ${typeof id === 'string' ? 'an empty string' : typeof id}.`,
+    )
   }
   // A lone surrogate has no UTF-8 form: two different ids would share one directory.
   if (LONE_SURROGATE.test(id)) {
-    throw persistenceError('SESSION_PERSISTENCE_INVALID_ID', 'A persisted session id must be well-formed Unicode (it contains a lone surrogate); such an id cannot name a directory losslessly.')
+    throw persistenceError(
+      'SESSION_PERSISTENCE_INVALID_ID',
+      'A persisted session id must be well-formed Unicode (it contains a lone surrogate); such an id cannot name a directory losslessly.',
+    )
   }
 }
 

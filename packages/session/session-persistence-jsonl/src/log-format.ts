@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto'
+import {
+  freezeLosslessJson,
+  type JsonValue,
+  parseSessionHeader,
+  type SessionHeader,
+  SessionLogOffset,
+  type StoredSessionEvent,
+} from '@dsh/session'
 import { SessionPersistenceError } from '@dsh/session-persistence'
-import { freezeLosslessJson, parseSessionHeader, SessionLogOffset, type JsonValue, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
 
 /** The physical header line's format tag and version. */
 export const LOG_FORMAT = 'dsh-session-log'
@@ -18,7 +25,13 @@ export interface PhysicalHeader {
  * session and the same id deleted and created again.
  */
 export function encodeHeaderLine(physical: PhysicalHeader): Buffer {
-  const line = { format: LOG_FORMAT, formatVersion: LOG_FORMAT_VERSION, logId: randomBytes(8).toString('hex'), header: physical.header, inheritedEventCount: physical.inheritedEventCount }
+  const line = {
+    format: LOG_FORMAT,
+    formatVersion: LOG_FORMAT_VERSION,
+    logId: randomBytes(8).toString('hex'),
+    header: physical.header,
+    inheritedEventCount: physical.inheritedEventCount,
+  }
   return Buffer.from(JSON.stringify(line) + '\n', 'utf8')
 }
 
@@ -40,10 +53,18 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
   }
   const line = raw as { formatVersion?: unknown; header?: unknown; inheritedEventCount?: unknown }
   if (line.formatVersion !== LOG_FORMAT_VERSION) {
-    return { ok: false, unsupported: true, reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads version ${LOG_FORMAT_VERSION})` }
+    return {
+      ok: false,
+      unsupported: true,
+      reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads version ${LOG_FORMAT_VERSION})`,
+    }
   }
   if (typeof line.header === 'object' && line.header !== null && (line.header as { version?: unknown }).version !== 1) {
-    return { ok: false, unsupported: true, reason: `session header version ${JSON.stringify((line.header as { version?: unknown }).version)}` }
+    return {
+      ok: false,
+      unsupported: true,
+      reason: `session header version ${JSON.stringify((line.header as { version?: unknown }).version)}`,
+    }
   }
   try {
     return { ok: true, value: { header: parseSessionHeader(line.header), inheritedEventCount: SessionLogOffset(line.inheritedEventCount) } }
@@ -71,7 +92,11 @@ function losslessData(event: StoredSessionEvent): JsonValue {
   try {
     return freezeLosslessJson(event.data, `'${event.type}' data`)
   } catch (error) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${event.seq} cannot be stored losslessly: ${(error as Error).message}`, { cause: error })
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_INVALID_EVENT',
+      `Event ${event.seq} cannot be stored losslessly: ${(error as Error).message}`,
+      { cause: error },
+    )
   }
 }
 

@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib'
 import type { StoredSessionEvent } from '@dsh/session'
 import type { LogCodec, UnitRange } from './codec.js'
 import { persistenceError } from './errors.js'
-import { parseEventLines, parseHeaderLine, type PhysicalHeader } from './log-format.js'
+import { type PhysicalHeader, parseEventLines, parseHeaderLine } from './log-format.js'
 import type { TrailerFields } from './trailer.js'
 
 /** A structurally complete unit: its body and the trailer that closes it. */
@@ -24,7 +24,11 @@ export interface LogScan {
 const RUN_PLAIN_BYTES = 8 * 1024 * 1024
 
 export function corrupt(file: string, offset: number, reason: string): Error {
-  return persistenceError('SESSION_PERSISTENCE_CORRUPT', `Session log ${file} is corrupt at byte ${offset}: ${reason}. Committed data is never dropped or rewritten automatically; restore the file from a backup or delete the session explicitly.`, { details: { file, offset, reason } })
+  return persistenceError(
+    'SESSION_PERSISTENCE_CORRUPT',
+    `Session log ${file} is corrupt at byte ${offset}: ${reason}. Committed data is never dropped or rewritten automatically; restore the file from a backup or delete the session explicitly.`,
+    { details: { file, offset, reason } },
+  )
 }
 
 /**
@@ -54,7 +58,11 @@ export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, 
   const parsed = parseHeaderLine(plain!)
   if (parsed.ok) return parsed.value
   if (parsed.unsupported) {
-    throw persistenceError('SESSION_PERSISTENCE_UNSUPPORTED_VERSION', `Session log ${file} was written in an unsupported format: ${parsed.reason}. Read it with a newer version of @dsh/session-persistence-jsonl.`, { details: { file } })
+    throw persistenceError(
+      'SESSION_PERSISTENCE_UNSUPPORTED_VERSION',
+      `Session log ${file} was written in an unsupported format: ${parsed.reason}. Read it with a newer version of @dsh/session-persistence-jsonl.`,
+      { details: { file } },
+    )
   }
   throw corrupt(file, 0, parsed.reason)
 }
@@ -93,11 +101,18 @@ export async function scanLog(buf: Buffer, codec: LogCodec, file: string): Promi
           pos = extent.end + trailerSize
           continue
         }
-        throw corrupt(file, pos, trailer.firstSeq !== nextSeq ? `the batch starts at seq ${trailer.firstSeq}, expected ${nextSeq}` : 'the batch trailer does not match its body')
+        throw corrupt(
+          file,
+          pos,
+          trailer.firstSeq !== nextSeq
+            ? `the batch starts at seq ${trailer.firstSeq}, expected ${nextSeq}`
+            : 'the batch trailer does not match its body',
+        )
       }
     }
     for (const candidate of codec.trailer.candidates(buf, pos)) {
-      if (codec.trailer.decode(buf, candidate) !== undefined) throw corrupt(file, pos, 'a batch does not parse, but committed data follows it')
+      if (codec.trailer.decode(buf, candidate) !== undefined)
+        throw corrupt(file, pos, 'a batch does not parse, but committed data follows it')
     }
     if (await hasDamagedTrailer(buf, pos, nextSeq, codec)) throw corrupt(file, pos, 'the trailer of a complete batch is damaged')
     break
@@ -116,7 +131,15 @@ async function hasDamagedTrailer(buf: Buffer, pos: number, firstSeq: number, cod
   }
   let count = 0
   for (let at = plain.indexOf(0x0a); at !== -1; at = plain.indexOf(0x0a, at + 1)) count++
-  const expected = codec.trailer.encode({ kind: 'batch', plainLength: plain.length, plainCrc: crc32(plain), bodyLength: extent.end - pos, bodyCrc: crc32(buf.subarray(pos, extent.end)), firstSeq, count })
+  const expected = codec.trailer.encode({
+    kind: 'batch',
+    plainLength: plain.length,
+    plainCrc: crc32(plain),
+    bodyLength: extent.end - pos,
+    bodyCrc: crc32(buf.subarray(pos, extent.end)),
+    firstSeq,
+    count,
+  })
   let same = 0
   for (let i = 0; i < expected.length; i++) if (buf[extent.end + i] === expected[i]) same++
   return same * 2 >= expected.length
@@ -136,7 +159,8 @@ async function decodeUnits(buf: Buffer, units: readonly LogUnit[], codec: LogCod
   }
   units.forEach((unit, i) => {
     const plain = plains[i]!
-    if (plain.length !== unit.trailer.plainLength) throw corrupt(file, unit.bodyStart, `the unit decodes to ${plain.length} bytes, its trailer records ${unit.trailer.plainLength}`)
+    if (plain.length !== unit.trailer.plainLength)
+      throw corrupt(file, unit.bodyStart, `the unit decodes to ${plain.length} bytes, its trailer records ${unit.trailer.plainLength}`)
     if (crc32(plain) !== unit.trailer.plainCrc) throw corrupt(file, unit.bodyStart, 'CRC32 mismatch')
   })
   return plains
@@ -146,7 +170,13 @@ async function decodeUnits(buf: Buffer, units: readonly LogUnit[], codec: LogCod
  * Decodes every committed batch into deep-frozen events. Checks the abort
  * signal between runs so a cancelled read of a huge log stops early.
  */
-export async function decodeEvents(buf: Buffer, scan: LogScan, codec: LogCodec, file: string, checkpoint: () => void): Promise<StoredSessionEvent[]> {
+export async function decodeEvents(
+  buf: Buffer,
+  scan: LogScan,
+  codec: LogCodec,
+  file: string,
+  checkpoint: () => void,
+): Promise<StoredSessionEvent[]> {
   const events: StoredSessionEvent[] = []
   let run: LogUnit[] = []
   let runBytes = 0

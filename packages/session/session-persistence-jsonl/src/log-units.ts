@@ -2,7 +2,13 @@ import { crc32 } from 'node:zlib'
 import type { LogCodec } from './codec.js'
 
 /** A unit as stored, in two parts: the encoded body, then its trailer (lengths, CRC32s, seq range). */
-export async function encodeUnitParts(codec: LogCodec, plain: Buffer, kind: 'header' | 'batch', firstSeq: number, count: number): Promise<[body: Buffer, trailer: Buffer]> {
+export async function encodeUnitParts(
+  codec: LogCodec,
+  plain: Buffer,
+  kind: 'header' | 'batch',
+  firstSeq: number,
+  count: number,
+): Promise<[body: Buffer, trailer: Buffer]> {
   const body = await codec.encodeBody(plain)
   const plainCrc = crc32(plain)
   const bodyCrc = body === plain ? plainCrc : crc32(body)
@@ -10,6 +16,12 @@ export async function encodeUnitParts(codec: LogCodec, plain: Buffer, kind: 'hea
 }
 
 /** A unit as stored: the encoded body followed by its trailer. */
-export async function encodeUnit(codec: LogCodec, plain: Buffer, kind: 'header' | 'batch', firstSeq: number, count: number): Promise<Buffer> {
+export async function encodeUnit(
+  codec: LogCodec,
+  plain: Buffer,
+  kind: 'header' | 'batch',
+  firstSeq: number,
+  count: number,
+): Promise<Buffer> {
   return Buffer.concat(await encodeUnitParts(codec, plain, kind, firstSeq, count))
 }

@@ -1,10 +1,9 @@
-import { constants, fstatSync, promises as fsp, type Stats } from 'node:fs'
+import { constants, promises as fsp, fstatSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
-import { SessionLogOffset, type SessionId, type StoredSessionEvent } from '@dsh/session'
-import { checkAppend, interruptedTurnEnds, persistenceCancelled as cancelled, SessionPersistenceError } from '@dsh/session-persistence'
+import { type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import type {
   AppendResult,
   AppendTarget,
@@ -18,21 +17,33 @@ import type {
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
+import { persistenceCancelled as cancelled, checkAppend, interruptedTurnEnds, SessionPersistenceError } from '@dsh/session-persistence'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
 import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, writevAt } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type PhysicalHeader } from './log-format.js'
+import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
-import { corrupt, decodeEvents, decodeHeader, locateHeader, scanLog, type LogScan, type LogUnit } from './log-scan.js'
 import { openRoot } from './root-marker.js'
 import { WriterLock } from './writer-lock.js'
 
 export interface JsonlPersistenceOptions {
   /** The root directory; created if missing. One root holds one encoding. */
   readonly root: string
-  /** `zstd` (default): zstd frames; `none`: plain JSON lines, for fixtures and line tools. */
+  /**
+   * `zstd` (default for a new root): zstd frames; `none`: plain JSON lines,
+   * for fixtures and line tools. With `readOnly`, omitted means "what the root holds".
+   */
   readonly compression?: JsonlCompression
+  /**
+   * Open an existing root for reading only: nothing is ever created or
+   * written (no root, marker, journal or lock); a directory that is not a dsh
+   * root fails with `JSONL_PERSISTENCE_NOT_A_ROOT`, and `append`, `load` and
+   * `delete` reject with `SESSION_PERSISTENCE_READ_ONLY`. For commands that
+   * only read (`dsh sessions`, `dsh verify`).
+   */
+  readonly readOnly?: boolean
   /** Time of the `turn/end {reason:'interrupted'}` events `load` writes (default `Date.now`). */
   readonly clock?: () => number
   /** Sessions whose writer (lock + open log) is kept between appends; the least recently used beyond this release theirs (default 256). */
@@ -45,6 +56,7 @@ export interface JsonlPersistenceOptions {
 export interface JsonlPersistence extends SessionPersistence {
   readonly root: string
   readonly compression: JsonlCompression
+  readonly readOnly: boolean
   /** The log file of `id` (whether or not it exists). */
   logPath(id: string): string
   /** Reads and checks one log in full, reporting its torn tail (bytes `load` would truncate). */
@@ -100,6 +112,7 @@ export function createJsonlPersistence(options: JsonlPersistenceOptions): JsonlP
 class JsonlSessionPersistence implements JsonlPersistence {
   readonly root: string
   readonly compression: JsonlCompression
+  readonly readOnly: boolean
   readonly #codec: LogCodec
   readonly #clock: () => number
   readonly #maxOpenWriters: number
@@ -118,17 +131,20 @@ class JsonlSessionPersistence implements JsonlPersistence {
     if (typeof options.root !== 'string' || options.root.length === 0) {
       throw new JsonlPersistenceError('JSONL_PERSISTENCE_INVALID_OPTIONS', 'createJsonlPersistence needs a root directory path.')
     }
-    const compression = options.compression ?? 'zstd'
-    if (compression !== 'zstd' && compression !== 'none') {
-      throw new JsonlPersistenceError('JSONL_PERSISTENCE_INVALID_OPTIONS', `compression must be 'zstd' or 'none', got ${JSON.stringify(compression)}.`)
+    const requested = options.compression
+    if (requested !== undefined && requested !== 'zstd' && requested !== 'none') {
+      throw new JsonlPersistenceError(
+        'JSONL_PERSISTENCE_INVALID_OPTIONS',
+        `compression must be 'zstd' or 'none', got ${JSON.stringify(requested)}.`,
+      )
     }
     this.root = isAbsolute(options.root) ? options.root : resolve(options.root)
-    this.compression = compression
-    this.#codec = createCodec(compression)
+    this.readOnly = options.readOnly === true
     this.#clock = options.clock ?? Date.now
     this.#maxOpenWriters = Math.max(1, options.maxOpenWriters ?? 256)
     this.#listConcurrency = Math.max(1, options.listConcurrency ?? 16)
-    openRoot(this.root, compression)
+    this.compression = openRoot(this.root, requested, this.readOnly)
+    this.#codec = createCodec(this.compression)
   }
 
   get metrics(): Readonly<PersistenceMetrics> {
@@ -142,12 +158,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return this.#damaged
   }
 
-
   // ---------------------------------------------------------------- writes
 
   append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
     try {
-      this.#assertOpen()
+      this.#assertWritable()
       assertStorableId(target?.header?.id)
       SessionLogOffset(target.inheritedEventCount)
       if (!Array.isArray(events)) throw persistenceError('SESSION_PERSISTENCE_INVALID_EVENT', 'append needs an array of events.')
@@ -163,7 +178,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
         if (opened.kind === 'missing') throw notFound(id)
         writer = opened.writer
       }
-      checkAppend(target, events, { header: writer.physical.header, inheritedEventCount: writer.physical.inheritedEventCount, nextSeq: writer.nextSeq })
+      checkAppend(target, events, {
+        header: writer.physical.header,
+        inheritedEventCount: writer.physical.inheritedEventCount,
+        nextSeq: writer.nextSeq,
+      })
       if (events.length > 0) await this.#writeBatch(writer, events)
       return { revision: this.#revisionOfWriter(writer), nextSeq: writer.nextSeq as SessionLogOffset }
     })
@@ -182,12 +201,26 @@ class JsonlSessionPersistence implements JsonlPersistence {
       const data = Buffer.concat(parts)
       const file = join(dir, this.#codec.logFileName)
       if (!(await publishNew(file, data))) {
-        throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, { details: { id } })
+        throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, {
+          details: { id },
+        })
       }
       const handle = await fsp.open(file, constants.O_RDWR)
       const headerCrc = crc32(headerLine)
       const revision = revisionOf(headerCrc, await handle.stat())
-      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: data.length, nextSeq: events.length, revision }
+      const writer: Writer = {
+        id,
+        label,
+        dir,
+        file,
+        lock,
+        handle,
+        physical,
+        headerCrc,
+        committedEnd: data.length,
+        nextSeq: events.length,
+        revision,
+      }
       this.#remember(writer)
       if (events.length > 0) this.#metrics.appends++
       return { revision: this.#revisionOfWriter(writer), nextSeq: events.length as SessionLogOffset }
@@ -222,7 +255,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
         // next operation rescans (and truncates) the log from disk.
         await this.#dropWriter(writer)
       }
-      throw persistenceError('SESSION_PERSISTENCE_IO', `Appending to session ${writer.label} failed (${(error as Error).message}); nothing of the batch was committed.`, { cause: error, details: { id: writer.id } })
+      throw persistenceError(
+        'SESSION_PERSISTENCE_IO',
+        `Appending to session ${writer.label} failed (${(error as Error).message}); nothing of the batch was committed.`,
+        { cause: error, details: { id: writer.id } },
+      )
     }
     writer.committedEnd += parts[0].length + parts[1].length
     writer.nextSeq += events.length
@@ -235,7 +272,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
    * left by a crashed writer is truncated here (nothing committed is
    * touched), so appends always continue a committed log.
    */
-  async #openWriter(id: string, mode: 'create' | 'existing'): Promise<
+  async #openWriter(
+    id: string,
+    mode: 'create' | 'existing',
+  ): Promise<
     | { kind: 'writer'; writer: Writer; truncated: boolean; buf: Buffer; scan: LogScan }
     | { kind: 'absent'; dir: string; lock: WriterLock }
     | { kind: 'missing' }
@@ -246,7 +286,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     for (let attempt = 0; lock === undefined; attempt++) {
       if (mode === 'create') {
         try {
-          await fsp.mkdir(dir)
+          await fsp.mkdir(dir, { mode: 0o700 })
           await fsyncDir(this.root)
         } catch (error) {
           if (!isErrno(error, 'EEXIST')) throw ioError(`create the directory of session ${label}`, error)
@@ -293,7 +333,19 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       const headerCrc = scan.header.trailer.plainCrc
       const revision = revisionOf(headerCrc, await handle.stat())
-      const writer: Writer = { id, label, dir, file, lock, handle, physical, headerCrc, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, revision }
+      const writer: Writer = {
+        id,
+        label,
+        dir,
+        file,
+        lock,
+        handle,
+        physical,
+        headerCrc,
+        committedEnd: scan.committedEnd,
+        nextSeq: scan.nextSeq,
+        revision,
+      }
       this.#remember(writer)
       return { kind: 'writer', writer, truncated, buf: buf.subarray(0, scan.committedEnd), scan }
     } catch (error) {
@@ -334,7 +386,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
    */
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
     try {
-      this.#assertOpen()
+      this.#assertWritable()
       assertStorableId(id)
       throwIfAborted(signal, cancelled)
     } catch (error) {
@@ -373,13 +425,19 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       const revision = this.#revisionOfWriter(writer)
       throwIfAborted(signal, cancelled)
-      return Object.freeze({ header: writer.physical.header, inheritedEventCount: writer.physical.inheritedEventCount, events: Object.freeze(events), revision, repaired })
+      return Object.freeze({
+        header: writer.physical.header,
+        inheritedEventCount: writer.physical.inheritedEventCount,
+        events: Object.freeze(events),
+        revision,
+        repaired,
+      })
     })
   }
 
   delete(id: SessionId): Promise<boolean> {
     try {
-      this.#assertOpen()
+      this.#assertWritable()
       assertStorableId(id)
     } catch (error) {
       return Promise.reject(error as Error)
@@ -466,7 +524,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return Object.freeze({ id, events: observation.events.length, committedBytes: committedEnd, tornBytes: size - committedEnd })
   }
 
-  async #readLog(id: SessionId, signal: AbortSignal | undefined): Promise<{ observation: SessionObservation; committedEnd: number; size: number }> {
+  async #readLog(
+    id: SessionId,
+    signal: AbortSignal | undefined,
+  ): Promise<{ observation: SessionObservation; committedEnd: number; size: number }> {
     this.#assertOpen()
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
@@ -495,7 +556,12 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const events = await decodeEvents(buf, scan, this.#codec, file, () => throwIfAborted(signal, cancelled))
     throwIfAborted(signal, cancelled)
     const revision = revisionOf(scan.header.trailer.plainCrc, stats)
-    const observation = Object.freeze({ header: physical.header, inheritedEventCount: physical.inheritedEventCount, events: Object.freeze(events), revision })
+    const observation = Object.freeze({
+      header: physical.header,
+      inheritedEventCount: physical.inheritedEventCount,
+      events: Object.freeze(events),
+      revision,
+    })
     return { observation, committedEnd: scan.committedEnd, size: buf.length }
   }
 
@@ -554,8 +620,14 @@ class JsonlSessionPersistence implements JsonlPersistence {
           // One log whose header cannot be read must not hide every other
           // session: it is left out of the listing and reported through
           // `damagedLogs()` (and `dsh verify`), never dropped silently.
-          if (!(error instanceof SessionPersistenceError) || (error.code !== 'SESSION_PERSISTENCE_CORRUPT' && error.code !== 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION')) throw error
-          damaged.push(Object.freeze({ dir: join(this.root, name), id: decodeSessionDirName(name), code: error.code, message: error.message }))
+          if (
+            !(error instanceof SessionPersistenceError) ||
+            (error.code !== 'SESSION_PERSISTENCE_CORRUPT' && error.code !== 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION')
+          )
+            throw error
+          damaged.push(
+            Object.freeze({ dir: join(this.root, name), id: decodeSessionDirName(name), code: error.code, message: error.message }),
+          )
         }
       }
     }
@@ -577,7 +649,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
       if (encodeSessionDirName(physical.header.id) !== name) {
         throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}, which is not stored in this directory`)
       }
-      return Object.freeze({ header: physical.header, inheritedEventCount: physical.inheritedEventCount, revision: revisionOf(unit.trailer.plainCrc, stats) })
+      return Object.freeze({
+        header: physical.header,
+        inheritedEventCount: physical.inheritedEventCount,
+        revision: revisionOf(unit.trailer.plainCrc, stats),
+      })
     } finally {
       await handle.close()
     }
@@ -612,19 +688,31 @@ class JsonlSessionPersistence implements JsonlPersistence {
     while (this.#chains.size > 0) await Promise.all(this.#chains.values())
     const writers = [...this.#writers.values()]
     this.#writers.clear()
-    const results = await Promise.allSettled(writers.map(async (w) => {
-      try {
-        await w.handle.close()
-      } finally {
-        await w.lock.release()
-      }
-    }))
+    const results = await Promise.allSettled(
+      writers.map(async (w) => {
+        try {
+          await w.handle.close()
+        } finally {
+          await w.lock.release()
+        }
+      }),
+    )
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw ioError('close session logs', (failed as PromiseRejectedResult).reason)
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw persistenceError('SESSION_PERSISTENCE_CLOSED', `This persistence backend (${this.root}) has been closed; create a new one.`)
+    if (this.#closed)
+      throw persistenceError('SESSION_PERSISTENCE_CLOSED', `This persistence backend (${this.root}) has been closed; create a new one.`)
+  }
+
+  #assertWritable(): void {
+    this.#assertOpen()
+    if (this.readOnly)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_READ_ONLY',
+        `This persistence backend was opened read-only over ${this.root}; open it without readOnly to write (append, load with repair, delete).`,
+      )
   }
 
   #serial<T>(id: string, operation: () => Promise<T>): Promise<T> {

@@ -16,18 +16,36 @@ interface Marker {
 }
 
 /**
- * Creates the root and its marker if needed, and checks that an existing
- * root uses `compression`: one root holds one encoding. Synchronous because
- * it runs once, when the backend is created.
+ * Creates the root (0700) and its marker (0600) if needed, and checks that an
+ * existing root uses `compression`: one root holds one encoding. Returns the
+ * root's encoding. Synchronous because it runs once, when the backend is
+ * created.
+ *
+ * `readOnly` never creates anything: the root and its marker must exist
+ * (else `JSONL_PERSISTENCE_NOT_A_ROOT`), and an omitted `compression` means
+ * "whatever the root holds". Reads never write.
  */
-export function openRoot(root: string, compression: JsonlCompression): void {
-  const created = mkdirSync(root, { recursive: true })
-  if (created !== undefined) fsyncDirSync(dirname(created))
+export function openRoot(root: string, compression: JsonlCompression | undefined, readOnly = false): JsonlCompression {
   const path = join(root, MARKER_FILE)
+  if (readOnly) {
+    let marker: Marker | undefined
+    try {
+      marker = readMarker(path)
+    } catch (error) {
+      throw notARoot(root, `its marker ${path} cannot be read (${(error as Error).message})`)
+    }
+    if (marker === undefined) throw notARoot(root, `it has no ${MARKER_FILE}`)
+    return checkMarker(root, path, marker, compression)
+  }
+  const created = mkdirSync(root, { recursive: true, mode: 0o700 })
+  if (created !== undefined) fsyncDirSync(dirname(created))
   let marker = readMarker(path)
   if (marker === undefined) {
     const temp = tempSibling(path)
-    writeFileSync(temp, JSON.stringify({ format: FORMAT, version: VERSION, compression } satisfies Marker) + '\n', { flag: 'wx' })
+    writeFileSync(temp, JSON.stringify({ format: FORMAT, version: VERSION, compression: compression ?? 'zstd' } satisfies Marker) + '\n', {
+      flag: 'wx',
+      mode: 0o600,
+    })
     try {
       const fd = openSync(temp, 'r')
       fsyncSync(fd)
@@ -42,12 +60,38 @@ export function openRoot(root: string, compression: JsonlCompression): void {
     }
     marker = readMarker(path)
   }
-  if (marker === undefined || marker.format !== FORMAT || marker.version !== VERSION || (marker.compression !== 'zstd' && marker.compression !== 'none')) {
-    throw new JsonlPersistenceError('JSONL_PERSISTENCE_UNSUPPORTED_ROOT', `${path} does not describe a ${FORMAT} root of version ${VERSION}; point the backend at another directory or upgrade @dsh/session-persistence-jsonl.`, { details: { root } })
+  return checkMarker(root, path, marker, compression)
+}
+
+function checkMarker(root: string, path: string, marker: Marker | undefined, compression: JsonlCompression | undefined): JsonlCompression {
+  if (
+    marker === undefined ||
+    marker.format !== FORMAT ||
+    marker.version !== VERSION ||
+    (marker.compression !== 'zstd' && marker.compression !== 'none')
+  ) {
+    throw new JsonlPersistenceError(
+      'JSONL_PERSISTENCE_UNSUPPORTED_ROOT',
+      `${path} does not describe a ${FORMAT} root of version ${VERSION}; point the backend at another directory or upgrade @dsh/session-persistence-jsonl.`,
+      { details: { root } },
+    )
   }
-  if (marker.compression !== compression) {
-    throw new JsonlPersistenceError('JSONL_PERSISTENCE_ENCODING_MISMATCH', `The root ${root} holds '${marker.compression}' logs but the backend was opened with compression '${compression}'; one root holds one encoding. Open it with compression: '${marker.compression}' or use another root.`, { details: { root, stored: marker.compression, requested: compression } })
+  if (compression !== undefined && marker.compression !== compression) {
+    throw new JsonlPersistenceError(
+      'JSONL_PERSISTENCE_ENCODING_MISMATCH',
+      `The root ${root} holds '${marker.compression}' logs but the backend was opened with compression '${compression}'; one root holds one encoding. Open it with compression: '${marker.compression}' or use another root.`,
+      { details: { root, stored: marker.compression, requested: compression } },
+    )
   }
+  return marker.compression
+}
+
+function notARoot(root: string, why: string): JsonlPersistenceError {
+  return new JsonlPersistenceError(
+    'JSONL_PERSISTENCE_NOT_A_ROOT',
+    `${root} is not a dsh session root (${why}); a read-only open never creates one. Point at an existing root, or open it writable to create one.`,
+    { details: { root } },
+  )
 }
 
 function readMarker(path: string): Marker | undefined {
@@ -55,7 +99,7 @@ function readMarker(path: string): Marker | undefined {
   try {
     text = readFileSync(path, 'utf8')
   } catch (error) {
-    if (isErrno(error, 'ENOENT')) return undefined
+    if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
     throw error
   }
   try {

@@ -72,7 +72,15 @@ export const skippableTrailer: TrailerFormat = {
     const bodyLength = readU64(buf, pos + 32)
     const firstSeq = readU64(buf, pos + 40)
     if (plainLength === undefined || bodyLength === undefined || firstSeq === undefined) return undefined
-    return { kind, plainCrc: buf.readUInt32LE(pos + 12), bodyCrc: buf.readUInt32LE(pos + 16), count: buf.readUInt32LE(pos + 20), plainLength, bodyLength, firstSeq }
+    return {
+      kind,
+      plainCrc: buf.readUInt32LE(pos + 12),
+      bodyCrc: buf.readUInt32LE(pos + 16),
+      count: buf.readUInt32LE(pos + 20),
+      plainLength,
+      bodyLength,
+      firstSeq,
+    }
   },
   *candidates(buf, from) {
     for (let at = buf.indexOf(MAGIC_BYTES, from); at !== -1; at = buf.indexOf(MAGIC_BYTES, at + 1)) yield at
@@ -98,14 +106,17 @@ function readU64(buf: Buffer, at: number): number | undefined {
  */
 export const LINE_TRAILER_PREFIX = '{"dsh-trailer":"v1 '
 const LINE_PREFIX_BYTES = Buffer.from(LINE_TRAILER_PREFIX)
-const LINE_PATTERN = /^\{"dsh-trailer":"v1 ([HB]) plain=(\d{12}) body=(\d{12}) first=(\d{16}) count=(\d{10}) crc32=([0-9a-f]{8}) check=([0-9a-f]{8})"\}\n$/
+const LINE_PATTERN =
+  /^\{"dsh-trailer":"v1 ([HB]) plain=(\d{12}) body=(\d{12}) first=(\d{16}) count=(\d{10}) crc32=([0-9a-f]{8}) check=([0-9a-f]{8})"\}\n$/
 
 function lineBody(fields: TrailerFields): string {
   return `${LINE_TRAILER_PREFIX}${fields.kind === 'header' ? 'H' : 'B'} plain=${pad(fields.plainLength, 12)} body=${pad(fields.bodyLength, 12)} first=${pad(fields.firstSeq, 16)} count=${pad(fields.count, 10)} crc32=${hex(fields.plainCrc)}`
 }
 
 export const lineTrailer: TrailerFormat = {
-  size: Buffer.byteLength(lineBody({ kind: 'batch', plainLength: 0, plainCrc: 0, bodyLength: 0, bodyCrc: 0, firstSeq: 0, count: 0 })) + ' check=00000000"}\n'.length,
+  size:
+    Buffer.byteLength(lineBody({ kind: 'batch', plainLength: 0, plainCrc: 0, bodyLength: 0, bodyCrc: 0, firstSeq: 0, count: 0 })) +
+    ' check=00000000"}\n'.length,
   encode(fields) {
     const body = lineBody(fields)
     return Buffer.from(`${body} check=${hex(crc32(body))}"}\n`, 'latin1')

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { readFileSync } from 'node:fs'
-import { promises as fsp } from 'node:fs'
+import { promises as fsp, readFileSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { persistenceError } from './errors.js'
@@ -51,7 +50,13 @@ export class WriterLock {
 
   static async acquire(path: string, sessionLabel: string): Promise<WriterLock> {
     for (let attempt = 0; attempt < 8; attempt++) {
-      const owner: LockOwner = { pid: process.pid, host: hostname(), start: ownStart, nonce: randomBytes(12).toString('hex'), acquiredAt: Date.now() }
+      const owner: LockOwner = {
+        pid: process.pid,
+        host: hostname(),
+        start: ownStart,
+        nonce: randomBytes(12).toString('hex'),
+        acquiredAt: Date.now(),
+      }
       // A lock only matters while its holder lives, so it need not survive a power loss.
       if (await publishNew(path, Buffer.from(JSON.stringify(owner) + '\n'), false)) {
         held.add(owner.nonce)
@@ -84,7 +89,11 @@ export class WriterLock {
       }
       await breakStaleLock(path, holder)
     }
-    throw persistenceError('SESSION_PERSISTENCE_LOCKED', `Session ${sessionLabel}: could not take the writer lock ${path} (it keeps changing hands).`, { details: { lockFile: path } })
+    throw persistenceError(
+      'SESSION_PERSISTENCE_LOCKED',
+      `Session ${sessionLabel}: could not take the writer lock ${path} (it keeps changing hands).`,
+      { details: { lockFile: path } },
+    )
   }
 
   /**
@@ -103,7 +112,11 @@ export class WriterLock {
       if (!isErrno(error, 'ENOENT')) throw error
     }
     if (ino !== this.#ino) {
-      throw persistenceError('SESSION_PERSISTENCE_LOCKED', `Session ${sessionLabel}: this writer lost its lock (${this.path} was removed or replaced); stop writing and reopen the session.`, { details: { lockFile: this.path } })
+      throw persistenceError(
+        'SESSION_PERSISTENCE_LOCKED',
+        `Session ${sessionLabel}: this writer lost its lock (${this.path} was removed or replaced); stop writing and reopen the session.`,
+        { details: { lockFile: this.path } },
+      )
     }
     this.#verifiedAt = now
   }

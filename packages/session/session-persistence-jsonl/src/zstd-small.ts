@@ -20,17 +20,22 @@ const HASH_LOG = 12
 // Predefined distributions and code tables of RFC 8878 §3.1.1.3.2.
 const LL_DISTRIBUTION = [4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1]
 const ML_DISTRIBUTION = [
-  1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
+  1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  -1, -1, -1, -1, -1, -1, -1,
 ]
 const OF_DISTRIBUTION = [1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1]
-const LL_BASELINES = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
+const LL_BASELINES = [
+  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+  16384, 32768, 65536,
+]
 const LL_EXTRA_BITS = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
 const ML_BASELINES = [
-  3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387,
-  32771, 65539,
+  3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 37, 39, 41,
+  43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539,
 ]
 const ML_EXTRA_BITS = [
-  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9,
+  10, 11, 12, 13, 14, 15, 16,
 ]
 
 /** An FSE compression table (the tANS encoder of `FSE_buildCTable`). */
@@ -112,7 +117,10 @@ const matchCode = (length: number): number => (length - 3 > 127 ? highBit(length
 class BitWriter {
   #container = 0
   #bits = 0
-  constructor(readonly out: Uint8Array, public at: number) {}
+  constructor(
+    readonly out: Uint8Array,
+    public at: number,
+  ) {}
 
   add(value: number, count: number): void {
     if (count === 0) return
@@ -136,7 +144,10 @@ class BitWriter {
 /** One FSE encoder state (`FSE_initCState2` / `FSE_encodeSymbol` / `FSE_flushCState`). */
 class FseState {
   value: number
-  constructor(readonly table: FseTable, symbol: number) {
+  constructor(
+    readonly table: FseTable,
+    symbol: number,
+  ) {
     const nbBitsOut = (table.deltaNbBits[symbol]! + (1 << 15)) >> 16
     const start = (nbBitsOut << 16) - table.deltaNbBits[symbol]!
     this.value = table.stateTable[(start >> nbBitsOut) + table.deltaFindState[symbol]!]!
@@ -161,7 +172,8 @@ let base = 1
 const literals = new Uint32Array((SMALL_INPUT_MAX >> 2) + 1)
 const offsets = new Uint32Array((SMALL_INPUT_MAX >> 2) + 1)
 const matches = new Uint32Array((SMALL_INPUT_MAX >> 2) + 1)
-const word = (input: Uint8Array, at: number): number => (input[at]! | (input[at + 1]! << 8) | (input[at + 2]! << 16) | (input[at + 3]! << 24)) >>> 0
+const word = (input: Uint8Array, at: number): number =>
+  (input[at]! | (input[at + 1]! << 8) | (input[at + 2]! << 16) | (input[at + 3]! << 24)) >>> 0
 const hash = (value: number): number => Math.imul(value, 2654435761) >>> (32 - HASH_LOG)
 
 /** Greedy LZ77 parse: `literals[i]` bytes, then a match of `matches[i]` bytes `offsets[i]` back. Returns the number of sequences. */

@@ -1,6 +1,10 @@
 import { rmSync } from 'node:fs'
 import type { SessionPersistence } from '@dsh/session-persistence'
-import { describePersistenceContract, type PersistenceContractFactoryOptions, type PersistenceContractHarness } from '@dsh/session-persistence/contract-suite'
+import {
+  describePersistenceContract,
+  type PersistenceContractFactoryOptions,
+  type PersistenceContractHarness,
+} from '@dsh/session-persistence/contract-suite'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
 import { tempDir } from './helpers.js'
 

@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import fc from 'fast-check'
 import type { SessionId, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
@@ -35,10 +35,24 @@ async function fixture(compression: JsonlCompression): Promise<Fixture> {
   // Release the writer lock: the tests read with `p` and write with fresh instances.
   await writer.close()
   const p = createJsonlPersistence({ root: dir, compression })
-  return { p, file, snapshots, batches, headerEnd, cleanup: async () => { await p.close(); cleanup() } }
+  return {
+    p,
+    file,
+    snapshots,
+    batches,
+    headerEnd,
+    cleanup: async () => {
+      await p.close()
+      cleanup()
+    },
+  }
 }
 
-async function outcome(p: JsonlPersistence, file: string, bytes: Buffer): Promise<{ code: string } | { events: readonly StoredSessionEvent[] }> {
+async function outcome(
+  p: JsonlPersistence,
+  file: string,
+  bytes: Buffer,
+): Promise<{ code: string } | { events: readonly StoredSessionEvent[] }> {
   writeFileSync(file, bytes)
   return p.inspect(ID).then(
     (o) => ({ events: o.events }),
@@ -75,10 +89,15 @@ for (const compression of ['zstd', 'none'] as const) {
       const committed = f.snapshots.at(-2)!
       const next = f.snapshots.at(-1)!
       await fc.assert(
-        fc.asyncProperty(fc.integer({ min: f.headerEnd, max: committed.length - 1 }), fc.integer({ min: 1, max: 255 }), fc.integer({ min: 0, max: next.length - committed.length - 1 }), async (at, mask, torn) => {
-          const bytes = flipped(next.subarray(0, committed.length + torn), at, mask)
-          expect(await outcome(f.p, f.file, bytes)).toEqual({ code: 'SESSION_PERSISTENCE_CORRUPT' })
-        }),
+        fc.asyncProperty(
+          fc.integer({ min: f.headerEnd, max: committed.length - 1 }),
+          fc.integer({ min: 1, max: 255 }),
+          fc.integer({ min: 0, max: next.length - committed.length - 1 }),
+          async (at, mask, torn) => {
+            const bytes = flipped(next.subarray(0, committed.length + torn), at, mask)
+            expect(await outcome(f.p, f.file, bytes)).toEqual({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+          },
+        ),
         { numRuns: 300 },
       )
     })
@@ -108,7 +127,17 @@ for (const compression of ['zstd', 'none'] as const) {
         expect('events' in result && plain(result.events)).toEqual(expected)
       }
       // Damage inside the torn part does not matter either.
-      for (const torn of [1, 2, 5, 9, Math.floor(tornLengths / 2), tornLengths - 52, tornLengths - 51, tornLengths - 10, tornLengths - 1].filter((t) => t > 0 && t < tornLengths)) {
+      for (const torn of [
+        1,
+        2,
+        5,
+        9,
+        Math.floor(tornLengths / 2),
+        tornLengths - 52,
+        tornLengths - 51,
+        tornLengths - 10,
+        tornLengths - 1,
+      ].filter((t) => t > 0 && t < tornLengths)) {
         for (let at = committed.length; at < committed.length + torn; at++) {
           for (const mask of [0xff, 0x01, 0x80]) {
             const result = await outcome(f.p, f.file, flipped(next.subarray(0, committed.length + torn), at, mask))

@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { crc32 } from 'node:zlib'
-import { decompress } from '@mongodb-js/zstd'
 import type { SessionId } from '@dsh/session'
 import { createJsonlPersistence, TRAILER_MAGIC } from '@dsh/session-persistence-jsonl'
+import { decompress } from '@mongodb-js/zstd'
 import { afterEach, describe, expect, it } from 'vitest'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
@@ -120,7 +120,9 @@ describe('the root', () => {
 
   it('rejects invalid options with a typed error', () => {
     const dir = root()
-    expect(() => createJsonlPersistence({ root: dir, compression: 'gzip' as 'zstd' })).toThrow(expect.objectContaining({ code: 'JSONL_PERSISTENCE_INVALID_OPTIONS' }))
+    expect(() => createJsonlPersistence({ root: dir, compression: 'gzip' as 'zstd' })).toThrow(
+      expect.objectContaining({ code: 'JSONL_PERSISTENCE_INVALID_OPTIONS' }),
+    )
     expect(() => createJsonlPersistence({ root: '' })).toThrow(expect.objectContaining({ code: 'JSONL_PERSISTENCE_INVALID_OPTIONS' }))
   })
 })

@@ -16,7 +16,14 @@ export function tempDir(prefix = 'dsh-jsonl-', options: { memory?: boolean } = {
 }
 
 export function headerOf(id: string, extra: Partial<SessionHeader> = {}): SessionHeader {
-  return Object.freeze({ version: SESSION_HEADER_VERSION, id: id as SessionId, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0, ...extra })
+  return Object.freeze({
+    version: SESSION_HEADER_VERSION,
+    id: id as SessionId,
+    createdAt: 1_700_000_000_000,
+    isSeeded: false,
+    delegationDepth: 0,
+    ...extra,
+  })
 }
 
 export function targetOf(id: string, inheritedEventCount = 0, extra: Partial<SessionHeader> = {}): AppendTarget {
@@ -28,7 +35,11 @@ export function eventsFrom(first: number, count: number, turn = 1): StoredSessio
   return Array.from({ length: count }, (_, i) => {
     const seq = first + i
     const data =
-      i % 5 === 0 ? { text: `message ${seq} — ünïcödé ✓ 🙂` } : i % 5 === 1 ? { turn, callId: `c${seq}`, name: 'read', arguments: { path: `/tmp/${seq}`, deep: [1, { x: null }] } } : { turn, index: seq, delta: `token-${seq} ` }
+      i % 5 === 0
+        ? { text: `message ${seq} — ünïcödé ✓ 🙂` }
+        : i % 5 === 1
+          ? { turn, callId: `c${seq}`, name: 'read', arguments: { path: `/tmp/${seq}`, deep: [1, { x: null }] } }
+          : { turn, index: seq, delta: `token-${seq} ` }
     const type = i % 5 === 0 ? 'user/message' : i % 5 === 1 ? 'tool/call' : 'assistant/chunk'
     return Object.freeze({ type, seq: seq as SessionSeq, time: 1_700_000_000_000 + seq, data })
   })

@@ -1,8 +1,14 @@
 import { mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
-import fc from 'fast-check'
 import type { SessionId } from '@dsh/session'
-import { createJsonlPersistence, decodeSessionDirName, encodeSessionDirName, MARKER_FILE, MAX_DIRECT_NAME } from '@dsh/session-persistence-jsonl'
+import {
+  createJsonlPersistence,
+  decodeSessionDirName,
+  encodeSessionDirName,
+  MARKER_FILE,
+  MAX_DIRECT_NAME,
+} from '@dsh/session-persistence-jsonl'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
@@ -85,7 +91,8 @@ describe('session ids become directory names', () => {
   })
 
   it('non-canonical names are not session directories', () => {
-    for (const name of ['', '.', '..', '_2E', '_zz', 'A', 'a_2', '=abc', MARKER_FILE, '.x.tmp-1']) expect(decodeSessionDirName(name)).toBeUndefined()
+    for (const name of ['', '.', '..', '_2E', '_zz', 'A', 'a_2', '=abc', MARKER_FILE, '.x.tmp-1'])
+      expect(decodeSessionDirName(name)).toBeUndefined()
     // An escaped direct character is not canonical either.
     expect(decodeSessionDirName('_61')).toBeUndefined()
   })

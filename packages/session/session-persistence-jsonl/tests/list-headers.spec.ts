@@ -24,7 +24,9 @@ describe('list() over 10,000 persisted sessions', () => {
     // Chunks of pseudo-random text, so the batch stays a few KiB after compression.
     let state = 42
     const noise = (): string => Array.from({ length: 24 }, () => ((state = (state * 1103515245 + 12345) >>> 0) >>> 8).toString(36)).join('')
-    const body = eventsFrom(0, 40).map((e) => (e.type === 'assistant/chunk' ? { ...e, data: { turn: 1, index: e.seq, delta: noise() } } : e))
+    const body = eventsFrom(0, 40).map((e) =>
+      e.type === 'assistant/chunk' ? { ...e, data: { turn: 1, index: e.seq, delta: noise() } } : e,
+    )
     await writer.append({ header: headerOf('session-0'), inheritedEventCount: 0 as never }, body)
     await writer.close()
     const codec = createCodec('zstd')
@@ -33,7 +35,15 @@ describe('list() over 10,000 persisted sessions', () => {
     for (let i = 1; i < SESSIONS; i++) {
       const id = `session-${i}`
       const seeded = i % 3 === 0
-      const physical = { header: headerOf(id, seeded ? { isSeeded: true, parentSession: `session-${i - 1}` as SessionId, delegationDepth: 1, origin: 'subagent' } : { cwd: `/work/${i}` }), inheritedEventCount: (seeded ? 7 : 0) as never }
+      const physical = {
+        header: headerOf(
+          id,
+          seeded
+            ? { isSeeded: true, parentSession: `session-${i - 1}` as SessionId, delegationDepth: 1, origin: 'subagent' }
+            : { cwd: `/work/${i}` },
+        ),
+        inheritedEventCount: (seeded ? 7 : 0) as never,
+      }
       const headerUnit = await encodeUnit(codec, encodeHeaderLine(physical), 'header', 0, 0)
       const dir = join(root, encodeSessionDirName(id))
       mkdirSync(dir)
@@ -55,7 +65,10 @@ describe('list() over 10,000 persisted sessions', () => {
     expect(p.metrics.bytesRead).toBeLessThanOrEqual(SESSIONS * 512)
     expect(p.metrics.bytesRead).toBeLessThan(totalBytes / 5)
     const byId = new Map(records.map((r) => [r.header.id as string, r]))
-    expect(byId.get('session-3')).toMatchObject({ inheritedEventCount: 7, header: { isSeeded: true, parentSession: 'session-2', origin: 'subagent' } })
+    expect(byId.get('session-3')).toMatchObject({
+      inheritedEventCount: 7,
+      header: { isSeeded: true, parentSession: 'session-2', origin: 'subagent' },
+    })
     expect(byId.get('session-4')).toMatchObject({ inheritedEventCount: 0, header: { isSeeded: false, cwd: '/work/4' } })
     // The records agree with a body-bearing read.
     const inspected = await p.inspect('session-3' as SessionId)

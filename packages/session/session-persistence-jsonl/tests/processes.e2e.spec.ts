@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -19,7 +19,8 @@ const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as 
 
 beforeAll(() => {
   // The workers run the built package (they import it by name, resolved to dist/).
-  if (!existsSync(join(here, '..', 'dist', 'index.js'))) throw new Error('Build first: pnpm --filter @dsh/session-persistence-jsonl... build')
+  if (!existsSync(join(here, '..', 'dist', 'index.js')))
+    throw new Error('Build first: pnpm --filter @dsh/session-persistence-jsonl... build')
 })
 
 interface Run {
@@ -51,7 +52,9 @@ function run(command: string, args: string[]): Run {
     }
   })
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  )
   return {
     child,
     lines,
@@ -107,14 +110,24 @@ describe('crash: SIGKILL at random points while appending', () => {
         // starts to grow, so kills land inside a write too (not only between appends).
         const aimAtWrite = index === 1 && round % 2 === 1
         const [minBatch, maxBatch, maxAppends] = aimAtWrite ? [50_000, 50_000, 1] : index === 0 ? [1, 1000, 15] : [1, 300, 15]
-        const child = run(process.execPath, [worker('crash-appender.mjs'), root, compression, id, writer, String(minBatch), String(maxBatch), String(maxAppends)])
+        const child = run(process.execPath, [
+          worker('crash-appender.mjs'),
+          root,
+          compression,
+          id,
+          writer,
+          String(minBatch),
+          String(maxBatch),
+          String(maxAppends),
+        ])
         const ready = Number((await child.waitFor('ready ')).slice(6))
         expect(ready).toBeGreaterThanOrEqual(acked)
         const file = createJsonlPersistence({ root, compression }).logPath(id)
         if (aimAtWrite) {
           const start = existsSync(file) ? statSync(file).size : 0
           const deadline = Date.now() + 10_000
-          while ((existsSync(file) ? statSync(file).size : 0) === start && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve))
+          while ((existsSync(file) ? statSync(file).size : 0) === start && Date.now() < deadline)
+            await new Promise((resolve) => setImmediate(resolve))
         } else {
           await sleep(Math.random() * 60)
         }
@@ -168,12 +181,17 @@ describe('two processes appending to one session', () => {
         }
         const refusals = [...a.lines, ...b.lines].filter((l) => l.startsWith('refused '))
         expect(refusals.length).toBeGreaterThan(0)
-        expect(new Set(refusals.map((l) => l.slice(8)))).toSatisfy((codes: Set<string>) => [...codes].every((c) => c === 'SESSION_PERSISTENCE_LOCKED' || c === 'SESSION_PERSISTENCE_CONFLICT'))
+        expect(new Set(refusals.map((l) => l.slice(8)))).toSatisfy((codes: Set<string>) =>
+          [...codes].every((c) => c === 'SESSION_PERSISTENCE_LOCKED' || c === 'SESSION_PERSISTENCE_CONFLICT'),
+        )
         // Every acknowledged batch is in the log exactly once, where it was acknowledged, and nothing else is.
         const p = createJsonlPersistence({ root, compression })
         const events = (await p.inspect(id)).events
         const owner = new Array<string | undefined>(events.length)
-        for (const [tag, r] of [['A', a], ['B', b]] as const) {
+        for (const [tag, r] of [
+          ['A', a],
+          ['B', b],
+        ] as const) {
           for (const l of r.lines.filter((x) => x.startsWith('ack '))) {
             const [first, size] = l.slice(4).split(' ').map(Number) as [number, number]
             for (let seq = first; seq < first + size; seq++) {
@@ -200,7 +218,10 @@ describe('a failing write', () => {
     try {
       const id = 'limited' as SessionId
       // ulimit -f counts 512-byte blocks in POSIX sh: 96 KiB of file at most.
-      const r = run('sh', ['-c', `ulimit -f 192 && exec "${process.execPath}" "${worker('size-limited-appender.mjs')}" "${root}" zstd ${id}`])
+      const r = run('sh', [
+        '-c',
+        `ulimit -f 192 && exec "${process.execPath}" "${worker('size-limited-appender.mjs')}" "${root}" zstd ${id}`,
+      ])
       await r.exited
       expect(r.lines.filter((l) => l.startsWith('failed '))).toEqual(['failed SESSION_PERSISTENCE_IO'])
       expect(r.lines.at(-1)).toBe('done')

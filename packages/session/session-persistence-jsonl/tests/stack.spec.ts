@@ -39,7 +39,14 @@ describe('with the coordinator: live sessions persisted to files and resumed', (
       ])
       const loaded = await persistence.load(SessionId('child'))
       expect(loaded.repaired).toBe(true)
-      expect(loaded.events.map((e) => e.type)).toEqual(['turn/start', 'user/message', 'turn/end', 'turn/start', 'assistant/chunk', 'turn/end'])
+      expect(loaded.events.map((e) => e.type)).toEqual([
+        'turn/start',
+        'user/message',
+        'turn/end',
+        'turn/start',
+        'assistant/chunk',
+        'turn/end',
+      ])
       expect(loaded.events[5]!.data).toEqual({ turn: 2, reason: 'interrupted' })
       const resumed = next.require('sessions').restore(loaded)
       resumed.append('turn/start', { turn: 3 })
@@ -50,7 +57,9 @@ describe('with the coordinator: live sessions persisted to files and resumed', (
       expect(final.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6])
       expect(final.inheritedEventCount).toBe(3)
       if (compression === 'zstd') {
-        const lines = execFileSync('zstd', ['-dc', reader.logPath('child')], { encoding: 'utf8' }).trim().split('\n')
+        const lines = execFileSync('zstd', ['-dc', reader.logPath('child')], { encoding: 'utf8' })
+          .trim()
+          .split('\n')
         expect(lines).toHaveLength(1 + 7)
       }
       await reader.close()

@@ -76,7 +76,10 @@ describe('one writer per session', () => {
     await writer.close()
     const next = backend(dir)
     writeLock(lockFile, { pid: process.ppid })
-    await expect(next.append(targetOf(ID), eventsFrom(2, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED', details: { pid: process.ppid } })
+    await expect(next.append(targetOf(ID), eventsFrom(2, 1))).rejects.toMatchObject({
+      code: 'SESSION_PERSISTENCE_LOCKED',
+      details: { pid: process.ppid },
+    })
     writeLock(lockFile, { pid: deadPid(), host: 'another-host.example' })
     await expect(next.load(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
     expect(existsSync(lockFile)).toBe(true)

@@ -2,11 +2,16 @@ import { execFileSync } from 'node:child_process'
 import { decompress } from '@mongodb-js/zstd'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { compressSmall, SMALL_INPUT_MAX } from '../src/zstd-small.js'
 import { measureZstdFrame } from '../src/zstd-frames.js'
+import { compressSmall, SMALL_INPUT_MAX } from '../src/zstd-small.js'
 import { eventsFrom } from './helpers.js'
 
-const jsonLines = (n: number, first = 0): Buffer => Buffer.from(eventsFrom(first, n).map((e) => JSON.stringify(e) + '\n').join(''))
+const jsonLines = (n: number, first = 0): Buffer =>
+  Buffer.from(
+    eventsFrom(first, n)
+      .map((e) => JSON.stringify(e) + '\n')
+      .join(''),
+  )
 
 describe('the small-input zstd encoder', () => {
   it('writes frames the reference decoders restore exactly (property)', async () => {
@@ -16,7 +21,9 @@ describe('the small-input zstd encoder', () => {
           fc.uint8Array({ maxLength: SMALL_INPUT_MAX }),
           fc.string({ maxLength: 1300 }).map((s) => new Uint8Array(Buffer.from(s))),
           fc.integer({ min: 1, max: 120 }).map((n) => new Uint8Array(jsonLines(n).subarray(0, SMALL_INPUT_MAX))),
-          fc.tuple(fc.constantFrom('a', 'ab', '{"type":"x"}', '\u0000'), fc.integer({ min: 1, max: SMALL_INPUT_MAX })).map(([unit, n]) => new Uint8Array(Buffer.from(unit.repeat(n)).subarray(0, SMALL_INPUT_MAX))),
+          fc
+            .tuple(fc.constantFrom('a', 'ab', '{"type":"x"}', '\u0000'), fc.integer({ min: 1, max: SMALL_INPUT_MAX }))
+            .map(([unit, n]) => new Uint8Array(Buffer.from(unit.repeat(n)).subarray(0, SMALL_INPUT_MAX))),
         ),
         async (input) => {
           const frame = compressSmall(input)

@@ -1,4 +1,12 @@
-import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type JsonValue, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import {
+  type JsonValue,
+  parseSessionHeader,
+  type SessionHeader,
+  SessionId,
+  SessionLogOffset,
+  SessionSeq,
+  type StoredSessionEvent,
+} from '@dsh/session'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { AppendTarget, PersistenceMetrics, SessionPersistence } from './types.js'
 
@@ -30,7 +38,9 @@ export interface PersistenceContractFactoryOptions {
 }
 
 /** Creates a backend over a fresh, empty storage root (or over `options.root`). */
-export type PersistenceContractFactory = (options?: PersistenceContractFactoryOptions) => Promise<PersistenceContractHarness> | PersistenceContractHarness
+export type PersistenceContractFactory = (
+  options?: PersistenceContractFactoryOptions,
+) => Promise<PersistenceContractHarness> | PersistenceContractHarness
 
 const T0 = 1_700_000_000_000
 
@@ -49,7 +59,13 @@ function event(seq: number, type: string, data: JsonValue, time: number = T0 + s
 
 /** `count` plain events starting at `from`: a user message, then chunks. */
 function events(from: number, count: number, tag = 'e'): StoredSessionEvent[] {
-  return Array.from({ length: count }, (_, i) => event(from + i, i === 0 ? 'user/message' : 'assistant/chunk', i === 0 ? { text: `${tag}${from}` } : { turn: 1, index: i, delta: `${tag}${from + i}` }))
+  return Array.from({ length: count }, (_, i) =>
+    event(
+      from + i,
+      i === 0 ? 'user/message' : 'assistant/chunk',
+      i === 0 ? { text: `${tag}${from}` } : { turn: 1, index: i, delta: `${tag}${from + i}` },
+    ),
+  )
 }
 
 function snapshot(p: SessionPersistence): PersistenceMetrics {
@@ -289,7 +305,9 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
       it('returns deep-frozen events and header', async () => {
         const { persistence: p } = await fresh()
         const h = header('frozen')
-        await p.append(target(h), [event(0, 'tool/call', { turn: 1, callId: 'c1', name: 'read', arguments: { path: '/a', lines: [1, 2, { x: null }] } })])
+        await p.append(target(h), [
+          event(0, 'tool/call', { turn: 1, callId: 'c1', name: 'read', arguments: { path: '/a', lines: [1, 2, { x: null }] } }),
+        ])
         const observation = await p.inspect(h.id)
         expect(Object.isFrozen(observation.events)).toBe(true)
         expect(observation.events.every(isDeepFrozen)).toBe(true)
@@ -302,7 +320,10 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
       it('never mutates storage, even for a log with an open turn', async () => {
         const { persistence: p } = await fresh()
         const h = header('open')
-        const { revision } = await p.append(target(h), [event(0, 'turn/start', { turn: 1 }), event(1, 'assistant/chunk', { turn: 1, index: 0, delta: 'par' })])
+        const { revision } = await p.append(target(h), [
+          event(0, 'turn/start', { turn: 1 }),
+          event(1, 'assistant/chunk', { turn: 1, index: 0, delta: 'par' }),
+        ])
         for (let i = 0; i < 3; i++) {
           const observation = await p.inspect(h.id)
           expect(observation.events.map((e) => e.type)).toEqual(['turn/start', 'assistant/chunk'])
@@ -389,7 +410,11 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
       it('repairs an open turn of a seeded session after its cut', async () => {
         const { persistence: p } = await fresh()
         const h = header('seeded-crash', { isSeeded: true, parentSession: 'p' })
-        await p.append(target(h, 2), [event(0, 'user/message', { text: 'inherited' }), event(1, 'assistant/message', { turn: 1, text: 'ok' }), event(2, 'turn/start', { turn: 7 })])
+        await p.append(target(h, 2), [
+          event(0, 'user/message', { text: 'inherited' }),
+          event(1, 'assistant/message', { turn: 1, text: 'ok' }),
+          event(2, 'turn/start', { turn: 7 }),
+        ])
         const loaded = await p.load(h.id)
         expect(loaded.inheritedEventCount).toBe(2)
         expect(loaded.events[3]).toMatchObject({ type: 'turn/end', seq: 3, data: { turn: 7, reason: 'interrupted' } })
@@ -443,7 +468,7 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
         'unicode: héllo wörld — 日本語 — 🧪🚀👩‍👩‍👧 — \u2028\u2029 — \u0000 nul — lone \ud800 surrogate',
         [],
         {},
-        { nested: { deeper: { deepest: [1, [2, [3, { four: 4 }]]] } }, '': 'empty key', 'key with spaces': 1, 'ключ': 'значение' },
+        { nested: { deeper: { deepest: [1, [2, [3, { four: 4 }]]] } }, '': 'empty key', 'key with spaces': 1, ключ: 'значение' },
         JSON.parse('{"__proto__":"an own key, not a prototype"}') as JsonValue,
         Array.from({ length: 64 }, (_, i) => ({ i, s: String.fromCodePoint(0x1f600 + i) })),
         'x'.repeat(1_000_000),
@@ -452,7 +477,9 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
       it('keeps arbitrary event types and JSON data exactly, across a reopen', async () => {
         const harness = await fresh()
         const h = header('lossless')
-        const batch = awkward.map((data, i) => event(i, i % 3 === 0 ? 'custom/type' : i % 3 === 1 ? 'ext/🧩 unicode type' : 'assistant/chunk', data, T0 + i + 0.5))
+        const batch = awkward.map((data, i) =>
+          event(i, i % 3 === 0 ? 'custom/type' : i % 3 === 1 ? 'ext/🧩 unicode type' : 'assistant/chunk', data, T0 + i + 0.5),
+        )
         await harness.persistence.append(target(h), batch.slice(0, 5))
         await harness.persistence.append(target(h), batch.slice(5))
         for (const reopen of [false, true]) {

@@ -1,5 +1,5 @@
-import { consoleLogger, isDshError, type Context, type Logger } from '@dsh/context'
-import { sameLifecycle, type Session, type SessionCreatedInfo, type StoredSessionEvent } from '@dsh/session'
+import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
+import { type Session, type SessionCreatedInfo, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
 import type { AppendTarget, SessionPersistence } from './types.js'
 
@@ -313,12 +313,17 @@ export class SessionPersistenceCoordinator {
       return
     }
     const count = stored.events.length
-    const matches = sameLifecycle(stored.header, t.session.header)
-      && stored.inheritedEventCount === t.session.inheritedEventCount
-      && count <= t.session.seq
-      && stored.events.every((event, seq) => sameEvent(event, t.session.eventAt(seq)!))
+    const matches =
+      sameLifecycle(stored.header, t.session.header) &&
+      stored.inheritedEventCount === t.session.inheritedEventCount &&
+      count <= t.session.seq &&
+      stored.events.every((event, seq) => sameEvent(event, t.session.eventAt(seq)!))
     if (!matches) {
-      throw new SessionPersistenceError('SESSION_PERSISTENCE_CONFLICT', `Live session '${t.session.id}' does not continue its persisted log (another lifecycle or diverging events); it is not persisted. Delete the persisted log explicitly or use another id.`, { details: { id: t.session.id } })
+      throw new SessionPersistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `Live session '${t.session.id}' does not continue its persisted log (another lifecycle or diverging events); it is not persisted. Delete the persisted log explicitly or use another id.`,
+        { details: { id: t.session.id } },
+      )
     }
     t.durable = count
     t.materialized = true
@@ -330,10 +335,14 @@ export class SessionPersistenceCoordinator {
     for (const waiter of t.waiters.splice(0)) waiter.reject(error)
     if (isDshError(error) && PERMANENT.has(error.code)) {
       t.stalled = true
-      this.#log().error(`dsh: persisting session '${t.session.id}' failed and retrying cannot fix it; its ${t.session.seq - (t.durable ?? 0)} pending event(s) stay in memory until an explicit flush succeeds.`, error)
+      this.#log().error(
+        `dsh: persisting session '${t.session.id}' failed and retrying cannot fix it; its ${t.session.seq - (t.durable ?? 0)} pending event(s) stay in memory until an explicit flush succeeds.`,
+        error,
+      )
       return
     }
-    if (t.failures === 1) this.#log().warn(`dsh: persisting session '${t.session.id}' failed; retrying with backoff. Its events stay in memory.`, error)
+    if (t.failures === 1)
+      this.#log().warn(`dsh: persisting session '${t.session.id}' failed; retrying with backoff. Its events stay in memory.`, error)
     // After close the host is shutting down: close() already made the last attempt.
     if (this.#closed) return
     const delay = Math.min(this.#maxRetryDelayMs, this.#retryDelayMs * 2 ** Math.min(t.failures - 1, 30))
@@ -385,7 +394,10 @@ function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {
 
 function nonNegative(value: number, name: string): number {
   if (!Number.isFinite(value) || value < 0) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_OPTION', `Coordinator option ${name} must be a non-negative number, got ${String(value)}.`)
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_INVALID_OPTION',
+      `Coordinator option ${name} must be a non-negative number, got ${String(value)}.`,
+    )
   }
   return value
 }

@@ -14,6 +14,10 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_INVALID_EVENT'
   | 'SESSION_PERSISTENCE_IO'
   | 'SESSION_PERSISTENCE_CLOSED'
+  /** A write (append, load's repair, delete) on a backend opened read-only. */
+  | 'SESSION_PERSISTENCE_READ_ONLY'
+  /** `delete` of a session that forks still reference (materialize the dependants first). */
+  | 'SESSION_PERSISTENCE_REFERENCED'
   /** A coordinator or wrapper option out of range. */
   | 'SESSION_PERSISTENCE_INVALID_OPTION'
   | 'CANCELLED'

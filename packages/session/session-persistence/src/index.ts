@@ -1,26 +1,26 @@
-export { SessionPersistenceCoordinator } from './coordinator.js'
 export type { CoordinatorSessionStatus, PersistenceCoordinatorOptions } from './coordinator.js'
-export { persistenceCancelled, SessionPersistenceError } from './errors.js'
+export { SessionPersistenceCoordinator } from './coordinator.js'
 export type { SessionPersistenceErrorCode } from './errors.js'
-export { createMemoryPersistence, MemoryPersistenceStorage } from './memory.js'
+export { persistenceCancelled, SessionPersistenceError } from './errors.js'
 export type { MemoryPersistenceOptions } from './memory.js'
-export { sessionPersistencePlugin } from './plugin.js'
+export { createMemoryPersistence, MemoryPersistenceStorage } from './memory.js'
 export type { SessionPersistencePluginOptions } from './plugin.js'
+export { sessionPersistencePlugin } from './plugin.js'
 export { interruptedTurnEnds } from './repair.js'
-export { withSharedReads } from './shared-reads.js'
 export type { SharedReadsOptions, SharedReadsPersistence, SharedReadsStats } from './shared-reads.js'
-export { checkAppend } from './validate.js'
-export type { StoredAppendState } from './validate.js'
+export { withSharedReads } from './shared-reads.js'
 export type {
   AppendResult,
   AppendTarget,
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,
-  SessionObservation,
-  SessionPersistence,
   SessionChangeCursor,
   SessionChanges,
+  SessionObservation,
+  SessionPersistence,
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
+export type { StoredAppendState } from './validate.js'
+export { checkAppend } from './validate.js'

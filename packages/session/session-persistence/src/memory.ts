@@ -1,7 +1,19 @@
-import { parseSessionHeader, SessionLogOffset, type SessionHeader, type SessionId, type StoredSessionEvent } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { interruptedTurnEnds } from './repair.js'
-import type { AppendResult, AppendTarget, LoadedSession, PersistedSessionRecord, PersistenceMetrics, SessionChangeCursor, SessionChanges, SessionObservation, SessionPersistence, SessionRevision, SessionSuffixObservation } from './types.js'
+import type {
+  AppendResult,
+  AppendTarget,
+  LoadedSession,
+  PersistedSessionRecord,
+  PersistenceMetrics,
+  SessionChangeCursor,
+  SessionChanges,
+  SessionObservation,
+  SessionPersistence,
+  SessionRevision,
+  SessionSuffixObservation,
+} from './types.js'
 import { checkAppend } from './validate.js'
 
 interface StoredLog {
@@ -116,7 +128,12 @@ class MemoryPersistence implements SessionPersistence {
     const repairs = interruptedTurnEnds(observation.events, this.#clock())
     if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
     this.#commit(log, repairs)
-    return Object.freeze({ ...observation, events: Object.freeze([...observation.events, ...repairs]), revision: revisionOf(log), repaired: true })
+    return Object.freeze({
+      ...observation,
+      events: Object.freeze([...observation.events, ...repairs]),
+      revision: revisionOf(log),
+      repaired: true,
+    })
   }
 
   async stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
@@ -144,12 +161,17 @@ class MemoryPersistence implements SessionPersistence {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new SessionPersistenceError('SESSION_PERSISTENCE_CLOSED', 'This in-memory persistence instance is closed; open a new one over the same storage.')
+    if (this.#closed)
+      throw new SessionPersistenceError(
+        'SESSION_PERSISTENCE_CLOSED',
+        'This in-memory persistence instance is closed; open a new one over the same storage.',
+      )
   }
 
   #find(id: SessionId): StoredLog {
     const log = this.#storage.logs.get(id)
-    if (log === undefined) throw new SessionPersistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
+    if (log === undefined)
+      throw new SessionPersistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
     return log
   }
 

@@ -1,6 +1,6 @@
 import { definePlugin, type Plugin } from '@dsh/context'
-import { SessionPersistenceCoordinator, type PersistenceCoordinatorOptions } from './coordinator.js'
-import { withSharedReads, type SharedReadsOptions } from './shared-reads.js'
+import { type PersistenceCoordinatorOptions, SessionPersistenceCoordinator } from './coordinator.js'
+import { type SharedReadsOptions, withSharedReads } from './shared-reads.js'
 import type { SessionPersistence } from './types.js'
 
 export interface SessionPersistencePluginOptions extends PersistenceCoordinatorOptions {
@@ -18,7 +18,10 @@ export interface SessionPersistencePluginOptions extends PersistenceCoordinatorO
  * service `sessions`. On context disposal it flushes everything still pending,
  * then closes the backend (also when the flush failed, after reporting it).
  */
-export function sessionPersistencePlugin(persistence: SessionPersistence, options: SessionPersistencePluginOptions = {}): Plugin<'sessions'> {
+export function sessionPersistencePlugin(
+  persistence: SessionPersistence,
+  options: SessionPersistencePluginOptions = {},
+): Plugin<'sessions'> {
   return definePlugin({
     name: 'sessionPersistence',
     inject: { required: ['sessions'] },

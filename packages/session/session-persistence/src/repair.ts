@@ -15,10 +15,12 @@ export function interruptedTurnEnds(events: readonly StoredSessionEvent[], time:
     else if (event.type === 'turn/end') open.delete(turn)
   }
   let seq = events.length
-  return [...open].map((turn) => Object.freeze({
-    type: 'turn/end',
-    seq: SessionSeq(seq++),
-    time,
-    data: Object.freeze({ turn, reason: 'interrupted' }),
-  }))
+  return [...open].map((turn) =>
+    Object.freeze({
+      type: 'turn/end',
+      seq: SessionSeq(seq++),
+      time,
+      data: Object.freeze({ turn, reason: 'interrupted' }),
+    }),
+  )
 }

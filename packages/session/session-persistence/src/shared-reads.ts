@@ -55,7 +55,10 @@ interface Cached {
 export function withSharedReads(backend: SessionPersistence, options: SharedReadsOptions = {}): SharedReadsPersistence {
   const lruSize = options.lruSize ?? 8
   if (!Number.isSafeInteger(lruSize) || lruSize < 0) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_OPTION', `lruSize must be a non-negative integer, got ${String(lruSize)}.`)
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_INVALID_OPTION',
+      `lruSize must be a non-negative integer, got ${String(lruSize)}.`,
+    )
   }
   return new SharedReads(backend, lruSize)
 }

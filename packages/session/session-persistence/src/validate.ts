@@ -1,4 +1,4 @@
-import { sameLifecycle, type SessionHeader, type SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { type SessionHeader, type SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
 import type { AppendTarget } from './types.js'
 
@@ -21,30 +21,54 @@ export function checkAppend(target: AppendTarget, events: readonly StoredSession
   const id = target.header.id
   if (stored !== undefined) {
     if (!sameLifecycle(stored.header, target.header)) {
-      throw new SessionPersistenceError('SESSION_PERSISTENCE_CONFLICT', `Session '${id}' is persisted with another lifecycle (a different header); delete it explicitly before reusing the id.`, { details: { id } })
+      throw new SessionPersistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `Session '${id}' is persisted with another lifecycle (a different header); delete it explicitly before reusing the id.`,
+        { details: { id } },
+      )
     }
     if (stored.inheritedEventCount !== target.inheritedEventCount) {
-      throw new SessionPersistenceError('SESSION_PERSISTENCE_CONFLICT', `Session '${id}' is persisted with inheritedEventCount ${stored.inheritedEventCount}, but the append names ${target.inheritedEventCount}.`, { details: { id } })
+      throw new SessionPersistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `Session '${id}' is persisted with inheritedEventCount ${stored.inheritedEventCount}, but the append names ${target.inheritedEventCount}.`,
+        { details: { id } },
+      )
     }
   }
   const expected = stored?.nextSeq ?? 0
   events.forEach((event, index) => checkEvent(id, event, expected + index))
   if (stored === undefined && events.length < target.inheritedEventCount) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_CONFLICT', `The first batch of session '${id}' holds ${events.length} events but its inherited cut is ${target.inheritedEventCount}; persist the whole seed with the first batch.`, { details: { id } })
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_CONFLICT',
+      `The first batch of session '${id}' holds ${events.length} events but its inherited cut is ${target.inheritedEventCount}; persist the whole seed with the first batch.`,
+      { details: { id } },
+    )
   }
 }
 
 function checkEvent(id: string, event: StoredSessionEvent, expectedSeq: number): void {
   if (typeof event !== 'object' || event === null) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' is not an object.`, { details: { id } })
+    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' is not an object.`, {
+      details: { id },
+    })
   }
   if (event.seq !== expectedSeq) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_CONFLICT', `Session '${id}' expects seq ${expectedSeq} next, but the batch has seq ${String(event.seq)} there (another writer, or a batch already persisted).`, { details: { id, expectedSeq, seq: event.seq } })
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_CONFLICT',
+      `Session '${id}' expects seq ${expectedSeq} next, but the batch has seq ${String(event.seq)} there (another writer, or a batch already persisted).`,
+      { details: { id, expectedSeq, seq: event.seq } },
+    )
   }
   if (typeof event.type !== 'string' || event.type.length === 0) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' has no type.`, { details: { id } })
+    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' has no type.`, {
+      details: { id },
+    })
   }
   if (typeof event.time !== 'number' || !Number.isFinite(event.time) || Object.is(event.time, -0)) {
-    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' has no finite numeric time.`, { details: { id } })
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_INVALID_EVENT',
+      `Event ${expectedSeq} of session '${id}' has no finite numeric time.`,
+      { details: { id } },
+    )
   }
 }

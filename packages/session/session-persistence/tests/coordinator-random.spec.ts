@@ -19,7 +19,12 @@ describe('coordinator under random faults', () => {
   it.each(Array.from({ length: 12 }, (_, i) => i + 1))('seed %i: the stored log equals the session log exactly', async (seed) => {
     const random = prng(seed)
     const host = testHost()
-    const coordinator = new SessionPersistenceCoordinator(host.ctx, host.backend, { writeBehindMs: Math.floor(random() * 3), maxBatchEvents: 1 + Math.floor(random() * 8), retryDelayMs: 0, maxRetryDelayMs: 2 })
+    const coordinator = new SessionPersistenceCoordinator(host.ctx, host.backend, {
+      writeBehindMs: Math.floor(random() * 3),
+      maxBatchEvents: 1 + Math.floor(random() * 8),
+      retryDelayMs: 0,
+      maxRetryDelayMs: 2,
+    })
     coordinator.start()
     const sessions = [host.sessions.create({ id: 'a' }), host.sessions.create({ id: 'b' })]
     const flushes: Promise<unknown>[] = []
@@ -40,7 +45,9 @@ describe('coordinator under random faults', () => {
     }
     for (const session of sessions) {
       const stored = await host.backend.inner.inspect(SessionId(session.id))
-      expect(stored.events.map((e) => [e.seq, e.type, JSON.stringify(e.data), e.time])).toEqual(session.events.map((e) => [e.seq, e.type, JSON.stringify(e.data), e.time]))
+      expect(stored.events.map((e) => [e.seq, e.type, JSON.stringify(e.data), e.time])).toEqual(
+        session.events.map((e) => [e.seq, e.type, JSON.stringify(e.data), e.time]),
+      )
       expect(coordinator.status(session.id)).toMatchObject({ pending: 0, stalled: false })
     }
     await coordinator.close()

@@ -1,6 +1,6 @@
-import { parseSessionHeader, SessionId, SessionLogOffset, type Session } from '@dsh/session'
+import { parseSessionHeader, type Session, SessionId, SessionLogOffset } from '@dsh/session'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMemoryPersistence, SessionPersistenceCoordinator, type PersistenceCoordinatorOptions } from '../src/index.js'
+import { createMemoryPersistence, type PersistenceCoordinatorOptions, SessionPersistenceCoordinator } from '../src/index.js'
 import { deferred, sleep, testHost, until } from './support.js'
 
 const cleanups: Array<() => Promise<void>> = []
@@ -26,7 +26,10 @@ function chat(session: Session, turn: number, chunks: number): void {
   session.append('turn/end', { turn, reason: 'completed' })
 }
 
-async function stored(host: { backend: { inner: { inspect(id: SessionId): Promise<{ events: readonly { seq: number; type: string; data: unknown }[] }> } } }, id: string) {
+async function stored(
+  host: { backend: { inner: { inspect(id: SessionId): Promise<{ events: readonly { seq: number; type: string; data: unknown }[] }> } } },
+  id: string,
+) {
   return (await host.backend.inner.inspect(SessionId(id))).events
 }
 
@@ -183,7 +186,10 @@ describe('failed batches', () => {
     const session = host.sessions.create()
     chat(session, 1, 2)
     host.backend.failAppends(1)
-    await expect(host.sessions.flush(session)).rejects.toMatchObject({ code: 'SESSION_FLUSH_FAILED', cause: { code: 'SESSION_PERSISTENCE_IO' } })
+    await expect(host.sessions.flush(session)).rejects.toMatchObject({
+      code: 'SESSION_FLUSH_FAILED',
+      cause: { code: 'SESSION_PERSISTENCE_IO' },
+    })
     expect(host.coordinator.status(session.id)).toMatchObject({ pending: 5, failures: 1, materialized: false })
     session.append('user/message', { text: 'after the failure' })
     await host.sessions.flush(session)
@@ -219,7 +225,10 @@ describe('failed batches', () => {
     expect(host.backend.attempts.length).toBe(attempts)
     expect(attempts).toBeGreaterThan(0)
     expect(host.logger.errors.some((e) => e.includes("session 'taken'"))).toBe(true)
-    await expect(host.sessions.flush(session)).rejects.toMatchObject({ code: 'SESSION_FLUSH_FAILED', cause: { code: 'SESSION_PERSISTENCE_CONFLICT' } })
+    await expect(host.sessions.flush(session)).rejects.toMatchObject({
+      code: 'SESSION_FLUSH_FAILED',
+      cause: { code: 'SESSION_PERSISTENCE_CONFLICT' },
+    })
     // The stored lifecycle is untouched.
     expect((await host.backend.inner.inspect(SessionId('taken'))).header.createdAt).toBe(1)
   })
@@ -314,6 +323,8 @@ describe('close', () => {
 
   it('rejects a non-finite option with INVALID_OPTION', () => {
     const host = testHost()
-    expect(() => new SessionPersistenceCoordinator(host.ctx, createMemoryPersistence(), { writeBehindMs: Number.NaN })).toThrow(expect.objectContaining({ code: 'SESSION_PERSISTENCE_INVALID_OPTION' }))
+    expect(() => new SessionPersistenceCoordinator(host.ctx, createMemoryPersistence(), { writeBehindMs: Number.NaN })).toThrow(
+      expect.objectContaining({ code: 'SESSION_PERSISTENCE_INVALID_OPTION' }),
+    )
   })
 })

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { parseSessionHeader, SessionLogOffset, SessionSeq } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
 import { describePersistenceContract, type PersistenceContractHarness } from '../src/contract-suite.js'
-import { createMemoryPersistence, MemoryPersistenceStorage } from '../src/index.js'
 import type { SessionPersistence } from '../src/index.js'
+import { createMemoryPersistence, MemoryPersistenceStorage } from '../src/index.js'
 
 // Roots of the in-memory backend are keys into this registry of storages.
 const storages = new Map<string, MemoryPersistenceStorage>()
@@ -34,7 +34,8 @@ describe('memory backend specifics', () => {
   it('appends read no header; list reads one header per session', async () => {
     const p = createMemoryPersistence()
     const header = parseSessionHeader({ version: 1, id: 'x', createdAt: 1, isSeeded: false, delegationDepth: 0 })
-    for (let i = 0; i < 5; i++) await p.append({ header, inheritedEventCount: SessionLogOffset(0) }, [{ type: 'n', seq: SessionSeq(i), time: i, data: i }])
+    for (let i = 0; i < 5; i++)
+      await p.append({ header, inheritedEventCount: SessionLogOffset(0) }, [{ type: 'n', seq: SessionSeq(i), time: i, data: i }])
     expect(p.metrics).toMatchObject({ headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 5 })
     await p.list()
     expect(p.metrics.headerReads).toBe(1)
@@ -44,7 +45,9 @@ describe('memory backend specifics', () => {
   it('load stamps repair events with the configured clock', async () => {
     const p = createMemoryPersistence({ clock: () => 1234 })
     const header = parseSessionHeader({ version: 1, id: 'x', createdAt: 1, isSeeded: false, delegationDepth: 0 })
-    await p.append({ header, inheritedEventCount: SessionLogOffset(0) }, [{ type: 'turn/start', seq: SessionSeq(0), time: 1, data: { turn: 3 } }])
+    await p.append({ header, inheritedEventCount: SessionLogOffset(0) }, [
+      { type: 'turn/start', seq: SessionSeq(0), time: 1, data: { turn: 3 } },
+    ])
     const loaded = await p.load(header.id)
     expect(loaded.events[1]).toEqual({ type: 'turn/end', seq: 1, time: 1234, data: { turn: 3, reason: 'interrupted' } })
   })

@@ -1,7 +1,13 @@
 import { Context } from '@dsh/context'
 import { SessionId, sessionStorePlugin } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { createMemoryPersistence, MemoryPersistenceStorage, sessionPersistencePlugin, type SessionPersistenceCoordinator, type SharedReadsPersistence } from '../src/index.js'
+import {
+  createMemoryPersistence,
+  MemoryPersistenceStorage,
+  type SessionPersistenceCoordinator,
+  type SharedReadsPersistence,
+  sessionPersistencePlugin,
+} from '../src/index.js'
 import { capturingLogger } from './support.js'
 
 async function host(storage: MemoryPersistenceStorage, options: Parameters<typeof sessionPersistencePlugin>[1] = {}) {
@@ -78,7 +84,9 @@ describe('sessionPersistencePlugin', () => {
 
   it('fails at activation when the sessions service is missing', async () => {
     const ctx = new Context()
-    await expect(ctx.activate(sessionPersistencePlugin(createMemoryPersistence()))).rejects.toMatchObject({ code: 'CONTEXT_SERVICE_UNAVAILABLE' })
+    await expect(ctx.activate(sessionPersistencePlugin(createMemoryPersistence()))).rejects.toMatchObject({
+      code: 'CONTEXT_SERVICE_UNAVAILABLE',
+    })
     await ctx.dispose()
   })
 
@@ -88,7 +96,10 @@ describe('sessionPersistencePlugin', () => {
     const session = ctx.require('sessions').create({ id: 'doomed' })
     session.append('user/message', { text: 'x' })
     // Another process claims the id with another lifecycle before we flush.
-    await createMemoryPersistence({ storage }).append({ header: { ...session.header, createdAt: 1 }, inheritedEventCount: session.inheritedEventCount }, [])
+    await createMemoryPersistence({ storage }).append(
+      { header: { ...session.header, createdAt: 1 }, inheritedEventCount: session.inheritedEventCount },
+      [],
+    )
     await ctx.dispose()
     expect(logger.errors.length).toBeGreaterThan(0)
     await expect(backend.stat(SessionId('doomed'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CLOSED' })

@@ -1,4 +1,4 @@
-import { SessionSeq, type JsonValue, type StoredSessionEvent } from '@dsh/session'
+import { type JsonValue, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
 import { interruptedTurnEnds } from '../src/index.js'
 

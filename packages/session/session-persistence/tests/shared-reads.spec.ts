@@ -2,15 +2,29 @@ import { randomUUID } from 'node:crypto'
 import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
 import { describePersistenceContract } from '../src/contract-suite.js'
-import { createMemoryPersistence, MemoryPersistenceStorage, withSharedReads, type AppendTarget, type SessionPersistence } from '../src/index.js'
+import {
+  type AppendTarget,
+  createMemoryPersistence,
+  MemoryPersistenceStorage,
+  type SessionPersistence,
+  withSharedReads,
+} from '../src/index.js'
 import { deferred, FaultyPersistence } from './support.js'
 
 function target(id: string, createdAt = 1_700_000_000_000): AppendTarget {
-  return { header: parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0 }), inheritedEventCount: SessionLogOffset(0) }
+  return {
+    header: parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0 }),
+    inheritedEventCount: SessionLogOffset(0),
+  }
 }
 
 function events(from: number, count: number): StoredSessionEvent[] {
-  return Array.from({ length: count }, (_, i) => ({ type: 'user/message', seq: SessionSeq(from + i), time: from + i, data: { text: `m${from + i}` } }))
+  return Array.from({ length: count }, (_, i) => ({
+    type: 'user/message',
+    seq: SessionSeq(from + i),
+    time: from + i,
+    data: { text: `m${from + i}` },
+  }))
 }
 
 function setup(lruSize?: number) {
@@ -161,7 +175,9 @@ describe('the observation LRU', () => {
     await shared.inspect(id)
     await shared.inspect(id)
     expect(shared.sharedReads).toMatchObject({ lruHits: 0, misses: 2 })
-    expect(() => withSharedReads(createMemoryPersistence(), { lruSize: -1 })).toThrow(expect.objectContaining({ code: 'SESSION_PERSISTENCE_INVALID_OPTION' }))
+    expect(() => withSharedReads(createMemoryPersistence(), { lruSize: -1 })).toThrow(
+      expect.objectContaining({ code: 'SESSION_PERSISTENCE_INVALID_OPTION' }),
+    )
   })
 
   it('a load (with its crash repair) seeds the LRU with the repaired log', async () => {

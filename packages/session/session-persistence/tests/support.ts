@@ -1,6 +1,21 @@
 import { Context, type Logger } from '@dsh/context'
-import { SessionStore, type SessionId, type SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
-import { createMemoryPersistence, MemoryPersistenceStorage, SessionPersistenceError, type AppendResult, type AppendTarget, type LoadedSession, type PersistedSessionRecord, type SessionChangeCursor, type SessionChanges, type SessionObservation, type SessionPersistence, type SessionSuffixObservation, type SessionPersistenceErrorCode, type SessionRevision } from '../src/index.js'
+import { type SessionId, type SessionLogOffset, SessionStore, type StoredSessionEvent } from '@dsh/session'
+import {
+  type AppendResult,
+  type AppendTarget,
+  createMemoryPersistence,
+  type LoadedSession,
+  MemoryPersistenceStorage,
+  type PersistedSessionRecord,
+  type SessionChangeCursor,
+  type SessionChanges,
+  type SessionObservation,
+  type SessionPersistence,
+  SessionPersistenceError,
+  type SessionPersistenceErrorCode,
+  type SessionRevision,
+  type SessionSuffixObservation,
+} from '../src/index.js'
 
 /** A deferred: a promise plus the functions that settle it. */
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
@@ -117,7 +132,13 @@ export function capturingLogger(): CapturingLogger {
 }
 
 /** A context with a session store and a fresh in-memory backend behind a fault injector. */
-export function testHost(): { ctx: Context; sessions: SessionStore; storage: MemoryPersistenceStorage; backend: FaultyPersistence; logger: CapturingLogger } {
+export function testHost(): {
+  ctx: Context
+  sessions: SessionStore
+  storage: MemoryPersistenceStorage
+  backend: FaultyPersistence
+  logger: CapturingLogger
+} {
   const logger = capturingLogger()
   const ctx = new Context({ logger })
   ctx.provide('logger', logger)

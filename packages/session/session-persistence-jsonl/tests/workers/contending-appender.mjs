@@ -14,7 +14,12 @@ let next = 0
 let sinceReopen = 0
 for (let done = 0; done < Number(batchesText); ) {
   const size = 1 + Math.floor(Math.random() * 8)
-  const events = Array.from({ length: size }, (_, i) => ({ type: 'assistant/chunk', seq: next + i, time: Date.now(), data: { turn: 1, index: next + i, delta: deltaOf(writer, next + i) } }))
+  const events = Array.from({ length: size }, (_, i) => ({
+    type: 'assistant/chunk',
+    seq: next + i,
+    time: Date.now(),
+    data: { turn: 1, index: next + i, delta: deltaOf(writer, next + i) },
+  }))
   try {
     const result = await persistence.append(target, events)
     line(`ack ${next} ${size}`)

@@ -7,7 +7,7 @@ export function deltaOf(writer, seq) {
   let text = `${writer}:${seq}:`
   for (let i = 0; i < length; i++) {
     state = (state * 1103515245 + 12345) >>> 0
-    text += String.fromCharCode(97 + (state >>> 16) % 26)
+    text += String.fromCharCode(97 + ((state >>> 16) % 26))
   }
   return text
 }

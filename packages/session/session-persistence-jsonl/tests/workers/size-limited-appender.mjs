@@ -11,7 +11,12 @@ const persistence = createJsonlPersistence({ root, compression })
 const target = { header: headerOf(id), inheritedEventCount: 0 }
 let next = 0
 for (;;) {
-  const events = Array.from({ length: 40 }, (_, i) => ({ type: 'assistant/chunk', seq: next + i, time: 0, data: { turn: 1, index: next + i, delta: deltaOf('limited', next + i).repeat(4) } }))
+  const events = Array.from({ length: 40 }, (_, i) => ({
+    type: 'assistant/chunk',
+    seq: next + i,
+    time: 0,
+    data: { turn: 1, index: next + i, delta: deltaOf('limited', next + i).repeat(4) },
+  }))
   try {
     next = (await persistence.append(target, events)).nextSeq
     line(`ack ${next}`)
