@@ -1,0 +1,57 @@
+import { z } from 'zod'
+import { ID_MAX_LENGTH, PARAM_MAX_LENGTH } from './limits.js'
+
+// Building blocks of the wire shapes. Response fields are checked for their
+// type; request values (path segments and query parameters, which arrive as
+// decoded strings) also for their bounds, with messages a caller can act on.
+
+/** A non-negative safe integer (a count, an offset, an epoch in ms). */
+export const nonNegativeInt = z.number().int().nonnegative()
+
+/** A session id in an answer: any non-empty string. */
+export const sessionId = z.string().min(1)
+
+/**
+ * A session id addressed by path or query: non-empty, at most `ID_MAX_LENGTH`,
+ * no NUL, and not `.` or `..` (HTTP clients and proxies resolve those as dot
+ * segments before a request arrives, so they cannot name a session reliably).
+ */
+export const idParam = z
+  .string()
+  .min(1, { error: 'is empty' })
+  .max(ID_MAX_LENGTH, { error: `is longer than ${ID_MAX_LENGTH} characters` })
+  .refine((value) => value !== '.' && value !== '..', {
+    error: 'is a dot segment, which HTTP clients rewrite; such an id cannot be addressed by path',
+  })
+  .refine((value) => !value.includes('\u0000'), { error: 'contains a NUL character' })
+
+/** A free-text query parameter (a cwd, a cursor). */
+export const textParam = z.string().max(PARAM_MAX_LENGTH, { error: `is longer than ${PARAM_MAX_LENGTH} characters` })
+
+/**
+ * A decimal integer query parameter within `[min, max]`: digits only (no sign,
+ * exponent, fraction or hex), read as a number.
+ */
+export function intParam(min: number, max: number) {
+  const error = `must be an integer from ${min} to ${max}`
+  return z.string().transform((text, ctx) => {
+    const n = /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      ctx.issues.push({ code: 'custom', message: `${error}, got "${preview(text)}"`, input: text })
+      return z.NEVER
+    }
+    return n
+  })
+}
+
+/** One of `values`. */
+export function choiceParam<const T extends readonly [string, ...string[]]>(values: T) {
+  return z.enum(values, {
+    error: (issue) => `must be one of ${values.map((v) => `"${v}"`).join(', ')}, got "${preview(String(issue.input))}"`,
+  })
+}
+
+/** Long values are cut in messages so an error never echoes a huge input. */
+export function preview(text: string): string {
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text
+}

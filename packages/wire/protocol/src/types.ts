@@ -1,0 +1,29 @@
+import type { z } from 'zod'
+import type { errorBody } from './error-body.js'
+import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
+import type { historyPage, sessionHeader, sessionListPage, sessionRecord, storedEvent } from './session.js'
+import type { streamCatalog, streamEvent, streamProjection, streamReady } from './stream.js'
+import type { subagentList, subagentListEntry, subagentListRow, subagentListRung, subagentScope } from './subagents.js'
+
+// The types of the wire shapes, inferred from their schemas (never written by hand).
+
+export type ErrorBody = z.infer<typeof errorBody>
+export type WireSessionHeader = z.infer<typeof sessionHeader>
+export type WireSessionRecord = z.infer<typeof sessionRecord>
+export type SessionListPageBody = z.infer<typeof sessionListPage>
+export type WireStoredEvent = z.infer<typeof storedEvent>
+export type HistoryPageBody = z.infer<typeof historyPage>
+export type SubagentListEntryBody = z.infer<typeof subagentListEntry>
+export type SubagentListRung = z.infer<typeof subagentListRung>
+export type SubagentListRowBody = z.infer<typeof subagentListRow>
+export type SubagentScope = z.infer<typeof subagentScope>
+export type SubagentListBody = z.infer<typeof subagentList>
+export type SearchKind = z.infer<typeof searchKind>
+export type WireSearchRequest = z.infer<typeof searchRequest>
+export type SessionSearchHitBody = z.infer<typeof sessionSearchHit>
+export type EventSearchHitBody = z.infer<typeof eventSearchHit>
+export type SearchPageBody = z.infer<typeof searchPage>
+export type StreamEventBody = z.infer<typeof streamEvent>
+export type StreamReadyBody = z.infer<typeof streamReady>
+export type StreamProjectionBody = z.infer<typeof streamProjection>
+export type StreamCatalogBody = z.infer<typeof streamCatalog>

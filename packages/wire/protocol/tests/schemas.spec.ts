@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest'
+import {
+  errorBody,
+  historyPage,
+  searchPage,
+  sessionHeader,
+  sessionListPage,
+  storedEvent,
+  streamEvent,
+  subagentList,
+  subagentListEntry,
+} from '../src/index.js'
+
+const header = {
+  version: 1,
+  id: 'child-1',
+  createdAt: 1_700_000_000_000,
+  parentSession: 'parent',
+  isSeeded: false,
+  delegationDepth: 1,
+  origin: 'subagent',
+}
+
+describe('response schemas', () => {
+  it('accept the documented shapes', () => {
+    expect(
+      sessionListPage.parse({ sessions: [{ header, inheritedEventCount: 0, live: true, persisted: false }], nextCursor: 'c' }).sessions,
+    ).toHaveLength(1)
+    const page = historyPage.parse({
+      header,
+      inheritedEventCount: 0,
+      events: [{ type: 'user/message', seq: 0, time: 1, data: { text: 'hi', nested: [1, null, { ok: true }] } }],
+      total: 1,
+    })
+    expect(page.events[0]?.type).toBe('user/message')
+    const rows = [
+      { kind: 'child', id: 'a', activity: 'running', hasChildren: false, mode: 'one-shot', parentId: 'p', depth: 1, rung: 1 },
+      {
+        kind: 'child',
+        id: 'b',
+        activity: 'inactive',
+        hasChildren: true,
+        mode: 'continuable',
+        label: 'helper',
+        parentId: 'p',
+        depth: 1,
+        rung: 3,
+      },
+      { kind: 'diagnostic', id: 'c', reason: 'corrupt', parentId: 'b', depth: 2, rung: 3 },
+    ]
+    expect(subagentList.parse({ parentId: 'p', scope: 'descendants', rows }).rows).toEqual(rows)
+    expect(
+      searchPage.parse({ kind: 'events', hits: [{ id: 'a', seq: 2, type: 'assistant/message', snippet: '…x…', score: 1.5 }] }).kind,
+    ).toBe('events')
+    expect(streamEvent.parse({ event: 'catalog', data: { sessionId: 'p', parentId: 'p', childId: 'a', reason: 'disposed' } }).event).toBe(
+      'catalog',
+    )
+  })
+
+  it('refuse what the contract rules out', () => {
+    // A continuable child always has a label.
+    expect(
+      subagentListEntry.safeParse({ kind: 'child', id: 'b', activity: 'inactive', hasChildren: false, mode: 'continuable' }).success,
+    ).toBe(false)
+    expect(subagentListEntry.safeParse({ kind: 'diagnostic', id: 'c', reason: 'gone' }).success).toBe(false)
+    expect(sessionHeader.safeParse({ ...header, version: 2 }).success).toBe(false)
+    expect(sessionHeader.safeParse({ ...header, createdAt: -1 }).success).toBe(false)
+    expect(sessionHeader.safeParse({ ...header, origin: 'fork' }).success).toBe(false)
+    expect(storedEvent.safeParse({ type: 'x', seq: 1.5, time: 0, data: null }).success).toBe(false)
+    expect(errorBody.safeParse({ code: '', message: 'x' }).success).toBe(false)
+  })
+
+  it('strip fields a backend carries internally, so they never reach the wire', () => {
+    expect(sessionHeader.parse({ ...header, internalPath: '/srv/dsh/child-1' })).not.toHaveProperty('internalPath')
+  })
+})
