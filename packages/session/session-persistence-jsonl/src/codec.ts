@@ -1,7 +1,7 @@
-import { compress, decompress } from '@mongodb-js/zstd'
+import { decompress as decompressAsync } from '@mongodb-js/zstd'
+import { Compressor, Decompressor } from 'zstd-napi'
 import { LINE_TRAILER_PREFIX, lineTrailer, skippableTrailer, type TrailerFormat } from './trailer.js'
 import { type FrameExtent, measureZstdFrame } from './zstd-frames.js'
-import { compressSmall, SMALL_INPUT_MAX } from './zstd-small.js'
 
 export type JsonlCompression = 'zstd' | 'none'
 
@@ -21,7 +21,8 @@ export interface LogCodec {
   readonly compression: JsonlCompression
   readonly logFileName: string
   readonly trailer: TrailerFormat
-  encodeBody(plain: Buffer): Promise<Buffer>
+  /** Encodes one unit body, synchronously (a durable append waits for it; a thread-pool round trip costs more than small batches take). */
+  encodeBody(plain: Buffer): Buffer
   /** The extent of the body starting at `pos`, from structure alone. */
   measureBody(buf: Buffer, pos: number): FrameExtent
   /**
@@ -40,18 +41,48 @@ export function createCodec(compression: JsonlCompression): LogCodec {
   return compression === 'zstd' ? zstdCodec : plainCodec
 }
 
+/**
+ * Runs of at most this many plaintext bytes are decoded synchronously (libzstd
+ * through zstd-napi, on the calling thread); longer runs asynchronously on the
+ * libuv pool (`@mongodb-js/zstd`), so reading a huge log never blocks the
+ * event loop for long. Both decode any standard zstd frame.
+ */
+export const SYNC_DECODE_MAX = 256 * 1024
+
+/**
+ * One libzstd compression context for the process (level 3, the zstd
+ * default; content size in every frame header, no frame checksum: the
+ * trailer's CRC32s are the integrity check). Frames are single-shot, so the
+ * shared context carries nothing from one frame to the next.
+ */
+let compressor: Compressor | undefined
+let decompressor: Decompressor | undefined
+
+/** Compresses `plain` into one standard zstd frame with libzstd (synchronously). */
+export function compressFrame(plain: Uint8Array): Buffer {
+  if (compressor === undefined) {
+    compressor = new Compressor()
+    compressor.setParameters({ compressionLevel: 3, contentSizeFlag: true, checksumFlag: false })
+  }
+  return compressor.compress(plain)
+}
+
+/** Decompresses a concatenation of zstd frames (skippable frames included) synchronously. */
+export function decompressFrames(frames: Uint8Array): Buffer {
+  decompressor ??= new Decompressor()
+  return decompressor.decompress(frames)
+}
+
 const zstdCodec: LogCodec = (() => {
   const trailerSize = skippableTrailer.size
   return {
     compression: 'zstd',
     logFileName: 'log.jsonl.zst',
     trailer: skippableTrailer,
-    // Small batches are compressed here, synchronously: the native encoder's
-    // thread-pool round trip would cost a durable append more than it saves.
-    encodeBody: (plain) => (plain.length <= SMALL_INPUT_MAX ? Promise.resolve(compressSmall(plain)) : compress(plain)),
+    encodeBody: compressFrame,
     measureBody: measureZstdFrame,
     measureBodyByContent: measureZstdFrame,
-    decodeBody: (body) => decompress(body),
+    decodeBody: (body) => Promise.resolve().then(() => decompressFrames(body)),
     async decodeRun(buf, units) {
       const first = units[0]
       const last = units.at(-1)
@@ -59,9 +90,11 @@ const zstdCodec: LogCodec = (() => {
       // One call over the whole run (the trailers between the data frames are
       // skippable frames the decoder passes over): several times faster than
       // one call per frame.
-      const plain = await decompress(buf.subarray(first.bodyStart, last.bodyEnd + trailerSize))
-      const expected = units.reduce((sum, u) => sum + u.plainLength, 0)
-      if (plain.length !== expected) throw new RangeError(`the run decompressed to ${plain.length} bytes, its trailers record ${expected}`)
+      const expectedPlain = units.reduce((sum, u) => sum + u.plainLength, 0)
+      const frames = buf.subarray(first.bodyStart, last.bodyEnd + trailerSize)
+      const plain = expectedPlain <= SYNC_DECODE_MAX ? decompressFrames(frames) : await decompressAsync(frames)
+      if (plain.length !== expectedPlain)
+        throw new RangeError(`the run decompressed to ${plain.length} bytes, its trailers record ${expectedPlain}`)
       const out: Buffer[] = []
       let at = 0
       for (const unit of units) {
@@ -80,7 +113,7 @@ const plainCodec: LogCodec = {
   compression: 'none',
   logFileName: 'log.jsonl',
   trailer: lineTrailer,
-  encodeBody: (plain) => Promise.resolve(plain),
+  encodeBody: (plain) => plain,
   measureBody(buf, pos) {
     if (pos >= buf.length) return { status: 'incomplete' }
     if (buf[pos] === 0x7b && buf.toString('latin1', pos, pos + LINE_TRAILER_PREFIX.length) === LINE_TRAILER_PREFIX) {

@@ -143,7 +143,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     this.#clock = options.clock ?? Date.now
     this.#maxOpenWriters = Math.max(1, options.maxOpenWriters ?? 256)
     this.#listConcurrency = Math.max(1, options.listConcurrency ?? 16)
-    this.compression = openRoot(this.root, requested, this.readOnly)
+    this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
     this.#codec = createCodec(this.compression)
   }
 

@@ -4,7 +4,7 @@ import {
   describePersistenceContract,
   type PersistenceContractFactoryOptions,
   type PersistenceContractHarness,
-} from '@dsh/session-persistence/contract-suite'
+} from '@dsh/session-persistence/testing'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
 import { tempDir } from './helpers.js'
 

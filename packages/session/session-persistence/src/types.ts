@@ -88,7 +88,7 @@ export interface PersistenceMetrics {
 
 /**
  * The persistence contract (service `sessionPersistence`). Every backend
- * passes the exported contract suite (`@dsh/session-persistence/contract-suite`).
+ * passes the exported contract suite (`@dsh/session-persistence/testing`).
  */
 export interface SessionPersistence {
   /**

@@ -1,0 +1,88 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { SessionId } from '@dsh/session'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { decompress as decompressAsync } from '@mongodb-js/zstd'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { compressFrame, decompressFrames } from '../src/codec.js'
+import { measureZstdFrame } from '../src/zstd-frames.js'
+import { event, targetOf, tempDir } from './helpers.js'
+
+const MAX = 256 * 1024
+
+/** Bytes from 0 B to 256 KiB: random noise, repetitive text and JSON-ish lines (the three regimes of an encoder). */
+const batchBytes = fc.oneof(
+  fc.uint8Array({ maxLength: MAX, size: 'max' }),
+  fc.constantFrom(new Uint8Array(0), new Uint8Array(MAX).fill(0x61)),
+  fc
+    .tuple(fc.string({ minLength: 1, maxLength: 40 }), fc.integer({ min: 0, max: MAX }))
+    .map(([unit, n]) => new Uint8Array(Buffer.from(unit.repeat(Math.ceil(n / Math.max(1, unit.length)))).subarray(0, n))),
+  fc
+    .array(fc.record({ type: fc.constantFrom('assistant/chunk', 'user/message'), seq: fc.nat(), data: fc.string({ maxLength: 300 }) }), {
+      maxLength: 600,
+      size: 'max',
+    })
+    .map((lines) => new Uint8Array(Buffer.from(lines.map((l) => `${JSON.stringify(l)}\n`).join('')).subarray(0, MAX))),
+)
+
+describe('the libzstd encoder (zstd-napi)', () => {
+  it('round-trips random batches of 0 B to 256 KiB through both decoders and the zstd CLI (property)', async () => {
+    const sizes: number[] = []
+    await fc.assert(
+      fc.asyncProperty(batchBytes, async (input) => {
+        sizes.push(input.length)
+        const frame = compressFrame(input)
+        // One standard frame whose extent the log scanner finds from its headers alone.
+        expect(measureZstdFrame(frame, 0)).toEqual({ status: 'complete', end: frame.length })
+        expect(decompressFrames(frame).equals(Buffer.from(input))).toBe(true)
+        expect((await decompressAsync(frame)).equals(Buffer.from(input))).toBe(true)
+        expect(execFileSync('zstd', ['-dc'], { input: frame, maxBuffer: 4 * MAX }).equals(Buffer.from(input))).toBe(true)
+      }),
+      { numRuns: 60 },
+    )
+    // The generator really spans the range (not only tiny inputs).
+    expect(Math.min(...sizes)).toBe(0)
+    expect(Math.max(...sizes)).toBeGreaterThan(128 * 1024)
+  }, 120_000)
+
+  it('writes logs of random batches that `zstd -dc` reads back line for line (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(fc.string({ maxLength: 64 * 1024, unit: 'binary', size: 'max' }), { minLength: 1, maxLength: 4 }), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        async (batches) => {
+          const { dir, cleanup } = tempDir('dsh-jsonl-zstd-')
+          try {
+            const p = createJsonlPersistence({ root: dir })
+            let seq = 0
+            const written: string[] = []
+            for (const texts of batches) {
+              const batch = texts.map((text) => event(seq++, 'user/message', { text }))
+              await p.append(targetOf('prop'), batch)
+              for (const e of batch) written.push(JSON.stringify({ type: e.type, seq: e.seq, time: e.time, data: e.data }))
+            }
+            const file = p.logPath('prop')
+            await p.close()
+            const lines = execFileSync('zstd', ['-dc', file], { maxBuffer: 64 * MAX })
+              .toString('utf8')
+              .split('\n')
+            expect(lines.pop()).toBe('')
+            expect(JSON.parse(lines[0]!)).toMatchObject({ format: 'dsh-session-log', header: { id: 'prop' } })
+            expect(lines.slice(1)).toEqual(written)
+            // And the backend reads the same events.
+            const reader = createJsonlPersistence({ root: dir, readOnly: true })
+            expect((await reader.inspect(SessionId('prop'))).events.map((e) => JSON.stringify(e))).toEqual(written)
+            await reader.close()
+            expect(readFileSync(file).length).toBeGreaterThan(0)
+          } finally {
+            cleanup()
+          }
+        },
+      ),
+      { numRuns: 25 },
+    )
+  }, 120_000)
+})
