@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { crc32 } from 'node:zlib'
-import { parseSessionHeader, sameLifecycle, SessionLogOffset, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import type { ParsedListFilter, SessionQueryRecord } from '@dsh/session-query'
 import type Database from 'better-sqlite3'
 import { eventText } from './event-text.js'
@@ -19,6 +19,7 @@ interface SessionRow {
   readonly inherited: number
   readonly revision: string | null
   readonly body_revision: string | null
+  readonly body_state: 'indexed' | 'corrupt'
   readonly event_count: number
   readonly last_event: string | null
   readonly crc: number
@@ -58,25 +59,62 @@ export class IndexStore {
   readonly db: Database.Database
   readonly #stmt: ReturnType<typeof prepare>
   readonly #listCache = new Map<string, Database.Statement>()
+  /** Set by writes that can move a search result (text added or dropped, a session entering or leaving search). */
+  #moved = false
 
   constructor(db: Database.Database) {
     this.db = db
     this.#stmt = prepare(db)
   }
 
+  /**
+   * Runs `fn` in one write transaction. When it changed what a search
+   * returns, the search generation is bumped in the same transaction, so a
+   * cursor issued before fails as stale; a transaction that changed nothing
+   * searchable (headers, revisions, the feed cursor) keeps every cursor valid.
+   */
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)()
+    return this.db.transaction(() => {
+      this.#moved = false
+      const result = fn()
+      if (this.#moved) this.#stmt.bump.run()
+      this.#moved = false
+      return result
+    })()
   }
 
-  /** The search cursor generation: changes with every write to the index. */
+  /** The search cursor generation: `<epoch>.<n>`, the epoch new with every file, `n` bumped by writes that move results. */
   generation(): string {
     const rows = this.#stmt.meta.all() as Array<{ key: string; value: string }>
     const meta = new Map(rows.map((r) => [r.key, r.value]))
     return `${meta.get('epoch') ?? '?'}.${meta.get('generation') ?? '?'}`
   }
 
-  bumpGeneration(): void {
-    this.#stmt.bump.run()
+  /** The change-feed cursor the index is reconciled up to (`undefined`: never reconciled through the feed). */
+  feedCursor(): string | undefined {
+    return (this.#stmt.getMeta.get('feed') as { value: string } | undefined)?.value
+  }
+
+  setFeedCursor(cursor: string): void {
+    this.#stmt.setMeta.run('feed', cursor)
+  }
+
+  /**
+   * Sessions whose body must be (re)read: the feed named them, a rescan
+   * listed a revision the body was not read at, or they went cold here. Kept
+   * in the file, in the same transaction that advances the feed cursor, so a
+   * crash or a cancelled read never loses a change the cursor already passed.
+   */
+  addPending(id: string): void {
+    this.#stmt.addPending.run(id)
+  }
+
+  pendingIds(): string[] {
+    return this.#stmt.pending.pluck().all() as string[]
+  }
+
+  clearPending(id: string): void {
+    this.#stmt.clearPending.run(id)
   }
 
   rowStates(): Map<string, RowState> {
@@ -105,42 +143,96 @@ export class IndexStore {
     const headerJson = JSON.stringify(header)
     if (row === undefined) {
       const fresh = revision === 'keep' ? null : revision
-      this.#stmt.insert.run({ ...headerColumns(header, headerJson, inherited), revision: fresh, crc: rowCrc(header.id, headerJson, inherited, fresh) })
+      this.#stmt.insert.run({
+        ...headerColumns(header, headerJson, inherited),
+        revision: fresh,
+        crc: rowCrc(header.id, headerJson, inherited, fresh),
+      })
       return
     }
-    const sameLog = row.header === headerJson ? row.inherited === inherited : row.inherited === inherited && sameLifecycle(parseStoredHeader(row.header), header)
+    const sameLog =
+      row.header === headerJson
+        ? row.inherited === inherited
+        : row.inherited === inherited && sameLifecycle(parseStoredHeader(row.header), header)
     const nextRevision = revision !== 'keep' ? revision : sameLog ? row.revision : null
     if (row.header === headerJson && row.inherited === inherited && row.revision === nextRevision) return
+    // Search shows persisted rows (and live ones): a row becoming or ceasing to be persisted moves results.
+    if ((row.revision === null) !== (nextRevision === null) && row.event_count > 0) this.#moved = true
     if (!sameLog) this.#dropEvents(row.sid)
-    this.#stmt.updateHeader.run({ sid: row.sid, ...headerColumns(header, headerJson, inherited), revision: nextRevision, crc: rowCrc(header.id, headerJson, inherited, nextRevision) })
+    this.#stmt.updateHeader.run({
+      sid: row.sid,
+      ...headerColumns(header, headerJson, inherited),
+      revision: nextRevision,
+      crc: rowCrc(header.id, headerJson, inherited, nextRevision),
+    })
     if (!sameLog) this.#stmt.resetBody.run(row.sid)
   }
 
   /**
-   * Brings the event text of `id` up to `events` (a whole log, persisted or
-   * live). When the indexed prefix is still a prefix of `events` only the new
-   * events are added; otherwise the text is rebuilt for this session.
-   * `bodyRevision` records which persisted revision this body was read at
-   * (`undefined` when it came from memory).
+   * Brings the event text of `id` up to `events`, the log from offset `from`
+   * on (a whole log when `from` is 0, persisted or live; else a suffix read).
+   * When the indexed prefix is still a prefix of the log only the new events
+   * are added: a suffix must start at or before the last indexed event, whose
+   * digest must match. A whole log that does not extend the indexed prefix is
+   * indexed again from nothing; a suffix that does not (the log was
+   * re-created or rewritten) writes nothing and returns `false`: read the
+   * whole log. `bodyRevision` records which persisted revision this body was
+   * read at (`undefined` when it came from memory).
    */
-  writeBody(id: string, events: readonly StoredSessionEvent[], bodyRevision: string | undefined): void {
+  writeBody(id: string, events: readonly StoredSessionEvent[], bodyRevision: string | undefined, from = 0): boolean {
     const row = this.#stmt.get.get(id) as SessionRow | undefined
-    if (row === undefined) return
-    let from = row.event_count
-    const prefixHolds = from <= events.length && (from === 0 || digest(events[from - 1]!) === row.last_event)
-    if (!prefixHolds) {
+    if (row === undefined) return true
+    const end = from + events.length
+    let indexed = row.event_count
+    if (!this.#extends(row, events, from)) {
+      if (from > 0) return false
       this.#dropEvents(row.sid)
-      from = 0
+      indexed = 0
     }
-    for (let i = from; i < events.length; i++) {
-      const event = events[i]!
+    for (let i = indexed; i < end; i++) {
+      const event = events[i - from]!
       const text = eventText(event)
       if (text === undefined) continue
       const rowid = this.#stmt.insertEvent.run(row.sid, event.seq, event.type).lastInsertRowid
       this.#stmt.insertText.run(rowid, text)
+      this.#moved = true
     }
-    const last = events.length === 0 ? null : digest(events[events.length - 1]!)
-    this.#stmt.updateBody.run({ sid: row.sid, body_revision: bodyRevision ?? row.body_revision, body_state: 'indexed', event_count: events.length, last_event: last })
+    const last = end === 0 ? null : end === indexed ? row.last_event : digest(events[end - 1 - from]!)
+    this.#stmt.updateBody.run({
+      sid: row.sid,
+      body_revision: bodyRevision ?? row.body_revision,
+      body_state: 'indexed',
+      event_count: end,
+      last_event: last,
+    })
+    return true
+  }
+
+  /**
+   * Whether the log from `from` (its `events`) continues what is indexed for
+   * `id`: the same lifecycle and cut, a readable body, and the last indexed
+   * event present with the same digest. Decides between a suffix read and a
+   * whole one before any write.
+   */
+  continues(id: string, header: SessionHeader, inherited: number, events: readonly StoredSessionEvent[], from: number): boolean {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    if (row === undefined) return from === 0
+    if (row.inherited !== inherited || (row.header !== JSON.stringify(header) && !sameLifecycle(parseStoredHeader(row.header), header)))
+      return from === 0
+    return from === 0 || this.#extends(row, events, from)
+  }
+
+  /** Where a suffix read of `id` should start: at its last indexed event (0 to read it whole). */
+  suffixStart(id: string): number {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    return row === undefined || row.body_state !== 'indexed' || row.event_count === 0 ? 0 : row.event_count - 1
+  }
+
+  #extends(row: SessionRow, events: readonly StoredSessionEvent[], from: number): boolean {
+    if (row.body_state !== 'indexed' && from > 0) return false
+    const indexed = row.event_count
+    if (indexed < from || indexed > from + events.length) return false
+    return indexed === 0 || digest(events[indexed - 1 - from]!) === row.last_event
   }
 
   /** The log at `revision` cannot be read: keep the header (it still lists), drop its text. */
@@ -172,16 +264,23 @@ export class IndexStore {
   listRows(filter: ParsedListFilter, fetch: number | undefined): SessionQueryRecord[] {
     const where = ['revision IS NOT NULL']
     const params: unknown[] = []
-    if (filter.parentSession !== undefined) (where.push('parent = ?'), params.push(filter.parentSession))
-    if (filter.origin !== undefined) (where.push('origin = ?'), params.push(filter.origin))
-    if (filter.cwd !== undefined) (where.push('cwd = ?'), params.push(filter.cwd))
-    if (filter.createdFrom !== undefined) (where.push('created_at >= ?'), params.push(filter.createdFrom))
-    if (filter.createdTo !== undefined) (where.push('created_at <= ?'), params.push(filter.createdTo))
-    if (filter.after !== undefined) (where.push('(created_at, id) > (?, ?)'), params.push(filter.after.createdAt, filter.after.id))
+    const and = (condition: string, ...values: unknown[]): void => {
+      where.push(condition)
+      params.push(...values)
+    }
+    if (filter.parentSession !== undefined) and('parent = ?', filter.parentSession)
+    if (filter.origin !== undefined) and('origin = ?', filter.origin)
+    if (filter.cwd !== undefined) and('cwd = ?', filter.cwd)
+    if (filter.createdFrom !== undefined) and('created_at >= ?', filter.createdFrom)
+    if (filter.createdTo !== undefined) and('created_at <= ?', filter.createdTo)
+    if (filter.after !== undefined) and('(created_at, id) > (?, ?)', filter.after.createdAt, filter.after.id)
     const sql = `SELECT id, header, inherited, revision, crc FROM sessions WHERE ${where.join(' AND ')} ORDER BY created_at, id${fetch === undefined ? '' : ' LIMIT ?'}`
     if (fetch !== undefined) params.push(fetch)
     let stmt = this.#listCache.get(sql)
-    if (stmt === undefined) this.#listCache.set(sql, (stmt = this.db.prepare(sql)))
+    if (stmt === undefined) {
+      stmt = this.db.prepare(sql)
+      this.#listCache.set(sql, stmt)
+    }
     return (stmt.all(...params) as ListedRow[]).map(toRecord)
   }
 
@@ -195,7 +294,12 @@ export class IndexStore {
    * events. Rows of live sessions come back as they are indexed; the caller
    * replaces them with live records.
    */
-  searchSessions(match: string, liveIds: readonly string[], limit: number, offset: number): Array<{ id: string; record: SessionQueryRecord | undefined; best: number; matches: number }> {
+  searchSessions(
+    match: string,
+    liveIds: readonly string[],
+    limit: number,
+    offset: number,
+  ): Array<{ id: string; record: SessionQueryRecord | undefined; best: number; matches: number }> {
     const live = new Set(liveIds)
     return (this.#stmt.searchSessions.all(match, JSON.stringify(liveIds), limit, offset) as SessionHitRow[]).map((row) => ({
       id: row.id,
@@ -211,7 +315,7 @@ export class IndexStore {
 
   #dropEvents(sid: number): void {
     this.#stmt.deleteText.run(sid)
-    this.#stmt.deleteEvents.run(sid)
+    if (this.#stmt.deleteEvents.run(sid).changes > 0) this.#moved = true
   }
 }
 
@@ -219,16 +323,27 @@ function prepare(db: Database.Database) {
   return {
     meta: db.prepare('SELECT key, value FROM meta'),
     bump: db.prepare("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"),
+    getMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),
+    setMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
+    addPending: db.prepare('INSERT OR IGNORE INTO pending (id) VALUES (?)'),
+    pending: db.prepare('SELECT id FROM pending'),
+    clearPending: db.prepare('DELETE FROM pending WHERE id = ?'),
     states: db.prepare('SELECT id, revision, body_revision FROM sessions'),
-    get: db.prepare('SELECT sid, id, header, inherited, revision, body_revision, event_count, last_event, crc FROM sessions WHERE id = ?'),
+    get: db.prepare(
+      'SELECT sid, id, header, inherited, revision, body_revision, body_state, event_count, last_event, crc FROM sessions WHERE id = ?',
+    ),
     insert: db.prepare(
       'INSERT INTO sessions (id, created_at, parent, origin, cwd, header, inherited, revision, crc) VALUES (@id, @created_at, @parent, @origin, @cwd, @header, @inherited, @revision, @crc)',
     ),
     updateHeader: db.prepare(
       'UPDATE sessions SET id = @id, created_at = @created_at, parent = @parent, origin = @origin, cwd = @cwd, header = @header, inherited = @inherited, revision = @revision, crc = @crc WHERE sid = @sid',
     ),
-    resetBody: db.prepare("UPDATE sessions SET body_revision = NULL, body_state = 'indexed', event_count = 0, last_event = NULL WHERE sid = ?"),
-    updateBody: db.prepare('UPDATE sessions SET body_revision = @body_revision, body_state = @body_state, event_count = @event_count, last_event = @last_event WHERE sid = @sid'),
+    resetBody: db.prepare(
+      "UPDATE sessions SET body_revision = NULL, body_state = 'indexed', event_count = 0, last_event = NULL WHERE sid = ?",
+    ),
+    updateBody: db.prepare(
+      'UPDATE sessions SET body_revision = @body_revision, body_state = @body_state, event_count = @event_count, last_event = @last_event WHERE sid = @sid',
+    ),
     deleteSession: db.prepare('DELETE FROM sessions WHERE sid = ?'),
     insertEvent: db.prepare('INSERT INTO events (sid, seq, type) VALUES (?, ?, ?)'),
     insertText: db.prepare('INSERT INTO event_text (rowid, text) VALUES (?, ?)'),
@@ -250,7 +365,15 @@ function prepare(db: Database.Database) {
 }
 
 function headerColumns(header: SessionHeader, json: string, inherited: number) {
-  return { id: header.id, created_at: header.createdAt, parent: header.parentSession ?? null, origin: header.origin ?? null, cwd: header.cwd ?? null, header: json, inherited }
+  return {
+    id: header.id,
+    created_at: header.createdAt,
+    parent: header.parentSession ?? null,
+    origin: header.origin ?? null,
+    cwd: header.cwd ?? null,
+    header: json,
+    inherited,
+  }
 }
 
 function rowCrc(id: string, header: string, inherited: number, revision: string | null): number {
@@ -266,13 +389,22 @@ function parseStoredHeader(json: string): SessionHeader {
 }
 
 function toRecord(row: ListedRow): SessionQueryRecord {
-  if (rowCrc(row.id, row.header, row.inherited, row.revision) !== row.crc) throw new IndexDamageError(`The index row of session '${row.id}' fails its checksum.`)
+  if (rowCrc(row.id, row.header, row.inherited, row.revision) !== row.crc)
+    throw new IndexDamageError(`The index row of session '${row.id}' fails its checksum.`)
   const header = parseStoredHeader(row.header)
   if (header.id !== row.id) throw new IndexDamageError(`The index row of session '${row.id}' holds another session's header.`)
-  return Object.freeze({ header, inheritedEventCount: SessionLogOffset(row.inherited), live: false, persisted: true, revision: row.revision })
+  return Object.freeze({
+    header,
+    inheritedEventCount: SessionLogOffset(row.inherited),
+    live: false,
+    persisted: true,
+    revision: row.revision,
+  })
 }
 
 /** Identifies one event well enough to tell whether an indexed prefix is still a prefix. */
 function digest(event: StoredSessionEvent): string {
-  return createHash('sha1').update(JSON.stringify([event.type, event.seq, event.time, event.data])).digest('base64url')
+  return createHash('sha1')
+    .update(JSON.stringify([event.type, event.seq, event.time, event.data]))
+    .digest('base64url')
 }

@@ -3,12 +3,18 @@ import { definePlugin } from '@dsh/context'
 import type { IndexProgress } from '@dsh/session-query'
 import { createSqliteSessionQuery, type SqliteSessionQueryOptions } from './sqlite-query.js'
 
-/** Where a session root keeps its query index: `<root>/.index/query.sqlite`. */
+/**
+ * Where a session root keeps its query index: `<root>/.dsh/index.sqlite`, in
+ * the one dsh-owned directory (0700) that holds every derived file of a root.
+ * An index left at the old place (`<root>/.index/query.sqlite`) is not read or
+ * removed; the index here is simply built on first use.
+ */
 export function defaultIndexPath(root: string): string {
-  return join(root, '.index', 'query.sqlite')
+  return join(root, '.dsh', 'index.sqlite')
 }
 
-export interface SqliteSessionQueryPluginOptions extends Pick<SqliteSessionQueryOptions, 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency'> {
+export interface SqliteSessionQueryPluginOptions
+  extends Pick<SqliteSessionQueryOptions, 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency' | 'check'> {
   /** The index file (see `defaultIndexPath`). */
   readonly path: string
   readonly onProgress?: (progress: IndexProgress) => void

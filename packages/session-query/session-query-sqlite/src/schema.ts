@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 
 /** Bumped whenever the layout changes: a file of another version is rebuilt. */
-export const INDEX_SCHEMA_VERSION = 1
+export const INDEX_SCHEMA_VERSION = 2
 /** "dshq": tells our file apart from any other SQLite database at the same path. */
 const APPLICATION_ID = 0x64736871
 
@@ -56,6 +56,11 @@ const SCHEMA = `
     type TEXT NOT NULL
   );
   CREATE INDEX events_by_session ON events (sid, seq);
+  -- Sessions whose body must be (re)read before the index is current for them
+  -- (named by the change feed, listed at a revision their body was not read at,
+  -- or gone cold in a process). Written in the transaction that advances the
+  -- feed cursor (meta 'feed'), so no change the cursor passed is ever lost.
+  CREATE TABLE pending (id TEXT PRIMARY KEY) WITHOUT ROWID;
   CREATE VIRTUAL TABLE event_text USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
   PRAGMA application_id = ${APPLICATION_ID};
   PRAGMA user_version = ${INDEX_SCHEMA_VERSION};
@@ -67,14 +72,26 @@ export interface OpenedIndex {
   readonly rebuild?: RebuildReason
 }
 
+export interface OpenIndexOptions {
+  /**
+   * Run `PRAGMA quick_check` (a pass over every page) before trusting the
+   * file: for `dsh verify` and `dsh reindex`. An ordinary open checks only the
+   * file's identity and schema version; damage inside is found by the
+   * statements that meet it (SQLite reports it, row checksums catch the rest)
+   * and cured by a rebuild then.
+   */
+  readonly check?: boolean
+}
+
 /**
  * Opens the index file at `path`. A missing file is created; a file that is
- * garbage, truncated, damaged, another application's or of another schema
- * version is deleted and created again. The index is derived data, so
- * starting over only costs a rebuild.
+ * garbage, another application's or of another schema version (or, with
+ * `check`, fails `quick_check`) is deleted and created again. The index is
+ * derived data, so starting over only costs a rebuild. The file and its
+ * WAL companions are private (0600) and a directory created for it is 0700.
  */
-export function openIndexFile(path: string): OpenedIndex {
-  mkdirSync(dirname(path), { recursive: true })
+export function openIndexFile(path: string, options: OpenIndexOptions = {}): OpenedIndex {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
   if (!existsSync(path)) {
     // A WAL left beside a deleted database must not be replayed into the new one.
     removeIndexFile(path)
@@ -83,11 +100,12 @@ export function openIndexFile(path: string): OpenedIndex {
   let reason: RebuildReason | undefined
   let db: Database.Database | undefined
   try {
+    makePrivate(path)
     db = new Database(path)
     tune(db)
     if (db.pragma('application_id', { simple: true }) !== APPLICATION_ID) reason = 'corrupt'
     else if (db.pragma('user_version', { simple: true }) !== INDEX_SCHEMA_VERSION) reason = 'schema'
-    else if (db.pragma('quick_check', { simple: true }) !== 'ok') reason = 'corrupt'
+    else if (options.check === true && db.pragma('quick_check', { simple: true }) !== 'ok') reason = 'corrupt'
   } catch {
     reason = 'corrupt'
   }
@@ -101,12 +119,23 @@ export function openIndexFile(path: string): OpenedIndex {
   return { db: create(path), rebuild: reason ?? 'corrupt' }
 }
 
+/** `quick_check` of an open index: `'ok'` or SQLite's first complaint. */
+export function quickCheck(db: Database.Database): string {
+  try {
+    return String(db.pragma('quick_check', { simple: true }))
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error)
+  }
+}
+
 /** Deletes the index file and its WAL companions. */
 export function removeIndexFile(path: string): void {
   for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true })
 }
 
 function create(path: string): Database.Database {
+  // Created empty and private first: SQLite gives its -wal and -shm files the database file's mode.
+  closeSync(openSync(path, 'wx', 0o600))
   const db = new Database(path)
   tune(db)
   db.exec('BEGIN')
@@ -114,6 +143,21 @@ function create(path: string): Database.Database {
   db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('epoch', randomEpoch(), 'generation', '0')
   db.exec('COMMIT')
   return db
+}
+
+/**
+ * Narrows an existing file (and its WAL companions) to 0600: the index holds
+ * plain event text. Best effort: a file this user cannot chmod is not one it
+ * created, and opening it fails on its own terms.
+ */
+function makePrivate(path: string): void {
+  for (const suffix of ['', '-wal', '-shm']) {
+    try {
+      if ((statSync(path + suffix).mode & 0o077) !== 0) chmodSync(path + suffix, 0o600)
+    } catch {
+      // Missing (no WAL yet) or not ours.
+    }
+  }
 }
 
 function tune(db: Database.Database): void {

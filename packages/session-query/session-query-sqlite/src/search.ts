@@ -21,15 +21,19 @@ export interface ParsedSearch {
  * syntax. A request without any word is `SESSION_QUERY_INVALID_FILTER`.
  */
 export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'): ParsedSearch {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw invalidFilter('a search request must be an object { text, limit?, cursor? }')
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw invalidFilter('a search request must be an object { text, limit?, cursor? }')
   const raw = input as Record<string, unknown>
-  for (const key of Object.keys(raw)) if (key !== 'text' && key !== 'limit' && key !== 'cursor') throw invalidFilter(`unknown search field '${key}'`)
-  if (typeof raw.text !== 'string' || raw.text.length > MAX_SEARCH_TEXT) throw invalidFilter(`text must be a string of at most ${MAX_SEARCH_TEXT} characters`)
+  for (const key of Object.keys(raw))
+    if (key !== 'text' && key !== 'limit' && key !== 'cursor') throw invalidFilter(`unknown search field '${key}'`)
+  if (typeof raw.text !== 'string' || raw.text.length > MAX_SEARCH_TEXT)
+    throw invalidFilter(`text must be a string of at most ${MAX_SEARCH_TEXT} characters`)
   const words = raw.text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []
   if (words.length === 0) throw invalidFilter('text must contain at least one word (letters or digits)')
   let limit = DEFAULT_SEARCH_PAGE
   if (raw.limit !== undefined) {
-    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > MAX_SEARCH_PAGE) throw invalidFilter(`limit must be an integer from 1 to ${MAX_SEARCH_PAGE}`)
+    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > MAX_SEARCH_PAGE)
+      throw invalidFilter(`limit must be an integer from 1 to ${MAX_SEARCH_PAGE}`)
     limit = raw.limit
   }
   const digest = requestDigest([kind, words])
@@ -39,17 +43,26 @@ export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'):
   if (payload.v !== 1 || payload.kind !== `search-${kind}`) throw invalidCursor(`it is not a ${kind} search cursor`)
   if (payload.q !== digest) throw invalidCursor('it was issued for a different search')
   const { g, o } = payload
-  if (typeof g !== 'string' || typeof o !== 'number' || !Number.isSafeInteger(o) || o < 1 || o > MAX_OFFSET) throw invalidCursor('its position is malformed')
+  if (typeof g !== 'string' || typeof o !== 'number' || !Number.isSafeInteger(o) || o < 1 || o > MAX_OFFSET)
+    throw invalidCursor('its position is malformed')
   return { match, digest, limit, offset: o, generation: g }
 }
 
 /** Rejects a cursor issued before the index changed: its page would skip or repeat hits. */
 export function checkGeneration(search: ParsedSearch, generation: string): void {
   if (search.generation !== undefined && search.generation !== generation) {
-    throw new SessionQueryError('SESSION_QUERY_STALE_CURSOR', 'The search index changed since this cursor was issued (sessions were added, changed or re-indexed); run the search again from its first page.')
+    throw new SessionQueryError(
+      'SESSION_QUERY_STALE_CURSOR',
+      'The search index changed since this cursor was issued (sessions were added, changed or re-indexed); run the search again from its first page.',
+    )
   }
 }
 
-export function encodeSearchCursor(kind: 'sessions' | 'events', search: ParsedSearch, generation: string, offset: number): string | undefined {
+export function encodeSearchCursor(
+  kind: 'sessions' | 'events',
+  search: ParsedSearch,
+  generation: string,
+  offset: number,
+): string | undefined {
   return offset > MAX_OFFSET ? undefined : encodeCursor({ v: 1, kind: `search-${kind}`, q: search.digest, g: generation, o: offset })
 }

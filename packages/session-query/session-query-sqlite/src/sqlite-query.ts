@@ -1,13 +1,16 @@
-import { consoleLogger, isDshError, type Context, type Logger } from '@dsh/context'
-import type { Session, SessionId } from '@dsh/session'
-import type { PersistedSessionRecord, SessionObservation, SessionPersistence } from '@dsh/session-persistence'
+import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
+import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
+import type { PersistedSessionRecord, SessionChanges, SessionPersistence, SessionSuffixObservation } from '@dsh/session-persistence'
 import {
   checkAborted,
   createSessionQuery,
+  type EventSearchHit,
   eventWindow,
   fromPersistenceError,
   guarded,
   historyPage,
+  type IndexProgress,
+  type LiveSessions,
   listPersisted,
   liveRecord,
   matchesFilter,
@@ -16,22 +19,18 @@ import {
   parseHistoryRequest,
   parseListFilter,
   parseWindowRequest,
-  type EventSearchHit,
-  type IndexProgress,
-  type LiveSessions,
-  type ParsedListFilter,
   type SearchPage,
   type SearchRequest,
   type SessionListFilter,
   type SessionListPage,
   type SessionQuery,
+  SessionQueryError,
   type SessionQueryRecord,
   type SessionSearchHit,
-  SessionQueryError,
 } from '@dsh/session-query'
 import { IndexDamageError, IndexStore } from './index-store.js'
-import { isDamage, openIndexFile, removeIndexFile, type RebuildReason } from './schema.js'
-import { checkGeneration, encodeSearchCursor, parseSearchRequest, type ParsedSearch } from './search.js'
+import { isDamage, openIndexFile, quickCheck, type RebuildReason, removeIndexFile } from './schema.js'
+import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
 
 export interface SqliteSessionQueryOptions {
   readonly sessions: LiveSessions
@@ -48,6 +47,12 @@ export interface SqliteSessionQueryOptions {
   readonly context?: Pick<Context, 'on'>
   /** Reconcile with persistence before the factory resolves (default true). */
   readonly reconcileOnOpen?: boolean
+  /**
+   * Run SQLite's `quick_check` over the whole file on open (default false:
+   * for `dsh verify` and `dsh reindex`, not for every command). See also
+   * `checkIndex()`.
+   */
+  readonly check?: boolean
   /**
    * When set, a query finding the last full reconciliation older than this
    * many milliseconds reconciles first (picks up other processes' writes).
@@ -66,10 +71,20 @@ export interface SqliteSessionQueryOptions {
 export interface ReconcileReport {
   /** Set when the index was built from nothing, and why. */
   readonly rebuild?: RebuildReason
-  /** Records persistence listed. */
+  /**
+   * `'feed'`: the persistence change feed named what changed since the
+   * index's cursor (nothing else was looked at); `'rescan'`: the feed could
+   * not prove that, so every header was listed once.
+   */
+  readonly source: 'feed' | 'rescan'
+  /** Records persistence listed (a rescan; 0 when the feed answered). */
   readonly listed: number
-  /** Logs whose bodies were read (new or changed revisions). */
+  /** Ids the change feed named (0 on a rescan). */
+  readonly changed: number
+  /** Logs read (new or changed revisions; attempts, failures included): only their new batches when the indexed prefix still holds. */
   readonly read: number
+  /** Of `read`, logs read whole because they were new, re-created or rewritten. */
+  readonly readWhole: number
   /** Rows removed because their session is no longer persisted. */
   readonly removed: number
   /** Logs that could not be read because they are corrupt (they still list). */
@@ -77,6 +92,9 @@ export interface ReconcileReport {
   /** Logs whose read failed otherwise; retried by the next reconciliation. */
   readonly failed: number
 }
+
+/** The outcome of `checkIndex()`. */
+export type IndexCheck = { readonly ok: true } | { readonly ok: false; readonly problem: string; readonly rebuilt: ReconcileReport }
 
 /** The SQLite-indexed `sessionQuery` backend. */
 export interface SqliteSessionQuery extends SessionQuery {
@@ -87,6 +105,11 @@ export interface SqliteSessionQuery extends SessionQuery {
   reconcile(signal?: AbortSignal): Promise<ReconcileReport>
   /** Deletes the index file and builds it again from persistence. */
   rebuild(signal?: AbortSignal): Promise<ReconcileReport>
+  /**
+   * Runs SQLite's `quick_check` over the index file (for `dsh verify`): `ok`
+   * when sound; otherwise the problem, and the index is rebuilt at once.
+   */
+  checkIndex(signal?: AbortSignal): Promise<IndexCheck>
   close(): Promise<void>
 }
 
@@ -125,8 +148,6 @@ class SqliteQuery implements SqliteSessionQuery {
   #lastLive = new Map<string, Session>()
   /** Sessions that left the store since the last query: their rows need the persisted revision. */
   readonly #cold = new Map<string, Session>()
-  /** Rows whose header came from memory: their body is verified against persistence before a search. */
-  readonly #unverified = new Set<string>()
   #lastReconcile = 0
   readonly #unsubscribe: Array<() => void> = []
   readonly #lifetime = new AbortController()
@@ -146,11 +167,12 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   async open(signal: AbortSignal | undefined): Promise<void> {
-    const opened = openIndexFile(this.path)
+    const opened = openIndexFile(this.path, { check: this.#options.check === true })
     this.#store = new IndexStore(opened.db)
     this.#rebuildReason = opened.rebuild
     // A missing file is the normal first run; damage and old schemas are worth a word.
-    if (opened.rebuild !== undefined && opened.rebuild !== 'missing') this.#logger.warn(`dsh: the session query index at ${this.path} is being rebuilt (${opened.rebuild}).`)
+    if (opened.rebuild !== undefined && opened.rebuild !== 'missing')
+      this.#logger.warn(`dsh: the session query index at ${this.path} is being rebuilt (${opened.rebuild}).`)
     if (this.#options.reconcileOnOpen !== false) await this.reconcile(signal)
   }
 
@@ -180,7 +202,10 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   /** Live records report whether (and at which revision) their log is persisted: one `stat` each. */
-  async #withLiveRevisions(records: readonly SessionQueryRecord[], signal: AbortSignal | undefined): Promise<readonly SessionQueryRecord[]> {
+  async #withLiveRevisions(
+    records: readonly SessionQueryRecord[],
+    signal: AbortSignal | undefined,
+  ): Promise<readonly SessionQueryRecord[]> {
     if (!records.some((r) => r.live)) return records
     const out = await Promise.all(
       records.map(async (record) => {
@@ -223,7 +248,9 @@ class SqliteQuery implements SqliteSessionQuery {
     return this.#search(request, 'events', signal, (store, search, liveIds) => {
       const rows = store.searchEvents(search.match, liveIds, search.limit + 1, search.offset)
       return {
-        hits: rows.slice(0, search.limit).map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.bm25 })),
+        hits: rows
+          .slice(0, search.limit)
+          .map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.bm25 })),
         more: rows.length > search.limit,
       }
     })
@@ -241,7 +268,10 @@ class SqliteQuery implements SqliteSessionQuery {
       }
       return { hits, more: rows.length > search.limit }
     }).then(async (page) => {
-      const records = await this.#withLiveRevisions(page.hits.map((h) => h.record), signal)
+      const records = await this.#withLiveRevisions(
+        page.hits.map((h) => h.record),
+        signal,
+      )
       return { ...page, hits: Object.freeze(page.hits.map((hit, i) => Object.freeze({ ...hit, record: records[i]! }))) }
     })
   }
@@ -277,7 +307,26 @@ class SqliteQuery implements SqliteSessionQuery {
   // ---------------------------------------------------------- index upkeep
 
   reconcile(signal?: AbortSignal): Promise<ReconcileReport> {
-    return guarded(this.#exclusive(() => this.#reconcile(this.#until(signal))), signal)
+    return guarded(
+      this.#exclusive(() => this.#reconcileOrRebuild(this.#until(signal))),
+      signal,
+    )
+  }
+
+  /**
+   * Open no longer runs `quick_check`, so damage inside the file surfaces
+   * here, from the statements that meet it: the index is rebuilt from
+   * nothing and the reconciliation runs again (once).
+   */
+  async #reconcileOrRebuild(signal: AbortSignal): Promise<ReconcileReport> {
+    try {
+      return await this.#reconcile(signal)
+    } catch (error) {
+      if (!(error instanceof IndexDamageError || isDamage(error)) || this.#closed) throw error
+      this.#logger.warn(`dsh: the session query index at ${this.path} is damaged; rebuilding it.`, error)
+      this.#reopenEmpty('corrupt')
+      return this.#reconcile(signal)
+    }
   }
 
   rebuild(signal?: AbortSignal): Promise<ReconcileReport> {
@@ -285,6 +334,19 @@ class SqliteQuery implements SqliteSessionQuery {
       this.#exclusive(async () => {
         this.#reopenEmpty('requested')
         return this.#reconcile(this.#until(signal))
+      }),
+      signal,
+    )
+  }
+
+  checkIndex(signal?: AbortSignal): Promise<IndexCheck> {
+    return guarded(
+      this.#exclusive(async (): Promise<IndexCheck> => {
+        const problem = quickCheck(this.#requireStore().db)
+        if (problem === 'ok') return { ok: true }
+        this.#logger.warn(`dsh: the session query index at ${this.path} fails quick_check (${problem}); rebuilding it.`)
+        this.#reopenEmpty('corrupt')
+        return { ok: false, problem, rebuilt: await this.#reconcile(this.#until(signal)) }
       }),
       signal,
     )
@@ -304,7 +366,7 @@ class SqliteQuery implements SqliteSessionQuery {
   async #beforeQuery(): Promise<void> {
     this.#assertOpen()
     const stale = this.#options.maxStalenessMs !== undefined && Date.now() - this.#lastReconcile > this.#options.maxStalenessMs
-    if (stale) await this.#exclusive(() => this.#reconcile(this.#lifetime.signal))
+    if (stale) await this.#exclusive(() => this.#reconcileOrRebuild(this.#lifetime.signal))
     this.#noticeCold()
     if (this.#cold.size > 0) await this.#exclusive(() => this.#refreshCold())
   }
@@ -335,7 +397,14 @@ class SqliteQuery implements SqliteSessionQuery {
   async #refreshCold(): Promise<void> {
     const batch = [...this.#cold.values()]
     this.#cold.clear()
-    const revisions = await Promise.all(batch.map((s) => this.#persistence.stat(s.id as SessionId, this.#lifetime.signal).then((r) => ({ r }), (error: unknown) => ({ error }))))
+    const revisions = await Promise.all(
+      batch.map((s) =>
+        this.#persistence.stat(s.id as SessionId, this.#lifetime.signal).then(
+          (r) => ({ r }),
+          (error: unknown) => ({ error }),
+        ),
+      ),
+    )
     const store = this.#requireStore()
     store.transaction(() => {
       batch.forEach((session, i) => {
@@ -348,20 +417,21 @@ class SqliteQuery implements SqliteSessionQuery {
         if (this.#sessions.get(session.id) !== undefined) return
         if (result.r === undefined) {
           store.delete(session.id)
-          this.#unverified.delete(session.id)
+          store.clearPending(session.id)
           return
         }
         const state = store.rowState(session.id)
         if (state?.revision !== result.r) store.writeHeader(session.header, session.inheritedEventCount, result.r)
-        if (store.rowState(session.id)?.bodyRevision !== result.r) this.#unverified.add(session.id)
+        if (store.rowState(session.id)?.bodyRevision !== result.r) store.addPending(session.id)
       })
-      store.bumpGeneration()
     })
   }
 
-  /** Reads the bodies of sessions that went cold here, so their text is the persisted text. */
+  /** Reads the pending bodies of sessions not live here (gone cold, or left by an interrupted reconciliation). */
   async #verifyBodies(): Promise<void> {
-    const ids = [...this.#unverified].filter((id) => this.#sessions.get(id) === undefined)
+    const ids = this.#requireStore()
+      .pendingIds()
+      .filter((id) => this.#sessions.get(id) === undefined)
     if (ids.length === 0) return
     await this.#readBodies(ids, this.#lifetime.signal, () => {})
   }
@@ -379,15 +449,20 @@ class SqliteQuery implements SqliteSessionQuery {
         store.writeHeader(session.header, session.inheritedEventCount, store.rowState(session.id) === undefined ? null : 'keep')
         store.writeBody(session.id, session.events, undefined)
       }
-      store.bumpGeneration()
     })
   }
 
   /**
-   * The incremental reconciliation: one `persistence.list()` (header frames
-   * only), then bodies are read only for logs whose revision differs from
-   * the one indexed; rows of sessions no longer persisted are removed. Live
-   * sessions are skipped (they are answered from memory).
+   * The incremental reconciliation. It asks the persistence change feed what
+   * changed since the cursor stored in the index: when the feed answers, only
+   * the ids it names are looked at (nothing changed: no log and no header is
+   * read); when it cannot prove completeness (first run, a missing or damaged
+   * feed), one `persistence.list()` (header frames only) is compared with the
+   * indexed revisions and rows of sessions no longer persisted are removed.
+   * Either way the ids to read are recorded as pending in the same
+   * transaction that advances the cursor, then read: a session whose indexed
+   * prefix still holds costs only its new batches (`inspectFrom`). Live
+   * sessions are skipped (they are answered from memory) and stay pending.
    */
   async #reconcile(signal: AbortSignal): Promise<ReconcileReport> {
     this.#assertOpen()
@@ -400,43 +475,88 @@ class SqliteQuery implements SqliteSessionQuery {
       }
     }
     progress({ phase: 'scan', done: 0, total: 0 })
-    const listed: PersistedSessionRecord[] = await listPersisted({ sessions: this.#sessions, persistence: this.#persistence }, signal)
-    progress({ phase: 'scan', done: listed.length, total: listed.length })
-    const store = this.#requireStore()
+    const since = this.#requireStore().feedCursor()
+    let feed: SessionChanges
+    try {
+      feed = await guarded(this.#persistence.changes(since, signal), signal)
+    } catch (error) {
+      throw fromPersistenceError(error, undefined, signal)
+    }
     const liveIds = new Set<string>(this.#sessions.list().map((s) => s.id))
-    const states = store.rowStates()
-    const toRead: string[] = []
+    let listed = 0
     let removed = 0
-    store.transaction(() => {
-      const listedIds = new Set<string>()
-      for (const record of listed) {
-        const id = record.header.id
-        listedIds.add(id)
-        const state = states.get(id)
-        if (state?.revision !== record.revision) store.writeHeader(record.header, record.inheritedEventCount, record.revision)
-        if (!liveIds.has(id) && state?.bodyRevision !== record.revision) toRead.push(id)
+    if (feed.rescan) {
+      // The cursor was taken before the listing: whatever changes meanwhile is in the feed after it.
+      const records: PersistedSessionRecord[] = await listPersisted({ sessions: this.#sessions, persistence: this.#persistence }, signal)
+      listed = records.length
+      progress({ phase: 'scan', done: listed, total: listed })
+      const store = this.#requireStore()
+      const states = store.rowStates()
+      store.transaction(() => {
+        const listedIds = new Set<string>()
+        for (const record of records) {
+          const id = record.header.id
+          listedIds.add(id)
+          const state = states.get(id)
+          if (state?.revision !== record.revision) store.writeHeader(record.header, record.inheritedEventCount, record.revision)
+          if (state?.bodyRevision !== record.revision) store.addPending(id)
+        }
+        for (const id of states.keys()) {
+          if (listedIds.has(id) || liveIds.has(id)) continue
+          store.delete(id)
+          store.clearPending(id)
+          removed++
+        }
+        store.setFeedCursor(feed.cursor)
+      })
+    } else {
+      progress({ phase: 'scan', done: feed.ids.length, total: feed.ids.length })
+      const store = this.#requireStore()
+      if (feed.ids.length > 0 || feed.cursor !== since) {
+        store.transaction(() => {
+          for (const id of feed.ids) store.addPending(id)
+          store.setFeedCursor(feed.cursor)
+        })
       }
-      for (const id of states.keys()) {
-        if (listedIds.has(id) || liveIds.has(id)) continue
-        store.delete(id)
-        removed++
-      }
-      store.bumpGeneration()
-    })
+    }
+    const toRead = this.#requireStore()
+      .pendingIds()
+      .filter((id) => !liveIds.has(id))
     const result = await this.#readBodies(toRead, signal, progress)
     this.#lastReconcile = Date.now()
     this.#rebuildReason = undefined
-    return { ...(rebuild === undefined ? {} : { rebuild }), listed: listed.length, read: toRead.length, removed, corrupt: result.corrupt, failed: result.failed }
+    return {
+      ...(rebuild === undefined ? {} : { rebuild }),
+      source: feed.rescan ? 'rescan' : 'feed',
+      listed,
+      changed: feed.rescan ? 0 : feed.ids.length,
+      read: toRead.length,
+      readWhole: result.whole,
+      removed: removed + result.removed,
+      corrupt: result.corrupt,
+      failed: result.failed,
+    }
   }
 
-  /** Reads `ids` through `inspect` (a few at a time) and writes their text in batched transactions. */
-  async #readBodies(ids: readonly string[], signal: AbortSignal, progress: (p: IndexProgress) => void): Promise<{ corrupt: number; failed: number }> {
+  /**
+   * Reads the pending `ids` (a few at a time) and writes their text in
+   * batched transactions. A session whose indexed prefix still holds is read
+   * from its last indexed event on (`inspectFrom`), and only the events after
+   * it are indexed; a new, re-created or rewritten one is read whole.
+   */
+  async #readBodies(
+    ids: readonly string[],
+    signal: AbortSignal,
+    progress: (p: Omit<IndexProgress, 'rebuild'>) => void,
+  ): Promise<{ corrupt: number; failed: number; removed: number; whole: number }> {
     const total = ids.length
     let done = 0
     let corrupt = 0
     let failed = 0
+    let removed = 0
+    let whole = 0
     let next = 0
-    let pending: Array<{ id: string; observation?: SessionObservation; error?: unknown }> = []
+    let pending: Array<{ id: string; observation?: SessionSuffixObservation; error?: unknown }> = []
     progress({ phase: 'index', done, total })
     const flush = (): void => {
       if (pending.length === 0) return
@@ -445,31 +565,50 @@ class SqliteQuery implements SqliteSessionQuery {
       const store = this.#requireStore()
       store.transaction(() => {
         for (const item of batch) {
-          this.#unverified.delete(item.id)
-          if (item.observation !== undefined) {
-            store.writeHeader(item.observation.header, item.observation.inheritedEventCount, item.observation.revision)
-            store.writeBody(item.id, item.observation.events, item.observation.revision)
+          const observation = item.observation
+          if (observation !== undefined) {
+            store.writeHeader(observation.header, observation.inheritedEventCount, observation.revision)
+            if (store.writeBody(item.id, observation.events, observation.revision, observation.from)) store.clearPending(item.id)
+            else {
+              // Another process re-indexed this row between the read and now: the next pass reads it again.
+              failed++
+            }
           } else if (isDshError(item.error, 'SESSION_PERSISTENCE_NOT_FOUND')) {
+            if (store.rowState(item.id) !== undefined) removed++
             store.delete(item.id)
+            store.clearPending(item.id)
           } else if (isDshError(item.error, 'SESSION_PERSISTENCE_CORRUPT')) {
             corrupt++
             const revision = store.rowState(item.id)?.revision
             if (revision != null) store.markCorrupt(item.id, revision)
+            store.clearPending(item.id)
           } else {
             failed++
-            this.#logger.warn(`dsh: could not read session '${item.id}' for the query index; the next reconciliation retries it.`, item.error)
+            this.#logger.warn(
+              `dsh: could not read session '${item.id}' for the query index; the next reconciliation retries it.`,
+              item.error,
+            )
           }
         }
-        store.bumpGeneration()
       })
       progress({ phase: 'index', done, total })
+    }
+    const read = async (id: string): Promise<SessionSuffixObservation> => {
+      const sid = id as SessionId
+      const from = this.#requireStore().suffixStart(id)
+      if (from > 0) {
+        const suffix = await this.#persistence.inspectFrom(sid, SessionLogOffset(from), signal)
+        if (this.#requireStore().continues(id, suffix.header, suffix.inheritedEventCount, suffix.events, suffix.from)) return suffix
+      }
+      whole++
+      return this.#persistence.inspectFrom(sid, SessionLogOffset(0), signal)
     }
     const worker = async (): Promise<void> => {
       while (next < ids.length) {
         const id = ids[next++]!
         try {
           // Await first: `pending` may be swapped by a flush while this read is in flight.
-          const observation = await this.#persistence.inspect(id as SessionId, signal)
+          const observation = await read(id)
           pending.push({ id, observation })
         } catch (error) {
           if (signal.aborted || isDshError(error, 'CANCELLED')) throw fromPersistenceError(error, id, signal)
@@ -486,7 +625,7 @@ class SqliteQuery implements SqliteSessionQuery {
       // Whatever was read before a cancellation is kept: the next run resumes from there.
       if (!this.#closed) flush()
     }
-    return { corrupt, failed }
+    return { corrupt, failed, removed, whole }
   }
 
   /** Aborts with the caller's signal and when this query closes. */
@@ -518,7 +657,8 @@ class SqliteQuery implements SqliteSessionQuery {
       () => (this.#rebuilding = undefined),
       (failure: unknown) => {
         this.#rebuilding = undefined
-        if (!this.#closed) this.#logger.error('dsh: rebuilding the session query index failed; listings keep scanning until it succeeds.', failure)
+        if (!this.#closed)
+          this.#logger.error('dsh: rebuilding the session query index failed; listings keep scanning until it succeeds.', failure)
       },
     )
   }
@@ -552,6 +692,10 @@ class SqliteQuery implements SqliteSessionQuery {
   #wrapIndexError(error: unknown): unknown {
     if (isDshError(error)) return error
     const message = error instanceof Error ? error.message : String(error)
-    return new SessionQueryError('SESSION_QUERY_INDEX_FAILED', `The session query index at ${this.path} failed: ${message}. Delete the file to force a rebuild if this persists.`, { cause: error })
+    return new SessionQueryError(
+      'SESSION_QUERY_INDEX_FAILED',
+      `The session query index at ${this.path} failed: ${message}. Delete the file to force a rebuild if this persists.`,
+      { cause: error },
+    )
   }
 }

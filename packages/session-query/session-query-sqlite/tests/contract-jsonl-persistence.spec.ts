@@ -1,8 +1,8 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
 import { sessionQueryContractSuite } from '@dsh/session-query/contract-suite'
-import { join } from 'node:path'
 import { createSqliteSessionQuery, defaultIndexPath } from '../src/index.js'
 
 for (const compression of ['zstd', 'none'] as const satisfies readonly JsonlCompression[]) {
@@ -29,6 +29,11 @@ for (const compression of ['zstd', 'none'] as const satisfies readonly JsonlComp
       }
     },
     // The index lives under the session root (`<root>/.index/`), which the jsonl backend never lists.
-    openQuery: (sources) => createSqliteSessionQuery({ ...sources, path: defaultIndexPath(roots.get(sources.persistence)!), logger: { warn: () => {}, error: () => {} } }),
+    openQuery: (sources) =>
+      createSqliteSessionQuery({
+        ...sources,
+        path: defaultIndexPath(roots.get(sources.persistence)!),
+        logger: { warn: () => {}, error: () => {} },
+      }),
   })
 }

@@ -12,7 +12,11 @@ sessionQueryContractSuite('sqlite index over in-memory persistence', {
   },
   async openQuery(sources) {
     const dir = mkdtempSync(join(tmpdir(), 'dsh-query-sqlite-'))
-    const query = await createSqliteSessionQuery({ ...sources, path: join(dir, '.index', 'query.sqlite'), logger: { warn: () => {}, error: () => {} } })
+    const query = await createSqliteSessionQuery({
+      ...sources,
+      path: join(dir, '.index', 'query.sqlite'),
+      logger: { warn: () => {}, error: () => {} },
+    })
     const close = query.close.bind(query)
     return Object.assign(query, {
       async close() {

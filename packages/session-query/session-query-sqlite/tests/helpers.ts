@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { IndexProgress } from '@dsh/session-query'
 import { afterEach } from 'vitest'
@@ -41,7 +41,12 @@ export function message(seq: number, text: string, type = 'user/message'): Store
   return { type, seq: SessionSeq(seq), time: T0 + seq, data: type === 'assistant/message' ? { turn: 1, text } : { text } }
 }
 
-export async function persist(persistence: SessionPersistence, h: SessionHeader, events: readonly StoredSessionEvent[] = [], cut = 0): Promise<void> {
+export async function persist(
+  persistence: SessionPersistence,
+  h: SessionHeader,
+  events: readonly StoredSessionEvent[] = [],
+  cut = 0,
+): Promise<void> {
   await persistence.append({ header: h, inheritedEventCount: SessionLogOffset(cut) }, events)
 }
 

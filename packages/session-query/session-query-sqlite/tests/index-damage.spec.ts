@@ -1,4 +1,16 @@
-import { copyFileSync, existsSync, renameSync, openSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync, writeSync, closeSync } from 'node:fs'
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
 import type { SessionListFilter } from '@dsh/session-query'
@@ -13,15 +25,31 @@ async function corpus(): Promise<SessionPersistence> {
   const persistence = createMemoryPersistence()
   for (let i = 0; i < 60; i++) {
     const parent = i % 10 === 0 ? {} : { parentSession: `p${i - (i % 10)}`, origin: 'subagent', delegationDepth: 1 }
-    const events = Array.from({ length: 1 + (i % 4) }, (_, k) => message(k, `${WORDS[(i + k) % WORDS.length]} ${WORDS[(i * 7 + k) % WORDS.length]} note ${i}`, k % 2 === 0 ? 'user/message' : 'assistant/message'))
-    await persist(persistence, header(i % 10 === 0 ? `p${i}` : `c${i}`, 1000 + (i % 17), { ...parent, ...(i % 3 === 0 ? { cwd: '/a' } : {}) }), events)
+    const events = Array.from({ length: 1 + (i % 4) }, (_, k) =>
+      message(
+        k,
+        `${WORDS[(i + k) % WORDS.length]} ${WORDS[(i * 7 + k) % WORDS.length]} note ${i}`,
+        k % 2 === 0 ? 'user/message' : 'assistant/message',
+      ),
+    )
+    await persist(
+      persistence,
+      header(i % 10 === 0 ? `p${i}` : `c${i}`, 1000 + (i % 17), { ...parent, ...(i % 3 === 0 ? { cwd: '/a' } : {}) }),
+      events,
+    )
   }
   return persistence
 }
 
 /** Every answer the index shapes: listings (all pages) and searches (all pages). */
 async function answers(query: SqliteSessionQuery): Promise<unknown> {
-  const filters: SessionListFilter[] = [{}, { parentSession: 'p10' }, { origin: 'subagent' }, { cwd: '/a' }, { createdAt: { from: 1003, to: 1009 } }]
+  const filters: SessionListFilter[] = [
+    {},
+    { parentSession: 'p10' },
+    { origin: 'subagent' },
+    { cwd: '/a' },
+    { createdAt: { from: 1003, to: 1009 } },
+  ]
   const lists: unknown[] = []
   for (const filter of filters) {
     const records: unknown[] = []
@@ -39,7 +67,11 @@ async function answers(query: SqliteSessionQuery): Promise<unknown> {
       const hits: unknown[] = []
       let cursor: string | undefined
       do {
-        const page: { hits: readonly unknown[]; nextCursor?: string } = await query[kind]({ text, limit: 4, ...(cursor === undefined ? {} : { cursor }) })
+        const page: { hits: readonly unknown[]; nextCursor?: string } = await query[kind]({
+          text,
+          limit: 4,
+          ...(cursor === undefined ? {} : { cursor }),
+        })
         hits.push(...page.hits)
         cursor = page.nextCursor
       } while (cursor !== undefined)
@@ -57,27 +89,50 @@ function zero(path: string, offset: number, length: number): void {
 
 const damages: Array<[name: string, expected: string, damage: (path: string) => void]> = [
   ['deleted', 'missing', (path) => rmSync(path)],
-  ['deleted, with a stale WAL left beside it', 'missing', (path) => {
-    // A crash can leave the WAL of the deleted file behind: it must not be replayed into the new one.
-    withDb(path, (db) => {
-      db.pragma('wal_autocheckpoint = 0')
-      db.exec("UPDATE sessions SET header = header || ' '; UPDATE meta SET value = value || '-old'")
-      copyFileSync(`${path}-wal`, `${path}.saved-wal`)
-    })
-    rmSync(path)
-    renameSync(`${path}.saved-wal`, `${path}-wal`)
-  }],
+  [
+    'deleted, with a stale WAL left beside it',
+    'missing',
+    (path) => {
+      // A crash can leave the WAL of the deleted file behind: it must not be replayed into the new one.
+      withDb(path, (db) => {
+        db.pragma('wal_autocheckpoint = 0')
+        db.exec("UPDATE sessions SET header = header || ' '; UPDATE meta SET value = value || '-old'")
+        copyFileSync(`${path}-wal`, `${path}.saved-wal`)
+      })
+      rmSync(path)
+      renameSync(`${path}.saved-wal`, `${path}-wal`)
+    },
+  ],
   ['truncated to half', 'corrupt', (path) => truncateSync(path, Math.floor(statSync(path).size / 2))],
   ['header zeroed', 'corrupt', (path) => zero(path, 0, 100)],
-  ['replaced by junk', 'corrupt', (path) => writeFileSync(path, Buffer.from(Array.from({ length: statSync(path).size }, (_, i) => (i * 131 + 7) % 256)))],
+  [
+    'replaced by junk',
+    'corrupt',
+    (path) => writeFileSync(path, Buffer.from(Array.from({ length: statSync(path).size }, (_, i) => (i * 131 + 7) % 256))),
+  ],
   ['a middle page zeroed', 'corrupt', (path) => zero(path, 4096 * Math.floor(statSync(path).size / 4096 / 2), 4096)],
   ['of an older schema', 'schema', (path) => withDb(path, (db) => db.pragma('user_version = 0'))],
-  ['another application’s database', 'corrupt', (path) => {
-    rmSync(path)
-    withDb(path, (db) => db.exec('CREATE TABLE sessions (id TEXT); INSERT INTO sessions VALUES (1)'))
-  }],
+  [
+    'another application’s database',
+    'corrupt',
+    (path) => {
+      rmSync(path)
+      withDb(path, (db) => db.exec('CREATE TABLE sessions (id TEXT); INSERT INTO sessions VALUES (1)'))
+    },
+  ],
   // Content damage SQLite's structural checks cannot see: caught by the row checksum when read.
-  ['a row rewritten behind the index’s back', 'corrupt', (path) => withDb(path, (db) => db.prepare(`UPDATE sessions SET header = replace(header, '"createdAt":1005', '"createdAt":1006') WHERE header LIKE '%"createdAt":1005%'`).run())],
+  [
+    'a row rewritten behind the index’s back',
+    'corrupt',
+    (path) =>
+      withDb(path, (db) =>
+        db
+          .prepare(
+            `UPDATE sessions SET header = replace(header, '"createdAt":1005', '"createdAt":1006') WHERE header LIKE '%"createdAt":1005%'`,
+          )
+          .run(),
+      ),
+  ],
 ]
 
 function withDb(path: string, fn: (db: Database.Database) => unknown): void {

@@ -1,19 +1,27 @@
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { sessionStorePlugin, type SessionStore } from '@dsh/session'
-import { createMemoryPersistence, sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
+import { type SessionStore, sessionStorePlugin } from '@dsh/session'
+import { createMemoryPersistence, type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { describe, expect, it } from 'vitest'
-import { sqliteSessionQueryPlugin, type SqliteSessionQuery } from '../src/index.js'
+import { type SqliteSessionQuery, sqliteSessionQueryPlugin } from '../src/index.js'
 import { code, header, later, message, persist, silent, store, tempDir } from './helpers.js'
 
 /** A composed host: store, persistence (coordinator + shared reads) and the sqlite query. */
-async function host(backend: SessionPersistence, path: string): Promise<{ ctx: Context; sessions: SessionStore; persistence: SessionPersistence; query: SqliteSessionQuery }> {
+async function host(
+  backend: SessionPersistence,
+  path: string,
+): Promise<{ ctx: Context; sessions: SessionStore; persistence: SessionPersistence; query: SqliteSessionQuery }> {
   const ctx = new Context({ logger: silent })
   later(() => ctx.dispose())
   await ctx.activate(sessionStorePlugin())
   await ctx.activate(sessionPersistencePlugin(backend, { writeBehindMs: 1 }))
   await ctx.activate(sqliteSessionQueryPlugin({ path }))
-  return { ctx, sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence'), query: ctx.require('sessionQuery') as SqliteSessionQuery }
+  return {
+    ctx,
+    sessions: ctx.require('sessions'),
+    persistence: ctx.require('sessionPersistence'),
+    query: ctx.require('sessionQuery') as SqliteSessionQuery,
+  }
 }
 
 describe('sessions of this process', () => {
@@ -39,7 +47,9 @@ describe('sessions of this process', () => {
     expect(hits.hits.map((h) => `${h.id}#${h.seq}`).sort()).toEqual(['child#0', 'child#1'])
     expect(backend.metrics.bodyReads).toBe(reads + 1)
     expect((await query.reconcile()).read).toBe(0)
-    expect((await query.searchSessions({ text: 'herons' })).hits.map((h) => h.record)).toEqual([expect.objectContaining({ live: false, persisted: true })])
+    expect((await query.searchSessions({ text: 'herons' })).hits.map((h) => h.record)).toEqual([
+      expect.objectContaining({ live: false, persisted: true }),
+    ])
     expect(backend.metrics.bodyReads).toBe(reads + 1)
   })
 
@@ -51,7 +61,10 @@ describe('sessions of this process', () => {
     const { query } = await openQuery({ sessions, persistence: backend, path: join(tempDir(), 'q.sqlite') })
     const ghost = sessions.create({ id: 'ghost', createdAt: 2 })
     ghost.append('user/message', { text: 'unsaved ghost words' })
-    expect((await query.listSessions()).records.map((r) => [r.header.id, r.live])).toEqual([['kept', false], ['ghost', true]])
+    expect((await query.listSessions()).records.map((r) => [r.header.id, r.live])).toEqual([
+      ['kept', false],
+      ['ghost', true],
+    ])
     expect((await query.searchEvents({ text: 'ghost' })).hits).toHaveLength(1)
     await sessions.dispose('ghost')
     expect((await query.listSessions()).records.map((r) => r.header.id)).toEqual(['kept'])
@@ -70,7 +83,9 @@ describe('sessions of this process', () => {
     await persist(backend, late.header, late.events)
     await sessions.dispose('late')
     const reads = backend.metrics.bodyReads
-    expect((await query.listSessions()).records).toEqual([expect.objectContaining({ header: late.header, live: false, persisted: true, revision: await backend.stat(late.id) })])
+    expect((await query.listSessions()).records).toEqual([
+      expect.objectContaining({ header: late.header, live: false, persisted: true, revision: await backend.stat(late.id) }),
+    ])
     expect(backend.metrics.bodyReads).toBe(reads)
   })
 

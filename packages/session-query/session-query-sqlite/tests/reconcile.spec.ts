@@ -8,7 +8,9 @@ describe('incremental reconciliation', () => {
     const persistence = createMemoryPersistence()
     const N = 10_000
     const name = (i: number): string => `s${String(i).padStart(5, '0')}`
-    const headers = Array.from({ length: N }, (_, i) => header(name(i), 1000 + i, i % 100 === 0 ? {} : { parentSession: name(i - (i % 100)), origin: 'subagent', delegationDepth: 1 }))
+    const headers = Array.from({ length: N }, (_, i) =>
+      header(name(i), 1000 + i, i % 100 === 0 ? {} : { parentSession: name(i - (i % 100)), origin: 'subagent', delegationDepth: 1 }),
+    )
     for (const [i, h] of headers.entries()) await persist(persistence, h, [message(0, `first words of session ${i}`)])
     const { sessions } = store()
     const { query, progress } = await openQuery({ sessions, persistence, path: join(tempDir(), 'query.sqlite') })

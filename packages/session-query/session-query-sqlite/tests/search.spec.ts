@@ -10,8 +10,18 @@ async function setup() {
   await persist(persistence, header('a', 1), [message(0, 'the otter swims'), message(1, 'an otter and another otter', 'assistant/message')])
   await persist(persistence, header('b', 2), [message(0, 'otter'), message(1, 'nothing to see')])
   await persist(persistence, header('c', 3), [
-    { type: 'tool/call', seq: SessionSeq(0), time: 0, data: { turn: 1, callId: 'k', name: 'grep_files', arguments: { pattern: 'platypus', paths: ['/src'] } } },
-    { type: 'tool/result', seq: SessionSeq(1), time: 0, data: { turn: 1, callId: 'k', content: [{ type: 'text', text: 'found platypus in zoo.ts' }] } },
+    {
+      type: 'tool/call',
+      seq: SessionSeq(0),
+      time: 0,
+      data: { turn: 1, callId: 'k', name: 'grep_files', arguments: { pattern: 'platypus', paths: ['/src'] } },
+    },
+    {
+      type: 'tool/result',
+      seq: SessionSeq(1),
+      time: 0,
+      data: { turn: 1, callId: 'k', content: [{ type: 'text', text: 'found platypus in zoo.ts' }] },
+    },
     { type: 'assistant/chunk', seq: SessionSeq(2), time: 0, data: { turn: 1, index: 0, delta: 'wombat streaming' } },
     { type: 'subagent/descriptor', seq: SessionSeq(3), time: 0, data: { version: 2, mode: 'one-shot', provider: 'wombat' } },
   ])
@@ -33,12 +43,19 @@ describe('full-text search', () => {
   it('finds message, tool call and tool result text, with snippets, best first and deterministically ordered', async () => {
     const { query } = await setup()
     const otters = await query.searchEvents({ text: 'otter', limit: 100 })
-    expect(otters.hits.map((h) => `${h.id}#${h.seq}`).sort()).toEqual(['a#0', 'a#1', 'b#0', ...Array.from({ length: 9 }, (_, i) => `many-${i}#0`)].sort())
+    expect(otters.hits.map((h) => `${h.id}#${h.seq}`).sort()).toEqual(
+      ['a#0', 'a#1', 'b#0', ...Array.from({ length: 9 }, (_, i) => `many-${i}#0`)].sort(),
+    )
     ordered(otters.hits)
     expect(otters.hits.every((h) => h.snippet.includes('[otter]'))).toBe(true)
     expect(otters.hits.find((h) => h.id === 'a' && h.seq === 1)?.type).toBe('assistant/message')
     const tool = await query.searchEvents({ text: 'platypus' })
-    expect(tool.hits.map((h) => [h.id, h.seq, h.type])).toEqual(expect.arrayContaining([['c', 0, 'tool/call'], ['c', 1, 'tool/result']]))
+    expect(tool.hits.map((h) => [h.id, h.seq, h.type])).toEqual(
+      expect.arrayContaining([
+        ['c', 0, 'tool/call'],
+        ['c', 1, 'tool/result'],
+      ]),
+    )
     expect((await query.searchEvents({ text: 'grep_files' })).hits.map((h) => h.seq)).toEqual([0])
     // Streaming chunks and domain events are not indexed.
     expect((await query.searchEvents({ text: 'wombat' })).hits).toEqual([])
@@ -67,7 +84,11 @@ describe('full-text search', () => {
       const paged: unknown[] = []
       let cursor: string | undefined
       do {
-        const page: { hits: readonly unknown[]; nextCursor?: string } = await query[kind]({ text: 'otter', limit: 5, ...(cursor === undefined ? {} : { cursor }) })
+        const page: { hits: readonly unknown[]; nextCursor?: string } = await query[kind]({
+          text: 'otter',
+          limit: 5,
+          ...(cursor === undefined ? {} : { cursor }),
+        })
         paged.push(...page.hits)
         cursor = page.nextCursor
       } while (cursor !== undefined)
@@ -94,7 +115,18 @@ describe('full-text search', () => {
   it('rejects malformed requests and cursors from another search with typed errors', async () => {
     const { query } = await setup()
     const page = await query.searchEvents({ text: 'otter', limit: 2 })
-    for (const bad of [{ text: '' }, { text: '  !!! ' }, { text: 5 }, {}, { text: 'x', limit: 0 }, { text: 'x', limit: 101 }, { text: 'x', extra: 1 }, null, 'otter', { text: 'x'.repeat(1001) }]) {
+    for (const bad of [
+      { text: '' },
+      { text: '  !!! ' },
+      { text: 5 },
+      {},
+      { text: 'x', limit: 0 },
+      { text: 'x', limit: 101 },
+      { text: 'x', extra: 1 },
+      null,
+      'otter',
+      { text: 'x'.repeat(1001) },
+    ]) {
       expect(await code(query.searchEvents(bad as never)), JSON.stringify(bad)).toBe('SESSION_QUERY_INVALID_FILTER')
     }
     expect(await code(query.searchEvents({ text: 'swims', cursor: page.nextCursor! }))).toBe('SESSION_QUERY_INVALID_CURSOR')
