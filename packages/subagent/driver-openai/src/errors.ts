@@ -1,0 +1,28 @@
+import { DshError } from '@dsh/context'
+
+export type DriverOpenAIErrorCode =
+  /** An option is malformed (base URL, model, retry policy, step limit). Fix the configuration; retrying cannot help. */
+  | 'DRIVER_OPENAI_INVALID_OPTIONS'
+  /** No API key: neither the `apiKey` option nor `DSH_API_KEY` / `OPENAI_API_KEY` is set. */
+  | 'DRIVER_OPENAI_NO_API_KEY'
+  /** The server rejected the request (HTTP 400/422): a bad model name, context too long, malformed tools. Not retried. */
+  | 'DRIVER_OPENAI_BAD_REQUEST'
+  /** The server refused the key (HTTP 401/403). Not retried. */
+  | 'DRIVER_OPENAI_UNAUTHORIZED'
+  /** The model or route does not exist at the base URL (HTTP 404). Not retried. */
+  | 'DRIVER_OPENAI_NOT_FOUND'
+  /** Still rate limited (HTTP 429) after every allowed attempt. */
+  | 'DRIVER_OPENAI_RATE_LIMITED'
+  /** The server kept failing (HTTP 5xx) after every allowed attempt. */
+  | 'DRIVER_OPENAI_UNAVAILABLE'
+  /** The server could not be reached (or the connection broke) after every allowed attempt. */
+  | 'DRIVER_OPENAI_CONNECTION'
+  /** Any other HTTP status, or a stream that broke after output was already recorded. */
+  | 'DRIVER_OPENAI_REQUEST_FAILED'
+  /** The model kept calling tools past the turn's step limit. */
+  | 'DRIVER_OPENAI_MAX_STEPS'
+  /** The caller aborted the turn. */
+  | 'CANCELLED'
+
+/** The one error class of `@dsh/driver-openai`. Messages never contain the API key. */
+export class DriverOpenAIError extends DshError<DriverOpenAIErrorCode> {}

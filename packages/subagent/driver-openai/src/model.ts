@@ -1,0 +1,209 @@
+import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
+import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import { type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
+import { DriverOpenAIError } from './errors.js'
+import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
+
+export interface ModelClientOptions extends ModelConfigInput {
+  readonly retry?: RetryPolicy
+  /** Per-request timeout in ms (default 10 minutes: a long answer streams for a while). */
+  readonly timeoutMs?: number
+  /** Extra request body fields for servers with their own knobs (e.g. `{ temperature: 0 }`). */
+  readonly extraBody?: Readonly<Record<string, unknown>>
+}
+
+/** One tool call as the model streamed it, fragments joined. */
+export interface ModelToolCall {
+  readonly id: string
+  readonly name: string
+  /** The raw JSON text of the arguments (it may be malformed; the tool runner says so to the model). */
+  readonly arguments: string
+}
+
+export interface ModelUsage {
+  readonly input: number
+  readonly output: number
+}
+
+/** One model step: what one streamed Chat Completions response said. */
+export interface ModelStep {
+  readonly text: string
+  readonly toolCalls: readonly ModelToolCall[]
+  readonly usage: ModelUsage | undefined
+  readonly finishReason: string | undefined
+}
+
+export interface StepRequest {
+  readonly messages: ChatCompletionMessageParam[]
+  readonly tools: ChatCompletionFunctionTool[]
+  readonly signal: AbortSignal
+  /** A content delta arrived. */
+  readonly onContent: (delta: string) => void
+  /** A reasoning delta arrived (DeepSeek's `reasoning_content`). */
+  readonly onReasoning: (delta: string) => void
+  /** Overrides the client's model for this request (a descriptor's `model`). */
+  readonly model?: string
+}
+
+/** A Chat Completions client: the resolved configuration plus the `openai` client. The key stays inside. */
+export interface ModelClient {
+  readonly model: string
+  readonly baseURL: string
+  /** Blanks the API key out of any text. */
+  readonly redact: (text: string) => string
+  /** Streams one response, with the retry policy; rejects with a `DriverOpenAIError`. */
+  step(request: StepRequest): Promise<ModelStep>
+}
+
+type StreamDelta = OpenAI.Chat.Completions.ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null }
+
+export function createModelClient(options: ModelClientOptions = {}): ModelClient {
+  const config: ModelConfig = resolveModelConfig(options)
+  const retry = checkRetryPolicy(options.retry)
+  const timeout = options.timeoutMs ?? 600_000
+  if (!Number.isSafeInteger(timeout) || timeout <= 0) {
+    throw new DriverOpenAIError('DRIVER_OPENAI_INVALID_OPTIONS', `timeoutMs must be a positive integer, got ${String(options.timeoutMs)}.`)
+  }
+  // The client's own retries are off: ours are bounded, injectable and never repeat recorded output.
+  // Its logger is off too: nothing it could print (headers included) reaches a console.
+  const client = new OpenAI({ apiKey: config.apiKey, baseURL: config.baseURL, maxRetries: 0, timeout, logLevel: 'off' })
+  const extraBody = options.extraBody ?? {}
+
+  return Object.freeze({
+    model: config.model,
+    baseURL: config.baseURL,
+    redact: config.redact,
+    async step(request: StepRequest): Promise<ModelStep> {
+      for (let attempt = 1; ; attempt++) {
+        let emitted = false
+        try {
+          return await streamOnce(client, { ...extraBody, model: request.model ?? config.model }, request, () => {
+            emitted = true
+          })
+        } catch (error) {
+          if (request.signal.aborted || error instanceof APIUserAbortError) throw cancelled()
+          const status = error instanceof APIError ? error.status : undefined
+          const retryable = !emitted && (error instanceof APIConnectionError || isRetryableStatus(status))
+          if (!retryable || attempt >= retry.maxAttempts) throw toDriverError(error, config.redact, attempt, emitted)
+          await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
+          if (request.signal.aborted) throw cancelled()
+        }
+      }
+    },
+  })
+}
+
+async function streamOnce(
+  client: OpenAI,
+  body: Record<string, unknown> & { model: string },
+  request: StepRequest,
+  markEmitted: () => void,
+): Promise<ModelStep> {
+  const stream = await client.chat.completions.create(
+    {
+      ...body,
+      model: body.model,
+      messages: request.messages,
+      ...(request.tools.length === 0 ? {} : { tools: request.tools }),
+      stream: true,
+      stream_options: { include_usage: true },
+    },
+    { signal: request.signal },
+  )
+  let text = ''
+  let usage: ModelUsage | undefined
+  let finishReason: string | undefined
+  const calls: { id: string; name: string; arguments: string }[] = []
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = { input: chunk.usage.prompt_tokens ?? 0, output: chunk.usage.completion_tokens ?? 0 }
+    const choice = chunk.choices?.[0]
+    if (choice === undefined) continue
+    const delta = (choice.delta ?? {}) as StreamDelta
+    if (typeof delta.reasoning_content === 'string' && delta.reasoning_content.length > 0) {
+      markEmitted()
+      request.onReasoning(delta.reasoning_content)
+    }
+    if (typeof delta.content === 'string' && delta.content.length > 0) {
+      markEmitted()
+      text += delta.content
+      request.onContent(delta.content)
+    }
+    for (const fragment of delta.tool_calls ?? []) {
+      const index = fragment.index ?? calls.length
+      const call = calls[index] ?? { id: '', name: '', arguments: '' }
+      calls[index] = call
+      if (fragment.id) call.id = fragment.id
+      if (fragment.function?.name) call.name += fragment.function.name
+      if (fragment.function?.arguments) call.arguments += fragment.function.arguments
+    }
+    if (choice.finish_reason) finishReason = choice.finish_reason
+  }
+  if (request.signal.aborted) throw cancelled()
+  const toolCalls = calls
+    .filter((call) => call !== undefined && call.name.length > 0)
+    .map((call, index) => ({ id: call.id.length > 0 ? call.id : `call_${index}`, name: call.name, arguments: call.arguments }))
+  return { text, toolCalls, usage, finishReason }
+}
+
+function cancelled(): DriverOpenAIError {
+  return new DriverOpenAIError('CANCELLED', 'The model request was cancelled by its caller (AbortSignal aborted).')
+}
+
+/** Maps a failure to a typed error; the server's own message is kept (redacted, bounded) so a person can act on it. */
+export function toDriverError(error: unknown, redact: (text: string) => string, attempts: number, emitted = false): DriverOpenAIError {
+  const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  if (error instanceof APIConnectionError) {
+    return new DriverOpenAIError(
+      'DRIVER_OPENAI_CONNECTION',
+      `Could not reach the model server${tries}: ${bounded(redact(error.message))}. Check --base-url and that the server is running.`,
+    )
+  }
+  if (error instanceof APIError) {
+    const status = error.status
+    const server = bounded(redact(serverMessage(error)))
+    const details = {
+      status,
+      ...(error.type ? { type: error.type } : {}),
+      ...(error.code ? { serverCode: redact(String(error.code)) } : {}),
+    }
+    if (status === 400 || status === 422)
+      return new DriverOpenAIError('DRIVER_OPENAI_BAD_REQUEST', `The model server rejected the request (HTTP ${status}): ${server}`, {
+        details,
+      })
+    if (status === 401 || status === 403) {
+      return new DriverOpenAIError(
+        'DRIVER_OPENAI_UNAUTHORIZED',
+        `The model server refused the API key (HTTP ${status}): ${server}. Check DSH_API_KEY.`,
+        { details },
+      )
+    }
+    if (status === 404)
+      return new DriverOpenAIError(
+        'DRIVER_OPENAI_NOT_FOUND',
+        `The model server has no such model or route (HTTP 404): ${server}. Check --model and --base-url.`,
+        { details },
+      )
+    if (status === 429)
+      return new DriverOpenAIError('DRIVER_OPENAI_RATE_LIMITED', `The model server is rate limiting${tries} (HTTP 429): ${server}`, {
+        details,
+      })
+    if (status !== undefined && status >= 500)
+      return new DriverOpenAIError('DRIVER_OPENAI_UNAVAILABLE', `The model server failed${tries} (HTTP ${status}): ${server}`, { details })
+    return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', `The model request failed (HTTP ${String(status)}): ${server}`, {
+      details,
+    })
+  }
+  const message = error instanceof Error ? error.message : String(error)
+  const where = emitted ? 'The model stream broke after output was recorded' : 'The model request failed'
+  return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', `${where}: ${bounded(redact(message))}`)
+}
+
+function serverMessage(error: APIError): string {
+  const body = error.error as { message?: unknown } | undefined
+  if (body && typeof body.message === 'string' && body.message.length > 0) return body.message
+  return error.message
+}
+
+function bounded(text: string, max = 500): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}

@@ -1,0 +1,85 @@
+import { isDshError } from '@dsh/context'
+import type { JsonValue, Session } from '@dsh/session'
+import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completions'
+
+/**
+ * A tool the runtime gives an agent. The subagent-control tools
+ * (`@dsh/tool-subagent-control`) have this shape: a name, a description a
+ * model can act on, the JSON Schema of the input, and `execute`.
+ */
+export interface AgentTool {
+  readonly name: string
+  readonly description: string
+  /** The input's JSON Schema (as `z.toJSONSchema` emits it). */
+  readonly jsonSchema: object
+  /** Resolves the result (a `text` field, when present, is what the model reads); rejects with a typed error. */
+  execute(input: unknown, context: { readonly agent: Session; readonly signal?: AbortSignal }): Promise<unknown>
+}
+
+/** What a tool run leaves in the log (`tool/result`); the model reads it through `toolText`. */
+export interface ToolOutcome {
+  readonly content: JsonValue
+  readonly isError: boolean
+}
+
+/** The `tools` request parameter; JSON Schema keys the API does not accept (`$schema`) are dropped. */
+export function toolDefinitions(tools: readonly AgentTool[]): ChatCompletionFunctionTool[] {
+  return tools.map((tool) => {
+    const { $schema: _ignored, ...parameters } = tool.jsonSchema as Record<string, unknown>
+    return { type: 'function', function: { name: tool.name, description: tool.description, parameters } }
+  })
+}
+
+/**
+ * Runs one model-requested call. Never rejects: an unknown tool, arguments
+ * that are not JSON, and a tool's own typed error all become an error result
+ * the model can read and correct — the turn goes on.
+ */
+export async function runTool(
+  tools: readonly AgentTool[],
+  name: string,
+  rawArguments: string,
+  agent: Session,
+  signal: AbortSignal,
+): Promise<ToolOutcome> {
+  const tool = tools.find((candidate) => candidate.name === name)
+  if (tool === undefined) {
+    const known = tools.map((candidate) => candidate.name).join(', ') || '(none)'
+    return failure('TOOL_UNKNOWN', `There is no tool named ${JSON.stringify(name)}. Available tools: ${known}.`)
+  }
+  let input: unknown
+  try {
+    input = rawArguments.trim().length === 0 ? {} : JSON.parse(rawArguments)
+  } catch {
+    return failure('TOOL_INVALID_ARGUMENTS', `The arguments for ${name} are not valid JSON; send one JSON object.`)
+  }
+  try {
+    const result = await tool.execute(input, { agent, signal })
+    return { content: toJson(result), isError: false }
+  } catch (error) {
+    if (isDshError(error)) return failure(error.code, error.message)
+    return failure('TOOL_FAILED', error instanceof Error ? error.message : String(error))
+  }
+}
+
+function failure(code: string, message: string): ToolOutcome {
+  return { content: { code, message }, isError: true }
+}
+
+/** A lossless-JSON copy (drops `undefined`, turns non-finite numbers into null). */
+export function toJson(value: unknown): JsonValue {
+  if (value === undefined) return null
+  return JSON.parse(
+    JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'number' && !Number.isFinite(inner) ? null : inner)),
+  ) as JsonValue
+}
+
+/** The arguments as logged in `tool/call`: the parsed object, or the raw text when it is not JSON. */
+export function loggedArguments(rawArguments: string): JsonValue {
+  if (rawArguments.trim().length === 0) return {}
+  try {
+    return toJson(JSON.parse(rawArguments))
+  } catch {
+    return rawArguments
+  }
+}
