@@ -610,6 +610,227 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
       })
     })
 
+    describe('change feed', () => {
+      async function drain(p: SessionPersistence, cursor: string): Promise<{ ids: string[]; cursor: string; rescan: boolean }> {
+        const result = await p.changes(cursor)
+        return { ids: [...result.ids].sort(), cursor: result.cursor, rescan: result.rescan }
+      }
+
+      it('without a cursor asks for one rescan, then follows: create, append, delete and re-create each seen exactly once', async () => {
+        const { persistence: p } = await fresh()
+        const other = header('bystander')
+        await p.append(target(other), events(0, 2))
+        const first = await p.changes()
+        expect(first.rescan).toBe(true)
+        expect(typeof first.cursor).toBe('string')
+        let cursor = first.cursor
+        const h = header('fed')
+        const step = async (): Promise<string[]> => {
+          const result = await drain(p, cursor)
+          expect(result.rescan).toBe(false)
+          cursor = result.cursor
+          return result.ids
+        }
+        expect(await step()).toEqual([])
+        await p.append(target(h), events(0, 2))
+        expect(await step()).toEqual(['fed'])
+        expect(await step()).toEqual([])
+        await p.append(target(h), events(2, 2))
+        expect(await step()).toEqual(['fed'])
+        expect(await p.delete(h.id)).toBe(true)
+        expect(await step()).toEqual(['fed'])
+        await p.append(target(h), events(0, 1, 'again'))
+        expect(await step()).toEqual(['fed'])
+        expect(await step()).toEqual([])
+      })
+
+      it('reports each changed id once per call, however often it changed, and only changed ids', async () => {
+        const { persistence: p } = await fresh()
+        const a = header('a')
+        const b = header('b')
+        const c = header('c')
+        await p.append(target(c), events(0, 1))
+        const { cursor } = await p.changes()
+        await p.append(target(a), [])
+        await p.append(target(a), events(0, 2))
+        await p.append(target(b), events(0, 1))
+        await p.append(target(a), events(2, 3))
+        const result = await drain(p, cursor)
+        expect(result).toMatchObject({ ids: ['a', 'b'], rescan: false })
+        // The same cursor can be read again (cursors are values, not consumed).
+        expect(await drain(p, cursor)).toEqual(result)
+      })
+
+      it('a repairing load and an empty materialization are changes; reads and rejected appends are not', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('repair-feed')
+        await p.append(target(h), [event(0, 'turn/start', { turn: 1 })])
+        let { cursor } = await p.changes()
+        await p.inspect(h.id)
+        await p.list()
+        await p.stat(h.id)
+        await expectCode(p.append(target(h), events(5, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+        const quiet = await drain(p, cursor)
+        expect(quiet.rescan).toBe(false)
+        // A rejected append may be reported (the feed may over-report), never missed; a read never is.
+        expect(quiet.ids.filter((id) => id !== 'repair-feed')).toEqual([])
+        cursor = quiet.cursor
+        expect((await p.load(h.id)).repaired).toBe(true)
+        expect(await drain(p, cursor)).toMatchObject({ ids: ['repair-feed'], rescan: false })
+        const e = header('empty-feed')
+        cursor = (await p.changes()).cursor
+        await p.append(target(e), [])
+        expect((await drain(p, cursor)).ids).toEqual(['empty-feed'])
+      })
+
+      it('follows writes of another instance over the same storage, and across a reopen', async () => {
+        const harness = await fresh()
+        const reader = await fresh({ root: harness.root })
+        const { cursor } = await reader.persistence.changes()
+        await harness.persistence.append(target(header('x')), events(0, 2))
+        const seen = await drain(reader.persistence, cursor)
+        expect(seen).toMatchObject({ ids: ['x'], rescan: false })
+        const p = await harness.reopen()
+        await p.append(target(header('x')), events(2, 1))
+        await p.append(target(header('y')), events(0, 1))
+        expect(await drain(reader.persistence, seen.cursor)).toMatchObject({ ids: ['x', 'y'], rescan: false })
+        expect(await drain(p, seen.cursor)).toMatchObject({ ids: ['x', 'y'], rescan: false })
+      })
+
+      it('a malformed or foreign cursor means one rescan, never an error or a wrong answer', async () => {
+        const { persistence: p } = await fresh()
+        const other = await fresh()
+        await p.append(target(header('m')), events(0, 1))
+        const before = snapshot(p).rescans
+        for (const bad of ['', 'garbage', (await other.persistence.changes()).cursor]) {
+          const result = await p.changes(bad)
+          expect(result.rescan).toBe(true)
+          expect(await drain(p, result.cursor)).toMatchObject({ ids: [], rescan: false })
+        }
+        if (before !== undefined) expect(snapshot(p).rescans! - before).toBe(3)
+      })
+
+      it('an unchanged storage answers from the feed alone: no header or body read', async () => {
+        const harness = await fresh()
+        for (let i = 0; i < 5; i++) await harness.persistence.append(target(header(`quiet-${i}`)), events(0, 2))
+        const { cursor } = await harness.persistence.changes()
+        const p = await harness.reopen()
+        const start = snapshot(p)
+        expect(await drain(p, cursor)).toMatchObject({ ids: [], rescan: false })
+        const end = snapshot(p)
+        expect(end.headerReads - start.headerReads).toBe(0)
+        expect(end.bodyReads - start.bodyReads).toBe(0)
+        if (start.logOpens !== undefined) expect(end.logOpens).toBe(start.logOpens)
+      })
+
+      it('rejects with CANCELLED after its signal aborted', async () => {
+        const { persistence: p } = await fresh()
+        await expectCode(p.changes(undefined, aborted()), 'CANCELLED')
+      })
+    })
+
+    describe('suffix reads', () => {
+      it('inspectFrom returns exactly the committed events from an offset, with the header and revision', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('suffix')
+        await p.append(target(h), events(0, 3))
+        const { revision } = await p.append(target(h), events(3, 4))
+        const whole = await p.inspect(h.id)
+        for (const from of [0, 2, 3, 5, 7]) {
+          const suffix = await p.inspectFrom(h.id, SessionLogOffset(from))
+          expect(suffix).toMatchObject({ header: h, inheritedEventCount: 0, revision, from })
+          expect(plain(suffix.events)).toEqual(plain(whole.events.slice(from)))
+          expect(isDeepFrozen(suffix.events)).toBe(true)
+        }
+        await expectCode(p.inspectFrom(SessionId('absent'), SessionLogOffset(0)), 'SESSION_PERSISTENCE_NOT_FOUND')
+        await expectCode(p.inspectFrom(h.id, SessionLogOffset(1), aborted()), 'CANCELLED')
+      })
+
+      it("a seeded session's own suffix from its cut", async () => {
+        const { persistence: p } = await fresh()
+        const h = header('seeded-suffix', { isSeeded: true, parentSession: 'p' })
+        await p.append(target(h, 3), events(0, 5))
+        await p.append(target(h, 3), events(5, 2))
+        const suffix = await p.inspectFrom(h.id, SessionLogOffset(3))
+        expect(suffix.inheritedEventCount).toBe(3)
+        expect(suffix.events.map((e) => e.seq)).toEqual([3, 4, 5, 6])
+      })
+    })
+
+    describe('forks (forkSource)', () => {
+      it('a fork whose first append names its source reads the inherited prefix and its own events, across a reopen', async () => {
+        const harness = await fresh()
+        const source = header('fork-source')
+        await harness.persistence.append(target(source), events(0, 4))
+        await harness.persistence.append(target(source), events(4, 3))
+        const seed = (await harness.persistence.inspect(source.id)).events.slice(0, 5)
+        const child = header('fork-child', { isSeeded: true, parentSession: 'fork-source' })
+        const forkTarget: AppendTarget = { ...target(child, 5), forkSource: source.id }
+        await harness.persistence.append(forkTarget, [...seed, ...events(5, 2, 'own')])
+        await harness.persistence.append(forkTarget, events(7, 1, 'more'))
+        // The source goes on independently.
+        await harness.persistence.append(target(source), events(7, 2, 'src'))
+        for (const reopen of [false, true]) {
+          const p = reopen ? await harness.reopen() : harness.persistence
+          const observation = await p.inspect(child.id)
+          expect(observation.inheritedEventCount).toBe(5)
+          expect(plain(observation.events.slice(0, 5))).toEqual(plain(seed))
+          expect(observation.events.map((e) => e.data)).toEqual([
+            ...seed.map((e) => e.data),
+            { text: 'own5' },
+            { turn: 1, index: 1, delta: 'own6' },
+            { text: 'more7' },
+          ])
+          expect((await p.inspectFrom(child.id, SessionLogOffset(5))).events.map((e) => e.seq)).toEqual([5, 6, 7])
+          const record = (await p.list()).find((r) => r.header.id === child.id)
+          expect(record).toMatchObject({ header: child, inheritedEventCount: 5, revision: observation.revision })
+        }
+      })
+
+      it('a fork of a fork resolves the whole chain', async () => {
+        const { persistence: p } = await fresh()
+        const a = header('chain-a')
+        await p.append(target(a), events(0, 3))
+        const b = header('chain-b', { isSeeded: true, parentSession: 'chain-a' })
+        const seedB = (await p.inspect(a.id)).events
+        await p.append({ ...target(b, 3), forkSource: a.id }, [...seedB, ...events(3, 2, 'b')])
+        const c = header('chain-c', { isSeeded: true, parentSession: 'chain-b' })
+        const seedC = (await p.inspect(b.id)).events
+        await p.append({ ...target(c, 5), forkSource: b.id }, [...seedC, ...events(5, 1, 'c')])
+        const observation = await p.inspect(c.id)
+        expect(plain(observation.events)).toEqual(plain([...seedC, ...events(5, 1, 'c')]))
+        // A fork cut inside the source's inherited prefix.
+        const d = header('chain-d', { isSeeded: true, parentSession: 'chain-c' })
+        await p.append({ ...target(d, 2), forkSource: c.id }, [...seedC.slice(0, 2), ...events(2, 1, 'd')])
+        expect(plain((await p.inspect(d.id)).events)).toEqual(plain([...seedC.slice(0, 2), ...events(2, 1, 'd')]))
+      })
+
+      it('a referenced source can be deleted once its dependants are materialized; they keep every event', async () => {
+        const { persistence: p } = await fresh()
+        const s = header('ref-source')
+        await p.append(target(s), events(0, 3))
+        const seed = (await p.inspect(s.id)).events
+        const child = header('ref-child', { isSeeded: true, parentSession: 'ref-source' })
+        await p.append({ ...target(child, 3), forkSource: s.id }, [...seed, ...events(3, 1, 'own')])
+        const refused = await p.delete(s.id).then(
+          () => 'deleted',
+          (error: { code?: string }) => error.code,
+        )
+        // A backend that stores forks as copies deletes; one that stores references refuses.
+        expect(['deleted', 'SESSION_PERSISTENCE_REFERENCED']).toContain(refused)
+        if (refused !== 'deleted') {
+          expect(await p.stat(s.id)).toBeDefined()
+          expect(await p.delete(s.id, { materializeDependants: true })).toBe(true)
+        }
+        expect(await p.stat(s.id)).toBeUndefined()
+        const observation = await p.inspect(child.id)
+        expect(plain(observation.events)).toEqual(plain([...seed, ...events(3, 1, 'own')]))
+        expect(observation.inheritedEventCount).toBe(3)
+        await p.append({ ...target(child, 3) }, events(4, 1, 'after'))
+        expect((await p.inspect(child.id)).events).toHaveLength(5)
+      })
+    })
+
     describe('durability across instances', () => {
       it('a reopened backend reads the same records, events and revisions', async () => {
         const harness = await fresh()

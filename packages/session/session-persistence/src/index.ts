@@ -12,6 +12,7 @@ export { withSharedReads } from './shared-reads.js'
 export type {
   AppendResult,
   AppendTarget,
+  DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,

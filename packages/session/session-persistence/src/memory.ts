@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto'
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { interruptedTurnEnds } from './repair.js'
 import type {
   AppendResult,
   AppendTarget,
+  DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,
@@ -36,7 +38,13 @@ interface StoredLog {
 export class MemoryPersistenceStorage {
   readonly logs = new Map<string, StoredLog>()
   nextLifecycle = 1
+  /** Identifies this storage's change feed: a cursor minted over another storage is foreign. */
+  readonly feedId = randomUUID()
+  /** The change feed: one entry per durable change (create, batch, repair, delete), in commit order. */
+  readonly changed: string[] = []
 }
+
+const CURSOR_PREFIX = 'mem1:'
 
 export interface MemoryPersistenceOptions {
   /** Share storage between instances (reopen). Default: a private, new storage. */
@@ -58,7 +66,7 @@ export function createMemoryPersistence(options: MemoryPersistenceOptions = {}):
 class MemoryPersistence implements SessionPersistence {
   readonly #storage: MemoryPersistenceStorage
   readonly #clock: () => number
-  readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0 }
+  readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
   #closed = false
 
   constructor(storage: MemoryPersistenceStorage, clock: () => number) {
@@ -87,6 +95,7 @@ class MemoryPersistence implements SessionPersistence {
         lifecycle: this.#storage.nextLifecycle++,
       }
       this.#storage.logs.set(id, log)
+      if (events.length === 0) this.#storage.changed.push(id)
     }
     if (events.length > 0) this.#commit(log, events)
     return { revision: revisionOf(log), nextSeq: SessionLogOffset(log.nextSeq) }
@@ -115,10 +124,17 @@ class MemoryPersistence implements SessionPersistence {
     return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
   }
 
-  async changes(_since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+  async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
     await this.#io(signal)
-    // Not yet a feed: every call asks for a rescan (correct, never incremental).
-    return Object.freeze({ ids: Object.freeze([]), cursor: '', rescan: true })
+    const { changed, feedId } = this.#storage
+    const cursor = `${CURSOR_PREFIX}${feedId}:${changed.length}`
+    const at = parseCursor(since, feedId)
+    if (at === undefined || at > changed.length) {
+      this.#metrics.rescans = (this.#metrics.rescans ?? 0) + 1
+      return Object.freeze({ ids: Object.freeze([]), cursor, rescan: true })
+    }
+    const ids = [...new Set(changed.slice(at))] as SessionId[]
+    return Object.freeze({ ids: Object.freeze(ids), cursor, rescan: false })
   }
 
   async load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
@@ -142,9 +158,12 @@ class MemoryPersistence implements SessionPersistence {
     return log === undefined ? undefined : revisionOf(log)
   }
 
-  async delete(id: SessionId): Promise<boolean> {
+  async delete(id: SessionId, _options?: DeleteOptions): Promise<boolean> {
     await this.#io()
-    return this.#storage.logs.delete(id)
+    // Forks are stored as copies here, so no session is ever referenced.
+    const existed = this.#storage.logs.delete(id)
+    if (existed) this.#storage.changed.push(id)
+    return existed
   }
 
   async close(): Promise<void> {
@@ -179,10 +198,12 @@ class MemoryPersistence implements SessionPersistence {
     log.batches.push(JSON.stringify(events.map((e) => ({ type: e.type, seq: e.seq, time: e.time, data: e.data }))))
     log.nextSeq += events.length
     this.#metrics.appends++
+    this.#storage.changed.push(log.writer.header.id)
   }
 
   #readHeader(log: StoredLog): { header: SessionHeader; inheritedEventCount: SessionLogOffset } {
     this.#metrics.headerReads++
+    this.#metrics.logOpens = (this.#metrics.logOpens ?? 0) + 1
     this.#metrics.bytesRead += Buffer.byteLength(log.headerLine)
     const raw = JSON.parse(log.headerLine) as { header: unknown; inheritedEventCount: unknown }
     return { header: parseSessionHeader(raw.header), inheritedEventCount: SessionLogOffset(raw.inheritedEventCount) }
@@ -198,6 +219,13 @@ class MemoryPersistence implements SessionPersistence {
     }
     return Object.freeze({ header, inheritedEventCount, events: Object.freeze(events), revision: revisionOf(log) })
   }
+}
+
+/** The feed position a cursor names, or `undefined` when it is absent, malformed or from another storage. */
+function parseCursor(since: SessionChangeCursor | undefined, feedId: string): number | undefined {
+  if (typeof since !== 'string' || !since.startsWith(`${CURSOR_PREFIX}${feedId}:`)) return undefined
+  const at = Number(since.slice(CURSOR_PREFIX.length + feedId.length + 1))
+  return Number.isSafeInteger(at) && at >= 0 ? at : undefined
 }
 
 function revisionOf(log: StoredLog): SessionRevision {

@@ -84,6 +84,30 @@ export interface PersistenceMetrics {
   bytesRead: number
   /** Durable append batches. */
   appends: number
+  /**
+   * `changes` answers with `rescan: true` (no cursor, a missing, damaged,
+   * truncated or foreign feed, a cursor from another lifecycle). Optional
+   * for backends written before the feed; every backend in this repository keeps it.
+   */
+  rescans?: number
+  /**
+   * Session logs (files, rows) opened for any read or write. With `changes`
+   * reporting nothing, a reader that trusts its index opens none: the proof
+   * that opening an unchanged root costs O(changes), not O(sessions).
+   */
+  logOpens?: number
+}
+
+/** Options of `SessionPersistence.delete`. */
+export interface DeleteOptions {
+  /**
+   * A session that forks reference (their logs hold only a reference to its
+   * prefix) is refused with `SESSION_PERSISTENCE_REFERENCED`; with this set,
+   * every dependant (transitively) is first rewritten to hold its inherited
+   * prefix itself, then the session is deleted. Backends that store forks as
+   * copies ignore it.
+   */
+  readonly materializeDependants?: boolean
 }
 
 /**
@@ -109,16 +133,25 @@ export interface SessionPersistence {
    */
   inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation>
   /**
-   * The change feed: the ids whose revision changed since `since`, exact
-   * across processes writing the same storage. See `SessionChanges.rescan`.
+   * The change feed: the ids whose revision changed since `since` (created,
+   * appended, repaired, truncated, deleted), each once, exact across
+   * processes writing the same storage. Without `since` (or with a cursor the
+   * feed cannot continue) it answers `rescan: true` and a cursor from which
+   * it can: list everything once, then follow the feed. An id may be reported
+   * although its revision ended where it started (a failed append); a change
+   * is never missed. Reads no session log. See `SessionChanges.rescan`.
    */
   changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges>
   /** Commits crash repair, then returns what a resume needs. */
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession>
   /** The current revision, or `undefined` when the session is not persisted. */
   stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined>
-  /** Explicit deletion only; nothing is ever deleted implicitly. Resolves `false` when absent. */
-  delete(id: SessionId): Promise<boolean>
+  /**
+   * Explicit deletion only; nothing is ever deleted implicitly. Resolves
+   * `false` when absent. A session that forks still reference is refused
+   * with `SESSION_PERSISTENCE_REFERENCED` unless `materializeDependants`.
+   */
+  delete(id: SessionId, options?: DeleteOptions): Promise<boolean>
   readonly metrics: Readonly<PersistenceMetrics>
   /** Releases locks and handles. */
   close(): Promise<void>
