@@ -1,0 +1,176 @@
+import { existsSync } from 'node:fs'
+import type { ApiServer } from '@dsh/apiproxy'
+import { Context, isDshError, type Logger } from '@dsh/context'
+import { type SessionStore, sessionStorePlugin } from '@dsh/session'
+import { type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
+import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
+import { type SessionProjections, sessionProjectionsPlugin } from '@dsh/session-projection'
+import { type SessionProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
+import { type IndexProgress, type SessionQuery, sessionQueryPlugin } from '@dsh/session-query'
+import { sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
+import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
+import { HostError } from './errors.js'
+import { type HttpApiOptions, httpApiPlugin } from './http-plugin.js'
+import { type DerivedPaths, derivedPaths } from './paths.js'
+import { prepareRoot } from './root.js'
+
+export interface HostOptions {
+  /** The session root directory: created (0700) if missing, unless `readOnly`. */
+  readonly root: string
+  /**
+   * Open an existing root for reading only: the JSONL backend is opened
+   * read-only (the root and its marker must exist, else `HOST_ROOT_INVALID`),
+   * and derived files (index, cache) are used only when they already exist
+   * (without an index, `query` falls back to `memory`). Nothing is created.
+   * A custom `persistence` is used as given.
+   */
+  readonly readOnly?: boolean
+  /** `jsonl` (default): the embedded zstd JSONL backend under `root`; or any backend object. */
+  readonly persistence?: 'jsonl' | SessionPersistence
+  /** Encoding for a new jsonl root (default zstd; an existing root keeps its own). */
+  readonly compression?: JsonlCompression
+  /** `sqlite` (default): the derived index under the root; `memory`: answer from persistence. */
+  readonly query?: 'sqlite' | 'memory'
+  /** The SQLite checkpoint cache under the root (default true). */
+  readonly projectionCache?: boolean
+  /** Runs subagent turns (default: a scripted driver; no model is called). */
+  readonly driver?: SubagentDriver
+  readonly maxDepth?: number
+  /** Progress of index rebuilds and reconciliations. */
+  readonly onIndexProgress?: (progress: IndexProgress) => void
+  readonly logger?: Logger
+  /** Serve the HTTP API and web page (activated last, closed first). */
+  readonly http?: HttpApiOptions
+  /**
+   * Reserved: the PostgreSQL backends (persistence, query, cache over one
+   * pool). Not wired in this version: `HOST_BACKEND_UNAVAILABLE`.
+   */
+  readonly postgres?: { readonly connectionString: string }
+}
+
+/** The composed services of one process over one session root. */
+export interface Host {
+  readonly root: string
+  readonly readOnly: boolean
+  readonly ctx: Context
+  readonly sessions: SessionStore
+  readonly persistence: SessionPersistence
+  readonly projections: SessionProjections
+  readonly cache: SessionProjectionCache | undefined
+  readonly query: SessionQuery
+  /** Which query backend answers (a read-only host without an index answers from memory). */
+  readonly queryBackend: 'sqlite' | 'memory'
+  readonly subagents: SubagentRuntime
+  /** The HTTP API when `http` was given. */
+  readonly http: ApiServer | undefined
+  readonly paths: DerivedPaths
+  /** Settles runs, writes final checkpoints, flushes and closes everything (reverse activation order). */
+  dispose(): Promise<void>
+}
+
+/**
+ * The composition root with the embedded defaults: JSONL+zstd persistence,
+ * the projection registry with the SQLite checkpoint cache, the SQLite query
+ * index, the subagent runtime and, when asked, the HTTP API. Activation order
+ * is the disposal order reversed: the HTTP API stops first, subagent runs
+ * settle, the cache writes its final checkpoints while persistence is still
+ * open, and persistence flushes last. A failed activation disposes what was
+ * activated before rethrowing.
+ */
+export async function createHost(options: HostOptions): Promise<Host> {
+  validate(options)
+  const readOnly = options.readOnly === true
+  const root = prepareRoot(options.root, readOnly)
+  const paths = derivedPaths(root)
+  const ctx = new Context(options.logger === undefined ? {} : { logger: options.logger })
+  try {
+    if (options.logger !== undefined) ctx.provide('logger', options.logger)
+    const persistence = openPersistence(root, options, readOnly)
+    const useCache = options.projectionCache !== false && (!readOnly || existsSync(paths.projectionCache))
+    const queryBackend = options.query === 'memory' || (readOnly && !existsSync(paths.index)) ? 'memory' : 'sqlite'
+    await ctx.activate(sessionStorePlugin())
+    await ctx.activate(sessionPersistencePlugin(persistence))
+    await ctx.activate(sessionProjectionsPlugin())
+    if (useCache) await ctx.activate(sessionProjectionCachePlugin({ path: paths.projectionCache }))
+    await ctx.activate(
+      queryBackend === 'memory'
+        ? sessionQueryPlugin()
+        : sqliteSessionQueryPlugin({
+            path: paths.index,
+            ...(options.onIndexProgress === undefined ? {} : { onProgress: options.onIndexProgress }),
+          }),
+    )
+    await ctx.activate(
+      subagentsPlugin({
+        driver: options.driver ?? createScriptedDriver(),
+        ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+      }),
+    )
+    if (options.http !== undefined) await ctx.activate(httpApiPlugin(options.http))
+    return {
+      root,
+      readOnly,
+      ctx,
+      sessions: ctx.require('sessions'),
+      persistence: ctx.require('sessionPersistence'),
+      projections: ctx.require('sessionProjections'),
+      cache: ctx.get('sessionProjectionCache'),
+      query: ctx.require('sessionQuery'),
+      queryBackend,
+      subagents: ctx.require('subagents'),
+      http: ctx.get('httpApi'),
+      paths,
+      dispose: () => ctx.dispose(),
+    }
+  } catch (error) {
+    await ctx.dispose()
+    throw error
+  }
+}
+
+function openPersistence(root: string, options: HostOptions, readOnly: boolean): SessionPersistence {
+  if (options.persistence !== undefined && options.persistence !== 'jsonl') return options.persistence
+  try {
+    return createJsonlPersistence({
+      root,
+      ...(readOnly ? { readOnly: true } : {}),
+      ...(options.compression === undefined ? {} : { compression: options.compression }),
+    })
+  } catch (error) {
+    if (isDshError(error, 'JSONL_PERSISTENCE_NOT_A_ROOT')) {
+      throw new HostError(
+        'HOST_ROOT_INVALID',
+        `${root} is not a dsh session root (it has no persistence marker); a read-only host never creates one. Point at an existing root.`,
+        {
+          cause: error,
+          details: { root },
+        },
+      )
+    }
+    throw error
+  }
+}
+
+function validate(options: HostOptions): void {
+  if (options.postgres !== undefined) {
+    throw new HostError(
+      'HOST_BACKEND_UNAVAILABLE',
+      'createHost({ postgres }) is not wired in this version of @dsh/host; pass a PostgreSQL backend as `persistence` yourself, or use the embedded defaults.',
+    )
+  }
+  if (typeof options.root !== 'string' || options.root.length === 0) {
+    throw new HostError('HOST_INVALID_OPTIONS', 'createHost needs `root`: the directory that holds the sessions.')
+  }
+  if (options.query !== undefined && options.query !== 'sqlite' && options.query !== 'memory') {
+    throw new HostError('HOST_INVALID_OPTIONS', `createHost: \`query\` must be 'sqlite' or 'memory', got ${JSON.stringify(options.query)}.`)
+  }
+  if (options.persistence !== undefined && options.persistence !== 'jsonl' && typeof options.persistence !== 'object') {
+    throw new HostError('HOST_INVALID_OPTIONS', "createHost: `persistence` must be 'jsonl' or a SessionPersistence backend object.")
+  }
+  if (options.readOnly === true && options.compression !== undefined) {
+    throw new HostError(
+      'HOST_INVALID_OPTIONS',
+      'createHost: `compression` chooses the encoding of a new root; a read-only host opens an existing root as it is.',
+    )
+  }
+}

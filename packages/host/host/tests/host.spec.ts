@@ -1,0 +1,179 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { isDshError } from '@dsh/context'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createHost, type Host, HostError, rebuildIndex, rootPermissionWarning, verifyRoot } from '../src/index.js'
+
+const dirs: string[] = []
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'dsh-host-'))
+  dirs.push(dir)
+  return dir
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** Every path under `dir`, recursively, so "nothing was created" is checked by listing before and after. */
+function listTree(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()
+}
+
+async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  expect(isDshError(error, code), `expected ${code}, got ${String(error)}`).toBe(true)
+}
+
+async function populate(root: string): Promise<{ parent: string; child: string }> {
+  const host = await createHost({ root })
+  try {
+    const parent = host.sessions.create({ cwd: process.cwd() })
+    parent.append('user/message', { text: 'hello subagents' })
+    const child = host.subagents.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fresh', prompt: 'help' })
+    await child.done
+    await host.sessions.flush(parent)
+    return { parent: parent.id, child: child.id }
+  } finally {
+    await host.dispose()
+  }
+}
+
+describe('createHost', () => {
+  it('composes the embedded defaults: a catalog that survives a cold restart, derived files under the root, private modes', async () => {
+    const root = join(tempDir(), 'root')
+    const { parent, child } = await populate(root)
+    expect(statSync(root).mode & 0o777).toBe(0o700)
+    const host = await createHost({ root })
+    try {
+      expect(host.queryBackend).toBe('sqlite')
+      expect(host.cache).toBeDefined()
+      expect(existsSync(host.paths.index)).toBe(true)
+      expect(existsSync(host.paths.projectionCache)).toBe(true)
+      expect(host.paths.index.startsWith(root)).toBe(true)
+      expect(await host.subagents.listChildren(parent)).toEqual([
+        { kind: 'child', id: child, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' },
+      ])
+      expect(host.http).toBeUndefined()
+    } finally {
+      await host.dispose()
+    }
+    const memory = await createHost({ root, query: 'memory', projectionCache: false })
+    try {
+      expect(memory.cache).toBeUndefined()
+      expect(memory.queryBackend).toBe('memory')
+      expect((await memory.query.listSessions({ parentSession: parent })).records.map((r) => r.header.id)).toEqual([child])
+    } finally {
+      await memory.dispose()
+    }
+  })
+
+  it('read-only: opens an existing root, creates nothing, and falls back to memory without an index', async () => {
+    const root = join(tempDir(), 'root')
+    const { parent, child } = await populate(root)
+    const host0 = await createHost({ root })
+    rmSync(host0.paths.index, { force: true })
+    rmSync(host0.paths.projectionCache, { force: true })
+    await host0.dispose()
+    rmSync(join(root, '.index'), { recursive: true, force: true })
+    rmSync(join(root, '.cache'), { recursive: true, force: true })
+    const before = listTree(root)
+    const host = await createHost({ root, readOnly: true })
+    try {
+      expect(host.readOnly).toBe(true)
+      expect(host.queryBackend).toBe('memory')
+      expect(host.cache).toBeUndefined()
+      expect((await host.subagents.listChildren(parent)).map((r) => r.id)).toEqual([child])
+    } finally {
+      await host.dispose()
+    }
+    expect(listTree(root)).toEqual(before)
+  })
+
+  it('read-only: refuses a directory that is not a dsh root, and a missing one, without creating a file', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'notes.txt'), 'not sessions')
+    const before = listTree(dir)
+    await expectCode(createHost({ root: dir, readOnly: true }), 'HOST_ROOT_INVALID')
+    await expectCode(verifyRoot(dir), 'HOST_ROOT_INVALID')
+    await expectCode(rebuildIndex({ root: dir }), 'HOST_ROOT_INVALID')
+    expect(listTree(dir)).toEqual(before)
+    await expectCode(createHost({ root: join(dir, 'missing'), readOnly: true }), 'HOST_ROOT_INVALID')
+    expect(existsSync(join(dir, 'missing'))).toBe(false)
+  })
+
+  it('a file as the root, or under a file, is HOST_ROOT_INVALID (not a raw ENOTDIR)', async () => {
+    const file = join(tempDir(), 'a-file')
+    writeFileSync(file, 'x')
+    await expectCode(createHost({ root: file }), 'HOST_ROOT_INVALID')
+    await expectCode(createHost({ root: join(file, 'below') }), 'HOST_ROOT_INVALID')
+  })
+
+  it('bad options are HOST_INVALID_OPTIONS; the reserved postgres option is HOST_BACKEND_UNAVAILABLE', async () => {
+    const root = join(tempDir(), 'root')
+    await expectCode(createHost({ root, query: 'mongo' as 'memory' }), 'HOST_INVALID_OPTIONS')
+    await expectCode(createHost({ root: '' }), 'HOST_INVALID_OPTIONS')
+    await expectCode(createHost({ root, readOnly: true, compression: 'none' }), 'HOST_INVALID_OPTIONS')
+    await expectCode(createHost({ root, postgres: { connectionString: 'postgres://localhost/x' } }), 'HOST_BACKEND_UNAVAILABLE')
+    expect(existsSync(root)).toBe(false)
+    expect(new HostError('HOST_ROOT_INVALID', 'x').code).toBe('HOST_ROOT_INVALID')
+  })
+
+  it('the HTTP API is a plugin: served on loopback with token auth, closed by dispose', async () => {
+    const root = join(tempDir(), 'root')
+    const { parent, child } = await populate(root)
+    const token = 'host-test-token-0123456789'
+    let host: Host | undefined = await createHost({ root, http: { token } })
+    try {
+      const url = host.http?.url
+      expect(url).toBeDefined()
+      expect(new URL(url!).hostname).toBe('127.0.0.1')
+      expect(host.ctx.get('httpApi')).toBe(host.http)
+      expect((await fetch(`${url}/api/sessions`)).status).toBe(401)
+      const ok = await fetch(`${url}/api/sessions?parentSession=${encodeURIComponent(parent)}`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+      expect(ok.status).toBe(200)
+      expect(((await ok.json()) as { sessions: { header: { id: string } }[] }).sessions.map((s) => s.header.id)).toEqual([child])
+      await host.dispose()
+      host = undefined
+      await expect(fetch(`${url}/api/sessions`)).rejects.toThrow()
+    } finally {
+      await host?.dispose()
+    }
+    // A bad token fails activation and leaves nothing open (the services activated before it are disposed).
+    await expect(createHost({ root, http: { token: 'short' } })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
+    const again = await createHost({ root })
+    await again.dispose()
+  })
+})
+
+describe('verifyRoot and rebuildIndex', () => {
+  it('verify reports every log; rebuild indexes them; neither writes a log', async () => {
+    const root = join(tempDir(), 'root')
+    const { parent, child } = await populate(root)
+    const report = await verifyRoot(root)
+    expect(report.logs.map((l) => [l.id, l.status]).sort()).toEqual(
+      [
+        [child, 'ok'],
+        [parent, 'ok'],
+      ].sort(),
+    )
+    const rebuilt = await rebuildIndex({ root })
+    expect(rebuilt).toMatchObject({ root, listed: 2, read: 2, corrupt: 0, failed: 0 })
+  })
+})
+
+describe('rootPermissionWarning', () => {
+  it('warns when group or others can read the root, and not for 0700', () => {
+    const root = join(tempDir(), 'open')
+    mkdirSync(root, { mode: 0o755 })
+    expect(rootPermissionWarning(root)).toMatch(/readable by other users \(mode 755\).*chmod 700/)
+    mkdirSync(join(tempDir(), 'private'), { mode: 0o700 })
+    expect(rootPermissionWarning(join(dirs.at(-1)!, 'private'))).toBeUndefined()
+    expect(rootPermissionWarning(join(root, 'missing'))).toBeUndefined()
+  })
+})
