@@ -1,6 +1,12 @@
 import { consoleLogger, type Logger } from '@dsh/context'
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
-import type { ProjectionCheckpointRow, ProjectionCheckpointRows, ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
+import type {
+  ProjectionCheckpointRow,
+  ProjectionCheckpointRows,
+  ProjectionKey,
+  ProjectionSnapshot,
+  SessionProjections,
+} from '@dsh/session-projection'
 import { CheckpointDatabase, type EncodedRow } from './database.js'
 import { SessionProjectionCacheError } from './errors.js'
 import { checkpointIdentity, rowWitness } from './identity.js'
@@ -14,6 +20,8 @@ export interface SqliteProjectionCacheOptions {
   readonly sessions: { flush(session: Session): Promise<void> }
   /** Where fail-soft failures are reported; defaults to the console. */
   readonly logger?: Logger | (() => Logger)
+  /** Run SQLite's `quick_check` over the file on open (for `dsh verify`; default false). See `checkDatabase()`. */
+  readonly check?: boolean
 }
 
 /**
@@ -34,13 +42,25 @@ export class SqliteProjectionCache implements SessionProjectionCache {
 
   constructor(options: SqliteProjectionCacheOptions) {
     if (typeof options?.path !== 'string' || options.path.length === 0) {
-      throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_INVALID_OPTIONS', 'The projection cache needs a database file path (for example projectionCachePath(root)).')
+      throw new SessionProjectionCacheError(
+        'SESSION_PROJECTION_CACHE_INVALID_OPTIONS',
+        'The projection cache needs a database file path (for example projectionCachePath(root)).',
+      )
     }
     const logger = options.logger
     this.#logger = typeof logger === 'function' ? logger : () => logger ?? consoleLogger
     this.#projections = options.projections
     this.#sessions = options.sessions
-    this.#db = new CheckpointDatabase(options.path, this.#logger)
+    this.#db = new CheckpointDatabase(options.path, this.#logger, options.check === true)
+  }
+
+  /**
+   * Runs SQLite's `quick_check` over the cache file (for `dsh verify`): `'ok'`,
+   * or the problem found, after which the file was rebuilt empty (misses
+   * until it refills); `'unavailable'` when the cache could not be opened.
+   */
+  checkDatabase(): string {
+    return this.#db.check()
   }
 
   get path(): string {
@@ -52,7 +72,11 @@ export class SqliteProjectionCache implements SessionProjectionCache {
     return this.#metrics
   }
 
-  cachedSnapshot(header: SessionHeader, inheritedEventCount: SessionLogOffset, keys: readonly ProjectionKey[]): ProjectionSnapshot | undefined {
+  cachedSnapshot(
+    header: SessionHeader,
+    inheritedEventCount: SessionLogOffset,
+    keys: readonly ProjectionKey[],
+  ): ProjectionSnapshot | undefined {
     if (this.#closed || keys.length === 0) return this.#miss()
     const identity = checkpointIdentity(header)
     const rows: Record<string, ProjectionCheckpointRow> = {}
@@ -77,7 +101,11 @@ export class SqliteProjectionCache implements SessionProjectionCache {
     try {
       snapshot = this.#projections.viewCheckpoint(rows, keys)
     } catch (error) {
-      throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_POISONED', `A cached row of session '${header.id}' fails its unit's schema; treat it as a miss.`, { cause: error })
+      throw new SessionProjectionCacheError(
+        'SESSION_PROJECTION_CACHE_POISONED',
+        `A cached row of session '${header.id}' fails its unit's schema; treat it as a miss.`,
+        { cause: error },
+      )
     }
     this.#metrics.hits++
     return snapshot
@@ -148,7 +176,8 @@ export class SqliteProjectionCache implements SessionProjectionCache {
     for (const [key, row] of Object.entries(rows)) {
       let payload: string | undefined
       try {
-        payload = row.failed === true ? JSON.stringify([row.seq]) : row.state === undefined ? undefined : JSON.stringify([row.seq, row.state])
+        payload =
+          row.failed === true ? JSON.stringify([row.seq]) : row.state === undefined ? undefined : JSON.stringify([row.seq, row.state])
         if (payload !== undefined) payload = rowWitness(identity, session.inheritedEventCount, row.stateVersion) + payload
       } catch (error) {
         this.#logger().warn(`dsh: the '${key}' state of session '${session.id}' is not JSON-serializable; it is not cached.`, error)
@@ -162,7 +191,10 @@ export class SqliteProjectionCache implements SessionProjectionCache {
 
   #failed(session: Session, error: unknown): false {
     this.#metrics.failedWrites++
-    this.#logger().warn(`dsh: writing the projection checkpoint of session '${session.id}' failed; the cache stays stale (results are unaffected).`, error)
+    this.#logger().warn(
+      `dsh: writing the projection checkpoint of session '${session.id}' failed; the cache stays stale (results are unaffected).`,
+      error,
+    )
     return false
   }
 
@@ -186,5 +218,9 @@ function decodePayload(payload: string, stateVersion: number, key: string, heade
 }
 
 function poisoned(key: string, header: SessionHeader, why: string, cause?: unknown): SessionProjectionCacheError {
-  return new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_POISONED', `The cached '${key}' row of session '${header.id}' ${why}; treat it as a miss.`, { details: { key }, ...(cause === undefined ? {} : { cause }) })
+  return new SessionProjectionCacheError(
+    'SESSION_PROJECTION_CACHE_POISONED',
+    `The cached '${key}' row of session '${header.id}' ${why}; treat it as a miss.`,
+    { details: { key }, ...(cause === undefined ? {} : { cause }) },
+  )
 }

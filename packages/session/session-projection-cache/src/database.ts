@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Logger } from '@dsh/context'
 import Database from 'better-sqlite3'
@@ -26,7 +26,6 @@ export interface EncodedRow {
   readonly failed: boolean
   readonly payload: StoredPayload
 }
-
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS checkpoint_rows (
@@ -60,12 +59,36 @@ export class CheckpointDatabase {
   #select: Database.Statement<[string, string], StoredPayload> | undefined
   #write: ((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => void) | undefined
   readonly #logger: () => Logger
+  readonly #check: boolean
   rebuilds = 0
 
-  constructor(path: string, logger: () => Logger) {
+  /**
+   * `check` runs SQLite's `quick_check` (a pass over every page) on open: for
+   * `dsh verify`, not for every command. Without it, damage inside the file
+   * is found by the statement that meets it, and the file is rebuilt then.
+   */
+  constructor(path: string, logger: () => Logger, check = false) {
     this.path = path
     this.#logger = logger
+    this.#check = check
     this.#open()
+  }
+
+  /**
+   * Runs `quick_check` now: `'ok'`, or SQLite's complaint, after which the
+   * file has been rebuilt empty. `'unavailable'` when no database is open.
+   */
+  check(): string {
+    const db = this.#db
+    if (db === undefined) return 'unavailable'
+    let result: string
+    try {
+      result = String(db.pragma('quick_check', { simple: true }))
+    } catch (error) {
+      result = error instanceof Error ? error.message : String(error)
+    }
+    if (result !== 'ok') this.#rebuild(`quick_check reports ${JSON.stringify(result)}`)
+    return result
   }
 
   get available(): boolean {
@@ -96,7 +119,11 @@ export class CheckpointDatabase {
    * its witness) must replace its predecessor's rows, not be masked by them.
    */
   write(sessionId: string, identity: string, inheritedEventCount: number, rows: readonly EncodedRow[]): void {
-    if (!this.#write) throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_UNAVAILABLE', `The projection cache database at ${this.path} is unavailable (it could not be opened or rebuilt, or it is closed).`)
+    if (!this.#write)
+      throw new SessionProjectionCacheError(
+        'SESSION_PROJECTION_CACHE_UNAVAILABLE',
+        `The projection cache database at ${this.path} is unavailable (it could not be opened or rebuilt, or it is closed).`,
+      )
     try {
       this.#write(sessionId, identity, inheritedEventCount, rows)
     } catch (error) {
@@ -119,7 +146,8 @@ export class CheckpointDatabase {
 
   #open(): void {
     try {
-      mkdirSync(dirname(this.path), { recursive: true })
+      // Private like the logs it summarises: a directory created here is 0700, the file and its WAL companions 0600.
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 })
     } catch (error) {
       this.#unavailable(error)
       return
@@ -132,7 +160,9 @@ export class CheckpointDatabase {
   #rebuild(reason: string): void {
     this.close()
     this.rebuilds++
-    this.#logger().warn(`dsh: the projection cache at ${this.path} is unusable (${reason}); rebuilding it empty. Cold reads fold the log until it refills.`)
+    this.#logger().warn(
+      `dsh: the projection cache at ${this.path} is unusable (${reason}); rebuilding it empty. Cold reads fold the log until it refills.`,
+    )
     try {
       for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(this.path + suffix, { force: true })
     } catch (error) {
@@ -147,7 +177,11 @@ export class CheckpointDatabase {
     this.close()
     this.#logger().warn(
       `dsh: the projection cache at ${this.path} cannot be opened; running without it (reads miss, writes are skipped).`,
-      new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_UNAVAILABLE', `The projection cache database at ${this.path} could not be opened or rebuilt.`, { cause }),
+      new SessionProjectionCacheError(
+        'SESSION_PROJECTION_CACHE_UNAVAILABLE',
+        `The projection cache database at ${this.path} could not be opened or rebuilt.`,
+        { cause },
+      ),
     )
   }
 
@@ -155,30 +189,33 @@ export class CheckpointDatabase {
   #tryOpen(): string | undefined {
     let db: Database.Database | undefined
     try {
+      makePrivate(this.path)
       db = new Database(this.path, { timeout: 2_000 })
       // WAL: readers never wait for the background writer. NORMAL sync: a
       // power cut may lose the latest rows, which only makes the cache lag.
       db.pragma('journal_mode = WAL')
       db.pragma('synchronous = NORMAL')
       const opened = db
-      const problem = opened.transaction((): string | undefined => {
-        const appId = opened.pragma('application_id', { simple: true })
-        const version = opened.pragma('user_version', { simple: true })
-        if (appId === 0 && version === 0) {
-          const objects = opened.prepare('SELECT count(*) FROM sqlite_schema').pluck().get()
-          if (objects !== 0) return 'it holds tables of another application'
-          opened.exec(SCHEMA)
+      const problem = opened
+        .transaction((): string | undefined => {
+          const appId = opened.pragma('application_id', { simple: true })
+          const version = opened.pragma('user_version', { simple: true })
+          if (appId === 0 && version === 0) {
+            const objects = opened.prepare('SELECT count(*) FROM sqlite_schema').pluck().get()
+            if (objects !== 0) return 'it holds tables of another application'
+            opened.exec(SCHEMA)
+            return undefined
+          }
+          if (appId !== APPLICATION_ID) return `its application_id ${String(appId)} is not a dsh projection cache`
+          if (version !== CACHE_SCHEMA_VERSION) return `its schema version is ${String(version)}, this build uses ${CACHE_SCHEMA_VERSION}`
           return undefined
-        }
-        if (appId !== APPLICATION_ID) return `its application_id ${String(appId)} is not a dsh projection cache`
-        if (version !== CACHE_SCHEMA_VERSION) return `its schema version is ${String(version)}, this build uses ${CACHE_SCHEMA_VERSION}`
-        return undefined
-      }).immediate()
+        })
+        .immediate()
       if (problem !== undefined) {
         db.close()
         return problem
       }
-      const check = db.pragma('quick_check', { simple: true })
+      const check = this.#check ? db.pragma('quick_check', { simple: true }) : 'ok'
       if (check !== 'ok') {
         db.close()
         return `quick_check reports ${JSON.stringify(check)}`
@@ -200,7 +237,9 @@ export class CheckpointDatabase {
     this.#select = db
       .prepare<[string, string], StoredPayload>('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?')
       .pluck(true)
-    const deleteOther = db.prepare<[string, string, number]>('DELETE FROM checkpoint_rows WHERE session_id = ? AND (identity <> ? OR inherited_event_count <> ?)')
+    const deleteOther = db.prepare<[string, string, number]>(
+      'DELETE FROM checkpoint_rows WHERE session_id = ? AND (identity <> ? OR inherited_event_count <> ?)',
+    )
     const upsert = db.prepare<[string, string, string, number, number, number, number, string]>(`
       INSERT INTO checkpoint_rows (session_id, key, identity, inherited_event_count, state_version, seq, failed, payload)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -221,5 +260,27 @@ export class CheckpointDatabase {
   #afterFailure(error: unknown): void {
     const code = (error as { code?: unknown } | null)?.code
     if (typeof code === 'string' && DAMAGED.has(code)) this.#rebuild(`SQLite reported ${code}`)
+  }
+}
+
+/**
+ * Creates the file empty with mode 0600 (SQLite gives its -wal and -shm
+ * files the database file's mode), or narrows an existing one and its
+ * companions to 0600. Best effort on files this user cannot chmod.
+ */
+function makePrivate(path: string): void {
+  if (!existsSync(path)) {
+    try {
+      closeSync(openSync(path, 'wx', 0o600))
+    } catch {
+      // Another process created it first: narrowed below.
+    }
+  }
+  for (const suffix of ['', '-wal', '-shm']) {
+    try {
+      if ((statSync(path + suffix).mode & 0o077) !== 0) chmodSync(path + suffix, 0o600)
+    } catch {
+      // Missing (no WAL yet) or not ours.
+    }
   }
 }

@@ -4,9 +4,14 @@ import { SqliteProjectionCache } from './cache.js'
 import { SessionProjectionCacheError } from './errors.js'
 import { CheckpointScheduler, type CheckpointThrottle } from './scheduler.js'
 
-/** Where a session root keeps its checkpoint cache. */
+/**
+ * Where a session root keeps its checkpoint cache: `<root>/.dsh/projections.sqlite`,
+ * in the one dsh-owned directory (0700) that holds every derived file of a
+ * root. A cache left at the old place (`<root>/.cache/projections.sqlite`) is
+ * neither read nor removed; the cache here fills on use.
+ */
 export function projectionCachePath(root: string): string {
-  return join(root, '.cache', 'projections.sqlite')
+  return join(root, '.dsh', 'projections.sqlite')
 }
 
 export interface ProjectionCachePluginOptions {
@@ -16,6 +21,8 @@ export interface ProjectionCachePluginOptions {
   readonly root?: string
   /** Background write cadence between the mandatory writes. */
   readonly throttle?: CheckpointThrottle
+  /** Run `quick_check` over the file on open (for `dsh verify`; default false). */
+  readonly check?: boolean
 }
 
 /**
@@ -30,12 +37,27 @@ export const sessionProjectionCachePlugin = (options: ProjectionCachePluginOptio
     activate(ctx) {
       const path = options.path ?? (options.root === undefined ? undefined : projectionCachePath(options.root))
       if (path === undefined) {
-        throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_INVALID_OPTIONS', 'sessionProjectionCachePlugin needs a `path` or a session `root`.')
+        throw new SessionProjectionCacheError(
+          'SESSION_PROJECTION_CACHE_INVALID_OPTIONS',
+          'sessionProjectionCachePlugin needs a `path` or a session `root`.',
+        )
       }
-      const cache = new SqliteProjectionCache({ path, projections: ctx.sessionProjections, sessions: ctx.sessions, logger: () => ctx.get('logger') ?? consoleLogger })
+      const cache = new SqliteProjectionCache({
+        path,
+        projections: ctx.sessionProjections,
+        sessions: ctx.sessions,
+        logger: () => ctx.get('logger') ?? consoleLogger,
+        ...(options.check === undefined ? {} : { check: options.check }),
+      })
       let scheduler: CheckpointScheduler
       try {
-        scheduler = new CheckpointScheduler({ ctx, cache, projections: ctx.sessionProjections, sessions: ctx.sessions, throttle: options.throttle })
+        scheduler = new CheckpointScheduler({
+          ctx,
+          cache,
+          projections: ctx.sessionProjections,
+          sessions: ctx.sessions,
+          throttle: options.throttle,
+        })
       } catch (error) {
         cache.close()
         throw error

@@ -39,7 +39,13 @@ export class CheckpointScheduler {
   readonly #unsubscribe: Array<() => void>
   #closed = false
 
-  constructor(options: { ctx: Context; cache: SqliteProjectionCache; projections: SessionProjections; sessions: { list(): Session[] }; throttle?: CheckpointThrottle | undefined }) {
+  constructor(options: {
+    ctx: Context
+    cache: SqliteProjectionCache
+    projections: SessionProjections
+    sessions: { list(): Session[] }
+    throttle?: CheckpointThrottle | undefined
+  }) {
     this.#cache = options.cache
     this.#sessions = options.sessions
     this.#throttle = validateThrottle(options.throttle)
@@ -58,7 +64,9 @@ export class CheckpointScheduler {
     await Promise.allSettled([...this.#tracks.values()].map((track) => track.inflight))
     const live = new Set(this.#sessions.list())
     await Promise.allSettled(
-      [...this.#tracks].filter(([session, track]) => track.dirty && live.has(session) && !session.closed).map(([session]) => this.#cache.writeCheckpoint(session)),
+      [...this.#tracks]
+        .filter(([session, track]) => track.dirty && live.has(session) && !session.closed)
+        .map(([session]) => this.#cache.writeCheckpoint(session)),
     )
     this.#tracks.clear()
   }
@@ -127,7 +135,10 @@ function validateThrottle(throttle: CheckpointThrottle | undefined): Required<Ch
   const merged = { ...DEFAULT_THROTTLE, ...throttle }
   for (const [name, value] of Object.entries(merged)) {
     if (typeof value !== 'number' || Number.isNaN(value) || value < 1) {
-      throw new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_INVALID_OPTIONS', `throttle.${name} must be a number >= 1 (or Infinity to disable it), got ${String(value)}.`)
+      throw new SessionProjectionCacheError(
+        'SESSION_PROJECTION_CACHE_INVALID_OPTIONS',
+        `throttle.${name} must be a number >= 1 (or Infinity to disable it), got ${String(value)}.`,
+      )
     }
   }
   return merged

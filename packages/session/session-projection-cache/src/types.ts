@@ -24,13 +24,23 @@ export interface SessionProjectionCache {
    * requested key must hit, or the whole lookup misses. Synchronous; no log
    * I/O. May throw on a poisoned row: every consumer treats a throw as a miss.
    */
-  cachedSnapshot(header: SessionHeader, inheritedEventCount: SessionLogOffset, keys: readonly ProjectionKey[]): ProjectionSnapshot | undefined
+  cachedSnapshot(
+    header: SessionHeader,
+    inheritedEventCount: SessionLogOffset,
+    keys: readonly ProjectionKey[],
+  ): ProjectionSnapshot | undefined
   /** Writes the live session's checkpoint now (after flushing its log). Fail-soft: resolves false on failure. */
   writeCheckpoint(session: Session): Promise<boolean>
   /** Resolves when no checkpoint write is in flight (tests, shutdown). */
   idle(): Promise<void>
   /** Counters for tests and benchmarks. */
   readonly metrics: Readonly<ProjectionCacheMetrics>
+  /**
+   * A full integrity check of the backing store (for `dsh verify`; never run
+   * on an ordinary open): `'ok'`, or the problem found, after which the store
+   * was rebuilt empty. Optional: backends without such a check omit it.
+   */
+  checkDatabase?(): string
   close(): void
 }
 

@@ -1,11 +1,10 @@
-import Database from 'better-sqlite3'
-import { SessionLogOffset, type Session } from '@dsh/session'
-import { existsSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { Context } from '@dsh/context'
-import { sessionStorePlugin } from '@dsh/session'
+import { type Session, SessionLogOffset, sessionStorePlugin } from '@dsh/session'
 import { createProjectionRegistry, sessionProjectionsPlugin } from '@dsh/session-projection'
+import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { projectionCachePath, sessionProjectionCachePlugin, SqliteProjectionCache } from '../src/index.js'
+import { projectionCachePath, SqliteProjectionCache, sessionProjectionCachePlugin } from '../src/index.js'
 import { brittleUnit, host, messagesUnit, tempDir, turn, turnsUnit } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
@@ -92,12 +91,17 @@ describe('cachedSnapshot', () => {
     expect(stored.slice(witness.length)).toBe('[3,{"n":1,"last":"hi"}]')
     for (const payload of ['[3, {not json', '[3, {"n":-4,"last":7}]', '{"n":1,"last":"a"}', '[]', '[-2, {"n":1,"last":"a"}]']) {
       db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(witness + payload, 'messages')
-      expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
+      expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(
+        expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }),
+      )
     }
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
     // A payload whose witness names another lifecycle (here: another createdAt) is a miss, never a value.
     expect(witness).toMatch(/n\d{13}/)
-    db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(witness.replace(/n(\d{13})/, (_, createdAt: string) => `n${Number(createdAt) + 1}`) + '[3,{"n":1,"last":"hi"}]', 'messages')
+    db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(
+      witness.replace(/n(\d{13})/, (_, createdAt: string) => `n${Number(createdAt) + 1}`) + '[3,{"n":1,"last":"hi"}]',
+      'messages',
+    )
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()
   })
 
@@ -200,12 +204,16 @@ describe('writes', () => {
     await cache.idle()
     expect(cache.cachedSnapshot(cold.header, cold.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 1, last: 'a' } })
     await sessions.dispose(cold.id)
-    expect(cache.cachedSnapshot(cold.header, cold.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 2, last: 'after the turn' } })
+    expect(cache.cachedSnapshot(cold.header, cold.inheritedEventCount, ['messages'])).toEqual({
+      messages: { n: 2, last: 'after the turn' },
+    })
     expect(cache.cachedSnapshot(live.header, live.inheritedEventCount, ['messages'])).toBeUndefined()
     await ctx.dispose()
     const reopened = new SqliteProjectionCache({ path, projections: ctxlessProjections(), sessions: { flush: async () => {} } })
     cleanups.push(() => reopened.close())
-    expect(reopened.cachedSnapshot(live.header, live.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 1, last: 'never a turn/end' } })
+    expect(reopened.cachedSnapshot(live.header, live.inheritedEventCount, ['messages'])).toEqual({
+      messages: { n: 1, last: 'never a turn/end' },
+    })
   })
 
   it('the last write wins, even over a lifecycle with an identical header and a longer log', async () => {
@@ -218,7 +226,10 @@ describe('writes', () => {
     expect(second.header).toEqual(first.header)
     turn(second, 1, 'only turn')
     await cache.idle()
-    expect(cache.cachedSnapshot(second.header, second.inheritedEventCount, KEYS)).toEqual({ messages: { n: 1, last: 'only turn' }, turns: 1 })
+    expect(cache.cachedSnapshot(second.header, second.inheritedEventCount, KEYS)).toEqual({
+      messages: { n: 1, last: 'only turn' },
+      turns: 1,
+    })
   })
 
   it('a closed cache misses and refuses writes without throwing', async () => {
@@ -231,13 +242,15 @@ describe('writes', () => {
   })
 })
 
-
 describe('sessionProjectionCachePlugin', () => {
   it('fails at activation without the projection registry', async () => {
     const ctx = new Context()
     cleanups.push(() => ctx.dispose())
     await ctx.activate(sessionStorePlugin())
-    await expect(ctx.activate(sessionProjectionCachePlugin({ path: '/unused' }))).rejects.toMatchObject({ code: 'CONTEXT_SERVICE_UNAVAILABLE', details: { service: 'sessionProjections' } })
+    await expect(ctx.activate(sessionProjectionCachePlugin({ path: '/unused' }))).rejects.toMatchObject({
+      code: 'CONTEXT_SERVICE_UNAVAILABLE',
+      details: { service: 'sessionProjections' },
+    })
   })
 
   it('refuses options without a location or with a bad throttle', async () => {
@@ -249,7 +262,9 @@ describe('sessionProjectionCachePlugin', () => {
     const { dir, cleanup } = tempDir()
     cleanups.push(cleanup)
     for (const throttle of [{ events: 0 }, { ms: Number.NaN }, { events: -3 }]) {
-      await expect(ctx.activate(sessionProjectionCachePlugin({ root: dir, throttle }))).rejects.toMatchObject({ code: 'SESSION_PROJECTION_CACHE_INVALID_OPTIONS' })
+      await expect(ctx.activate(sessionProjectionCachePlugin({ root: dir, throttle }))).rejects.toMatchObject({
+        code: 'SESSION_PROJECTION_CACHE_INVALID_OPTIONS',
+      })
     }
     expect(ctx.get('sessionProjectionCache')).toBeUndefined()
   })
@@ -262,8 +277,14 @@ describe('sessionProjectionCachePlugin', () => {
     await ctx.activate(sessionStorePlugin())
     await ctx.activate(sessionProjectionsPlugin())
     await ctx.activate(sessionProjectionCachePlugin({ root: dir }))
-    expect(projectionCachePath(dir)).toBe(`${dir}/.cache/projections.sqlite`)
+    expect(projectionCachePath(dir)).toBe(`${dir}/.dsh/projections.sqlite`)
     expect(existsSync(projectionCachePath(dir))).toBe(true)
+    // Private: the derived directory 0700, the file and its WAL companions 0600.
+    const session = ctx.require('sessions').create()
+    session.append('user/message', { text: 'private words' })
+    await ctx.require('sessionProjectionCache').writeCheckpoint(session)
+    expect(statSync(`${dir}/.dsh`).mode & 0o777).toBe(0o700)
+    for (const suffix of ['', '-wal', '-shm']) expect(statSync(projectionCachePath(dir) + suffix).mode & 0o777).toBe(0o600)
     await ctx.dispose()
     expect(ctx.get('sessionProjectionCache')).toBeUndefined()
   })

@@ -2,11 +2,11 @@ import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import Database from 'better-sqlite3'
 import { Context } from '@dsh/context'
-import { SessionLogOffset, type SessionId } from '@dsh/session'
+import { type SessionId, SessionLogOffset } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { createProjectionRegistry } from '@dsh/session-projection'
+import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { projectionCachePath, SqliteProjectionCache } from '../src/index.js'
 import { tempDir } from './helpers.js'
@@ -28,13 +28,16 @@ const cachePath = projectionCachePath(root)
 
 beforeAll(() => {
   // The worker runs the built packages (it imports them by name, resolved to dist/).
-  if (!existsSync(join(here, '..', 'dist', 'index.js'))) throw new Error('Build first: pnpm --filter @dsh/session-projection-cache... build')
+  if (!existsSync(join(here, '..', 'dist', 'index.js')))
+    throw new Error('Build first: pnpm --filter @dsh/session-projection-cache... build')
 })
 afterAll(cleanup)
 
 /** Runs the worker until it reported `writes` checkpoint writes, waits `extraMs` more (it keeps appending), then SIGKILLs it. */
 async function crashAfter(prefix: string, writes: number, extraMs: number): Promise<void> {
-  const child = spawn(process.execPath, [join(here, 'workers', 'checkpointing-appender.mjs'), root, cachePath, prefix], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [join(here, 'workers', 'checkpointing-appender.mjs'), root, cachePath, prefix], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stderr = ''
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_code, signal) => resolve(signal)))
@@ -77,7 +80,9 @@ describe('the cache never leads the log', () => {
         expect(row.seq, `cached seq of ${row.id} vs its durable log`).toBeLessThanOrEqual(lastDurable)
         // And the row is exactly the fold of the durable prefix it claims.
         const cached = cache.cachedSnapshot(observation.header, SessionLogOffset(observation.inheritedEventCount), ['eventCounts'])
-        expect(cached).toEqual(projections.fold(observation.events.slice(0, row.seq + 1), { inheritedEventCount: SessionLogOffset(0) }, ['eventCounts']))
+        expect(cached).toEqual(
+          projections.fold(observation.events.slice(0, row.seq + 1), { inheritedEventCount: SessionLogOffset(0) }, ['eventCounts']),
+        )
         checked++
       }
       expect(checked).toBe(rows.length)

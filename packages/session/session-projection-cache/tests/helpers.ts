@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type Logger } from '@dsh/context'
-import { sessionStorePlugin, type Session, type StoredSessionEvent } from '@dsh/session'
-import { sessionProjectionsPlugin, z, type SessionProjectionUnit } from '@dsh/session-projection'
-import { sessionProjectionCachePlugin, type CheckpointThrottle } from '../src/index.js'
+import { type Session, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
+import { type SessionProjectionUnit, sessionProjectionsPlugin, z } from '@dsh/session-projection'
+import { type CheckpointThrottle, sessionProjectionCachePlugin } from '../src/index.js'
 
 declare module '@dsh/session-projection' {
   interface SessionProjectionStateMap {
@@ -69,7 +69,10 @@ export interface HostOptions {
 
 export async function host(options: HostOptions) {
   const warnings: Array<{ message: string; error: unknown }> = []
-  const logger: Logger = { warn: (message, error) => void warnings.push({ message, error }), error: (message, error) => void warnings.push({ message, error }) }
+  const logger: Logger = {
+    warn: (message, error) => void warnings.push({ message, error }),
+    error: (message, error) => void warnings.push({ message, error }),
+  }
   const ctx = new Context({ logger })
   ctx.provide('logger', logger)
   let n = 0
@@ -78,7 +81,9 @@ export async function host(options: HostOptions) {
   await ctx.activate(sessionProjectionsPlugin())
   const projections = ctx.require('sessionProjections')
   for (const unit of options.units ?? [messagesUnit, turnsUnit]) projections.register(unit)
-  await ctx.activate(sessionProjectionCachePlugin({ path: options.path, ...(options.throttle === undefined ? {} : { throttle: options.throttle }) }))
+  await ctx.activate(
+    sessionProjectionCachePlugin({ path: options.path, ...(options.throttle === undefined ? {} : { throttle: options.throttle }) }),
+  )
   return { ctx, sessions: ctx.require('sessions'), projections, cache: ctx.require('sessionProjectionCache'), warnings }
 }
 

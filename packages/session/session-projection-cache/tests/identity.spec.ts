@@ -1,8 +1,8 @@
+import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { parseSessionHeader, sameLifecycle, Session, SessionLogOffset, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { parseSessionHeader, Session, type SessionHeader, SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { createProjectionRegistry } from '@dsh/session-projection'
 import fc from 'fast-check'
-import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { checkpointIdentity, SqliteProjectionCache } from '../src/index.js'
 import { messagesUnit, tempDir, turnsUnit } from './helpers.js'
@@ -32,7 +32,13 @@ function headerOf(id: string): fc.Arbitrary<SessionHeader> {
       agentPreset: fc.option(fc.constantFrom('x', 'y'), { nil: undefined }),
     })
     .map((fields) => {
-      const raw: Record<string, unknown> = { version: 1, id, createdAt: fields.createdAt, isSeeded: fields.isSeeded, delegationDepth: fields.delegationDepth }
+      const raw: Record<string, unknown> = {
+        version: 1,
+        id,
+        createdAt: fields.createdAt,
+        isSeeded: fields.isSeeded,
+        delegationDepth: fields.delegationDepth,
+      }
       for (const key of ['cwd', 'parentSession', 'origin', 'agentPreset'] as const) if (fields[key] !== undefined) raw[key] = fields[key]
       if (raw.origin !== undefined && raw.parentSession === undefined) raw.parentSession = 'p1'
       return parseSessionHeader(raw)
@@ -48,7 +54,12 @@ interface Life {
 
 function lifeOf(id: string, tag: number): fc.Arbitrary<Life> {
   return fc.tuple(headerOf(id), fc.nat({ max: 4 }), fc.nat({ max: 4 })).map(([header, count, cutSeed]) => {
-    const events = Array.from({ length: count }, (_, seq) => ({ type: 'user/message', seq: seq as never, time: 1, data: { text: `life ${tag} #${seq}` } }))
+    const events = Array.from({ length: count }, (_, seq) => ({
+      type: 'user/message',
+      seq: seq as never,
+      time: 1,
+      data: { text: `life ${tag} #${seq}` },
+    }))
     return { header, events, cut: Math.min(cutSeed, count) }
   })
 }
@@ -74,7 +85,10 @@ describe('cachedSnapshot never answers for another lifecycle', () => {
           const last = written.at(-1)!
           const lastValue = values.at(-1)!
           // Every lifecycle ever written, plus a random header/cut of the same id.
-          const probes = [...written.map((life) => [life.header, life.cut] as const), [parseSessionHeader({ ...probeFields, id }), probeCut] as const]
+          const probes = [
+            ...written.map((life) => [life.header, life.cut] as const),
+            [parseSessionHeader({ ...probeFields, id }), probeCut] as const,
+          ]
           for (const [header, cut] of probes) {
             const got = cache.cachedSnapshot(header, SessionLogOffset(cut), KEYS)
             const sameAsLast = sameLifecycle(header, last.header) && cut === last.cut

@@ -1,8 +1,8 @@
 import { copyFileSync, existsSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import Database from 'better-sqlite3'
-import { SessionLogOffset, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { type SessionHeader, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import type { ProjectionSnapshot } from '@dsh/session-projection'
+import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CACHE_SCHEMA_VERSION, SqliteProjectionCache } from '../src/index.js'
 import { host, tempDir, turn } from './helpers.js'
@@ -58,7 +58,10 @@ async function readAll(path: string): Promise<{ values: ProjectionSnapshot[]; hi
     const fresh = run.sessions.create({ id: `fresh-${path}` })
     turn(fresh, 1, 'after the damage')
     await run.cache.idle()
-    expect(run.cache.cachedSnapshot(fresh.header, fresh.inheritedEventCount, KEYS)).toEqual({ messages: { n: 1, last: 'after the damage' }, turns: 1 })
+    expect(run.cache.cachedSnapshot(fresh.header, fresh.inheritedEventCount, KEYS)).toEqual({
+      messages: { n: 1, last: 'after the damage' },
+      turns: 1,
+    })
     return { values, hits: run.cache.metrics.hits - 1, rebuilds: run.cache.metrics.rebuilds, warnings: run.warnings.map((w) => w.message) }
   } finally {
     await run.ctx.dispose()
@@ -67,7 +70,10 @@ async function readAll(path: string): Promise<{ values: ProjectionSnapshot[]; hi
 
 function reference(): ProjectionSnapshot[] {
   return recorded.map(({ events }) => ({
-    messages: { n: events.filter((e) => e.type === 'user/message').length, last: (events.filter((e) => e.type === 'user/message').at(-1)?.data as { text: string }).text },
+    messages: {
+      n: events.filter((e) => e.type === 'user/message').length,
+      last: (events.filter((e) => e.type === 'user/message').at(-1)?.data as { text: string }).text,
+    },
     turns: events.filter((e) => e.type === 'turn/end').length,
   }))
 }
@@ -103,30 +109,64 @@ describe('a damaged cache file changes no value, only whether the cache hits', (
 
   it.each([
     ['filled with garbage', (p: string) => writeFileSync(p, Buffer.alloc(statSync(p).size, 0x5a))],
-    ['garbage over its header', (p: string) => {
-      const bytes = readFileSync(p)
-      bytes.fill(0xa5, 0, 100)
-      writeFileSync(p, bytes)
-    }],
+    [
+      'garbage over its header',
+      (p: string) => {
+        const bytes = readFileSync(p)
+        bytes.fill(0xa5, 0, 100)
+        writeFileSync(p, bytes)
+      },
+    ],
     ['truncated mid-page', (p: string) => truncateSync(p, Math.floor(statSync(p).size / 2) + 123)],
     ['truncated at a page boundary', (p: string) => truncateSync(p, 4096 * 2)],
-    ['of another schema version', (p: string) => {
-      const db = new Database(p)
-      db.pragma(`user_version = ${CACHE_SCHEMA_VERSION + 1}`)
-      db.close()
-    }],
-    ['another application\'s database', (p: string) => {
-      rmSync(p)
-      const db = new Database(p)
-      db.exec('CREATE TABLE notes (body TEXT)')
-      db.close()
-    }],
+    [
+      'of another schema version',
+      (p: string) => {
+        const db = new Database(p)
+        db.pragma(`user_version = ${CACHE_SCHEMA_VERSION + 1}`)
+        db.close()
+      },
+    ],
+    [
+      "another application's database",
+      (p: string) => {
+        rmSync(p)
+        const db = new Database(p)
+        db.exec('CREATE TABLE notes (body TEXT)')
+        db.close()
+      },
+    ],
   ])('%s: rebuilt empty, every value unchanged', async (_what, damage) => {
     const result = await readAll(damagedCopy(damage))
     expect(result.values).toEqual(reference())
     expect(result.rebuilds).toBe(1)
     expect(result.hits).toBe(0)
     expect(result.warnings.some((w) => /unusable .*rebuilding it empty/.test(w))).toBe(true)
+  })
+
+  it('quick_check runs only when asked (dsh verify): checkDatabase() finds what an ordinary open does not look for', async () => {
+    const intact = await host({ path: damagedCopy(() => {}) })
+    try {
+      expect(intact.cache.checkDatabase?.()).toBe('ok')
+    } finally {
+      await intact.ctx.dispose()
+    }
+    // A page of the row tree zeroed past the header: the open checks identity and version only.
+    const path = damagedCopy((p) => {
+      const bytes = readFileSync(p)
+      bytes.fill(0, 4096 * 2, 4096 * 3)
+      writeFileSync(p, bytes)
+    })
+    const run = await host({ path })
+    try {
+      expect(run.cache.metrics.rebuilds).toBe(0)
+      const problem = run.cache.checkDatabase?.()
+      expect(problem).not.toBe('ok')
+      expect(run.cache.metrics.rebuilds).toBe(1)
+      expect(run.cache.checkDatabase?.()).toBe('ok')
+    } finally {
+      await run.ctx.dispose()
+    }
   })
 
   it('a byte flipped inside a row: the row reads as poisoned or missing, every value unchanged', async () => {
