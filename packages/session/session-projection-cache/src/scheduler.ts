@@ -73,7 +73,10 @@ export class CheckpointScheduler {
 
   #track(session: Session): Track {
     let track = this.#tracks.get(session)
-    if (!track) this.#tracks.set(session, (track = { sinceWrite: 0, dirty: false, timer: undefined, inflight: undefined, again: false }))
+    if (!track) {
+      track = { sinceWrite: 0, dirty: false, timer: undefined, inflight: undefined, again: false }
+      this.#tracks.set(session, track)
+    }
     return track
   }
 

@@ -99,7 +99,7 @@ describe('cachedSnapshot', () => {
     // A payload whose witness names another lifecycle (here: another createdAt) is a miss, never a value.
     expect(witness).toMatch(/n\d{13}/)
     db.prepare('UPDATE checkpoint_rows SET payload = ? WHERE key = ?').run(
-      witness.replace(/n(\d{13})/, (_, createdAt: string) => `n${Number(createdAt) + 1}`) + '[3,{"n":1,"last":"hi"}]',
+      `${witness.replace(/n(\d{13})/, (_, createdAt: string) => `n${Number(createdAt) + 1}`)}[3,{"n":1,"last":"hi"}]`,
       'messages',
     )
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()

@@ -72,7 +72,7 @@ function reference(): ProjectionSnapshot[] {
   return recorded.map(({ events }) => ({
     messages: {
       n: events.filter((e) => e.type === 'user/message').length,
-      last: (events.filter((e) => e.type === 'user/message').at(-1)?.data as { text: string }).text,
+      last: (events.filter((e) => e.type === 'user/message').at(-1)?.data as { text: string } | undefined)?.text ?? null,
     },
     turns: events.filter((e) => e.type === 'turn/end').length,
   }))
