@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
-import { sessionQueryContractSuite } from '@dsh/session-query/contract-suite'
+import { sessionQueryContractSuite } from '@dsh/session-query/testing'
 import { createSqliteSessionQuery, defaultIndexPath } from '../src/index.js'
 
 for (const compression of ['zstd', 'none'] as const satisfies readonly JsonlCompression[]) {

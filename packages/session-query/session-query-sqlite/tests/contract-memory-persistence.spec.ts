@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createMemoryPersistence } from '@dsh/session-persistence'
-import { sessionQueryContractSuite } from '@dsh/session-query/contract-suite'
+import { sessionQueryContractSuite } from '@dsh/session-query/testing'
 import { createSqliteSessionQuery } from '../src/index.js'
 
 sessionQueryContractSuite('sqlite index over in-memory persistence', {

@@ -1,5 +1,5 @@
 import { Context } from '@dsh/context'
-import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { SessionQuery, SessionQueryRecord } from './types.js'
@@ -47,7 +47,12 @@ function messages(texts: readonly string[], from = 0): StoredSessionEvent[] {
   return texts.map((text, i) => ({ type: 'user/message', seq: SessionSeq(from + i), time: T0 + from + i, data: { text } }))
 }
 
-async function persist(persistence: SessionPersistence, h: SessionHeader, events: readonly StoredSessionEvent[] = [], cut = 0): Promise<void> {
+async function persist(
+  persistence: SessionPersistence,
+  h: SessionHeader,
+  events: readonly StoredSessionEvent[] = [],
+  cut = 0,
+): Promise<void> {
   await persistence.append({ header: h, inheritedEventCount: SessionLogOffset(cut) }, events)
 }
 
@@ -203,17 +208,42 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
       await persist(e.persistence, header('x', 1))
       const query = await e.open()
       const badFilters: unknown[] = [
-        null, 5, 'x', [], { parentSession: 5 }, { parentSession: '' }, { origin: 'human' }, { cwd: {} },
-        { createdAt: 5 }, { createdAt: { from: -1 } }, { createdAt: { from: 1.5 } }, { createdAt: { from: 9, to: 1 } },
-        { createdAt: { since: 1 } }, { limit: 0 }, { limit: 1001 }, { limit: 2.5 }, { limit: '10' }, { unknown: true },
+        null,
+        5,
+        'x',
+        [],
+        { parentSession: 5 },
+        { parentSession: '' },
+        { origin: 'human' },
+        { cwd: {} },
+        { createdAt: 5 },
+        { createdAt: { from: -1 } },
+        { createdAt: { from: 1.5 } },
+        { createdAt: { from: 9, to: 1 } },
+        { createdAt: { since: 1 } },
+        { limit: 0 },
+        { limit: 1001 },
+        { limit: 2.5 },
+        { limit: '10' },
+        { unknown: true },
       ]
-      for (const filter of badFilters) expect(await code(query.listSessions(filter as never)), JSON.stringify(filter)).toBe('SESSION_QUERY_INVALID_FILTER')
+      for (const filter of badFilters)
+        expect(await code(query.listSessions(filter as never)), JSON.stringify(filter)).toBe('SESSION_QUERY_INVALID_FILTER')
       const forged = (payload: unknown): string => Buffer.from(JSON.stringify(payload)).toString('base64url')
       const badCursors: unknown[] = [
-        '', 'not base64!', 5, null, forged({}), forged([1]), Buffer.from('\xff\xfe').toString('base64url'),
-        forged({ v: 1, kind: 'list', f: 'wrong', c: 1, i: 'x' }), forged({ v: 2, kind: 'list', f: 'x', c: 1, i: 'x' }), 'eyJ2IjoxfQ=',
+        '',
+        'not base64!',
+        5,
+        null,
+        forged({}),
+        forged([1]),
+        Buffer.from('\xff\xfe').toString('base64url'),
+        forged({ v: 1, kind: 'list', f: 'wrong', c: 1, i: 'x' }),
+        forged({ v: 2, kind: 'list', f: 'x', c: 1, i: 'x' }),
+        'eyJ2IjoxfQ=',
       ]
-      for (const cursor of badCursors) expect(await code(query.listSessions({ cursor } as never)), String(cursor)).toBe('SESSION_QUERY_INVALID_CURSOR')
+      for (const cursor of badCursors)
+        expect(await code(query.listSessions({ cursor } as never)), String(cursor)).toBe('SESSION_QUERY_INVALID_CURSOR')
     })
 
     it('observes live sessions from memory and persisted ones through persistence', async () => {
@@ -275,7 +305,11 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
       expect(await code(query.readHistory('cold', {}, aborted))).toBe('CANCELLED')
       expect(await code(query.readWindow('cold', { seq: 0 }, aborted))).toBe('CANCELLED')
       // Aborted while in flight: the read may settle later, but never successfully.
-      for (const start of [(s: AbortSignal) => query.listSessions({}, s), (s: AbortSignal) => query.observeSession('cold', s), (s: AbortSignal) => query.readHistory('cold', {}, s)]) {
+      for (const start of [
+        (s: AbortSignal) => query.listSessions({}, s),
+        (s: AbortSignal) => query.observeSession('cold', s),
+        (s: AbortSignal) => query.readHistory('cold', {}, s),
+      ]) {
         const controller = new AbortController()
         const pending = start(controller.signal)
         controller.abort()
@@ -305,7 +339,10 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
         await e.corrupt('bad')
         const query = await e.open()
         expect(ids((await query.listSessions()).records)).toEqual(['good', 'bad'])
-        const error = await query.observeSession('bad').then(() => undefined, (x: unknown) => x as { code: string; details?: Record<string, unknown> })
+        const error = await query.observeSession('bad').then(
+          () => undefined,
+          (x: unknown) => x as { code: string; details?: Record<string, unknown> },
+        )
         expect(error?.code).toBe('SESSION_QUERY_CORRUPT_SESSION')
         expect(error?.details).toMatchObject({ id: 'bad' })
         expect(await code(query.readHistory('bad'))).toBe('SESSION_QUERY_CORRUPT_SESSION')

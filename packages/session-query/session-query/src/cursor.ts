@@ -18,7 +18,8 @@ export function encodeCursor(payload: Readonly<Record<string, unknown>>): string
  */
 export function decodeCursor(cursor: unknown, keys: readonly string[]): Record<string, unknown> {
   if (typeof cursor !== 'string') throw invalidCursor(`a cursor is a string, got ${cursor === null ? 'null' : typeof cursor}`)
-  if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !BASE64URL.test(cursor)) throw invalidCursor('it is not a base64url token')
+  if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !BASE64URL.test(cursor))
+    throw invalidCursor('it is not a base64url token')
   const bytes = Buffer.from(cursor, 'base64url')
   // Non-canonical encodings (stray trailing bits) are forgeries, not cursors we issued.
   if (bytes.toString('base64url') !== cursor) throw invalidCursor('it is not a canonical base64url token')
@@ -28,7 +29,8 @@ export function decodeCursor(cursor: unknown, keys: readonly string[]): Record<s
   } catch {
     throw invalidCursor('it does not decode to a cursor')
   }
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidCursor('it does not decode to a cursor object')
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload))
+    throw invalidCursor('it does not decode to a cursor object')
   const record = payload as Record<string, unknown>
   const actual = Object.keys(record).sort()
   const expected = [...keys].sort()
@@ -52,6 +54,7 @@ export function decodeListCursor(cursor: unknown, digest: string): RecordKey {
   if (payload.v !== 1 || payload.kind !== 'list') throw invalidCursor('it is not a session listing cursor')
   if (payload.f !== digest) throw invalidCursor('it was issued for a different filter')
   const { c, i } = payload
-  if (typeof c !== 'number' || !Number.isSafeInteger(c) || c < 0 || Object.is(c, -0) || typeof i !== 'string' || i.length === 0) throw invalidCursor('its position is malformed')
+  if (typeof c !== 'number' || !Number.isSafeInteger(c) || c < 0 || Object.is(c, -0) || typeof i !== 'string' || i.length === 0)
+    throw invalidCursor('its position is malformed')
   return { createdAt: c, id: i }
 }

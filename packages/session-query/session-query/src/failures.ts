@@ -21,15 +21,24 @@ export function guarded<T>(promise: Promise<T>, signal: AbortSignal | undefined)
 }
 
 export function invalidFilter(why: string, details?: Record<string, unknown>): SessionQueryError {
-  return new SessionQueryError('SESSION_QUERY_INVALID_FILTER', `Invalid query request: ${why}.`, details === undefined ? undefined : { details })
+  return new SessionQueryError(
+    'SESSION_QUERY_INVALID_FILTER',
+    `Invalid query request: ${why}.`,
+    details === undefined ? undefined : { details },
+  )
 }
 
 export function invalidCursor(why: string): SessionQueryError {
-  return new SessionQueryError('SESSION_QUERY_INVALID_CURSOR', `Invalid cursor: ${why}. Pass a cursor exactly as a previous page of the same request returned it, or omit it to start from the first page.`)
+  return new SessionQueryError(
+    'SESSION_QUERY_INVALID_CURSOR',
+    `Invalid cursor: ${why}. Pass a cursor exactly as a previous page of the same request returned it, or omit it to start from the first page.`,
+  )
 }
 
 export function notFound(id: string): SessionQueryError {
-  return new SessionQueryError('SESSION_QUERY_NOT_FOUND', `Session '${id}' is neither live in this process nor persisted.`, { details: { id } })
+  return new SessionQueryError('SESSION_QUERY_NOT_FOUND', `Session '${id}' is neither live in this process nor persisted.`, {
+    details: { id },
+  })
 }
 
 /**
@@ -42,10 +51,17 @@ export function fromPersistenceError(error: unknown, id: string | undefined, sig
   if (signal?.aborted || isDshError(error, 'CANCELLED')) return cancelled()
   if (id !== undefined && isDshError(error, 'SESSION_PERSISTENCE_NOT_FOUND', 'SESSION_PERSISTENCE_INVALID_ID')) return notFound(id)
   if (id !== undefined && isDshError(error, 'SESSION_PERSISTENCE_CORRUPT')) {
-    return new SessionQueryError('SESSION_QUERY_CORRUPT_SESSION', `The persisted log of session '${id}' is corrupt and cannot be read: ${describe(error)}`, { cause: error, details: { id } })
+    return new SessionQueryError(
+      'SESSION_QUERY_CORRUPT_SESSION',
+      `The persisted log of session '${id}' is corrupt and cannot be read: ${describe(error)}`,
+      { cause: error, details: { id } },
+    )
   }
   const what = id === undefined ? 'listing persisted sessions' : `reading session '${id}'`
-  return new SessionQueryError('SESSION_QUERY_PERSISTENCE_FAILED', `Persistence failed while ${what}: ${describe(error)}`, { cause: error, ...(id === undefined ? {} : { details: { id } }) })
+  return new SessionQueryError('SESSION_QUERY_PERSISTENCE_FAILED', `Persistence failed while ${what}: ${describe(error)}`, {
+    cause: error,
+    ...(id === undefined ? {} : { details: { id } }),
+  })
 }
 
 function describe(error: unknown): string {

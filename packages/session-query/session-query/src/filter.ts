@@ -34,22 +34,26 @@ export function parseListFilter(input: unknown): ParsedListFilter {
   const raw = input as Record<string, unknown>
   for (const key of Object.keys(raw)) if (!FILTER_KEYS.has(key)) throw invalidFilter(`unknown filter field '${key}'`)
   const parentSession = optionalId(raw.parentSession, 'parentSession')
-  if (raw.origin !== undefined && raw.origin !== 'subagent') throw invalidFilter(`origin must be 'subagent' when present, got ${show(raw.origin)}`)
+  if (raw.origin !== undefined && raw.origin !== 'subagent')
+    throw invalidFilter(`origin must be 'subagent' when present, got ${show(raw.origin)}`)
   const origin = raw.origin
   const cwd = optionalId(raw.cwd, 'cwd')
   let createdFrom: number | undefined
   let createdTo: number | undefined
   if (raw.createdAt !== undefined) {
     const range = raw.createdAt
-    if (typeof range !== 'object' || range === null || Array.isArray(range)) throw invalidFilter('createdAt must be an object { from?, to? }')
+    if (typeof range !== 'object' || range === null || Array.isArray(range))
+      throw invalidFilter('createdAt must be an object { from?, to? }')
     for (const key of Object.keys(range)) if (!RANGE_KEYS.has(key)) throw invalidFilter(`unknown createdAt field '${key}'`)
     createdFrom = optionalEpoch((range as Record<string, unknown>).from, 'createdAt.from')
     createdTo = optionalEpoch((range as Record<string, unknown>).to, 'createdAt.to')
-    if (createdFrom !== undefined && createdTo !== undefined && createdFrom > createdTo) throw invalidFilter(`createdAt.from (${createdFrom}) is after createdAt.to (${createdTo})`)
+    if (createdFrom !== undefined && createdTo !== undefined && createdFrom > createdTo)
+      throw invalidFilter(`createdAt.from (${createdFrom}) is after createdAt.to (${createdTo})`)
   }
   let limit: number | undefined
   if (raw.limit !== undefined) {
-    if (!isIndex(raw.limit) || raw.limit < 1 || raw.limit > MAX_PAGE_SIZE) throw invalidFilter(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}, got ${show(raw.limit)}`)
+    if (!isIndex(raw.limit) || raw.limit < 1 || raw.limit > MAX_PAGE_SIZE)
+      throw invalidFilter(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}, got ${show(raw.limit)}`)
     limit = raw.limit
   }
   const digest = requestDigest([parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null])

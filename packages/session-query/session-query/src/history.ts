@@ -22,7 +22,8 @@ export interface ParsedWindowRequest {
 export function parseHistoryRequest(input: unknown): ParsedHistoryRequest {
   if (input === undefined) return { limit: DEFAULT_HISTORY_PAGE }
   const raw = plainObject(input, 'a history request', ['before', 'limit'])
-  if (raw.before !== undefined && !isIndex(raw.before)) throw invalidFilter(`before must be a non-negative integer seq, got ${show(raw.before)}`)
+  if (raw.before !== undefined && !isIndex(raw.before))
+    throw invalidFilter(`before must be a non-negative integer seq, got ${show(raw.before)}`)
   if (raw.limit !== undefined && (!isIndex(raw.limit) || raw.limit < 1 || raw.limit > MAX_HISTORY_PAGE)) {
     throw invalidFilter(`limit must be an integer from 1 to ${MAX_HISTORY_PAGE}, got ${show(raw.limit)}`)
   }
@@ -38,7 +39,8 @@ export function parseWindowRequest(input: unknown): ParsedWindowRequest {
 
 function windowSide(value: unknown, side: string): number {
   if (value === undefined) return DEFAULT_WINDOW_SIDE
-  if (!isIndex(value) || value > MAX_HISTORY_PAGE) throw invalidFilter(`${side} must be an integer from 0 to ${MAX_HISTORY_PAGE}, got ${show(value)}`)
+  if (!isIndex(value) || value > MAX_HISTORY_PAGE)
+    throw invalidFilter(`${side} must be an integer from 0 to ${MAX_HISTORY_PAGE}, got ${show(value)}`)
   return value
 }
 
@@ -63,20 +65,27 @@ export function historyPage(observation: SessionQueryObservation, request: Parse
 export function eventWindow(observation: SessionQueryObservation, request: ParsedWindowRequest): EventWindow {
   const total = observation.events.length
   if (request.seq >= total) {
-    throw new SessionQueryError('SESSION_QUERY_NOT_FOUND', `Session '${observation.header.id}' has no event at seq ${request.seq}; its log holds ${total} events.`, {
-      details: { id: observation.header.id, seq: request.seq },
-    })
+    throw new SessionQueryError(
+      'SESSION_QUERY_NOT_FOUND',
+      `Session '${observation.header.id}' has no event at seq ${request.seq}; its log holds ${total} events.`,
+      {
+        details: { id: observation.header.id, seq: request.seq },
+      },
+    )
   }
   return Object.freeze({
     header: observation.header,
     inheritedEventCount: observation.inheritedEventCount,
-    events: Object.freeze(observation.events.slice(Math.max(0, request.seq - request.before), Math.min(total, request.seq + request.after + 1))),
+    events: Object.freeze(
+      observation.events.slice(Math.max(0, request.seq - request.before), Math.min(total, request.seq + request.after + 1)),
+    ),
     total,
   })
 }
 
 function plainObject<K extends string>(input: unknown, what: string, keys: readonly K[]): { readonly [P in K]?: unknown } {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw invalidFilter(`${what} must be an object`)
-  for (const key of Object.keys(input)) if (!(keys as readonly string[]).includes(key)) throw invalidFilter(`unknown field '${key}' in ${what}`)
+  for (const key of Object.keys(input))
+    if (!(keys as readonly string[]).includes(key)) throw invalidFilter(`unknown field '${key}' in ${what}`)
   return input as { readonly [P in K]?: unknown }
 }

@@ -1,20 +1,20 @@
-export { SessionQueryError } from './errors.js'
+export { decodeCursor, encodeCursor, encodeListCursor, requestDigest } from './cursor.js'
 export type { SessionQueryErrorCode } from './errors.js'
-export { createSessionQuery, listPersisted } from './memory-query.js'
+export { SessionQueryError } from './errors.js'
+export { cancelled, checkAborted, fromPersistenceError, guarded, invalidCursor, invalidFilter } from './failures.js'
+export type { ParsedListFilter } from './filter.js'
+export { MAX_PAGE_SIZE, matchesFilter, parseListFilter } from './filter.js'
+export { eventWindow, historyPage, parseHistoryRequest, parseWindowRequest } from './history.js'
 export type { SessionQueryOptions } from './memory-query.js'
+export { createSessionQuery, listPersisted } from './memory-query.js'
+export type { RecordKey } from './order.js'
+export { compareCodePoints, compareKeys, keyOf } from './order.js'
 export { sessionQueryPlugin } from './plugin.js'
+export { liveRecord, mergeCorpus, pageOf, persistedRecord } from './records.js'
 export type { LiveSessions, QuerySources } from './sources.js'
 // Building blocks shared with index backends (`@dsh/session-query-sqlite`), so
 // that every backend validates, orders, pages and encodes cursors alike.
 export { liveObservation, observe, parseId } from './sources.js'
-export { matchesFilter, MAX_PAGE_SIZE, parseListFilter } from './filter.js'
-export type { ParsedListFilter } from './filter.js'
-export { decodeCursor, encodeCursor, encodeListCursor, requestDigest } from './cursor.js'
-export { compareCodePoints, compareKeys, keyOf } from './order.js'
-export type { RecordKey } from './order.js'
-export { liveRecord, mergeCorpus, pageOf, persistedRecord } from './records.js'
-export { eventWindow, historyPage, parseHistoryRequest, parseWindowRequest } from './history.js'
-export { cancelled, checkAborted, fromPersistenceError, guarded, invalidCursor, invalidFilter } from './failures.js'
 export type {
   EventSearchHit,
   EventWindow,

@@ -18,7 +18,13 @@ export function liveRecord(session: Session, persisted: { readonly revision: str
 }
 
 export function persistedRecord(record: PersistedSessionRecord): SessionQueryRecord {
-  return Object.freeze({ header: record.header, inheritedEventCount: record.inheritedEventCount, live: false, persisted: true, revision: record.revision })
+  return Object.freeze({
+    header: record.header,
+    inheritedEventCount: record.inheritedEventCount,
+    live: false,
+    persisted: true,
+    revision: record.revision,
+  })
 }
 
 /**
@@ -48,7 +54,9 @@ export function mergeCorpus(persisted: readonly PersistedSessionRecord[], live: 
  */
 export function pageOf(records: readonly SessionQueryRecord[], filter: ParsedListFilter): SessionListPage {
   const after = filter.after
-  const matching = records.filter((r) => matchesFilter(r.header, filter) && (after === undefined || compareKeys(keyOf(r.header), after) > 0))
+  const matching = records.filter(
+    (r) => matchesFilter(r.header, filter) && (after === undefined || compareKeys(keyOf(r.header), after) > 0),
+  )
   matching.sort((a, b) => compareKeys(keyOf(a.header), keyOf(b.header)))
   if (filter.limit === undefined || matching.length <= filter.limit) return Object.freeze({ records: Object.freeze(matching) })
   const page = matching.slice(0, filter.limit)

@@ -38,7 +38,10 @@ describe('sessionQueryPlugin', () => {
   it('fails at activation, naming the missing service, when persistence is not provided', async () => {
     const ctx = new Context()
     ctx.provide('sessions', new SessionStore(ctx))
-    await expect(ctx.activate(sessionQueryPlugin())).rejects.toMatchObject({ code: 'CONTEXT_SERVICE_UNAVAILABLE', details: { service: 'sessionPersistence' } })
+    await expect(ctx.activate(sessionQueryPlugin())).rejects.toMatchObject({
+      code: 'CONTEXT_SERVICE_UNAVAILABLE',
+      details: { service: 'sessionPersistence' },
+    })
     expect(ctx.get('sessionQuery')).toBeUndefined()
   })
 
@@ -54,7 +57,10 @@ describe('sessionQueryPlugin', () => {
     await sessions.dispose('cold')
     sessions.create({ id: 'hot', createdAt: 2 })
     const page = await ctx.require('sessionQuery').listSessions()
-    expect(page.records.map((r) => [r.header.id, r.live, r.persisted])).toEqual([['cold', false, true], ['hot', true, false]])
+    expect(page.records.map((r) => [r.header.id, r.live, r.persisted])).toEqual([
+      ['cold', false, true],
+      ['hot', true, false],
+    ])
     await ctx.dispose()
   })
 })

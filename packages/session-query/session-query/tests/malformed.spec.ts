@@ -7,7 +7,13 @@ import { createSessionQuery, type SessionListFilter, type SessionQuery } from '.
 function query(): SessionQuery {
   const ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
   const sessions = new SessionStore(ctx)
-  for (let i = 0; i < 6; i++) sessions.create({ id: `s${i}`, createdAt: 100 + (i % 2), cwd: '/w', ...(i > 0 ? { parentSession: 's0', origin: 'subagent' as const, delegationDepth: 1 } : {}) })
+  for (let i = 0; i < 6; i++)
+    sessions.create({
+      id: `s${i}`,
+      createdAt: 100 + (i % 2),
+      cwd: '/w',
+      ...(i > 0 ? { parentSession: 's0', origin: 'subagent' as const, delegationDepth: 1 } : {}),
+    })
   return createSessionQuery({ sessions })
 }
 
@@ -50,7 +56,9 @@ describe('malformed listing requests (property-based)', () => {
     const q = query()
     await fc.assert(
       fc.asyncProperty(fc.anything(), async (input) => {
-        expect(['ok', 'SESSION_QUERY_INVALID_FILTER', 'SESSION_QUERY_INVALID_CURSOR']).toContain(await outcome(q.listSessions(input as never)))
+        expect(['ok', 'SESSION_QUERY_INVALID_FILTER', 'SESSION_QUERY_INVALID_CURSOR']).toContain(
+          await outcome(q.listSessions(input as never)),
+        )
       }),
       { numRuns: 500 },
     )
@@ -59,9 +67,12 @@ describe('malformed listing requests (property-based)', () => {
   it('rejects a wrongly typed field with SESSION_QUERY_INVALID_FILTER', async () => {
     const q = query()
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...Object.keys(invalidFor)).chain((field) => fc.tuple(fc.constant(field), invalidFor[field]!)), async ([field, value]) => {
-        expect(await outcome(q.listSessions({ [field]: value } as never))).toBe('SESSION_QUERY_INVALID_FILTER')
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...Object.keys(invalidFor)).chain((field) => fc.tuple(fc.constant(field), invalidFor[field]!)),
+        async ([field, value]) => {
+          expect(await outcome(q.listSessions({ [field]: value } as never))).toBe('SESSION_QUERY_INVALID_FILTER')
+        },
+      ),
       { numRuns: 300 },
     )
   })
@@ -70,7 +81,12 @@ describe('malformed listing requests (property-based)', () => {
     const q = query()
     await fc.assert(
       fc.asyncProperty(
-        fc.oneof(fc.string(), fc.base64String(), fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v)).toString('base64url')), fc.uint8Array().map((b) => Buffer.from(b).toString('base64url'))),
+        fc.oneof(
+          fc.string(),
+          fc.base64String(),
+          fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v)).toString('base64url')),
+          fc.uint8Array().map((b) => Buffer.from(b).toString('base64url')),
+        ),
         async (cursor) => {
           expect(await outcome(q.listSessions({ cursor }))).toBe('SESSION_QUERY_INVALID_CURSOR')
         },
@@ -87,7 +103,8 @@ describe('malformed listing requests (property-based)', () => {
         fc.pre(page.nextCursor !== undefined)
         const cursor = page.nextCursor!
         expect(await outcome(q.listSessions({ ...a, cursor }))).toBe('ok')
-        if (JSON.stringify(normalize(a)) !== JSON.stringify(normalize(b))) expect(await outcome(q.listSessions({ ...b, cursor }))).toBe('SESSION_QUERY_INVALID_CURSOR')
+        if (JSON.stringify(normalize(a)) !== JSON.stringify(normalize(b)))
+          expect(await outcome(q.listSessions({ ...b, cursor }))).toBe('SESSION_QUERY_INVALID_CURSOR')
         const i = flip % cursor.length
         const tampered = cursor.slice(0, i) + (cursor[i] === 'A' ? 'B' : 'A') + cursor.slice(i + 1)
         expect(['ok', 'SESSION_QUERY_INVALID_CURSOR']).toContain(await outcome(q.listSessions({ ...a, cursor: tampered })))

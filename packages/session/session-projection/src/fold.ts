@@ -8,7 +8,12 @@ import type { ErasedUnit } from './unit.js'
  * event, nothing kept. A unit that throws (in `init`, `apply` or `view`) is
  * absent from the result, exactly as it would be absent live.
  */
-export function foldDetached(events: readonly StoredSessionEvent[], inheritedEventCount: number, units: readonly ErasedUnit[], metrics: ProjectionMetrics): ProjectionSnapshot {
+export function foldDetached(
+  events: readonly StoredSessionEvent[],
+  inheritedEventCount: number,
+  units: readonly ErasedUnit[],
+  metrics: ProjectionMetrics,
+): ProjectionSnapshot {
   validateFoldInput(events, inheritedEventCount)
   const out: Record<string, unknown> = {}
   for (const unit of units) {
@@ -32,7 +37,8 @@ function validateFoldInput(events: readonly StoredSessionEvent[], inheritedEvent
   if (!Number.isSafeInteger(inheritedEventCount) || inheritedEventCount < 0 || Object.is(inheritedEventCount, -0)) {
     throw invalid(`inheritedEventCount must be a non-negative integer, got ${String(inheritedEventCount)}`)
   }
-  if (inheritedEventCount > events.length) throw invalid(`inheritedEventCount ${inheritedEventCount} is past the end of the ${events.length} events`)
+  if (inheritedEventCount > events.length)
+    throw invalid(`inheritedEventCount ${inheritedEventCount} is past the end of the ${events.length} events`)
   for (let i = 0; i < events.length; i++) {
     // A fold is only the session's value if it sees the whole log in order.
     if (events[i]?.seq !== i) throw invalid(`event ${i} has seq ${String(events[i]?.seq)}; a fold needs the whole log from seq 0 in order`)

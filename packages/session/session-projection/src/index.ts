@@ -1,11 +1,11 @@
-export { SessionProjectionError } from './errors.js'
-export type { SessionProjectionErrorCode } from './errors.js'
-export { createProjectionRegistry, ProjectionRegistry } from './registry.js'
-export type { ProjectionRegistryOptions } from './registry.js'
-export { sessionProjectionsPlugin } from './plugin.js'
 // Units declare their checkpoint schema with this zod, the one the registry's
 // types are written against (a second zod copy would not type-check as a schema).
 export { z } from 'zod'
+export type { SessionProjectionErrorCode } from './errors.js'
+export { SessionProjectionError } from './errors.js'
+export { sessionProjectionsPlugin } from './plugin.js'
+export type { ProjectionRegistryOptions } from './registry.js'
+export { createProjectionRegistry, ProjectionRegistry } from './registry.js'
 export type {
   ProjectionChange,
   ProjectionCheckpointRow,
@@ -14,7 +14,7 @@ export type {
   ProjectionMetrics,
   ProjectionSnapshot,
   SessionProjectionMap,
-  SessionProjections,
   SessionProjectionStateMap,
+  SessionProjections,
   SessionProjectionUnit,
 } from './types.js'

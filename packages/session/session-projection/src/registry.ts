@@ -1,4 +1,4 @@
-import { consoleLogger, type Context, type Logger } from '@dsh/context'
+import { type Context, consoleLogger, type Logger } from '@dsh/context'
 import type { Session, SessionLogOffset, SessionSeqCursor, StoredSessionEvent } from '@dsh/session'
 import { SessionProjectionError } from './errors.js'
 import { foldDetached } from './fold.js'
@@ -12,7 +12,7 @@ import type {
   SessionProjections,
   SessionProjectionUnit,
 } from './types.js'
-import { validateUnit, type ErasedUnit } from './unit.js'
+import { type ErasedUnit, validateUnit } from './unit.js'
 import { viewRows } from './view-checkpoint.js'
 
 /** Marks "no value" inside the registry (`undefined` can be a legitimate view). */
@@ -129,11 +129,23 @@ export class ProjectionRegistry implements SessionProjections {
   }
 
   viewCheckpoint(rows: ProjectionCheckpointRows, keys?: readonly ProjectionKey[]): ProjectionSnapshot {
-    return viewRows(rows, this.#entries(keys).map((entry) => entry.unit))
+    return viewRows(
+      rows,
+      this.#entries(keys).map((entry) => entry.unit),
+    )
   }
 
-  fold(events: readonly StoredSessionEvent[], options: { readonly inheritedEventCount: SessionLogOffset }, keys?: readonly ProjectionKey[]): ProjectionSnapshot {
-    return foldDetached(events, options.inheritedEventCount, this.#entries(keys).map((entry) => entry.unit), this.#metrics)
+  fold(
+    events: readonly StoredSessionEvent[],
+    options: { readonly inheritedEventCount: SessionLogOffset },
+    keys?: readonly ProjectionKey[],
+  ): ProjectionSnapshot {
+    return foldDetached(
+      events,
+      options.inheritedEventCount,
+      this.#entries(keys).map((entry) => entry.unit),
+      this.#metrics,
+    )
   }
 
   onChanged(listener: (change: ProjectionChange) => void): () => void {
@@ -222,7 +234,10 @@ export class ProjectionRegistry implements SessionProjections {
     cell.view = undefined
     this.#metrics.failures++
     const where = seq < 0 ? 'in init()' : `on event ${seq} ('${type ?? '?'}')`
-    this.#log().warn(`dsh: projection unit '${entry.unit.key}' threw ${where} for session '${session.id}'; its value is absent for that session from now on (the other units keep folding).`, error)
+    this.#log().warn(
+      `dsh: projection unit '${entry.unit.key}' threw ${where} for session '${session.id}'; its value is absent for that session from now on (the other units keep folding).`,
+      error,
+    )
   }
 
   /** The view of the cell's current state, computed once per state; `ABSENT` when the unit failed or `view` threw. */
@@ -238,7 +253,10 @@ export class ProjectionRegistry implements SessionProjections {
         cell.view = ABSENT
         if (!cell.viewWarned) {
           cell.viewWarned = true
-          this.#log().warn(`dsh: projection unit '${entry.unit.key}' threw in view() for session '${session.id}'; the value is absent until a later state views cleanly.`, error)
+          this.#log().warn(
+            `dsh: projection unit '${entry.unit.key}' threw in view() for session '${session.id}'; the value is absent until a later state views cleanly.`,
+            error,
+          )
         }
       }
     }
@@ -263,7 +281,13 @@ export class ProjectionRegistry implements SessionProjections {
       this.#apply(entry, session, cell, event)
       if (cell.state === state && !cell.failed) continue
       const after = this.#view(entry, session, cell)
-      if (!Object.is(before, after)) changes.push({ session, key: entry.unit.key as ProjectionKey, seq: event.seq as SessionSeqCursor, view: after === ABSENT ? undefined : after })
+      if (!Object.is(before, after))
+        changes.push({
+          session,
+          key: entry.unit.key as ProjectionKey,
+          seq: event.seq as SessionSeqCursor,
+          view: after === ABSENT ? undefined : after,
+        })
     }
     for (const change of changes) this.#push(change)
   }
@@ -293,7 +317,8 @@ export class ProjectionRegistry implements SessionProjections {
     const pending = [...this.#coldListeners].map(async (listener) => listener(session, frozen))
     return Promise.allSettled(pending).then((settled) => {
       for (const result of settled) {
-        if (result.status === 'rejected') this.#log().error(`dsh: a projection onSessionCold listener failed for session '${session.id}'.`, result.reason)
+        if (result.status === 'rejected')
+          this.#log().error(`dsh: a projection onSessionCold listener failed for session '${session.id}'.`, result.reason)
       }
     })
   }

@@ -101,7 +101,11 @@ export interface SessionProjections {
    */
   viewCheckpoint(rows: ProjectionCheckpointRows, keys?: readonly ProjectionKey[]): ProjectionSnapshot
   /** A detached fold of a cold observation; keeps no state. */
-  fold(events: readonly StoredSessionEvent[], options: { readonly inheritedEventCount: SessionLogOffset }, keys?: readonly ProjectionKey[]): ProjectionSnapshot
+  fold(
+    events: readonly StoredSessionEvent[],
+    options: { readonly inheritedEventCount: SessionLogOffset },
+    keys?: readonly ProjectionKey[],
+  ): ProjectionSnapshot
   /** Push: called when a live session's view of a key changes (a new view reference). */
   onChanged(listener: (change: ProjectionChange) => void): () => void
   /**

@@ -19,7 +19,10 @@ export interface ErasedUnit {
 export function validateUnit(input: SessionProjectionUnit<never> | unknown): ErasedUnit {
   const unit = input as Partial<Record<keyof ErasedUnit, unknown>> | null
   const invalid = (why: string): never => {
-    throw new SessionProjectionError('SESSION_PROJECTION_INVALID_UNIT', `Cannot register projection unit${typeof unit?.key === 'string' ? ` '${unit.key}'` : ''}: ${why}.`)
+    throw new SessionProjectionError(
+      'SESSION_PROJECTION_INVALID_UNIT',
+      `Cannot register projection unit${typeof unit?.key === 'string' ? ` '${unit.key}'` : ''}: ${why}.`,
+    )
   }
   if (typeof unit !== 'object' || unit === null) return invalid('a unit must be an object')
   if (typeof unit.key !== 'string' || unit.key.length === 0) invalid('key must be a non-empty string')

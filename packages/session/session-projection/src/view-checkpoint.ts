@@ -38,8 +38,12 @@ function isCursor(value: unknown): boolean {
 }
 
 function poisoned(why: string, key?: string, cause?: unknown): SessionProjectionError {
-  return new SessionProjectionError('SESSION_PROJECTION_INVALID_CHECKPOINT', `Poisoned projection checkpoint: ${why}. Treat it as a cache miss and fold the log instead.`, {
-    ...(cause === undefined ? {} : { cause }),
-    ...(key === undefined ? {} : { details: { key } }),
-  })
+  return new SessionProjectionError(
+    'SESSION_PROJECTION_INVALID_CHECKPOINT',
+    `Poisoned projection checkpoint: ${why}. Treat it as a cache miss and fold the log instead.`,
+    {
+      ...(cause === undefined ? {} : { cause }),
+      ...(key === undefined ? {} : { details: { key } }),
+    },
+  )
 }

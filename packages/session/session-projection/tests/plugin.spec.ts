@@ -7,7 +7,10 @@ import { countUnit } from './units.js'
 describe('sessionProjectionsPlugin', () => {
   it('fails at activation without the sessions store', async () => {
     const ctx = new Context()
-    await expect(ctx.activate(sessionProjectionsPlugin())).rejects.toMatchObject({ code: 'CONTEXT_SERVICE_UNAVAILABLE', details: { service: 'sessions' } })
+    await expect(ctx.activate(sessionProjectionsPlugin())).rejects.toMatchObject({
+      code: 'CONTEXT_SERVICE_UNAVAILABLE',
+      details: { service: 'sessions' },
+    })
   })
 
   it('provides sessionProjections following the store, and stops following it on dispose', async () => {

@@ -3,7 +3,13 @@ import { describe, expect, it } from 'vitest'
 import { harness } from './helpers.js'
 import { countUnit, expected, fragileUnit, lastTextUnit } from './units.js'
 
-type Step = { kind: 'user'; text: string } | { kind: 'chunk' } | { kind: 'tool' } | { kind: 'snapshot' } | { kind: 'register' } | { kind: 'fork' }
+type Step =
+  | { kind: 'user'; text: string }
+  | { kind: 'chunk' }
+  | { kind: 'tool' }
+  | { kind: 'snapshot' }
+  | { kind: 'register' }
+  | { kind: 'fork' }
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('user' as const), text: fc.string({ maxLength: 4 }) }),
@@ -30,8 +36,10 @@ describe('live cells equal a fold of the whole log', () => {
           else if (s.kind === 'chunk') session.append('assistant/chunk', { turn: 1, index: 0, delta: 'x' })
           else if (s.kind === 'tool') session.append('tool/call', { turn: 1, callId: 'c', name: 'n', arguments: null })
           else if (s.kind === 'register' && registered < units.length) registry.register(units[registered++]!)
-          else if (s.kind === 'fork') all.push((session = sessions.fork(session)))
-          else if (s.kind === 'snapshot') {
+          else if (s.kind === 'fork') {
+            session = sessions.fork(session)
+            all.push(session)
+          } else if (s.kind === 'snapshot') {
             const before = registry.metrics.applies
             registry.snapshot(session)
             applies += registry.metrics.applies - before

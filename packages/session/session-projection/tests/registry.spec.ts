@@ -1,6 +1,6 @@
 import { Session, type SessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { SessionProjectionError, type ProjectionChange } from '../src/index.js'
+import { type ProjectionChange, SessionProjectionError } from '../src/index.js'
 import { harness } from './helpers.js'
 import { countUnit, expected, fragileUnit, lastTextUnit, pickyUnit } from './units.js'
 
@@ -14,9 +14,17 @@ describe('watermark cells on a live session', () => {
     let eventAtCalls = 0
     let eventsCalls = 0
     const eventAt = session.eventAt.bind(session)
-    session.eventAt = (seq: number) => (eventAtCalls++, eventAt(seq))
+    session.eventAt = (seq: number) => {
+      eventAtCalls++
+      return eventAt(seq)
+    }
     const eventsGetter = Object.getOwnPropertyDescriptor(Session.prototype, 'events')!.get!
-    Object.defineProperty(session, 'events', { get: () => (eventsCalls++, eventsGetter.call(session)) })
+    Object.defineProperty(session, 'events', {
+      get: () => {
+        eventsCalls++
+        return eventsGetter.call(session)
+      },
+    })
 
     const total = 100_000
     for (let i = 0; i < total; i++) {
@@ -130,7 +138,13 @@ describe('failure isolation', () => {
     const { sessions, registry } = harness()
     registry.register(pickyUnit)
     let calls = 0
-    registry.register({ ...countUnit, init: () => { calls++; throw new Error('no init') } })
+    registry.register({
+      ...countUnit,
+      init: () => {
+        calls++
+        throw new Error('no init')
+      },
+    })
     const session = sessions.create()
     session.append('user/message', { text: 'a' })
     expect(registry.snapshot(session)).toEqual({})
@@ -264,10 +278,15 @@ describe('checkpoint, viewCheckpoint and fold', () => {
   it('round-trips rows through JSON into the live views', () => {
     const { registry, session } = filled()
     const rows = JSON.parse(JSON.stringify(registry.checkpoint(session)))
-    expect(rows).toEqual({ count: { stateVersion: 1, seq: 1, state: { n: 2 } }, lastText: { stateVersion: 3, seq: 1, state: { text: 'a' } } })
+    expect(rows).toEqual({
+      count: { stateVersion: 1, seq: 1, state: { n: 2 } },
+      lastText: { stateVersion: 3, seq: 1, state: { text: 'a' } },
+    })
     expect(registry.viewCheckpoint(rows)).toEqual(registry.snapshot(session))
     expect(registry.viewCheckpoint(rows, ['lastText'])).toEqual({ lastText: 'a' })
-    expect(registry.checkpoint(new Session({ header: session.header }), ['count'])).toEqual({ count: { stateVersion: 1, seq: -1, state: { n: 0 } } })
+    expect(registry.checkpoint(new Session({ header: session.header }), ['count'])).toEqual({
+      count: { stateVersion: 1, seq: -1, state: { n: 0 } },
+    })
   })
 
   it('ignores rows of another stateVersion and missing rows; throws on poisoned rows', () => {
@@ -282,7 +301,9 @@ describe('checkpoint, viewCheckpoint and fold', () => {
       { count: { seq: 1, state: { n: 1 } } },
     ]
     for (const rows of poisonedRows) {
-      expect(() => registry.viewCheckpoint(rows as never)).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_INVALID_CHECKPOINT' }))
+      expect(() => registry.viewCheckpoint(rows as never)).toThrow(
+        expect.objectContaining({ code: 'SESSION_PROJECTION_INVALID_CHECKPOINT' }),
+      )
     }
     expect(() => registry.viewCheckpoint(null as never)).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_INVALID_CHECKPOINT' }))
   })
@@ -302,8 +323,12 @@ describe('checkpoint, viewCheckpoint and fold', () => {
       [[events[1], events[0]], 0],
     ]
     for (const [input, cut] of cases) {
-      expect(() => registry.fold(input as SessionEvent[], { inheritedEventCount: cut as never })).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_INVALID_FOLD_INPUT' }))
+      expect(() => registry.fold(input as SessionEvent[], { inheritedEventCount: cut as never })).toThrow(
+        expect.objectContaining({ code: 'SESSION_PROJECTION_INVALID_FOLD_INPUT' }),
+      )
     }
-    expect(() => registry.fold(events, { inheritedEventCount: 0 as never }, ['nope' as never])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_UNKNOWN_KEY' }))
+    expect(() => registry.fold(events, { inheritedEventCount: 0 as never }, ['nope' as never])).toThrow(
+      expect.objectContaining({ code: 'SESSION_PROJECTION_UNKNOWN_KEY' }),
+    )
   })
 })

@@ -64,7 +64,10 @@ export const pickyUnit: SessionProjectionUnit<'picky'> = {
 }
 
 /** The reference values of the test units, by a plain loop over the whole log. */
-export function expected(events: readonly StoredSessionEvent[], keys: readonly string[] = ['count', 'lastText', 'fragile']): Record<string, unknown> {
+export function expected(
+  events: readonly StoredSessionEvent[],
+  keys: readonly string[] = ['count', 'lastText', 'fragile'],
+): Record<string, unknown> {
   let text: string | null = null
   let fragile: number | undefined = 0
   for (const event of events) {
