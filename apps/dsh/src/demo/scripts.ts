@@ -7,7 +7,7 @@ import type { Script, ScriptStep } from '@dsh/subagent'
  */
 export function demoScript(hold: PromiseLike<unknown>): Script {
   return (run) => {
-    const label = run.identity.label ?? 'anonymous'
+    const label = run.identity?.label ?? 'anonymous'
     const held: ScriptStep = { kind: 'until', promise: hold }
     switch (label) {
       case 'log-summarizer':

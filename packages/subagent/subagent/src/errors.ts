@@ -7,16 +7,22 @@ export type SubagentErrorCode =
   | 'SUBAGENT_INVALID_ARGUMENT'
   /** The child would be deeper than the runtime's `maxDepth`. */
   | 'SUBAGENT_DEPTH_EXCEEDED'
-  /** `spawn` needs the parent to be live in this process. */
+  /** `spawn` (and `report`) need the parent to be live in this process. */
   | 'SUBAGENT_PARENT_NOT_LIVE'
-  /** `resume`/`interrupt` target is neither live nor persisted. */
+  /** The target is neither live nor persisted, or is not a subagent. */
   | 'SUBAGENT_NOT_FOUND'
-  /** `resume` caller is not the child's live parent (ARCHITECTURE.md: `UNAUTHORIZED`). */
+  /** The caller is not the child's live parent (resume, send) or an ancestor (interrupt, wait, close) (ARCHITECTURE.md: `UNAUTHORIZED`). */
   | 'SUBAGENT_UNAUTHORIZED'
   /** `resume` target is not a continuable subagent (ARCHITECTURE.md: `NOT_RESUMABLE`). */
   | 'SUBAGENT_NOT_RESUMABLE'
-  /** `resume` target is already running a turn. */
+  /** `resume` target is already running a turn (`send` queues instead). */
   | 'SUBAGENT_BUSY'
+  /** The child was closed (`close`): it cannot be resumed, sent input or closed again. */
+  | 'SUBAGENT_CLOSED'
+  /** `report` from a session that is not a subagent (it has no parent to report to). */
+  | 'SUBAGENT_NOT_A_SUBAGENT'
+  /** A one-shot child's final message is not JSON matching its `outputSchema` (carried in the result, not thrown). */
+  | 'SUBAGENT_INVALID_OUTPUT'
   /** `resume` of a cold child without a `sessionPersistence` service to load it from. */
   | 'SUBAGENT_PERSISTENCE_UNAVAILABLE'
   /** Listing or running needs `sessionProjections` (and the `subagent` unit registered in it). */

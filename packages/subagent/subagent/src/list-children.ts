@@ -1,12 +1,12 @@
 import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
-import { sameLifecycle, type Session, type SessionHeader, type SessionId, type SessionLogOffset, type SessionStore } from '@dsh/session'
+import { type Session, type SessionHeader, type SessionId, type SessionLogOffset, type SessionStore, sameLifecycle } from '@dsh/session'
 import type { ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
-import type { SessionQuery } from '@dsh/session-query'
+import type { SessionQuery, SessionQueryObservation } from '@dsh/session-query'
 import { mapBounded } from './concurrency.js'
+import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
 import { cancelled, SubagentError } from './errors.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
-import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
 import { SUBAGENT_IDENTITY_KEY } from './projection.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 
@@ -50,7 +50,11 @@ interface Classified {
 export const HAS_CHILDREN_PROBE_LIMIT = 8
 
 /** A parent's direct subagent children, with the rung that decided each row. */
-export async function explainChildren(services: SubagentCatalogServices, parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]> {
+export async function explainChildren(
+  services: SubagentCatalogServices,
+  parentId: string,
+  signal?: AbortSignal,
+): Promise<ExplainedSubagentEntry[]> {
   const deps = requireServices(services)
   const parent = checkId(parentId)
   throwIfAborted(signal, cancelled)
@@ -74,7 +78,11 @@ export async function explainChildren(services: SubagentCatalogServices, parentI
  * The tree comes from one listing of every subagent in the corpus (live
  * headers preferred), so a deep tree costs one query, not one per node.
  */
-export async function explainDescendants(services: SubagentCatalogServices, parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]> {
+export async function explainDescendants(
+  services: SubagentCatalogServices,
+  parentId: string,
+  signal?: AbortSignal,
+): Promise<ExplainedSubagentEntry[]> {
   const deps = requireServices(services)
   const root = checkId(parentId)
   throwIfAborted(signal, cancelled)
@@ -96,17 +104,27 @@ export async function explainDescendants(services: SubagentCatalogServices, pare
 }
 
 /** The seed's `listChildren`: rows only. */
-export async function listChildren(services: SubagentCatalogServices, parentId: string, signal?: AbortSignal): Promise<SubagentListEntry[]> {
+export async function listChildren(
+  services: SubagentCatalogServices,
+  parentId: string,
+  signal?: AbortSignal,
+): Promise<SubagentListEntry[]> {
   return (await explainChildren(services, parentId, signal)).map((entry) => entry.row)
 }
 
 /** Rows of the whole subtree, depth-first in listing order (see `explainDescendants`). */
-export async function listDescendants(services: SubagentCatalogServices, parentId: string, signal?: AbortSignal): Promise<SubagentListEntry[]> {
+export async function listDescendants(
+  services: SubagentCatalogServices,
+  parentId: string,
+  signal?: AbortSignal,
+): Promise<SubagentListEntry[]> {
   return (await explainDescendants(services, parentId, signal)).map((entry) => entry.row)
 }
 
 function explain(classified: readonly Classified[], parentId: SessionId, depth: number): ExplainedSubagentEntry[] {
-  return classified.flatMap((child) => (child.row === undefined ? [] : [Object.freeze({ row: child.row, rung: child.rung, parentId, depth })]))
+  return classified.flatMap((child) =>
+    child.row === undefined ? [] : [Object.freeze({ row: child.row, rung: child.rung, parentId, depth })],
+  )
 }
 
 // Checked up front, before any read, so a missing service fails with its code
@@ -114,23 +132,38 @@ function explain(classified: readonly Classified[], parentId: SessionId, depth: 
 function requireServices(services: SubagentCatalogServices): CatalogDeps {
   const projections = services.sessionProjections
   if (projections === undefined) {
-    throw new SubagentError('SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE', "Listing subagents needs the 'sessionProjections' service; activate the session-projection plugin before the subagents plugin.")
+    throw new SubagentError(
+      'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE',
+      "Listing subagents needs the 'sessionProjections' service; activate the session-projection plugin before the subagents plugin.",
+    )
   }
   if (!projections.keys().includes(SUBAGENT_IDENTITY_KEY)) {
-    throw new SubagentError('SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE', "The 'subagent' projection unit is not registered in 'sessionProjections'; activate subagentsPlugin (or call registerSubagentUnits) first.")
+    throw new SubagentError(
+      'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE',
+      "The 'subagent' projection unit is not registered in 'sessionProjections'; activate subagentsPlugin (or call registerSubagentUnits) first.",
+    )
   }
   if (services.sessions === undefined) {
-    throw new SubagentError('SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE', "Listing subagents needs the 'sessions' store; activate sessionStorePlugin first.")
+    throw new SubagentError(
+      'SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE',
+      "Listing subagents needs the 'sessions' store; activate sessionStorePlugin first.",
+    )
   }
   if (services.sessionQuery === undefined) {
-    throw new SubagentError('SUBAGENT_CONTROL_QUERY_UNAVAILABLE', "Listing subagents needs the 'sessionQuery' service to enumerate the session corpus; activate a session-query backend (memory or SQLite).")
+    throw new SubagentError(
+      'SUBAGENT_CONTROL_QUERY_UNAVAILABLE',
+      "Listing subagents needs the 'sessionQuery' service to enumerate the session corpus; activate a session-query backend (memory or SQLite).",
+    )
   }
   return { sessions: services.sessions, projections, query: services.sessionQuery, cache: services.sessionProjectionCache }
 }
 
 function checkId(id: string): SessionId {
   if (typeof id !== 'string' || id.length === 0) {
-    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `A parent session id must be a non-empty string, got ${JSON.stringify(id) ?? String(id)}.`)
+    throw new SubagentError(
+      'SUBAGENT_INVALID_ARGUMENT',
+      `A parent session id must be a non-empty string, got ${JSON.stringify(id) ?? String(id)}.`,
+    )
   }
   return id as SessionId
 }
@@ -149,7 +182,12 @@ async function read<T>(signal: AbortSignal | undefined, op: () => Promise<T>): P
  * (the live header wins), ordered by createdAt then id. With `probe`, stops at
  * the first child found. A corpus failure fails the whole listing.
  */
-async function enumerateChildren(deps: CatalogDeps, parentId: SessionId, signal: AbortSignal | undefined, probe = false): Promise<Candidate[]> {
+async function enumerateChildren(
+  deps: CatalogDeps,
+  parentId: SessionId,
+  signal: AbortSignal | undefined,
+  probe = false,
+): Promise<Candidate[]> {
   const candidates: Candidate[] = []
   await listCorpus(deps, { parentSession: parentId, ...(probe ? { limit: 16 } : {}) }, signal, (candidate) => {
     if (candidate.header.parentSession === parentId) candidates.push(candidate)
@@ -177,10 +215,17 @@ async function enumerateSubagentTree(deps: CatalogDeps, signal: AbortSignal | un
  * Pages through `listSessions` with `origin: 'subagent'` plus `filter`,
  * applying live preference, until `visit` returns false or pages run out.
  */
-async function listCorpus(deps: CatalogDeps, filter: { readonly parentSession?: string; readonly limit?: number }, signal: AbortSignal | undefined, visit: (candidate: Candidate) => boolean): Promise<void> {
+async function listCorpus(
+  deps: CatalogDeps,
+  filter: { readonly parentSession?: string; readonly limit?: number },
+  signal: AbortSignal | undefined,
+  visit: (candidate: Candidate) => boolean,
+): Promise<void> {
   let cursor: string | undefined
   do {
-    const page = await read(signal, () => deps.query.listSessions({ ...filter, origin: 'subagent', ...(cursor === undefined ? {} : { cursor }) }, signal)).catch((error: unknown) => {
+    const page = await read(signal, () =>
+      deps.query.listSessions({ ...filter, origin: 'subagent', ...(cursor === undefined ? {} : { cursor }) }, signal),
+    ).catch((error: unknown) => {
       throw enumerationFailure(error, filter.parentSession)
     })
     for (const record of page.records) {
@@ -197,17 +242,26 @@ function enumerationFailure(error: unknown, parentId: string | undefined): unkno
   if (isDshError(error, 'CANCELLED')) return error
   const detail = error instanceof Error ? error.message : String(error)
   const what = parentId === undefined ? 'the subagent corpus' : `the subagents of '${parentId}'`
-  return new SubagentError('SUBAGENT_CONTROL_ENUMERATION_FAILED', `Could not enumerate ${what}: the session query corpus failed (${detail}).`, {
-    cause: error,
-    ...(isDshError(error) ? { details: { queryCode: error.code } } : {}),
-  })
+  return new SubagentError(
+    'SUBAGENT_CONTROL_ENUMERATION_FAILED',
+    `Could not enumerate ${what}: the session query corpus failed (${detail}).`,
+    {
+      cause: error,
+      ...(isDshError(error) ? { details: { queryCode: error.code } } : {}),
+    },
+  )
 }
 
 function byCreatedAtThenId(a: Candidate, b: Candidate): number {
   return a.header.createdAt - b.header.createdAt || (a.header.id < b.header.id ? -1 : a.header.id > b.header.id ? 1 : 0)
 }
 
-function classifyAll(deps: CatalogDeps, candidates: readonly Candidate[], hasChildrenOf: (id: SessionId) => Promise<boolean>, signal: AbortSignal | undefined): Promise<Classified[]> {
+function classifyAll(
+  deps: CatalogDeps,
+  candidates: readonly Candidate[],
+  hasChildrenOf: (id: SessionId) => Promise<boolean>,
+  signal: AbortSignal | undefined,
+): Promise<Classified[]> {
   return mapBounded(candidates, COLD_READ_CONCURRENCY, async (candidate) => {
     const hasChildren = await hasChildrenOf(candidate.header.id)
     const { row, rung } = await retrieve(deps, candidate, hasChildren, signal)
@@ -216,7 +270,12 @@ function classifyAll(deps: CatalogDeps, candidates: readonly Candidate[], hasChi
 }
 
 /** The three-rung ladder plus the four-state mapping for one child. */
-async function retrieve(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, signal: AbortSignal | undefined): Promise<{ row: SubagentListEntry | undefined; rung: SubagentListRung }> {
+async function retrieve(
+  deps: CatalogDeps,
+  candidate: Candidate,
+  hasChildren: boolean,
+  signal: AbortSignal | undefined,
+): Promise<{ row: SubagentListEntry | undefined; rung: SubagentListRung }> {
   const id = candidate.header.id
   const live = candidate.live
   if (live !== undefined) {
@@ -246,10 +305,10 @@ async function retrieve(deps: CatalogDeps, candidate: Candidate, hasChildren: bo
   }
 
   // Rung 3: one body-bearing observation folded through the registered unit.
-  let observation
+  let observation: SessionQueryObservation
   try {
     observation = await read(signal, () => deps.query.observeSession(id, signal))
-  } catch (error) {
+  } catch {
     if (signal?.aborted) throw cancelled()
     return { row: diagnostic(id, 'unavailable'), rung: 3 }
   }
@@ -275,9 +334,22 @@ function identityOf(snapshot: ProjectionSnapshot | undefined, isOwn: (seq: numbe
   return isOwn(identity.seq) ? identity : undefined
 }
 
-function childRow(id: SessionId, activity: 'running' | 'inactive', hasChildren: boolean, identity: SubagentIdentityProjection): SubagentListEntry {
-  if (identity.mode === 'continuable') return Object.freeze({ kind: 'child', id, activity, hasChildren, mode: 'continuable', label: identity.label })
-  return Object.freeze({ kind: 'child', id, activity, hasChildren, mode: 'one-shot', ...(identity.label === undefined ? {} : { label: identity.label }) })
+function childRow(
+  id: SessionId,
+  activity: 'running' | 'inactive',
+  hasChildren: boolean,
+  identity: SubagentIdentityProjection,
+): SubagentListEntry {
+  if (identity.mode === 'continuable')
+    return Object.freeze({ kind: 'child', id, activity, hasChildren, mode: 'continuable', label: identity.label })
+  return Object.freeze({
+    kind: 'child',
+    id,
+    activity,
+    hasChildren,
+    mode: 'one-shot',
+    ...(identity.label === undefined ? {} : { label: identity.label }),
+  })
 }
 
 function diagnostic(id: SessionId, reason: 'corrupt' | 'unavailable'): SubagentListEntry {

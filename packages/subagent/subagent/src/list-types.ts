@@ -14,10 +14,7 @@ export type SubagentListEntry =
       readonly id: SessionId
       readonly activity: 'running' | 'inactive'
       readonly hasChildren: boolean
-    } & (
-      | { readonly mode: 'one-shot'; readonly label?: string }
-      | { readonly mode: 'continuable'; readonly label: string }
-    ))
+    } & ({ readonly mode: 'one-shot'; readonly label?: string } | { readonly mode: 'continuable'; readonly label: string }))
   | {
       readonly kind: 'diagnostic'
       readonly id: SessionId

@@ -1,4 +1,5 @@
 import type { SessionSeq } from '@dsh/session'
+import type { SubagentDescriptor } from './descriptor.js'
 
 /**
  * The `subagent` unit's client view: mode and label folded from the
@@ -14,6 +15,17 @@ export type SubagentIdentityProjection =
 /** Host/checkpoint state of the `subagent` unit: `{}` means "no valid descriptor". */
 export interface SubagentIdentityState {
   readonly identity?: SubagentIdentityProjection
+}
+
+/** The `subagentProfile` unit's view: the own descriptor (deep-frozen) and its seq. */
+export interface SubagentProfileProjection {
+  readonly seq: SessionSeq
+  readonly descriptor: SubagentDescriptor
+}
+
+/** Host/checkpoint state of the `subagentProfile` unit: `{}` means "no valid descriptor". */
+export interface SubagentProfileState {
+  readonly profile?: SubagentProfileProjection
 }
 
 /** Host/checkpoint state of the `subagentTiming` unit. */
@@ -34,10 +46,12 @@ declare module '@dsh/session-projection' {
   interface SessionProjectionStateMap {
     subagent: SubagentIdentityState
     subagentTiming: SubagentTimingState
+    subagentProfile: SubagentProfileState
   }
   interface SessionProjectionMap {
     /** `null` is the "computed to nothing" sentinel (no, corrupt or unknown-version descriptor). */
     subagent: SubagentIdentityProjection | null
     subagentTiming: SubagentTimingProjection
+    subagentProfile: SubagentProfileProjection | null
   }
 }

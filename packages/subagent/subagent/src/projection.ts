@@ -1,16 +1,35 @@
 import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
 import type { SessionProjections, SessionProjectionUnit } from '@dsh/session-projection'
 import { z } from 'zod'
-import { SUBAGENT_DESCRIPTOR_EVENT, subagentDescriptorSchema } from './descriptor.js'
-import type { SubagentIdentityProjection, SubagentIdentityState, SubagentTimingProjection, SubagentTimingState } from './projection-types.js'
+import { SUBAGENT_DESCRIPTOR_EVENT, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
+import type {
+  SubagentIdentityProjection,
+  SubagentIdentityState,
+  SubagentProfileProjection,
+  SubagentProfileState,
+  SubagentTimingProjection,
+  SubagentTimingState,
+} from './projection-types.js'
 
 export const SUBAGENT_IDENTITY_KEY = 'subagent'
 export const SUBAGENT_TIMING_KEY = 'subagentTiming'
+export const SUBAGENT_PROFILE_KEY = 'subagentProfile'
+export const SUBAGENT_PROFILE_STATE_VERSION = 1
 /** Bumped to 2 when `seq` joined the identity: older checkpoint rows are ignored and refolded. */
 export const SUBAGENT_IDENTITY_STATE_VERSION = 2
 export const SUBAGENT_TIMING_STATE_VERSION = 1
 
 const EMPTY_IDENTITY: SubagentIdentityState = Object.freeze({})
+
+/**
+ * The one interpretation of a logged descriptor payload: the strict v2 schema,
+ * or `undefined` for anything corrupt or of another version. Both descriptor
+ * units fold through it; nothing else parses logged descriptors.
+ */
+function interpretDescriptor(data: unknown): SubagentDescriptor | undefined {
+  const parsed = subagentDescriptorSchema.safeParse(data)
+  return parsed.success ? parsed.data : undefined
+}
 
 const seqSchema = z
   .int()
@@ -35,9 +54,8 @@ export const subagentIdentityUnit: SessionProjectionUnit<'subagent'> = Object.fr
   init: (): SubagentIdentityState => EMPTY_IDENTITY,
   apply(state: SubagentIdentityState, event: StoredSessionEvent): SubagentIdentityState {
     if (event.type !== SUBAGENT_DESCRIPTOR_EVENT) return state
-    const parsed = subagentDescriptorSchema.safeParse(event.data)
-    if (!parsed.success) return state.identity === undefined ? state : EMPTY_IDENTITY
-    const descriptor = parsed.data
+    const descriptor = interpretDescriptor(event.data)
+    if (descriptor === undefined) return state.identity === undefined ? state : EMPTY_IDENTITY
     const identity: SubagentIdentityProjection =
       descriptor.mode === 'continuable'
         ? { mode: 'continuable', label: descriptor.label, seq: event.seq }
@@ -48,6 +66,32 @@ export const subagentIdentityUnit: SessionProjectionUnit<'subagent'> = Object.fr
   },
   view: (state: SubagentIdentityState): SubagentIdentityProjection | null => state.identity ?? null,
   schema: identityStateSchema,
+})
+
+const EMPTY_PROFILE: SubagentProfileState = Object.freeze({})
+const profileStateSchema: z.ZodType<SubagentProfileState> = z.strictObject({
+  profile: z.strictObject({ seq: seqSchema, descriptor: subagentDescriptorSchema }).exactOptional(),
+})
+
+/**
+ * The `subagentProfile` unit: the child's whole descriptor (provider and
+ * capabilities — persona, instructions, model, toolFilter, outputSchema) with
+ * its seq, so the runtime can honour them on resume without a parser of its
+ * own. Same discipline as `subagent`: last-wins, a corrupt or unknown-version
+ * payload resets to `null`, never throws. Not part of the catalog rows.
+ */
+export const subagentProfileUnit: SessionProjectionUnit<'subagentProfile'> = Object.freeze({
+  key: SUBAGENT_PROFILE_KEY,
+  stateVersion: SUBAGENT_PROFILE_STATE_VERSION,
+  init: (): SubagentProfileState => EMPTY_PROFILE,
+  apply(state: SubagentProfileState, event: StoredSessionEvent): SubagentProfileState {
+    if (event.type !== SUBAGENT_DESCRIPTOR_EVENT) return state
+    const descriptor = interpretDescriptor(event.data)
+    if (descriptor === undefined) return state.profile === undefined ? state : EMPTY_PROFILE
+    return Object.freeze({ profile: Object.freeze({ seq: event.seq, descriptor }) })
+  },
+  view: (state: SubagentProfileState): SubagentProfileProjection | null => state.profile ?? null,
+  schema: profileStateSchema,
 })
 
 const INITIAL_TIMING: SubagentTimingState = Object.freeze({ settledMs: 0 })
@@ -96,9 +140,13 @@ function turnOf(event: StoredSessionEvent): number | undefined {
   return typeof turn === 'number' && Number.isFinite(turn) ? turn : undefined
 }
 
-/** Registers both subagent units; returns one disposer for both. */
+/** Registers the subagent units (identity, timing, profile); returns one disposer for all. */
 export function registerSubagentUnits(projections: SessionProjections): () => void {
-  const disposers = [projections.register(subagentIdentityUnit), projections.register(subagentTimingUnit)]
+  const disposers = [
+    projections.register(subagentIdentityUnit),
+    projections.register(subagentTimingUnit),
+    projections.register(subagentProfileUnit),
+  ]
   return () => {
     for (const dispose of disposers.reverse()) dispose()
   }

@@ -1,5 +1,14 @@
+import { isDshError } from '@dsh/context'
 import type { JsonValue } from '@dsh/session'
 import type { SubagentDriver, SubagentRun, SubagentRunOutcome } from './driver.js'
+
+/** What a `call` step's tool produced, in the order the calls ran. */
+export interface ScriptedCallResult {
+  readonly name: string
+  /** The tool's resolved output (lossless JSON), or the error body when it failed. */
+  readonly content: JsonValue
+  readonly isError: boolean
+}
 
 /** One scripted step of a turn. */
 export type ScriptStep =
@@ -7,8 +16,25 @@ export type ScriptStep =
   | { readonly kind: 'chunk'; readonly text: string }
   /** Appends the `assistant/message` (the run's final text is the last one). */
   | { readonly kind: 'message'; readonly text: string; readonly usage?: { readonly input: number; readonly output: number } }
-  /** Appends a `tool/call` and its `tool/result`. */
-  | { readonly kind: 'tool'; readonly name: string; readonly arguments?: JsonValue; readonly result?: JsonValue; readonly isError?: boolean }
+  /** Appends a `tool/call` and a scripted `tool/result` (no tool runs). */
+  | {
+      readonly kind: 'tool'
+      readonly name: string
+      readonly arguments?: JsonValue
+      readonly result?: JsonValue
+      readonly isError?: boolean
+    }
+  /**
+   * Calls a real tool from `run.tools`, as a model-driven driver would:
+   * `tool/call`, `execute`, then `tool/result` (a failure or an unknown tool is
+   * an `isError` result with `{ code, message }`). `arguments` may be computed
+   * from the results of the earlier `call` steps of this run.
+   */
+  | {
+      readonly kind: 'call'
+      readonly name: string
+      readonly arguments?: JsonValue | ((previous: readonly ScriptedCallResult[]) => JsonValue)
+    }
   /** Holds the turn open for `ms` (interruptible). */
   | { readonly kind: 'wait'; readonly ms: number }
   /** Holds the turn open until `promise` settles (interruptible): lets tests observe a running child. */
@@ -37,7 +63,9 @@ const echoScript: Script = (run) => {
 /**
  * A driver that plays a fixed script instead of calling a model: no model is
  * called anywhere in this project. Every step yields to the event loop, so a
- * listing started mid-run sees the child running.
+ * listing started mid-run sees the child running. A script function sees the
+ * whole run (prompt, notices, tools), so a scripted parent can delegate with
+ * `call` steps and react to its children's notices.
  */
 export function createScriptedDriver(script: Script = echoScript, options: ScriptedDriverOptions = {}): SubagentDriver {
   const stepDelayMs = options.stepDelayMs ?? 0
@@ -50,6 +78,7 @@ export function createScriptedDriver(script: Script = echoScript, options: Scrip
       let chunkIndex = 0
       let text: string | undefined
       let callIndex = 0
+      const calls: ScriptedCallResult[] = []
       const end = (reason: 'completed' | 'cancelled' | 'error', error?: unknown): SubagentRunOutcome => {
         session.append('turn/end', { turn, reason })
         return { reason, ...(text === undefined ? {} : { text }), ...(error === undefined ? {} : { error }) }
@@ -63,12 +92,31 @@ export function createScriptedDriver(script: Script = echoScript, options: Scrip
               break
             case 'message':
               text = step.text
-              session.append('assistant/message', { turn, text: step.text, ...(step.usage === undefined ? {} : { usage: { ...step.usage } }) })
+              session.append('assistant/message', {
+                turn,
+                text: step.text,
+                ...(step.usage === undefined ? {} : { usage: { ...step.usage } }),
+              })
               break
             case 'tool': {
               const callId = `call-${turn}-${++callIndex}`
               session.append('tool/call', { turn, callId, name: step.name, arguments: step.arguments ?? {} })
-              session.append('tool/result', { turn, callId, content: step.result ?? null, ...(step.isError === undefined ? {} : { isError: step.isError }) })
+              session.append('tool/result', {
+                turn,
+                callId,
+                content: step.result ?? null,
+                ...(step.isError === undefined ? {} : { isError: step.isError }),
+              })
+              break
+            }
+            case 'call': {
+              const callId = `call-${turn}-${++callIndex}`
+              const args = typeof step.arguments === 'function' ? step.arguments(calls) : (step.arguments ?? {})
+              session.append('tool/call', { turn, callId, name: step.name, arguments: args })
+              const result = await callTool(run, step.name, args)
+              calls.push({ name: step.name, ...result })
+              if (session.closed) return { reason: 'cancelled', ...(text === undefined ? {} : { text }) }
+              session.append('tool/result', { turn, callId, content: result.content, ...(result.isError ? { isError: true } : {}) })
               break
             }
             case 'wait':
@@ -92,6 +140,23 @@ export function createScriptedDriver(script: Script = echoScript, options: Scrip
         return { reason: 'error', error }
       }
     },
+  }
+}
+
+async function callTool(run: SubagentRun, name: string, args: JsonValue): Promise<{ content: JsonValue; isError: boolean }> {
+  const tool = run.tools.find((candidate) => candidate.name === name)
+  if (tool === undefined) {
+    return {
+      content: { code: 'TOOL_UNKNOWN', message: `No tool named ${JSON.stringify(name)} is available to this agent.` },
+      isError: true,
+    }
+  }
+  try {
+    const output = await tool.execute(args, { agent: run.session, signal: run.signal })
+    return { content: (output === undefined ? null : JSON.parse(JSON.stringify(output))) as JsonValue, isError: false }
+  } catch (error) {
+    const code = isDshError(error) ? error.code : 'TOOL_FAILED'
+    return { content: { code, message: error instanceof Error ? error.message : String(error) }, isError: true }
   }
 }
 

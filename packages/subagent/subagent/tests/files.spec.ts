@@ -2,11 +2,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { projectionCachePath, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
+import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver } from '../src/index.js'
-import { completedTurn, createHost, gate, holdScript, type Host } from './helpers.js'
+import { completedTurn, createHost, gate, type Host, holdScript } from './helpers.js'
 
 let root: string
 const hosts: Host[] = []
@@ -24,7 +24,14 @@ async function open(options: { index?: boolean; cache?: boolean; hold?: Promise<
   const h = await createHost({
     persistence: jsonl,
     ...(options.index ? { query: false as const } : {}),
-    driver: createScriptedDriver((run) => (options.hold !== undefined && run.identity.label === 'busy' ? holdScript(options.hold) : [{ kind: 'chunk', text: 'hi' }, { kind: 'message', text: 'hi there' }])),
+    driver: createScriptedDriver((run) =>
+      options.hold !== undefined && run.identity?.label === 'busy'
+        ? holdScript(options.hold)
+        : [
+            { kind: 'chunk', text: 'hi' },
+            { kind: 'message', text: 'hi there' },
+          ],
+    ),
     extra: async (ctx) => {
       if (options.index) await ctx.activate(sqliteSessionQueryPlugin({ path: defaultIndexPath(root) }))
       if (options.cache) await ctx.activate(sessionProjectionCachePlugin({ root }))

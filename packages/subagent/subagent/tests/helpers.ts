@@ -1,9 +1,14 @@
 import { Context, type Logger } from '@dsh/context'
-import { sessionStorePlugin, type Session, type SessionStore } from '@dsh/session'
-import { createMemoryPersistence, MemoryPersistenceStorage, sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
-import { sessionProjectionsPlugin, type SessionProjections } from '@dsh/session-projection'
+import { type Session, type SessionStore, sessionStorePlugin } from '@dsh/session'
+import {
+  createMemoryPersistence,
+  MemoryPersistenceStorage,
+  type SessionPersistence,
+  sessionPersistencePlugin,
+} from '@dsh/session-persistence'
+import { type SessionProjections, sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
-import { createScriptedDriver, subagentsPlugin, type ScriptStep, type SubagentDriver, type SubagentRuntime } from '../src/index.js'
+import { createScriptedDriver, type ScriptStep, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '../src/index.js'
 
 export interface HostOptions {
   /** Shared "disk" for memory persistence (a restart reopens the same storage). */
@@ -46,8 +51,12 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   let clock = options.epoch ?? 1_700_000_000_000 + 1_000_000 * ++hostSeq
   if (options.sessions !== false) await ctx.activate(sessionStorePlugin({ clock: () => clock++ }))
   if (options.projections !== false && options.sessions !== false) await ctx.activate(sessionProjectionsPlugin())
-  const persistence = options.persistence === false ? undefined : (options.persistence ?? createMemoryPersistence({ storage: options.storage ?? new MemoryPersistenceStorage() }))
-  if (persistence !== undefined && options.sessions !== false) await ctx.activate(sessionPersistencePlugin(persistence, { writeBehindMs: 0 }))
+  const persistence =
+    options.persistence === false
+      ? undefined
+      : (options.persistence ?? createMemoryPersistence({ storage: options.storage ?? new MemoryPersistenceStorage() }))
+  if (persistence !== undefined && options.sessions !== false)
+    await ctx.activate(sessionPersistencePlugin(persistence, { writeBehindMs: 0 }))
   if (options.query !== false && options.sessions !== false) {
     const sessions = ctx.require('sessions')
     const real = createSessionQuery({ sessions, persistence: ctx.get('sessionPersistence') })
@@ -55,7 +64,12 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   }
   await options.extra?.(ctx)
   if (options.subagents !== false) {
-    await ctx.activate(subagentsPlugin({ driver: options.driver ?? createScriptedDriver(), ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }) }))
+    await ctx.activate(
+      subagentsPlugin({
+        driver: options.driver ?? createScriptedDriver(),
+        ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+      }),
+    )
   }
   return {
     ctx,
@@ -86,7 +100,11 @@ export function gate(): { promise: Promise<void>; open: () => void } {
 
 /** A script that streams, then holds the turn open until `hold` settles. */
 export function holdScript(hold: PromiseLike<unknown>): ScriptStep[] {
-  return [{ kind: 'chunk', text: 'working' }, { kind: 'until', promise: hold }, { kind: 'message', text: 'finished' }]
+  return [
+    { kind: 'chunk', text: 'working' },
+    { kind: 'until', promise: hold },
+    { kind: 'message', text: 'finished' },
+  ]
 }
 
 /** Physical body reads so far (through the shared-reads wrapper to the backend). */
@@ -109,9 +127,14 @@ export interface QueryProbe {
   maxInFlight: number
   beforeObserve?: ((id: string) => Promise<void> | void) | undefined
   afterObserve?: (id: string) => Promise<void> | void
-  mapObservation?: (id: string, observation: Awaited<ReturnType<SessionQuery['observeSession']>>) => Awaited<ReturnType<SessionQuery['observeSession']>>
+  mapObservation?: (
+    id: string,
+    observation: Awaited<ReturnType<SessionQuery['observeSession']>>,
+  ) => Awaited<ReturnType<SessionQuery['observeSession']>>
   afterList?: () => Promise<void> | void
-  mapRecords?: (records: Awaited<ReturnType<SessionQuery['listSessions']>>['records']) => Awaited<ReturnType<SessionQuery['listSessions']>>['records']
+  mapRecords?: (
+    records: Awaited<ReturnType<SessionQuery['listSessions']>>['records'],
+  ) => Awaited<ReturnType<SessionQuery['listSessions']>>['records']
   wrap(query: SessionQuery): SessionQuery
 }
 

@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import type { Session, StoredSessionEvent } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import type { SessionProjectionUnit } from '@dsh/session-projection'
-import { sessionProjectionCachePlugin, type SqliteProjectionCache } from '@dsh/session-projection-cache'
+import { type SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { subagentIdentityUnit, type SubagentIdentityState } from '../src/index.js'
-import { bodyReads, completedTurn, createHost, queryProbe, type Host, type HostOptions } from './helpers.js'
+import { type SubagentIdentityState, subagentIdentityUnit } from '../src/index.js'
+import { bodyReads, completedTurn, createHost, type Host, type HostOptions, queryProbe } from './helpers.js'
 
 let dir: string
 const hosts: Host[] = []
@@ -39,10 +39,18 @@ function cacheOf(h: Host): SqliteProjectionCache {
   return h.ctx.require('sessionProjectionCache') as SqliteProjectionCache
 }
 
-const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({ version: 2, mode, provider: 'scripted', ...(label === undefined ? {} : { label }) })
+const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({
+  version: 2,
+  mode,
+  provider: 'scripted',
+  ...(label === undefined ? {} : { label }),
+})
 
 /** Builds a family in one process and returns a second process (same storage and cache file) where all of it is cold. */
-async function coldWorld(build: (h: Host) => Promise<Record<string, string>>, reopen: HostOptions & { cachePath?: string | false } = {}): Promise<{ cold: Host; ids: Record<string, string> }> {
+async function coldWorld(
+  build: (h: Host) => Promise<Record<string, string>>,
+  reopen: HostOptions & { cachePath?: string | false } = {},
+): Promise<{ cold: Host; ids: Record<string, string> }> {
   const storage = new MemoryPersistenceStorage()
   const writer = await host({ storage })
   const ids = await build(writer)
@@ -66,7 +74,12 @@ describe('listChildren: the checkpoint cache rung', () => {
     )
     const reads = bodyReads(cold)
     expect(await cold.runtime.explainChildren(ids.parent!)).toEqual([
-      { row: { kind: 'child', id: ids.child, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' }, rung: 2, parentId: ids.parent, depth: 1 },
+      {
+        row: { kind: 'child', id: ids.child, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' },
+        rung: 2,
+        parentId: ids.parent,
+        depth: 1,
+      },
     ])
     expect(bodyReads(cold) - reads).toBe(0)
     expect(probe.calls.observeSession).toBe(0)
@@ -87,7 +100,9 @@ describe('listChildren: the checkpoint cache rung', () => {
       { query: probe.wrap },
     )
     const explained = await cold.runtime.explainChildren(ids.parent!)
-    expect(explained.map((e) => [e.rung, e.row])).toEqual([[2, { kind: 'child', id: ids.child, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'forked' }]])
+    expect(explained.map((e) => [e.rung, e.row])).toEqual([
+      [2, { kind: 'child', id: ids.child, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'forked' }],
+    ])
     expect(probe.calls.observeSession).toBe(0)
   })
 
@@ -132,7 +147,8 @@ describe('listChildren: the checkpoint cache rung', () => {
     // Another build wrote 'subagent' rows the real unit's schema rejects.
     const rogue: SessionProjectionUnit<'subagent'> = {
       ...subagentIdentityUnit,
-      apply: (state: SubagentIdentityState, event: StoredSessionEvent) => (event.type === 'subagent/descriptor' ? ({ identity: { mode: 'telepathic', seq: 'x' } } as never) : state),
+      apply: (state: SubagentIdentityState, event: StoredSessionEvent) =>
+        event.type === 'subagent/descriptor' ? ({ identity: { mode: 'telepathic', seq: 'x' } } as never) : state,
     }
     const storage = new MemoryPersistenceStorage()
     const writer = await host({ storage, before: async (ctx) => void ctx.require('sessionProjections').register(rogue) })
@@ -145,10 +161,14 @@ describe('listChildren: the checkpoint cache rung', () => {
 
     const cold = await host({ storage })
     const { header } = (await cold.persistence!.list()).find((r) => r.header.id === child.id)!
-    expect(() => cacheOf(cold).cachedSnapshot(header, 0 as never, ['subagent'])).toThrow(expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }))
+    expect(() => cacheOf(cold).cachedSnapshot(header, 0 as never, ['subagent'])).toThrow(
+      expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }),
+    )
     const reads = bodyReads(cold)
     const explained = await cold.runtime.explainChildren(parent.id)
-    expect(explained.map((e) => [e.rung, e.row])).toEqual([[3, { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'healthy' }]])
+    expect(explained.map((e) => [e.rung, e.row])).toEqual([
+      [3, { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'healthy' }],
+    ])
     expect(bodyReads(cold) - reads).toBe(1)
     expect(cold.errors).toEqual([])
   })
@@ -191,7 +211,13 @@ describe('listChildren: the checkpoint cache rung', () => {
     // Another process (without the cache) deletes the id and republishes it for the same parent, with no descriptor.
     const republisher = await host({ storage, cachePath: false })
     await republisher.persistence!.delete('reused' as never)
-    const reborn = republisher.sessions.create({ id: 'reused', origin: 'subagent', parentSession: parent.id, delegationDepth: 1, cwd: '/elsewhere' })
+    const reborn = republisher.sessions.create({
+      id: 'reused',
+      origin: 'subagent',
+      parentSession: parent.id,
+      delegationDepth: 1,
+      cwd: '/elsewhere',
+    })
     completedTurn(reborn, 1)
     await republisher.sessions.dispose(reborn.id)
 
@@ -217,10 +243,14 @@ describe('listChildren: the checkpoint cache rung', () => {
     hosts.splice(hosts.indexOf(writer), 1)
 
     const cold = await host({ storage })
-    expect((await cold.runtime.explainChildren(parent.id)).map((e) => [e.rung, e.row])).toEqual([[2, { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'first' }]])
+    expect((await cold.runtime.explainChildren(parent.id)).map((e) => [e.rung, e.row])).toEqual([
+      [2, { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'first' }],
+    ])
     // Without the cache the authoritative refold gives last-wins.
     const uncached = await host({ storage, cachePath: false })
-    expect(await uncached.runtime.listChildren(parent.id)).toEqual([{ kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'second' }])
+    expect(await uncached.runtime.listChildren(parent.id)).toEqual([
+      { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'second' },
+    ])
     cacheOf(crashed).close()
   })
 })

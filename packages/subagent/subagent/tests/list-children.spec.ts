@@ -2,8 +2,15 @@ import { isDshError } from '@dsh/context'
 import { SESSION_HEADER_WITNESS_FIELDS, type Session, type SessionHeader } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
-import { COLD_READ_CONCURRENCY, createScriptedDriver, listChildren, type SubagentListEntry } from '../src/index.js'
-import { bodyReads, completedTurn, createHost, gate, holdScript, queryProbe, type Host, type HostOptions } from './helpers.js'
+import {
+  COLD_READ_CONCURRENCY,
+  createScriptedDriver,
+  listChildren,
+  listDescendants,
+  type SubagentListEntry,
+  subagentsPlugin,
+} from '../src/index.js'
+import { bodyReads, completedTurn, createHost, gate, type Host, type HostOptions, holdScript, queryProbe } from './helpers.js'
 
 const hosts: Host[] = []
 async function host(options?: HostOptions): Promise<Host> {
@@ -24,21 +31,47 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
   return 'resolved'
 }
 
-const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({ version: 2, mode, provider: 'scripted', ...(label === undefined ? {} : { label }) })
+const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({
+  version: 2,
+  mode,
+  provider: 'scripted',
+  ...(label === undefined ? {} : { label }),
+})
 
 /** A subagent child built by hand (to shape its log exactly), settled cold. */
-async function settledChild(h: Host, parent: Session, build: (child: Session) => void, options: { id?: string; fork?: Session; createdAt?: number } = {}): Promise<string> {
+async function settledChild(
+  h: Host,
+  parent: Session,
+  build: (child: Session) => void,
+  options: { id?: string; fork?: Session; createdAt?: number } = {},
+): Promise<string> {
   const depth = parent.header.delegationDepth + 1
   const child = options.fork
-    ? h.sessions.fork(options.fork, { origin: 'subagent', parentSession: parent.id, delegationDepth: depth, ...(options.id ? { childId: options.id } : {}), ...(options.createdAt ? { createdAt: options.createdAt } : {}) })
-    : h.sessions.create({ origin: 'subagent', parentSession: parent.id, delegationDepth: depth, ...(options.id ? { id: options.id } : {}), ...(options.createdAt ? { createdAt: options.createdAt } : {}) })
+    ? h.sessions.fork(options.fork, {
+        origin: 'subagent',
+        parentSession: parent.id,
+        delegationDepth: depth,
+        ...(options.id ? { childId: options.id } : {}),
+        ...(options.createdAt ? { createdAt: options.createdAt } : {}),
+      })
+    : h.sessions.create({
+        origin: 'subagent',
+        parentSession: parent.id,
+        delegationDepth: depth,
+        ...(options.id ? { id: options.id } : {}),
+        ...(options.createdAt ? { createdAt: options.createdAt } : {}),
+      })
   build(child)
   await h.sessions.dispose(child.id)
   return child.id
 }
 
 function describeRows(rows: readonly SubagentListEntry[]): string[] {
-  return rows.map((row) => (row.kind === 'child' ? `${row.id}:${row.activity}:${row.mode}:${row.label ?? '-'}${row.hasChildren ? ':+' : ''}` : `${row.id}:${row.reason}`))
+  return rows.map((row) =>
+    row.kind === 'child'
+      ? `${row.id}:${row.activity}:${row.mode}:${row.label ?? '-'}${row.hasChildren ? ':+' : ''}`
+      : `${row.id}:${row.reason}`,
+  )
 }
 
 describe('listChildren: the live rung', () => {
@@ -51,13 +84,27 @@ describe('listChildren: the live rung', () => {
     await new Promise((resolve) => setTimeout(resolve, 5))
     const reads = bodyReads(h)
     const explained = await h.runtime.explainChildren(parent.id)
-    expect(explained).toEqual([{ row: { kind: 'child', id: child.id, activity: 'running', hasChildren: false, mode: 'continuable', label: 'helper' }, rung: 1, parentId: parent.id, depth: 1 }])
+    expect(explained).toEqual([
+      {
+        row: { kind: 'child', id: child.id, activity: 'running', hasChildren: false, mode: 'continuable', label: 'helper' },
+        rung: 1,
+        parentId: parent.id,
+        depth: 1,
+      },
+    ])
     expect(bodyReads(h) - reads).toBe(0)
     expect(probe.calls.observeSession).toBe(0)
     hold.open()
     await child.done
     // Settled: now cold, and without a cache it takes one observation.
-    expect(await h.runtime.explainChildren(parent.id)).toEqual([{ row: { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' }, rung: 3, parentId: parent.id, depth: 1 }])
+    expect(await h.runtime.explainChildren(parent.id)).toEqual([
+      {
+        row: { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' },
+        rung: 3,
+        parentId: parent.id,
+        depth: 1,
+      },
+    ])
     expect(bodyReads(h) - reads).toBe(1)
   })
 
@@ -75,7 +122,9 @@ describe('listChildren: the live rung', () => {
     child.append('turn/start', { turn: 2 })
     expect(await h.runtime.listChildren(parent.id)).toEqual([])
     child.append('subagent/descriptor', descriptor('one-shot', 'own'))
-    expect(await h.runtime.listChildren(parent.id)).toEqual([{ kind: 'child', id: child.id, activity: 'running', hasChildren: false, mode: 'one-shot', label: 'own' }])
+    expect(await h.runtime.listChildren(parent.id)).toEqual([
+      { kind: 'child', id: child.id, activity: 'running', hasChildren: false, mode: 'one-shot', label: 'own' },
+    ])
   })
 
   it('gives a running child whose own descriptor is poisoned a corrupt row, not an omit', async () => {
@@ -128,10 +177,13 @@ describe('listChildren: cold children without a cache (rung 3)', () => {
     ['no descriptor', (c: Session) => completedTurn(c, 1)],
     ['a corrupt descriptor', (c: Session) => c.append('subagent/descriptor', { version: 2, mode: 'continuable', provider: 'p' })],
     ['an unknown-version descriptor', (c: Session) => c.append('subagent/descriptor', { version: 3, mode: 'one-shot', provider: 'p' })],
-    ['a healthy descriptor followed by a corrupt one', (c: Session) => {
-      c.append('subagent/descriptor', descriptor('one-shot', 'first'))
-      c.append('subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p', label: 42 })
-    }],
+    [
+      'a healthy descriptor followed by a corrupt one',
+      (c: Session) => {
+        c.append('subagent/descriptor', descriptor('one-shot', 'first'))
+        c.append('subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p', label: 42 })
+      },
+    ],
   ])('reports a settled child with %s as corrupt', async (_name, build) => {
     const h = await host()
     const parent = h.sessions.create()
@@ -162,7 +214,10 @@ describe('listChildren: cold children without a cache (rung 3)', () => {
     log.batches[0] = original.slice(0, -5)
     expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([`${good.id}:inactive:one-shot:good`, `${bad.id}:unavailable`])
     log.batches[0] = original
-    expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([`${good.id}:inactive:one-shot:good`, `${bad.id}:inactive:one-shot:bad`])
+    expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([
+      `${good.id}:inactive:one-shot:good`,
+      `${bad.id}:inactive:one-shot:bad`,
+    ])
   })
 
   it('bounds cold reads to four at a time', async () => {
@@ -198,22 +253,27 @@ describe('listChildren: the lifecycle witness', () => {
     expect(Object.keys(changed).sort()).toEqual([...SESSION_HEADER_WITNESS_FIELDS].sort())
   })
 
-  it.each(SESSION_HEADER_WITNESS_FIELDS.map((field) => [field]))('degrades to corrupt when the observed %s differs from the enumerated one, leaking nothing', async (field) => {
-    const probe = queryProbe()
-    const h = await host({ query: probe.wrap })
-    const parent = h.sessions.create()
-    const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'old-owner', context: 'fresh' })
-    await child.done
-    // The observation answers for another lifecycle of the same id: another header, another descriptor.
-    probe.mapObservation = (_id, observation) => {
-      const header = { ...observation.header, [field]: changed[field](observation.header) } as SessionHeader
-      const events = observation.events.map((e) => (e.type === 'subagent/descriptor' ? { ...e, data: { ...descriptor('continuable', secret) } } : e))
-      return { ...observation, header, events }
-    }
-    const rows = await h.runtime.listChildren(parent.id)
-    expect(rows).toEqual([{ kind: 'diagnostic', id: child.id, reason: 'corrupt' }])
-    expect(JSON.stringify(rows)).not.toContain(secret)
-  })
+  it.each(SESSION_HEADER_WITNESS_FIELDS.map((field) => [field]))(
+    'degrades to corrupt when the observed %s differs from the enumerated one, leaking nothing',
+    async (field) => {
+      const probe = queryProbe()
+      const h = await host({ query: probe.wrap })
+      const parent = h.sessions.create()
+      const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'old-owner', context: 'fresh' })
+      await child.done
+      // The observation answers for another lifecycle of the same id: another header, another descriptor.
+      probe.mapObservation = (_id, observation) => {
+        const header = { ...observation.header, [field]: changed[field](observation.header) } as SessionHeader
+        const events = observation.events.map((e) =>
+          e.type === 'subagent/descriptor' ? { ...e, data: { ...descriptor('continuable', secret) } } : e,
+        )
+        return { ...observation, header, events }
+      }
+      const rows = await h.runtime.listChildren(parent.id)
+      expect(rows).toEqual([{ kind: 'diagnostic', id: child.id, reason: 'corrupt' }])
+      expect(JSON.stringify(rows)).not.toContain(secret)
+    },
+  )
 
   it('catches a real delete-and-republish between enumeration and the cold read', async () => {
     const probe = queryProbe()
@@ -250,7 +310,11 @@ describe('listChildren: enumeration', () => {
     const b = h.sessions.restore(await h.persistence!.load('b' as never))
     await settledChild(h, b, build, { id: 'grandchild' })
     await h.sessions.dispose('b')
-    expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual(['c:inactive:one-shot:-', 'a:inactive:one-shot:-', 'b:inactive:one-shot:-:+'])
+    expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([
+      'c:inactive:one-shot:-',
+      'a:inactive:one-shot:-',
+      'b:inactive:one-shot:-:+',
+    ])
   })
 
   it('answers hasChildren from one corpus listing when a parent has many children', async () => {
@@ -278,8 +342,12 @@ describe('listChildren: enumeration', () => {
     const second = h.runtime.spawn(parent, { mode: 'one-shot', label: 'second', context: 'fresh' })
     await new Promise((resolve) => setTimeout(resolve, 5))
     // The corpus claims the first child was created last and belongs elsewhere; the live header says otherwise.
-    probe.mapRecords = (records) => records.map((r) => (r.header.id === first.id ? { ...r, header: { ...r.header, createdAt: r.header.createdAt + 10_000 } } : r))
-    expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([`${first.id}:running:one-shot:first`, `${second.id}:running:one-shot:second`])
+    probe.mapRecords = (records) =>
+      records.map((r) => (r.header.id === first.id ? { ...r, header: { ...r.header, createdAt: r.header.createdAt + 10_000 } } : r))
+    expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([
+      `${first.id}:running:one-shot:first`,
+      `${second.id}:running:one-shot:second`,
+    ])
     hold.open()
     await Promise.all([first.done, second.done])
   })
@@ -306,21 +374,52 @@ describe('listChildren: enumeration', () => {
 
 describe('listChildren: required services', () => {
   it.each([
-    ['sessionProjections', { projections: false }, 'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE'],
-    ['sessions', { sessions: false }, 'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE'],
-    ['sessionQuery', { query: false }, 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE'],
-  ] as const)('fails without %s even when there are no children', async (_name, options, code) => {
-    const h = await host(options as HostOptions)
-    expect(await codeOf(h.runtime.listChildren('anyone'))).toBe(code)
-    expect(await codeOf(h.runtime.listDescendants('anyone'))).toBe(code)
+    ['sessionProjections', 'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE'],
+    ['sessionQuery', 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE'],
+  ] as const)('fails without %s even when there are no children (standalone use)', async (missing, code) => {
+    const h = await host()
+    const services = {
+      sessions: h.sessions,
+      sessionProjections: h.projections,
+      sessionQuery: h.ctx.require('sessionQuery'),
+      [missing]: undefined,
+    }
+    expect(await codeOf(listChildren(services, 'anyone'))).toBe(code)
+    expect(await codeOf(listDescendants(services, 'anyone'))).toBe(code)
   })
+
+  it.each([['sessions'], ['sessionProjections'], ['sessionQuery']] as const)(
+    'subagentsPlugin fails at activation without %s, naming it',
+    async (missing) => {
+      const options: HostOptions =
+        missing === 'sessions'
+          ? { sessions: false, subagents: false }
+          : missing === 'sessionProjections'
+            ? { projections: false, subagents: false }
+            : { query: false, subagents: false }
+      const h = await host(options)
+      const error = await h.ctx.activate(subagentsPlugin({ driver: createScriptedDriver() })).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(isDshError(error, 'CONTEXT_SERVICE_UNAVAILABLE')).toBe(true)
+      expect((error as Error).message).toContain(`'${missing}'`)
+    },
+  )
 
   it('names the session store when only it is missing, and an unregistered unit as missing projections', async () => {
     const h = await host()
     const services = { sessionProjections: h.projections, sessionQuery: h.ctx.require('sessionQuery') }
     expect(await codeOf(listChildren({ ...services, sessions: undefined }, 'anyone'))).toBe('SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE')
     const bare = await host({ subagents: false })
-    expect(await codeOf(listChildren({ sessions: bare.sessions, sessionProjections: bare.projections, sessionQuery: bare.ctx.require('sessionQuery') }, 'anyone'))).toBe('SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE')
+    expect(
+      await codeOf(
+        listChildren(
+          { sessions: bare.sessions, sessionProjections: bare.projections, sessionQuery: bare.ctx.require('sessionQuery') },
+          'anyone',
+        ),
+      ),
+    ).toBe('SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE')
   })
 })
 

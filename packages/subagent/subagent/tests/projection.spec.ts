@@ -3,7 +3,7 @@ import { SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } f
 import { createProjectionRegistry } from '@dsh/session-projection'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { registerSubagentUnits, subagentIdentityUnit, subagentTimingUnit, SUBAGENT_IDENTITY_STATE_VERSION } from '../src/index.js'
+import { registerSubagentUnits, SUBAGENT_IDENTITY_STATE_VERSION, subagentIdentityUnit, subagentTimingUnit } from '../src/index.js'
 
 function ev(seq: number, type: string, data: unknown, time = 1000 + seq): StoredSessionEvent {
   return { type, seq: SessionSeq(seq), time, data: data as StoredSessionEvent['data'] }
@@ -24,8 +24,15 @@ describe('the subagent identity unit', () => {
   })
 
   it('folds mode and label and carries the seq of the descriptor it came from', () => {
-    expect(foldIdentity([ev(0, 'user/message', { text: 'x' }), ev(1, 'subagent/descriptor', continuable)])).toEqual({ mode: 'continuable', label: 'helper', seq: 1 })
-    expect(foldIdentity([ev(0, 'subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p' })])).toEqual({ mode: 'one-shot', seq: 0 })
+    expect(foldIdentity([ev(0, 'user/message', { text: 'x' }), ev(1, 'subagent/descriptor', continuable)])).toEqual({
+      mode: 'continuable',
+      label: 'helper',
+      seq: 1,
+    })
+    expect(foldIdentity([ev(0, 'subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p' })])).toEqual({
+      mode: 'one-shot',
+      seq: 0,
+    })
   })
 
   it('maps a log without a descriptor to the null sentinel', () => {
@@ -34,7 +41,11 @@ describe('the subagent identity unit', () => {
   })
 
   it('is last-wins: a later descriptor replaces an earlier (e.g. inherited) one', () => {
-    expect(foldIdentity([ev(0, 'subagent/descriptor', oneShot), ev(1, 'subagent/descriptor', continuable)])).toEqual({ mode: 'continuable', label: 'helper', seq: 1 })
+    expect(foldIdentity([ev(0, 'subagent/descriptor', oneShot), ev(1, 'subagent/descriptor', continuable)])).toEqual({
+      mode: 'continuable',
+      label: 'helper',
+      seq: 1,
+    })
   })
 
   it.each([
@@ -55,7 +66,11 @@ describe('the subagent identity unit', () => {
 
   it('never throws, whatever the event', () => {
     const json = fc.jsonValue()
-    const event = fc.record({ type: fc.oneof(fc.constant('subagent/descriptor'), fc.constant('turn/start'), fc.constant('turn/end'), fc.string()), data: json, time: fc.double() })
+    const event = fc.record({
+      type: fc.oneof(fc.constant('subagent/descriptor'), fc.constant('turn/start'), fc.constant('turn/end'), fc.string()),
+      data: json,
+      time: fc.double(),
+    })
     fc.assert(
       fc.property(fc.array(event, { maxLength: 20 }), (raw) => {
         const events = raw.map((e, i) => ({ ...e, seq: SessionSeq(i) }) as StoredSessionEvent)
@@ -106,7 +121,10 @@ describe('the subagentTiming unit', () => {
   })
 
   it('ignores a turn/end of another turn', () => {
-    expect(foldTiming([ev(0, 'turn/start', { turn: 1 }, 0), ev(1, 'turn/end', { turn: 9, reason: 'completed' }, 10)])).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 0 } })
+    expect(foldTiming([ev(0, 'turn/start', { turn: 1 }, 0), ev(1, 'turn/end', { turn: 9, reason: 'completed' }, 10)])).toEqual({
+      settledMs: 0,
+      activeTurn: { turn: 1, startedAt: 0 },
+    })
   })
 })
 
@@ -117,7 +135,7 @@ describe('registration in the real registry', () => {
     const sessions = new SessionStore(ctx, { newId: () => `s${++n}` })
     const registry = createProjectionRegistry(ctx)
     const release = registerSubagentUnits(registry)
-    expect(registry.keys().sort()).toEqual(['subagent', 'subagentTiming'])
+    expect(registry.keys().sort()).toEqual(['subagent', 'subagentProfile', 'subagentTiming'])
     const parent = sessions.create()
     parent.append('subagent/descriptor', { version: 2, mode: 'one-shot', provider: 'p', label: 'ancestor' })
     const child = sessions.fork(parent, { origin: 'subagent' })

@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
-import { sessionProjectionCachePlugin, SqliteProjectionCache } from '@dsh/session-projection-cache'
+import { SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { createScriptedDriver, explainChildren, type ExplainedSubagentEntry } from '../src/index.js'
-import { bodyReads, completedTurn, createHost, gate, holdScript, type Host } from './helpers.js'
+import { createScriptedDriver, type ExplainedSubagentEntry, explainChildren } from '../src/index.js'
+import { bodyReads, completedTurn, createHost, gate, type Host, holdScript } from './helpers.js'
 
 let dir: string
 let h: Host | undefined
@@ -28,7 +28,9 @@ describe('read counting with 1,000 children (half seeded, half fresh, a third li
   it('reads no body with a warm cache, and exactly one body per cold child once the cache file is gone', async () => {
     const cachePath = join(dir, 'projections.sqlite')
     const hold = gate()
-    const driver = createScriptedDriver((run) => (run.identity.label?.startsWith('live') ? holdScript(hold.promise) : [{ kind: 'message', text: 'done' }]))
+    const driver = createScriptedDriver((run) =>
+      run.identity?.label?.startsWith('live') ? holdScript(hold.promise) : [{ kind: 'message', text: 'done' }],
+    )
     h = await createHost({
       storage: new MemoryPersistenceStorage(),
       driver,
@@ -65,9 +67,19 @@ describe('read counting with 1,000 children (half seeded, half fresh, a third li
     // The cache file deleted: a fresh, empty cache at the same path.
     cache.close()
     rmSync(cachePath, { force: true })
-    const empty = new SqliteProjectionCache({ path: cachePath, projections: host.projections, sessions: host.sessions, logger: { warn: () => {}, error: () => {} } })
+    const empty = new SqliteProjectionCache({
+      path: cachePath,
+      projections: host.projections,
+      sessions: host.sessions,
+      logger: { warn: () => {}, error: () => {} },
+    })
     try {
-      const services = { sessions: host.sessions, sessionProjections: host.projections, sessionQuery: host.ctx.require('sessionQuery'), sessionProjectionCache: empty }
+      const services = {
+        sessions: host.sessions,
+        sessionProjections: host.projections,
+        sessionQuery: host.ctx.require('sessionQuery'),
+        sessionProjectionCache: empty,
+      }
       reads = bodyReads(host)
       const cold3 = await explainChildren(services, parent.id)
       expect(bodyReads(host) - reads).toBe(666)

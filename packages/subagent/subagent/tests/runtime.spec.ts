@@ -1,8 +1,8 @@
 import { isDshError } from '@dsh/context'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createScriptedDriver, SubagentRuntime, type SubagentDriver } from '../src/index.js'
-import { completedTurn, createHost, gate, holdScript, type Host } from './helpers.js'
+import { createScriptedDriver, type SubagentDriver, SubagentRuntime } from '../src/index.js'
+import { completedTurn, createHost, gate, type Host, holdScript } from './helpers.js'
 
 const hosts: Host[] = []
 async function host(...args: Parameters<typeof createHost>): Promise<Host> {
@@ -30,15 +30,41 @@ describe('spawn', () => {
     const parent = h.sessions.create({ cwd: '/work' })
     const handle = h.runtime.spawn(parent, { mode: 'one-shot', label: 'scan', context: 'fresh', prompt: 'look around' })
     expect(h.sessions.get(handle.id)).toBe(handle.session)
-    expect(handle.session.header).toMatchObject({ origin: 'subagent', parentSession: parent.id, delegationDepth: 1, isSeeded: false, cwd: '/work' })
-    expect(handle.session.events[0]).toMatchObject({ type: 'subagent/descriptor', seq: 0, data: { version: 2, mode: 'one-shot', provider: 'scripted', label: 'scan' } })
+    expect(handle.session.header).toMatchObject({
+      origin: 'subagent',
+      parentSession: parent.id,
+      delegationDepth: 1,
+      isSeeded: false,
+      cwd: '/work',
+    })
+    expect(handle.session.events[0]).toMatchObject({
+      type: 'subagent/descriptor',
+      seq: 0,
+      data: { version: 2, mode: 'one-shot', provider: 'scripted', label: 'scan' },
+    })
     const outcome = await handle.done
-    expect(outcome).toEqual({ reason: 'completed', text: 'Done: look around' })
-    expect(handle.session.events.map((e) => e.type)).toEqual(['subagent/descriptor', 'user/message', 'turn/start', 'assistant/chunk', 'assistant/message', 'turn/end'])
+    expect(outcome).toEqual({ reason: 'completed', text: 'Done: look around', end: 'completed' })
+    expect(handle.session.events.map((e) => e.type)).toEqual([
+      'subagent/descriptor',
+      'subagent/start',
+      'user/message',
+      'turn/start',
+      'assistant/chunk',
+      'assistant/message',
+      'turn/end',
+      'subagent/end',
+    ])
+    expect(handle.session.events[1]!.data).toEqual({ kind: 'spawn', turn: 1 })
+    expect(handle.session.events.at(-1)!.data).toEqual({ turn: 1, reason: 'completed', text: 'Done: look around' })
+    // The parent heard of it.
+    expect(parent.events.at(-1)).toMatchObject({
+      type: 'subagent/notice',
+      data: { kind: 'settled', child: handle.id, mode: 'one-shot', label: 'scan', reason: 'completed', text: 'Done: look around' },
+    })
     // With persistence present the child goes cold once its run settles.
     expect(h.sessions.get(handle.id)).toBeUndefined()
     const stored = await h.persistence!.inspect(handle.id)
-    expect(stored.events).toHaveLength(6)
+    expect(stored.events).toHaveLength(8)
     expect(stored.header.origin).toBe('subagent')
   })
 
@@ -51,7 +77,10 @@ describe('spawn', () => {
     const handle = h.runtime.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fork', settings: { maxTurns: 2 } })
     expect(handle.session.header.isSeeded).toBe(true)
     expect(handle.session.inheritedEventCount).toBe(3)
-    expect(handle.session.eventAt(3)).toMatchObject({ type: 'subagent/descriptor', data: { mode: 'continuable', label: 'helper', maxTurns: 2 } })
+    expect(handle.session.eventAt(3)).toMatchObject({
+      type: 'subagent/descriptor',
+      data: { mode: 'continuable', label: 'helper', maxTurns: 2 },
+    })
     await handle.done
     const stored = await h.persistence!.inspect(handle.id)
     expect(stored.inheritedEventCount).toBe(3)
@@ -80,14 +109,23 @@ describe('spawn', () => {
     await expectCode(() => h.runtime.spawn(restored, { mode: 'one-shot', context: 'fresh' }), 'SUBAGENT_DEPTH_EXCEEDED')
     expect(h.sessions.list()).toHaveLength(before)
     expect((await host()).runtime.maxDepth).toBe(3)
-    expect(() => new SubagentRuntime(h.ctx, { driver: createScriptedDriver(), maxDepth: -1 })).toThrow(expect.objectContaining({ code: 'SUBAGENT_INVALID_ARGUMENT' }))
+    expect(() => new SubagentRuntime(h.ctx, { driver: createScriptedDriver(), maxDepth: -1 })).toThrow(
+      expect.objectContaining({ code: 'SUBAGENT_INVALID_ARGUMENT' }),
+    )
   })
 
-  it('rejects an invalid descriptor (continuable without a label, settings on one-shot) before creating anything', async () => {
+  it('rejects an invalid descriptor (continuable without a label, empty tool filter, unreadable outputSchema) before creating anything', async () => {
     const h = await host()
     const parent = h.sessions.create()
     await expectCode(() => h.runtime.spawn(parent, { mode: 'continuable', context: 'fresh' }), 'SUBAGENT_INVALID_DESCRIPTOR')
-    await expectCode(() => h.runtime.spawn(parent, { mode: 'one-shot', context: 'fresh', settings: { maxTurns: 1 } }), 'SUBAGENT_INVALID_DESCRIPTOR')
+    await expectCode(
+      () => h.runtime.spawn(parent, { mode: 'one-shot', context: 'fresh', settings: { toolFilter: {} } }),
+      'SUBAGENT_INVALID_DESCRIPTOR',
+    )
+    await expectCode(
+      () => h.runtime.spawn(parent, { mode: 'one-shot', context: 'fresh', settings: { outputSchema: { type: 'bogus' } } }),
+      'SUBAGENT_INVALID_DESCRIPTOR',
+    )
     await expectCode(() => h.runtime.spawn(parent, { mode: 'one-shot', label: '', context: 'fresh' }), 'SUBAGENT_INVALID_DESCRIPTOR')
     await expectCode(() => h.runtime.spawn(parent, { mode: 'one-shot', context: 'sideways' as 'fresh' }), 'SUBAGENT_INVALID_ARGUMENT')
     expect(h.sessions.list()).toEqual([parent])
@@ -123,14 +161,20 @@ describe('spawn', () => {
     const outcome = await handle.done
     expect(outcome.reason).toBe('error')
     const stored = await h.persistence!.inspect(handle.id)
-    expect(stored.events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'error' } })
+    expect(stored.events.at(-2)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'error' } })
+    expect(stored.events.at(-1)).toMatchObject({ type: 'subagent/end', data: { turn: 1, reason: 'error', error: 'model exploded' } })
   })
 
   it('ends the turn with reason error on a scripted failure', async () => {
-    const h = await host({ driver: createScriptedDriver([{ kind: 'chunk', text: 'a' }, { kind: 'fail', message: 'no' }]) })
+    const h = await host({
+      driver: createScriptedDriver([
+        { kind: 'chunk', text: 'a' },
+        { kind: 'fail', message: 'no' },
+      ]),
+    })
     const handle = h.runtime.spawn(h.sessions.create(), { mode: 'one-shot', context: 'fresh' })
     expect((await handle.done).reason).toBe('error')
-    expect((await h.persistence!.inspect(handle.id)).events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: 'error' } })
+    expect((await h.persistence!.inspect(handle.id)).events.at(-2)).toMatchObject({ type: 'turn/end', data: { reason: 'error' } })
   })
 })
 
@@ -143,7 +187,10 @@ describe('interrupt', () => {
     expect(h.runtime.isRunning(handle.id)).toBe(true)
     expect(await h.runtime.interrupt(handle.id)).toBe(true)
     expect((await handle.done).reason).toBe('cancelled')
-    expect((await h.persistence!.inspect(handle.id)).events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: 'cancelled' } })
+    expect((await h.persistence!.inspect(handle.id)).events.slice(-2)).toMatchObject([
+      { type: 'turn/end', data: { reason: 'cancelled' } },
+      { type: 'subagent/end', data: { reason: 'cancelled' } },
+    ])
     expect(await h.runtime.interrupt(handle.id)).toBe(false)
     expect(await h.runtime.interrupt('never-existed')).toBe(false)
   })
@@ -157,7 +204,10 @@ describe('interrupt', () => {
     await h.dispose()
     expect((await handle.done).reason).toBe('cancelled')
     const reopened = await host({ storage })
-    expect((await reopened.persistence!.inspect(handle.id)).events.at(-1)).toMatchObject({ type: 'turn/end', data: { reason: 'cancelled' } })
+    expect((await reopened.persistence!.inspect(handle.id)).events.slice(-2)).toMatchObject([
+      { type: 'turn/end', data: { reason: 'cancelled' } },
+      { type: 'subagent/end', data: { reason: 'cancelled' } },
+    ])
   })
 })
 
@@ -170,7 +220,7 @@ describe('resume', () => {
     expect(h.sessions.get(first.id)).toBeUndefined()
     const again = await h.runtime.resume(first.id, { caller: parent, prompt: 'two' })
     expect(again.id).toBe(first.id)
-    expect(await again.done).toEqual({ reason: 'completed', text: 'Done: two' })
+    expect(await again.done).toEqual({ reason: 'completed', text: 'Done: two', end: 'completed' })
     const stored = await h.persistence!.inspect(first.id)
     const turns = stored.events.filter((e) => e.type === 'turn/start').map((e) => (e.data as { turn: number }).turn)
     expect(turns).toEqual([1, 2])
@@ -257,13 +307,16 @@ describe('resume', () => {
 })
 
 describe('the subagents plugin', () => {
-  it('registers both units and fails per operation, not at activation, when services are missing', async () => {
+  it('registers the three units; a runtime built over a bare service source fails per operation with the seed codes', async () => {
     const h = await host()
-    expect(h.projections.keys().sort()).toEqual(['subagent', 'subagentTiming'])
-    const bare = await host({ sessions: false })
-    await expectCode(() => bare.runtime.spawn('p', { mode: 'one-shot', context: 'fresh' }), 'SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE')
-    const noProjections = await host({ projections: false })
-    await expectCode(noProjections.runtime.resume('x', { caller: noProjections.sessions.create() }), 'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE')
+    expect(h.projections.keys().sort()).toEqual(['subagent', 'subagentProfile', 'subagentTiming'])
+    const nothing = new SubagentRuntime({ get: () => undefined }, { driver: createScriptedDriver() })
+    await expectCode(() => nothing.spawn('p', { mode: 'one-shot', context: 'fresh' }), 'SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE')
+    const sessionsOnly = new SubagentRuntime(
+      { get: ((name: string) => (name === 'sessions' ? h.sessions : undefined)) as never },
+      { driver: createScriptedDriver() },
+    )
+    await expectCode(sessionsOnly.resume('x', { caller: h.sessions.create() }), 'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE')
   })
 
   it('refuses work after disposal', async () => {

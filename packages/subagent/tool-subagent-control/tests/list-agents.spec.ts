@@ -1,11 +1,11 @@
 import { Context, isDshError } from '@dsh/context'
-import { sessionStorePlugin, type Session } from '@dsh/session'
+import { type Session, sessionStorePlugin } from '@dsh/session'
 import { createMemoryPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery } from '@dsh/session-query'
-import { createScriptedDriver, subagentsPlugin, type ScriptStep } from '@dsh/subagent'
+import { createScriptedDriver, type ScriptStep, subagentsPlugin } from '@dsh/subagent'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createListAgentsTool, listAgentsDescription, listAgentsJsonSchema, renderListAgents, type ListAgentsTool } from '../src/index.js'
+import { createListAgentsTool, type ListAgentsTool, listAgentsDescription, listAgentsJsonSchema, renderListAgents } from '../src/index.js'
 
 let ctx: Context | undefined
 afterEach(async () => {
@@ -20,11 +20,13 @@ async function host(options: { query?: boolean } = {}): Promise<{ ctx: Context; 
   await ctx.activate(sessionStorePlugin({ clock: () => now++ }))
   await ctx.activate(sessionProjectionsPlugin())
   await ctx.activate(sessionPersistencePlugin(createMemoryPersistence(), { writeBehindMs: 0 }))
-  if (options.query !== false) ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence') }))
+  if (options.query !== false)
+    ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence') }))
   // The 'watcher' child holds its turn open until the context is disposed (which interrupts it).
   const held = new Promise<never>(() => {})
-  const script = (label: string | undefined): ScriptStep[] => (label === 'watcher' ? [{ kind: 'until', promise: held }] : [{ kind: 'message', text: 'done' }])
-  await ctx.activate(subagentsPlugin({ driver: createScriptedDriver((run) => script(run.identity.label)) }))
+  const script = (label: string | undefined): ScriptStep[] =>
+    label === 'watcher' ? [{ kind: 'until', promise: held }] : [{ kind: 'message', text: 'done' }]
+  await ctx.activate(subagentsPlugin({ driver: createScriptedDriver((run) => script(run.identity?.label)) }))
   const tool = createListAgentsTool(ctx.require('subagents'))
   const parent = ctx.require('sessions').create({ id: 'parent' })
   return { ctx, tool, parent }
@@ -87,9 +89,36 @@ describe('list_agents', () => {
       ].join('\n'),
     )
     expect(result.rows).toEqual([
-      { kind: 'child', id: 'child-a', status: 'ready', mode: 'one-shot', label: 'scan the repo', hasChildren: false, parentId: 'parent', depth: 1 },
-      { kind: 'child', id: 'child-b', status: 'idle', mode: 'continuable', label: 'reviewer', hasChildren: true, parentId: 'parent', depth: 1 },
-      { kind: 'child', id: 'child-c', status: 'running', mode: 'continuable', label: 'watcher', hasChildren: false, parentId: 'parent', depth: 1 },
+      {
+        kind: 'child',
+        id: 'child-a',
+        status: 'ready',
+        mode: 'one-shot',
+        label: 'scan the repo',
+        hasChildren: false,
+        parentId: 'parent',
+        depth: 1,
+      },
+      {
+        kind: 'child',
+        id: 'child-b',
+        status: 'idle',
+        mode: 'continuable',
+        label: 'reviewer',
+        hasChildren: true,
+        parentId: 'parent',
+        depth: 1,
+      },
+      {
+        kind: 'child',
+        id: 'child-c',
+        status: 'running',
+        mode: 'continuable',
+        label: 'watcher',
+        hasChildren: false,
+        parentId: 'parent',
+        depth: 1,
+      },
       { kind: 'child', id: 'child-d', status: 'ready', mode: 'one-shot', hasChildren: false, parentId: 'parent', depth: 1 },
       { kind: 'diagnostic', id: 'child-e', reason: 'corrupt', parentId: 'parent', depth: 1 },
     ])
@@ -99,13 +128,20 @@ describe('list_agents', () => {
     const { ctx: c, tool, parent } = await host()
     await family(c, parent)
     const result = await tool.execute({ scope: 'descendants' }, { agent: parent })
-    expect(result.text.split('\n').slice(1, 3)).toEqual(['child-b  idle  continuable  "reviewer"  +subagents', '  grandchild  ready  one-shot  "nested"'])
+    expect(result.text.split('\n').slice(1, 3)).toEqual([
+      'child-b  idle  continuable  "reviewer"  +subagents',
+      '  grandchild  ready  one-shot  "nested"',
+    ])
     expect(result.rows.find((r) => r.id === 'grandchild')).toMatchObject({ parentId: 'child-b', depth: 2 })
   })
 
   it('renders the unavailable and unsupported reasons too', () => {
-    expect(renderListAgents([{ kind: 'diagnostic', id: 'x' as never, reason: 'unavailable', parentId: 'p' as never, depth: 1 }])).toBe('x  diagnostic: unavailable (could not be read just now; list again to retry)')
-    expect(renderListAgents([{ kind: 'diagnostic', id: 'y' as never, reason: 'unsupported', parentId: 'p' as never, depth: 3 }])).toBe('    y  diagnostic: unsupported (written by a newer version)')
+    expect(renderListAgents([{ kind: 'diagnostic', id: 'x' as never, reason: 'unavailable', parentId: 'p' as never, depth: 1 }])).toBe(
+      'x  diagnostic: unavailable (could not be read just now; list again to retry)',
+    )
+    expect(renderListAgents([{ kind: 'diagnostic', id: 'y' as never, reason: 'unsupported', parentId: 'p' as never, depth: 3 }])).toBe(
+      '    y  diagnostic: unsupported (written by a newer version)',
+    )
   })
 
   it.each([

@@ -1,0 +1,89 @@
+import type { JsonValue, SessionId, TurnEndReason } from '@dsh/session'
+import type { SubagentMode } from './descriptor.js'
+
+/**
+ * Lifecycle vocabulary the runtime writes (never a driver):
+ *
+ * On the child:
+ * - `subagent/start {kind, turn, queued?}` before each run (`spawn`, `resume`,
+ *   or `message`: delivery of one queued message, whose `subagent/queued` seq
+ *   it names).
+ * - `subagent/end {turn, reason, text?, error?}` after each run; and one final
+ *   `subagent/end {reason: 'closed'}` (no turn) when the child is closed: no
+ *   run follows it and the child is no longer resumable.
+ * - `subagent/queued {from, text}` when input arrives while the child is busy.
+ *
+ * On the parent:
+ * - `subagent/notice` — `settled` when a child's run ends, `report` when a
+ *   child reports. The parent's driver receives the notices appended since
+ *   its previous turn started as `run.notices`.
+ */
+export const SUBAGENT_START_EVENT = 'subagent/start'
+export const SUBAGENT_END_EVENT = 'subagent/end'
+export const SUBAGENT_QUEUED_EVENT = 'subagent/queued'
+export const SUBAGENT_NOTICE_EVENT = 'subagent/notice'
+
+/** What started a run: a spawn, an explicit resume, or a queued message delivered after the previous run. */
+export type SubagentRunKind = 'spawn' | 'resume' | 'message'
+
+/**
+ * Why a run (or the child) ended: the run's `turn/end` reason, or
+ * `invalid-output` (a one-shot result failed its `outputSchema`), `drained`
+ * (its parent went away or closed while it ran), `closed` (the lifecycle's
+ * final end, written by `close`).
+ */
+export type SubagentEndReason = TurnEndReason | 'invalid-output' | 'drained' | 'closed'
+
+export interface SubagentStartData {
+  readonly kind: SubagentRunKind
+  readonly turn: number
+  /** For `message` runs: the seq of the `subagent/queued` event this run delivers. */
+  readonly queued?: number
+}
+
+export interface SubagentEndData {
+  /** The run's turn; absent on the final `closed` end. */
+  readonly turn?: number
+  readonly reason: SubagentEndReason
+  /** The run's final assistant text. */
+  readonly text?: string
+  /** A person-readable failure: `<CODE>: <message>`. */
+  readonly error?: string
+  /** A one-shot result that passed its `outputSchema`, parsed. */
+  readonly output?: JsonValue
+  /** On `closed`: how many queued messages were dropped undelivered. */
+  readonly dropped?: number
+}
+
+export interface SubagentQueuedData {
+  /** The sender (the parent's session id). */
+  readonly from: string
+  readonly text: string
+}
+
+/** A notice on the parent's log; the parent's driver gets it as input on its next turn. */
+export type SubagentNotice =
+  | {
+      readonly kind: 'settled'
+      readonly child: SessionId
+      readonly mode: SubagentMode
+      readonly label?: string
+      readonly reason: SubagentEndReason
+      readonly text?: string
+      readonly error?: string
+    }
+  | {
+      readonly kind: 'report'
+      readonly child: SessionId
+      readonly label?: string
+      readonly text: string
+    }
+
+declare module '@dsh/session' {
+  interface SessionEventMap {
+    'subagent/start': SubagentStartData
+    'subagent/end': SubagentEndData
+    'subagent/queued': SubagentQueuedData
+    'subagent/notice': SubagentNotice
+  }
+}
