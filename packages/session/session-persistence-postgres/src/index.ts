@@ -1,1 +1,9 @@
-export {}
+export type { ChangeSubscription } from './change-feed.js'
+export type { PostgresPersistenceErrorCode } from './errors.js'
+export { PostgresPersistenceError } from './errors.js'
+export { keyOf } from './ids.js'
+export type { Migration, MigrationReport } from './migrations.js'
+export { applyMigrations, schemaVersion } from './migrations.js'
+export type { PostgresPersistence, PostgresPersistenceOptions } from './persistence.js'
+export { createPostgresPersistence, watchPool } from './persistence.js'
+export { CHANGES_CHANNEL, migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT } from './schema.js'

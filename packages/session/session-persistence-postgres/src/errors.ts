@@ -1,0 +1,56 @@
+import { DshError } from '@dsh/context'
+import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/session-persistence'
+
+/**
+ * Failures of opening a database, before any session is touched. Operations
+ * on sessions fail with the contract's `SessionPersistenceError` instead, so
+ * callers handle every backend alike.
+ */
+export type PostgresPersistenceErrorCode =
+  /** The database holds a schema newer than this version knows; upgrade dsh, never migrate down. */
+  | 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW'
+  /** A migration failed; the database is left at the last version that committed. */
+  | 'POSTGRES_PERSISTENCE_MIGRATION_FAILED'
+  /** The options are invalid (no pool and no connection string, bad sizes). */
+  | 'POSTGRES_PERSISTENCE_INVALID_OPTIONS'
+  /** The throwaway test cluster could not start (binaries missing, initdb failed). */
+  | 'POSTGRES_PERSISTENCE_TEST_CLUSTER'
+
+export class PostgresPersistenceError extends DshError<PostgresPersistenceErrorCode> {}
+
+/** A contract error (`SESSION_PERSISTENCE_*` / `CANCELLED`). */
+export function persistenceError(
+  code: SessionPersistenceErrorCode,
+  message: string,
+  options?: { cause?: unknown; details?: Record<string, unknown> },
+): SessionPersistenceError {
+  return new SessionPersistenceError(code, message, options)
+}
+
+/** SQLSTATEs the server answers with when a statement, not the data, failed. */
+const TIMEOUT_STATES = new Set(['57014', '55P03', '25P03'])
+
+/**
+ * Maps a driver or server failure to the contract: timeouts, lost
+ * connections and shutdowns are `SESSION_PERSISTENCE_IO` (retrying can fix
+ * them), with the SQLSTATE in `details`.
+ */
+export function ioError(what: string, error: unknown): SessionPersistenceError {
+  if (error instanceof DshError) return error as SessionPersistenceError
+  const sqlState = (error as { code?: unknown })?.code
+  const state = typeof sqlState === 'string' ? sqlState : undefined
+  const why =
+    state !== undefined && TIMEOUT_STATES.has(state)
+      ? 'the statement timed out or was cancelled'
+      : state?.startsWith('57') || state?.startsWith('08')
+        ? 'the server connection was lost'
+        : 'the database failed'
+  return persistenceError(
+    'SESSION_PERSISTENCE_IO',
+    `PostgreSQL: ${what}: ${why} (${error instanceof Error ? error.message : String(error)}). Retrying may succeed; nothing partial was committed.`,
+    {
+      cause: error,
+      details: state === undefined ? {} : { sqlState: state },
+    },
+  )
+}

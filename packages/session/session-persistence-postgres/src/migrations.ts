@@ -1,0 +1,109 @@
+import type pg from 'pg'
+import { PostgresPersistenceError } from './errors.js'
+
+/**
+ * One schema step of one component. Steps run in order, each in its own
+ * transaction with the component's version bump, so a database is always at
+ * exactly one version of each component.
+ */
+export interface Migration {
+  /** 1, 2, 3, … without gaps. */
+  readonly version: number
+  readonly description: string
+  /** Statements run in order inside the step's transaction. */
+  readonly statements: readonly string[]
+}
+
+/** What `applyMigrations` did. */
+export interface MigrationReport {
+  readonly component: string
+  readonly from: number
+  readonly to: number
+}
+
+// Every component's migrations serialize on one transaction-level advisory
+// lock, so hosts starting together migrate once and the others wait.
+const MIGRATION_LOCK = 0x64736800 // 'dsh\0'
+
+const VERSION_TABLE = `CREATE TABLE IF NOT EXISTS dsh_schema_version (
+  component text PRIMARY KEY,
+  version integer NOT NULL CHECK (version >= 0),
+  migrated_at timestamptz NOT NULL DEFAULT now()
+)`
+
+/**
+ * Brings `component` up to the newest of `migrations`. A database already
+ * newer than this code knows is refused with `POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW`
+ * (never a migration downwards); a failed step leaves the last committed
+ * version and rejects with `POSTGRES_PERSISTENCE_MIGRATION_FAILED`.
+ */
+export async function applyMigrations(pool: pg.Pool, component: string, migrations: readonly Migration[]): Promise<MigrationReport> {
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1)
+      throw new PostgresPersistenceError(
+        'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+        `Migration ${i} of ${component} has version ${m.version}; versions run 1, 2, 3, … without gaps.`,
+      )
+  })
+  const latest = migrations.length
+  const client = await pool.connect()
+  let from = 0
+  try {
+    for (;;) {
+      await client.query('BEGIN')
+      try {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+        await client.query(VERSION_TABLE)
+        const { rows } = await client.query<{ version: number }>('SELECT version FROM dsh_schema_version WHERE component = $1', [component])
+        const current = rows[0]?.version ?? 0
+        if (from === 0) from = current
+        if (current > latest) {
+          throw new PostgresPersistenceError(
+            'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
+            `The database holds ${component} schema version ${current}, newer than the ${latest} this dsh knows. Upgrade dsh on this host; schemas never migrate down.`,
+            { details: { component, version: current, known: latest } },
+          )
+        }
+        const step = migrations[current]
+        if (step === undefined) {
+          await client.query('COMMIT')
+          return { component, from, to: current }
+        }
+        try {
+          for (const statement of step.statements) await client.query(statement)
+        } catch (error) {
+          throw new PostgresPersistenceError(
+            'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+            `Migrating ${component} to version ${step.version} (${step.description}) failed: ${(error as Error).message}. The database stays at version ${current}.`,
+            { cause: error },
+          )
+        }
+        await client.query(
+          `INSERT INTO dsh_schema_version (component, version) VALUES ($1, $2)
+           ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()`,
+          [component, step.version],
+        )
+        await client.query('COMMIT')
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {})
+        throw error
+      }
+    }
+  } finally {
+    client.release()
+  }
+}
+
+/** The schema version of `component` in the database (0 when never migrated). */
+export async function schemaVersion(pool: pg.Pool, component: string): Promise<number> {
+  const { rows } = await pool
+    .query<{ version: number }>(
+      `SELECT version FROM dsh_schema_version WHERE component = $1 AND to_regclass('dsh_schema_version') IS NOT NULL`,
+      [component],
+    )
+    .catch((error: { code?: string }) => {
+      if (error.code === '42P01') return { rows: [] as { version: number }[] }
+      throw error
+    })
+  return rows[0]?.version ?? 0
+}

@@ -1,0 +1,644 @@
+import { raceAbort } from '@dsh/context'
+import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import {
+  type AppendResult,
+  type AppendTarget,
+  checkAppend,
+  type DeleteOptions,
+  interruptedTurnEnds,
+  type LoadedSession,
+  type PersistedSessionRecord,
+  type PersistenceMetrics,
+  persistenceCancelled,
+  type SessionChangeCursor,
+  type SessionChanges,
+  type SessionObservation,
+  type SessionPersistence,
+  type SessionRevision,
+  type SessionSuffixObservation,
+  type StoredAppendState,
+} from '@dsh/session-persistence'
+import pg from 'pg'
+import { type BatchRow, decodeBatch, encodeBatch } from './batch-codec.js'
+import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
+import { ioError, PostgresPersistenceError, persistenceError } from './errors.js'
+import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
+import { CHANGES_CHANNEL, migrate } from './schema.js'
+import { WriterConnection } from './writer.js'
+
+export interface PostgresPersistenceOptions {
+  /** A pool shared with the query and cache backends. Give this or `connectionString`. */
+  readonly pool?: pg.Pool
+  /** Opens a pool owned (and ended on `close`) by this instance. */
+  readonly connectionString?: string
+  /** Run the migrations on open (default true). With `false`, an unmigrated or newer database is refused. */
+  readonly migrate?: boolean
+  /** Clock for the `time` of crash-repair events. */
+  readonly clock?: () => number
+}
+
+/** The PostgreSQL backend of service `sessionPersistence`. */
+export interface PostgresPersistence extends SessionPersistence {
+  /** The pool this instance reads through (share it with the query and cache backends). */
+  readonly pool: pg.Pool
+  /**
+   * Calls `listener` after other hosts (or this one) commit changes — LISTEN
+   * on the change channel, no polling — and once after a lost listener
+   * connection is restored (changes may have been missed: ask `changes`).
+   */
+  subscribe(listener: () => void): Promise<ChangeSubscription>
+}
+
+/** What this instance keeps of a session it has written, between appends. */
+interface WriterState extends StoredAppendState {
+  readonly sid: string
+}
+
+interface SessionRow {
+  sid: string
+  header: string
+  inherited: number
+  next_seq: number
+  fork_sid: string | null
+  fork_checksum: number | null
+}
+
+const SESSION_COLUMNS = 'sid, header, inherited, next_seq, fork_sid, fork_checksum'
+
+/**
+ * Opens the PostgreSQL persistence: migrates (unless told not to), then
+ * serves the contract. Refuses a database with a newer schema
+ * (`POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW`).
+ */
+export async function createPostgresPersistence(options: PostgresPersistenceOptions): Promise<PostgresPersistence> {
+  if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString.length === 0)) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
+      'createPostgresPersistence needs a `pool` or a `connectionString` (postgres://user@host:port/database).',
+    )
+  }
+  const owned = options.pool === undefined
+  const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString })
+  watchPool(pool)
+  try {
+    if (options.migrate === false) await requireCurrentSchema(pool)
+    else await migrate(pool)
+  } catch (error) {
+    if (owned) await pool.end().catch(() => {})
+    throw error
+  }
+  return new PgPersistence(pool, owned, options.clock ?? Date.now)
+}
+
+/**
+ * An idle pooled connection that the server drops (restart, terminate) makes
+ * the pool emit `error`; unhandled, that would end the process. The pool
+ * replaces the connection on its own, so the event only needs a listener.
+ */
+export function watchPool(pool: pg.Pool): void {
+  const marked = pool as pg.Pool & { dshWatched?: boolean }
+  if (marked.dshWatched) return
+  marked.dshWatched = true
+  pool.on('error', () => {})
+}
+
+async function requireCurrentSchema(pool: pg.Pool): Promise<void> {
+  const { schemaVersion } = await import('./migrations.js')
+  const { SESSION_MIGRATIONS, SESSIONS_COMPONENT } = await import('./schema.js')
+  const version = await schemaVersion(pool, SESSIONS_COMPONENT)
+  if (version > SESSION_MIGRATIONS.length) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
+      `The database holds sessions schema version ${version}, newer than the ${SESSION_MIGRATIONS.length} this dsh knows. Upgrade dsh on this host; schemas never migrate down.`,
+    )
+  }
+  if (version < SESSION_MIGRATIONS.length) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+      `The database holds sessions schema version ${version}; run 'dsh migrate' (or open with migrate: true) to bring it to ${SESSION_MIGRATIONS.length}.`,
+    )
+  }
+}
+
+class PgPersistence implements PostgresPersistence {
+  readonly pool: pg.Pool
+  readonly #owned: boolean
+  readonly #clock: () => number
+  readonly #writer: WriterConnection
+  readonly #states = new Map<string, WriterState>()
+  readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
+  readonly #subscriptions = new Set<ChangeSubscription>()
+  #closed = false
+
+  constructor(pool: pg.Pool, owned: boolean, clock: () => number) {
+    this.pool = pool
+    this.#owned = owned
+    this.#clock = clock
+    this.#writer = new WriterConnection(pool)
+  }
+
+  get metrics(): Readonly<PersistenceMetrics> {
+    return this.#metrics
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    this.#assertOpen()
+    const id = storedId(target.header.id)
+    let state = this.#states.get(id.id)
+    if (state === undefined || !this.#writer.holds(id)) {
+      state = await this.#writerState(id)
+      if (state === undefined) return this.#create(id, target, events)
+    }
+    checkAppend(target, events, state)
+    if (events.length === 0) return { revision: revisionOf(state.sid, state.nextSeq), nextSeq: SessionLogOffset(state.nextSeq) }
+    return this.#commit(id, state, events)
+  }
+
+  /** Takes the lease, then reads what this writer needs to know of a stored session (undefined: not materialized). */
+  async #writerState(id: StoredId): Promise<WriterState | undefined> {
+    this.#states.delete(id.id)
+    let rows: SessionRow[]
+    try {
+      ;({ rows } = await this.#writer.run<SessionRow>(id, `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`, [id.key]))
+    } catch (error) {
+      throw ioError(`reading session '${id.id}' before a write`, error)
+    }
+    const row = rows[0]
+    if (row === undefined) return undefined
+    this.#opened()
+    const header = this.#parseHeader(id.id, row.header)
+    const state: WriterState = { sid: row.sid, header, inheritedEventCount: SessionLogOffset(row.inherited), nextSeq: row.next_seq }
+    this.#states.set(id.id, state)
+    return state
+  }
+
+  /** The first append: header row, first batch and change in one statement. */
+  async #create(id: StoredId, target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    checkAppend(target, events, undefined)
+    const h = target.header
+    const cut = target.inheritedEventCount
+    const fork = target.forkSource !== undefined && cut > 0 ? await this.#forkReference(target.forkSource, cut) : undefined
+    // A fork by reference stores only what follows the cut.
+    const own = fork === undefined ? events : events.slice(cut)
+    const batch = own.length === 0 ? undefined : encodeBatch(own)
+    let rows: { sid: string }[]
+    try {
+      ;({ rows } = await this.#writer.run<{ sid: string }>(
+        id,
+        `WITH s AS (
+           INSERT INTO dsh_sessions (id_key, id, header, created_at, parent_key, origin, cwd_key, inherited, fork_sid, fork_checksum, next_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+           ON CONFLICT (id_key) DO NOTHING
+           RETURNING sid),
+         b AS (
+           INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
+           SELECT sid, $12, $13, $14, $15, $16 FROM s WHERE $13::integer > 0),
+         c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
+         SELECT sid, pg_notify($17, '') FROM s`,
+        [
+          id.key,
+          id.bytes,
+          JSON.stringify(h),
+          h.createdAt,
+          h.parentSession === undefined ? null : keyOf(h.parentSession),
+          h.origin ?? null,
+          h.cwd === undefined ? null : keyOf(h.cwd),
+          cut,
+          fork?.sid ?? null,
+          fork?.checksum ?? null,
+          events.length,
+          batch?.firstSeq ?? 0,
+          batch?.count ?? 0,
+          batch?.plainLength ?? 0,
+          batch?.checksum ?? 0,
+          batch?.body ?? Buffer.alloc(0),
+          CHANGES_CHANNEL,
+        ],
+      ))
+    } catch (error) {
+      throw ioError(`materializing session '${id.id}'`, error)
+    }
+    const sid = rows[0]?.sid
+    if (sid === undefined) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `Session '${id.id}' was materialized by another writer at the same time; reload it before appending.`,
+        { details: { id: id.id } },
+      )
+    }
+    if (batch !== undefined) this.#metrics.appends++
+    this.#states.set(id.id, { sid, header: h, inheritedEventCount: cut, nextSeq: events.length })
+    return { revision: revisionOf(sid, events.length), nextSeq: SessionLogOffset(events.length) }
+  }
+
+  /**
+   * Where a fork's inherited prefix `[0, cut)` lives: the source log (or,
+   * when the cut falls inside the source's own inherited prefix, the log
+   * that source references) and the checksum of the batch holding event
+   * `cut - 1`. No event of the prefix is read or copied.
+   */
+  async #forkReference(source: SessionId, cut: number): Promise<{ sid: string; checksum: number }> {
+    if (!isStorableId(source))
+      throw persistenceError('SESSION_PERSISTENCE_CONFLICT', 'The fork source id cannot be stored.', { details: { source } })
+    let row = (
+      await this.#query<SessionRow>(
+        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`,
+        [storedId(source).key],
+        'reading a fork source',
+      )
+    ).rows[0]
+    if (row === undefined || row.next_seq < cut) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `The fork source '${source}' holds ${row?.next_seq ?? 0} committed events; a cut at ${cut} needs at least that many. Persist the source first.`,
+        {
+          details: { source, cut },
+        },
+      )
+    }
+    while (row.fork_sid !== null && cut <= row.inherited) {
+      const forkSid: string = row.fork_sid
+      row = (
+        await this.#query<SessionRow>(`SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`, [forkSid], 'reading a fork source')
+      ).rows[0]
+      if (row === undefined)
+        throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source chain of '${source}' is broken.`, { details: { source } })
+    }
+    const { rows } = await this.#query<{ checksum: number }>(
+      'SELECT checksum FROM dsh_batches WHERE sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
+      [row.sid, cut - 1],
+      'reading a fork source',
+    )
+    if (rows[0] === undefined)
+      throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source '${source}' has no batch holding event ${cut - 1}.`, {
+        details: { source },
+      })
+    return { sid: row.sid, checksum: rows[0].checksum }
+  }
+
+  /** The hot path: one statement moves `next_seq`, inserts the batch and the change, and notifies. */
+  async #commit(id: StoredId, state: WriterState, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    const batch = encodeBatch(events)
+    let rows: { sid: string }[]
+    try {
+      ;({ rows } = await this.#writer.run<{ sid: string }>(
+        id,
+        `WITH s AS (
+           UPDATE dsh_sessions SET next_seq = next_seq + $3 WHERE sid = $1 AND next_seq = $2 RETURNING sid),
+         b AS (
+           INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
+           SELECT sid, $2, $3, $4, $5, $6 FROM s),
+         c AS (INSERT INTO dsh_changes (id) SELECT $7 FROM s)
+         SELECT sid, pg_notify($8, '') FROM s`,
+        [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.bytes, CHANGES_CHANNEL],
+      ))
+    } catch (error) {
+      // In doubt (the connection died around the commit): forget what we knew;
+      // the next append re-reads the stored offset under the lease.
+      this.#states.delete(id.id)
+      throw ioError(`appending to session '${id.id}'`, error)
+    }
+    if (rows.length === 0) {
+      this.#states.delete(id.id)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `Session '${id.id}' no longer ends at seq ${batch.firstSeq} (it was deleted or written elsewhere); reload it.`,
+        {
+          details: { id: id.id, expectedSeq: batch.firstSeq },
+        },
+      )
+    }
+    const nextSeq = batch.firstSeq + batch.count
+    this.#states.set(id.id, { ...state, nextSeq })
+    this.#metrics.appends++
+    return { revision: revisionOf(state.sid, nextSeq), nextSeq: SessionLogOffset(nextSeq) }
+  }
+
+  async load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    if (!isStorableId(id)) throw notFound(id)
+    const stored = storedId(id)
+    // The lease first: the repair must continue the log this read saw.
+    await raceAbort(this.#writer.lease(stored), signal, persistenceCancelled)
+    const observation = await this.inspect(id, signal)
+    const repairs = interruptedTurnEnds(observation.events, this.#clock())
+    if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
+    const result = await this.append({ header: observation.header, inheritedEventCount: observation.inheritedEventCount }, repairs)
+    return Object.freeze({
+      ...observation,
+      events: Object.freeze([...observation.events, ...repairs]),
+      revision: result.revision,
+      repaired: true,
+    })
+  }
+
+  async delete(id: SessionId, options: DeleteOptions = {}): Promise<boolean> {
+    this.#assertOpen()
+    if (!isStorableId(id)) return false
+    const stored = storedId(id)
+    try {
+      const client = await this.#writer.lease(stored)
+      const dependants = options.materializeDependants === true ? await this.#dependants(stored) : []
+      const statement = `WITH s AS (DELETE FROM dsh_sessions WHERE id_key = $1 RETURNING sid),
+         c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
+         SELECT sid, pg_notify($3, '') FROM s`
+      let rows: { sid: string }[]
+      try {
+        if (dependants.length === 0) {
+          ;({ rows } = await this.#writer.run<{ sid: string }>(stored, statement, [stored.key, stored.bytes, CHANGES_CHANNEL]))
+        } else {
+          rows = await this.#deleteMaterializing(client, stored, dependants, statement)
+        }
+      } catch (error) {
+        if ((error as { code?: string }).code === '23503') {
+          throw persistenceError(
+            'SESSION_PERSISTENCE_REFERENCED',
+            `Session '${id}' is the source of forks that reference its prefix; delete them first, or delete with { materializeDependants: true } to give them their own copy.`,
+            { details: { id } },
+          )
+        }
+        throw ioError(`deleting session '${id}'`, error)
+      }
+      await this.#writer.release(stored)
+      return rows.length > 0
+    } finally {
+      this.#states.delete(id)
+    }
+  }
+
+  /** The forks that reference `source` directly (a fork's reference always names the log holding its cut). */
+  async #dependants(source: StoredId): Promise<SessionRow[]> {
+    const { rows } = await this.#query<SessionRow & { id: Buffer }>(
+      `SELECT d.sid, d.header, d.inherited, d.next_seq, d.fork_sid, d.fork_checksum, d.id FROM dsh_sessions d JOIN dsh_sessions s ON d.fork_sid = s.sid WHERE s.id_key = $1`,
+      [source.key],
+      `finding the forks of '${source.id}'`,
+    )
+    return rows
+  }
+
+  /**
+   * Gives each dependant its inherited prefix as its own first batch and
+   * drops its reference, then deletes the source, in one transaction on the
+   * writer connection. The dependants' events and revisions do not change.
+   */
+  async #deleteMaterializing(
+    client: pg.PoolClient,
+    source: StoredId,
+    dependants: readonly SessionRow[],
+    statement: string,
+  ): Promise<{ sid: string }[]> {
+    const prefixes = await Promise.all(dependants.map(async (d) => ({ d, events: await this.#events(source.id, d, 0, d.inherited) })))
+    await client.query('BEGIN')
+    try {
+      for (const { d, events } of prefixes) {
+        if (events.length !== d.inherited)
+          throw persistenceError(
+            'SESSION_PERSISTENCE_CORRUPT',
+            `The inherited prefix of a fork of '${source.id}' could not be read whole.`,
+            { details: { id: source.id } },
+          )
+        const batch = encodeBatch(events)
+        await client.query(
+          'INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6)',
+          [d.sid, 0, batch.count, batch.plainLength, batch.checksum, batch.body],
+        )
+        await client.query('UPDATE dsh_sessions SET fork_sid = NULL, fork_checksum = NULL WHERE sid = $1', [d.sid])
+        await client.query('INSERT INTO dsh_changes (id) SELECT id FROM dsh_sessions WHERE sid = $1', [d.sid])
+      }
+      const { rows } = await client.query<{ sid: string }>(statement, [source.key, source.bytes, CHANGES_CHANNEL])
+      await client.query('COMMIT')
+      return rows
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw error
+    }
+  }
+
+  // ------------------------------------------------------------------- reads
+
+  async list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    const { rows } = await raceAbort(
+      this.#query<{ sid: string; header: string; inherited: number; next_seq: number }>(
+        'SELECT sid, header, inherited, next_seq FROM dsh_sessions',
+        [],
+        'listing sessions',
+      ),
+      signal,
+      persistenceCancelled,
+    )
+    const records: PersistedSessionRecord[] = []
+    for (const row of rows) {
+      this.#metrics.headerReads++
+      this.#opened()
+      this.#metrics.bytesRead += row.header.length
+      const header = this.#parseHeader(undefined, row.header)
+      records.push(
+        Object.freeze({ header, inheritedEventCount: SessionLogOffset(row.inherited), revision: revisionOf(row.sid, row.next_seq) }),
+      )
+    }
+    this.#checkSignal(signal)
+    return records
+  }
+
+  async stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    if (!isStorableId(id)) return undefined
+    const { rows } = await raceAbort(
+      this.#query<{ sid: string; next_seq: number }>(
+        'SELECT sid, next_seq FROM dsh_sessions WHERE id_key = $1',
+        [keyOf(id)],
+        `stat of session '${id}'`,
+      ),
+      signal,
+      persistenceCancelled,
+    )
+    const row = rows[0]
+    return row === undefined ? undefined : revisionOf(row.sid, row.next_seq)
+  }
+
+  async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {
+    const suffix = await this.inspectFrom(id, SessionLogOffset(0), signal)
+    const { from: _from, ...observation } = suffix
+    return Object.freeze(observation)
+  }
+
+  async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    if (!isStorableId(id)) throw notFound(id)
+    return raceAbort(this.#read(id, from), signal, persistenceCancelled)
+  }
+
+  /**
+   * A body read without a transaction: the session row first, then batches
+   * bounded by its `next_seq` (committed batches never change, so anything
+   * newer is simply not part of this observation). Batches missing below
+   * that bound mean the session was deleted meanwhile (NOT_FOUND) or the
+   * log is damaged (CORRUPT).
+   */
+  async #read(id: SessionId, from: number): Promise<SessionSuffixObservation> {
+    const row = (
+      await this.#query<SessionRow>(`SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`, [keyOf(id)], `reading session '${id}'`)
+    ).rows[0]
+    if (row === undefined) throw notFound(id)
+    this.#opened()
+    this.#metrics.bodyReads++
+    this.#metrics.headerReads++
+    this.#metrics.bytesRead += row.header.length
+    const header = this.#parseHeader(id, row.header)
+    const start = Math.min(from, row.next_seq)
+    const events = await this.#events(id, row, start, row.next_seq)
+    if (events.length !== row.next_seq - start) {
+      if ((await this.#query('SELECT 1 FROM dsh_sessions WHERE sid = $1', [row.sid], `reading session '${id}'`)).rows.length === 0)
+        throw notFound(id)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `Session '${id}' records ${row.next_seq} events but its batches hold ${events.length + start}; the stored log is damaged.`,
+        { details: { id } },
+      )
+    }
+    return Object.freeze({
+      header,
+      inheritedEventCount: SessionLogOffset(row.inherited),
+      revision: revisionOf(row.sid, row.next_seq),
+      from: SessionLogOffset(start),
+      events: Object.freeze(events),
+    })
+  }
+
+  /** Events `[lo, hi)` of the log `row`, joining a referenced fork source's prefix. */
+  async #events(
+    id: SessionId,
+    row: SessionRow,
+    lo: number,
+    hi: number,
+    digest?: { cut: number; checksum: number | null },
+  ): Promise<StoredSessionEvent[]> {
+    const out: StoredSessionEvent[] = []
+    if (row.fork_sid !== null && lo < row.inherited) {
+      const source = (
+        await this.#query<SessionRow>(
+          `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
+          [row.fork_sid],
+          `reading the fork source of '${id}'`,
+        )
+      ).rows[0]
+      if (source === undefined)
+        throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source of session '${id}' is gone.`, { details: { id } })
+      out.push(...(await this.#events(id, source, lo, Math.min(hi, row.inherited), { cut: row.inherited, checksum: row.fork_checksum })))
+      lo = row.inherited
+    }
+    if (lo >= hi) return out
+    const { rows } = await this.#query<BatchRow>(
+      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq < $3 AND first_seq + count > $2 ORDER BY first_seq',
+      [row.sid, lo, hi],
+      `reading the batches of session '${id}'`,
+    )
+    for (const batch of rows) {
+      this.#metrics.bytesRead += batch.body.length
+      // The fork's digest: the source batch holding the cut's last event must be the one the fork was made from.
+      if (
+        digest !== undefined &&
+        batch.first_seq <= digest.cut - 1 &&
+        digest.cut - 1 < batch.first_seq + batch.count &&
+        batch.checksum !== digest.checksum
+      ) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_CORRUPT',
+          `The fork source of session '${id}' no longer holds the prefix the fork was made from (checksum mismatch at event ${digest.cut - 1}).`,
+          { details: { id } },
+        )
+      }
+      for (const event of decodeBatch(id, batch)) if (event.seq >= lo && event.seq < hi) out.push(event)
+    }
+    return out
+  }
+
+  async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    const changes = await raceAbort(
+      readChanges(this.pool, since).catch((error: unknown) => {
+        throw ioError('reading the change feed', error)
+      }),
+      signal,
+      persistenceCancelled,
+    )
+    if (changes.rescan) this.#metrics.rescans = (this.#metrics.rescans ?? 0) + 1
+    return changes
+  }
+
+  async subscribe(listener: () => void): Promise<ChangeSubscription> {
+    this.#assertOpen()
+    const subscription = await subscribeChanges(this.pool, listener)
+    this.#subscriptions.add(subscription)
+    return {
+      close: async () => {
+        this.#subscriptions.delete(subscription)
+        await subscription.close()
+      },
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#writer.close()
+    this.#states.clear()
+    await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))
+    this.#subscriptions.clear()
+    if (this.#owned) await this.pool.end().catch(() => {})
+  }
+
+  // --------------------------------------------------------------- helpers
+
+  #assertOpen(): void {
+    if (this.#closed)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CLOSED',
+        'This PostgreSQL persistence instance is closed; open a new one over the same database.',
+      )
+  }
+
+  #opened(): void {
+    this.#metrics.logOpens = (this.#metrics.logOpens ?? 0) + 1
+  }
+
+  #checkSignal(signal: AbortSignal | undefined): void {
+    if (signal?.aborted) throw persistenceCancelled()
+  }
+
+  async #query<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(text, values)
+    } catch (error) {
+      throw ioError(what, error)
+    }
+  }
+
+  #parseHeader(id: string | undefined, text: string): SessionHeader {
+    try {
+      return parseSessionHeader(JSON.parse(text))
+    } catch (error) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `The stored header${id === undefined ? '' : ` of session '${id}'`} is not a valid session header.`,
+        { cause: error, ...(id === undefined ? {} : { details: { id } }) },
+      )
+    }
+  }
+}
+
+function revisionOf(sid: string, nextSeq: number): SessionRevision {
+  return `pg${sid}.${nextSeq}`
+}
+
+function notFound(id: string) {
+  return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
+}

@@ -1,0 +1,1 @@
+export { vitestGlobalSetup as default } from '../src/testing/index.js'
