@@ -1,1 +1,7 @@
-export {}
+export type { McpErrorCode } from './errors.js'
+export { McpError } from './errors.js'
+export { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
+export type { McpServerOptions } from './server.js'
+export { createMcpServer, MCP_SERVER_NAME, serveStdio } from './server.js'
+export type { ControlTool, McpServiceSource, McpTool } from './tools.js'
+export { controlTools, failureOf, parseInput, readTools } from './tools.js'

@@ -1,0 +1,14 @@
+import { DshError } from '@dsh/context'
+
+export type McpErrorCode =
+  /** A tool's arguments do not match its input schema; the message names each bad field. */
+  | 'MCP_INVALID_INPUT'
+  /** The client called a tool this server does not offer (control tools need `allowControl`). */
+  | 'MCP_UNKNOWN_TOOL'
+  /** A service the tool needs is not in the host (e.g. search without a search index). */
+  | 'MCP_SERVICE_UNAVAILABLE'
+  /** A control tool named an acting session that is neither live nor loadable. */
+  | 'MCP_AGENT_UNAVAILABLE'
+
+/** The one error class of `@dsh/mcp`. Tool failures reach the client as `isError` results carrying `code`. */
+export class McpError extends DshError<McpErrorCode> {}

@@ -1,0 +1,89 @@
+import type { Session } from '@dsh/session'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import { McpError } from './errors.js'
+import { type ControlTool, controlTools, failureOf, type McpServiceSource, type McpTool, readTools } from './tools.js'
+
+export const MCP_SERVER_NAME = 'dsh'
+
+export interface McpServerOptions {
+  /**
+   * Offer the subagent-control tools (start children, message, wait,
+   * interrupt, close). Off by default: a client then only reads.
+   */
+  readonly allowControl?: boolean
+  /** The control tools for an acting session (e.g. `subagentControlTools`); required with `allowControl`. */
+  readonly controlTools?: readonly ControlTool[]
+  /** Makes the acting session of a control call live (default: only sessions already live in `sessions`). */
+  readonly resolveAgent?: (id: string, signal: AbortSignal) => Promise<Session>
+  /** Reported in the initialize handshake. */
+  readonly version?: string
+}
+
+/**
+ * A Model Context Protocol server over a dsh host's services. Read tools
+ * always; control tools only with `allowControl`. Every failure — bad
+ * arguments, an unknown session, a missing service — is a tool result with
+ * `isError: true` and `structuredContent.error = { code, message }`; the
+ * server itself never fails a call.
+ */
+export function createMcpServer(
+  services: McpServiceSource & { get(name: 'sessions'): { get(id: string): Session | undefined } | undefined },
+  options: McpServerOptions = {},
+): Server {
+  const tools = readTools(services)
+  if (options.allowControl === true) {
+    if (options.controlTools === undefined) {
+      throw new McpError('MCP_SERVICE_UNAVAILABLE', 'allowControl needs the control tools (options.controlTools).')
+    }
+    const resolveAgent =
+      options.resolveAgent ??
+      (async (id: string) => {
+        const live = services.get('sessions')?.get(id)
+        if (live === undefined)
+          throw new McpError('MCP_AGENT_UNAVAILABLE', `Session '${id}' is not live in this server; control tools act as a live session.`)
+        return live
+      })
+    tools.push(...controlTools(options.controlTools, resolveAgent, new Set(tools.map((tool) => tool.name))))
+  }
+  const byName = new Map<string, McpTool>(tools.map((tool) => [tool.name, tool]))
+
+  const server = new Server({ name: MCP_SERVER_NAME, version: options.version ?? '0.1.0' }, { capabilities: { tools: {} } })
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema })),
+  }))
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const tool = byName.get(request.params.name)
+    try {
+      if (tool === undefined) {
+        const hint = options.allowControl === true ? '' : ' (control tools need --allow-control)'
+        throw new McpError(
+          'MCP_UNKNOWN_TOOL',
+          `There is no tool '${request.params.name}'${hint}; list the tools to see what this server offers.`,
+        )
+      }
+      const result = await tool.call(request.params.arguments ?? {}, extra.signal)
+      const text = tool.render?.(result) ?? JSON.stringify(result, null, 2)
+      return { content: [{ type: 'text', text }], structuredContent: result }
+    } catch (error) {
+      const failure = failureOf(error)
+      return {
+        isError: true,
+        content: [{ type: 'text', text: `${failure.code}: ${failure.message}` }],
+        structuredContent: { error: failure },
+      }
+    }
+  })
+  return server
+}
+
+/** Serves `server` on this process's stdin/stdout until the client disconnects; resolves when it has. */
+export async function serveStdio(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => {
+    server.onclose = () => resolve()
+  })
+  await server.connect(new StdioServerTransport())
+  process.stdin.once('end', () => void server.close())
+  await closed
+}

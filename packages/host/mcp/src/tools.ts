@@ -1,0 +1,163 @@
+import { isDshError } from '@dsh/context'
+import type { Session } from '@dsh/session'
+import type { SessionQuery } from '@dsh/session-query'
+import { createListAgentsTool, type SubagentCatalog } from '@dsh/tool-subagent-control'
+import { z } from 'zod'
+import { McpError } from './errors.js'
+import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
+
+/** A tool as this server offers it: a name, a description, the input's JSON Schema, and a call. */
+export interface McpTool {
+  readonly name: string
+  readonly description: string
+  readonly inputSchema: { readonly type: 'object'; readonly [key: string]: unknown }
+  /** Resolves the structured result (an object); rejects with a typed error. */
+  call(args: unknown, signal: AbortSignal): Promise<Record<string, unknown>>
+  /** The text the client shows (default: the result as JSON). */
+  render?(result: Record<string, unknown>): string
+}
+
+/** A subagent-control tool (the `@dsh/tool-subagent-control` shape; `SubagentTool` in `@dsh/subagent`). */
+export interface ControlTool {
+  readonly name: string
+  readonly description: string
+  readonly jsonSchema: object
+  execute(input: unknown, context: { readonly agent: Session; readonly signal?: AbortSignal }): Promise<unknown>
+}
+
+/** Where tools find their services, at call time (a `Context` or a host fits). */
+export interface McpServiceSource {
+  get(name: 'sessionQuery'): SessionQuery | undefined
+  get(name: 'subagents'): SubagentCatalog | undefined
+}
+
+/** Parses tool arguments; a mismatch is `MCP_INVALID_INPUT` naming each bad field. */
+export function parseInput<T extends z.ZodType>(tool: string, schema: T, args: unknown): z.output<T> {
+  const parsed = schema.safeParse(args ?? {})
+  if (parsed.success) return parsed.data
+  const problems = parsed.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'input'}: ${issue.message}`)
+  throw new McpError('MCP_INVALID_INPUT', `${tool}: invalid arguments (${problems.join('; ')}).`, {
+    details: { issues: parsed.error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })) },
+  })
+}
+
+function jsonSchemaOf(schema: z.ZodType): McpTool['inputSchema'] {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>
+  return { ...rest, type: 'object' }
+}
+
+type Compact<T> = { [K in keyof T]: Exclude<T[K], undefined> }
+
+/** Drops keys whose value is undefined (zod's optional output) for APIs with exact optional properties. */
+function compact<T extends object>(value: T): Compact<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, inner]) => inner !== undefined)) as Compact<T>
+}
+
+function need<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new McpError('MCP_SERVICE_UNAVAILABLE', `This server's host has no '${what}' service.`)
+  return value
+}
+
+/**
+ * The read tools. Each returns exactly what the matching `dsh … --json`
+ * command prints: `list_sessions` ↔ `dsh sessions`, `show_session` ↔ `dsh show`,
+ * `list_agents` ↔ `dsh agents`, `search` ↔ `dsh search [--events]`.
+ */
+export function readTools(services: McpServiceSource): McpTool[] {
+  const query = (): SessionQuery => need(services.get('sessionQuery'), 'sessionQuery')
+  return [
+    {
+      name: 'list_sessions',
+      description:
+        'List the sessions in this dsh root, oldest first: header (id, createdAt, origin, parentSession, delegationDepth, cwd) and inherited event count. Filter by parent, origin or cwd; page with limit and cursor.',
+      inputSchema: jsonSchemaOf(listSessionsInput),
+      async call(args, signal) {
+        const input = parseInput('list_sessions', listSessionsInput, args)
+        return (await query().listSessions(compact(input), signal)) as unknown as Record<string, unknown>
+      },
+    },
+    {
+      name: 'show_session',
+      description:
+        "A page of one session's history, newest page first: its header, the total event count, the inherited (forked) prefix length and the events (seq, type, time, data). Page back with before = nextBefore.",
+      inputSchema: jsonSchemaOf(showSessionInput),
+      async call(args, signal) {
+        const { id, ...request } = parseInput('show_session', showSessionInput, args)
+        return (await query().readHistory(id, compact(request), signal)) as unknown as Record<string, unknown>
+      },
+    },
+    {
+      name: 'list_agents',
+      description:
+        "A session's subagents as its model sees them with list_agents: id, status (running, idle, ready), mode, label, or a diagnostic row for a damaged or unreadable child. scope 'descendants' walks the whole tree.",
+      inputSchema: jsonSchemaOf(listAgentsInput),
+      async call(args, signal) {
+        const { id, scope = 'children' } = parseInput('list_agents', listAgentsInput, args)
+        const tool = createListAgentsTool(need(services.get('subagents'), 'subagents'))
+        const result = await tool.execute({ scope }, { agent: { id }, signal })
+        return { parent: id, scope, rows: result.rows, text: result.text }
+      },
+      render: (result) => String(result.text),
+    },
+    {
+      name: 'search',
+      description:
+        "Full-text search over every session's events. kind 'sessions' (default): matching sessions, best first, with match counts; kind 'events': matching events with a snippet (matched words in […]).",
+      inputSchema: jsonSchemaOf(searchInput),
+      async call(args, signal) {
+        const { kind = 'sessions', ...request } = parseInput('search', searchInput, args)
+        const backend = query()
+        const search = kind === 'events' ? backend.searchEvents?.bind(backend) : backend.searchSessions?.bind(backend)
+        if (search === undefined)
+          throw new McpError('MCP_SERVICE_UNAVAILABLE', 'This root is open without a search index; search needs the SQLite query index.')
+        return (await search(compact(request), signal)) as unknown as Record<string, unknown>
+      },
+    },
+  ]
+}
+
+/**
+ * The control tools, each taking one more argument than its model-visible
+ * form: `session`, the session that acts (the MCP client has none of its own).
+ * A tool whose name a read tool already has is left out (`list_agents`).
+ */
+export function controlTools(
+  tools: readonly ControlTool[],
+  resolveAgent: (id: string, signal: AbortSignal) => Promise<Session>,
+  taken: ReadonlySet<string>,
+): McpTool[] {
+  return tools
+    .filter((tool) => !taken.has(tool.name))
+    .map((tool) => {
+      const schema = tool.jsonSchema as { properties?: Record<string, unknown>; required?: string[] }
+      const sessionSchema = jsonSchemaOf(z.object({ session: controlSessionField })).properties as Record<string, unknown>
+      return {
+        name: tool.name,
+        description: `${tool.description} Runs as the session named by 'session'.`,
+        inputSchema: {
+          ...(tool.jsonSchema as Record<string, unknown>),
+          $schema: undefined,
+          type: 'object',
+          properties: { ...sessionSchema, ...(schema.properties ?? {}) },
+          required: ['session', ...(schema.required ?? [])],
+        },
+        async call(args, signal) {
+          if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+            throw new McpError('MCP_INVALID_INPUT', `${tool.name}: arguments must be an object with 'session'.`)
+          }
+          const { session, ...rest } = args as Record<string, unknown>
+          const id = parseInput(tool.name, z.object({ session: controlSessionField }), { session }).session
+          const agent = await resolveAgent(id, signal)
+          const result = await tool.execute(rest, { agent, signal })
+          return result !== null && typeof result === 'object' && !Array.isArray(result) ? (result as Record<string, unknown>) : { result }
+        },
+        render: (result) => (typeof result.text === 'string' ? result.text : JSON.stringify(result, null, 2)),
+      } satisfies McpTool
+    })
+}
+
+/** A failure as the client sees it: `{ code, message }`. */
+export function failureOf(error: unknown): { code: string; message: string } {
+  if (isDshError(error)) return { code: error.code, message: error.message }
+  return { code: 'MCP_TOOL_FAILED', message: error instanceof Error ? error.message : String(error) }
+}

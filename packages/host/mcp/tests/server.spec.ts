@@ -1,0 +1,149 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createHost, type Host } from '@dsh/host'
+import { createListAgentsTool } from '@dsh/tool-subagent-control'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { type ControlTool, createMcpServer } from '../src/index.js'
+
+let root: string
+let host: Host
+let client: Client
+let parentId: string
+
+async function connect(options: Parameters<typeof createMcpServer>[1] = {}): Promise<Client> {
+  const server = createMcpServer(host.ctx, options)
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
+  await server.connect(serverSide)
+  const next = new Client({ name: 'test', version: '1.0.0' })
+  await next.connect(clientSide)
+  return next
+}
+
+/** The structured result of a successful call. */
+async function call(name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const result = await client.callTool({ name, arguments: args })
+  expect(result.isError ?? false, JSON.stringify(result.content)).toBe(false)
+  return result.structuredContent as Record<string, unknown>
+}
+
+beforeEach(async () => {
+  root = mkdtempSync(join(tmpdir(), 'dsh-mcp-'))
+  host = await createHost({ root })
+  const parent = host.sessions.create()
+  parent.append('user/message', { text: 'find the flaky wombat test' })
+  parentId = parent.id
+  const first = host.subagents.spawn(parent, { mode: 'one-shot', label: 'scout', context: 'fresh', prompt: 'look for wombats' })
+  await first.done
+  const second = host.subagents.spawn(parent, { mode: 'continuable', label: 'fixer', context: 'fork', prompt: 'fix it' })
+  await second.done
+  client = await connect()
+})
+
+afterEach(async () => {
+  await client?.close()
+  await host?.dispose()
+  rmSync(root, { recursive: true, force: true })
+})
+
+describe('dsh MCP server', () => {
+  it('lists the read tools with JSON Schemas from the zod inputs, and no control tools without allowControl', async () => {
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name).sort()).toEqual(['list_agents', 'list_sessions', 'search', 'show_session'])
+    const show = tools.find((tool) => tool.name === 'show_session')!
+    expect(show.inputSchema).toMatchObject({
+      type: 'object',
+      properties: { id: { type: 'string' }, before: { type: 'integer' }, limit: { type: 'integer' } },
+      required: ['id'],
+      additionalProperties: false,
+    })
+    for (const tool of tools) expect(tool.description?.length).toBeGreaterThan(40)
+  })
+
+  it('answers each read tool with what the services (and so `dsh --json`) answer', async () => {
+    expect(await call('list_sessions', {})).toEqual(JSON.parse(JSON.stringify(await host.query.listSessions({}))))
+    expect(await call('list_sessions', { parentSession: parentId, limit: 1 })).toEqual(
+      JSON.parse(JSON.stringify(await host.query.listSessions({ parentSession: parentId, limit: 1 }))),
+    )
+    expect(await call('show_session', { id: parentId, limit: 2 })).toEqual(
+      JSON.parse(JSON.stringify(await host.query.readHistory(parentId, { limit: 2 }))),
+    )
+
+    const agents = await call('list_agents', { id: parentId })
+    const expected = await createListAgentsTool(host.subagents).execute({ scope: 'children' }, { agent: { id: parentId } })
+    expect(agents).toEqual({ parent: parentId, scope: 'children', rows: JSON.parse(JSON.stringify(expected.rows)), text: expected.text })
+    expect((agents.rows as { label?: string }[]).map((row) => row.label)).toEqual(['scout', 'fixer'])
+
+    const hits = await call('search', { text: 'wombats' })
+    expect(hits).toEqual(JSON.parse(JSON.stringify(await host.query.searchSessions!({ text: 'wombats' }))))
+    expect((hits.hits as unknown[]).length).toBeGreaterThan(0)
+    const events = await call('search', { text: 'wombat', kind: 'events' })
+    expect(events).toEqual(JSON.parse(JSON.stringify(await host.query.searchEvents!({ text: 'wombat' }))))
+  })
+
+  it('turns bad input and failures into tool errors carrying our codes, and keeps serving', async () => {
+    const bad = await client.callTool({ name: 'show_session', arguments: { id: parentId, limit: 'ten', extra: 1 } })
+    expect(bad.isError).toBe(true)
+    expect(bad.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
+    expect((bad.content as { text: string }[])[0]!.text).toMatch(
+      /^MCP_INVALID_INPUT: show_session: invalid arguments \(limit: .*; input: .*extra/,
+    )
+
+    const missing = await client.callTool({ name: 'show_session', arguments: { id: 'no-such-session' } })
+    expect(missing.isError).toBe(true)
+    expect((missing.structuredContent as { error: { code: string } }).error.code).toMatch(/NOT_FOUND/)
+
+    const unknown = await client.callTool({ name: 'subagent', arguments: {} })
+    expect(unknown.isError).toBe(true)
+    expect(unknown.structuredContent).toMatchObject({ error: { code: 'MCP_UNKNOWN_TOOL' } })
+    expect((unknown.content as { text: string }[])[0]!.text).toContain('--allow-control')
+
+    const search = await client.callTool({ name: 'search', arguments: { text: '!!!' } })
+    expect(search.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
+
+    // Still serving.
+    expect(((await call('list_sessions', {})).records as unknown[]).length).toBe(3)
+  })
+
+  it('offers control tools only with allowControl, each taking the acting session', async () => {
+    const seen: { input: unknown; agent: string }[] = []
+    const echo: ControlTool = {
+      name: 'report',
+      description: 'Send a message to your parent.',
+      jsonSchema: {
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
+        type: 'object',
+        properties: { text: { type: 'string' } },
+        required: ['text'],
+        additionalProperties: false,
+      },
+      async execute(input, { agent }) {
+        seen.push({ input, agent: agent.id })
+        return { text: 'reported' }
+      },
+    }
+    const listAgents: ControlTool = { ...echo, name: 'list_agents' }
+    await client.close()
+    client = await connect({ allowControl: true, controlTools: [echo, listAgents] })
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name).sort()).toEqual(['list_agents', 'list_sessions', 'report', 'search', 'show_session'])
+    const report = tools.find((tool) => tool.name === 'report')!
+    expect(report.inputSchema).toMatchObject({
+      type: 'object',
+      required: ['session', 'text'],
+      properties: { session: { type: 'string' }, text: { type: 'string' } },
+    })
+
+    const live = host.sessions.create()
+    const ok = await client.callTool({ name: 'report', arguments: { session: live.id, text: 'hi' } })
+    expect(ok.content).toEqual([{ type: 'text', text: 'reported' }])
+    expect(seen).toEqual([{ input: { text: 'hi' }, agent: live.id }])
+
+    const cold = await client.callTool({ name: 'report', arguments: { session: 'nobody', text: 'hi' } })
+    expect(cold.structuredContent).toMatchObject({ error: { code: 'MCP_AGENT_UNAVAILABLE' } })
+    const noSession = await client.callTool({ name: 'report', arguments: { text: 'hi' } })
+    expect(noSession.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
+  })
+})
