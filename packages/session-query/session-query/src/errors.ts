@@ -10,6 +10,11 @@ export type SessionQueryErrorCode =
   | 'SESSION_QUERY_STALE_CURSOR'
   /** The index database failed in a way a rebuild could not cure (index backends). */
   | 'SESSION_QUERY_INDEX_FAILED'
+  /**
+   * A request-serving statement exceeded its budget (time, or rows stepped)
+   * and was stopped; narrow the request (fewer or rarer words) or retry.
+   */
+  | 'SESSION_QUERY_BUDGET_EXCEEDED'
   /** The query backend was closed. */
   | 'SESSION_QUERY_CLOSED'
   | 'CANCELLED'

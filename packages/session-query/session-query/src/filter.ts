@@ -1,9 +1,11 @@
+import { PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import type { SessionHeader } from '@dsh/session'
 import { decodeListCursor, requestDigest } from './cursor.js'
 import { invalidFilter } from './failures.js'
 import type { RecordKey } from './order.js'
 
-export const MAX_PAGE_SIZE = 1000
+/** The largest listing page: the protocol's `PAGE_MAX_LIMIT`, one number for host, client and backends. */
+export const MAX_PAGE_SIZE = PAGE_MAX_LIMIT
 
 /** A validated listing filter. */
 export interface ParsedListFilter {

@@ -8,7 +8,14 @@ import {
 } from '@dsh/session-persistence'
 import { type SessionProjections, sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
-import { createScriptedDriver, type ScriptStep, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '../src/index.js'
+import {
+  createScriptedDriver,
+  type ScriptStep,
+  type SubagentDriver,
+  type SubagentRuntime,
+  type SubagentToolProvider,
+  subagentsPlugin,
+} from '../src/index.js'
 
 export interface HostOptions {
   /** Shared "disk" for memory persistence (a restart reopens the same storage). */
@@ -21,6 +28,7 @@ export interface HostOptions {
   readonly sessions?: boolean
   readonly subagents?: boolean
   readonly driver?: SubagentDriver
+  readonly tools?: SubagentToolProvider
   readonly maxDepth?: number
   /** First createdAt; each new session gets the next millisecond. */
   readonly epoch?: number
@@ -68,6 +76,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       subagentsPlugin({
         driver: options.driver ?? createScriptedDriver(),
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+        ...(options.tools === undefined ? {} : { tools: options.tools }),
       }),
     )
   }
