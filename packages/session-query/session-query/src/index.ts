@@ -11,6 +11,7 @@ export type { RecordKey } from './order.js'
 export { compareCodePoints, compareKeys, keyOf } from './order.js'
 export { sessionQueryPlugin } from './plugin.js'
 export { liveRecord, mergeCorpus, pageOf, persistedRecord } from './records.js'
+export { parseSearchTerms, SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_DEFAULT_LIMIT, SEARCH_PAGE_MAX_LIMIT } from './search-terms.js'
 export type { LiveSessions, QuerySources } from './sources.js'
 // Building blocks shared with index backends (`@dsh/session-query-sqlite`), so
 // that every backend validates, orders, pages and encodes cursors alike.
