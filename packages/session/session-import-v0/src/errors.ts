@@ -1,0 +1,54 @@
+import { DshError } from '@dsh/context'
+
+/**
+ * Codes of `ImportV0Error`. The `IMPORT_V0_*` codes below `IMPORT_V0_CONFLICT`
+ * describe one v0 log and end up as a session's `reason` in an import report:
+ * they never stop a run. The rest are thrown by `importV0`/`exportV0`.
+ */
+export type ImportV0ErrorCode =
+  /** A complete zstd frame that does not decode (a damaged block, a truncated middle frame). */
+  | 'IMPORT_V0_DAMAGED_FRAME'
+  /** A complete zstd frame whose content checksum does not match its plaintext. */
+  | 'IMPORT_V0_CHECKSUM_MISMATCH'
+  /** The bytes do not start with the zstd frame magic (not a v0 zstd log, or a skippable frame). */
+  | 'IMPORT_V0_FOREIGN_MAGIC'
+  /** A complete line that is not JSON, or not a JSON object. */
+  | 'IMPORT_V0_BAD_JSON'
+  /** Event seqs that do not run 0, 1, 2, … without a gap. */
+  | 'IMPORT_V0_SEQ_GAP'
+  /** A packed chunk row that does not have the row shape. */
+  | 'IMPORT_V0_BAD_ROW'
+  /** The first line is not a v0 session header, or its fields are invalid. */
+  | 'IMPORT_V0_BAD_HEADER'
+  /** A header line with a version other than 0. */
+  | 'IMPORT_V0_UNSUPPORTED_VERSION'
+  /** The log sits where its header's id and cwd do not put it (the harness refuses it too). */
+  | 'IMPORT_V0_MISPLACED'
+  /** Two logs of the v0 root carry the same session id. */
+  | 'IMPORT_V0_DUPLICATE_ID'
+  /** The v0 log cannot be read (permissions, I/O). */
+  | 'IMPORT_V0_IO'
+  /** The part of the session imported earlier no longer matches the v0 log (or the dsh session is another lifecycle). */
+  | 'IMPORT_V0_CONFLICT'
+  /** Writing the imported session failed (the persistence error is the cause). */
+  | 'IMPORT_V0_WRITE_FAILED'
+  /** The v0 root given to `importV0` is not a readable directory. */
+  | 'IMPORT_V0_ROOT_INVALID'
+  /** `exportV0` was asked for a session that is not persisted. */
+  | 'IMPORT_V0_NOT_FOUND'
+  /** `exportV0` would overwrite a log that already exists in the target v0 root. */
+  | 'IMPORT_V0_EXPORT_EXISTS'
+  /** An id or cwd that the v0 layout cannot name (empty). */
+  | 'IMPORT_V0_INVALID_ID'
+  | 'CANCELLED'
+
+export class ImportV0Error extends DshError<ImportV0ErrorCode> {}
+
+/** The `CANCELLED` error an import or export rejects with after its signal aborted. */
+export function importCancelled(): ImportV0Error {
+  return new ImportV0Error('CANCELLED', 'The v0 import/export was cancelled by its caller (AbortSignal aborted).')
+}
+
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw importCancelled()
+}

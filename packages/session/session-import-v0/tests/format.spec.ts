@@ -1,0 +1,224 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  decodeFrames,
+  decodeSegment,
+  encodeSegment,
+  headerLineText,
+  ImportV0Error,
+  listV0Logs,
+  packChunkRuns,
+  parseV0Log,
+  projectKey,
+  readV0Log,
+  v0LogBytes,
+  v0LogPath,
+  writeV0Log,
+} from '../src/index.js'
+import { CWD, flipByte, flipped, healthyFixtures, PARENT, plainLines, T0, tempDir, V0Builder, writeRoot } from './fixtures.js'
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+function dir(prefix: string): string {
+  const d = tempDir(prefix)
+  dirs.push(d)
+  return d
+}
+
+function code(run: () => unknown): string {
+  try {
+    run()
+  } catch (error) {
+    if (error instanceof ImportV0Error) return error.code
+    throw error
+  }
+  throw new Error('expected an ImportV0Error')
+}
+
+describe('v0 layout', () => {
+  it('encodes ids as one safe segment, ~XXXX for every other UTF-16 unit, and decodes them back', () => {
+    expect(encodeSegment('abc-1.2_3')).toBe('abc-1.2_3')
+    expect(encodeSegment('.')).toBe('~002E')
+    expect(encodeSegment('..')).toBe('~002E~002E')
+    expect(encodeSegment('a/b')).toBe('a~002Fb')
+    expect(encodeSegment('~')).toBe('~007E')
+    expect(encodeSegment('ü')).toBe('~00FC')
+    expect(encodeSegment('\u{1F600}')).toBe('~D83D~DE00')
+    expect(encodeSegment('\uD800')).toBe('~D800')
+    for (const id of ['.', '..', 'a/b', '~x', 'task/übung:1 ~ ..', '\uD800lone', 'x'.repeat(300), '\0']) {
+      expect(decodeSegment(encodeSegment(id))).toBe(id)
+    }
+    expect(decodeSegment('~002e')).toBeUndefined()
+    expect(decodeSegment('a b')).toBeUndefined()
+    expect(code(() => encodeSegment(''))).toBe('IMPORT_V0_INVALID_ID')
+  })
+
+  it('turns runs of separators into one dash, strips leading dashes and caps the key at 251 characters', () => {
+    expect(projectKey('/home/dev/proj')).toBe('--home-dev-proj--')
+    expect(projectKey('C:\\Users\\dev//x::y')).toBe('--C-Users-dev-x-y--')
+    expect(projectKey('/')).toBe('--root--')
+    expect(projectKey('/a b')).toBe('--a~0020b--')
+    expect(projectKey(`/${'d'.repeat(400)}`)).toBe(`--${'d'.repeat(251)}--`)
+    expect(v0LogPath('/r', 'x', undefined, 'zstd')).toBe('/r/_no-cwd/x/session.jsonl.zstd')
+    expect(v0LogPath('/r', '..', '/p', 'none')).toBe('/r/--p--/~002E~002E/session.jsonl')
+  })
+})
+
+describe('v0 frames and lines', () => {
+  it('writes frame 0 as the header line alone and one checksummed frame per batch, readable by zstd -dc', async () => {
+    const root = dir('frames')
+    const b = new V0Builder().turn(1, 'hi', 'hello there').turn(2, 'again', 'and again')
+    const path = await writeV0Log(root, { id: 's', createdAt: T0, cwd: CWD, delegationDepth: 0 }, b.batches, { packChunks: false })
+    expect(path).toBe(join(root, '--home-dev-projects-dsh-~0020demo--', 's', 'session.jsonl.zstd'))
+    expect(statSync(path).mode & 0o777).toBe(0o600)
+    expect(statSync(join(root, '--home-dev-projects-dsh-~0020demo--')).mode & 0o777).toBe(0o700)
+    const { frames, torn } = decodeFrames(readFileSync(path))
+    expect(torn).toBeUndefined()
+    expect(frames).toHaveLength(3)
+    expect(frames[0]?.toString()).toBe(`${headerLineText({ id: 's', createdAt: T0, cwd: CWD, delegationDepth: 0 })}\n`)
+    // Every frame carries the content-checksum flag (bit 2 of the frame header descriptor).
+    let offset = 0
+    const bytes = readFileSync(path)
+    for (let i = 0; i < 3; i++) {
+      expect(bytes.readUInt32LE(offset)).toBe(0xfd2fb528)
+      expect(bytes[offset + 4]! & 0x04).toBe(0x04)
+      offset = bytes.indexOf(Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), offset + 4)
+      if (offset < 0) break
+    }
+    const viaTool = execFileSync('zstd', ['-dc', path])
+    expect(plainLines(viaTool)).toEqual([
+      headerLineText({ id: 's', createdAt: T0, cwd: CWD, delegationDepth: 0 }),
+      ...b.events.map((e) => JSON.stringify(e)),
+    ])
+    const log = await readV0Log(root, { path, compression: 'zstd', dirId: 's' })
+    expect(log.events).toEqual(b.events)
+    expect(log.tornBytes).toBe(0)
+  })
+
+  it('packs runs of at least three same-block deltas into rows and expands them back exactly', () => {
+    const b = new V0Builder().turn(1, 'q', 'a fairly long answer that streams in many pieces', { reasoning: true, tool: true })
+    const records = packChunkRuns(b.events) as { type: string }[]
+    expect(records.map((r) => r.type)).toContain('text-chunks')
+    expect(records.map((r) => r.type)).toContain('reasoning-chunks')
+    expect(records.length).toBeLessThan(b.events.length)
+    for (const compression of ['zstd', 'none'] as const) {
+      const bytes = v0LogBytes({ id: 'p', createdAt: T0, delegationDepth: 0 }, b.batches, { compression })
+      const log = parseV0Log(bytes, compression)
+      expect(log.packedRows).toBe(2)
+      expect(log.events).toEqual(b.events)
+    }
+    const tool = new V0Builder()
+    for (const piece of ['{"pa', 'th":', '"x"}'])
+      tool.add('assistant/chunk', {
+        turn: 1,
+        step: 0,
+        chunk: { type: 'tool-call-delta', index: 2, id: 'c1', name: 'read', argumentsDelta: piece },
+      })
+    const rows = packChunkRuns(tool.events) as { type: string; data: { name?: string; args: string[] } }[]
+    expect(rows).toEqual([
+      expect.objectContaining({
+        type: 'tool-call-chunks',
+        data: expect.objectContaining({ name: 'read', args: ['{"pa', 'th":', '"x"}'] }),
+      }),
+    ])
+    expect(parseV0Log(v0LogBytes({ id: 't', createdAt: T0, delegationDepth: 0 }, tool.batches), 'zstd').events).toEqual(tool.events)
+  })
+
+  it('keeps the complete records of a torn last frame, as the harness reads it', () => {
+    const b = new V0Builder().turn(1, 'q', 'answer').turn(2, 'q2', 'x'.repeat(200_000))
+    const full = v0LogBytes({ id: 't', createdAt: T0, delegationDepth: 0 }, b.batches, { packChunks: false })
+    const lastFrameStart =
+      full.length -
+      (v0LogBytes({ id: 't', createdAt: T0, delegationDepth: 0 }, [b.batches[1]!], { packChunks: false }).length -
+        v0LogBytes({ id: 't', createdAt: T0, delegationDepth: 0 }, [], { packChunks: false }).length)
+    const firstTurn = b.batches[0]!.length
+    // Cut the last frame short: a crash while appending it.
+    const torn = parseV0Log(full.subarray(0, full.length - 9), 'zstd')
+    expect(torn.tornBytes).toBe(full.length - 9 - lastFrameStart)
+    expect(torn.events.length).toBeGreaterThan(firstTurn)
+    expect(torn.events.length).toBeLessThan(b.events.length)
+    expect(torn.events).toEqual(b.events.slice(0, torn.events.length))
+    // A tear right after the magic keeps exactly the complete frames.
+    const justMagic = parseV0Log(full.subarray(0, lastFrameStart + 4), 'zstd')
+    expect(justMagic.events).toEqual(b.events.slice(0, firstTurn))
+    // Plain logs: a last line without its newline is the torn tail.
+    const plain = v0LogBytes({ id: 't', createdAt: T0, delegationDepth: 0 }, b.batches, { packChunks: false, compression: 'none' })
+    const plainTorn = parseV0Log(plain.subarray(0, plain.length - 5), 'none')
+    expect(plainTorn.events).toEqual(b.events.slice(0, -1))
+    expect(plainTorn.tornBytes).toBe(JSON.stringify(b.events.at(-1)).length + 1 - 5)
+  })
+
+  it('reports damage in a complete frame with a typed reason', () => {
+    const b = new V0Builder().turn(1, 'q', 'answer one').turn(2, 'q', 'answer two')
+    const header = { id: 'd', createdAt: T0, delegationDepth: 0 }
+    const full = v0LogBytes(header, b.batches, { packChunks: false })
+    const headerBytes = v0LogBytes(header, []).length
+    const firstBatch = v0LogBytes(header, [b.batches[0]!], { packChunks: false }).length - headerBytes
+    // The last 4 bytes of a frame are its content checksum.
+    const badChecksum = flipped(full, headerBytes + firstBatch - 1, 0x01)
+    expect(code(() => parseV0Log(badChecksum, 'zstd'))).toBe('IMPORT_V0_CHECKSUM_MISMATCH')
+    // A flipped byte inside the frame's compressed body.
+    expect(code(() => parseV0Log(flipped(full, headerBytes + Math.floor(firstBatch / 2)), 'zstd'))).toBe('IMPORT_V0_CHECKSUM_MISMATCH')
+    // A flipped byte in the frame or first block header: the frame no longer decodes.
+    expect(code(() => parseV0Log(flipped(full, headerBytes + 6, 0x06), 'zstd'))).toBe('IMPORT_V0_DAMAGED_FRAME')
+    expect(code(() => parseV0Log(Buffer.from('\x1f\x8b\x08\x00not zstd at all'), 'zstd'))).toBe('IMPORT_V0_FOREIGN_MAGIC')
+    // A skippable frame (what a dsh log carries as its batch trailer) is foreign to v0.
+    const skippable = Buffer.concat([full, Buffer.from([0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 2, 3, 4])])
+    expect(code(() => parseV0Log(skippable, 'zstd'))).toBe('IMPORT_V0_FOREIGN_MAGIC')
+  })
+
+  it('reports bad JSON, seq gaps, bad rows and bad headers', () => {
+    const header = `${headerLineText({ id: 'j', createdAt: T0, delegationDepth: 0 })}\n`
+    const line = (seq: number): string => `${JSON.stringify({ type: 'turn/start', seq, time: T0, data: { turn: 1 } })}\n`
+    expect(code(() => parseV0Log(Buffer.from(`${header}${line(0)}{"type":\n${line(2)}`), 'none'))).toBe('IMPORT_V0_BAD_JSON')
+    expect(code(() => parseV0Log(Buffer.from(`${header}${line(0)}[1]\n`), 'none'))).toBe('IMPORT_V0_BAD_JSON')
+    expect(code(() => parseV0Log(Buffer.from(`${header}${line(0)}${line(2)}`), 'none'))).toBe('IMPORT_V0_SEQ_GAP')
+    expect(code(() => parseV0Log(Buffer.from(`${header}${line(1)}`), 'none'))).toBe('IMPORT_V0_SEQ_GAP')
+    const row = { type: 'text-chunks', seq0: 1, time0: T0, data: { turn: 1, step: 0, index: 0, dt: [1], texts: ['a', 'b', 'c'] } }
+    expect(code(() => parseV0Log(Buffer.from(`${header}${line(0)}${JSON.stringify(row)}\n`), 'none'))).toBe('IMPORT_V0_BAD_ROW')
+    expect(code(() => parseV0Log(Buffer.from('{"type":"session","version":1,"id":"x","createdAt":1,"delegationDepth":0}\n'), 'none'))).toBe(
+      'IMPORT_V0_UNSUPPORTED_VERSION',
+    )
+    expect(code(() => parseV0Log(Buffer.from('{"type":"session","version":0,"id":"x","createdAt":1}\n'), 'none'))).toBe(
+      'IMPORT_V0_BAD_HEADER',
+    )
+    expect(
+      code(() =>
+        parseV0Log(Buffer.from('{"type":"session","version":0,"id":"x","createdAt":1,"delegationDepth":0,"sandboxMode":"x"}\n'), 'none'),
+      ),
+    ).toBe('IMPORT_V0_BAD_HEADER')
+    expect(
+      code(() =>
+        parseV0Log(Buffer.from('{"type":"session","version":0,"id":"x","createdAt":1,"delegationDepth":0,"cwd":"rel"}\n'), 'none'),
+      ),
+    ).toBe('IMPORT_V0_BAD_HEADER')
+    expect(code(() => parseV0Log(Buffer.alloc(0), 'zstd'))).toBe('IMPORT_V0_BAD_HEADER')
+  })
+
+  it('lists every log of a root and refuses a log the header does not place there', async () => {
+    const fixtures = healthyFixtures()
+    const root = await writeRoot(fixtures)
+    dirs.push(root)
+    const entries = await listV0Logs(root)
+    expect(entries.map((e) => e.dirId).sort()).toEqual(fixtures.map((f) => f.header.id).sort())
+    const parent = entries.find((e) => e.dirId === PARENT)!
+    // The same log copied under another id's directory.
+    const elsewhere = join(root, '--home-dev-projects-dsh-~0020demo--', 'someone-else', 'session.jsonl.zstd')
+    await writeV0Log(root, { id: 'someone-else', createdAt: T0, cwd: CWD, delegationDepth: 0 }, [])
+    writeFileSync(elsewhere, readFileSync(parent.path))
+    await expect(readV0Log(root, { path: elsewhere, compression: 'zstd', dirId: 'someone-else' })).rejects.toMatchObject({
+      code: 'IMPORT_V0_MISPLACED',
+    })
+    // Truncating inside frame 0 leaves no header.
+    truncateSync(parent.path, 10)
+    await expect(readV0Log(root, parent)).rejects.toMatchObject({ code: 'IMPORT_V0_BAD_HEADER' })
+    flipByte(elsewhere, 0)
+    await expect(readV0Log(root, { path: elsewhere, compression: 'zstd', dirId: 'someone-else' })).rejects.toMatchObject({
+      code: 'IMPORT_V0_FOREIGN_MAGIC',
+    })
+  })
+})
