@@ -1,55 +1,64 @@
-import type { SubagentDriver, SubagentRun, SubagentRunOutcome } from '@dsh/subagent'
+import type { SessionEvent } from '@dsh/session'
+import type { SubagentDescriptor, SubagentDriver, SubagentRun, SubagentRunOutcome } from '@dsh/subagent'
 import { type AgentTurnOptions, runAgentTurn } from './agent.js'
 import { createModelClient, type ModelClient, type ModelClientOptions } from './model.js'
-import type { AgentTool } from './tools.js'
 
 export interface OpenAIDriverOptions extends ModelClientOptions {
   /** An existing client (shared with a top-level agent); otherwise one is made from the options. */
   readonly client?: ModelClient
-  /**
-   * The tools for a run when the runtime does not hand the driver any
-   * (`run.tools`); the runtime's list, already filtered by the child's
-   * `toolFilter`, wins.
-   */
-  readonly tools?: (run: SubagentRun) => readonly AgentTool[]
   readonly maxSteps?: number
+  /** A system prompt for every agent, before the descriptor's persona and instructions. */
   readonly system?: string
   readonly notices?: AgentTurnOptions['notices']
-  /** Called after each event a child's turn appends (the CLI prints children's progress from it). */
-  readonly onEvent?: (run: SubagentRun, event: Parameters<NonNullable<AgentTurnOptions['onEvent']>>[0]) => void
+  /** Called after each event a run appends (the CLI prints progress from it). Must not append. */
+  readonly onEvent?: (run: SubagentRun, event: SessionEvent) => void
   /** Written into descriptors as the default `provider` (default `openai`). */
   readonly name?: string
 }
 
 /**
  * A `SubagentDriver` over an OpenAI-compatible Chat Completions API. Each run
- * is one agent turn over the child's own log (a fork child's context starts
- * with the prefix it inherited). Interrupts end the turn `cancelled`, the
- * runtime's reason for it.
+ * is one agent turn over the agent's own log (a fork child's context starts
+ * with the prefix it inherited; notices from its children are in that log),
+ * with the tools the runtime gives the run (already narrowed by the child's
+ * `toolFilter`). The descriptor the runtime hands over supplies the model
+ * (`model`, else `agentModel`) and the system prompt (`persona`,
+ * `instructions`, and the `outputSchema` a one-shot answer must satisfy).
+ * Interrupts end the turn `cancelled`, the runtime's reason for it.
  */
 export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentDriver {
   const client = options.client ?? createModelClient(options)
   return Object.freeze({
     name: options.name ?? 'openai',
-    async run(run: SubagentRun): Promise<SubagentRunOutcome> {
-      const given = (run as SubagentRun & { readonly tools?: readonly AgentTool[] }).tools
-      const tools = given ?? options.tools?.(run) ?? []
-      const model = (run.descriptor as { model?: unknown } | undefined)?.model
-      const system = (run.descriptor as { instructions?: unknown } | undefined)?.instructions
-      const outcome = await runAgentTurn({
+    run(run: SubagentRun): Promise<SubagentRunOutcome> {
+      const descriptor = run.descriptor
+      const model = descriptor?.model ?? descriptor?.agentModel
+      const system = systemPrompt(options.system, descriptor)
+      return runAgentTurn({
         client,
         session: run.session,
         turn: run.turn,
-        tools,
+        tools: run.tools,
         signal: run.signal,
         abortReason: 'cancelled',
-        ...(typeof model === 'string' ? { model } : {}),
-        ...(typeof system === 'string' ? { system } : options.system === undefined ? {} : { system: options.system }),
+        ...(model === undefined ? {} : { model }),
+        ...(system === undefined ? {} : { system }),
         ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
         ...(options.notices === undefined ? {} : { notices: options.notices }),
-        ...(options.onEvent === undefined ? {} : { onEvent: (event) => options.onEvent?.(run, event) }),
+        ...(options.onEvent === undefined ? {} : { onEvent: (event: SessionEvent) => options.onEvent?.(run, event) }),
       })
-      return outcome
     },
   })
+}
+
+/** The system prompt of a run: the driver's own, then the descriptor's persona, instructions and output contract. */
+export function systemPrompt(base: string | undefined, descriptor: SubagentDescriptor | undefined): string | undefined {
+  const parts = [base, descriptor?.persona, descriptor?.instructions]
+  if (descriptor?.outputSchema !== undefined) {
+    parts.push(
+      `Your final answer must be a single JSON value (no prose, no code fence) valid against this JSON Schema:\n${JSON.stringify(descriptor.outputSchema)}`,
+    )
+  }
+  const text = parts.filter((part): part is string => typeof part === 'string' && part.trim().length > 0).join('\n\n')
+  return text.length === 0 ? undefined : text
 }

@@ -1,20 +1,13 @@
 import { isDshError } from '@dsh/context'
 import type { JsonValue, Session } from '@dsh/session'
+import type { SubagentTool } from '@dsh/subagent'
 import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completions'
 
 /**
- * A tool the runtime gives an agent. The subagent-control tools
- * (`@dsh/tool-subagent-control`) have this shape: a name, a description a
- * model can act on, the JSON Schema of the input, and `execute`.
+ * A tool the runtime gives an agent: `SubagentTool` of `@dsh/subagent` (the
+ * subagent-control tools have this shape), the one declaration of it.
  */
-export interface AgentTool {
-  readonly name: string
-  readonly description: string
-  /** The input's JSON Schema (as `z.toJSONSchema` emits it). */
-  readonly jsonSchema: object
-  /** Resolves the result (a `text` field, when present, is what the model reads); rejects with a typed error. */
-  execute(input: unknown, context: { readonly agent: Session; readonly signal?: AbortSignal }): Promise<unknown>
-}
+export type AgentTool = SubagentTool
 
 /** What a tool run leaves in the log (`tool/result`); the model reads it through `toolText`. */
 export interface ToolOutcome {

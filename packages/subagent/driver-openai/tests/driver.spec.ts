@@ -1,0 +1,115 @@
+import { Context } from '@dsh/context'
+import { sessionStorePlugin } from '@dsh/session'
+import { sessionProjectionsPlugin } from '@dsh/session-projection'
+import { createSessionQuery } from '@dsh/session-query'
+import { type SubagentRuntime, type SubagentTool, subagentsPlugin } from '@dsh/subagent'
+import { createListAgentsTool } from '@dsh/tool-subagent-control'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createOpenAIDriver, systemPrompt } from '../src/index.js'
+import { ofType, TEST_KEY } from './helpers.js'
+import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from './model-server.js'
+
+let server: ModelServer | undefined
+let ctx: Context | undefined
+afterEach(async () => {
+  await ctx?.dispose()
+  await server?.close()
+  ctx = undefined
+  server = undefined
+})
+
+/** A real composition (store, projections, memory query, the subagent runtime) whose driver talks to the test server. */
+async function runtimeWith(baseURL: string, tools: (runtime: SubagentRuntime) => SubagentTool[]): Promise<SubagentRuntime> {
+  ctx = new Context()
+  await ctx.activate(sessionStorePlugin())
+  await ctx.activate(sessionProjectionsPlugin())
+  ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions') }))
+  const driver = createOpenAIDriver({ baseURL, apiKey: TEST_KEY, model: 'parent-model', env: {}, retry: { maxAttempts: 1 } })
+  await ctx.activate(subagentsPlugin({ driver, tools: (_agent, runtime) => tools(runtime) }))
+  return ctx.require('subagents')
+}
+
+const lastUser = (request: RecordedRequest): string | null | undefined =>
+  request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
+
+describe('createOpenAIDriver under the subagent runtime', () => {
+  it('drives a parent whose model spawns a child (run by the same driver with the descriptor model and instructions) and lists it', async () => {
+    let parentSteps = 0
+    server = await startModelServer((request) => {
+      if (lastUser(request) === 'count the wombats') return answer(['There are ', '3 wombats.'], { prompt: 5, completion: 4 })
+      parentSteps++
+      if (parentSteps === 1) return callTools([{ id: 'p1', name: 'delegate', arguments: '{"task":"count the wombats"}' }])
+      if (parentSteps === 2) return callTools([{ id: 'p2', name: 'list_agents', arguments: '{}' }])
+      return answer(['Done: 3 wombats.'])
+    })
+    const runtime = await runtimeWith(server.baseURL, (rt) => [
+      createListAgentsTool(rt),
+      {
+        name: 'delegate',
+        description: 'Delegate a task to a one-shot child and wait for its answer.',
+        jsonSchema: { type: 'object', properties: { task: { type: 'string' } }, required: ['task'] },
+        async execute(input, { agent }) {
+          const handle = rt.spawn(agent, {
+            mode: 'one-shot',
+            label: 'counter',
+            context: 'fresh',
+            prompt: (input as { task: string }).task,
+            settings: { model: 'child-model', instructions: 'Count carefully.' },
+          })
+          const outcome = await handle.done
+          return { text: outcome.text ?? '(no answer)', child: handle.id }
+        },
+      },
+    ])
+    const sessions = ctx!.require('sessions')
+    const parent = sessions.create()
+    const outcome = await runtime.drive(parent, { prompt: 'How many wombats?' }).done
+
+    expect(outcome.reason).toBe('completed')
+    expect(outcome.text).toBe('Done: 3 wombats.')
+    const [delegated, listed] = ofType(parent.events, 'tool/result') as { content: { text: string; child?: string } }[]
+    expect(delegated!.content.text).toBe('There are 3 wombats.')
+    expect(listed!.content.text).toMatch(/counter/)
+
+    const childRequest = server.requests.find((request) => lastUser(request) === 'count the wombats')!
+    expect(childRequest.body.model).toBe('child-model')
+    expect(childRequest.body.messages[0]).toEqual({ role: 'system', content: 'Count carefully.' })
+    expect(childRequest.body.tools?.map((tool) => tool.function.name).sort()).toEqual(['delegate', 'list_agents'])
+    const child = await ctx!.require('sessionQuery').readHistory(delegated!.content.child!)
+    expect(child.events.filter((event) => event.type === 'assistant/message').map((event) => event.data)).toEqual([
+      { turn: 1, text: 'There are 3 wombats.', usage: { input: 5, output: 4 } },
+    ])
+    // The parent's next request read its child's settlement notice as input.
+    expect(
+      server.requests.at(-1)!.body.messages.some((m) => m.role === 'user' && String(m.content).startsWith('[subagent "counter"')),
+    ).toBe(true)
+  })
+
+  it('ends an interrupted child run cancelled, the runtime reason', async () => {
+    server = await startModelServer(() => ({ kind: 'stream', content: ['thinking', ' more'], hangAfter: 1 }))
+    const runtime = await runtimeWith(server.baseURL, () => [])
+    const parent = ctx!.require('sessions').create()
+    const handle = runtime.spawn(parent, { mode: 'continuable', label: 'slow', context: 'fresh', prompt: 'take your time' })
+    await server.hung()
+    while (!handle.session.events.some((event) => event.type === 'assistant/chunk')) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(await runtime.interrupt(handle.id)).toBe(true)
+    const settled = await handle.done
+    expect(settled.reason).toBe('cancelled')
+    expect(ofType(handle.session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'cancelled' }])
+  })
+
+  it('composes the system prompt from the driver, persona, instructions and output contract', () => {
+    expect(systemPrompt(undefined, undefined)).toBeUndefined()
+    expect(
+      systemPrompt('Be terse.', {
+        version: 2,
+        mode: 'one-shot',
+        provider: 'openai',
+        persona: 'You are a reviewer.',
+        outputSchema: { type: 'object' },
+      }),
+    ).toBe(
+      'Be terse.\n\nYou are a reviewer.\n\nYour final answer must be a single JSON value (no prose, no code fence) valid against this JSON Schema:\n{"type":"object"}',
+    )
+  })
+})
