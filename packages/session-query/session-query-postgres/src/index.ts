@@ -1,1 +1,9 @@
-export {}
+export type { PostgresSessionQueryErrorCode } from './errors.js'
+export { PostgresSessionQueryError } from './errors.js'
+export { MAX_EVENT_TEXT } from './event-text.js'
+export type { PostgresSessionQueryPluginOptions } from './plugin.js'
+export { postgresSessionQueryPlugin } from './plugin.js'
+export type { PostgresSessionQuery, PostgresSessionQueryOptions, SearchIndexReport } from './query.js'
+export { createPostgresSessionQuery } from './query.js'
+export { migrateSearch, SEARCH_COMPONENT, SEARCH_MIGRATIONS } from './schema.js'
+export { MAX_SEARCH_WORDS } from './search.js'

@@ -635,7 +635,8 @@ class PgPersistence implements PostgresPersistence {
   }
 }
 
-function revisionOf(sid: string, nextSeq: number): SessionRevision {
+/** The revision of a stored log: its lifecycle's `sid` (never reused) and its `next_seq`. Query backends reading the tables directly use it. */
+export function revisionOf(sid: string, nextSeq: number): SessionRevision {
   return `pg${sid}.${nextSeq}`
 }
 

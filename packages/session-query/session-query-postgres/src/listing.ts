@@ -1,0 +1,61 @@
+import { parseSessionHeader, SessionLogOffset } from '@dsh/session'
+import { keyOf, revisionOf } from '@dsh/session-persistence-postgres'
+import { matchesFilter, type ParsedListFilter, type SessionQueryRecord } from '@dsh/session-query'
+
+/** A parameterised statement. */
+export interface Statement {
+  readonly text: string
+  readonly values: unknown[]
+}
+
+/**
+ * The listing statement for a parsed filter: only the conditions present, so
+ * the planner picks the matching index — `(parent_key, created_at)` for a
+ * parent's children, `(cwd_key, created_at)`, `(origin, created_at)` or
+ * `(created_at)` — and a keyset position `(created_at, id) > (c, i)` instead
+ * of an offset. `id` is the UTF-8 bytes, so `bytea` order is code point order,
+ * the order every backend lists in.
+ */
+export function listingStatement(filter: ParsedListFilter, limit: number | undefined): Statement {
+  const where: string[] = []
+  const values: unknown[] = []
+  const param = (value: unknown): string => {
+    values.push(value)
+    return `$${values.length}`
+  }
+  if (filter.parentSession !== undefined) where.push(`parent_key = ${param(keyOf(filter.parentSession))}`)
+  if (filter.origin !== undefined) where.push(`origin = ${param(filter.origin)}`)
+  if (filter.cwd !== undefined) where.push(`cwd_key = ${param(keyOf(filter.cwd))}`)
+  if (filter.createdFrom !== undefined) where.push(`created_at >= ${param(filter.createdFrom)}`)
+  if (filter.createdTo !== undefined) where.push(`created_at <= ${param(filter.createdTo)}`)
+  if (filter.after !== undefined) {
+    const c = param(filter.after.createdAt)
+    where.push(`(created_at > ${c} OR (created_at = ${c} AND id > ${param(Buffer.from(filter.after.id, 'utf8'))}))`)
+  }
+  const text = `SELECT sid, header, inherited, next_seq FROM dsh_sessions${where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`} ORDER BY created_at, id${limit === undefined ? '' : ` LIMIT ${param(limit)}`}`
+  return { text, values }
+}
+
+export interface ListingRow {
+  sid: string
+  header: string
+  inherited: number
+  next_seq: number
+}
+
+/**
+ * A row as a persisted record. The key columns are SHA-256 digests, so the
+ * parsed header is checked against the filter again: a row is listed only
+ * when its own header matches.
+ */
+export function recordOf(row: ListingRow, filter: ParsedListFilter): SessionQueryRecord | undefined {
+  const header = parseSessionHeader(JSON.parse(row.header))
+  if (!matchesFilter(header, filter)) return undefined
+  return Object.freeze({
+    header,
+    inheritedEventCount: SessionLogOffset(row.inherited),
+    live: false,
+    persisted: true,
+    revision: revisionOf(row.sid, row.next_seq),
+  })
+}

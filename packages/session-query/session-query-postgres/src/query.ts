@@ -1,0 +1,367 @@
+import { consoleLogger, isDshError, type Logger } from '@dsh/context'
+import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
+import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
+import { revisionOf, watchPool } from '@dsh/session-persistence-postgres'
+import {
+  checkAborted,
+  type EventSearchHit,
+  eventWindow,
+  fromPersistenceError,
+  guarded,
+  historyPage,
+  type LiveSessions,
+  liveRecord,
+  matchesFilter,
+  observe,
+  pageOf,
+  parseHistoryRequest,
+  parseListFilter,
+  parseWindowRequest,
+  type SearchPage,
+  type SearchRequest,
+  type SessionListFilter,
+  type SessionListPage,
+  type SessionQuery,
+  SessionQueryError,
+  type SessionQueryRecord,
+  type SessionSearchHit,
+} from '@dsh/session-query'
+import type pg from 'pg'
+import { PostgresSessionQueryError } from './errors.js'
+import { eventText } from './event-text.js'
+import { type ListingRow, listingStatement, recordOf } from './listing.js'
+import { migrateSearch } from './schema.js'
+import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
+
+export interface PostgresSessionQueryOptions {
+  /** The pool shared with `@dsh/session-persistence-postgres` (the same database). */
+  readonly pool: pg.Pool
+  readonly sessions: LiveSessions
+  /** The PostgreSQL persistence over the same database (observations and the change feed). */
+  readonly persistence: SessionPersistence
+  /** Create or upgrade the search tables on open (default true). */
+  readonly migrate?: boolean
+  /** Concurrent body reads while indexing text (default 4). */
+  readonly indexConcurrency?: number
+  /** Where fail-soft indexing problems are reported (default: the console). */
+  readonly logger?: Logger
+}
+
+/** What one catch-up of the text index did. */
+export interface SearchIndexReport {
+  /** Sessions whose new events were read and indexed. */
+  readonly indexed: number
+  /** Sessions skipped because their log could not be read (retried next time). */
+  readonly failed: number
+}
+
+export interface PostgresSessionQuery extends SessionQuery {
+  searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
+  searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
+  /** Indexes the text of every batch that landed since the last catch-up (searches do it first). */
+  catchUp(signal?: AbortSignal): Promise<SearchIndexReport>
+  close(): Promise<void>
+}
+
+/**
+ * Opens the PostgreSQL query backend (service `sessionQuery`). Listing reads
+ * the authoritative `dsh_sessions` table through its indexes — there is no
+ * derived index to reconcile — merged with the live sessions of this
+ * process; observations go through persistence; search keeps a tsvector per
+ * event (GIN), brought up to date from the change feed before each search.
+ */
+export async function createPostgresSessionQuery(options: PostgresSessionQueryOptions): Promise<PostgresSessionQuery> {
+  if (options?.pool === undefined || options.sessions === undefined || options.persistence === undefined) {
+    throw new PostgresSessionQueryError(
+      'POSTGRES_QUERY_INVALID_OPTIONS',
+      'createPostgresSessionQuery needs { pool, sessions, persistence } over one PostgreSQL database.',
+    )
+  }
+  const concurrency = options.indexConcurrency ?? 4
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
+    throw new PostgresSessionQueryError(
+      'POSTGRES_QUERY_INVALID_OPTIONS',
+      `indexConcurrency must be a positive integer, got ${String(concurrency)}.`,
+    )
+  }
+  watchPool(options.pool)
+  if (options.migrate !== false) await migrateSearch(options.pool)
+  return new PgSessionQuery(options, concurrency)
+}
+
+interface Candidate {
+  sid: string
+  id: Buffer
+  indexed: number
+}
+
+class PgSessionQuery implements PostgresSessionQuery {
+  readonly #pool: pg.Pool
+  readonly #sessions: LiveSessions
+  readonly #persistence: SessionPersistence
+  readonly #concurrency: number
+  readonly #logger: Logger
+  #cursor: SessionChangeCursor | undefined
+  #catchingUp: Promise<SearchIndexReport> | undefined
+  #closed = false
+
+  constructor(options: PostgresSessionQueryOptions, concurrency: number) {
+    this.#pool = options.pool
+    this.#sessions = options.sessions
+    this.#persistence = options.persistence
+    this.#concurrency = concurrency
+    this.#logger = options.logger ?? consoleLogger
+  }
+
+  // ---------------------------------------------------------------- listing
+
+  async listSessions(filter?: SessionListFilter, signal?: AbortSignal): Promise<SessionListPage> {
+    this.#assertOpen()
+    checkAborted(signal)
+    const parsed = parseListFilter(filter)
+    const live = this.#sessions.list()
+    const liveIds = new Set<string>(live.map((s) => s.id))
+    // Rows shadowed by live sessions are dropped below, so fetch enough to fill the page without them.
+    const statement = listingStatement(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)
+    const { rows } = await guarded(this.#sql<ListingRow>(statement.text, statement.values, 'listing sessions'), signal)
+    const candidates: SessionQueryRecord[] = []
+    for (const row of rows) {
+      const record = recordOf(row, parsed)
+      if (record !== undefined && !liveIds.has(record.header.id)) candidates.push(record)
+    }
+    for (const session of live) if (matchesFilter(session.header, parsed)) candidates.push(liveRecord(session, undefined))
+    const page = pageOf(candidates, parsed)
+    return Object.freeze({ ...page, records: await this.#withLiveRevisions(page.records, signal) })
+  }
+
+  /** Live records report whether (and at which revision) their log is persisted: one `stat` each. */
+  async #withLiveRevisions(
+    records: readonly SessionQueryRecord[],
+    signal: AbortSignal | undefined,
+  ): Promise<readonly SessionQueryRecord[]> {
+    if (!records.some((r) => r.live)) return records
+    const out = await Promise.all(
+      records.map(async (record) => {
+        if (!record.live) return record
+        const session = this.#sessions.get(record.header.id)
+        let revision: string | undefined
+        try {
+          revision = await guarded(this.#persistence.stat(record.header.id as SessionId, signal), signal)
+        } catch (error) {
+          throw fromPersistenceError(error, record.header.id, signal)
+        }
+        return session === undefined ? record : liveRecord(session, revision === undefined ? undefined : { revision })
+      }),
+    )
+    checkAborted(signal)
+    return Object.freeze(out)
+  }
+
+  // ----------------------------------------------------------- observations
+
+  observeSession(id: string, signal?: AbortSignal) {
+    this.#assertOpen()
+    return observe({ sessions: this.#sessions, persistence: this.#persistence }, id, signal)
+  }
+
+  async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
+    checkAborted(signal)
+    const parsed = parseHistoryRequest(request)
+    return historyPage(await this.observeSession(id, signal), parsed)
+  }
+
+  async readWindow(id: string, request: unknown, signal?: AbortSignal) {
+    checkAborted(signal)
+    const parsed = parseWindowRequest(request)
+    return eventWindow(await this.observeSession(id, signal), parsed)
+  }
+
+  // ----------------------------------------------------------------- search
+
+  async searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>> {
+    const { search, generation } = await this.#prepareSearch(request, 'events', signal)
+    const { rows } = await guarded(
+      this.#sql<{ id: Buffer; seq: number; type: string; snippet: string; score: number }>(
+        `SELECT s.id, t.seq, t.type, ts_headline('simple', t.body, q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=6') AS snippet, ts_rank(t.tsv, q) AS score
+         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (sid)
+         WHERE t.tsv @@ q
+         ORDER BY score DESC, s.id, t.seq
+         LIMIT $2 OFFSET $3`,
+        [search.words.join(' '), search.limit + 1, search.offset],
+        'searching events',
+      ),
+      signal,
+    )
+    const hits = rows
+      .slice(0, search.limit)
+      .map((row) =>
+        Object.freeze({ id: row.id.toString('utf8') as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: row.score }),
+      )
+    return this.#page(hits, rows.length > search.limit, 'events', search, generation)
+  }
+
+  async searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
+    const { search, generation } = await this.#prepareSearch(request, 'sessions', signal)
+    const { rows } = await guarded(
+      this.#sql<ListingRow & { score: number; matches: number }>(
+        `SELECT s.sid, s.header, s.inherited, s.next_seq, max(ts_rank(t.tsv, q)) AS score, count(*)::integer AS matches
+         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (sid)
+         WHERE t.tsv @@ q
+         GROUP BY s.sid
+         ORDER BY score DESC, s.id
+         LIMIT $2 OFFSET $3`,
+        [search.words.join(' '), search.limit + 1, search.offset],
+        'searching sessions',
+      ),
+      signal,
+    )
+    const hits = rows.slice(0, search.limit).map((row) => {
+      const header = parseSessionHeader(JSON.parse(row.header))
+      const session = this.#sessions.get(header.id)
+      const revision = revisionOf(row.sid, row.next_seq)
+      const record =
+        session === undefined
+          ? Object.freeze({ header, inheritedEventCount: SessionLogOffset(row.inherited), live: false, persisted: true, revision })
+          : liveRecord(session, { revision })
+      return Object.freeze({ record, score: row.score, matches: row.matches })
+    })
+    return this.#page(hits, rows.length > search.limit, 'sessions', search, generation)
+  }
+
+  async #prepareSearch(
+    request: SearchRequest,
+    kind: 'sessions' | 'events',
+    signal: AbortSignal | undefined,
+  ): Promise<{ search: ParsedSearch; generation: string }> {
+    this.#assertOpen()
+    checkAborted(signal)
+    const search = parseSearchRequest(request, kind)
+    await guarded(this.catchUp(), signal)
+    const { rows } = await guarded(
+      this.#sql<{ g: string }>('SELECT coalesce(max(position), 0)::text AS g FROM dsh_changes', [], 'reading the index generation'),
+      signal,
+    )
+    const generation = rows[0]!.g
+    checkGeneration(search, generation)
+    return { search, generation }
+  }
+
+  #page<T>(hits: T[], more: boolean, kind: 'sessions' | 'events', search: ParsedSearch, generation: string): SearchPage<T> {
+    const next = more ? encodeSearchCursor(kind, search, generation, search.offset + search.limit) : undefined
+    return Object.freeze({ hits: Object.freeze(hits), ...(next === undefined ? {} : { nextCursor: next }) })
+  }
+
+  // --------------------------------------------------------------- indexing
+
+  catchUp(signal?: AbortSignal): Promise<SearchIndexReport> {
+    this.#assertOpen()
+    // One catch-up at a time per instance; callers arriving meanwhile share it.
+    this.#catchingUp ??= this.#catchUp(signal).finally(() => {
+      this.#catchingUp = undefined
+    })
+    return this.#catchingUp
+  }
+
+  async #catchUp(signal: AbortSignal | undefined): Promise<SearchIndexReport> {
+    const changes = await this.#persistence.changes(this.#cursor, signal).catch((error: unknown) => {
+      throw fromPersistenceError(error, undefined, signal)
+    })
+    let candidates: Candidate[]
+    if (changes.rescan) {
+      ;({ rows: candidates } = await this.#sql<Candidate>(
+        `SELECT s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (sid)
+         WHERE s.next_seq > coalesce(p.indexed, 0)`,
+        [],
+        'finding unindexed sessions',
+      ))
+    } else if (changes.ids.length === 0) {
+      candidates = []
+    } else {
+      const keys = changes.ids.filter((id) => typeof id === 'string').map((id) => Buffer.from(id, 'utf8'))
+      ;({ rows: candidates } = await this.#sql<Candidate>(
+        `SELECT s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (sid)
+         WHERE s.id = ANY($1::bytea[]) AND s.next_seq > coalesce(p.indexed, 0)`,
+        [keys],
+        'finding changed sessions',
+      ))
+    }
+    let indexed = 0
+    let failed = 0
+    const queue = [...candidates]
+    const worker = async () => {
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        checkAborted(signal)
+        if (await this.#index(next, signal)) indexed++
+        else failed++
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker))
+    // Only a complete pass moves the cursor; a failed session is found again next time.
+    if (failed === 0) this.#cursor = changes.cursor
+    return { indexed, failed }
+  }
+
+  /** Indexes one session's events from its indexed position on; fail-soft. */
+  async #index(candidate: Candidate, signal: AbortSignal | undefined): Promise<boolean> {
+    const id = candidate.id.toString('utf8') as SessionId
+    try {
+      const observation = await this.#persistence.inspectFrom(id, SessionLogOffset(candidate.indexed), signal)
+      // Another lifecycle under the same id meanwhile: its own row will be found next time.
+      if (!observation.revision.startsWith(`pg${candidate.sid}.`)) return true
+      const seqs: number[] = []
+      const types: string[] = []
+      const bodies: string[] = []
+      for (const event of observation.events) {
+        const text = eventText(event)
+        if (text === undefined) continue
+        seqs.push(event.seq)
+        types.push(event.type.replace(/\p{Cs}/gu, '\uFFFD'))
+        bodies.push(text)
+      }
+      const upTo = observation.from + observation.events.length
+      await this.#sql(
+        `WITH p AS (
+           INSERT INTO dsh_search_progress (sid, indexed) VALUES ($1, $2)
+           ON CONFLICT (sid) DO UPDATE SET indexed = GREATEST(dsh_search_progress.indexed, EXCLUDED.indexed))
+         INSERT INTO dsh_event_text (sid, seq, type, body, tsv)
+         SELECT $1, u.seq, u.type, u.body, to_tsvector('simple', u.body) FROM unnest($3::integer[], $4::text[], $5::text[]) AS u(seq, type, body)
+         ON CONFLICT (sid, seq) DO NOTHING`,
+        [candidate.sid, upTo, seqs, types, bodies],
+        `indexing the text of session '${id}'`,
+      )
+      return true
+    } catch (error) {
+      if (signal?.aborted) throw error
+      // Deleted meanwhile: nothing to index.
+      if (
+        (error as { code?: string }).code === '23503' ||
+        (error as { cause?: { code?: string } }).cause?.code === '23503' ||
+        isDshError(error, 'SESSION_PERSISTENCE_NOT_FOUND')
+      )
+        return true
+      this.#logger.warn(`dsh: indexing the text of session '${id}' failed; search leaves it out until the next catch-up.`, error)
+      return false
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true
+    await this.#catchingUp?.catch(() => {})
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new SessionQueryError('SESSION_QUERY_CLOSED', 'This PostgreSQL query backend is closed; open a new one.')
+  }
+
+  async #sql<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.#pool.query<R>(text, values)
+    } catch (error) {
+      throw new SessionQueryError(
+        'SESSION_QUERY_INDEX_FAILED',
+        `PostgreSQL: ${what} failed (${(error as Error).message}). Retrying may succeed.`,
+        { cause: error },
+      )
+    }
+  }
+}

@@ -1,0 +1,34 @@
+import { createPostgresPersistence, keyOf } from '@dsh/session-persistence-postgres'
+import { sessionQueryContractSuite } from '@dsh/session-query/contract-suite'
+import { createPostgresSessionQuery } from '@dsh/session-query-postgres'
+import type pg from 'pg'
+import { freshDatabase } from './helpers.js'
+
+// Each test gets its own database; the query reads the same pool the persistence writes.
+const pools = new WeakMap<object, pg.Pool>()
+
+sessionQueryContractSuite('postgres', {
+  corruptible: true,
+  async createPersistence() {
+    const db = await freshDatabase()
+    const persistence = await createPostgresPersistence({ pool: db.pool })
+    pools.set(persistence, db.pool)
+    return {
+      persistence,
+      // Flips the zstd magic of every batch: the header still lists, the body fails its read.
+      async corrupt(id: string) {
+        await db.pool.query(
+          `UPDATE dsh_batches SET body = overlay(body placing '\\x00000000'::bytea from 1 for 4) WHERE sid = (SELECT sid FROM dsh_sessions WHERE id_key = $1)`,
+          [keyOf(id)],
+        )
+      },
+      async cleanup() {
+        await persistence.close()
+        await db.end()
+      },
+    }
+  },
+  openQuery({ sessions, persistence }) {
+    return createPostgresSessionQuery({ pool: pools.get(persistence)!, sessions, persistence, logger: { warn: () => {}, error: () => {} } })
+  },
+})

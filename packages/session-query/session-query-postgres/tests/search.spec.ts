@@ -1,0 +1,118 @@
+import { Context } from '@dsh/context'
+import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
+import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
+import { afterEach, describe, expect, it } from 'vitest'
+import { freshDatabase } from './helpers.js'
+
+const cleanups: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+async function open(): Promise<{ persistence: PostgresPersistence; query: PostgresSessionQuery; other: PostgresSessionQuery }> {
+  const db = await freshDatabase()
+  cleanups.push(() => db.end())
+  const persistence = await createPostgresPersistence({ pool: db.pool })
+  cleanups.push(() => persistence.close())
+  const ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
+  cleanups.push(() => ctx.dispose())
+  const sessions = new SessionStore(ctx)
+  const logger = { warn: () => {}, error: () => {} }
+  const query = await createPostgresSessionQuery({ pool: db.pool, sessions, persistence, logger })
+  // A second host's query over the same database (its own persistence instance, same tables).
+  const otherPersistence = await createPostgresPersistence({ pool: db.pool })
+  cleanups.push(() => otherPersistence.close())
+  const other = await createPostgresSessionQuery({ pool: db.pool, sessions: new SessionStore(ctx), persistence: otherPersistence, logger })
+  return { persistence, query, other }
+}
+
+function header(id: string, createdAt = 1000) {
+  return parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0 })
+}
+
+function message(seq: number, text: string, type = 'user/message'): StoredSessionEvent {
+  return {
+    type,
+    seq: SessionSeq(seq),
+    time: 1,
+    data: type === 'tool/call' ? { turn: 1, callId: 'c', name: 'grep', arguments: { pattern: text } } : { text },
+  }
+}
+
+describe('postgres search (tsvector + GIN)', () => {
+  it('finds events and sessions by every word, follows new batches and deletes, on any host', async () => {
+    const { persistence, query, other } = await open()
+    const a = header('alpha', 1000)
+    const b = header('b\'ta \\ "quoted"', 2000)
+    await persistence.append({ header: a, inheritedEventCount: SessionLogOffset(0) }, [
+      message(0, 'the zebra crossing'),
+      message(1, 'zebra stripes everywhere'),
+      message(2, 'zebra', 'tool/call'),
+    ])
+    await persistence.append({ header: b, inheritedEventCount: SessionLogOffset(0) }, [message(0, 'a lonely zebra \u0000 with nul')])
+
+    const events = await query.searchEvents({ text: 'Zebra' })
+    expect(events.hits.map((h) => [h.id, h.seq]).sort()).toEqual(
+      [
+        ['alpha', 0],
+        ['alpha', 1],
+        ['alpha', 2],
+        [b.id, 0],
+      ].sort(),
+    )
+    expect(events.hits.every((h) => h.snippet.includes('[zebra]'))).toBe(true)
+    const both = await query.searchEvents({ text: 'zebra stripes' })
+    expect(both.hits.map((h) => [h.id, h.seq])).toEqual([['alpha', 1]])
+
+    const sessions = await other.searchSessions({ text: 'zebra' })
+    expect(sessions.hits.map((h) => [h.record.header.id, h.matches]).sort()).toEqual(
+      [
+        ['alpha', 3],
+        [b.id, 1],
+      ].sort(),
+    )
+    expect(sessions.hits.find((h) => h.record.header.id === 'alpha')!.record.revision).toBe(await persistence.stat(a.id))
+
+    // A batch that lands later is found by the next search, on the other host too.
+    await persistence.append({ header: b, inheritedEventCount: SessionLogOffset(0) }, [message(1, 'giraffe neck')])
+    expect((await other.searchEvents({ text: 'giraffe' })).hits.map((h) => [h.id, h.seq])).toEqual([[b.id, 1]])
+
+    // A deleted session answers no more.
+    await persistence.delete(a.id)
+    expect((await query.searchEvents({ text: 'stripes' })).hits).toEqual([])
+  })
+
+  it('pages with cursors bound to the search and the index generation', async () => {
+    const { persistence, query } = await open()
+    const h = header('many')
+    await persistence.append(
+      { header: h, inheritedEventCount: SessionLogOffset(0) },
+      Array.from({ length: 25 }, (_, i) => message(i, `needle number ${i}`)),
+    )
+    const first = await query.searchEvents({ text: 'needle', limit: 10 })
+    expect(first.hits).toHaveLength(10)
+    const second = await query.searchEvents({ text: 'needle', limit: 10, cursor: first.nextCursor! })
+    const third = await query.searchEvents({ text: 'needle', limit: 10, cursor: second.nextCursor! })
+    expect(third.nextCursor).toBeUndefined()
+    const seqs = [...first.hits, ...second.hits, ...third.hits].map((hit) => hit.seq).sort((x, y) => x - y)
+    expect(seqs).toEqual(Array.from({ length: 25 }, (_, i) => i))
+    await expect(query.searchEvents({ text: 'other', cursor: first.nextCursor! })).rejects.toMatchObject({
+      code: 'SESSION_QUERY_INVALID_CURSOR',
+    })
+    await persistence.append({ header: h, inheritedEventCount: SessionLogOffset(0) }, [message(25, 'needle again')])
+    await expect(query.searchEvents({ text: 'needle', limit: 10, cursor: first.nextCursor! })).rejects.toMatchObject({
+      code: 'SESSION_QUERY_STALE_CURSOR',
+    })
+  })
+
+  it('rejects requests without words, and SQL in the text is only words', async () => {
+    const { persistence, query } = await open()
+    await persistence.append({ header: header('s'), inheritedEventCount: SessionLogOffset(0) }, [
+      message(0, "robert'); DROP TABLE dsh_sessions; --"),
+    ])
+    await expect(query.searchEvents({ text: '  !!  ' })).rejects.toMatchObject({ code: 'SESSION_QUERY_INVALID_FILTER' })
+    expect((await query.searchEvents({ text: "robert'); DROP TABLE dsh_sessions; --" })).hits).toHaveLength(1)
+    expect((await query.listSessions()).records).toHaveLength(1)
+  })
+})
