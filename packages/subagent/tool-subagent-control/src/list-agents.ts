@@ -20,7 +20,7 @@ export const listAgentsJsonSchema = z.toJSONSchema(listAgentsInputSchema)
 
 export const listAgentsDescription = [
   'List the subagents you have spawned, one line each: id, status, mode and label.',
-  "Status is 'running' (working now), 'idle' (a continuable agent waiting for you to resume it) or 'ready' (a one-shot agent that has finished).",
+  "Status is 'running' (working now; '(N queued)' counts messages waiting for it), 'idle' (a continuable agent waiting for your next send_message) or 'ready' (a one-shot agent that has finished).",
   "Lines marked 'diagnostic' are subagents whose records are damaged or could not be read right now; an 'unavailable' one may list normally if you ask again.",
   "Pass scope 'descendants' to include the subagents of your subagents.",
 ].join(' ')
@@ -39,6 +39,8 @@ export type ListAgentsRow =
       readonly hasChildren: boolean
       readonly parentId: SessionId
       readonly depth: number
+      /** Messages queued for it behind its running turn (present only when > 0). */
+      readonly queued?: number
     }
   | {
       readonly kind: 'diagnostic'
@@ -57,6 +59,8 @@ export interface ListAgentsResult {
 export interface SubagentCatalog {
   explainChildren(parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]>
   explainDescendants(parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]>
+  /** Messages queued for a busy child in this process (no log read); absent means none are shown. */
+  queuedCount?(childId: string): number
 }
 
 export interface ListAgentsExecuteContext {
@@ -98,7 +102,7 @@ export function parseListAgentsInput(input: unknown): ListAgentsInput {
   )
 }
 
-export function toListAgentsRow(entry: ExplainedSubagentEntry): ListAgentsRow {
+export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0): ListAgentsRow {
   const { row, parentId, depth } = entry
   if (row.kind === 'diagnostic') return Object.freeze({ kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth })
   return Object.freeze({
@@ -110,6 +114,7 @@ export function toListAgentsRow(entry: ExplainedSubagentEntry): ListAgentsRow {
     hasChildren: row.hasChildren,
     parentId,
     depth,
+    ...(queued > 0 ? { queued } : {}),
   })
 }
 
@@ -130,7 +135,8 @@ export function renderListAgents(rows: readonly ListAgentsRow[]): string {
       const indent = '  '.repeat(Math.max(0, row.depth - 1))
       if (row.kind === 'diagnostic') return `${indent}${row.id}  diagnostic: ${DIAGNOSTIC_TEXT[row.reason]}`
       const label = row.label === undefined ? '(no label)' : JSON.stringify(row.label)
-      return `${indent}${row.id}  ${row.status}  ${row.mode}  ${label}${row.hasChildren ? '  +subagents' : ''}`
+      const status = row.queued === undefined ? row.status : `${row.status} (${row.queued} queued)`
+      return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${row.hasChildren ? '  +subagents' : ''}`
     })
     .join('\n')
 }
@@ -146,10 +152,18 @@ export function createListAgentsTool(catalog: SubagentCatalog): ListAgentsTool {
       const { scope = 'children' } = parseListAgentsInput(input)
       const agentId = context?.agent?.id
       if (typeof agentId !== 'string' || agentId.length === 0) {
-        throw new ToolSubagentControlError('TOOL_SUBAGENT_CONTROL_INVALID_CONTEXT', 'list_agents needs the calling agent (context.agent with a non-empty id).')
+        throw new ToolSubagentControlError(
+          'TOOL_SUBAGENT_CONTROL_INVALID_CONTEXT',
+          'list_agents needs the calling agent (context.agent with a non-empty id).',
+        )
       }
-      const entries = scope === 'descendants' ? await catalog.explainDescendants(agentId, context.signal) : await catalog.explainChildren(agentId, context.signal)
-      const rows = Object.freeze(entries.map(toListAgentsRow))
+      const entries =
+        scope === 'descendants'
+          ? await catalog.explainDescendants(agentId, context.signal)
+          : await catalog.explainChildren(agentId, context.signal)
+      const rows = Object.freeze(
+        entries.map((entry) => toListAgentsRow(entry, entry.row.kind === 'child' ? (catalog.queuedCount?.(entry.row.id) ?? 0) : 0)),
+      )
       return Object.freeze({ text: renderListAgents(rows), rows })
     },
   })

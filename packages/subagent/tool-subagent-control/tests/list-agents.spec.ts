@@ -3,7 +3,7 @@ import { type Session, sessionStorePlugin } from '@dsh/session'
 import { createMemoryPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery } from '@dsh/session-query'
-import { createScriptedDriver, type ScriptStep, subagentsPlugin } from '@dsh/subagent'
+import { createScriptedDriver, type ScriptStep, SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createListAgentsTool, type ListAgentsTool, listAgentsDescription, listAgentsJsonSchema, renderListAgents } from '../src/index.js'
 
@@ -14,14 +14,13 @@ afterEach(async () => {
 })
 
 /** A real host: store, projections, memory persistence, memory query, subagents with a scripted driver. */
-async function host(options: { query?: boolean } = {}): Promise<{ ctx: Context; tool: ListAgentsTool; parent: Session }> {
+async function host(): Promise<{ ctx: Context; tool: ListAgentsTool; parent: Session }> {
   ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
   let now = 1_700_000_000_000
   await ctx.activate(sessionStorePlugin({ clock: () => now++ }))
   await ctx.activate(sessionProjectionsPlugin())
   await ctx.activate(sessionPersistencePlugin(createMemoryPersistence(), { writeBehindMs: 0 }))
-  if (options.query !== false)
-    ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence') }))
+  ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence') }))
   // The 'watcher' child holds its turn open until the context is disposed (which interrupts it).
   const held = new Promise<never>(() => {})
   const script = (label: string | undefined): ScriptStep[] =>
@@ -167,10 +166,15 @@ describe('list_agents', () => {
   })
 
   it('passes catalog failures through with their codes (missing query corpus, cancellation)', async () => {
-    const bare = await host({ query: false })
-    await expect(bare.tool.execute({}, { agent: bare.parent })).rejects.toMatchObject({ code: 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE' })
-    await bare.ctx.dispose()
-    const { tool, parent } = await host()
+    const { ctx: c, tool, parent } = await host()
+    // A runtime over a service source without the query corpus (the plugin itself refuses to activate without one).
+    const noQuery = new SubagentRuntime(
+      { get: ((name: string) => (name === 'sessionQuery' ? undefined : c.get(name as never))) as never },
+      { driver: createScriptedDriver() },
+    )
+    await expect(createListAgentsTool(noQuery).execute({}, { agent: parent })).rejects.toMatchObject({
+      code: 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE',
+    })
     await expect(tool.execute({}, { agent: parent, signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'CANCELLED' })
   })
 })

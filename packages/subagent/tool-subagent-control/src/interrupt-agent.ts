@@ -1,0 +1,36 @@
+import { z } from 'zod'
+import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
+
+export const INTERRUPT_AGENT_TOOL_NAME = 'interrupt_agent'
+
+export const interruptAgentInputSchema = z.strictObject({
+  id: z.string().min(1).describe('The id of a subagent of yours (or of one of your subagents).'),
+})
+
+export const interruptAgentDescription =
+  'Stop what a subagent is doing right now: its current turn ends as cancelled. A continuable subagent stays available (messages already queued are still delivered); use close_agent to end it for good.'
+
+export interface InterruptAgentResult extends ToolResult {
+  readonly id: string
+  /** False when it was not running. */
+  readonly interrupted: boolean
+}
+
+export function renderInterruptAgent(result: Omit<InterruptAgentResult, 'text'>): string {
+  return result.interrupted ? `${result.id} was interrupted.` : `${result.id} was not running; nothing to interrupt.`
+}
+
+/** The `interrupt_agent` tool: only the child's parent or an ancestor may use it on the child. */
+export function createInterruptAgentTool(control: SubagentControl) {
+  return defineTool({
+    name: INTERRUPT_AGENT_TOOL_NAME,
+    description: interruptAgentDescription,
+    inputSchema: interruptAgentInputSchema,
+    expected: '{ "id": string }',
+    async run(input, context): Promise<InterruptAgentResult> {
+      const interrupted = await control.interrupt(input.id, { caller: callerOf(INTERRUPT_AGENT_TOOL_NAME, context) })
+      const result = { id: input.id, interrupted }
+      return Object.freeze({ text: renderInterruptAgent(result), ...result })
+    },
+  })
+}

@@ -1,0 +1,156 @@
+import { isDshError } from '@dsh/context'
+import type { SessionId } from '@dsh/session'
+import type { SubagentEndReason, SubagentSettings } from '@dsh/subagent'
+import { z } from 'zod'
+import { callerOf, defineTool, labelText, type SubagentControl, type ToolResult } from './tool.js'
+
+export const SUBAGENT_TOOL_NAME = 'subagent'
+
+export const subagentInputSchema = z
+  .strictObject({
+    prompt: z
+      .string()
+      .min(1)
+      .describe(
+        "The task. A 'fresh' subagent sees nothing of your conversation, so include everything it needs: goal, files, constraints, what to return.",
+      ),
+    label: z
+      .string()
+      .min(1)
+      .max(80)
+      .exactOptional()
+      .describe("A short name for the subagent (a few words). Required when mode is 'continuable'."),
+    mode: z
+      .enum(['one-shot', 'continuable'])
+      .exactOptional()
+      .describe(
+        "'one-shot' (default): runs once and returns its result. 'continuable': keeps its conversation; you can send_message it more work later.",
+      ),
+    context: z
+      .enum(['fresh', 'fork'])
+      .exactOptional()
+      .describe("'fresh' (default): an empty conversation. 'fork': starts from a copy of your conversation so far."),
+    wait: z
+      .boolean()
+      .exactOptional()
+      .describe(
+        'One-shot only. true (default): wait and return its final result. false: return its id at once; collect the result later with wait_agents.',
+      ),
+    instructions: z
+      .string()
+      .min(1)
+      .exactOptional()
+      .describe('Extra standing instructions for the subagent (appended to its system prompt).'),
+    persona: z
+      .string()
+      .min(1)
+      .exactOptional()
+      .describe('Who the subagent should be (replaces the default persona), e.g. "a meticulous security reviewer".'),
+    model: z.string().min(1).exactOptional().describe('The model to run it on; omit to use the default.'),
+    tools: z
+      .strictObject({
+        allow: z.array(z.string().min(1)).exactOptional().describe('Only these tools.'),
+        deny: z.array(z.string().min(1)).exactOptional().describe('Not these tools.'),
+      })
+      .exactOptional()
+      .describe('Limit the tools the subagent may call.'),
+    outputSchema: z
+      .record(z.string(), z.json())
+      .exactOptional()
+      .describe('One-shot only: a JSON Schema its final message must match (as JSON). A mismatch is reported as an error in the result.'),
+  })
+  .superRefine((input, ctx) => {
+    if (input.mode === 'continuable' && input.label === undefined)
+      ctx.addIssue({ code: 'custom', path: ['label'], message: 'a continuable subagent needs a label' })
+    if (input.mode === 'continuable' && input.wait !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['wait'], message: 'only a one-shot subagent can be waited for here; use wait_agents' })
+    if (input.mode === 'continuable' && input.outputSchema !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['outputSchema'], message: 'outputSchema applies to one-shot subagents' })
+    if (input.tools !== undefined && input.tools.allow === undefined && input.tools.deny === undefined)
+      ctx.addIssue({ code: 'custom', path: ['tools'], message: 'give allow and/or deny' })
+  })
+
+export type SubagentToolInput = z.output<typeof subagentInputSchema>
+
+export const subagentToolDescription = [
+  'Start a subagent: a child agent with its own conversation that works on a task for you.',
+  'A one-shot subagent runs once; by default you wait for it and get its final result (with wait: false you get its id and collect the result with wait_agents).',
+  'A continuable subagent returns its id at once and keeps running in the background; give it more work with send_message, and close it with close_agent when done.',
+  'Its settlement (and any report it sends) also reaches you as a notice at the start of your next turn.',
+].join(' ')
+
+export interface SubagentToolResult extends ToolResult {
+  readonly id: SessionId
+  readonly mode: 'one-shot' | 'continuable'
+  readonly label?: string
+  /** `running` when not awaited; else how it ended. */
+  readonly status: 'running' | SubagentEndReason
+  /** The final message of an awaited one-shot run. */
+  readonly result?: string
+  /** The parsed result, when an `outputSchema` was given and matched. */
+  readonly output?: unknown
+  readonly error?: { readonly code: string; readonly message: string }
+}
+
+export function renderSubagentResult(result: Omit<SubagentToolResult, 'text'>): string {
+  const who = `${result.id} (${result.mode} ${labelText(result.label)})`
+  if (result.status === 'running') {
+    return result.mode === 'continuable'
+      ? `Started ${who}. It runs in the background; use send_message to give it more work, wait_agents to collect its result, close_agent when done.`
+      : `Started ${who}. Collect its result with wait_agents.`
+  }
+  const lines = [`${who} ${result.status}.`]
+  if (result.error !== undefined) lines.push(`Error ${result.error.code}: ${result.error.message}`)
+  if (result.result !== undefined) lines.push(`Result:\n${result.result}`)
+  return lines.join('\n')
+}
+
+function errorBody(error: unknown): { code: string; message: string } {
+  return { code: isDshError(error) ? error.code : 'SUBAGENT_RUN_FAILED', message: error instanceof Error ? error.message : String(error) }
+}
+
+/** The `subagent` tool: start a child (one-shot awaited, or continuable returned at once). */
+export function createSubagentTool(control: SubagentControl) {
+  return defineTool({
+    name: SUBAGENT_TOOL_NAME,
+    description: subagentToolDescription,
+    inputSchema: subagentInputSchema,
+    expected:
+      '{ "prompt": string, "label"?: string, "mode"?: "one-shot" | "continuable", "context"?: "fresh" | "fork", "wait"?: boolean, ... }',
+    async run(input, context): Promise<SubagentToolResult> {
+      const mode = input.mode ?? 'one-shot'
+      const settings: SubagentSettings = {
+        ...(input.instructions === undefined ? {} : { instructions: input.instructions }),
+        ...(input.persona === undefined ? {} : { persona: input.persona }),
+        ...(input.model === undefined ? {} : { model: input.model }),
+        ...(input.tools === undefined ? {} : { toolFilter: input.tools }),
+        ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema }),
+      }
+      const handle = control.spawn(callerOf(SUBAGENT_TOOL_NAME, context), {
+        mode,
+        context: input.context ?? 'fresh',
+        prompt: input.prompt,
+        ...(input.label === undefined ? {} : { label: input.label }),
+        ...(Object.keys(settings).length === 0 ? {} : { settings }),
+      })
+      const base = { id: handle.id, mode, ...(input.label === undefined ? {} : { label: input.label }) }
+      if (mode === 'continuable' || input.wait === false) {
+        const started = { ...base, status: 'running' as const }
+        return Object.freeze({ text: renderSubagentResult(started), ...started })
+      }
+      // Awaited: if the caller's own turn is cancelled, the child it was waiting for is interrupted too.
+      const onAbort = (): void => void control.interrupt(handle.id)
+      context.signal?.addEventListener('abort', onAbort, { once: true })
+      if (context.signal?.aborted) onAbort()
+      const settled = await handle.done.finally(() => context.signal?.removeEventListener('abort', onAbort))
+      const finished = {
+        ...base,
+        status: settled.end,
+        ...(settled.text === undefined ? {} : { result: settled.text }),
+        ...(settled.output === undefined ? {} : { output: settled.output }),
+        ...(settled.error === undefined || settled.end === 'completed' ? {} : { error: errorBody(settled.error) }),
+      }
+      return Object.freeze({ text: renderSubagentResult(finished), ...finished })
+    },
+  })
+}

@@ -1,0 +1,67 @@
+import type { WaitEntry } from '@dsh/subagent'
+import { z } from 'zod'
+import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
+
+export const WAIT_AGENTS_TOOL_NAME = 'wait_agents'
+/** The longest a model may ask to wait, in seconds. */
+export const WAIT_AGENTS_MAX_SECONDS = 600
+
+export const waitAgentsInputSchema = z.strictObject({
+  ids: z.array(z.string().min(1)).min(1).max(32).describe('The ids of the subagents to wait for (yours or your subagents’ own).'),
+  timeout_seconds: z
+    .number()
+    .min(0)
+    .max(WAIT_AGENTS_MAX_SECONDS)
+    .exactOptional()
+    .describe('How long to wait at most (default 60). Subagents still working then are reported as running.'),
+})
+
+export type WaitAgentsInput = z.output<typeof waitAgentsInputSchema>
+
+export const waitAgentsDescription = [
+  'Wait until the given subagents have finished their work (including queued messages), or until the timeout.',
+  "Returns, for each, its final message and how it ended ('completed', 'error', 'cancelled', 'invalid-output', 'drained', 'interrupted'), or that it is still running, closed, or unknown.",
+].join(' ')
+
+export interface WaitAgentsResult extends ToolResult {
+  readonly agents: readonly WaitEntry[]
+}
+
+export function renderWaitAgents(agents: readonly WaitEntry[]): string {
+  return agents
+    .map((agent) => {
+      switch (agent.state) {
+        case 'running':
+          return `${agent.id}  running${agent.queued > 0 ? ` (${agent.queued} queued)` : ''}  (not finished before the timeout)`
+        case 'closed':
+          return `${agent.id}  closed`
+        case 'not-found':
+          return `${agent.id}  not found (no such subagent)`
+        case 'settled': {
+          const head = `${agent.id}  ${agent.reason ?? 'settled'}`
+          const error = agent.error === undefined ? '' : `\n  error: ${agent.error}`
+          const text = agent.text === undefined ? '\n  (no final message)' : `\n  ${agent.text.replaceAll('\n', '\n  ')}`
+          return `${head}${error}${text}`
+        }
+      }
+    })
+    .join('\n')
+}
+
+/** The `wait_agents` tool: wait for children to settle, with a timeout. */
+export function createWaitAgentsTool(control: SubagentControl) {
+  return defineTool({
+    name: WAIT_AGENTS_TOOL_NAME,
+    description: waitAgentsDescription,
+    inputSchema: waitAgentsInputSchema,
+    expected: '{ "ids": [string, ...], "timeout_seconds"?: number (0-600) }',
+    async run(input, context): Promise<WaitAgentsResult> {
+      const agents = await control.wait(input.ids, {
+        caller: callerOf(WAIT_AGENTS_TOOL_NAME, context),
+        ...(input.timeout_seconds === undefined ? {} : { timeoutMs: input.timeout_seconds * 1000 }),
+        ...(context.signal === undefined ? {} : { signal: context.signal }),
+      })
+      return Object.freeze({ text: renderWaitAgents(agents), agents: Object.freeze(agents) })
+    },
+  })
+}
