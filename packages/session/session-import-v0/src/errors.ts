@@ -30,8 +30,8 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_IO'
   /** The part of the session imported earlier no longer matches the v0 log (or the dsh session is another lifecycle). */
   | 'IMPORT_V0_CONFLICT'
-  /** Writing the imported session failed (the persistence error is the cause). */
-  | 'IMPORT_V0_WRITE_FAILED'
+  /** Reading or writing the dsh side failed (the persistence error, named in the message, is the cause). */
+  | 'IMPORT_V0_PERSISTENCE_FAILED'
   /** The v0 root given to `importV0` is not a readable directory. */
   | 'IMPORT_V0_ROOT_INVALID'
   /** `exportV0` was asked for a session that is not persisted. */

@@ -104,10 +104,7 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
   const results: SessionImportResult[] = []
   const fail = (entry: V0LogEntry, error: unknown, id?: string, events = 0): void => {
     if (isCancel(error, signal)) throw importCancelled()
-    const reason =
-      error instanceof ImportV0Error
-        ? { code: error.code, message: error.message }
-        : { code: 'IMPORT_V0_IO' as const, message: String(error) }
+    const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
     results.push({ ...(id === undefined ? {} : { id }), path: entry.path, status: 'failed', events, appended: 0, reason })
   }
 
@@ -168,6 +165,13 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
     appends,
     sessions: results,
   }
+}
+
+/** A failure of the dsh side that was not wrapped where it happened. */
+function persistenceReason(error: unknown): { code: ImportV0ErrorCode; message: string } {
+  const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
+  const message = error instanceof Error ? error.message : String(error)
+  return { code: 'IMPORT_V0_PERSISTENCE_FAILED', message: `The dsh persistence failed (${code}): ${message}` }
 }
 
 function isCancel(error: unknown, signal: AbortSignal | undefined): boolean {
@@ -328,7 +332,7 @@ async function appendAll(
     const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
     throw new SessionFailure(
       events.length,
-      'IMPORT_V0_WRITE_FAILED',
+      'IMPORT_V0_PERSISTENCE_FAILED',
       `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
       error,
     )

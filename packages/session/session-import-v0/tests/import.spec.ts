@@ -1,0 +1,317 @@
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { SessionId } from '@dsh/session'
+import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogPath, writeV0Log } from '../src/index.js'
+import {
+  CORRUPT_DESCRIPTOR,
+  CWD,
+  ESCAPED,
+  FORKED_CONTINUABLE,
+  FORKED_ONE_SHOT,
+  FRESH_CONTINUABLE,
+  flipByte,
+  healthyFixtures,
+  PARENT,
+  T0,
+  tempDir,
+  UNKNOWN_TYPES,
+  V0Builder,
+  writeRoot,
+} from './fixtures.js'
+
+const dirs: string[] = []
+const open: SessionPersistence[] = []
+afterEach(async () => {
+  for (const p of open.splice(0)) await p.close()
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** The real backends the import writes into: JSONL files, and the in-memory reference backend of the contract. */
+const BACKENDS = {
+  jsonl: (): SessionPersistence => {
+    const root = tempDir('dsh')
+    dirs.push(root)
+    return createJsonlPersistence({ root })
+  },
+  memory: (): SessionPersistence => createMemoryPersistence(),
+}
+let backend: keyof typeof BACKENDS = 'jsonl'
+
+function persistence(): SessionPersistence {
+  const p = BACKENDS[backend]()
+  open.push(p)
+  return p
+}
+
+async function v0Root(): Promise<{ root: string; fixtures: ReturnType<typeof healthyFixtures> }> {
+  const fixtures = healthyFixtures()
+  const root = await writeRoot(fixtures)
+  dirs.push(root)
+  return { root, fixtures }
+}
+
+/** Every file under `dir` with its bytes' digest and mtime: the v0 root must come out of an import unchanged. */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  const walk = (d: string): void => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) {
+      const path = join(d, entry.name)
+      if (entry.isDirectory()) walk(path)
+      else out[path] = `${createHash('sha256').update(readFileSync(path)).digest('hex')}@${statSync(path).mtimeMs}`
+    }
+  }
+  walk(dir)
+  return out
+}
+
+function byId(report: ImportV0Report, id: string) {
+  const result = report.sessions.find((s) => s.id === id)
+  if (result === undefined) throw new Error(`no result for ${id}`)
+  return result
+}
+
+describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into %s persistence', (name) => {
+  beforeEach(() => {
+    backend = name
+  })
+
+  it('imports every session with its lineage, converts the core types and keeps everything else by name', async () => {
+    const { root, fixtures } = await v0Root()
+    const before = snapshot(root)
+    const p = persistence()
+    const progress: number[] = []
+    const report = await importV0({ from: root, persistence: p, onProgress: (e) => progress.push(e.done) })
+    expect(report).toMatchObject({ imported: fixtures.length, updated: 0, unchanged: 0, failed: 0 })
+    expect(progress.at(-1)).toBe(fixtures.length)
+    expect(snapshot(root)).toEqual(before)
+
+    const records = await p.list()
+    expect(records.map((r) => r.header.id).sort()).toEqual(fixtures.map((f) => f.header.id).sort())
+    for (const fixture of fixtures) {
+      const observation = await p.inspect(SessionId(fixture.header.id))
+      const h = fixture.header
+      expect(observation.header).toEqual({
+        version: 1,
+        id: h.id,
+        createdAt: h.createdAt,
+        ...(h.cwd === undefined ? {} : { cwd: h.cwd }),
+        ...(h.parentSession === undefined ? {} : { parentSession: h.parentSession }),
+        isSeeded: h.seedLength !== undefined,
+        delegationDepth: h.delegationDepth,
+        ...(h.origin === undefined ? {} : { origin: h.origin }),
+        ...(h.agentPreset === undefined ? {} : { agentPreset: h.agentPreset }),
+      })
+      expect(observation.inheritedEventCount).toBe(h.seedLength ?? 0)
+      expect(observation.events).toEqual(fixture.builder.events.map(toDshEvent))
+      expect(byId(report, h.id).events).toBe(fixture.builder.events.length)
+    }
+    // Forks whose inherited prefix equals their imported parent's are appended as references to it.
+    expect(byId(report, FORKED_ONE_SHOT).forkSource).toBe(PARENT)
+    expect(byId(report, FORKED_CONTINUABLE).forkSource).toBe(PARENT)
+    expect(byId(report, FRESH_CONTINUABLE).forkSource).toBeUndefined()
+
+    const parent = await p.inspect(SessionId(PARENT))
+    const types = new Set(parent.events.map((e) => e.type))
+    for (const type of [
+      'turn/start',
+      'turn/end',
+      'user/message',
+      'assistant/chunk',
+      'assistant/message',
+      'tool/call',
+      'tool/result',
+      'step/start',
+      'v0/assistant/chunk',
+      'v0/event',
+    ]) {
+      expect(types).toContain(type)
+    }
+    // request/header carries `ignorable` in its envelope, which a dsh event has no place for: it is kept as the whole line.
+    expect(parent.events.find((e) => e.type === 'v0/event')?.data).toMatchObject({ type: 'request/header', ignorable: true })
+    const user = parent.events.find((e) => e.type === 'user/message')!
+    expect(user.data).toMatchObject({ text: 'Plan the release.' })
+    const end = parent.events.find((e) => e.type === 'turn/end')!
+    expect(end.data).toMatchObject({ turn: 1, reason: 'completed', v0: { reason: { kind: 'completed' } } })
+    const call = parent.events.find((e) => e.type === 'tool/call')!
+    expect(call.data).toMatchObject({ callId: 'call-1', name: 'read_file', arguments: { path: 'README.md' } })
+    const result = parent.events.find((e) => e.type === 'tool/result')!
+    expect(result.data).toMatchObject({ callId: 'call-1', content: [{ type: 'text', text: '# dsh\nDurable sessions.' }], isError: false })
+    const message = parent.events.find((e) => e.type === 'assistant/message')!
+    expect(message.data).toMatchObject({ turn: 1, text: 'Here is a plan in three steps.', usage: { input: 120, output: 40 } })
+    const delta = parent.events.find((e) => e.type === 'assistant/chunk')!
+    expect(delta.data).toMatchObject({ turn: 1, index: 1, v0: { step: 0 } })
+
+    // Descriptors pass through as-is for the subagent unit to interpret.
+    const fresh = await p.inspect(SessionId(FRESH_CONTINUABLE))
+    expect(fresh.events.find((e) => e.type === 'subagent/descriptor')?.data).toEqual({
+      version: 2,
+      mode: 'continuable',
+      provider: 'inprocess',
+      label: 'researcher',
+      agentModel: 'deepseek-reasoner',
+      persona: 'terse',
+      toolFilter: { allow: ['read_file'] },
+    })
+    const unknown = await p.inspect(SessionId(UNKNOWN_TYPES))
+    expect(unknown.events.map((e) => e.type)).toEqual([
+      'turn/start',
+      'plugin/custom',
+      'todo/write',
+      'session/end-seed',
+      'v0/event',
+      'turn/end',
+    ])
+    expect(unknown.events[1]?.data).toEqual({ anything: [1, 'two', { three: null }] })
+    expect(unknown.events.at(-1)?.data).toMatchObject({ reason: 'cancelled' })
+    expect((await p.inspect(SessionId(ESCAPED))).header.cwd).toBeUndefined()
+  })
+
+  it('is idempotent: a second run appends nothing (measured), a grown session gets only its new events', async () => {
+    const { root, fixtures } = await v0Root()
+    const p = persistence()
+    await importV0({ from: root, persistence: p })
+    const appendsAfterFirst = p.metrics.appends
+
+    const again = await importV0({ from: root, persistence: p })
+    expect(again).toMatchObject({ imported: 0, updated: 0, unchanged: fixtures.length, failed: 0, appends: 0 })
+    expect(p.metrics.appends).toBe(appendsAfterFirst)
+
+    // The parent grows by one turn in the harness.
+    const parent = fixtures[0]!
+    const grown = new V0Builder(T0 + 10_000)
+    const base = parent.builder.events.length
+    grown.seed(parent.builder.events).turn(3, 'More?', 'Yes, more.', { requestHeader: false })
+    const suffix = grown.events.slice(base)
+    await appendV0Batch(parent.path!, suffix, { packChunks: true })
+    const third = await importV0({ from: root, persistence: p })
+    expect(third).toMatchObject({ imported: 0, updated: 1, unchanged: fixtures.length - 1, failed: 0, appends: 1 })
+    expect(byId(third, PARENT)).toMatchObject({ status: 'updated', appended: suffix.length, events: base + suffix.length })
+    expect(p.metrics.appends).toBe(appendsAfterFirst + 1)
+    expect((await p.inspect(SessionId(PARENT))).events).toEqual(grown.events.map(toDshEvent))
+  })
+
+  it('reports a session whose imported prefix changed as a conflict and leaves it as it was', async () => {
+    const { root, fixtures } = await v0Root()
+    const p = persistence()
+    await importV0({ from: root, persistence: p })
+    const fresh = fixtures.find((f) => f.header.id === FRESH_CONTINUABLE)!
+    const before = await p.inspect(SessionId(FRESH_CONTINUABLE))
+    // The harness log was rewritten: same id and header, one answer edited.
+    const edited = new V0Builder(T0 + 1000).childTurn(
+      1,
+      {
+        version: 2,
+        mode: 'continuable',
+        provider: 'inprocess',
+        label: 'researcher',
+        agentModel: 'deepseek-reasoner',
+        persona: 'terse',
+        toolFilter: { allow: ['read_file'] },
+      },
+      'Found something else.',
+    )
+    rmSync(fresh.path!)
+    await writeV0Log(root, fresh.header, edited.batches, { packChunks: false })
+    const appends = p.metrics.appends
+    const report = await importV0({ from: root, persistence: p })
+    expect(byId(report, FRESH_CONTINUABLE)).toMatchObject({ status: 'failed', reason: { code: 'IMPORT_V0_CONFLICT' } })
+    expect(byId(report, FRESH_CONTINUABLE).reason?.message).toMatch(/Event \d+ was imported earlier with other content/)
+    expect(report).toMatchObject({ unchanged: fixtures.length - 1, failed: 1 })
+    expect(p.metrics.appends).toBe(appends)
+    expect((await p.inspect(SessionId(FRESH_CONTINUABLE))).events).toEqual(before.events)
+
+    // A log that shrank, and another lifecycle under an imported id, are conflicts too.
+    rmSync(fresh.path!)
+    await writeV0Log(root, fresh.header, [edited.events.slice(0, 2)], { packChunks: false })
+    expect(byId(await importV0({ from: root, persistence: p }), FRESH_CONTINUABLE).reason?.message).toMatch(/now holds only 2/)
+    rmSync(fresh.path!)
+    await writeV0Log(root, { ...fresh.header, createdAt: T0 + 99 }, edited.batches, { packChunks: false })
+    expect(byId(await importV0({ from: root, persistence: p }), FRESH_CONTINUABLE).reason).toMatchObject({
+      code: 'IMPORT_V0_CONFLICT',
+      message: expect.stringMatching(/createdAt/),
+    })
+  })
+
+  it('reports per-session faults with typed reasons and imports everything else, torn tails included', async () => {
+    const { root, fixtures } = await v0Root()
+    const mk = async (
+      id: string,
+      batches = new V0Builder().turn(1, 'q', 'an answer of some length').turn(2, 'q2', 'a second answer').batches,
+    ) => writeV0Log(root, { id, createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, batches, { packChunks: false })
+    const torn = await mk('torn')
+    truncateSync(torn, statSync(torn).size - 3)
+    const checksum = await mk('checksum')
+    flipByte(checksum, -1)
+    const foreign = await mk('foreign')
+    writeFileSync(foreign, Buffer.from('\x1f\x8b\x08\x00 definitely not zstd'))
+    const plain = new V0Builder().turn(1, 'q', 'answer')
+    const badJson = v0LogPath(root, 'bad-json', '/srv/faults', 'none')
+    await writeV0Log(root, { id: 'bad-json', createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, plain.batches, {
+      compression: 'none',
+    })
+    const lines = readFileSync(badJson, 'utf8').split('\n')
+    lines[3] = '{"type":"step/start","seq":'
+    writeFileSync(badJson, lines.join('\n'))
+    const gap = new V0Builder().turn(1, 'q', 'answer')
+    const gapEvents = gap.events.map((e, i) => (i >= 4 ? { ...e, seq: e.seq + 1 } : e))
+    await writeV0Log(root, { id: 'gap', createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, [gapEvents], { packChunks: false })
+    // Two logs claiming one id (the second in another project directory).
+    await mk('twin')
+    await writeV0Log(root, { id: 'twin', createdAt: T0, cwd: '/srv/other', delegationDepth: 0 }, [], {})
+
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p })
+    const reasons = Object.fromEntries(
+      report.sessions
+        .filter((s) => s.status === 'failed')
+        .map((s) => [`${s.id}@${s.path.includes('other') ? 'other' : 'faults'}`, s.reason?.code]),
+    )
+    expect(reasons).toEqual({
+      'checksum@faults': 'IMPORT_V0_CHECKSUM_MISMATCH',
+      'foreign@faults': 'IMPORT_V0_FOREIGN_MAGIC',
+      'bad-json@faults': 'IMPORT_V0_BAD_JSON',
+      'gap@faults': 'IMPORT_V0_SEQ_GAP',
+      'twin@faults': 'IMPORT_V0_DUPLICATE_ID',
+      'twin@other': 'IMPORT_V0_DUPLICATE_ID',
+    })
+    expect(report).toMatchObject({ imported: fixtures.length + 1, failed: 6 })
+    const tornResult = byId(report, 'torn')
+    expect(tornResult.status).toBe('imported')
+    expect(tornResult.tornBytes).toBeGreaterThan(0)
+    expect(tornResult.events).toBeGreaterThan(0)
+    expect((await p.inspect(SessionId('torn'))).events).toHaveLength(tornResult.events)
+    for (const id of ['checksum', 'foreign', 'bad-json', 'gap', 'twin']) expect(await p.stat(SessionId(id))).toBeUndefined()
+  })
+
+  it('writes nothing in a dry run and stops with CANCELLED when aborted', async () => {
+    const { root, fixtures } = await v0Root()
+    const p = persistence()
+    const dry = await importV0({ from: root, persistence: p, dryRun: true })
+    expect(dry).toMatchObject({ dryRun: true, imported: fixtures.length, appends: 0 })
+    expect(byId(dry, PARENT).appended).toBe(fixtures[0]!.builder.events.length)
+    expect(await p.list()).toEqual([])
+    expect(p.metrics.appends).toBe(0)
+    const controller = new AbortController()
+    controller.abort()
+    await expect(importV0({ from: root, persistence: p, signal: controller.signal })).rejects.toMatchObject({ code: 'CANCELLED' })
+    await expect(importV0({ from: join(root, 'missing'), persistence: p })).rejects.toMatchObject({ code: 'IMPORT_V0_ROOT_INVALID' })
+  })
+
+  it('imports in append batches, the first batch of a fork holding its whole inherited prefix', async () => {
+    const { root } = await v0Root()
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p, batchEvents: 5 })
+    expect(report.failed).toBe(0)
+    const fork = byId(report, FORKED_ONE_SHOT)
+    const parent = byId(report, PARENT)
+    expect(report.appends).toBeGreaterThan(report.sessions.length)
+    expect((await p.inspect(SessionId(FORKED_ONE_SHOT))).events).toHaveLength(fork.events)
+    expect((await p.inspect(SessionId(PARENT))).events).toHaveLength(parent.events)
+    expect(byId(report, CORRUPT_DESCRIPTOR).status).toBe('imported')
+    expect(CWD).toBeTruthy()
+  })
+})
