@@ -55,7 +55,7 @@ export const subagentInputSchema = z
       .exactOptional()
       .describe('Limit the tools the subagent may call.'),
     outputSchema: z
-      .record(z.string(), z.json())
+      .record(z.string(), z.unknown())
       .exactOptional()
       .describe('One-shot only: a JSON Schema its final message must match (as JSON). A mismatch is reported as an error in the result.'),
   })
@@ -124,7 +124,8 @@ export function createSubagentTool(control: SubagentControl) {
         ...(input.persona === undefined ? {} : { persona: input.persona }),
         ...(input.model === undefined ? {} : { model: input.model }),
         ...(input.tools === undefined ? {} : { toolFilter: input.tools }),
-        ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema }),
+        // Tool input arrives as parsed JSON, so the schema is lossless JSON; the runtime re-checks it strictly.
+        ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema as NonNullable<SubagentSettings['outputSchema']> }),
       }
       const handle = control.spawn(callerOf(SUBAGENT_TOOL_NAME, context), {
         mode,

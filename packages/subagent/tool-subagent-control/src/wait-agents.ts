@@ -27,25 +27,20 @@ export interface WaitAgentsResult extends ToolResult {
   readonly agents: readonly WaitEntry[]
 }
 
+/** One line per agent (a settled one adds its final message, indented, below). */
 export function renderWaitAgents(agents: readonly WaitEntry[]): string {
-  return agents
-    .map((agent) => {
-      switch (agent.state) {
-        case 'running':
-          return `${agent.id}  running${agent.queued > 0 ? ` (${agent.queued} queued)` : ''}  (not finished before the timeout)`
-        case 'closed':
-          return `${agent.id}  closed`
-        case 'not-found':
-          return `${agent.id}  not found (no such subagent)`
-        case 'settled': {
-          const head = `${agent.id}  ${agent.reason ?? 'settled'}`
-          const error = agent.error === undefined ? '' : `\n  error: ${agent.error}`
-          const text = agent.text === undefined ? '\n  (no final message)' : `\n  ${agent.text.replaceAll('\n', '\n  ')}`
-          return `${head}${error}${text}`
-        }
-      }
-    })
-    .join('\n')
+  return agents.map(renderWaitEntry).join('\n')
+}
+
+function renderWaitEntry(agent: WaitEntry): string {
+  if (agent.state === 'running')
+    return `${agent.id}  running${agent.queued > 0 ? ` (${agent.queued} queued)` : ''}  (not finished before the timeout)`
+  if (agent.state === 'closed') return `${agent.id}  closed`
+  if (agent.state === 'not-found') return `${agent.id}  not found (no such subagent)`
+  const head = `${agent.id}  ${agent.reason ?? 'settled'}`
+  const error = agent.error === undefined ? '' : `\n  error: ${agent.error}`
+  const text = agent.text === undefined ? '\n  (no final message)' : `\n  ${agent.text.replaceAll('\n', '\n  ')}`
+  return `${head}${error}${text}`
 }
 
 /** The `wait_agents` tool: wait for children to settle, with a timeout. */
