@@ -1,1 +1,7 @@
-export {}
+export type { PostgresProjectionCache, PostgresProjectionCacheOptions } from './cache.js'
+export { createPostgresProjectionCache } from './cache.js'
+export type { PostgresProjectionCacheErrorCode } from './errors.js'
+export { PostgresProjectionCacheError } from './errors.js'
+export type { PostgresProjectionCachePluginOptions } from './plugin.js'
+export { postgresProjectionCachePlugin } from './plugin.js'
+export { CACHE_CHANNEL, CACHE_COMPONENT, CACHE_MIGRATIONS, migrateCache } from './schema.js'

@@ -1,0 +1,53 @@
+import { consoleLogger, definePlugin } from '@dsh/context'
+import type { CheckpointThrottle } from '@dsh/session-projection-cache'
+import type pg from 'pg'
+import { createPostgresProjectionCache, type PostgresProjectionCache } from './cache.js'
+import { CheckpointScheduler } from './scheduler.js'
+
+export interface PostgresProjectionCachePluginOptions {
+  /** The pool shared with the PostgreSQL persistence. */
+  readonly pool: pg.Pool
+  /** Background write cadence between the mandatory writes. */
+  readonly throttle?: CheckpointThrottle
+  readonly migrate?: boolean
+}
+
+/**
+ * Provides service `sessionProjectionCache` on PostgreSQL and schedules its
+ * writes. On dispose it writes the final checkpoints of live sessions, then
+ * closes (activate it after persistence, so its disposer runs first).
+ */
+export const postgresProjectionCachePlugin = (options: PostgresProjectionCachePluginOptions) =>
+  definePlugin({
+    name: 'sessionProjectionCache (postgres)',
+    inject: { required: ['sessions', 'sessionProjections'] },
+    async activate(ctx) {
+      const cache: PostgresProjectionCache = await createPostgresProjectionCache({
+        pool: options.pool,
+        projections: ctx.sessionProjections,
+        sessions: ctx.sessions,
+        logger: () => ctx.get('logger') ?? consoleLogger,
+        ...(options.migrate === undefined ? {} : { migrate: options.migrate }),
+      })
+      let scheduler: CheckpointScheduler
+      try {
+        scheduler = new CheckpointScheduler({
+          ctx,
+          cache,
+          projections: ctx.sessionProjections,
+          sessions: ctx.sessions,
+          throttle: options.throttle,
+        })
+      } catch (error) {
+        cache.close()
+        throw error
+      }
+      const withdraw = ctx.provide('sessionProjectionCache', cache)
+      ctx.onDispose(async () => {
+        await scheduler.close()
+        await cache.idle()
+        withdraw()
+        cache.close()
+      })
+    },
+  })

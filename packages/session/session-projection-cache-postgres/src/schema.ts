@@ -1,0 +1,47 @@
+import { applyMigrations, type Migration, type MigrationReport } from '@dsh/session-persistence-postgres'
+import type pg from 'pg'
+
+export const CACHE_COMPONENT = 'projection-cache'
+
+/** Announces committed checkpoint writes to every host's mirror. */
+export const CACHE_CHANNEL = 'dsh_projection_cache'
+
+/**
+ * One row per (session, unit key). The lifecycle identity (the header witness
+ * fields, `checkpointIdentity`) and the exact cut sit beside each row; a
+ * lookup hits only when both match and the unit's `stateVersion` does. Rows
+ * are derived data, keyed by the id's SHA-256 and not tied to the session
+ * tables, so a cache row can never block or survive into a write of the log.
+ * `xid` (the writing transaction) lets mirrors follow the table exactly.
+ */
+export const CACHE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'checkpoint rows',
+    statements: [
+      `CREATE TABLE dsh_projection_checkpoints (
+        session_key bytea NOT NULL,
+        key text NOT NULL,
+        session_id bytea NOT NULL,
+        identity bytea NOT NULL,
+        inherited integer NOT NULL,
+        state_version integer NOT NULL,
+        seq integer NOT NULL,
+        failed boolean NOT NULL,
+        state text,
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        PRIMARY KEY (session_key, key)
+      )`,
+      'CREATE INDEX dsh_projection_checkpoints_xid ON dsh_projection_checkpoints (xid)',
+      // Any update (ours, an operator's) re-stamps the row, so every mirror sees it.
+      `CREATE FUNCTION dsh_projection_checkpoints_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN NEW.xid := pg_current_xact_id(); RETURN NEW; END $$`,
+      `CREATE TRIGGER dsh_projection_checkpoints_stamp BEFORE UPDATE ON dsh_projection_checkpoints
+       FOR EACH ROW EXECUTE FUNCTION dsh_projection_checkpoints_stamp()`,
+    ],
+  },
+]
+
+export function migrateCache(pool: pg.Pool): Promise<MigrationReport> {
+  return applyMigrations(pool, CACHE_COMPONENT, CACHE_MIGRATIONS)
+}

@@ -1,0 +1,152 @@
+import { SessionLogOffset } from '@dsh/session'
+import { afterEach, describe, expect, it } from 'vitest'
+import { freshDatabase } from './db.js'
+import { host, messagesUnit, turn, turnsUnit } from './helpers.js'
+
+const cleanups: Array<() => unknown> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+async function setup(options: Omit<Parameters<typeof host>[0], 'pool'> = {}) {
+  const db = await freshDatabase()
+  cleanups.push(() => db.end())
+  const h = await host({ pool: db.pool, ...options })
+  cleanups.push(() => h.ctx.dispose())
+  return { ...h, db }
+}
+
+const KEYS = ['messages', 'turns'] as const
+
+describe('postgres cachedSnapshot', () => {
+  it('hits after the mandatory turn/end write with exactly the live values, on this host and on another', async () => {
+    const { sessions, projections, cache, db } = await setup()
+    const other = await host({ pool: db.pool, idPrefix: 'o' })
+    cleanups.push(() => other.ctx.dispose())
+    const session = sessions.create()
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toBeUndefined()
+    turn(session, 1, 'hello')
+    await cache.idle()
+    expect(cache.metrics.writes).toBe(1)
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
+    // The other host's mirror follows the table (on NOTIFY by itself; refresh() makes it deterministic here).
+    await other.cache.refresh()
+    expect(other.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
+  })
+
+  it('misses on another lifecycle of the same id, another cut, another stateVersion and an unregistered key', async () => {
+    const { sessions, cache, db, ctx } = await setup()
+    const session = sessions.create({ id: 'same' })
+    turn(session, 1, 'first life')
+    await cache.idle()
+    const { header } = session
+    expect(cache.cachedSnapshot(header, SessionLogOffset(0), KEYS)).toBeDefined()
+    expect(cache.cachedSnapshot({ ...header, createdAt: header.createdAt + 1 }, SessionLogOffset(0), KEYS)).toBeUndefined()
+    expect(cache.cachedSnapshot(header, SessionLogOffset(1), KEYS)).toBeUndefined()
+    expect(cache.cachedSnapshot({ ...header, id: 'other' as never }, SessionLogOffset(0), KEYS)).toBeUndefined()
+    expect(cache.cachedSnapshot(header, SessionLogOffset(0), ['brittle' as never])).toBeUndefined()
+    await ctx.dispose()
+    // Another host where `turns` is at another stateVersion: its rows are ignored.
+    const next = await host({ pool: db.pool, units: [messagesUnit, { ...turnsUnit, stateVersion: 3 }] })
+    cleanups.push(() => next.ctx.dispose())
+    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), ['messages'])).toEqual({ messages: { n: 1, last: 'first life' } })
+    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), ['turns'])).toBeUndefined()
+    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), KEYS)).toBeUndefined()
+  })
+
+  it('keeps one checkpoint per session: a new lifecycle of the id replaces the old rows; the last write wins', async () => {
+    const { sessions, cache, db } = await setup()
+    const first = sessions.create({ id: 'x', createdAt: 1 })
+    turn(first, 1, 'old')
+    turn(first, 2, 'older')
+    await sessions.dispose('x')
+    const second = sessions.create({ id: 'x', createdAt: 2 })
+    turn(second, 1, 'new')
+    await cache.idle()
+    expect(cache.cachedSnapshot(first.header, SessionLogOffset(0), KEYS)).toBeUndefined()
+    expect(cache.cachedSnapshot(second.header, SessionLogOffset(0), KEYS)).toEqual({ messages: { n: 1, last: 'new' }, turns: 1 })
+    const { rows } = await db.pool.query('SELECT key FROM dsh_projection_checkpoints ORDER BY key')
+    expect(rows.map((r) => r.key)).toEqual(['messages', 'turns'])
+  })
+
+  it('serves a seeded child by its exact cut', async () => {
+    const { sessions, projections, cache } = await setup()
+    const parent = sessions.create()
+    turn(parent, 1, 'p')
+    const child = sessions.fork(parent)
+    turn(child, 2, 'c')
+    await cache.idle()
+    expect(cache.cachedSnapshot(child.header, SessionLogOffset(4), KEYS)).toEqual(projections.snapshot(child))
+    expect(cache.cachedSnapshot(child.header, SessionLogOffset(0), KEYS)).toBeUndefined()
+  })
+
+  it('throws SESSION_PROJECTION_CACHE_POISONED on a row that is not JSON or fails the schema; a tampered identity misses', async () => {
+    const { sessions, cache, db } = await setup()
+    const session = sessions.create()
+    turn(session, 1, 'hi')
+    await cache.idle()
+    const { rows } = await db.pool.query<{ seq: number; state: string }>(
+      "SELECT seq, state FROM dsh_projection_checkpoints WHERE key = 'messages'",
+    )
+    expect(rows).toEqual([{ seq: 3, state: '{"n":1,"last":"hi"}' }])
+    for (const state of ['{not json', '{"n":-4,"last":7}', '[]']) {
+      await db.pool.query("UPDATE dsh_projection_checkpoints SET state = $1 WHERE key = 'messages'", [state])
+      await cache.refresh()
+      expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(
+        expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }),
+      )
+    }
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
+    await db.pool.query("UPDATE dsh_projection_checkpoints SET state = $1, identity = identity || 'x'::bytea WHERE key = 'messages'", [
+      '{"n":1,"last":"hi"}',
+    ])
+    await cache.refresh()
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()
+  })
+
+  it('fails softly when the flush fails: no row, a warning, failedWrites counted', async () => {
+    const { sessions, cache, warnings, db } = await setup({
+      onFlush: () => {
+        throw new Error('disk full')
+      },
+    })
+    const session = sessions.create()
+    turn(session, 1, 'a')
+    await cache.idle()
+    expect(cache.metrics).toMatchObject({ writes: 0, failedWrites: 1 })
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toBeUndefined()
+    expect(warnings.some((w) => /checkpoint of session 's1' failed/.test(w.message))).toBe(true)
+    expect((await db.pool.query('SELECT count(*)::int AS n FROM dsh_projection_checkpoints')).rows[0].n).toBe(0)
+  })
+
+  it('never ahead of the log: over the whole PostgreSQL stack, every row seq is below the durable next offset', async () => {
+    const { sessions, cache, db, ctx } = await setup({ persist: true, throttle: { events: 3, ms: Infinity } })
+    const persistence = ctx.require('sessionPersistence')
+    const live = Array.from({ length: 4 }, () => sessions.create())
+    for (let round = 1; round <= 5; round++) for (const session of live) turn(session, round, `r${round}`)
+    await cache.idle()
+    const { rows } = await db.pool.query<{ session_id: Buffer; seq: number }>('SELECT session_id, seq FROM dsh_projection_checkpoints')
+    expect(rows.length).toBe(8)
+    for (const row of rows) {
+      const revision = await persistence.stat(row.session_id.toString('utf8') as never)
+      const durable = Number(revision!.split('.')[1])
+      expect(row.seq).toBeLessThan(durable)
+    }
+  })
+
+  it('a table emptied or dropped changes only cost: lookups miss, writes fail softly, nothing throws', async () => {
+    const { sessions, cache, db } = await setup()
+    const session = sessions.create()
+    turn(session, 1, 'a')
+    await cache.idle()
+    await db.pool.query('DELETE FROM dsh_projection_checkpoints')
+    await cache.refresh()
+    // A deleted row is not seen by the refresh (it reads committed rows); the mirror lags, which is a correct checkpoint still.
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual({ messages: { n: 1, last: 'a' }, turns: 1 })
+    await db.pool.query('DROP TABLE dsh_projection_checkpoints')
+    turn(session, 2, 'b')
+    await cache.idle()
+    expect(cache.metrics.failedWrites).toBe(1)
+  })
+})
