@@ -238,8 +238,7 @@ class PgProjectionCache implements PostgresProjectionCache {
       return this.#failed(session, error)
     }
     // Write-through: this host sees its own write at once.
-    let mirrored = this.#mirror.get(session.id)
-    if (mirrored === undefined) this.#mirror.set(session.id, (mirrored = new Map()))
+    const mirrored = this.#mirrorOf(session.id)
     for (const [key, row] of mirrored)
       if ((row.identity !== identity || row.inherited !== session.inheritedEventCount) && !rows.some((r) => r.key === key))
         mirrored.delete(key)
@@ -309,9 +308,7 @@ class PgProjectionCache implements PostgresProjectionCache {
       await client.query('COMMIT')
       for (const row of rows) {
         const id = row.session_id.toString('utf8')
-        let mirrored = this.#mirror.get(id)
-        if (mirrored === undefined) this.#mirror.set(id, (mirrored = new Map()))
-        mirrored.set(row.key, {
+        this.#mirrorOf(id).set(row.key, {
           identity: row.identity.toString('utf8'),
           inherited: row.inherited,
           stateVersion: row.state_version,
@@ -383,6 +380,15 @@ class PgProjectionCache implements PostgresProjectionCache {
     this.#listener = undefined
     listener?.release(true)
     this.#mirror.clear()
+  }
+
+  #mirrorOf(id: string): Map<string, MirrorRow> {
+    let mirrored = this.#mirror.get(id)
+    if (mirrored === undefined) {
+      mirrored = new Map()
+      this.#mirror.set(id, mirrored)
+    }
+    return mirrored
   }
 
   #failed(session: Session, error: unknown): false {

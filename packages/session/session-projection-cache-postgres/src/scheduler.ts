@@ -62,8 +62,10 @@ export class CheckpointScheduler {
   #observe(session: Session, event: SessionEvent): void {
     if (this.#closed) return
     let track = this.#tracks.get(session)
-    if (track === undefined)
-      this.#tracks.set(session, (track = { sinceWrite: 0, dirty: false, timer: undefined, inflight: undefined, again: false }))
+    if (track === undefined) {
+      track = { sinceWrite: 0, dirty: false, timer: undefined, inflight: undefined, again: false }
+      this.#tracks.set(session, track)
+    }
     track.sinceWrite++
     track.dirty = true
     if (event.type === 'turn/end' || track.sinceWrite >= this.#throttle.events) {
