@@ -1,21 +1,18 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import type { AuthMode as ProtocolAuthMode } from '@dsh/protocol'
 import { ApiError } from './errors.js'
-import type { QueryParams } from './request.js'
 
-/** How a route accepts the token. */
-export type AuthMode =
-  /** Static assets that hold no data. */
-  | 'public'
-  /** `Authorization: Bearer <token>` only. */
-  | 'header'
-  /** The header, or `?token=` for callers that cannot set headers (a page load, `EventSource`). */
-  | 'header-or-query'
+/** How a route accepts the token: the API routes' modes (`@dsh/protocol`), plus `public` for the page's static assets that hold no data. */
+export type AuthMode = ProtocolAuthMode | 'public'
 
 /** Compares tokens in constant time (over fixed-length digests, so the length does not leak either). */
 export function createTokenCheck(token: string): (candidate: string) => boolean {
   if (token.length < 16) {
-    throw new ApiError('API_INVALID_OPTIONS', 'The API token must be at least 16 characters; generate one with crypto.randomBytes(32).toString("base64url").')
+    throw new ApiError(
+      'API_INVALID_OPTIONS',
+      'The API token must be at least 16 characters; generate one with crypto.randomBytes(32).toString("base64url").',
+    )
   }
   const expected = digest(token)
   return (candidate) => timingSafeEqual(digest(candidate), expected)
@@ -26,7 +23,12 @@ function digest(text: string): Buffer {
 }
 
 /** Throws `API_UNAUTHORIZED` unless the request carries the token in a way `mode` accepts. */
-export function authenticate(req: IncomingMessage, query: QueryParams, mode: AuthMode, check: (candidate: string) => boolean): void {
+export function authenticate(
+  req: IncomingMessage,
+  query: Readonly<Record<string, string>>,
+  mode: AuthMode,
+  check: (candidate: string) => boolean,
+): void {
   if (mode === 'public') return
   const header = req.headers.authorization
   if (header !== undefined) {
@@ -34,8 +36,9 @@ export function authenticate(req: IncomingMessage, query: QueryParams, mode: Aut
     if (match?.[1] !== undefined && check(match[1])) return
     throw unauthorized('The Authorization header does not carry the right bearer token.')
   }
-  if (mode === 'header-or-query' && query.has('token')) {
-    if (check(query.string('token') ?? '')) return
+  const token = query.token
+  if (mode === 'header-or-query' && token !== undefined) {
+    if (check(token)) return
     throw unauthorized('The token query parameter is wrong.')
   }
   throw unauthorized(

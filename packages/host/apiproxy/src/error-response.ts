@@ -1,6 +1,6 @@
 import { isDshError } from '@dsh/context'
+import type { ErrorBody } from '@dsh/protocol'
 import { ApiError } from './errors.js'
-import type { ErrorBody } from './schemas.js'
 
 // Service codes the API passes through unchanged, with the status they mean
 // on the wire. Codes not listed fall back to their suffix (below).
@@ -11,11 +11,15 @@ const SERVICE_STATUS: Readonly<Record<string, number>> = {
   SESSION_QUERY_STALE_CURSOR: 409,
   SESSION_QUERY_CORRUPT_SESSION: 422,
   SESSION_QUERY_PERSISTENCE_FAILED: 503,
+  SESSION_QUERY_INDEX_FAILED: 503,
+  SESSION_QUERY_CLOSED: 503,
   SESSION_INVALID_ID: 400,
   CONTEXT_SERVICE_UNAVAILABLE: 503,
   // The caller went away; nobody reads this status, but logs should not call it a server fault.
   CANCELLED: 499,
 }
+
+const BUDGET_CODE = /_(BUDGET|BUDGET_EXCEEDED|TIMEOUT|TIMED_OUT|BUSY|OVERLOADED)$/
 
 const SUFFIX_STATUS: ReadonlyArray<readonly [RegExp, number]> = [
   [/_NOT_FOUND$/, 404],
@@ -23,6 +27,8 @@ const SUFFIX_STATUS: ReadonlyArray<readonly [RegExp, number]> = [
   [/_(UNAUTHORIZED|FORBIDDEN|NOT_RESUMABLE)$/, 403],
   [/_(CONFLICT|LOCKED)$/, 409],
   [/_CORRUPT(_[A-Z]+)*$/, 422],
+  // A statement that ran out of its time budget, or a backend too busy to start one: the request may succeed later.
+  [BUDGET_CODE, 503],
   [/_UNAVAILABLE$/, 503],
 ]
 
@@ -32,24 +38,53 @@ const EXPECTED_REFUSALS: ReadonlySet<string> = new Set(['API_SEARCH_UNAVAILABLE'
 export interface ErrorResponse {
   readonly status: number
   readonly body: ErrorBody
-  /** True for faults the host should log (anything that is not the caller's mistake). */
+  /** True for faults the host should log as errors (anything that is not the caller's mistake). */
   readonly serverFault: boolean
+  /** True when the wire message is a fixed one and the original (with its details) belongs in the server log. */
+  readonly redacted: boolean
 }
 
 /**
  * Turns anything thrown by a handler into a typed `{ code, message }` answer.
- * dsh errors keep their code and message (they are written for people);
- * anything else becomes `API_INTERNAL` without internals in the message.
+ * The host's own messages are written for callers. A service error of a
+ * caller's mistake (4xx) keeps its message, built from the request. A damaged
+ * entry (422) or a failing backend (5xx) keeps its code, but its message is
+ * replaced by a fixed one: those messages name files, byte offsets and errno
+ * codes, which stay in the server log. Anything else is `API_INTERNAL`.
  */
 export function toErrorResponse(error: unknown): ErrorResponse {
-  if (error instanceof ApiError) return { status: error.status, body: error.toJSON(), serverFault: error.status >= 500 && !EXPECTED_REFUSALS.has(error.code) }
+  if (error instanceof ApiError) {
+    return {
+      status: error.status,
+      body: error.toJSON(),
+      serverFault: error.status >= 500 && !EXPECTED_REFUSALS.has(error.code),
+      redacted: false,
+    }
+  }
   if (isDshError(error)) {
     const status = SERVICE_STATUS[error.code] ?? SUFFIX_STATUS.find(([pattern]) => pattern.test(error.code))?.[1] ?? 500
-    return { status, body: error.toJSON(), serverFault: status >= 500 }
+    if (status < 500 && status !== 422)
+      return { status, body: { code: error.code, message: error.message }, serverFault: false, redacted: false }
+    return {
+      status,
+      body: { code: error.code, message: fixedMessage(status, error.code, error.details?.id) },
+      serverFault: status >= 500,
+      redacted: true,
+    }
   }
   return {
     status: 500,
     body: { code: 'API_INTERNAL', message: 'The host failed to answer this request; its log has the details.' },
     serverFault: true,
+    redacted: true,
   }
+}
+
+function fixedMessage(status: number, code: string, id: unknown): string {
+  if (BUDGET_CODE.test(code))
+    return 'The query ran out of the time this host gives one request; ask for less (fewer or rarer search words, a smaller page) or retry later.'
+  const session = typeof id === 'string' ? `Session '${id}'` : 'A session this request needs'
+  if (status === 422) return `${session} is damaged and cannot be served; the host's log names the fault, and 'dsh verify' reports it.`
+  if (status === 503) return "The host's storage or index could not answer this request now; retry later. The host's log has the details."
+  return "The host failed to answer this request; the host's log has the details."
 }

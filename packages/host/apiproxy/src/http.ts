@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { ApiError } from './errors.js'
 import type { ErrorResponse } from './error-response.js'
+import { ApiError } from './errors.js'
 
 /** Headers on every answer: nothing is cacheable, nothing is sniffed, nothing is framed. */
 export const BASE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
@@ -52,5 +52,8 @@ export async function drainBody(req: IncomingMessage, maxBytes: number): Promise
 }
 
 function tooLarge(maxBytes: number): ApiError {
-  return new ApiError('API_PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBytes} bytes. This API takes no request bodies; send parameters in the query.`)
+  return new ApiError(
+    'API_PAYLOAD_TOO_LARGE',
+    `The request body is larger than ${maxBytes} bytes. This API takes no request bodies; send parameters in the query.`,
+  )
 }

@@ -1,19 +1,15 @@
 import { ApiError } from './errors.js'
 
-/** Request size and parameter limits; every field has a default. */
+/**
+ * Transport limits of one server; every field has a default. Limits on what a
+ * request may ask for (page sizes, id and search lengths, search terms) are
+ * not here: they are the shared protocol limits of `@dsh/protocol`.
+ */
 export interface ApiLimits {
   /** Longest accepted request target (path + query), in bytes as sent. Longer → 414. */
   readonly maxUrlLength: number
-  /** Longest id after percent-decoding, in UTF-16 code units. */
-  readonly maxIdLength: number
-  /** Longest query parameter value after decoding (ids have their own limit). */
-  readonly maxParamLength: number
   /** Largest request body accepted; the API takes no bodies, so anything above this is refused with 413. */
   readonly maxBodyBytes: number
-  /** Largest page a caller may ask for (`limit`). */
-  readonly maxPageSize: number
-  /** Page size when the caller gives no `limit`. */
-  readonly defaultPageSize: number
   /** Concurrent SSE streams per server. */
   readonly maxStreams: number
   /** Bytes an SSE stream may have queued unread before it is closed. */
@@ -24,11 +20,7 @@ export interface ApiLimits {
 
 export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
   maxUrlLength: 16 * 1024,
-  maxIdLength: 1024,
-  maxParamLength: 4096,
   maxBodyBytes: 64 * 1024,
-  maxPageSize: 1000,
-  defaultPageSize: 100,
   maxStreams: 64,
   maxStreamBacklogBytes: 1024 * 1024,
   heartbeatMs: 15_000,
@@ -36,14 +28,18 @@ export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
 
 /** Fills in defaults and refuses nonsensical limits early, at server creation. */
 export function resolveLimits(overrides: Partial<ApiLimits> = {}): ApiLimits {
-  const limits = { ...DEFAULT_LIMITS, ...overrides }
-  for (const [name, value] of Object.entries(limits)) {
-    if (!Number.isSafeInteger(value) || value < 1) {
-      throw new ApiError('API_INVALID_OPTIONS', `limits.${name} must be a positive integer, got ${String(value)}.`)
+  for (const name of Object.keys(overrides)) {
+    if (!Object.hasOwn(DEFAULT_LIMITS, name)) {
+      throw new ApiError(
+        'API_INVALID_OPTIONS',
+        `limits.${name} is not a limit of this server (page sizes and search bounds are the shared protocol limits of @dsh/protocol).`,
+      )
     }
   }
-  if (limits.defaultPageSize > limits.maxPageSize) {
-    throw new ApiError('API_INVALID_OPTIONS', `limits.defaultPageSize (${limits.defaultPageSize}) must not exceed limits.maxPageSize (${limits.maxPageSize}).`)
+  const limits = { ...DEFAULT_LIMITS, ...overrides }
+  for (const [name, value] of Object.entries(limits)) {
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new ApiError('API_INVALID_OPTIONS', `limits.${name} must be a positive integer, got ${String(value)}.`)
   }
   return Object.freeze(limits)
 }

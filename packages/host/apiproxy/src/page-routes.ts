@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs'
+import type { AuthMode } from './auth.js'
+import { ApiError } from './errors.js'
 import { BASE_HEADERS } from './http.js'
 import type { Route } from './route.js'
 
@@ -8,8 +10,10 @@ const webDir = new URL('../src/web/', import.meta.url)
 const cache = new Map<string, Buffer>()
 
 function asset(name: string): Buffer {
-  let body = cache.get(name)
-  if (!body) cache.set(name, (body = readFileSync(new URL(name, webDir))))
+  const cached = cache.get(name)
+  if (cached) return cached
+  const body = readFileSync(new URL(name, webDir))
+  cache.set(name, body)
   return body
 }
 
@@ -17,12 +21,14 @@ function asset(name: string): Buffer {
 const CONTENT_SECURITY_POLICY =
   "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-function staticRoute(path: readonly string[], file: string, contentType: string, auth: Route['auth']): Route {
+function staticRoute(path: string, file: string, contentType: string, auth: AuthMode): Route {
   return {
     path,
     auth,
-    query: [],
-    handle({ res }) {
+    async serve({ res }, _captures, query) {
+      const unknown = Object.keys(query)[0]
+      if (unknown !== undefined)
+        throw new ApiError('API_BAD_REQUEST', `Unknown query parameter "${unknown.slice(0, 64)}"; this page takes none but the token.`)
       const body = asset(file)
       res.writeHead(200, {
         ...BASE_HEADERS,
@@ -40,7 +46,7 @@ function staticRoute(path: readonly string[], file: string, contentType: string,
  * API. Its script and stylesheet hold no data and are public.
  */
 export const pageRoutes: readonly Route[] = [
-  staticRoute([''], 'index.html', 'text/html; charset=utf-8', 'header-or-query'),
-  staticRoute(['app.js'], 'app.js', 'text/javascript; charset=utf-8', 'public'),
-  staticRoute(['app.css'], 'app.css', 'text/css; charset=utf-8', 'public'),
+  staticRoute('/', 'index.html', 'text/html; charset=utf-8', 'header-or-query'),
+  staticRoute('/app.js', 'app.js', 'text/javascript; charset=utf-8', 'public'),
+  staticRoute('/app.css', 'app.css', 'text/css; charset=utf-8', 'public'),
 ]

@@ -1,45 +1,79 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from '@dsh/context'
+import { type ApiRoute, matchPath, type RouteParams, type RouteQuery, type RouteResponse, readRequest } from '@dsh/protocol'
 import type { AuthMode } from './auth.js'
+import { ApiError } from './errors.js'
+import { sendJson } from './http.js'
 import type { ApiLimits } from './limits.js'
-import type { QueryParams } from './request.js'
 import type { ApiServices } from './services.js'
 import type { StreamHub } from './stream-hub.js'
 
-/** What a route handler gets: ids in `params` are already decoded and validated. */
-export interface RouteContext {
+/** What a handler gets: `params` and `query` are already read against the route's protocol schemas. */
+export interface RouteContext<P = Readonly<Record<string, never>>, Q = Readonly<Record<string, never>>> {
   readonly req: IncomingMessage
   readonly res: ServerResponse
-  readonly params: Readonly<Record<string, string>>
-  readonly query: QueryParams
+  readonly params: P
+  readonly query: Q
   /** Aborted when the caller goes away, so service reads stop with `CANCELLED`. */
   readonly signal: AbortSignal
   readonly services: ApiServices
   readonly limits: ApiLimits
   readonly streams: StreamHub
+  /** Where details that stay off the wire go. */
+  readonly logger: Logger
 }
 
+type BaseContext = Omit<RouteContext, 'params' | 'query'>
+
+/** A route the server dispatches: an API route of the protocol table, or a page asset. */
 export interface Route {
-  /** Path segments; `:name` segments capture an id. */
-  readonly path: readonly string[]
+  readonly path: string
   readonly auth: AuthMode
-  /** The query parameters the route accepts (`token` is added for query-token routes). */
-  readonly query: readonly string[]
-  handle(rc: RouteContext): Promise<void> | void
+  /** Reads decoded captures and query values (without `token`) and runs the handler; throws `API_BAD_REQUEST` on a value the route refuses. */
+  serve(base: BaseContext, captures: Readonly<Record<string, string>>, query: Readonly<Record<string, string>>): Promise<void>
 }
 
-/** Matches decoded segments against `routes`; returns the route and its raw (decoded) captures. */
-export function matchRoute(routes: readonly Route[], segments: readonly string[]): { route: Route; captures: Record<string, string> } | undefined {
+/** Matches decoded segments against `routes`. */
+export function findRoute(
+  routes: readonly Route[],
+  segments: readonly string[],
+): { route: Route; captures: Record<string, string> } | undefined {
   for (const route of routes) {
-    if (route.path.length !== segments.length) continue
-    const captures: Record<string, string> = {}
-    let matched = true
-    for (let i = 0; i < route.path.length && matched; i++) {
-      const pattern = route.path[i]!
-      const segment = segments[i]!
-      if (pattern.startsWith(':')) captures[pattern.slice(1)] = segment
-      else matched = pattern === segment
-    }
-    if (matched) return { route, captures }
+    const captures = matchPath(route, segments)
+    if (captures !== undefined) return { route, captures }
   }
   return undefined
+}
+
+function read<R extends ApiRoute>(route: R, captures: Readonly<Record<string, string>>, query: Readonly<Record<string, string>>) {
+  const reading = readRequest(route, captures, query)
+  if (!reading.ok) throw new ApiError('API_BAD_REQUEST', reading.message)
+  return reading
+}
+
+/** An API route answering JSON: the handler returns the typed body of `route.response`. */
+export function jsonRoute<R extends ApiRoute>(
+  route: R,
+  handle: (rc: RouteContext<RouteParams<R>, RouteQuery<R>>) => Promise<RouteResponse<R>>,
+): Route {
+  return {
+    path: route.path,
+    auth: route.auth,
+    async serve(base, captures, query) {
+      const { params, query: typed } = read(route, captures, query)
+      sendJson(base.res, 200, await handle({ ...base, params, query: typed }))
+    },
+  }
+}
+
+/** An API route that writes its own answer (the event stream). */
+export function streamingRoute<R extends ApiRoute>(route: R, handle: (rc: RouteContext<RouteParams<R>, RouteQuery<R>>) => void): Route {
+  return {
+    path: route.path,
+    auth: route.auth,
+    async serve(base, captures, query) {
+      const { params, query: typed } = read(route, captures, query)
+      handle({ ...base, params, query: typed })
+    },
+  }
 }

@@ -1,17 +1,18 @@
 import { setMaxListeners } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { Socket } from 'node:net'
-import { consoleLogger, type Context, type Logger } from '@dsh/context'
+import { isIP, type Socket } from 'node:net'
+import { type Context, consoleLogger, type Logger } from '@dsh/context'
 import { authenticate, createTokenCheck } from './auth.js'
 import { toErrorResponse } from './error-response.js'
 import { ApiError } from './errors.js'
+import { createHostCheck } from './host-check.js'
 import { drainBody, sendError } from './http.js'
-import { resolveLimits, type ApiLimits } from './limits.js'
+import { type ApiLimits, resolveLimits } from './limits.js'
 import { pageRoutes } from './page-routes.js'
-import { parseId, parseTarget } from './request.js'
-import { matchRoute, type Route } from './route.js'
+import { parseTarget } from './request.js'
+import { findRoute, type Route } from './route.js'
 import { searchRoute } from './search-route.js'
-import { resolveServices, type ApiEventSource, type ApiServices } from './services.js'
+import { type ApiEventSource, type ApiServices, resolveServices } from './services.js'
 import { historyRoute, listSessionsRoute } from './session-routes.js'
 import { StreamHub } from './stream-hub.js'
 import { streamRoute } from './stream-route.js'
@@ -26,21 +27,32 @@ export interface ApiHandlerOptions {
   /** The bearer token every data route requires (at least 16 characters). */
   readonly token: string
   readonly limits?: Partial<ApiLimits>
-  /** Where server faults are reported; defaults to the `logger` service, then the console. */
+  /** Where server faults and the details kept off the wire are reported; defaults to the `logger` service, then the console. */
   readonly logger?: Logger
+  /**
+   * Host names (besides 127.0.0.1, localhost, [::1] and the address a request
+   * arrived on) that requests may name in `Host`; any other gets 421.
+   */
+  readonly allowedHosts?: readonly string[]
 }
 
-export interface ApiServerOptions extends ApiHandlerOptions {
-  /** Interface to bind; default `127.0.0.1` (loopback only). */
+export interface ApiListenOptions {
+  /** Interface to bind; default `127.0.0.1` (loopback only). A host name must be one of the handler's `allowedHosts`. */
   readonly host?: string
   /** Port to bind; default 0 (any free port; read it from `url`). */
   readonly port?: number
 }
 
+export interface ApiServerOptions extends ApiHandlerOptions, ApiListenOptions {}
+
 /** A request listener for `node:http` plus the resources it holds. */
 export interface ApiHandler {
   (req: IncomingMessage, res: ServerResponse): void
   readonly limits: ApiLimits
+  /** The configured host names requests may address (the loopback names and IP literals of the bound address are always accepted). */
+  readonly allowedHosts: readonly string[]
+  /** The token the handler requires (for the page address a server prints). */
+  readonly token: string
   /** Ends every open event stream and stops listening to services. */
   close(): void
 }
@@ -52,69 +64,116 @@ export interface ApiServer {
   readonly pageUrl: string
   readonly host: string
   readonly port: number
-  /** Ends event streams, stops accepting connections and closes open ones. */
+  /** Stops accepting connections and closes open ones (and ends event streams). */
   close(): Promise<void>
 }
 
-const routes: readonly Route[] = [...pageRoutes, listSessionsRoute, historyRoute, subagentsRoute, childHistoryRoute, streamRoute, searchRoute]
+const routes: readonly Route[] = [
+  ...pageRoutes,
+  listSessionsRoute,
+  historyRoute,
+  subagentsRoute,
+  childHistoryRoute,
+  streamRoute,
+  searchRoute,
+]
 
-/** Builds the API's request listener over the given services (for mounting in an existing server). */
+/** Builds the API's request listener over the given services (for mounting in an existing server; `apiproxyPlugin` provides one as service `httpApi`). */
 export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
   const services = resolveServices(options.ctx, options.services)
   const limits = resolveLimits(options.limits)
   const check = createTokenCheck(options.token)
+  const allowedHosts = Object.freeze([...(options.allowedHosts ?? [])])
+  const checkHost = createHostCheck(allowedHosts)
   const logger = options.logger ?? options.ctx?.get('logger') ?? consoleLogger
   const streams = new StreamHub(services, options.events ?? options.ctx, limits, logger)
 
-  const respondError = (res: ServerResponse, error: unknown): void => {
+  const respondError = (req: IncomingMessage, res: ServerResponse, error: unknown): void => {
     const response = toErrorResponse(error)
-    if (response.serverFault) logger.error(`dsh apiproxy: request failed with ${response.body.code}.`, error)
+    if (response.serverFault) logger.error(`dsh apiproxy: ${req.method ?? 'GET'} request failed with ${response.body.code}.`, error)
+    else if (response.redacted)
+      logger.warn(`dsh apiproxy: ${req.method ?? 'GET'} request refused with ${response.body.code}; the answer carries no details.`, error)
     if (res.destroyed || res.writableEnded) return
     const headers: Record<string, string> = {}
     if (response.status === 401) headers['WWW-Authenticate'] = 'Bearer'
     if (response.status === 405) headers.Allow = 'GET'
     // The caller may still be sending a body we refused; do not read it, drop the connection after answering.
-    if (response.status === 413 || response.status === 414) headers.Connection = 'close'
+    if (response.status === 413 || response.status === 414 || response.status === 421) headers.Connection = 'close'
     sendError(res, response, headers)
   }
 
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // Before anything else: a request addressed to another name (DNS rebinding) reaches nothing.
+    checkHost(req)
     const controller = new AbortController()
     // One request may fan out into many concurrent reads (a catalog's cold children), each listening for the abort.
     setMaxListeners(256, controller.signal)
     res.on('close', () => controller.abort())
     const target = parseTarget(req.url ?? '', limits)
     await drainBody(req, limits.maxBodyBytes)
-    const match = matchRoute(routes, target.segments)
+    const match = findRoute(routes, target.segments)
     authenticate(req, target.query, match?.route.auth ?? 'header-or-query', check)
-    if (!match) throw new ApiError('API_NOT_FOUND', `No API route matches ${req.method ?? 'GET'} /${target.segments.map(encodeURIComponent).join('/')}.`)
-    if (req.method !== 'GET') throw new ApiError('API_METHOD_NOT_ALLOWED', `This route answers GET only, not ${req.method ?? 'an unknown method'}.`)
+    if (!match)
+      throw new ApiError(
+        'API_NOT_FOUND',
+        `No API route matches ${req.method ?? 'GET'} /${target.segments.map(encodeURIComponent).join('/')}.`,
+      )
+    if (req.method !== 'GET')
+      throw new ApiError('API_METHOD_NOT_ALLOWED', `This route answers GET only, not ${req.method ?? 'an unknown method'}.`)
     const { route, captures } = match
-    target.query.allowOnly(route.auth === 'header-or-query' ? [...route.query, 'token'] : route.query)
-    const params: Record<string, string> = {}
-    for (const [name, value] of Object.entries(captures)) params[name] = parseId(value, `path parameter "${name}"`, limits)
-    await route.handle({ req, res, params, query: target.query, signal: controller.signal, services, limits, streams })
+    const { token: _token, ...query } = target.query
+    await route.serve(
+      { req, res, signal: controller.signal, services, limits, streams, logger },
+      captures,
+      route.auth === 'header-or-query' ? query : target.query,
+    )
   }
 
   const handler = ((req: IncomingMessage, res: ServerResponse): void => {
-    serve(req, res).catch((error: unknown) => respondError(res, error))
+    serve(req, res).catch((error: unknown) => respondError(req, res, error))
   }) as ApiHandler
   Object.defineProperty(handler, 'limits', { value: limits })
+  Object.defineProperty(handler, 'allowedHosts', { value: allowedHosts })
+  Object.defineProperty(handler, 'token', { value: options.token })
   Object.defineProperty(handler, 'close', { value: () => streams.close() })
   return handler
 }
 
 /**
- * Starts the HTTP API and the catalog page on `node:http`. Binds 127.0.0.1 by
- * default; every data route requires the bearer token.
+ * Serves `handler` (e.g. `ctx.require('httpApi')` after `apiproxyPlugin`) on
+ * `node:http`: what `dsh serve` runs. Binds 127.0.0.1 by default. Closing the
+ * server leaves the handler to its owner (the plugin closes it on dispose).
+ */
+export async function listenApi(handler: ApiHandler, options: ApiListenOptions = {}): Promise<ApiServer> {
+  return listen(handler, options, () => {})
+}
+
+/**
+ * Starts the HTTP API and the catalog page on `node:http` over the given
+ * services: `createApiHandler` plus `listenApi`; closing the server also
+ * closes the handler. A host name in `host` is accepted in `Host` headers.
  */
 export async function createApiServer(options: ApiServerOptions): Promise<ApiServer> {
-  const handler = createApiHandler(options)
+  const named = options.host !== undefined && isIP(options.host) === 0 ? [options.host] : []
+  const handler = createApiHandler({ ...options, allowedHosts: [...(options.allowedHosts ?? []), ...named] })
+  try {
+    return await listen(handler, options, () => handler.close())
+  } catch (error) {
+    handler.close()
+    throw error
+  }
+}
+
+async function listen(handler: ApiHandler, options: ApiListenOptions, release: () => void): Promise<ApiServer> {
   const host = options.host ?? '127.0.0.1'
   const port = options.port ?? 0
-  if (!Number.isSafeInteger(port) || port < 0 || port > 65535) {
-    handler.close()
+  if (!Number.isSafeInteger(port) || port < 0 || port > 65535)
     throw new ApiError('API_INVALID_OPTIONS', `port must be an integer from 0 to 65535, got ${String(port)}.`)
+  if (isIP(host) === 0 && host !== 'localhost' && !handler.allowedHosts.includes(host)) {
+    throw new ApiError(
+      'API_INVALID_OPTIONS',
+      `host "${host}" is a name the handler does not accept in Host headers; add it to allowedHosts (apiproxyPlugin or createApiHandler options).`,
+    )
   }
   const server = createServer(
     {
@@ -132,7 +191,9 @@ export async function createApiServer(options: ApiServerOptions): Promise<ApiSer
       code: status === 431 ? 'API_HEADERS_TOO_LARGE' : 'API_BAD_REQUEST',
       message: status === 431 ? 'The request headers are too large.' : 'The request is not valid HTTP/1.1.',
     })
-    socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+    socket.end(
+      `HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    )
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
@@ -141,8 +202,7 @@ export async function createApiServer(options: ApiServerOptions): Promise<ApiSer
       resolve()
     })
   }).catch((error: unknown) => {
-    handler.close()
-    const reason = (error as NodeJS.ErrnoException).code ?? (error instanceof Error ? error.message : String(error))
+    const reason = (error as NodeJS.ErrnoException).code ?? 'an error'
     throw new ApiError('API_LISTEN_FAILED', `Cannot listen on ${host}:${port} (${reason}); choose another port or host.`, { cause: error })
   })
   const address = server.address()
@@ -151,12 +211,12 @@ export async function createApiServer(options: ApiServerOptions): Promise<ApiSer
   let closing: Promise<void> | undefined
   return {
     url,
-    pageUrl: `${url}/?token=${encodeURIComponent(options.token)}`,
+    pageUrl: `${url}/?token=${encodeURIComponent(handler.token)}`,
     host: address.address,
     port: address.port,
     close() {
       closing ??= new Promise<void>((resolve, reject) => {
-        handler.close()
+        release()
         server.close((error) => (error ? reject(error) : resolve()))
         server.closeAllConnections()
       })

@@ -1,4 +1,5 @@
 import type { Context } from '@dsh/context'
+import type { SubagentListEntryBody, SubagentListRung } from '@dsh/protocol'
 import type { SessionStore } from '@dsh/session'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionQuery } from '@dsh/session-query'
@@ -6,18 +7,13 @@ import type { SessionQuery } from '@dsh/session-query'
 import type {} from '@dsh/subagent'
 import { ApiError } from './errors.js'
 
-/** A catalog row as the subagent runtime returns it (the seed's `SubagentListEntry`). */
-export type SubagentCatalogRow =
-  | ({ readonly kind: 'child'; readonly id: string; readonly activity: 'running' | 'inactive'; readonly hasChildren: boolean } & (
-      | { readonly mode: 'one-shot'; readonly label?: string }
-      | { readonly mode: 'continuable'; readonly label: string }
-    ))
-  | { readonly kind: 'diagnostic'; readonly id: string; readonly reason: 'corrupt' | 'unsupported' | 'unavailable' }
+/** A catalog row as the subagent runtime returns it: the seed's `SubagentListEntry`, whose one declaration is `@dsh/protocol`'s. */
+export type SubagentCatalogRow = Readonly<SubagentListEntryBody>
 
 /** A catalog row with its place in the tree and the ladder rung that decided it. */
 export interface ExplainedCatalogRow {
   readonly row: SubagentCatalogRow
-  readonly rung: 1 | 2 | 3
+  readonly rung: SubagentListRung
   /** The session whose child the row is. */
   readonly parentId: string
   /** 1 for a direct child of the listed session, 2 for a grandchild, … */
@@ -59,5 +55,8 @@ export function resolveServices(ctx: Context | undefined, overrides: Partial<Api
 }
 
 function missing(service: string): ApiError {
-  return new ApiError('API_SERVICE_UNAVAILABLE', `The API server needs service '${service}': pass it in options.services or provide it on options.ctx before creating the server.`)
+  return new ApiError(
+    'API_SERVICE_UNAVAILABLE',
+    `The API server needs service '${service}': pass it in options.services or provide it on options.ctx before creating the server (or activate apiproxyPlugin, which fails at activation instead).`,
+  )
 }

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http'
+import type { StreamEventBody } from '@dsh/protocol'
 import { BASE_HEADERS } from './http.js'
 
 export interface SseOptions {
@@ -40,9 +41,9 @@ export class SseStream {
     return this.#closed
   }
 
-  /** Sends one event; `data` is serialized as a single JSON line. */
-  send(event: string, data: unknown): void {
-    this.#write(`id: ${this.#nextId++}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
+  /** Sends one protocol stream message; `data` is serialized as a single JSON line. */
+  send(message: StreamEventBody): void {
+    this.#write(`id: ${this.#nextId++}\nevent: ${message.event}\ndata: ${JSON.stringify(message.data)}\n\n`)
   }
 
   onClose(listener: () => void): void {

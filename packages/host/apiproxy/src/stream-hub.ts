@@ -1,9 +1,9 @@
 import type { Logger } from '@dsh/context'
+import type { StreamCatalogBody, StreamProjectionBody } from '@dsh/protocol'
 import type { Session, SessionHeader } from '@dsh/session'
 import type { ProjectionChange } from '@dsh/session-projection'
 import { ApiError } from './errors.js'
 import type { ApiLimits } from './limits.js'
-import type { StreamCatalogBody, StreamProjectionBody } from './schemas.js'
 import type { ApiEventSource, ApiServices } from './services.js'
 import type { SseStream } from './sse.js'
 
@@ -47,14 +47,17 @@ export class StreamHub {
   /** Registers `stream` for `sessionId`; refuses with `API_TOO_MANY_STREAMS` past the limit. */
   reserve(): void {
     if (this.#count >= this.#limits.maxStreams) {
-      throw new ApiError('API_TOO_MANY_STREAMS', `This host already serves ${this.#limits.maxStreams} event streams; close one (or raise limits.maxStreams) and retry.`)
+      throw new ApiError(
+        'API_TOO_MANY_STREAMS',
+        `This host already serves ${this.#limits.maxStreams} event streams; close one (or raise limits.maxStreams) and retry.`,
+      )
     }
   }
 
   add(sessionId: string, stream: SseStream): void {
     this.#start()
-    let set = this.#streams.get(sessionId)
-    if (!set) this.#streams.set(sessionId, (set = new Set()))
+    const set = this.#streams.get(sessionId) ?? new Set<SseStream>()
+    this.#streams.set(sessionId, set)
     set.add(stream)
     this.#count++
     stream.onClose(() => {
@@ -78,23 +81,34 @@ export class StreamHub {
   #start(): void {
     if (this.#started) return
     this.#started = true
-    const guard = <A extends unknown[]>(fn: (...args: A) => void) => (...args: A): void => {
-      try {
-        fn(...args)
-      } catch (error) {
-        this.#logger.warn('dsh apiproxy: a stream notification failed; the stream stays open.', error)
+    const guard =
+      <A extends unknown[]>(fn: (...args: A) => void) =>
+      (...args: A): void => {
+        try {
+          fn(...args)
+        } catch (error) {
+          this.#logger.warn('dsh apiproxy: a stream notification failed; the stream stays open.', error)
+        }
       }
-    }
     const projections = this.#services.sessionProjections
     if (projections) this.#unsubscribe.push(projections.onChanged(guard((change) => this.#onProjection(change))))
     const events = this.#events
     if (events) {
       this.#unsubscribe.push(
-        events.on('session/created', guard((session: Session) => this.#notify(session.header, 'created'))),
-        events.on('session/event', guard((session: Session, event: { type: string }) => {
-          if (event.type === 'turn/end') this.#notify(session.header, 'turn-end')
-        })),
-        events.on('session/disposed', guard((session: Session) => this.#notify(session.header, 'disposed'))),
+        events.on(
+          'session/created',
+          guard((session: Session) => this.#notify(session.header, 'created')),
+        ),
+        events.on(
+          'session/event',
+          guard((session: Session, event: { type: string }) => {
+            if (event.type === 'turn/end') this.#notify(session.header, 'turn-end')
+          }),
+        ),
+        events.on(
+          'session/disposed',
+          guard((session: Session) => this.#notify(session.header, 'disposed')),
+        ),
       )
     }
   }
@@ -110,7 +124,7 @@ export class StreamHub {
           seq: change.seq,
           ...(change.view === undefined ? {} : { view: change.view as StreamProjectionBody['view'] }),
         }
-        for (const stream of streams) stream.send('projection', body)
+        for (const stream of streams) stream.send({ event: 'projection', data: body })
       }
       return
     }
@@ -135,7 +149,7 @@ export class StreamHub {
       const streams = this.#streams.get(cursor)
       if (streams) {
         const body: StreamCatalogBody = { sessionId: cursor, parentId, childId: child.id, reason }
-        for (const stream of streams) stream.send('catalog', body)
+        for (const stream of streams) stream.send({ event: 'catalog', data: body })
       }
       const ancestor: Session | undefined = this.#services.sessions?.get(cursor)
       cursor = ancestor?.header.origin === 'subagent' ? ancestor.header.parentSession : undefined

@@ -1,5 +1,5 @@
-import type { Route } from './route.js'
-import type { StreamReadyBody } from './schemas.js'
+import { routes } from '@dsh/protocol'
+import { streamingRoute } from './route.js'
 import { SseStream } from './sse.js'
 
 /**
@@ -8,16 +8,9 @@ import { SseStream } from './sse.js'
  * because `EventSource` cannot set headers. Opening a stream reads no log, so
  * a stream for an id that does not exist (yet) simply stays quiet.
  */
-export const streamRoute: Route = {
-  path: ['api', 'sessions', ':id', 'stream'],
-  auth: 'header-or-query',
-  query: [],
-  handle({ res, params, streams, limits }) {
-    const sessionId = params.id!
-    streams.reserve()
-    const stream = new SseStream(res, { heartbeatMs: limits.heartbeatMs, maxBacklogBytes: limits.maxStreamBacklogBytes })
-    streams.add(sessionId, stream)
-    const ready: StreamReadyBody = { sessionId }
-    stream.send('ready', ready)
-  },
-}
+export const streamRoute = streamingRoute(routes.stream, ({ res, params, streams, limits }) => {
+  streams.reserve()
+  const stream = new SseStream(res, { heartbeatMs: limits.heartbeatMs, maxBacklogBytes: limits.maxStreamBacklogBytes })
+  streams.add(params.id, stream)
+  stream.send({ event: 'ready', data: { sessionId: params.id } })
+})

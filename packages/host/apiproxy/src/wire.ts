@@ -1,33 +1,27 @@
-import type { SessionHeader, StoredSessionEvent } from '@dsh/session'
+import {
+  type EventSearchHitBody,
+  eventSearchHit,
+  type HistoryPageBody,
+  type SessionSearchHitBody,
+  type SubagentListRowBody,
+  sessionHeader,
+  sessionRecord,
+  sessionSearchHit,
+  subagentListRow,
+  type WireSessionRecord,
+  type WireStoredEvent,
+} from '@dsh/protocol'
+import type { StoredSessionEvent } from '@dsh/session'
 import type { EventSearchHit, HistoryPage, SessionQueryRecord, SessionSearchHit } from '@dsh/session-query'
-import type { EventSearchHitBody, HistoryPageBody, SessionSearchHitBody, SubagentListRowBody, WireSessionHeader, WireSessionRecord, WireStoredEvent } from './schemas.js'
 import type { ExplainedCatalogRow } from './services.js'
 
-// Explicit copies into the wire shapes: a backend that carries extra
-// (internal) fields on its records never leaks them onto the wire.
-
-export function wireHeader(header: SessionHeader): WireSessionHeader {
-  return {
-    version: header.version,
-    id: header.id,
-    createdAt: header.createdAt,
-    ...(header.cwd === undefined ? {} : { cwd: header.cwd }),
-    ...(header.parentSession === undefined ? {} : { parentSession: header.parentSession }),
-    isSeeded: header.isSeeded,
-    delegationDepth: header.delegationDepth,
-    ...(header.origin === undefined ? {} : { origin: header.origin }),
-    ...(header.agentPreset === undefined ? {} : { agentPreset: header.agentPreset }),
-  }
-}
+// Service values become wire values through the protocol schemas, which keep
+// only the declared fields: a backend that carries extra (internal) fields on
+// its records never leaks them onto the wire. Event data is lossless JSON by
+// the session invariant and is passed as is.
 
 export function wireRecord(record: SessionQueryRecord): WireSessionRecord {
-  return {
-    header: wireHeader(record.header),
-    inheritedEventCount: record.inheritedEventCount,
-    live: record.live,
-    persisted: record.persisted,
-    ...(record.revision === undefined ? {} : { revision: record.revision }),
-  }
+  return sessionRecord.parse(record)
 }
 
 export function wireEvent(event: StoredSessionEvent): WireStoredEvent {
@@ -36,7 +30,7 @@ export function wireEvent(event: StoredSessionEvent): WireStoredEvent {
 
 export function wireHistory(page: HistoryPage): HistoryPageBody {
   return {
-    header: wireHeader(page.header),
+    header: sessionHeader.parse(page.header),
     inheritedEventCount: page.inheritedEventCount,
     events: page.events.map(wireEvent),
     ...(page.nextBefore === undefined ? {} : { nextBefore: page.nextBefore }),
@@ -45,16 +39,13 @@ export function wireHistory(page: HistoryPage): HistoryPageBody {
 }
 
 export function wireSubagentRow({ row, parentId, depth, rung }: ExplainedCatalogRow): SubagentListRowBody {
-  if (row.kind === 'diagnostic') return { kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth, rung }
-  const base = { kind: 'child' as const, id: row.id, activity: row.activity, hasChildren: row.hasChildren, parentId, depth, rung }
-  if (row.mode === 'continuable') return { ...base, mode: 'continuable', label: row.label }
-  return { ...base, mode: 'one-shot', ...(row.label === undefined ? {} : { label: row.label }) }
+  return subagentListRow.parse({ ...row, parentId, depth, rung })
 }
 
 export function wireSessionHit(hit: SessionSearchHit): SessionSearchHitBody {
-  return { record: wireRecord(hit.record), score: hit.score, matches: hit.matches }
+  return sessionSearchHit.parse(hit)
 }
 
 export function wireEventHit(hit: EventSearchHit): EventSearchHitBody {
-  return { id: hit.id, seq: hit.seq, type: hit.type, snippet: hit.snippet, score: hit.score }
+  return eventSearchHit.parse(hit)
 }

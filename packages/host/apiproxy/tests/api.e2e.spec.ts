@@ -1,11 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs'
+import { Context } from '@dsh/context'
+import { errorBody, historyPage, searchPage, sessionListPage, streamEvent, subagentList } from '@dsh/protocol'
 import { SessionId } from '@dsh/session'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Context } from '@dsh/context'
-import { createApiServer, schemas } from '../src/index.js'
+import { createApiServer } from '../src/index.js'
 import { rawGet, rawRequest } from './support/raw-http.js'
 import { SseReader } from './support/sse.js'
-import { startStack, TOKEN, turn, type Stack } from './support/stack.js'
+import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
 
 // The HTTP API over real services (store, persistence + coordinator,
 // projections, query corpus, subagent runtime with its scripted driver) on a
@@ -25,7 +26,8 @@ beforeAll(async () => {
   const b = subagents.spawn(parent, { mode: 'continuable', label: 'researcher', context: 'fork', prompt: 'research', id: 'child-b' })
   await subagents.spawn(b.session, { mode: 'one-shot', context: 'fresh', prompt: 'dig deeper', id: 'grandchild' }).done
   await subagents.spawn(other, { mode: 'one-shot', label: 'keeper', context: 'fresh', prompt: 'secret words', id: 'child-x' }).done
-  for (const id of ['../evil', 'a/b', '100%', '%2E%2E', 'a/../b', '会话 🚀', "quote'\"<tag>"]) turn(sessions.create({ id }), `hello from ${id}`)
+  for (const id of ['../evil', 'a/b', '100%', '%2E%2E', 'a/../b', '会话 🚀', 'quote\'"<tag>'])
+    turn(sessions.create({ id }), `hello from ${id}`)
   await sessions.flush(parent)
 })
 
@@ -41,8 +43,12 @@ describe('server options', () => {
     await expect(createApiServer({ ctx: new Context(), token: TOKEN })).rejects.toMatchObject({ code: 'API_SERVICE_UNAVAILABLE' })
     await expect(createApiServer({ ctx: stack.ctx, token: 'short' })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
     await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, port: 70_000 })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
-    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, port: stack.server.port })).rejects.toMatchObject({ code: 'API_LISTEN_FAILED' })
-    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, limits: { maxIdLength: 0 } })).rejects.toMatchObject({ code: 'API_INVALID_OPTIONS' })
+    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, port: stack.server.port })).rejects.toMatchObject({
+      code: 'API_LISTEN_FAILED',
+    })
+    await expect(createApiServer({ ctx: stack.ctx, token: TOKEN, limits: { maxStreams: 0 } })).rejects.toMatchObject({
+      code: 'API_INVALID_OPTIONS',
+    })
   })
 
   it('binds 127.0.0.1 by default and closes idempotently', async () => {
@@ -73,7 +79,7 @@ describe('authentication', () => {
       for (const token of [null, 'wrong-token-0123456789abcdef']) {
         const { status, body, headers } = await stack.get(path, { token })
         expect([path, status]).toEqual([path, 401])
-        expect(schemas.errorBody.strict().parse(body).code).toBe('API_UNAUTHORIZED')
+        expect(errorBody.strict().parse(body).code).toBe('API_UNAUTHORIZED')
         expect(headers.get('www-authenticate')).toBe('Bearer')
       }
     }
@@ -97,12 +103,14 @@ describe('authentication', () => {
 
 describe('sessions', () => {
   it('pages through the whole corpus with cursors, in createdAt then id order', async () => {
-    const all = schemas.sessionListPage.parse((await stack.get('/api/sessions?limit=1000')).body).sessions.map((r) => r.header.id)
+    const all = sessionListPage.parse((await stack.get('/api/sessions?limit=1000')).body).sessions.map((r) => r.header.id)
     expect(all).toEqual(expect.arrayContaining(['parent', 'other', 'child-a', 'child-b', 'grandchild', 'child-x', '../evil']))
     const paged: string[] = []
     let cursor: string | undefined
     do {
-      const page = schemas.sessionListPage.parse((await stack.get(`/api/sessions?limit=3${cursor === undefined ? '' : `&cursor=${enc(cursor)}`}`)).body)
+      const page = sessionListPage.parse(
+        (await stack.get(`/api/sessions?limit=3${cursor === undefined ? '' : `&cursor=${enc(cursor)}`}`)).body,
+      )
       expect(page.sessions.length).toBeLessThanOrEqual(3)
       paged.push(...page.sessions.map((r) => r.header.id))
       cursor = page.nextCursor
@@ -111,7 +119,8 @@ describe('sessions', () => {
   })
 
   it('filters by parent, origin, cwd and createdAt', async () => {
-    const ids = async (query: string) => schemas.sessionListPage.parse((await stack.get(`/api/sessions?${query}`)).body).sessions.map((r) => r.header.id)
+    const ids = async (query: string) =>
+      sessionListPage.parse((await stack.get(`/api/sessions?${query}`)).body).sessions.map((r) => r.header.id)
     expect(await ids('parentSession=parent&origin=subagent')).toEqual(['child-a', 'child-b'])
     expect(await ids('parentSession=child-b')).toEqual(['grandchild'])
     expect(await ids(`cwd=${enc('/work/project')}&origin=subagent`)).toEqual(['child-a', 'child-b', 'grandchild'])
@@ -119,19 +128,31 @@ describe('sessions', () => {
   })
 
   it('refuses bad filters with typed 400s', async () => {
-    for (const query of ['limit=0', 'limit=1001', 'limit=abc', 'origin=human', 'cursor=not-a-cursor', 'createdFrom=-5', 'colour=red', 'limit=1&limit=2']) {
+    for (const query of [
+      'limit=0',
+      'limit=1001',
+      'limit=abc',
+      'origin=human',
+      'cursor=not-a-cursor',
+      'createdFrom=-5',
+      'colour=red',
+      'limit=1&limit=2',
+    ]) {
       const { status, body } = await stack.get(`/api/sessions?${query}`)
       expect([query, status]).toEqual([query, 400])
-      expect(schemas.errorBody.parse(body).code).toMatch(/^(API_BAD_REQUEST|SESSION_QUERY_INVALID_CURSOR)$/)
+      expect(errorBody.parse(body).code).toMatch(/^(API_BAD_REQUEST|SESSION_QUERY_INVALID_CURSOR)$/)
     }
   })
 
   it('serves history pages of a top-level session', async () => {
-    const page = schemas.historyPage.parse((await stack.get('/api/sessions/parent/history?limit=2')).body)
+    const whole = historyPage.parse((await stack.get('/api/sessions/parent/history?limit=1000')).body)
+    expect(whole.events.slice(0, 4).map((e) => e.type)).toEqual(['turn/start', 'user/message', 'assistant/message', 'turn/end'])
+    expect(whole.total).toBe(whole.events.length)
+    const page = historyPage.parse((await stack.get('/api/sessions/parent/history?limit=2')).body)
     expect(page.header.id).toBe('parent')
-    expect(page.events.map((e) => e.type)).toEqual(['assistant/message', 'turn/end'])
-    expect(page.nextBefore).toBe(2)
-    const earlier = schemas.historyPage.parse((await stack.get(`/api/sessions/parent/history?before=${page.nextBefore}&limit=10`)).body)
+    expect(page.events).toEqual(whole.events.slice(-2))
+    expect(page.nextBefore).toBe(whole.total - 2)
+    const earlier = historyPage.parse((await stack.get('/api/sessions/parent/history?before=2&limit=10')).body)
     expect(earlier.events.map((e) => e.seq)).toEqual([0, 1])
     expect(earlier.nextBefore).toBeUndefined()
   })
@@ -139,7 +160,7 @@ describe('sessions', () => {
   it('passes query service errors through with their code', async () => {
     const { status, body } = await stack.get('/api/sessions/nobody/history')
     expect(status).toBe(404)
-    expect(schemas.errorBody.parse(body).code).toBe('SESSION_QUERY_NOT_FOUND')
+    expect(errorBody.parse(body).code).toBe('SESSION_QUERY_NOT_FOUND')
   })
 })
 
@@ -153,15 +174,15 @@ describe('owner checks', () => {
   it("refuses a subagent's history on the direct route with a typed 403 and no events", async () => {
     const { status, body } = await stack.get('/api/sessions/child-a/history')
     expect(status).toBe(403)
-    expect(schemas.errorBody.parse(body).code).toBe('API_FORBIDDEN')
+    expect(errorBody.parse(body).code).toBe('API_FORBIDDEN')
     noEventData(body, 'finished summarize', 'working on')
   })
 
   it("serves a child's history through its parent's catalog", async () => {
-    const page = schemas.historyPage.parse((await stack.get('/api/sessions/parent/subagents/child-a/history')).body)
+    const page = historyPage.parse((await stack.get('/api/sessions/parent/subagents/child-a/history')).body)
     expect(page.header).toMatchObject({ id: 'child-a', origin: 'subagent', parentSession: 'parent' })
     expect(page.events.some((e) => e.type === 'assistant/message' && (e.data as { text: string }).text === 'finished summarize')).toBe(true)
-    const grand = schemas.historyPage.parse((await stack.get('/api/sessions/child-b/subagents/grandchild/history')).body)
+    const grand = historyPage.parse((await stack.get('/api/sessions/child-b/subagents/grandchild/history')).body)
     expect(grand.header.parentSession).toBe('child-b')
   })
 
@@ -176,7 +197,7 @@ describe('owner checks', () => {
     for (const [path, secret] of cases) {
       const { status, body } = await stack.get(path)
       expect([path, status]).toEqual([path, 404])
-      expect(schemas.errorBody.parse(body).code).toBe('API_NOT_FOUND')
+      expect(errorBody.parse(body).code).toBe('API_NOT_FOUND')
       noEventData(body, secret, 'working on')
     }
   })
@@ -201,7 +222,13 @@ describe('owner re-check after the read', () => {
             if (id === 'swapped' && !swapped) {
               swapped = true
               await replaced.persistence.delete(SessionId(id))
-              await replaced.subagents.spawn('intruder', { mode: 'one-shot', label: 'impostor', context: 'fresh', prompt: 'intruder secret', id }).done
+              await replaced.subagents.spawn('intruder', {
+                mode: 'one-shot',
+                label: 'impostor',
+                context: 'fresh',
+                prompt: 'intruder secret',
+                id,
+              }).done
             }
             const page = await services.sessionQuery.readHistory(id, request, signal)
             readParent = page.header.parentSession
@@ -233,16 +260,36 @@ describe('owner re-check after the read', () => {
 
 describe('subagent catalog', () => {
   it('lists direct children with their identity and activity', async () => {
-    const list = schemas.subagentList.parse((await stack.get('/api/sessions/parent/subagents')).body)
+    const list = subagentList.parse((await stack.get('/api/sessions/parent/subagents')).body)
     expect(list.scope).toBe('children')
     expect(list.rows).toEqual([
-      { kind: 'child', id: 'child-a', activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'summarizer', parentId: 'parent', depth: 1, rung: 3 },
-      { kind: 'child', id: 'child-b', activity: 'running', hasChildren: true, mode: 'continuable', label: 'researcher', parentId: 'parent', depth: 1, rung: 1 },
+      {
+        kind: 'child',
+        id: 'child-a',
+        activity: 'inactive',
+        hasChildren: false,
+        mode: 'one-shot',
+        label: 'summarizer',
+        parentId: 'parent',
+        depth: 1,
+        rung: 3,
+      },
+      {
+        kind: 'child',
+        id: 'child-b',
+        activity: 'running',
+        hasChildren: true,
+        mode: 'continuable',
+        label: 'researcher',
+        parentId: 'parent',
+        depth: 1,
+        rung: 1,
+      },
     ])
   })
 
   it('lists descendants in pre-order with parent and depth', async () => {
-    const list = schemas.subagentList.parse((await stack.get('/api/sessions/parent/subagents?scope=descendants')).body)
+    const list = subagentList.parse((await stack.get('/api/sessions/parent/subagents?scope=descendants')).body)
     expect(list.rows.map((r) => [r.id, r.parentId, r.depth])).toEqual([
       ['child-a', 'parent', 1],
       ['child-b', 'parent', 1],
@@ -253,26 +300,31 @@ describe('subagent catalog', () => {
   it('refuses an unknown scope', async () => {
     const { status, body } = await stack.get('/api/sessions/parent/subagents?scope=everything')
     expect(status).toBe(400)
-    expect(schemas.errorBody.parse(body).code).toBe('API_BAD_REQUEST')
+    expect(errorBody.parse(body).code).toBe('API_BAD_REQUEST')
   })
 })
 
 describe('ids and parameters', () => {
   it('round-trips ids holding "..", "/", "%", unicode and markup', async () => {
-    for (const id of ['../evil', 'a/b', '100%', '%2E%2E', 'a/../b', '会话 🚀', "quote'\"<tag>"]) {
+    for (const id of ['../evil', 'a/b', '100%', '%2E%2E', 'a/../b', '会话 🚀', 'quote\'"<tag>']) {
       const { status, body } = await stack.get(`/api/sessions/${enc(id)}/history`)
       expect([id, status]).toEqual([id, 200])
-      const page = schemas.historyPage.parse(body)
+      const page = historyPage.parse(body)
       expect(page.header.id).toBe(id)
       expect(page.events.some((e) => (e.data as { text?: string }).text === `hello from ${id}`)).toBe(true)
     }
   })
 
   it('refuses dot segments sent raw or percent-encoded instead of resolving them', async () => {
-    for (const target of ['/api/sessions/../history', '/api/sessions/%2E%2E/history', '/api/sessions/%2e/history', '/api/sessions/parent/subagents/../history']) {
+    for (const target of [
+      '/api/sessions/../history',
+      '/api/sessions/%2E%2E/history',
+      '/api/sessions/%2e/history',
+      '/api/sessions/parent/subagents/../history',
+    ]) {
       const response = await rawGet(stack.server.url, target, TOKEN)
       expect([target, response.status]).toEqual([target, 400])
-      expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe('API_BAD_REQUEST')
+      expect(errorBody.parse(JSON.parse(response.body)).code).toBe('API_BAD_REQUEST')
     }
   })
 
@@ -293,7 +345,7 @@ describe('ids and parameters', () => {
     for (const [target, status, code] of cases) {
       const response = await rawGet(stack.server.url, target, TOKEN)
       expect([target.slice(0, 40), response.status]).toEqual([target.slice(0, 40), status])
-      expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe(code)
+      expect(errorBody.parse(JSON.parse(response.body)).code).toBe(code)
     }
   })
 
@@ -306,27 +358,39 @@ describe('bodies and methods', () => {
   it('refuses a declared oversized body with 413 before reading it', async () => {
     const response = await rawRequest(
       stack.server.url,
-      `GET /api/sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${100 * 1024 * 1024}\r\n\r\n`,
+      `GET /api/sessions HTTP/1.1\r\nHost: ${new URL(stack.server.url).host}\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${100 * 1024 * 1024}\r\n\r\n`,
       '{"padding":"',
     )
     expect(response.status).toBe(413)
     expect(response.headers.connection).toBe('close')
-    expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
+    expect(errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
   })
 
   it('refuses an oversized chunked body with 413, also without the token', async () => {
     const chunk = Buffer.alloc(32 * 1024, 'a')
-    const chunked = Buffer.concat([0, 1, 2].flatMap(() => [Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]).concat(Buffer.from('0\r\n\r\n')))
-    const response = await rawRequest(stack.server.url, 'POST /api/sessions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n', chunked)
+    const chunked = Buffer.concat(
+      [0, 1, 2]
+        .flatMap(() => [Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')])
+        .concat(Buffer.from('0\r\n\r\n')),
+    )
+    const response = await rawRequest(
+      stack.server.url,
+      `POST /api/sessions HTTP/1.1\r\nHost: ${new URL(stack.server.url).host}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      chunked,
+    )
     expect(response.status).toBe(413)
-    expect(schemas.errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
+    expect(errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
   })
 
   it('answers other methods with a typed 405', async () => {
-    const response = await fetch(`${stack.server.url}/api/sessions`, { method: 'POST', headers: { Authorization: `Bearer ${TOKEN}` }, body: '{}' })
+    const response = await fetch(`${stack.server.url}/api/sessions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${TOKEN}` },
+      body: '{}',
+    })
     expect(response.status).toBe(405)
     expect(response.headers.get('allow')).toBe('GET')
-    expect(schemas.errorBody.parse(await response.json()).code).toBe('API_METHOD_NOT_ALLOWED')
+    expect(errorBody.parse(await response.json()).code).toBe('API_METHOD_NOT_ALLOWED')
   })
 })
 
@@ -334,7 +398,7 @@ describe('search', () => {
   it('answers a typed 501 when the query backend has no index, and 400 without text', async () => {
     const { status, body } = await stack.get('/api/search?q=hello&kind=events')
     expect(status).toBe(501)
-    expect(schemas.errorBody.parse(body).code).toBe('API_SEARCH_UNAVAILABLE')
+    expect(errorBody.parse(body).code).toBe('API_SEARCH_UNAVAILABLE')
     expect((await stack.get('/api/search?q=%20')).status).toBe(400)
   })
 })
@@ -356,19 +420,19 @@ describe('on disk: JSONL files, SQLite index and cache', () => {
   })
 
   it('searches sessions and events with cursors', async () => {
-    const first = schemas.searchPage.parse((await disk.get('/api/search?q=bravo&limit=2')).body)
+    const first = searchPage.parse((await disk.get('/api/search?q=bravo&limit=2')).body)
     expect(first.kind).toBe('sessions')
     expect(first.hits).toHaveLength(2)
     const ids = first.kind === 'sessions' ? first.hits.map((h) => h.record.header.id) : []
     let cursor = first.nextCursor
     while (cursor !== undefined) {
-      const page = schemas.searchPage.parse((await disk.get(`/api/search?q=bravo&limit=2&cursor=${enc(cursor)}`)).body)
+      const page = searchPage.parse((await disk.get(`/api/search?q=bravo&limit=2&cursor=${enc(cursor)}`)).body)
       if (page.kind === 'sessions') ids.push(...page.hits.map((h) => h.record.header.id))
       cursor = page.nextCursor
     }
     expect(new Set(ids).size).toBe(ids.length)
     expect(ids).toEqual(expect.arrayContaining(['parent', 'bravo-0', 'bravo-4']))
-    const events = schemas.searchPage.parse((await disk.get('/api/search?q=alpha&kind=events')).body)
+    const events = searchPage.parse((await disk.get('/api/search?q=alpha&kind=events')).body)
     expect(events.kind === 'events' ? events.hits.map((h) => h.id) : []).toContain('parent')
     const stale = await disk.get('/api/search?q=bravo&cursor=garbage')
     expect(stale.status).toBe(400)
@@ -383,7 +447,7 @@ describe('on disk: JSONL files, SQLite index and cache', () => {
     writeFileSync(path, bytes)
     const { status, body } = await disk.get(`/api/sessions/bravo-3/history`)
     expect(status).toBe(422)
-    expect(schemas.errorBody.parse(body).code).toBe('SESSION_QUERY_CORRUPT_SESSION')
+    expect(errorBody.parse(body).code).toBe('SESSION_QUERY_CORRUPT_SESSION')
     expect(JSON.stringify(body)).not.toContain('bravo number 3')
   })
 })
@@ -393,16 +457,18 @@ describe('event stream', () => {
     const stream = await SseReader.open(`${stack.server.url}/api/sessions/parent/stream`, { Authorization: `Bearer ${TOKEN}` })
     expect(stream.status).toBe(200)
     expect(stream.contentType).toContain('text/event-stream')
-    expect(schemas.streamEvent.parse(await stream.next()).event).toBe('ready')
+    expect(streamEvent.parse(await stream.next()).event).toBe('ready')
 
     const parent = stack.sessions.get('parent')!
     turn(parent, 'another step')
-    const projection = schemas.streamEvent.parse(await stream.next((e) => e.event === 'projection'))
+    const projection = streamEvent.parse(await stream.next((e) => e.event === 'projection'))
     expect(projection.data).toMatchObject({ sessionId: 'parent', key: 'subagentTiming' })
 
     stack.gates.hold('child-c')
     const child = stack.subagents.spawn(parent, { mode: 'one-shot', label: 'late', context: 'fresh', prompt: 'late work', id: 'child-c' })
-    const created = schemas.streamEvent.parse(await stream.next((e) => e.event === 'catalog' && (e.data as { childId: string }).childId === 'child-c'))
+    const created = streamEvent.parse(
+      await stream.next((e) => e.event === 'catalog' && (e.data as { childId: string }).childId === 'child-c'),
+    )
     expect(created.data).toEqual({ sessionId: 'parent', parentId: 'parent', childId: 'child-c', reason: 'created' })
     // The child's own stream never carries its projection views: child data travels only through the parent's routes.
     const childStream = await SseReader.open(`${stack.server.url}/api/sessions/child-c/stream?token=${TOKEN}`)
@@ -415,7 +481,9 @@ describe('event stream', () => {
     expect(childStream.events.map((e) => e.event)).toEqual(['ready'])
     childStream.close()
     // Child events never travel on the parent's stream as projection payloads.
-    expect(stream.events.filter((e) => e.event === 'projection').every((e) => (e.data as { sessionId: string }).sessionId === 'parent')).toBe(true)
+    expect(
+      stream.events.filter((e) => e.event === 'projection').every((e) => (e.data as { sessionId: string }).sessionId === 'parent'),
+    ).toBe(true)
     expect(JSON.stringify(stream.events)).not.toContain('late work')
     stream.close()
   })
@@ -437,7 +505,7 @@ describe('event stream', () => {
       expect(first.status).toBe(200)
       const second = await limited.get('/api/sessions/x/stream')
       expect(second.status).toBe(503)
-      expect(schemas.errorBody.parse(second.body).code).toBe('API_TOO_MANY_STREAMS')
+      expect(errorBody.parse(second.body).code).toBe('API_TOO_MANY_STREAMS')
       first.close()
     } finally {
       await limited.close()

@@ -1,7 +1,13 @@
 import { DshError } from '@dsh/context'
 import { describe, expect, it } from 'vitest'
-import { API_ERROR_STATUS, ApiError, type ApiErrorCode } from '../src/errors.js'
 import { toErrorResponse } from '../src/error-response.js'
+import { API_ERROR_STATUS, ApiError, type ApiErrorCode } from '../src/errors.js'
+
+const leaky = 'at /srv/dsh/root/c2Vzc2lvbg/log.jsonl.zst byte 4096: EISDIR: illegal operation on a directory, read (errno -21)'
+
+function expectPathFree(message: string): void {
+  expect(message).not.toMatch(/\/srv|log\.jsonl|byte \d|EISDIR|errno|-21/)
+}
 
 describe('toErrorResponse', () => {
   it('answers every host code with its status and body', () => {
@@ -12,34 +18,53 @@ describe('toErrorResponse', () => {
     }
   })
 
-  it('passes service codes through with the status they mean', () => {
+  it("passes a caller's-mistake service code through with its status and message", () => {
     const cases: Array<[string, number]> = [
       ['SESSION_QUERY_NOT_FOUND', 404],
       ['SESSION_QUERY_INVALID_FILTER', 400],
       ['SESSION_QUERY_INVALID_CURSOR', 400],
       ['SESSION_QUERY_STALE_CURSOR', 409],
-      ['SESSION_QUERY_CORRUPT_SESSION', 422],
-      ['SESSION_QUERY_PERSISTENCE_FAILED', 503],
       ['SUBAGENT_NOT_FOUND', 404],
       ['SUBAGENT_INVALID_ARGUMENT', 400],
-      ['SUBAGENT_CONTROL_QUERY_UNAVAILABLE', 503],
       ['SUBAGENT_UNAUTHORIZED', 403],
       ['SESSION_PERSISTENCE_LOCKED', 409],
       ['CANCELLED', 499],
-      ['SOMETHING_ELSE', 500],
     ]
     for (const [code, status] of cases) {
       const response = toErrorResponse(new DshError(code, `message for ${code}`))
-      expect([code, response.status]).toEqual([code, status])
+      expect([code, response.status, response.redacted]).toEqual([code, status, false])
       expect(response.body).toEqual({ code, message: `message for ${code}` })
     }
   })
 
+  it('keeps the code of a damaged entry or a failing backend but replaces its message with a path-free one', () => {
+    const cases: Array<[string, number, boolean]> = [
+      ['SESSION_QUERY_CORRUPT_SESSION', 422, false],
+      ['SESSION_QUERY_PERSISTENCE_FAILED', 503, true],
+      ['SESSION_QUERY_INDEX_FAILED', 503, true],
+      ['SESSION_QUERY_BUDGET_EXCEEDED', 503, true],
+      ['SESSION_QUERY_TIMEOUT', 503, true],
+      ['SUBAGENT_CONTROL_QUERY_UNAVAILABLE', 503, true],
+      ['SOMETHING_ELSE', 500, true],
+    ]
+    for (const [code, status, fault] of cases) {
+      const response = toErrorResponse(new DshError(code, `Persistence failed ${leaky}`, { details: { id: 'bravo-3' } }))
+      expect([code, response.status, response.serverFault, response.redacted]).toEqual([code, status, fault, true])
+      expect(response.body.code).toBe(code)
+      expectPathFree(response.body.message)
+    }
+    expect(toErrorResponse(new DshError('SESSION_QUERY_CORRUPT_SESSION', leaky, { details: { id: 'bravo-3' } })).body.message).toContain(
+      "Session 'bravo-3' is damaged",
+    )
+    expect(toErrorResponse(new DshError('SESSION_QUERY_BUDGET_EXCEEDED', leaky)).body.message).toContain('fewer or rarer search words')
+  })
+
   it('hides the details of unexpected errors and marks them as server faults', () => {
-    const response = toErrorResponse(new TypeError('secret internal detail at /home/x'))
+    const response = toErrorResponse(new TypeError(`secret internal detail ${leaky}`))
     expect(response.status).toBe(500)
     expect(response.body.code).toBe('API_INTERNAL')
     expect(response.body.message).not.toContain('secret')
+    expectPathFree(response.body.message)
     expect(response.serverFault).toBe(true)
     expect(toErrorResponse(new ApiError('API_NOT_FOUND', 'x')).serverFault).toBe(false)
     // Configured refusals are not faults; a failing persistence is.

@@ -2,9 +2,9 @@ import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { type BrowserContext, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startStack, turn, type Stack } from './support/stack.js'
+import { type Stack, startStack, turn } from './support/stack.js'
 
 // The catalog page in a real headless Chromium (Debian's /usr/bin/chromium via
 // playwright-core) against the real stack over HTTP, on disk.
@@ -24,7 +24,13 @@ beforeAll(async () => {
   turn(sessions.create({ id: 'other' }), 'unrelated')
   await subagents.spawn(parent, { mode: 'one-shot', label: 'summarizer', context: 'fresh', prompt: 'summarize', id: 'fresh-one-shot' }).done
   gates.hold('forked-continuable')
-  const continuable = subagents.spawn(parent, { mode: 'continuable', label: 'researcher', context: 'fork', prompt: 'research', id: 'forked-continuable' })
+  const continuable = subagents.spawn(parent, {
+    mode: 'continuable',
+    label: 'researcher',
+    context: 'fork',
+    prompt: 'research',
+    id: 'forked-continuable',
+  })
   await subagents.spawn(continuable.session, { mode: 'one-shot', context: 'fresh', prompt: 'dig', id: 'grandchild' }).done
   // Settled debris: a subagent session without any descriptor lists as a corrupt diagnostic.
   const broken = sessions.create({ id: 'broken-child', parentSession: 'parent', origin: 'subagent', delegationDepth: 1 })
@@ -35,7 +41,14 @@ beforeAll(async () => {
   browser = await chromium.launchPersistentContext(userDataDir, {
     executablePath: '/usr/bin/chromium',
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
     viewport: { width: 1280, height: 800 },
   })
   page = browser.pages()[0] ?? (await browser.newPage())
@@ -93,13 +106,14 @@ describe('catalog page', () => {
     expect(Number(await page.locator('#tree').getAttribute('data-loaded'))).toBeGreaterThan(Number(loadedBefore))
 
     // A child spawned while the page is open appears without a reload too.
-    await stack.subagents.spawn('parent', { mode: 'one-shot', label: 'late arrival', context: 'fresh', prompt: 'late', id: 'late-child' }).done
+    await stack.subagents.spawn('parent', { mode: 'one-shot', label: 'late arrival', context: 'fresh', prompt: 'late', id: 'late-child' })
+      .done
     await row('late-child').and(page.locator('[data-activity="inactive"]')).waitFor({ timeout: 10_000 })
     expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(42)
 
     // Clicking a child shows its history, fetched through the parent's catalog.
     await row('fresh-one-shot').locator('.row').click()
-    await page.locator('#history-events li', { hasText: 'finished summarize' }).waitFor()
+    await page.locator('#history-events li', { hasText: 'finished summarize' }).first().waitFor()
 
     mkdirSync(outputDir, { recursive: true })
     const screenshot = join(outputDir, 'catalog-page.png')

@@ -1,17 +1,16 @@
 import {
+  type ApiRoute,
+  buildTarget,
   errorBody,
-  historyPage,
-  searchPage,
-  sessionListPage,
-  subagentList,
-  type HistoryPageBody,
+  ProtocolError,
+  type RouteParams,
+  type RouteQuery,
+  type RouteResponse,
+  routes,
   type SearchPageBody,
-  type SessionListPageBody,
   type StreamEventBody,
-  type SubagentListBody,
-  type SubagentScope,
   type WireSessionRecord,
-} from '@dsh/apiproxy/schemas'
+} from '@dsh/protocol'
 import type { z } from 'zod'
 import { ClientError } from './errors.js'
 import { readEventStream } from './sse.js'
@@ -22,51 +21,48 @@ export interface ClientOptions {
   readonly token: string
   /** Defaults to the global `fetch`. */
   readonly fetch?: typeof fetch
+  /**
+   * Longest single event-stream message (or unfinished line) held while
+   * reading `stream()`, in characters; default 1 MiB. Past it the stream fails
+   * with `CLIENT_STREAM_TOO_LARGE`.
+   */
+  readonly maxEventSize?: number
 }
 
 export interface RequestOptions {
   readonly signal?: AbortSignal
 }
 
-export interface ListSessionsFilter {
-  readonly parentSession?: string
-  readonly origin?: 'subagent'
-  readonly cwd?: string
-  /** Inclusive bounds on `header.createdAt` (epoch ms). */
-  readonly createdFrom?: number
-  readonly createdTo?: number
-  readonly limit?: number
-  readonly cursor?: string
-}
-
-export interface HistoryRequest {
-  /** Events strictly before this seq (default: the end of the log). */
-  readonly before?: number
-  readonly limit?: number
-}
-
-export interface SearchRequest<K extends 'sessions' | 'events' = 'sessions' | 'events'> {
-  readonly q: string
+/** The list filter and cursor of `GET /api/sessions` (bounds: `@dsh/protocol`). */
+export type ListSessionsFilter = RouteQuery<typeof routes.listSessions>
+/** `before` / `limit` of a history page. */
+export type HistoryRequest = RouteQuery<typeof routes.history>
+/** `q`, `kind`, `limit`, `cursor` of `GET /api/search`. */
+export type SearchRequest<K extends 'sessions' | 'events' = 'sessions' | 'events'> = Omit<RouteQuery<typeof routes.search>, 'kind'> & {
   readonly kind?: K
-  readonly limit?: number
-  readonly cursor?: string
 }
+export type SubagentsRequest = RouteQuery<typeof routes.subagents>
 
 export type SessionSearchPage = Extract<SearchPageBody, { kind: 'sessions' }>
 export type EventSearchPage = Extract<SearchPageBody, { kind: 'events' }>
 
-/** A typed client of the dsh HTTP API; every response is validated against the host's schemas. */
+/** A typed client of the dsh HTTP API; requests are built and answers validated from the `@dsh/protocol` route table. */
 export interface DshClient {
   /** One page of sessions (createdAt, then id order). */
-  listSessions(filter?: ListSessionsFilter, options?: RequestOptions): Promise<SessionListPageBody>
+  listSessions(filter?: ListSessionsFilter, options?: RequestOptions): Promise<RouteResponse<typeof routes.listSessions>>
   /** Every matching session, following cursors page by page. */
   sessions(filter?: Omit<ListSessionsFilter, 'cursor'>, options?: RequestOptions): AsyncIterable<WireSessionRecord>
   /** A history page of a session that is not a subagent (subagents: `childHistory`). */
-  history(id: string, request?: HistoryRequest, options?: RequestOptions): Promise<HistoryPageBody>
+  history(id: string, request?: HistoryRequest, options?: RequestOptions): Promise<RouteResponse<typeof routes.history>>
   /** The subagent catalog of `parentId`: direct children or the whole tree (pre-order). */
-  subagents(parentId: string, request?: { readonly scope?: SubagentScope }, options?: RequestOptions): Promise<SubagentListBody>
+  subagents(parentId: string, request?: SubagentsRequest, options?: RequestOptions): Promise<RouteResponse<typeof routes.subagents>>
   /** A subagent's history, through its parent's catalog. */
-  childHistory(parentId: string, childId: string, request?: HistoryRequest, options?: RequestOptions): Promise<HistoryPageBody>
+  childHistory(
+    parentId: string,
+    childId: string,
+    request?: HistoryRequest,
+    options?: RequestOptions,
+  ): Promise<RouteResponse<typeof routes.childHistory>>
   search(request: SearchRequest<'events'> & { readonly kind: 'events' }, options?: RequestOptions): Promise<EventSearchPage>
   search(request: SearchRequest<'sessions'>, options?: RequestOptions): Promise<SessionSearchPage>
   /** The session's SSE stream as validated events; ends when `signal` aborts or the server closes it. */
@@ -75,7 +71,7 @@ export interface DshClient {
   readonly pageUrl: string
 }
 
-type Query = Readonly<Record<string, string | number | undefined>>
+const DEFAULT_MAX_EVENT_SIZE = 1024 * 1024
 
 export function createClient(options: ClientOptions): DshClient {
   let base: URL
@@ -87,106 +83,154 @@ export function createClient(options: ClientOptions): DshClient {
   if (base.protocol !== 'http:' && base.protocol !== 'https:') {
     throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, `baseUrl must be http: or https:, got ${base.protocol}.`)
   }
+  const maxEventSize = options.maxEventSize ?? DEFAULT_MAX_EVENT_SIZE
+  if (!Number.isSafeInteger(maxEventSize) || maxEventSize < 1) {
+    throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, `maxEventSize must be a positive integer, got ${String(maxEventSize)}.`)
+  }
   const root = base.href.replace(/\/+$/, '')
   const doFetch = options.fetch ?? globalThis.fetch
   const headers = { Authorization: `Bearer ${options.token}` }
 
-  const url = (segments: readonly string[], query: Query = {}): string => {
-    const params = new URLSearchParams()
-    for (const [name, value] of Object.entries(query)) if (value !== undefined) params.set(name, String(value))
-    const search = params.toString()
-    return `${root}/${segments.map(encodeURIComponent).join('/')}${search === '' ? '' : `?${search}`}`
-  }
-
-  const send = async (target: string, accept: string, signal: AbortSignal | undefined): Promise<Response> => {
-    if (signal?.aborted) throw cancelled()
+  /** The absolute URL of a route; values past a protocol limit are refused here, before anything is sent. */
+  const target = <R extends ApiRoute>(route: R, params: RouteParams<R>, query?: Partial<RouteQuery<R>>): string => {
     try {
-      return await doFetch(target, { headers: { ...headers, Accept: accept }, ...(signal === undefined ? {} : { signal }) })
+      return `${root}${buildTarget(route, params, query)}`
     } catch (error) {
-      if (signal?.aborted) throw cancelled()
-      throw new ClientError('CLIENT_NETWORK', 0, `The request to ${redact(target)} got no HTTP answer: ${error instanceof Error ? error.message : String(error)}.`, { cause: error })
+      if (error instanceof ProtocolError) throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, error.message, { cause: error })
+      throw error
     }
   }
 
-  const getJson = async <S extends z.ZodType>(segments: readonly string[], query: Query, schema: S, signal: AbortSignal | undefined): Promise<z.infer<S>> => {
-    const target = url(segments, query)
-    const response = await send(target, 'application/json', signal)
+  const send = async (url: string, accept: string, signal: AbortSignal | undefined): Promise<Response> => {
+    if (signal?.aborted) throw cancelled()
+    let response: Response
+    try {
+      // Redirects are never followed: the token must not travel to whatever a redirect names.
+      response = await doFetch(url, {
+        headers: { ...headers, Accept: accept },
+        redirect: 'manual',
+        ...(signal === undefined ? {} : { signal }),
+      })
+    } catch (error) {
+      if (signal?.aborted) throw cancelled()
+      throw new ClientError(
+        'CLIENT_NETWORK',
+        0,
+        `The request to ${redact(url)} got no HTTP answer: ${error instanceof Error ? error.message : String(error)}.`,
+        {
+          cause: error,
+        },
+      )
+    }
+    if (response.type === 'opaqueredirect' || (response.status >= 300 && response.status < 400)) {
+      await response.body?.cancel().catch(() => {})
+      throw redirectRefused(url, response)
+    }
+    return response
+  }
+
+  const getJson = async <R extends ApiRoute>(
+    route: R,
+    params: RouteParams<R>,
+    query: Partial<RouteQuery<R>>,
+    signal: AbortSignal | undefined,
+  ): Promise<RouteResponse<R>> => {
+    const url = target(route, params, query)
+    const response = await send(url, 'application/json', signal)
     let text: string
     try {
       text = await response.text()
     } catch (error) {
       if (signal?.aborted) throw cancelled()
-      throw new ClientError('CLIENT_NETWORK', response.status, `The answer from ${redact(target)} was cut off.`, { cause: error })
+      throw new ClientError('CLIENT_NETWORK', response.status, `The answer from ${redact(url)} was cut off.`, { cause: error })
     }
-    if (!response.ok) throw await errorFrom(response.status, text, target)
-    const parsed = schema.safeParse(parseJson(text, response.status, target))
+    if (!response.ok) throw errorFrom(response.status, text, url)
+    const parsed = route.response.safeParse(parseJson(text, response.status, url))
     if (!parsed.success) {
-      throw new ClientError('CLIENT_INVALID_RESPONSE', response.status, `The answer from ${redact(target)} does not match the API schema: ${summarize(parsed.error)}.`, { cause: parsed.error })
+      throw new ClientError(
+        'CLIENT_INVALID_RESPONSE',
+        response.status,
+        `The answer from ${redact(url)} does not match the API schema: ${summarize(parsed.error)}.`,
+        {
+          cause: parsed.error,
+        },
+      )
     }
-    return parsed.data
+    return parsed.data as RouteResponse<R>
   }
 
   const client: DshClient = {
     pageUrl: `${root}/?token=${encodeURIComponent(options.token)}`,
 
     async listSessions(filter = {}, { signal } = {}) {
-      return getJson(['api', 'sessions'], { ...filter }, sessionListPage, signal)
+      return getJson(routes.listSessions, {}, filter, signal)
     },
 
     async *sessions(filter = {}, { signal } = {}) {
       let cursor: string | undefined
       do {
-        const page = await client.listSessions({ ...filter, ...(cursor === undefined ? {} : { cursor }) }, signal === undefined ? {} : { signal })
+        const page = await client.listSessions(
+          { ...filter, ...(cursor === undefined ? {} : { cursor }) },
+          signal === undefined ? {} : { signal },
+        )
         yield* page.sessions
         cursor = page.nextCursor
       } while (cursor !== undefined)
     },
 
     async history(id, request = {}, { signal } = {}) {
-      return getJson(['api', 'sessions', checkId(id, 'id'), 'history'], { ...request }, historyPage, signal)
+      return getJson(routes.history, { id }, request, signal)
     },
 
     async subagents(parentId, request = {}, { signal } = {}) {
-      return getJson(['api', 'sessions', checkId(parentId, 'parentId'), 'subagents'], { scope: request.scope }, subagentList, signal)
+      return getJson(routes.subagents, { id: parentId }, request, signal)
     },
 
     async childHistory(parentId, childId, request = {}, { signal } = {}) {
-      return getJson(['api', 'sessions', checkId(parentId, 'parentId'), 'subagents', checkId(childId, 'childId'), 'history'], { ...request }, historyPage, signal)
+      return getJson(routes.childHistory, { parentId, childId }, request, signal)
     },
 
     async search(request: SearchRequest, { signal }: RequestOptions = {}) {
-      const page = await getJson(['api', 'search'], { q: request.q, kind: request.kind ?? 'sessions', limit: request.limit, cursor: request.cursor }, searchPage, signal)
-      if (page.kind !== (request.kind ?? 'sessions')) {
-        throw new ClientError('CLIENT_INVALID_RESPONSE', 200, `Asked to search ${request.kind ?? 'sessions'} but the answer holds ${page.kind}.`)
-      }
+      const kind = request.kind ?? 'sessions'
+      const page = await getJson(routes.search, {}, { ...request, kind }, signal)
+      if (page.kind !== kind)
+        throw new ClientError('CLIENT_INVALID_RESPONSE', 200, `Asked to search ${kind} but the answer holds ${page.kind}.`)
       return page
     },
 
     async *stream(id, { signal } = {}) {
-      const target = url(['api', 'sessions', checkId(id, 'id'), 'stream'])
-      const response = await send(target, 'text/event-stream', signal)
-      if (!response.ok) throw await errorFrom(response.status, await response.text().catch(() => ''), target)
+      const url = target(routes.stream, { id }, {})
+      const response = await send(url, 'text/event-stream', signal)
+      if (!response.ok) throw errorFrom(response.status, await response.text().catch(() => ''), url)
       if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream') || response.body === null) {
-        throw new ClientError('CLIENT_INVALID_RESPONSE', response.status, `The answer from ${redact(target)} is not an event stream.`)
+        await response.body?.cancel().catch(() => {})
+        throw new ClientError('CLIENT_INVALID_RESPONSE', response.status, `The answer from ${redact(url)} is not an event stream.`)
       }
-      yield* readEventStream(response.body, signal)
+      yield* readEventStream(response.body, signal, maxEventSize)
     },
   } as DshClient
   return client
 }
 
-/**
- * Ids travel as one percent-encoded path segment. `.` and `..` are refused
- * here because `fetch` would resolve them as dot segments and reach another
- * route (the host refuses them as well).
- */
-function checkId(id: string, what: string): string {
-  if (typeof id !== 'string' || id.length === 0) throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, `${what} must be a non-empty string.`)
-  if (id === '.' || id === '..') throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, `${what} "${id}" is a dot segment and cannot be addressed by path.`)
-  return id
+function redirectRefused(url: string, response: Response): ClientError {
+  const location = response.headers.get('location')
+  let elsewhere = 'an unnamed location'
+  if (location !== null) {
+    try {
+      const to = new URL(location, url)
+      elsewhere = to.origin === new URL(url).origin ? `${to.pathname} on the same host` : `another origin (${to.origin})`
+    } catch {
+      elsewhere = 'an invalid location'
+    }
+  }
+  return new ClientError(
+    'CLIENT_REDIRECT_REFUSED',
+    response.status,
+    `${redact(url)} answered HTTP ${response.status}, a redirect to ${elsewhere}. The dsh host never redirects, so the client follows none (the token stays with the configured host); check baseUrl.`,
+  )
 }
 
-async function errorFrom(status: number, text: string, target: string): Promise<ClientError> {
+function errorFrom(status: number, text: string, url: string): ClientError {
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -194,17 +238,16 @@ async function errorFrom(status: number, text: string, target: string): Promise<
     json = undefined
   }
   const parsed = errorBody.safeParse(json)
-  if (!parsed.success) {
-    return new ClientError('CLIENT_INVALID_RESPONSE', status, `${redact(target)} failed with HTTP ${status} and no typed error body.`)
-  }
+  if (!parsed.success)
+    return new ClientError('CLIENT_INVALID_RESPONSE', status, `${redact(url)} failed with HTTP ${status} and no typed error body.`)
   return new ClientError(parsed.data.code, status, parsed.data.message)
 }
 
-function parseJson(text: string, status: number, target: string): unknown {
+function parseJson(text: string, status: number, url: string): unknown {
   try {
     return JSON.parse(text)
   } catch (error) {
-    throw new ClientError('CLIENT_INVALID_RESPONSE', status, `The answer from ${redact(target)} is not JSON.`, { cause: error })
+    throw new ClientError('CLIENT_INVALID_RESPONSE', status, `The answer from ${redact(url)} is not JSON.`, { cause: error })
   }
 }
 
@@ -216,8 +259,8 @@ function summarize(error: z.ZodError): string {
 }
 
 /** Error messages name the route, never a token in the query. */
-function redact(target: string): string {
-  return target.replace(/([?&]token=)[^&]*/, '$1…')
+function redact(url: string): string {
+  return url.replace(/([?&]token=)[^&]*/, '$1…')
 }
 
 function cancelled(): ClientError {

@@ -4,8 +4,12 @@ export type ClientLocalErrorCode =
   | 'CLIENT_INVALID_RESPONSE'
   /** The request never got an HTTP answer (connection refused, reset, DNS). */
   | 'CLIENT_NETWORK'
-  /** An argument cannot be sent as given (an empty or dot-segment id, a bad base URL). */
+  /** An argument cannot be sent as given (an empty, dot-segment or over-long id, a value past a protocol limit, a bad base URL). */
   | 'CLIENT_INVALID_ARGUMENT'
+  /** The answer was a redirect. The dsh host never redirects, so none is followed (the token never travels elsewhere). */
+  | 'CLIENT_REDIRECT_REFUSED'
+  /** One event-stream message grew past `maxEventSize` before it ended; the stream is closed. */
+  | 'CLIENT_STREAM_TOO_LARGE'
   /** The caller's AbortSignal aborted. */
   | 'CANCELLED'
 

@@ -1,16 +1,28 @@
-export { createClient } from './client.js'
-export type { ClientOptions, DshClient, EventSearchPage, HistoryRequest, ListSessionsFilter, RequestOptions, SearchRequest, SessionSearchPage } from './client.js'
-export { ClientError, isClientError } from './errors.js'
-export type { ClientLocalErrorCode } from './errors.js'
+// The wire types, declared once in @dsh/protocol.
 export type {
   HistoryPageBody,
   SearchPageBody,
   SessionListPageBody,
   StreamEventBody,
   SubagentListBody,
+  SubagentListEntryBody,
   SubagentListRowBody,
   SubagentScope,
   WireSessionHeader,
   WireSessionRecord,
   WireStoredEvent,
-} from '@dsh/apiproxy/schemas'
+} from '@dsh/protocol'
+export type {
+  ClientOptions,
+  DshClient,
+  EventSearchPage,
+  HistoryRequest,
+  ListSessionsFilter,
+  RequestOptions,
+  SearchRequest,
+  SessionSearchPage,
+  SubagentsRequest,
+} from './client.js'
+export { createClient } from './client.js'
+export type { ClientLocalErrorCode } from './errors.js'
+export { ClientError, isClientError } from './errors.js'

@@ -1,22 +1,51 @@
-import { streamEvent, type StreamEventBody } from '@dsh/apiproxy/schemas'
+import { STREAM_EVENT_NAMES, type StreamEventBody, streamEvent } from '@dsh/protocol'
+import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { ClientError } from './errors.js'
 
-/** Event names this client knows; others are skipped, so a newer host can add some. */
-const KNOWN_EVENTS = new Set(['ready', 'projection', 'catalog'])
+const KNOWN_EVENTS: ReadonlySet<string> = new Set(STREAM_EVENT_NAMES)
 
 /**
- * Parses a `text/event-stream` body (the subset the host writes: `event`,
- * `data`, `id`, comments) into validated events. Stops quietly when `signal`
- * aborts or the server ends the stream.
+ * Reads a `text/event-stream` body into validated events with
+ * `eventsource-parser` (linear in the input; `\r\n` split across chunks is one
+ * line ending). At most `maxEventSize` characters of one unfinished message
+ * are held: past that the stream fails with `CLIENT_STREAM_TOO_LARGE`, so a
+ * host that never ends a line costs bounded memory. Unknown event names are
+ * skipped (a newer host may add some). Stops quietly when `signal` aborts or
+ * the server ends the stream.
  */
-export async function* readEventStream(body: ReadableStream<Uint8Array>, signal: AbortSignal | undefined): AsyncGenerator<StreamEventBody> {
+export async function* readEventStream(
+  body: ReadableStream<Uint8Array>,
+  signal: AbortSignal | undefined,
+  maxEventSize: number,
+): AsyncGenerator<StreamEventBody> {
   const reader = body.getReader()
   const decoder = new TextDecoder()
+  const ready: StreamEventBody[] = []
+  let failure: ClientError | undefined
+  const parser = createParser({
+    maxBufferSize: maxEventSize,
+    onEvent(message) {
+      if (failure === undefined && KNOWN_EVENTS.has(message.event ?? 'message')) {
+        try {
+          ready.push(parseEvent(message))
+        } catch (error) {
+          failure = error as ClientError
+        }
+      }
+    },
+    onError(error) {
+      if (error.type === 'max-buffer-size-exceeded') {
+        failure ??= new ClientError(
+          'CLIENT_STREAM_TOO_LARGE',
+          200,
+          `An event-stream message grew past ${maxEventSize} characters without ending; the stream was closed. Raise maxEventSize if the host really sends such events.`,
+        )
+      }
+      // Unknown fields and malformed retry values are ignored, as EventSource does.
+    },
+  })
   const onAbort = (): void => void reader.cancel().catch(() => {})
   signal?.addEventListener('abort', onAbort, { once: true })
-  let buffer = ''
-  let event = 'message'
-  let data: string[] = []
   try {
     while (true) {
       let chunk: Awaited<ReturnType<typeof reader.read>>
@@ -27,24 +56,10 @@ export async function* readEventStream(body: ReadableStream<Uint8Array>, signal:
         throw new ClientError('CLIENT_NETWORK', 200, 'The event stream broke off.', { cause: error })
       }
       if (chunk.done) return
-      buffer += decoder.decode(chunk.value, { stream: true })
-      let newline: number
-      while ((newline = buffer.search(/\r\n|\r|\n/)) !== -1) {
-        const line = buffer.slice(0, newline)
-        buffer = buffer.slice(newline + (buffer.startsWith('\r\n', newline) ? 2 : 1))
-        if (line === '') {
-          if (data.length > 0 && KNOWN_EVENTS.has(event)) yield parseEvent(event, data.join('\n'))
-          event = 'message'
-          data = []
-          continue
-        }
-        if (line.startsWith(':')) continue
-        const colon = line.indexOf(':')
-        const field = colon === -1 ? line : line.slice(0, colon)
-        const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '')
-        if (field === 'event') event = value
-        else if (field === 'data') data.push(value)
-      }
+      parser.feed(decoder.decode(chunk.value, { stream: true }))
+      if (failure !== undefined) throw failure
+      while (ready.length > 0) yield ready.shift()!
+      if (signal?.aborted) return
     }
   } finally {
     signal?.removeEventListener('abort', onAbort)
@@ -52,16 +67,24 @@ export async function* readEventStream(body: ReadableStream<Uint8Array>, signal:
   }
 }
 
-function parseEvent(event: string, text: string): StreamEventBody {
+function parseEvent(message: EventSourceMessage): StreamEventBody {
+  const event = message.event ?? 'message'
   let data: unknown
   try {
-    data = JSON.parse(text)
+    data = JSON.parse(message.data)
   } catch (error) {
     throw new ClientError('CLIENT_INVALID_RESPONSE', 200, `The "${event}" stream event does not carry JSON.`, { cause: error })
   }
   const parsed = streamEvent.safeParse({ event, data })
   if (!parsed.success) {
-    throw new ClientError('CLIENT_INVALID_RESPONSE', 200, `The "${event}" stream event does not match the API schema: ${parsed.error.issues[0]?.message ?? 'invalid'}.`, { cause: parsed.error })
+    throw new ClientError(
+      'CLIENT_INVALID_RESPONSE',
+      200,
+      `The "${event}" stream event does not match the API schema: ${parsed.error.issues[0]?.message ?? 'invalid'}.`,
+      {
+        cause: parsed.error,
+      },
+    )
   }
   return parsed.data
 }

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -11,7 +11,8 @@ import { failure } from './failure.js'
 // The client against a real host in its own process: @dsh/apiproxy's fixture
 // server runs the built packages with zstd JSONL files, the SQLite query index
 // and projection cache, and the subagent runtime with its scripted driver.
-// The fixture is found through this package's dependency on @dsh/apiproxy.
+// The fixture is found through this package's dev dependency on @dsh/apiproxy
+// (the client itself depends on @dsh/protocol only).
 
 const apiproxyRoot = dirname(dirname(realpathSync(createRequire(import.meta.url).resolve('@dsh/apiproxy'))))
 const fixture = join(apiproxyRoot, 'tests', 'fixtures', 'serve-stack.mjs')
@@ -86,8 +87,11 @@ describe('client over real HTTP', () => {
   })
 
   it('reads history of top-level sessions and of children through their parent only', async () => {
+    const whole = await client.history('parent', { limit: 1000 })
+    expect(whole.events.slice(0, 4).map((e) => e.type)).toEqual(['turn/start', 'user/message', 'assistant/message', 'turn/end'])
     const parentHistory = await client.history('parent', { limit: 2 })
-    expect(parentHistory.events.map((e) => e.type)).toEqual(['assistant/message', 'turn/end'])
+    expect(parentHistory.events).toEqual(whole.events.slice(-2))
+    expect(parentHistory.nextBefore).toBe(whole.total - 2)
     const direct = await failure(client.history('child-a'))
     expect(direct.toJSON()).toMatchObject({ code: 'API_FORBIDDEN', status: 403 })
     const child = await client.childHistory('parent', 'child-a')
@@ -113,8 +117,10 @@ describe('client over real HTTP', () => {
       expect(page.header.id).toBe(id)
       expect(page.events.some((e) => (e.data as { text?: string }).text === `hello from ${id}`)).toBe(true)
     }
-    expect((await failure(client.history('x'.repeat(10 * 1024)))).toJSON()).toMatchObject({ code: 'API_BAD_REQUEST', status: 400 })
-    expect((await failure(client.history('nul\u0000id'))).toJSON()).toMatchObject({ code: 'API_BAD_REQUEST', status: 400 })
+    // Values past the protocol's bounds are refused before sending: the client builds requests from the same route table the host reads them with.
+    expect((await failure(client.history('x'.repeat(10 * 1024)))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
+    expect((await failure(client.history('nul\u0000id'))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
+    expect((await failure(client.search({ q: Array.from({ length: 17 }, (_, i) => `w${i}`).join(' ') }))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
     expect((await failure(client.history('..'))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
     expect((await failure(client.history('never-created'))).toJSON()).toMatchObject({ code: 'SESSION_QUERY_NOT_FOUND', status: 404 })
   })
@@ -154,7 +160,8 @@ describe('client over real HTTP', () => {
     })()
     const waitFor = (match: (e: StreamEventBody) => boolean) =>
       seen.some(match) ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ match, resolve }))
-    const catalog = (reason: string) => (e: StreamEventBody) => e.event === 'catalog' && e.data.childId === 'late' && e.data.reason === reason
+    const catalog = (reason: string) => (e: StreamEventBody) =>
+      e.event === 'catalog' && e.data.childId === 'late' && e.data.reason === reason
 
     await waitFor((e) => e.event === 'ready')
     await command({ op: 'spawn', parent: 'parent', id: 'late', label: 'late arrival', hold: true })
@@ -162,10 +169,15 @@ describe('client over real HTTP', () => {
     expect((await client.subagents('parent')).rows.find((r) => r.id === 'late')).toMatchObject({ activity: 'running' })
     await command({ op: 'release', id: 'late' })
     await waitFor(catalog('disposed'))
-    expect((await client.subagents('parent')).rows.find((r) => r.id === 'late')).toMatchObject({ activity: 'inactive', label: 'late arrival' })
+    expect((await client.subagents('parent')).rows.find((r) => r.id === 'late')).toMatchObject({
+      activity: 'inactive',
+      label: 'late arrival',
+    })
     controller.abort()
     await consumed
-    expect(seen.filter((e) => e.event === 'catalog').map((e) => (e.event === 'catalog' ? e.data.reason : ''))).toEqual(expect.arrayContaining(['created', 'turn-end', 'disposed']))
+    expect(seen.filter((e) => e.event === 'catalog').map((e) => (e.event === 'catalog' ? e.data.reason : ''))).toEqual(
+      expect.arrayContaining(['created', 'turn-end', 'disposed']),
+    )
   })
 
   it('reports CLIENT_NETWORK once the host is killed with SIGKILL', async () => {

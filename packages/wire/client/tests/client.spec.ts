@@ -27,10 +27,12 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve))
 })
 
-const json = (status: number, body: unknown): Answer => (_req, res) => {
-  res.writeHead(status, { 'Content-Type': 'application/json' })
-  res.end(typeof body === 'string' ? body : JSON.stringify(body))
-}
+const json =
+  (status: number, body: unknown): Answer =>
+  (_req, res) => {
+    res.writeHead(status, { 'Content-Type': 'application/json' })
+    res.end(typeof body === 'string' ? body : JSON.stringify(body))
+  }
 
 const header = { version: 1, id: 'p', createdAt: 1, isSeeded: false, delegationDepth: 0 }
 
@@ -61,7 +63,11 @@ describe('createClient', () => {
     const mismatch = await failure(client.listSessions())
     expect(mismatch.code).toBe('CLIENT_INVALID_RESPONSE')
     expect(mismatch.message).toContain('sessions.0.header.version')
-    answer = json(200, { parentId: 'p', scope: 'children', rows: [{ kind: 'child', id: 'c', activity: 'inactive', hasChildren: false, mode: 'continuable', parentId: 'p', depth: 1, rung: 1 }] })
+    answer = json(200, {
+      parentId: 'p',
+      scope: 'children',
+      rows: [{ kind: 'child', id: 'c', activity: 'inactive', hasChildren: false, mode: 'continuable', parentId: 'p', depth: 1, rung: 1 }],
+    })
     expect((await failure(client.subagents('p'))).code).toBe('CLIENT_INVALID_RESPONSE')
     answer = json(502, '<html>bad gateway</html>')
     expect((await failure(client.listSessions())).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_RESPONSE', status: 502 })

@@ -113,10 +113,15 @@ export type RouteReading<R extends ApiRoute> =
   | { readonly ok: true; readonly params: RouteParams<R>; readonly query: RouteQuery<R> }
   | { readonly ok: false; readonly message: string }
 
-const segmentCache = new WeakMap<ApiRoute, readonly string[]>()
+/** Anything with a route path (API routes, and a host's own page routes). */
+export interface RoutePath {
+  readonly path: string
+}
+
+const segmentCache = new WeakMap<RoutePath, readonly string[]>()
 
 /** The route's path split into segments; `:name` segments are parameters. */
-export function routeSegments(r: ApiRoute): readonly string[] {
+export function routeSegments(r: RoutePath): readonly string[] {
   const cached = segmentCache.get(r)
   if (cached) return cached
   const segments = Object.freeze(r.path.slice(1).split('/'))
@@ -125,7 +130,7 @@ export function routeSegments(r: ApiRoute): readonly string[] {
 }
 
 /** Matches already-decoded path segments; returns the raw parameter values, or `undefined`. */
-export function matchPath(r: ApiRoute, segments: readonly string[]): Record<string, string> | undefined {
+export function matchPath(r: RoutePath, segments: readonly string[]): Record<string, string> | undefined {
   const pattern = routeSegments(r)
   if (pattern.length !== segments.length) return undefined
   const params: Record<string, string> = {}

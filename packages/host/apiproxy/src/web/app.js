@@ -76,7 +76,14 @@ async function loadSessions(reset) {
         { 'data-session-id': header.id, onclick: () => select(header.id) },
         el('td', { class: 'id', text: header.id }),
         el('td', { text: new Date(header.createdAt).toLocaleString() }),
-        el('td', { text: header.origin === 'subagent' ? `subagent of ${header.parentSession}` : header.parentSession ? `fork of ${header.parentSession}` : 'top level' }),
+        el('td', {
+          text:
+            header.origin === 'subagent'
+              ? `subagent of ${header.parentSession}`
+              : header.parentSession
+                ? `fork of ${header.parentSession}`
+                : 'top level',
+        }),
         el('td', { text: record.live ? 'live' : 'cold' }),
       )
       if (header.id === state.selected) row.classList.add('selected')
@@ -99,22 +106,37 @@ const REASONS = {
 }
 
 function rowNode(row) {
-  const attrs = { 'data-row-id': row.id, 'data-kind': row.kind, 'data-depth': String(row.depth), 'data-parent-id': row.parentId, 'data-rung': String(row.rung) }
+  const attrs = {
+    'data-row-id': row.id,
+    'data-kind': row.kind,
+    'data-depth': String(row.depth),
+    'data-parent-id': row.parentId,
+    'data-rung': String(row.rung),
+  }
   if (row.kind === 'diagnostic') {
     return el(
       'li',
       { ...attrs, 'data-reason': row.reason },
-      el('div', { class: 'row', title: `Diagnostic: ${REASONS[row.reason] ?? row.reason}. Decided by ${RUNGS[row.rung] ?? `rung ${row.rung}`}.` },
+      el(
+        'div',
+        { class: 'row', title: `Diagnostic: ${REASONS[row.reason] ?? row.reason}. Decided by ${RUNGS[row.rung] ?? `rung ${row.rung}`}.` },
         el('span', { class: 'badge diagnostic', text: row.reason }),
         el('span', { class: 'row-id', text: row.id }),
       ),
     )
   }
-  const label = row.label === undefined ? el('span', { class: 'label none', text: '(no label)' }) : el('span', { class: 'label', text: row.label })
+  const label =
+    row.label === undefined ? el('span', { class: 'label none', text: '(no label)' }) : el('span', { class: 'label', text: row.label })
   return el(
     'li',
     { ...attrs, 'data-activity': row.activity, 'data-mode': row.mode },
-    el('div', { class: 'row', title: `Show history. Identity from ${RUNGS[row.rung] ?? `rung ${row.rung}`}.`, onclick: () => showHistory(row.parentId, row.id) },
+    el(
+      'div',
+      {
+        class: 'row',
+        title: `Show history. Identity from ${RUNGS[row.rung] ?? `rung ${row.rung}`}.`,
+        onclick: () => showHistory(row.parentId, row.id),
+      },
       label,
       el('span', { class: 'badge mode', text: row.mode }),
       el('span', { class: `badge activity ${row.activity}`, text: row.activity }),

@@ -44,5 +44,5 @@ export function rawRequest(baseUrl: string, head: string, body?: string | Buffer
 /** A GET with the raw target exactly as given. */
 export function rawGet(baseUrl: string, target: string, token: string | undefined): Promise<RawResponse> {
   const auth = token === undefined ? '' : `Authorization: Bearer ${token}\r\n`
-  return rawRequest(baseUrl, `GET ${target} HTTP/1.1\r\nHost: localhost\r\n${auth}Connection: close\r\n\r\n`)
+  return rawRequest(baseUrl, `GET ${target} HTTP/1.1\r\nHost: ${new URL(baseUrl).host}\r\n${auth}Connection: close\r\n\r\n`)
 }

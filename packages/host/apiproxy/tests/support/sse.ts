@@ -15,11 +15,12 @@ export class SseReader {
   readonly status: number
   readonly contentType: string | null
   #cursor = 0
+  readonly #done: Promise<void>
 
   private constructor(response: Response) {
     this.status = response.status
     this.contentType = response.headers.get('content-type')
-    if (response.ok && response.body) void this.#pump(response.body)
+    this.#done = response.ok && response.body ? this.#pump(response.body) : Promise.resolve()
   }
 
   static async open(url: string, headers: Record<string, string> = {}): Promise<SseReader> {
@@ -40,7 +41,10 @@ export class SseReader {
       }
     }
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching SSE event within ${timeoutMs} ms; got ${JSON.stringify(this.events)}`)), timeoutMs)
+      const timer = setTimeout(
+        () => reject(new Error(`no matching SSE event within ${timeoutMs} ms; got ${JSON.stringify(this.events)}`)),
+        timeoutMs,
+      )
       this.#waiters.push({
         predicate,
         resolve: (event) => {
@@ -55,14 +59,18 @@ export class SseReader {
     this.#controller.abort()
   }
 
+  /** Resolves once the server has ended the stream (or `close()` aborted it). */
+  ended(): Promise<void> {
+    return this.#done
+  }
+
   async #pump(body: ReadableStream<Uint8Array>): Promise<void> {
     const decoder = new TextDecoder()
     let buffer = ''
     try {
       for await (const chunk of body) {
         buffer += decoder.decode(chunk, { stream: true })
-        let end: number
-        while ((end = buffer.indexOf('\n\n')) !== -1) {
+        for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
           const block = buffer.slice(0, end)
           buffer = buffer.slice(end + 2)
           let event = 'message'

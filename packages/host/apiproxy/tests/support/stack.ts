@@ -2,15 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type Logger } from '@dsh/context'
-import { sessionStorePlugin, type Session, type SessionStore } from '@dsh/session'
-import { createMemoryPersistence, sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
+import { type Session, type SessionStore, sessionStorePlugin } from '@dsh/session'
+import { createMemoryPersistence, type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { sessionQueryPlugin } from '@dsh/session-query'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
-import { createScriptedDriver, subagentsPlugin, type SubagentRuntime } from '@dsh/subagent'
-import { createApiServer, type ApiLimits, type ApiServer, type ApiServices } from '../../src/index.js'
+import { createScriptedDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
+import { type ApiLimits, type ApiServer, type ApiServices, createApiServer } from '../../src/index.js'
 
 export const TOKEN = 'test-token-0123456789abcdef'
 
@@ -46,6 +46,8 @@ export interface Stack {
   readonly gates: Gates
   readonly server: ApiServer
   readonly errors: unknown[]
+  /** Everything the server logged, warnings included (the details kept off the wire). */
+  readonly logs: Array<{ readonly level: 'warn' | 'error'; readonly message: string; readonly error: unknown }>
   /** GET `path` with the token (unless `token: null`), answering status and parsed body. */
   get(path: string, options?: { token?: string | null }): Promise<{ status: number; body: unknown; headers: Headers }>
   close(): Promise<void>
@@ -58,6 +60,8 @@ export interface StackOptions {
    * query index (with search) and the SQLite projection cache.
    */
   readonly backend?: 'memory' | 'disk'
+  /** With `disk`: the query backend (default `sqlite`; `memory` scans the JSONL root itself). */
+  readonly query?: 'sqlite' | 'memory'
   readonly limits?: Partial<ApiLimits>
   /** Wraps the services the server reads (to interpose on a read in a test). */
   readonly wrap?: (services: ApiServices) => Partial<ApiServices>
@@ -71,7 +75,14 @@ export interface StackOptions {
  */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const errors: unknown[] = []
-  const logger: Logger = { warn: () => {}, error: (_message, error) => void errors.push(error) }
+  const logs: Stack['logs'] = []
+  const logger: Logger = {
+    warn: (message, error) => void logs.push({ level: 'warn', message, error }),
+    error: (message, error) => {
+      errors.push(error)
+      logs.push({ level: 'error', message, error })
+    },
+  }
   const ctx = new Context({ logger })
   const gates = new Gates()
   const root = options.backend === 'disk' ? mkdtempSync(join(tmpdir(), 'dsh-apiproxy-')) : undefined
@@ -88,10 +99,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   await ctx.activate(sessionStorePlugin())
   await ctx.activate(sessionPersistencePlugin(persistence))
   await ctx.activate(sessionProjectionsPlugin())
-  if (root === undefined) {
+  if (root === undefined || options.query === 'memory') {
     await ctx.activate(sessionQueryPlugin())
-  } else {
-    await ctx.activate(sessionProjectionCachePlugin({ root }))
+  }
+  if (root !== undefined) await ctx.activate(sessionProjectionCachePlugin({ root }))
+  if (root !== undefined && options.query !== 'memory') {
     await ctx.activate(sqliteSessionQueryPlugin({ path: defaultIndexPath(root) }))
   }
   await ctx.activate(subagentsPlugin({ driver }))
@@ -103,7 +115,13 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     sessions,
     sessionProjections: ctx.require('sessionProjections'),
   }
-  const server = await createApiServer({ ctx, services: options.wrap?.(base) ?? base, token: TOKEN, logger, ...(options.limits === undefined ? {} : { limits: options.limits }) })
+  const server = await createApiServer({
+    ctx,
+    services: options.wrap?.(base) ?? base,
+    token: TOKEN,
+    logger,
+    ...(options.limits === undefined ? {} : { limits: options.limits }),
+  })
   return {
     ctx,
     sessions,
@@ -113,6 +131,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     gates,
     server,
     errors,
+    logs,
     async get(path, { token = TOKEN } = {}) {
       const response = await fetch(`${server.url}${path}`, { headers: token === null ? {} : { Authorization: `Bearer ${token}` } })
       const text = await response.text()

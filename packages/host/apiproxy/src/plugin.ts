@@ -1,0 +1,38 @@
+import { definePlugin } from '@dsh/context'
+import { type ApiHandler, type ApiHandlerOptions, createApiHandler } from './server.js'
+
+declare module '@dsh/context' {
+  interface Services {
+    /** The HTTP API's request listener (`apiproxyPlugin`); serve it with `listenApi` or mount it in a server of your own. */
+    httpApi: ApiHandler
+  }
+}
+
+export type ApiPluginOptions = Pick<ApiHandlerOptions, 'token' | 'limits' | 'allowedHosts'>
+
+/**
+ * The HTTP API as a plugin: requires `sessionQuery` and `subagents` (a
+ * missing one fails at activation with `CONTEXT_SERVICE_UNAVAILABLE`), reads
+ * `sessions` and `sessionProjections` for the event stream when present, and
+ * provides service `httpApi`. Disposing the context ends its event streams.
+ */
+export const apiproxyPlugin = (options: ApiPluginOptions) =>
+  definePlugin({
+    name: 'apiproxy',
+    inject: { required: ['sessionQuery', 'subagents'], optional: ['sessions', 'sessionProjections', 'logger'] },
+    activate(ctx) {
+      const handler = createApiHandler({
+        ...options,
+        services: {
+          sessionQuery: ctx.sessionQuery,
+          subagents: ctx.subagents,
+          sessions: ctx.sessions,
+          sessionProjections: ctx.sessionProjections,
+        },
+        events: ctx,
+        ...(ctx.logger === undefined ? {} : { logger: ctx.logger }),
+      })
+      ctx.provide('httpApi', handler)
+      ctx.onDispose(() => handler.close())
+    },
+  })
