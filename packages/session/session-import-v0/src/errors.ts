@@ -38,6 +38,8 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_NOT_FOUND'
   /** `exportV0` would overwrite a log that already exists in the target v0 root. */
   | 'IMPORT_V0_EXPORT_EXISTS'
+  /** An option out of range (`batchEvents`), or no persistence for a run that writes. */
+  | 'IMPORT_V0_INVALID_OPTION'
   /** An id or cwd that the v0 layout cannot name (empty). */
   | 'IMPORT_V0_INVALID_ID'
   | 'CANCELLED'

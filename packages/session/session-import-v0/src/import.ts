@@ -29,7 +29,8 @@ import type { V0Header } from './v0-types.js'
 export interface ImportV0Options {
   /** The v0 root (the directory holding `--<project>--/` and `_no-cwd/`). */
   readonly from: string
-  readonly persistence: SessionPersistence
+  /** Where the sessions go. Optional only with `dryRun` (then every session counts as new). */
+  readonly persistence?: SessionPersistence
   /** Read, map and compare everything, write nothing. */
   readonly dryRun?: boolean
   /** Called after each session (and once with `done: 0` before the first). */
@@ -79,6 +80,17 @@ export interface ImportV0Report {
 
 const DEFAULT_BATCH = 4096
 
+/** What a dry run without a persistence compares against: nothing is stored. */
+const EMPTY: Pick<SessionPersistence, 'stat' | 'inspect' | 'append'> = {
+  stat: async () => undefined,
+  inspect: async (id) => {
+    throw new ImportV0Error('IMPORT_V0_NOT_FOUND', `Session ${JSON.stringify(id)} is not stored.`)
+  },
+  append: async () => {
+    throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', 'A dry run writes nothing.')
+  },
+}
+
 interface Candidate {
   readonly entry: V0LogEntry
   readonly header: V0Header
@@ -86,12 +98,16 @@ interface Candidate {
 
 export async function importV0(options: ImportV0Options): Promise<ImportV0Report> {
   const from = resolve(options.from)
-  const { persistence, signal } = options
+  const { signal } = options
   const dryRun = options.dryRun === true
   const batchEvents = options.batchEvents ?? DEFAULT_BATCH
   if (!Number.isSafeInteger(batchEvents) || batchEvents < 1) {
-    throw new ImportV0Error('IMPORT_V0_ROOT_INVALID', `batchEvents must be a positive integer, got ${String(options.batchEvents)}.`)
+    throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', `batchEvents must be a positive integer, got ${String(options.batchEvents)}.`)
   }
+  if (options.persistence === undefined && !dryRun) {
+    throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', 'importV0 needs a persistence to write into (only a dry run may go without one).')
+  }
+  const persistence = options.persistence ?? EMPTY
   const stat = await fsp.stat(from).catch(() => undefined)
   if (stat?.isDirectory() !== true) {
     throw new ImportV0Error(
@@ -209,9 +225,12 @@ class SessionFailure extends ImportV0Error {
   }
 }
 
+/** The part of the persistence contract an import uses. */
+type ImportTarget = Pick<SessionPersistence, 'stat' | 'inspect' | 'append'>
+
 interface RunContext {
   readonly from: string
-  readonly persistence: SessionPersistence
+  readonly persistence: ImportTarget
   readonly dryRun: boolean
   readonly batchEvents: number
   readonly signal: AbortSignal | undefined
@@ -295,7 +314,7 @@ async function matchingForkSource(
   header: SessionHeader,
   inheritedEventCount: number,
   events: readonly StoredSessionEvent[],
-  persistence: SessionPersistence,
+  persistence: ImportTarget,
   signal: AbortSignal | undefined,
 ): Promise<string | undefined> {
   const parent = header.parentSession

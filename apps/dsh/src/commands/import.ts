@@ -1,0 +1,89 @@
+import { existsSync } from 'node:fs'
+import { isAbsolute, relative, resolve, sep } from 'node:path'
+import { type ImportV0Report, importV0, type SessionImportResult } from '@dsh/session-import-v0'
+import type { CommandIo, ParsedCommand } from '../command.js'
+import { CliError } from '../errors.js'
+import { openHost, rootOf, withReadHost } from '../host-access.js'
+import { printJson, table } from '../output.js'
+import { createProgress } from '../progress.js'
+import { safe } from '../terminal.js'
+
+/**
+ * `dsh import <dir> --from dsh-v0 [--root R] [--dry-run] [--json]`: every
+ * session of a harness v0 root into the dsh root. Reads <dir> only; per-session
+ * faults are reported (typed reason) and never stop the run; a second run
+ * imports nothing; exit 1 when any session failed.
+ */
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  const [dir, ...extra] = command.args
+  if (dir === undefined || extra.length > 0)
+    throw new CliError('CLI_USAGE', "'dsh import' takes exactly one directory: the v0 session root to read.")
+  const format = command.string('from')
+  if (format !== 'dsh-v0') {
+    throw new CliError(
+      'CLI_USAGE',
+      `'dsh import' reads the harness's v0 roots only: pass --from dsh-v0${format === undefined ? '' : ` (got '${format}')`}.`,
+    )
+  }
+  const from = resolve(dir)
+  const root = rootOf(command)
+  if (overlaps(from, root)) {
+    throw new CliError(
+      'CLI_USAGE',
+      safe`The v0 root ${from} and the dsh root ${root} overlap; import into a separate --root (the v0 root is never written).`,
+    )
+  }
+  const dryRun = command.flag('dry-run')
+  const progress = command.json ? createProgress(undefined) : createProgress(io.err)
+  const onProgress = ({ done, total, id }: { done: number; total: number; id?: string }): void => progress.update(done, total, id ?? '')
+  let report: ImportV0Report
+  try {
+    if (dryRun) {
+      // A dry run writes nothing anywhere: an existing root is opened read-only, a missing one compares against nothing.
+      report = existsSync(root)
+        ? await withReadHost(command, (host) => importV0({ from, persistence: host.persistence, dryRun, onProgress }))
+        : await importV0({ from, dryRun, onProgress })
+    } else {
+      const host = await openHost(command, {})
+      try {
+        report = await importV0({ from, persistence: host.persistence, onProgress })
+      } finally {
+        await host.dispose()
+      }
+    }
+  } finally {
+    progress.done()
+  }
+  if (command.json) printJson({ root, ...report }, io.out)
+  else {
+    io.out.write(
+      `${table(
+        ['id', 'status', 'events', 'detail'],
+        report.sessions.map((s) => [s.id ?? '?', s.status, String(s.events), detail(s)]),
+      )}\n`,
+    )
+    const verb = dryRun ? 'Would import' : 'Imported'
+    io.out.write(
+      safe`${verb} ${report.imported}, updated ${report.updated}, unchanged ${report.unchanged}, failed ${report.failed} (from ${from} into ${root}).\n`,
+    )
+  }
+  return report.failed > 0 ? 1 : 0
+}
+
+/** True when one directory is the other or inside it. */
+function overlaps(a: string, b: string): boolean {
+  const inside = (child: string, parent: string): boolean => {
+    const rel = relative(parent, child)
+    return rel === '' || !(rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel))
+  }
+  return inside(a, b) || inside(b, a)
+}
+
+function detail(s: SessionImportResult): string {
+  if (s.status === 'failed') return `${s.reason?.code}: ${s.reason?.message} (${s.path})`
+  const parts: string[] = []
+  if (s.appended > 0) parts.push(`${s.appended} appended`)
+  if (s.forkSource !== undefined) parts.push(`fork of ${s.forkSource} by reference`)
+  if (s.tornBytes !== undefined) parts.push(`torn tail of ${s.tornBytes} bytes skipped`)
+  return parts.join(', ')
+}
