@@ -64,7 +64,7 @@ export async function explainChildren(
   if (candidates.length <= HAS_CHILDREN_PROBE_LIMIT) {
     hasChildren = async (id) => (await enumerateChildren(deps, id, signal, true)).length > 0
   } else {
-    const tree = await enumerateSubagentTree(deps, signal)
+    const tree = await enumerateTree(deps, 'subagent', signal)
     hasChildren = async (id) => tree.has(id)
   }
   const classified = await classifyAll(deps, candidates, hasChildren, signal)
@@ -74,9 +74,13 @@ export async function explainChildren(
 /**
  * Every subagent below `parentId`, depth-first in listing order: each child's
  * row is followed by its own subtree before its next sibling. Children whose
- * row is omitted (creation window) or a diagnostic are still descended into.
- * The tree comes from one listing of every subagent in the corpus (live
- * headers preferred), so a deep tree costs one query, not one per node.
+ * row is omitted (creation window) or a diagnostic are still descended into,
+ * and so are ordinary (non-subagent) sessions between them — a plain fork of
+ * the parent that spawned subagents of its own — which get no row: their
+ * subagents list with `parentId` the ordinary session and `depth` counting
+ * every link from `parentId`. The tree comes from one header-only listing of
+ * the corpus (live headers preferred), so a deep tree costs one query, not
+ * one per node, and no body read beyond the ladder's.
  */
 export async function explainDescendants(
   services: SubagentCatalogServices,
@@ -86,17 +90,20 @@ export async function explainDescendants(
   const deps = requireServices(services)
   const root = checkId(parentId)
   throwIfAborted(signal, cancelled)
-  const tree = await enumerateSubagentTree(deps, signal)
+  const tree = await enumerateTree(deps, 'all', signal)
+  const hasSubagentChildren = async (id: SessionId): Promise<boolean> => (tree.get(id) ?? []).some(isSubagent)
   const out: ExplainedSubagentEntry[] = []
   // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
   const visited = new Set<string>([root])
   const walk = async (parent: SessionId, depth: number): Promise<void> => {
     const candidates = (tree.get(parent) ?? []).filter((c) => !visited.has(c.header.id))
     for (const candidate of candidates) visited.add(candidate.header.id)
-    const classified = await classifyAll(deps, candidates, async (id) => tree.has(id), signal)
-    for (const child of classified) {
-      if (child.row !== undefined) out.push(Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth }))
-      if (child.hasChildren) await walk(child.id, depth + 1)
+    const classified = await classifyAll(deps, candidates.filter(isSubagent), hasSubagentChildren, signal)
+    const rows = new Map(classified.map((child) => [child.id as string, child]))
+    for (const candidate of candidates) {
+      const child = rows.get(candidate.header.id)
+      if (child?.row !== undefined) out.push(Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth }))
+      if (tree.has(candidate.header.id)) await walk(candidate.header.id, depth + 1)
     }
   }
   await walk(root, 1)
@@ -189,17 +196,25 @@ async function enumerateChildren(
   probe = false,
 ): Promise<Candidate[]> {
   const candidates: Candidate[] = []
-  await listCorpus(deps, { parentSession: parentId, ...(probe ? { limit: 16 } : {}) }, signal, (candidate) => {
+  await listCorpus(deps, { parentSession: parentId, ...(probe ? { limit: 16 } : {}) }, signal, 'subagent', (candidate) => {
     if (candidate.header.parentSession === parentId) candidates.push(candidate)
     return !(probe && candidates.length > 0)
   })
   return candidates.sort(byCreatedAtThenId)
 }
 
-/** Every subagent in the corpus grouped by (live-preferred) parent, each group ordered. */
-async function enumerateSubagentTree(deps: CatalogDeps, signal: AbortSignal | undefined): Promise<Map<string, Candidate[]>> {
+function isSubagent(candidate: Candidate): boolean {
+  return candidate.header.origin === 'subagent'
+}
+
+/** Every subagent (or every session) in the corpus grouped by (live-preferred) parent, each group ordered. */
+async function enumerateTree(
+  deps: CatalogDeps,
+  scope: 'subagent' | 'all',
+  signal: AbortSignal | undefined,
+): Promise<Map<string, Candidate[]>> {
   const tree = new Map<string, Candidate[]>()
-  await listCorpus(deps, {}, signal, (candidate) => {
+  await listCorpus(deps, {}, signal, scope, (candidate) => {
     const parent = candidate.header.parentSession
     if (parent === undefined) return true
     const siblings = tree.get(parent)
@@ -212,26 +227,31 @@ async function enumerateSubagentTree(deps: CatalogDeps, signal: AbortSignal | un
 }
 
 /**
- * Pages through `listSessions` with `origin: 'subagent'` plus `filter`,
- * applying live preference, until `visit` returns false or pages run out.
+ * Pages through `listSessions` with `filter` (plus `origin: 'subagent'` unless
+ * `scope` is `all`), applying live preference, until `visit` returns false or
+ * pages run out.
  */
 async function listCorpus(
   deps: CatalogDeps,
   filter: { readonly parentSession?: string; readonly limit?: number },
   signal: AbortSignal | undefined,
+  scope: 'subagent' | 'all',
   visit: (candidate: Candidate) => boolean,
 ): Promise<void> {
   let cursor: string | undefined
   do {
     const page = await read(signal, () =>
-      deps.query.listSessions({ ...filter, origin: 'subagent', ...(cursor === undefined ? {} : { cursor }) }, signal),
+      deps.query.listSessions(
+        { ...filter, ...(scope === 'subagent' ? { origin: 'subagent' } : {}), ...(cursor === undefined ? {} : { cursor }) },
+        signal,
+      ),
     ).catch((error: unknown) => {
       throw enumerationFailure(error, filter.parentSession)
     })
     for (const record of page.records) {
       const live = deps.sessions.get(record.header.id)
       const header = live?.header ?? record.header
-      if (header.origin !== 'subagent') continue
+      if (scope === 'subagent' && header.origin !== 'subagent') continue
       if (!visit({ header, inheritedEventCount: live?.inheritedEventCount ?? record.inheritedEventCount, live })) return
     }
     cursor = page.nextCursor

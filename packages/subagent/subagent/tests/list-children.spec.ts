@@ -493,4 +493,30 @@ describe('listDescendants', () => {
     expect(describeRows(await h.runtime.listDescendants('a1'))).toEqual(['a1x:inactive:one-shot:a1x'])
     expect(b).toBe('b')
   })
+
+  it('reaches subagents through ordinary (non-subagent) sessions in between: an ordinary fork of the root, and of a subagent', async () => {
+    const h = await host()
+    const root = h.sessions.create({ id: 'root' })
+    completedTurn(root, 1)
+    await h.runtime.spawn(root, { mode: 'one-shot', label: 'direct', context: 'fresh', id: 'direct' }).done
+    // An ordinary fork of the root (no origin: not a subagent) that delegates on its own.
+    const side = h.sessions.fork(root, { childId: 'side' })
+    await h.runtime.spawn(side, { mode: 'continuable', label: 'via side', context: 'fork', id: 'via-side' }).done
+    // An ordinary fork of a subagent, which delegates too (two ordinary links deep below the root).
+    const viaSide = h.sessions.restore(await h.persistence!.load('via-side' as never))
+    const branch = h.sessions.fork(viaSide, { childId: 'branch', delegationDepth: 1 })
+    await h.runtime.spawn(branch, { mode: 'one-shot', label: 'deep', context: 'fresh', id: 'deep' }).done
+    await h.sessions.dispose(branch.id)
+    await h.sessions.dispose(viaSide.id)
+    await h.sessions.dispose(side.id)
+    const explained = await h.runtime.explainDescendants(root.id)
+    expect(explained.map((e) => [e.row.id, e.parentId, e.depth, e.row.kind === 'child' ? e.row.label : e.row.reason])).toEqual([
+      ['direct', 'root', 1, 'direct'],
+      ['via-side', 'side', 2, 'via side'],
+      ['deep', 'branch', 4, 'deep'],
+    ])
+    // The ordinary sessions get no row, and the direct catalog is unchanged by them.
+    expect(describeRows(await h.runtime.listChildren(root.id))).toEqual(['direct:inactive:one-shot:direct'])
+    expect((await h.runtime.listDescendants('side')).map((row) => row.id)).toEqual(['via-side', 'deep'])
+  })
 })
