@@ -1,87 +1,118 @@
 import { parseArgs } from 'node:util'
 import { isDshError } from '@dsh/context'
-import { agentsCommand } from './commands/agents.js'
-import { demoCommand } from './commands/demo.js'
-import { reindexCommand } from './commands/reindex.js'
-import { searchCommand } from './commands/search.js'
-import { serveCommand } from './commands/serve.js'
-import { sessionsCommand } from './commands/sessions.js'
-import { showCommand } from './commands/show.js'
-import { verifyCommand } from './commands/verify.js'
+import type { CommandIo, CommandSpec, OptionSpec, ParsedCommand } from './command.js'
+import { COMMANDS } from './commands.js'
 import { CliError } from './errors.js'
-import type { CommandIo, ParsedCommand } from './command.js'
+import { escapeTerminal } from './terminal.js'
 
-const USAGE = `dsh — durable sessions and a subagent catalog
-
-Usage: dsh <command> [options]
-
-Commands:
-  demo                       build a demo root and print its catalog live, cold with cache, cold without
-  sessions                   list sessions   [--parent ID] [--origin subagent] [--cwd DIR] [--limit N] [--cursor C]
-  show <id>                  a session's header and a page of history   [--before SEQ] [--limit N]
-  agents <id>                a session's subagents, like list_agents   [--descendants]
-  search <text>              full-text search over sessions   [--events] [--limit N] [--cursor C]
-  verify                     check every log; exits 1 when any is corrupt
-  reindex                    rebuild the query index (progress bar on a TTY)
-  serve                      HTTP API + web catalog page   [--port N] [--host ADDR] [--token T]
-
-Options:
-  --root DIR                 the session root (default ./.dsh; demo: ./.dsh-demo)
-  --json                     machine-readable output
-  -h, --help                 this help
-`
-
-const OPTIONS = {
-  root: { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
-  parent: { type: 'string' },
-  origin: { type: 'string' },
-  cwd: { type: 'string' },
-  limit: { type: 'string' },
-  cursor: { type: 'string' },
-  before: { type: 'string' },
-  descendants: { type: 'boolean', default: false },
-  events: { type: 'boolean', default: false },
-  port: { type: 'string' },
-  host: { type: 'string' },
-  token: { type: 'string' },
-} as const
-
-const COMMANDS: Record<string, (command: ParsedCommand, io: CommandIo) => Promise<number>> = {
-  demo: demoCommand,
-  sessions: sessionsCommand,
-  show: showCommand,
-  agents: agentsCommand,
-  search: searchCommand,
-  verify: verifyCommand,
-  reindex: reindexCommand,
-  serve: serveCommand,
+/** Options every command takes. */
+const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
+  root: { type: 'string', value: 'DIR', help: 'the session root (default ./.dsh; demo: ./.dsh-demo)' },
+  json: { type: 'boolean', help: 'machine-readable output (errors too)' },
+  help: { type: 'boolean', short: 'h', help: 'this help' },
 }
 
-/** Runs the CLI; resolves the exit code. Errors become `{ code, message }` (with --json) or one readable line. */
+/** Runs the CLI; resolves the exit code. Errors become `{ error: { code, message } }` (with --json) or one readable line. */
 export async function runCli(argv: readonly string[], io: CommandIo = defaultIo()): Promise<number> {
   let json = argv.includes('--json')
   try {
-    const { values, positionals } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true })
-    json = values.json
-    const [name, ...rest] = positionals
-    if (values.help || name === undefined || name === 'help') {
-      io.out.write(USAGE)
-      return name === undefined && !values.help ? 2 : 0
+    const name = commandName(argv)
+    if (name === undefined || name === 'help') {
+      const help = argv.includes('--help') || argv.includes('-h') || name === 'help'
+      io.out.write(usage())
+      return help ? 0 : 2
     }
-    const command = COMMANDS[name]
-    if (command === undefined) throw new CliError('CLI_UNKNOWN_COMMAND', `Unknown command '${name}'. Run 'dsh --help' for the list.`)
-    return await command({ name, args: rest, options: values }, io)
+    const spec = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
+    if (spec === undefined) throw new CliError('CLI_UNKNOWN_COMMAND', `Unknown command '${name}'. Run 'dsh --help' for the list.`)
+    const command = parse(name, spec, argv)
+    json = command.json
+    if (command.flag('help')) {
+      io.out.write(commandUsage(name, spec))
+      return 0
+    }
+    const module = await spec.load()
+    return await module.run(command, io)
   } catch (error) {
-    const code = isDshError(error) ? error.code : error instanceof TypeError && 'code' in error ? 'CLI_USAGE' : 'CLI_INTERNAL'
-    const message = error instanceof Error ? error.message : String(error)
-    if (json) io.out.write(JSON.stringify({ error: { code, message } }, null, 2) + '\n')
-    else io.err.write(`dsh: ${message}${code === 'CLI_INTERNAL' ? '' : ` (${code})`}\n`)
+    const { code, message } = describeError(error)
+    if (json) io.out.write(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`)
+    else io.err.write(`dsh: ${escapeTerminal(message)}${code === 'CLI_INTERNAL' ? '' : ` (${code})`}\n`)
     return code === 'CLI_USAGE' || code === 'CLI_UNKNOWN_COMMAND' ? 2 : 1
   }
 }
 
+function parse(name: string, spec: CommandSpec, argv: readonly string[]): ParsedCommand {
+  const specs = { ...GLOBAL_OPTIONS, ...spec.options }
+  const options = Object.fromEntries(
+    Object.entries(specs).map(([key, o]) => [key, o.short === undefined ? { type: o.type } : { type: o.type, short: o.short }]),
+  )
+  let parsed: ReturnType<typeof parseArgs>
+  try {
+    parsed = parseArgs({ args: [...argv], options, allowPositionals: true, strict: true })
+  } catch (error) {
+    throw new CliError('CLI_USAGE', `${(error as Error).message}. Run 'dsh ${name} --help' for its options.`, { cause: error })
+  }
+  const { values, positionals } = parsed
+  // The command name is the first positional (see commandName).
+  const args = positionals.slice(1)
+  const stringValue = (key: string): string | undefined => {
+    const value = values[key]
+    return typeof value === 'string' ? value : undefined
+  }
+  return {
+    name,
+    args,
+    json: values.json === true,
+    root: stringValue('root'),
+    string: stringValue,
+    flag: (key) => values[key] === true,
+  }
+}
+
+/** The first positional argument, skipping global options and `--root`'s value. */
+function commandName(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === '--root') i++
+    else if (!arg.startsWith('-')) return arg
+  }
+  return undefined
+}
+
+/** Typed errors keep their code; anything else is `CLI_INTERNAL` (a bug to report). */
+function describeError(error: unknown): { code: string; message: string } {
+  const message = error instanceof Error ? error.message : String(error)
+  return { code: isDshError(error) ? error.code : 'CLI_INTERNAL', message }
+}
+
+function usage(): string {
+  const width = Math.max(...Object.entries(COMMANDS).map(([n, s]) => `${n} ${s.args ?? ''}`.length)) + 2
+  const lines = Object.entries(COMMANDS).map(([n, s]) => `  ${`${n} ${s.args ?? ''}`.padEnd(width)} ${s.summary}`)
+  return `dsh — durable sessions and a subagent catalog
+
+Usage: dsh <command> [options]      dsh <command> --help for its options
+
+Commands:
+${lines.join('\n')}
+
+Options:
+${optionLines(GLOBAL_OPTIONS)}
+`
+}
+
+function commandUsage(name: string, spec: CommandSpec): string {
+  const own = spec.options === undefined ? '' : `\nOptions:\n${optionLines(spec.options)}\n`
+  return `Usage: dsh ${name}${spec.args === undefined ? '' : ` ${spec.args}`} [options]\n\n${spec.summary}\n${own}\nGlobal options:\n${optionLines(GLOBAL_OPTIONS)}\n`
+}
+
+function optionLines(specs: Readonly<Record<string, OptionSpec>>): string {
+  const left = (key: string, o: OptionSpec): string =>
+    `${o.short === undefined ? '    ' : `-${o.short}, `}--${key}${o.value === undefined ? '' : ` ${o.value}`}`
+  const width = Math.max(...Object.entries(specs).map(([k, o]) => left(k, o).length)) + 2
+  return Object.entries(specs)
+    .map(([k, o]) => `  ${left(k, o).padEnd(width)} ${o.help}`)
+    .join('\n')
+}
+
 function defaultIo(): CommandIo {
-  return { out: process.stdout, err: process.stderr }
+  return { out: process.stdout, err: process.stderr, env: process.env }
 }

@@ -1,47 +1,57 @@
-import { existsSync, statSync } from 'node:fs'
-import { resolve } from 'node:path'
 import { CliError } from './errors.js'
 
-export interface CommandOptions {
-  readonly root?: string | undefined
-  readonly json: boolean
-  readonly parent?: string | undefined
-  readonly origin?: string | undefined
-  readonly cwd?: string | undefined
-  readonly limit?: string | undefined
-  readonly cursor?: string | undefined
-  readonly before?: string | undefined
-  readonly descendants: boolean
-  readonly events: boolean
-  readonly port?: string | undefined
-  readonly host?: string | undefined
-  readonly token?: string | undefined
+/** What `node:util` parseArgs accepts for one option. */
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean'
+  readonly short?: string
+  /** One line for `dsh <command> --help`. */
+  readonly help: string
+  /** Shown after the option name in help (string options), e.g. `N`. */
+  readonly value?: string
+}
+
+/** A command's module: loaded only when that command runs. */
+export interface CommandModule {
+  run(command: ParsedCommand, io: CommandIo): Promise<number>
+}
+
+/**
+ * One entry of the command table (commands.ts). The entry itself is cheap
+ * (text and option specs); the command's code and everything it imports
+ * load through `load()` only when the command runs.
+ */
+export interface CommandSpec {
+  /** One line for `dsh --help`. */
+  readonly summary: string
+  /** Positional arguments, e.g. `<id>`. */
+  readonly args?: string
+  readonly options?: Readonly<Record<string, OptionSpec>>
+  load(): Promise<CommandModule>
 }
 
 export interface ParsedCommand {
   readonly name: string
   readonly args: readonly string[]
-  readonly options: CommandOptions
+  readonly json: boolean
+  /** `--root` as given (undefined: the command's default). */
+  readonly root: string | undefined
+  /** A string option of this command, if given. */
+  string(name: string): string | undefined
+  /** A boolean option of this command (false if absent). */
+  flag(name: string): boolean
 }
 
 export interface CommandIo {
   readonly out: NodeJS.WritableStream
   readonly err: NodeJS.WritableStream & { isTTY?: boolean }
+  readonly env: NodeJS.ProcessEnv
 }
 
 export const DEFAULT_ROOT = './.dsh'
 
-/** The root of a read command: it must already exist (reads never invent a root). */
-export function existingRoot(options: CommandOptions): string {
-  const root = resolve(options.root ?? DEFAULT_ROOT)
-  if (!existsSync(root) || !statSync(root).isDirectory()) {
-    throw new CliError('CLI_ROOT_INVALID', `No session root at ${root}. Pass --root DIR (for example the directory 'dsh demo' printed).`)
-  }
-  return root
-}
-
 /** Parses an optional non-negative integer option. */
-export function intOption(value: string | undefined, name: string): number | undefined {
+export function intOption(command: ParsedCommand, name: string): number | undefined {
+  const value = command.string(name)
   if (value === undefined) return undefined
   if (!/^\d+$/.test(value)) throw new CliError('CLI_USAGE', `--${name} must be a non-negative integer, got '${value}'.`)
   return Number(value)
@@ -52,4 +62,9 @@ export function onePositional(command: ParsedCommand, what: string): string {
   const [value, ...extra] = command.args
   if (value === undefined || extra.length > 0) throw new CliError('CLI_USAGE', `'dsh ${command.name}' takes exactly one ${what}.`)
   return value
+}
+
+/** Refuses positional arguments for commands that take none. */
+export function noPositionals(command: ParsedCommand, hint = ''): void {
+  if (command.args.length > 0) throw new CliError('CLI_USAGE', `'dsh ${command.name}' takes no positional arguments${hint}.`)
 }

@@ -1,9 +1,16 @@
 import { DshError } from '@dsh/context'
 
-export type CliErrorCode =
-  | 'CLI_USAGE'
-  | 'CLI_UNKNOWN_COMMAND'
-  | 'CLI_ROOT_INVALID'
-  | 'CLI_VERIFY_FAILED'
+/**
+ * - `CLI_USAGE`: a bad option, option value or argument count (exit 2).
+ * - `CLI_UNKNOWN_COMMAND`: no such command (exit 2).
+ * - `CLI_ROOT_INVALID`: `--root` is not a dsh session root (missing, a file, or
+ *   a directory without a root marker) for a command that needs one, or `demo`
+ *   pointed at a non-empty directory it did not make. Nothing is created.
+ * - `CLI_TOKEN_INVALID`: `serve`'s token file is missing, empty, not a regular
+ *   file, or readable by group/others (it must be 0600).
+ * - `CLI_SEARCH_UNAVAILABLE`: `search` on a root without a query index (run
+ *   `dsh reindex` once; read commands never build one).
+ */
+export type CliErrorCode = 'CLI_USAGE' | 'CLI_UNKNOWN_COMMAND' | 'CLI_ROOT_INVALID' | 'CLI_TOKEN_INVALID' | 'CLI_SEARCH_UNAVAILABLE'
 
 export class CliError extends DshError<CliErrorCode> {}

@@ -1,14 +1,25 @@
-/** Plain-text table: columns padded to the widest cell. */
+import { escapeTerminal } from './terminal.js'
+
+/** Plain-text table: every cell escaped (see terminal.ts), columns padded to the widest cell. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
-  const line = (cells: readonly string[]): string => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()
-  return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n')
+  const cells = rows.map((row) => row.map(escapeTerminal))
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)))
+  const line = (row: readonly string[]): string =>
+    row
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd()
+  return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n')
 }
 
+/** Exact machine-readable output: no escaping beyond JSON's own. */
 export function printJson(value: unknown, out: NodeJS.WritableStream = process.stdout): void {
-  out.write(JSON.stringify(value, null, 2) + '\n')
+  out.write(`${JSON.stringify(value, null, 2)}\n`)
 }
 
 export function formatTime(epochMs: number): string {
-  return new Date(epochMs).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z')
+  return new Date(epochMs)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z')
 }

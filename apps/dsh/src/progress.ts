@@ -7,8 +7,8 @@ export interface Progress {
   done(): void
 }
 
-export function createProgress(stream: NodeJS.WriteStream = process.stderr): Progress {
-  if (!stream.isTTY) return { update: () => {}, done: () => {} }
+export function createProgress(stream: (NodeJS.WritableStream & { isTTY?: boolean }) | undefined): Progress {
+  if (stream === undefined || stream.isTTY !== true) return { update: () => {}, done: () => {} }
   let last = 0
   let drawn = false
   return {

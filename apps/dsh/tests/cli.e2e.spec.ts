@@ -1,8 +1,9 @@
 import { execFile, spawn } from 'node:child_process'
-import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { derivedPaths } from '@dsh/host'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 // Runs the built CLI as a user would (turbo builds it before tests).
@@ -19,7 +20,17 @@ async function dsh(...args: string[]): Promise<{ code: number; stdout: string; s
   }
 }
 
-interface Row { id: string; parentId?: string; depth?: number; kind: string; mode?: string; label?: string; reason?: string; activity?: string; rung: number }
+interface Row {
+  id: string
+  parentId?: string
+  depth?: number
+  kind: string
+  mode?: string
+  label?: string
+  reason?: string
+  activity?: string
+  rung: number
+}
 
 let dir: string
 let root: string
@@ -101,7 +112,12 @@ describe('dsh on the demo root', () => {
     const damaged = await dsh('verify', '--root', copy, '--json')
     expect(damaged.code).toBe(1)
     const report = JSON.parse(damaged.stdout)
-    expect(report.sessions.filter((s: { status: string }) => s.status === 'corrupt').map((s: { id: string }) => s.id)).toEqual(['release-1.4.reviewer'])
+    expect(report.sessions.filter((s: { status: string }) => s.status === 'corrupt').map((s: { id: string }) => s.id)).toEqual([
+      'release-1.4.reviewer',
+    ])
+    // A byte flipped behind dsh's back is no change in the feed, so the index still lists the
+    // session; without an index, a read-only listing reads headers and leaves the damaged one out.
+    for (const file of Object.values(derivedPaths(copy))) for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true })
     const listed = JSON.parse((await dsh('sessions', '--root', copy, '--json')).stdout)
     expect(listed.records.map((r: { header: { id: string } }) => r.header.id)).not.toContain('release-1.4.reviewer')
   })
@@ -116,13 +132,19 @@ describe('dsh on the demo root', () => {
   })
 
   it('sessions, agents, show and search answer with --json', async () => {
-    const parent = (await dsh('sessions', '--root', root, '--json'))
+    const parent = await dsh('sessions', '--root', root, '--json')
     const page = JSON.parse(parent.stdout)
     expect(page.records).toHaveLength(7)
     const children = JSON.parse((await dsh('sessions', '--root', root, '--parent', 'release-1.4', '--json')).stdout)
     expect(children.records).toHaveLength(5)
     const agents = JSON.parse((await dsh('agents', 'release-1.4', '--root', root, '--json')).stdout)
-    expect(agents.rows.map((r: { status?: string; reason?: string }) => r.status ?? r.reason).sort()).toEqual(['idle', 'idle', 'idle', 'ready', 'unavailable'])
+    expect(agents.rows.map((r: { status?: string; reason?: string }) => r.status ?? r.reason).sort()).toEqual([
+      'idle',
+      'idle',
+      'idle',
+      'ready',
+      'unavailable',
+    ])
     const text = await dsh('agents', 'release-1.4', '--descendants', '--root', root)
     expect(text.stdout).toMatch(/^ {2}release-1\.4\.planner\.fact-checker {2}idle {2}continuable/m)
     const shown = JSON.parse((await dsh('show', 'release-1.4.reviewer', '--root', root, '--json', '--limit', '3')).stdout)
@@ -145,24 +167,52 @@ describe('dsh on the demo root', () => {
   })
 })
 
+interface Serving {
+  readonly info: { url: string; pageUrl: string }
+  stderr(): string
+  stop(): Promise<number | null>
+}
+
+/** Starts `dsh serve --json` as a real process and waits for the URL it prints. */
+async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Serving> {
+  const child = spawn(process.execPath, [bin, 'serve', '--root', root, '--json', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, DSH_TOKEN: '', ...env },
+  })
+  let out = ''
+  let err = ''
+  child.stderr.setEncoding('utf8')
+  child.stderr.on('data', (chunk: string) => (err += chunk))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const info = await new Promise<{ url: string; pageUrl: string }>((resolve, reject) => {
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (chunk: string) => {
+      out += chunk
+      try {
+        resolve(JSON.parse(out))
+      } catch {
+        // wait for the whole object
+      }
+    })
+    void exited.then((code) => reject(new Error(`serve exited early (${String(code)}): ${err}`)))
+  })
+  return {
+    info,
+    stderr: () => err,
+    stop: async () => {
+      child.kill('SIGTERM')
+      return await exited
+    },
+  }
+}
+
 describe('dsh serve', () => {
-  it('serves the API on loopback with token auth and stops cleanly on SIGTERM', async () => {
-    const token = 'cli-test-token-0123456789'
-    const child = spawn(process.execPath, [bin, 'serve', '--root', root, '--json', '--token', token], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const token = 'cli-test-token-0123456789'
+
+  it('serves the API on loopback with the token from DSH_TOKEN and stops cleanly on SIGTERM', async () => {
+    const serving = await startServe([], { DSH_TOKEN: token })
     try {
-      let out = ''
-      const info = await new Promise<{ url: string; pageUrl: string }>((resolve, reject) => {
-        child.stdout.setEncoding('utf8')
-        child.stdout.on('data', (chunk: string) => {
-          out += chunk
-          try {
-            resolve(JSON.parse(out))
-          } catch {
-            // wait for the whole object
-          }
-        })
-        child.on('exit', (code) => reject(new Error(`serve exited early (${String(code)})`)))
-      })
+      const { info } = serving
       expect(new URL(info.url).hostname).toBe('127.0.0.1')
       expect((await fetch(`${info.url}/api/sessions`)).status).toBe(401)
       const ok = await fetch(`${info.url}/api/sessions?parentSession=release-1.4`, { headers: { authorization: `Bearer ${token}` } })
@@ -172,10 +222,33 @@ describe('dsh serve', () => {
       const page = await fetch(info.pageUrl)
       expect(page.status).toBe(200)
       expect(await page.text()).toContain('<html')
+      expect(serving.stderr()).toBe('')
     } finally {
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-      child.kill('SIGTERM')
-      expect(await exited).toBe(0)
+      expect(await serving.stop()).toBe(0)
+    }
+  })
+
+  it('takes the token from a 0600 --token-file; --token works but warns that ps shows it; a readable root is warned about', async () => {
+    const file = join(dir, 'token')
+    writeFileSync(file, `${token}\n`, { mode: 0o600 })
+    const fromFile = await startServe(['--token-file', file])
+    try {
+      const ok = await fetch(`${fromFile.info.url}/api/sessions`, { headers: { authorization: `Bearer ${token}` } })
+      expect(ok.status).toBe(200)
+      expect(fromFile.stderr()).toBe('')
+    } finally {
+      expect(await fromFile.stop()).toBe(0)
+    }
+    chmodSync(root, 0o755)
+    const fromFlag = await startServe(['--token', token])
+    try {
+      const ok = await fetch(`${fromFlag.info.url}/api/sessions`, { headers: { authorization: `Bearer ${token}` } })
+      expect(ok.status).toBe(200)
+      expect(fromFlag.stderr()).toMatch(/warning: --token is visible to every local user/)
+      expect(fromFlag.stderr()).toMatch(/warning: the session root .* is readable by other users \(mode 755\)/)
+    } finally {
+      chmodSync(root, 0o700)
+      expect(await fromFlag.stop()).toBe(0)
     }
   })
 })

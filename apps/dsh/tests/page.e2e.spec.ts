@@ -3,15 +3,14 @@ import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { createApiServer, type ApiServer } from '@dsh/apiproxy'
+import { type ApiServer, createHost, type Host } from '@dsh/host'
 import { SessionId } from '@dsh/session'
 import { createScriptedDriver } from '@dsh/subagent'
-import { chromium, type BrowserContext } from 'playwright-core'
+import { type BrowserContext, chromium } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { createHost, type Host } from '../src/index.js'
 
 // The web catalog page over a root built by the real `dsh demo` (built CLI),
-// served the way `dsh serve` serves it, in Debian's headless Chromium.
+// served the way `dsh serve` serves it (createHost's http plugin), in Debian's headless Chromium.
 
 const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const outputDir = join(import.meta.dirname, '..', 'test-output')
@@ -26,12 +25,26 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'dsh-page-'))
   const root = join(dir, 'demo')
   await promisify(execFile)(process.execPath, [bin, 'demo', '--json', '--root', root])
-  host = await createHost({ root, driver: createScriptedDriver([{ kind: 'message', text: 'on it' }, { kind: 'until', promise: hold }]) })
-  server = await createApiServer({ ctx: host.ctx, token: 'page-test-token-0123456789' })
+  host = await createHost({
+    root,
+    driver: createScriptedDriver([
+      { kind: 'message', text: 'on it' },
+      { kind: 'until', promise: hold },
+    ]),
+    http: { token: 'page-test-token-0123456789' },
+  })
+  server = host.http!
   browser = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
     executablePath: '/usr/bin/chromium',
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
     viewport: { width: 1280, height: 800 },
   })
 }, 120_000)
@@ -39,7 +52,6 @@ beforeAll(async () => {
 afterAll(async () => {
   release()
   await browser?.close()
-  await server?.close()
   await host?.dispose()
   rmSync(dir, { recursive: true, force: true })
 })
@@ -55,7 +67,13 @@ it("shows the demo parent's tree and a row's activity changes without reload whe
 
   // Resume the parent and spawn a child that holds its turn open.
   const parent = host.sessions.restore(await host.persistence.load(SessionId('release-1.4')))
-  const child = host.subagents.spawn(parent, { id: 'release-1.4.hotfix', mode: 'one-shot', label: 'hotfix', context: 'fresh', prompt: 'patch it' })
+  const child = host.subagents.spawn(parent, {
+    id: 'release-1.4.hotfix',
+    mode: 'one-shot',
+    label: 'hotfix',
+    context: 'fresh',
+    prompt: 'patch it',
+  })
   await row('release-1.4.hotfix').and(page.locator('[data-activity="running"]')).waitFor({ timeout: 15_000 })
   await page.evaluate(() => ((globalThis as unknown as { dshMarker: number }).dshMarker = 7))
 

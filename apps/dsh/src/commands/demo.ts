@@ -1,33 +1,39 @@
 import { resolve } from 'node:path'
-import type { CommandIo, ParsedCommand } from '../command.js'
-import { CliError } from '../errors.js'
+import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
+import { type DemoRow, runDemo } from '../demo/run-demo.js'
 import { printJson, table } from '../output.js'
-import { runDemo, type DemoRow } from '../demo/run-demo.js'
+import { safe } from '../terminal.js'
 
 export const DEFAULT_DEMO_ROOT = './.dsh-demo'
 
 const RUNG_TEXT = { 1: 'rung 1 (live watermark)', 2: 'rung 2 (checkpoint cache)', 3: 'rung 3 (one body read + fold)' } as const
 
-export async function demoCommand(command: ParsedCommand, io: CommandIo): Promise<number> {
-  if (command.args.length > 0) throw new CliError('CLI_USAGE', "'dsh demo' takes no positional arguments; use --root DIR.")
-  const json = command.options.json
-  const root = resolve(command.options.root ?? DEFAULT_DEMO_ROOT)
-  const result = await runDemo({ root, log: json ? () => {} : (line) => io.err.write(`${line}\n`) })
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  noPositionals(command, '; use --root DIR')
+  const json = command.json
+  const root = resolve(command.root ?? DEFAULT_DEMO_ROOT)
+  const result = await runDemo({ root, log: json ? () => {} : (line) => io.err.write(safe`${line}\n`) })
   if (json) {
     printJson({ root: result.root, listings: result.listings }, io.out)
     return result.agree ? 0 : 1
   }
   const { live, coldCached, coldUncached } = result.listings
-  io.out.write(`\nSession root: ${result.root}\nCatalog of ${result.parent} (descendants):\n`)
+  io.out.write(safe`\nSession root: ${result.root}\nCatalog of ${result.parent} (descendants):\n`)
   io.out.write(render('1. live (children running in this process)', live))
   io.out.write(render('2. cold, after a restart, with the checkpoint cache', coldCached))
   io.out.write(render('3. cold, after deleting the cache file', coldUncached))
-  io.out.write(result.agree
-    ? '\nThe three listings agree (apart from activity and the rung that served each row).\n'
-    : '\nThe three listings DISAGREE: this is a bug.\n')
-  io.out.write(`\nCrash repair: ${result.crashRepair.id} was killed mid-turn; load() ${result.crashRepair.repaired ? 'closed its open turn with' : 'found'} ${JSON.stringify(result.crashRepair.lastEvent)}\n`)
-  io.out.write(`Corruption: one byte flipped in ${result.corruptedLog}\n`)
-  io.out.write(`\nTry next:\n  npm run dsh -- agents ${result.parent} --descendants --root ${result.root}\n  npm run dsh -- verify --root ${result.root}     (exits 1 and names the corrupt child)\n  npm run dsh -- serve --root ${result.root}\n`)
+  io.out.write(
+    result.agree
+      ? '\nThe three listings agree (apart from activity and the rung that served each row).\n'
+      : '\nThe three listings DISAGREE: this is a bug.\n',
+  )
+  io.out.write(
+    safe`\nCrash repair: ${result.crashRepair.id} was killed mid-turn; load() ${result.crashRepair.repaired ? 'closed its open turn with' : 'found'} ${JSON.stringify(result.crashRepair.lastEvent)}\n`,
+  )
+  io.out.write(safe`Corruption: one byte flipped in ${result.corruptedLog}\n`)
+  io.out.write(
+    safe`\nTry next:\n  npm run dsh -- agents ${result.parent} --descendants --root ${result.root}\n  npm run dsh -- verify --root ${result.root}     (exits 1 and names the corrupt child)\n  npm run dsh -- serve --root ${result.root}\n`,
+  )
   return result.agree ? 0 : 1
 }
 

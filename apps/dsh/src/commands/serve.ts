@@ -1,28 +1,79 @@
 import { randomBytes } from 'node:crypto'
-import { createApiServer } from '@dsh/apiproxy'
-import { existingRoot, intOption, type CommandIo, type ParsedCommand } from '../command.js'
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
+import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
-import { createHost } from '../host.js'
+import { openHost, warnIfExposed } from '../host-access.js'
 import { printJson } from '../output.js'
+import { safe } from '../terminal.js'
 
-/** Serves the HTTP API and the web catalog page until SIGINT/SIGTERM. */
-export async function serveCommand(command: ParsedCommand, io: CommandIo): Promise<number> {
-  if (command.args.length > 0) throw new CliError('CLI_USAGE', "'dsh serve' takes no positional arguments.")
-  const root = existingRoot(command.options)
-  const port = intOption(command.options.port, 'port') ?? 0
-  const token = command.options.token ?? process.env.DSH_TOKEN ?? randomBytes(18).toString('base64url')
-  const host = await createHost({ root })
-  const server = await createApiServer({ ctx: host.ctx, token, port, ...(command.options.host === undefined ? {} : { host: command.options.host }) }).catch(async (error: unknown) => {
-    await host.dispose()
-    throw error
-  })
-  if (command.options.json) printJson({ root, url: server.url, pageUrl: server.pageUrl }, io.out)
-  else io.out.write(`dsh serving ${root}\n  API:  ${server.url}/api (Authorization: Bearer <token>)\n  page: ${server.pageUrl}\nPress Ctrl+C to stop.\n`)
+/**
+ * Serves the HTTP API and the web catalog page over an existing root until
+ * SIGINT/SIGTERM. The token comes from `--token-file` (a 0600 file), then
+ * `DSH_TOKEN`, then `--token` (which works but warns: every local user sees
+ * it in `ps`); with none, a random one is made and shown in the page URL.
+ */
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  noPositionals(command)
+  const port = intOption(command, 'port') ?? 0
+  const token = resolveToken(command, io)
+  const bind = command.string('host')
+  const host = await openHost(command, { requireExisting: true, http: { token, port, ...(bind === undefined ? {} : { host: bind }) } })
+  warnIfExposed(host.root, io)
+  const server = host.http!
+  if (command.json) printJson({ root: host.root, url: server.url, pageUrl: server.pageUrl }, io.out)
+  else
+    io.out.write(
+      safe`dsh serving ${host.root}\n  API:  ${server.url}/api (Authorization: Bearer <token>)\n  page: ${server.pageUrl}\nPress Ctrl+C to stop.\n`,
+    )
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve)
     process.once('SIGTERM', resolve)
   })
-  await server.close()
   await host.dispose()
   return 0
+}
+
+function resolveToken(command: ParsedCommand, io: CommandIo): string {
+  const file = command.string('token-file')
+  const flag = command.string('token')
+  if (file !== undefined && flag !== undefined)
+    throw new CliError('CLI_USAGE', 'Give the token once: --token-file FILE or --token T, not both.')
+  if (file !== undefined) return readTokenFile(file)
+  const env = io.env.DSH_TOKEN
+  if (flag !== undefined) {
+    io.err.write(
+      'dsh: warning: --token is visible to every local user (ps, /proc); pass it in DSH_TOKEN or --token-file FILE (mode 0600) instead.\n',
+    )
+    return flag
+  }
+  if (env !== undefined && env.length > 0) return env
+  return randomBytes(24).toString('base64url')
+}
+
+/** A token file must be a regular file that only its owner can read (0600 or stricter); one line, surrounding whitespace ignored. */
+function readTokenFile(path: string): string {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    throw new CliError(
+      'CLI_TOKEN_INVALID',
+      `The token file ${path} cannot be opened (${code ?? 'error'}${code === 'ELOOP' ? ': a symlink' : ''}).`,
+      { cause: error },
+    )
+  }
+  try {
+    const stats = fstatSync(fd)
+    if (!stats.isFile()) throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is not a regular file.`)
+    if ((stats.mode & 0o077) !== 0) {
+      const mode = (stats.mode & 0o777).toString(8).padStart(3, '0')
+      throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is readable by other users (mode ${mode}). Run: chmod 600 '${path}'`)
+    }
+    const token = readFileSync(fd, 'utf8').trim()
+    if (token.length === 0) throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is empty.`)
+    return token
+  } finally {
+    closeSync(fd)
+  }
 }

@@ -1,29 +1,43 @@
 import type { SessionListFilter } from '@dsh/session-query'
-import { existingRoot, intOption, type CommandIo, type ParsedCommand } from '../command.js'
-import { CliError } from '../errors.js'
-import { withHost } from '../open-host.js'
+import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
+import { withReadHost } from '../host-access.js'
 import { formatTime, printJson, table } from '../output.js'
+import { safe } from '../terminal.js'
 
-export async function sessionsCommand(command: ParsedCommand, io: CommandIo): Promise<number> {
-  const { options } = command
-  if (command.args.length > 0) throw new CliError('CLI_USAGE', "'dsh sessions' takes no positional arguments; filter with --parent, --origin, --cwd.")
-  const limit = intOption(options.limit, 'limit')
+/** The live-preferred session list. Read-only: an existing root, nothing created. */
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  noPositionals(command, '; filter with --parent, --origin, --cwd')
+  const limit = intOption(command, 'limit')
+  const parent = command.string('parent')
+  const origin = command.string('origin')
+  const cwd = command.string('cwd')
+  const cursor = command.string('cursor')
   const filter: SessionListFilter = {
-    ...(options.parent === undefined ? {} : { parentSession: options.parent }),
-    ...(options.origin === undefined ? {} : { origin: options.origin as 'subagent' }),
-    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    ...(parent === undefined ? {} : { parentSession: parent }),
+    ...(origin === undefined ? {} : { origin: origin as 'subagent' }),
+    ...(cwd === undefined ? {} : { cwd }),
     ...(limit === undefined ? {} : { limit }),
-    ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+    ...(cursor === undefined ? {} : { cursor }),
   }
-  const page = await withHost(existingRoot(options), (host) => host.query.listSessions(filter))
-  if (options.json) {
+  const page = await withReadHost(command, (host) => host.query.listSessions(filter))
+  if (command.json) {
     printJson(page, io.out)
     return 0
   }
-  io.out.write(table(
-    ['id', 'created', 'origin', 'parent', 'depth', 'cut'],
-    page.records.map((r) => [r.header.id, formatTime(r.header.createdAt), r.header.origin ?? '-', r.header.parentSession ?? '-', String(r.header.delegationDepth), String(r.inheritedEventCount)]),
-  ) + '\n')
-  io.out.write(`${page.records.length} session(s)${page.nextCursor === undefined ? '' : `; next page: --cursor ${page.nextCursor}`}\n`)
+  io.out.write(
+    `${table(
+      ['id', 'created', 'origin', 'parent', 'depth', 'cut'],
+      page.records.map((r) => [
+        r.header.id,
+        formatTime(r.header.createdAt),
+        r.header.origin ?? '-',
+        r.header.parentSession ?? '-',
+        String(r.header.delegationDepth),
+        String(r.inheritedEventCount),
+      ]),
+    )}\n`,
+  )
+  io.out.write(safe`${page.records.length} session(s)`)
+  io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
   return 0
 }

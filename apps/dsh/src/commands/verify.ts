@@ -1,59 +1,52 @@
-import { isDshError } from '@dsh/context'
-import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { existingRoot, type CommandIo, type ParsedCommand } from '../command.js'
-import { CliError } from '../errors.js'
+import { type VerifiedLog, verifyRoot } from '@dsh/host'
+import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
+import { asCliRootError, rootOf, warnIfExposed } from '../host-access.js'
 import { printJson, table } from '../output.js'
-
-interface VerifyRow {
-  readonly id: string
-  /** `torn`: committed data is intact; an incomplete final batch follows (reads ignore it, `load` truncates it). */
-  readonly status: 'ok' | 'torn' | 'corrupt' | 'error'
-  readonly events?: number
-  readonly tornBytes?: number
-  readonly code?: string
-  readonly message?: string
-}
+import { safe } from '../terminal.js'
 
 /**
  * Reads every committed log in full and reports torn tails and corruption,
  * including logs whose header is too damaged to list. Exits 1 when any log is
- * corrupt or unreadable (a torn tail alone is not an error). Never writes.
+ * corrupt or unreadable (a torn tail alone is not an error). Never writes;
+ * refuses a directory that is not a dsh root; warns when others can read it.
  */
-export async function verifyCommand(command: ParsedCommand, io: CommandIo): Promise<number> {
-  if (command.args.length > 0) throw new CliError('CLI_USAGE', "'dsh verify' takes no positional arguments.")
-  const root = existingRoot(command.options)
-  const persistence = createJsonlPersistence({ root })
-  const rows: VerifyRow[] = []
-  try {
-    for (const record of await persistence.list()) {
-      try {
-        const report = await persistence.verify(record.header.id)
-        rows.push({ id: record.header.id, status: report.tornBytes > 0 ? 'torn' : 'ok', events: report.events, tornBytes: report.tornBytes })
-      } catch (error) {
-        const corrupt = isDshError(error, 'SESSION_PERSISTENCE_CORRUPT')
-        rows.push({ id: record.header.id, status: corrupt ? 'corrupt' : 'error', code: isDshError(error) ? error.code : 'UNKNOWN', message: error instanceof Error ? error.message : String(error) })
-      }
-    }
-    for (const damaged of persistence.damagedLogs()) {
-      rows.push({ id: typeof damaged.id === 'string' ? damaged.id : damaged.dir, status: 'corrupt', code: damaged.code, message: damaged.message })
-    }
-  } finally {
-    await persistence.close()
-  }
-  const count = (status: VerifyRow['status']): number => rows.filter((r) => r.status === status).length
-  const bad = rows.filter((r) => r.status === 'corrupt' || r.status === 'error')
-  if (command.options.json) {
-    printJson({ root, checked: rows.length, ok: count('ok'), torn: count('torn'), corrupt: count('corrupt'), errors: count('error'), sessions: rows }, io.out)
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  noPositionals(command)
+  const { root, logs } = await asCliRootError(() => verifyRoot(rootOf(command)))
+  warnIfExposed(root, io)
+  const count = (status: VerifiedLog['status']): number => logs.filter((r) => r.status === status).length
+  const bad = logs.filter((r) => r.status === 'corrupt' || r.status === 'error')
+  if (command.json) {
+    printJson(
+      {
+        root,
+        checked: logs.length,
+        ok: count('ok'),
+        torn: count('torn'),
+        corrupt: count('corrupt'),
+        errors: count('error'),
+        sessions: logs,
+      },
+      io.out,
+    )
   } else {
-    io.out.write(table(['id', 'status', 'events / problem'], rows.map((r) => [r.id, r.status, describe(r)])) + '\n')
-    io.out.write(bad.length === 0
-      ? `All ${rows.length} logs verified${count('torn') > 0 ? ` (${count('torn')} with a torn tail that the next load truncates)` : ''}.\n`
-      : `${bad.length} of ${rows.length} logs failed verification: ${bad.map((r) => r.id).join(', ')}\n`)
+    io.out.write(
+      `${table(
+        ['id', 'status', 'events / problem'],
+        logs.map((r) => [r.id, r.status, describe(r)]),
+      )}\n`,
+    )
+    const torn = count('torn') > 0 ? ` (${count('torn')} with a torn tail that the next load truncates)` : ''
+    io.out.write(
+      bad.length === 0
+        ? `All ${logs.length} logs verified${torn}.\n`
+        : safe`${bad.length} of ${logs.length} logs failed verification: ${bad.map((r) => r.id).join(', ')}\n`,
+    )
   }
   return bad.length === 0 ? 0 : 1
 }
 
-function describe(row: VerifyRow): string {
+function describe(row: VerifiedLog): string {
   if (row.status === 'ok') return `${row.events} events`
   if (row.status === 'torn') return `${row.events} events + ${row.tornBytes} bytes of torn tail`
   return `${row.code}: ${row.message}`

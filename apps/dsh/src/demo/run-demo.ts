@@ -1,13 +1,12 @@
 import { spawn } from 'node:child_process'
-import { existsSync, openSync, closeSync, readdirSync, readSync, writeSync, fstatSync, rmSync, mkdirSync, writeFileSync } from 'node:fs'
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { createHost, derivedPaths, type Host } from '@dsh/host'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence, TRAILER_MAGIC } from '@dsh/session-persistence-jsonl'
-import { projectionCachePath } from '@dsh/session-projection-cache'
 import { createScriptedDriver, type ExplainedSubagentEntry, type SubagentHandle } from '@dsh/subagent'
 import { CliError } from '../errors.js'
-import { createHost, type Host } from '../host.js'
 import { DEMO_IDS } from './ids.js'
 import { demoScript } from './scripts.js'
 
@@ -71,12 +70,38 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     parent.append('user/message', { text: 'Now research the format, review the plan, and plan the rollout.' })
     parent.append('turn/start', { turn: 2 })
     const handles: SubagentHandle[] = [
-      host.subagents.spawn(parent, { id: DEMO_IDS.researcher, mode: 'continuable', label: 'researcher', context: 'fresh', prompt: 'How do zstd skippable frames work?' }),
-      host.subagents.spawn(parent, { id: DEMO_IDS.reviewer, mode: 'continuable', label: 'reviewer', context: 'fork', prompt: 'Review the plan so far.' }),
-      host.subagents.spawn(parent, { id: DEMO_IDS.planner, mode: 'one-shot', label: 'rollout-planner', context: 'fresh', prompt: 'Plan the rollout.' }),
+      host.subagents.spawn(parent, {
+        id: DEMO_IDS.researcher,
+        mode: 'continuable',
+        label: 'researcher',
+        context: 'fresh',
+        prompt: 'How do zstd skippable frames work?',
+      }),
+      host.subagents.spawn(parent, {
+        id: DEMO_IDS.reviewer,
+        mode: 'continuable',
+        label: 'reviewer',
+        context: 'fork',
+        prompt: 'Review the plan so far.',
+      }),
+      host.subagents.spawn(parent, {
+        id: DEMO_IDS.planner,
+        mode: 'one-shot',
+        label: 'rollout-planner',
+        context: 'fresh',
+        prompt: 'Plan the rollout.',
+      }),
     ]
     const planner = handles[2]!
-    handles.push(host.subagents.spawn(planner.session, { id: DEMO_IDS.factChecker, mode: 'continuable', label: 'fact-checker', context: 'fresh', prompt: 'Check the plan’s claims.' }))
+    handles.push(
+      host.subagents.spawn(planner.session, {
+        id: DEMO_IDS.factChecker,
+        mode: 'continuable',
+        label: 'fact-checker',
+        context: 'fresh',
+        prompt: 'Check the plan’s claims.',
+      }),
+    )
     await waitFor(() => handles.every((h) => h.session.events.some((e) => e.type === 'assistant/message')))
     const rows = await explain(host)
     log('         listed live; letting the children finish')
@@ -92,7 +117,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const coldCached = await withDemoHost(root, hold, explain)
 
   log('phase 3: delete the cache file and restart cold')
-  rmSync(projectionCachePath(root), { force: true })
+  const cache = derivedPaths(root).projectionCache
+  for (const file of [cache, `${cache}-wal`, `${cache}-shm`]) rmSync(file, { force: true })
   const coldUncached = await withDemoHost(root, hold, explain)
 
   const crashRepair = await withDemoHost(root, hold, async (host) => {
@@ -121,7 +147,13 @@ export function toDemoRow(entry: ExplainedSubagentEntry): DemoRow {
   const { row } = entry
   const base = { id: row.id, parentId: entry.parentId, depth: entry.depth, kind: row.kind, rung: entry.rung }
   if (row.kind === 'diagnostic') return { ...base, reason: row.reason }
-  return { ...base, mode: row.mode, ...(row.label === undefined ? {} : { label: row.label }), activity: row.activity, hasChildren: row.hasChildren }
+  return {
+    ...base,
+    mode: row.mode,
+    ...(row.label === undefined ? {} : { label: row.label }),
+    activity: row.activity,
+    hasChildren: row.hasChildren,
+  }
 }
 
 /** The listings agree when every row matches apart from activity and the rung that served it. */
@@ -132,15 +164,24 @@ function agree(listings: DemoResult['listings']): boolean {
 
 /** A demo root is wiped only when it is one the demo made; anything else non-empty is refused. */
 function prepareRoot(root: string): void {
-  if (existsSync(root)) {
+  let isDirectory: boolean | undefined
+  try {
+    isDirectory = statSync(root).isDirectory()
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOTDIR') throw new CliError('CLI_ROOT_INVALID', `${root} lies under a file; pass --root with a new directory.`)
+    if (code !== 'ENOENT') throw error
+  }
+  if (isDirectory === false) throw new CliError('CLI_ROOT_INVALID', `${root} is a file, not a directory; pass --root with a new directory.`)
+  if (isDirectory === true) {
     const entries = readdirSync(root)
     if (entries.length > 0 && !entries.includes(MARKER)) {
       throw new CliError('CLI_ROOT_INVALID', `${root} is not empty and was not made by 'dsh demo'; pass --root with a new directory.`)
     }
     rmSync(root, { recursive: true, force: true })
   }
-  mkdirSync(root, { recursive: true })
-  writeFileSync(join(root, MARKER), 'made by dsh demo; the demo wipes and rebuilds this directory\n')
+  mkdirSync(root, { recursive: true, mode: 0o700 })
+  writeFileSync(join(root, MARKER), 'made by dsh demo; the demo wipes and rebuilds this directory\n', { mode: 0o600 })
 }
 
 function runCrashWorker(root: string): Promise<void> {
@@ -163,7 +204,7 @@ function runCrashWorker(root: string): Promise<void> {
 
 /** Flips one byte inside the last committed data frame of `id`'s log (a real byte flip, as a disk would). */
 function corruptCommittedBatch(root: string, id: string): string {
-  const persistence = createJsonlPersistence({ root })
+  const persistence = createJsonlPersistence({ root, readOnly: true })
   const file = persistence.logPath(id)
   void persistence.close()
   const fd = openSync(file, 'r+')

@@ -10,7 +10,7 @@ import { type IndexProgress, type SessionQuery, sessionQueryPlugin } from '@dsh/
 import { sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { HostError } from './errors.js'
-import { type HttpApiOptions, httpApiPlugin } from './http-plugin.js'
+import { activateHttpApi, type HttpApiOptions } from './http-plugin.js'
 import { type DerivedPaths, derivedPaths } from './paths.js'
 import { prepareRoot } from './root.js'
 
@@ -25,6 +25,12 @@ export interface HostOptions {
    * A custom `persistence` is used as given.
    */
   readonly readOnly?: boolean
+  /**
+   * The root must already be a dsh root (`HOST_ROOT_INVALID` otherwise), but
+   * the host may write (logs, index, cache): what a server over an existing
+   * root wants. Implied by `readOnly`.
+   */
+  readonly requireExisting?: boolean
   /** `jsonl` (default): the embedded zstd JSONL backend under `root`; or any backend object. */
   readonly persistence?: 'jsonl' | SessionPersistence
   /** Encoding for a new jsonl root (default zstd; an existing root keeps its own). */
@@ -61,7 +67,7 @@ export interface Host {
   /** Which query backend answers (a read-only host without an index answers from memory). */
   readonly queryBackend: 'sqlite' | 'memory'
   readonly subagents: SubagentRuntime
-  /** The HTTP API when `http` was given. */
+  /** The listening HTTP API when `http` was given. */
   readonly http: ApiServer | undefined
   readonly paths: DerivedPaths
   /** Settles runs, writes final checkpoints, flushes and closes everything (reverse activation order). */
@@ -80,11 +86,14 @@ export interface Host {
 export async function createHost(options: HostOptions): Promise<Host> {
   validate(options)
   const readOnly = options.readOnly === true
-  const root = prepareRoot(options.root, readOnly)
+  const root = prepareRoot(options.root, readOnly || options.requireExisting === true)
   const paths = derivedPaths(root)
   const ctx = new Context(options.logger === undefined ? {} : { logger: options.logger })
   try {
     if (options.logger !== undefined) ctx.provide('logger', options.logger)
+    const jsonl = options.persistence === undefined || options.persistence === 'jsonl'
+    // A read-only open reads only the root's marker: it proves the root exists without creating one.
+    if (jsonl && options.requireExisting === true && !readOnly) await openPersistence(root, options, true).close()
     const persistence = openPersistence(root, options, readOnly)
     const useCache = options.projectionCache !== false && (!readOnly || existsSync(paths.projectionCache))
     const queryBackend = options.query === 'memory' || (readOnly && !existsSync(paths.index)) ? 'memory' : 'sqlite'
@@ -106,7 +115,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
       }),
     )
-    if (options.http !== undefined) await ctx.activate(httpApiPlugin(options.http))
+    if (options.http !== undefined) await activateHttpApi(ctx, options.http)
     return {
       root,
       readOnly,
@@ -118,7 +127,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
       query: ctx.require('sessionQuery'),
       queryBackend,
       subagents: ctx.require('subagents'),
-      http: ctx.get('httpApi'),
+      http: ctx.get('httpServer'),
       paths,
       dispose: () => ctx.dispose(),
     }

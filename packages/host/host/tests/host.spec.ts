@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHost, type Host, HostError, rebuildIndex, rootPermissionWarning, verifyRoot } from '../src/index.js'
+import { createHost, derivedPaths, type Host, HostError, rebuildIndex, rootPermissionWarning, verifyRoot } from '../src/index.js'
 
 const dirs: string[] = []
 function tempDir(): string {
@@ -74,12 +74,8 @@ describe('createHost', () => {
   it('read-only: opens an existing root, creates nothing, and falls back to memory without an index', async () => {
     const root = join(tempDir(), 'root')
     const { parent, child } = await populate(root)
-    const host0 = await createHost({ root })
-    rmSync(host0.paths.index, { force: true })
-    rmSync(host0.paths.projectionCache, { force: true })
-    await host0.dispose()
-    rmSync(join(root, '.index'), { recursive: true, force: true })
-    rmSync(join(root, '.cache'), { recursive: true, force: true })
+    // Drop the derived files (and their WAL/shm companions) a writable host made.
+    for (const file of Object.values(derivedPaths(root))) for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true })
     const before = listTree(root)
     const host = await createHost({ root, readOnly: true })
     try {
@@ -131,7 +127,8 @@ describe('createHost', () => {
       const url = host.http?.url
       expect(url).toBeDefined()
       expect(new URL(url!).hostname).toBe('127.0.0.1')
-      expect(host.ctx.get('httpApi')).toBe(host.http)
+      expect(host.ctx.get('httpServer')).toBe(host.http)
+      expect(host.ctx.get('httpApi')).toBeTypeOf('function')
       expect((await fetch(`${url}/api/sessions`)).status).toBe(401)
       const ok = await fetch(`${url}/api/sessions?parentSession=${encodeURIComponent(parent)}`, {
         headers: { authorization: `Bearer ${token}` },
@@ -175,5 +172,23 @@ describe('rootPermissionWarning', () => {
     mkdirSync(join(tempDir(), 'private'), { mode: 0o700 })
     expect(rootPermissionWarning(join(dirs.at(-1)!, 'private'))).toBeUndefined()
     expect(rootPermissionWarning(join(root, 'missing'))).toBeUndefined()
+  })
+})
+
+describe('requireExisting', () => {
+  it('opens an existing root writable, and refuses a directory that is not one without creating anything', async () => {
+    const dir = tempDir()
+    const before = listTree(dir)
+    await expectCode(createHost({ root: dir, requireExisting: true }), 'HOST_ROOT_INVALID')
+    expect(listTree(dir)).toEqual(before)
+    const root = join(dir, 'root')
+    await populate(root)
+    const host = await createHost({ root, requireExisting: true })
+    try {
+      expect(host.readOnly).toBe(false)
+      expect(host.queryBackend).toBe('sqlite')
+    } finally {
+      await host.dispose()
+    }
   })
 })

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { buildMessages, DriverOpenAIError, MISSING_RESULT_TEXT, runAgent, toolText } from '../src/index.js'
+import { answer, callTools, type ModelServer, startModelServer } from '../src/testing/model-server.js'
 import { addTool, newStore, ofType, TEST_KEY, testClient, types } from './helpers.js'
-import { answer, callTools, type ModelServer, startModelServer } from './model-server.js'
 
 let server: ModelServer | undefined
 afterEach(async () => {

@@ -6,8 +6,8 @@ import { type SubagentRuntime, type SubagentTool, subagentsPlugin } from '@dsh/s
 import { createListAgentsTool } from '@dsh/tool-subagent-control'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createOpenAIDriver, systemPrompt } from '../src/index.js'
+import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '../src/testing/model-server.js'
 import { ofType, TEST_KEY } from './helpers.js'
-import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from './model-server.js'
 
 let server: ModelServer | undefined
 let ctx: Context | undefined

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createModelClient, type DriverOpenAIError, runAgent } from '../src/index.js'
+import { answer, callTools, type ModelServer, startModelServer } from '../src/testing/model-server.js'
 import { addTool, newStore, TEST_KEY, testClient } from './helpers.js'
-import { answer, callTools, type ModelServer, startModelServer } from './model-server.js'
 
 /** Everything written to the console while a test runs (console.* and raw stdout/stderr writes). */
 let captured: string[] = []

@@ -2,7 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 
 /**
- * The only fake in these tests: a local HTTP server speaking the Chat
+ * `@dsh/driver-openai/testing` — for tests only, never for production.
+ *
+ * The only fake in dsh's tests: a local HTTP server speaking the Chat
  * Completions protocol as the public API reference describes it — JSON
  * responses, SSE streams of `chat.completion.chunk` objects (`data: {...}`
  * frames ending with `data: [DONE]`), tool call deltas carrying

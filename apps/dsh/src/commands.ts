@@ -1,0 +1,97 @@
+import type { CommandSpec, OptionSpec } from './command.js'
+
+const limit: OptionSpec = { type: 'string', value: 'N', help: 'at most N rows' }
+const cursor: OptionSpec = { type: 'string', value: 'C', help: 'the next page (printed by the previous one)' }
+
+/**
+ * Every command: adding one is one entry here plus its module under
+ * commands/. Nothing here imports a command's code; `load()` does, when the
+ * command runs, so `dsh --help` loads no host, SQLite or zstd.
+ */
+export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
+  demo: {
+    summary: 'build a demo root and print its catalog live, cold with cache, cold without',
+    load: () => import('./commands/demo.js'),
+  },
+  sessions: {
+    summary: 'list sessions',
+    options: {
+      parent: { type: 'string', value: 'ID', help: 'only the children of session ID' },
+      origin: { type: 'string', value: 'subagent', help: 'only sessions of this origin' },
+      cwd: { type: 'string', value: 'DIR', help: 'only sessions started in DIR' },
+      limit,
+      cursor,
+    },
+    load: () => import('./commands/sessions.js'),
+  },
+  show: {
+    summary: "a session's header and a page of history",
+    args: '<id>',
+    options: { before: { type: 'string', value: 'SEQ', help: 'events before SEQ (paging backwards)' }, limit },
+    load: () => import('./commands/show.js'),
+  },
+  agents: {
+    summary: "a session's subagents, like the list_agents tool",
+    args: '<id>',
+    options: { descendants: { type: 'boolean', help: 'the whole tree, not only direct children' } },
+    load: () => import('./commands/agents.js'),
+  },
+  search: {
+    summary: 'full-text search over sessions',
+    args: '<text>',
+    options: { events: { type: 'boolean', help: 'matching events instead of sessions' }, limit, cursor },
+    load: () => import('./commands/search.js'),
+  },
+  verify: {
+    summary: 'check every log; exits 1 when any is corrupt',
+    load: () => import('./commands/verify.js'),
+  },
+  reindex: {
+    summary: 'rebuild the query index (progress bar on a TTY)',
+    load: () => import('./commands/reindex.js'),
+  },
+  serve: {
+    summary: 'HTTP API + web catalog page',
+    options: {
+      port: { type: 'string', value: 'N', help: 'port (default: any free port)' },
+      host: { type: 'string', value: 'ADDR', help: 'interface to bind (default 127.0.0.1)' },
+      'token-file': { type: 'string', value: 'FILE', help: 'read the API token from FILE (mode 0600)' },
+      token: { type: 'string', value: 'T', help: 'the API token (visible in ps: prefer DSH_TOKEN or --token-file)' },
+    },
+    load: () => import('./commands/serve.js'),
+  },
+  run: {
+    summary: 'run an agent over an OpenAI-compatible API (key from DSH_API_KEY), with the subagent-control tools',
+    args: '"<prompt>"',
+    options: {
+      model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-chat)' },
+      'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
+      resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },
+    },
+    load: () => import('./commands/run.js'),
+  },
+  mcp: {
+    summary: 'Model Context Protocol server on stdio (read tools; control tools with --allow-control)',
+    options: { 'allow-control': { type: 'boolean', help: 'also offer the subagent-control tools (they write to the root)' } },
+    load: () => import('./commands/mcp.js'),
+  },
+  import: {
+    summary: 'import a harness v0 session root (--from dsh-v0), incrementally; exits 1 when any session failed',
+    args: '<dir>',
+    options: {
+      from: { type: 'string', value: 'dsh-v0', help: 'the format of <dir> (required)' },
+      'dry-run': { type: 'boolean', help: 'report what would be imported, write nothing' },
+    },
+    load: () => import('./commands/import.js'),
+  },
+  export: {
+    summary: 'write sessions back in the harness v0 format (--to dsh-v0)',
+    args: '<id…> <dir>',
+    options: {
+      to: { type: 'string', value: 'dsh-v0', help: 'the format to write (required)' },
+      'pack-chunks': { type: 'boolean', help: 'pack delta runs into *-chunks rows as the harness does' },
+      plain: { type: 'boolean', help: 'session.jsonl instead of zstd frames' },
+    },
+    load: () => import('./commands/export.js'),
+  },
+}

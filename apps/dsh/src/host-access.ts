@@ -1,0 +1,54 @@
+import { resolve } from 'node:path'
+import { isDshError } from '@dsh/context'
+import { createHost, type Host, type HostOptions, rootPermissionWarning } from '@dsh/host'
+import { type CommandIo, DEFAULT_ROOT, type ParsedCommand } from './command.js'
+import { CliError } from './errors.js'
+import { safe } from './terminal.js'
+
+/** `--root`, resolved (default ./.dsh). */
+export function rootOf(command: ParsedCommand): string {
+  return resolve(command.root ?? DEFAULT_ROOT)
+}
+
+/**
+ * Runs `run` over a read-only host of the command's root and always disposes
+ * it. Reads never write: the root must already be a dsh root
+ * (`CLI_ROOT_INVALID` otherwise) and nothing is created in it.
+ */
+export async function withReadHost<T>(
+  command: ParsedCommand,
+  run: (host: Host) => Promise<T>,
+  options: Omit<HostOptions, 'root' | 'readOnly'> = {},
+): Promise<T> {
+  const host = await openHost(command, { ...options, readOnly: true })
+  try {
+    return await run(host)
+  } finally {
+    await host.dispose()
+  }
+}
+
+/** Opens a host of the command's root, turning a bad root into `CLI_ROOT_INVALID` with a hint. */
+export async function openHost(command: ParsedCommand, options: Omit<HostOptions, 'root'>): Promise<Host> {
+  return await asCliRootError(() => createHost({ root: rootOf(command), ...options }))
+}
+
+/** Maps the host's `HOST_ROOT_INVALID` to the CLI's `CLI_ROOT_INVALID`, adding what to do. */
+export async function asCliRootError<T>(open: () => Promise<T>): Promise<T> {
+  try {
+    return await open()
+  } catch (error) {
+    if (isDshError(error, 'HOST_ROOT_INVALID')) {
+      throw new CliError('CLI_ROOT_INVALID', `${error.message} Pass --root DIR (for example the directory 'dsh demo' printed).`, {
+        cause: error,
+      })
+    }
+    throw error
+  }
+}
+
+/** Session data is private: warns (stderr) when group or others can read the root. */
+export function warnIfExposed(root: string, io: CommandIo): void {
+  const warning = rootPermissionWarning(root)
+  if (warning !== undefined) io.err.write(safe`dsh: warning: ${warning}\n`)
+}

@@ -1,0 +1,204 @@
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createHost } from '@dsh/host'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { cli } from './support/run.js'
+
+// The CLI in this process over real roots: hostile ids, labels and text are
+// printed escaped; --json stays exact; reads never write.
+
+const ESC_ID = 'evil\x1b[2J\nforged  row  2026-01-01\u202eabc'
+const LABEL = 'helper\x1b]0;pwned\x07\u202e'
+const TEXT = 'clear \x1b[2J the screen and \u202ereverse'
+
+let dir: string
+let root: string
+let childId: string
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'dsh-cli-unit-'))
+  root = join(dir, 'root')
+  const host = await createHost({ root })
+  try {
+    const parent = host.sessions.create({ id: ESC_ID, cwd: dir })
+    parent.append('user/message', { text: TEXT })
+    const child = host.subagents.spawn(parent, { id: `${ESC_ID}.child`, mode: 'continuable', label: LABEL, context: 'fresh', prompt: 'go' })
+    childId = child.id
+    await child.done
+    await host.sessions.flush(parent)
+  } finally {
+    await host.dispose()
+  }
+}, 60_000)
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+/** No raw control or bidi character reaches the terminal; the only newlines are the CLI's own. */
+function expectSafe(text: string): void {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence
+  expect(text.replace(/\n/g, '')).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/)
+}
+
+function listTree(path: string): string[] {
+  return readdirSync(path, { recursive: true, encoding: 'utf8' }).sort()
+}
+
+describe('printed text escapes controls and bidi characters', () => {
+  it('sessions: the hostile id is one escaped row; --json is exact', async () => {
+    const text = await cli(['sessions', '--root', root])
+    expect(text.code, text.stderr).toBe(0)
+    expectSafe(text.stdout)
+    expect(text.stdout).toContain('evil\\x1b[2J\\x0aforged  row  2026-01-01\\u202eabc')
+    // header, rule, two sessions, the count line
+    expect(text.stdout.trimEnd().split('\n')).toHaveLength(5)
+    expect(text.stdout).not.toMatch(/^forged/m)
+    const json = JSON.parse((await cli(['sessions', '--root', root, '--json'])).stdout) as { records: { header: { id: string } }[] }
+    expect(json.records.map((r) => r.header.id).sort()).toEqual([ESC_ID, childId].sort())
+  })
+
+  it('show: id, type and event text are escaped', async () => {
+    const text = await cli(['show', ESC_ID, '--root', root])
+    expect(text.code, text.stderr).toBe(0)
+    expectSafe(text.stdout)
+    expect(text.stdout).toContain('session evil\\x1b[2J\\x0aforged')
+    expect(text.stdout).toContain('"text":"clear \\u001b[2J the screen') // JSON's own escape of ESC in the data summary
+    expect(text.stdout).toContain('\\u202ereverse')
+    const json = JSON.parse((await cli(['show', ESC_ID, '--root', root, '--json'])).stdout) as { events: { data: { text?: string } }[] }
+    expect(json.events[0]?.data.text).toBe(TEXT)
+  })
+
+  it('agents: the id and the label are escaped, rows are not forged', async () => {
+    const text = await cli(['agents', ESC_ID, '--root', root])
+    expect(text.code, text.stderr).toBe(0)
+    expectSafe(text.stdout)
+    expect(text.stdout.trimEnd().split('\n')).toHaveLength(1)
+    expect(text.stdout).toContain('\\x0aforged')
+    expect(text.stdout).toContain('\\u202e')
+    const json = JSON.parse((await cli(['agents', ESC_ID, '--root', root, '--json'])).stdout) as { rows: { id: string; label?: string }[] }
+    expect(json.rows).toEqual([expect.objectContaining({ id: childId, label: LABEL })])
+  })
+
+  it('search: ids and snippets are escaped', async () => {
+    for (const args of [
+      ['search', 'screen', '--events'],
+      ['search', 'screen'],
+    ]) {
+      const text = await cli([...args, '--root', root])
+      expect(text.code, text.stderr).toBe(0)
+      expectSafe(text.stdout)
+      expect(text.stdout).toContain('evil\\x1b[2J\\x0aforged')
+    }
+  })
+
+  it('verify: ids are escaped', async () => {
+    const text = await cli(['verify', '--root', root])
+    expect(text.code, text.stderr).toBe(0)
+    expectSafe(text.stdout)
+    expect(text.stdout).toContain('evil\\x1b[2J\\x0aforged')
+    expect(text.stdout.trimEnd().split('\n')).toHaveLength(5)
+  })
+
+  it('error messages are escaped too', async () => {
+    const text = await cli(['show', 'no\x1b[2Jsuch', '--root', root])
+    expect(text.code).toBe(1)
+    expectSafe(text.stderr)
+    expect(text.stderr).toContain('SESSION_QUERY_NOT_FOUND')
+  })
+})
+
+describe('reads never write', () => {
+  it('every read command refuses a directory that is not a dsh root with CLI_ROOT_INVALID and creates no file', async () => {
+    const plain = join(dir, 'not-a-root')
+    mkdirSync(plain)
+    writeFileSync(join(plain, 'notes.txt'), 'hello')
+    const before = listTree(plain)
+    for (const args of [['verify'], ['sessions'], ['show', 'x'], ['agents', 'x'], ['search', 'x'], ['reindex'], ['serve']]) {
+      const result = await cli([...args, '--root', plain, '--json'])
+      expect(result.code, args.join(' ')).toBe(1)
+      expect(JSON.parse(result.stdout).error.code, args.join(' ')).toBe('CLI_ROOT_INVALID')
+    }
+    expect(listTree(plain)).toEqual(before)
+    const missing = await cli(['sessions', '--root', join(dir, 'missing')])
+    expect(missing.stderr).toMatch(/no session root .*Pass --root DIR.*\(CLI_ROOT_INVALID\)/)
+  })
+
+  it('a root without derived files stays without them after sessions, show, agents and verify', async () => {
+    const bare = join(dir, 'bare')
+    const host = await createHost({ root: bare, query: 'memory', projectionCache: false })
+    const session = host.sessions.create({ id: 'only' })
+    session.append('user/message', { text: 'hi' })
+    await host.sessions.flush(session)
+    await host.dispose()
+    const before = listTree(bare)
+    for (const args of [['sessions'], ['show', 'only'], ['agents', 'only'], ['verify']]) {
+      const result = await cli([...args, '--root', bare])
+      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(0)
+    }
+    const search = await cli(['search', 'hi', '--root', bare, '--json'])
+    expect(JSON.parse(search.stdout).error.code).toBe('CLI_SEARCH_UNAVAILABLE')
+    expect(listTree(bare)).toEqual(before)
+  })
+
+  it('demo --root <a file> is CLI_ROOT_INVALID, not a raw ENOTDIR', async () => {
+    const file = join(dir, 'a-file')
+    writeFileSync(file, 'x')
+    for (const target of [file, join(file, 'below')]) {
+      const result = await cli(['demo', '--root', target, '--json'])
+      expect(result.code).toBe(1)
+      expect(JSON.parse(result.stdout).error).toMatchObject({ code: 'CLI_ROOT_INVALID' })
+    }
+  })
+})
+
+describe('serve token and root permissions (failures before listening)', () => {
+  it('refuses a token file that others can read, a missing one, an empty one, and two token sources', async () => {
+    const open = join(dir, 'token-open')
+    writeFileSync(open, 'serve-token-0123456789\n', { mode: 0o644 })
+    chmodSync(open, 0o644)
+    const empty = join(dir, 'token-empty')
+    writeFileSync(empty, '\n', { mode: 0o600 })
+    for (const [file, pattern] of [
+      [open, /readable by other users \(mode 644\).*chmod 600/],
+      [empty, /is empty/],
+      [join(dir, 'no-token'), /cannot be opened \(ENOENT\)/],
+    ] as const) {
+      const result = await cli(['serve', '--root', root, '--token-file', file, '--json'])
+      expect(result.code).toBe(1)
+      const { error } = JSON.parse(result.stdout)
+      expect(error.code).toBe('CLI_TOKEN_INVALID')
+      expect(error.message).toMatch(pattern)
+    }
+    const both = await cli(['serve', '--root', root, '--token-file', empty, '--token', 'x', '--json'])
+    expect(JSON.parse(both.stdout).error.code).toBe('CLI_USAGE')
+  })
+
+  it('verify warns when group or others can read the root', async () => {
+    chmodSync(root, 0o755)
+    try {
+      const result = await cli(['verify', '--root', root])
+      expect(result.stderr).toMatch(/warning: the session root .* is readable by other users \(mode 755\)/)
+    } finally {
+      chmodSync(root, 0o700)
+    }
+    expect((await cli(['verify', '--root', root])).stderr).toBe('')
+  })
+})
+
+describe('parsing and help', () => {
+  it('--help lists every command; a command --help lists its options; unknown options are CLI_USAGE', async () => {
+    const help = await cli(['--help'])
+    expect(help.code).toBe(0)
+    for (const name of ['demo', 'sessions', 'show', 'agents', 'search', 'verify', 'reindex', 'serve'])
+      expect(help.stdout).toMatch(new RegExp(`^  ${name} `, 'm'))
+    expect((await cli([])).code).toBe(2)
+    const serve = await cli(['serve', '--help'])
+    expect(serve.stdout).toContain('--token-file FILE')
+    const bad = await cli(['sessions', '--bogus', '--json'])
+    expect(bad.code).toBe(2)
+    expect(JSON.parse(bad.stdout).error.code).toBe('CLI_USAGE')
+    const unknown = await cli(['--root', root, 'bogus'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toContain('CLI_UNKNOWN_COMMAND')
+  })
+})

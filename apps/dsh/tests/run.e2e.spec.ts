@@ -1,0 +1,205 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+
+// `dsh run` as a user runs it: the built CLI in its own process, talking to a
+// local Chat Completions server (the only fake) over HTTP.
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const KEY = 'sk-e2e-0d9c7b5a3f1e'
+
+let dir: string
+let root: string
+let server: ModelServer | undefined
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'dsh-run-'))
+  root = join(dir, 'root')
+})
+afterEach(async () => {
+  await server?.close()
+  server = undefined
+  rmSync(dir, { recursive: true, force: true })
+})
+
+/** The environment of a child: ours without any real key, plus the test key. */
+function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
+  return { ...rest, DSH_API_KEY: KEY, ...extra }
+}
+
+function dsh(args: string[], extraEnv: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { env: env(extraEnv), maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
+    })
+  })
+}
+
+/** Starts `dsh run` and collects its output. */
+function start(args: string[]): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [bin, 'run', ...args], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout!.on('data', (part: Buffer) => (output += part.toString()))
+  child.stderr!.on('data', (part: Buffer) => (output += part.toString()))
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(signal === null ? code : null)))
+  return { child, output: () => output, exited }
+}
+
+interface Event {
+  seq: number
+  type: string
+  data: Record<string, unknown>
+}
+
+async function history(id: string): Promise<Event[]> {
+  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
+  expect(shown.code, shown.stderr).toBe(0)
+  return (JSON.parse(shown.stdout) as { events: Event[] }).events
+}
+
+async function until(condition: () => Promise<boolean> | boolean, what: string): Promise<void> {
+  for (let attempt = 0; attempt < 600; attempt++) {
+    if (await condition()) return
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error(`gave up waiting for ${what}`)
+}
+
+const lastUser = (request: RecordedRequest) => request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
+const startedIds = (request: RecordedRequest) =>
+  request.body.messages.filter((m) => m.role === 'tool').flatMap((m) => /^Started (\S+)/.exec(String(m.content))?.slice(1) ?? [])
+
+describe('dsh run', () => {
+  it('runs a parent that starts a fresh and a forked child, waits, lists them and answers; the root shows it all', async () => {
+    server = await startModelServer((request) => {
+      if (lastUser(request) === 'count the fresh wombats') return answer(['3 fresh ', 'wombats'], { prompt: 4, completion: 3 })
+      if (lastUser(request) === 'count the forked wombats') return answer(['5 forked wombats'])
+      const step = request.body.messages.filter((m) => m.role === 'tool').length
+      if (step === 0)
+        return callTools([
+          { id: 'c1', name: 'subagent', arguments: '{"prompt":"count the fresh wombats","label":"fresh-one","mode":"continuable"}' },
+        ])
+      if (step === 1) {
+        return callTools([
+          {
+            id: 'c2',
+            name: 'subagent',
+            arguments: '{"prompt":"count the forked wombats","label":"forked-one","mode":"continuable","context":"fork"}',
+          },
+        ])
+      }
+      if (step === 2) return callTools([{ id: 'c3', name: 'wait_agents', arguments: JSON.stringify({ ids: startedIds(request) }) }])
+      if (step === 3) return callTools([{ id: 'c4', name: 'list_agents', arguments: '{}' }])
+      return answer(['Eight ', 'wombats ', 'in all.'], { prompt: 20, completion: 6 })
+    })
+    const result = await dsh(['run', 'How many wombats are there?', '--root', root, '--base-url', server.baseURL, '--model', 'wombat-1'])
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const id = /^session (\S+)$/m.exec(result.stdout)![1]!
+    expect(result.stdout).toContain('Eight wombats in all.')
+    expect(result.stdout).toMatch(/ {2}\[fresh-one\] answered: 3 fresh wombats/)
+    expect(result.stdout).toMatch(/ {2}\[forked-one\] answered: 5 forked wombats/)
+
+    // The catalog: both children, with their labels.
+    const agents = await dsh(['agents', id, '--json', '--root', root])
+    expect(agents.code, agents.stderr).toBe(0)
+    const rows = (JSON.parse(agents.stdout) as { rows: { kind: string; label?: string; mode?: string }[] }).rows
+    expect(rows.map((row) => [row.kind, row.mode, row.label])).toEqual([
+      ['child', 'continuable', 'fresh-one'],
+      ['child', 'continuable', 'forked-one'],
+    ])
+
+    // The history: the prompt, the streamed chunks, every tool call with its result, the answer with usage.
+    const events = await history(id)
+    expect(events.filter((e) => e.type === 'assistant/chunk').map((e) => e.data.delta)).toEqual(['Eight ', 'wombats ', 'in all.'])
+    expect(events.filter((e) => e.type === 'tool/call').map((e) => e.data.name)).toEqual([
+      'subagent',
+      'subagent',
+      'wait_agents',
+      'list_agents',
+    ])
+    expect(events.filter((e) => e.type === 'tool/result').map((e) => e.data.isError ?? false)).toEqual([false, false, false, false])
+    expect(events.filter((e) => e.type === 'assistant/message').map((e) => e.data)).toEqual([
+      { turn: 1, text: 'Eight wombats in all.', usage: { input: 20, output: 6 } },
+    ])
+    expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'completed' } })
+
+    // The forked child's context began with what it inherited from its parent.
+    const forked = server.requests.find((request) => lastUser(request) === 'count the forked wombats')!
+    expect(forked.body.messages[0]).toEqual({ role: 'user', content: 'How many wombats are there?' })
+    expect(server.requests.every((request) => request.body.model === 'wombat-1' && request.headers.authorization === `Bearer ${KEY}`)).toBe(
+      true,
+    )
+
+    // The key is in no output and no event of any session in the root.
+    const sessions = await dsh(['sessions', '--json', '--root', root])
+    const ids = (JSON.parse(sessions.stdout) as { records: { header: { id: string } }[] }).records.map((r) => r.header.id)
+    expect(ids).toHaveLength(3)
+    const everything = [
+      result.stdout,
+      result.stderr,
+      agents.stdout,
+      ...(await Promise.all(ids.map(async (each) => JSON.stringify(await history(each))))),
+    ]
+    expect(everything.join('\n')).not.toContain(KEY)
+  }, 120_000)
+
+  it('after a SIGKILL mid-stream, --resume closes the open turn and continues from what was streamed', async () => {
+    server = await startModelServer((_request, index) =>
+      index === 0 ? { kind: 'stream', content: ['Once ', 'upon ', 'a time'], hangAfter: 2 } : answer(['...there was a wombat.']),
+    )
+    const running = start(['Tell a story', '--root', root, '--base-url', server.baseURL])
+    await server.hung()
+    await until(() => /^session \S+$/m.test(running.output()), 'the session id')
+    const id = /^session (\S+)$/m.exec(running.output())![1]!
+    // The two streamed chunks are durable (another process reads them) before the kill.
+    await until(async () => (await history(id)).filter((e) => e.type === 'assistant/chunk').length === 2, 'two durable chunks')
+    running.child.kill('SIGKILL')
+    expect(await running.exited).toBeNull()
+
+    const resumed = await dsh(['run', '--resume', id, 'Go on', '--root', root, '--base-url', server.baseURL])
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
+    expect(resumed.stdout).toContain('...there was a wombat.')
+    const events = await history(id)
+    expect(
+      events.map((e) => [e.type, e.data.turn ?? null, e.data.reason ?? null]).filter(([type]) => String(type).startsWith('turn/')),
+    ).toEqual([
+      ['turn/start', 1, null],
+      ['turn/end', 1, 'interrupted'],
+      ['turn/start', 2, null],
+      ['turn/end', 2, 'completed'],
+    ])
+    expect(server.requests[1]!.body.messages).toEqual([
+      { role: 'user', content: 'Tell a story' },
+      { role: 'assistant', content: 'Once upon ' },
+      { role: 'user', content: 'Go on' },
+    ])
+  }, 120_000)
+
+  it('Ctrl-C (SIGINT) ends the turn interrupted, keeps what streamed, and exits 130', async () => {
+    server = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
+    const running = start(['Think hard', '--root', root, '--base-url', server.baseURL])
+    await server.hung()
+    await until(() => running.output().includes('partial answer'), 'the streamed text')
+    const id = /^session (\S+)$/m.exec(running.output())![1]!
+    running.child.kill('SIGINT')
+    expect(await running.exited).toBe(130)
+    const events = await history(id)
+    expect(events.filter((e) => e.type === 'assistant/chunk').map((e) => e.data.delta)).toEqual(['partial ', 'answer'])
+    expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'interrupted' } })
+  }, 120_000)
+
+  it('refuses to start without an API key, before touching the root, and says where the key goes', async () => {
+    const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      const { DSH_API_KEY: _a, ...withoutKey } = env()
+      execFile(process.execPath, [bin, 'run', 'hi', '--root', root], { env: withoutKey }, (error, _stdout, stderr) =>
+        resolve({ code: Number((error as { code?: number } | null)?.code ?? 0), stderr }),
+      )
+    })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(/DSH_API_KEY or OPENAI_API_KEY.*\(DRIVER_OPENAI_NO_API_KEY\)/)
+    expect(existsSync(root)).toBe(false)
+  })
+})

@@ -1,0 +1,48 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, expect, it } from 'vitest'
+
+// The built CLI loads a command's modules only when that command runs: every
+// module URL a process resolves is traced (tests/support/trace-imports.mjs).
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const trace = join(import.meta.dirname, 'support', 'trace-imports.mjs')
+const dir = mkdtempSync(join(tmpdir(), 'dsh-startup-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+async function imports(...args: string[]): Promise<string[]> {
+  const { stderr } = await promisify(execFile)(process.execPath, ['--import', trace, bin, ...args], { timeout: 60_000 }).catch(
+    (error: { stderr: string }) => error,
+  )
+  return [...new Set(stderr.split('\n').flatMap((line) => (line.startsWith('IMPORT ') ? [line.slice(7)] : [])))]
+}
+
+const heavy = [
+  /better-sqlite3/,
+  /zstd/,
+  /apiproxy/,
+  /^node:http$/,
+  /session-query-sqlite/,
+  /session-persistence-jsonl/,
+  /\/host\/host\//,
+  /\/commands\//,
+]
+
+it('dsh --help loads only the CLI shell (no host, HTTP server, SQLite, zstd or command module)', async () => {
+  const loaded = await imports('--help')
+  expect(loaded.some((url) => url.endsWith('/cli.js'))).toBe(true)
+  for (const pattern of heavy)
+    expect(
+      loaded.filter((url) => pattern.test(url)),
+      String(pattern),
+    ).toEqual([])
+}, 60_000)
+
+it('a read command loads its own module and the host, but not the HTTP API', async () => {
+  const loaded = await imports('sessions', '--root', join(dir, 'missing'))
+  expect(loaded.some((url) => url.endsWith('/commands/sessions.js'))).toBe(true)
+  expect(loaded.some((url) => /\/commands\/(serve|demo|search)\.js$/.test(url))).toBe(false)
+  expect(loaded.filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
+}, 60_000)
