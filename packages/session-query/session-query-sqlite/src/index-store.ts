@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 import { parseSessionHeader, type SessionHeader, SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
-import type { ParsedListFilter, SessionQueryRecord } from '@dsh/session-query'
+import type { SessionQueryRecord } from '@dsh/session-query'
 import type Database from 'better-sqlite3'
 import { eventText } from './event-text.js'
 
@@ -25,26 +25,12 @@ interface SessionRow {
   readonly crc: number
 }
 
-interface ListedRow {
+export interface ListedRow {
   readonly id: string
   readonly header: string
   readonly inherited: number
   readonly revision: string
   readonly crc: number
-}
-
-export interface EventHitRow {
-  readonly id: string
-  readonly seq: number
-  readonly type: string
-  readonly snippet: string
-  /** BM25 as FTS5 computes it: lower is better. */
-  readonly bm25: number
-}
-
-export interface SessionHitRow extends ListedRow {
-  readonly best: number
-  readonly matches: number
 }
 
 /** Thrown when a row fails its checksum: the file is damaged in a way SQLite cannot see. */
@@ -58,7 +44,6 @@ export class IndexDamageError extends Error {}
 export class IndexStore {
   readonly db: Database.Database
   readonly #stmt: ReturnType<typeof prepare>
-  readonly #listCache = new Map<string, Database.Statement>()
   /** Set by writes that can move a search result (text added or dropped, a session entering or leaving search). */
   #moved = false
 
@@ -218,8 +203,8 @@ export class IndexStore {
     const row = this.#stmt.get.get(id) as SessionRow | undefined
     if (row === undefined) return from === 0
     if (row.inherited !== inherited || (row.header !== JSON.stringify(header) && !sameLifecycle(parseStoredHeader(row.header), header)))
-      return from === 0
-    return from === 0 || this.#extends(row, events, from)
+      return false
+    return this.#extends(row, events, from)
   }
 
   /** Where a suffix read of `id` should start: at its last indexed event (0 to read it whole). */
@@ -254,59 +239,6 @@ export class IndexStore {
   indexedCount(id: string): { count: number; header: string; inherited: number } | undefined {
     const row = this.#stmt.get.get(id) as SessionRow | undefined
     return row === undefined ? undefined : { count: row.event_count, header: row.header, inherited: row.inherited }
-  }
-
-  /**
-   * Persisted rows matching `filter` in listing order after its cursor, at
-   * most `fetch` of them (all when undefined). Uses the (parent|origin|cwd|
-   * created_at, created_at, id) indexes.
-   */
-  listRows(filter: ParsedListFilter, fetch: number | undefined): SessionQueryRecord[] {
-    const where = ['revision IS NOT NULL']
-    const params: unknown[] = []
-    const and = (condition: string, ...values: unknown[]): void => {
-      where.push(condition)
-      params.push(...values)
-    }
-    if (filter.parentSession !== undefined) and('parent = ?', filter.parentSession)
-    if (filter.origin !== undefined) and('origin = ?', filter.origin)
-    if (filter.cwd !== undefined) and('cwd = ?', filter.cwd)
-    if (filter.createdFrom !== undefined) and('created_at >= ?', filter.createdFrom)
-    if (filter.createdTo !== undefined) and('created_at <= ?', filter.createdTo)
-    if (filter.after !== undefined) and('(created_at, id) > (?, ?)', filter.after.createdAt, filter.after.id)
-    const sql = `SELECT id, header, inherited, revision, crc FROM sessions WHERE ${where.join(' AND ')} ORDER BY created_at, id${fetch === undefined ? '' : ' LIMIT ?'}`
-    if (fetch !== undefined) params.push(fetch)
-    let stmt = this.#listCache.get(sql)
-    if (stmt === undefined) {
-      stmt = this.db.prepare(sql)
-      this.#listCache.set(sql, stmt)
-    }
-    return (stmt.all(...params) as ListedRow[]).map(toRecord)
-  }
-
-  /** Matching events of persisted sessions and of the live sessions `liveIds`, best first. */
-  searchEvents(match: string, liveIds: readonly string[], limit: number, offset: number): EventHitRow[] {
-    return this.#stmt.searchEvents.all(match, JSON.stringify(liveIds), limit, offset) as EventHitRow[]
-  }
-
-  /**
-   * Matching sessions ranked by their best event, with the number of matching
-   * events. Rows of live sessions come back as they are indexed; the caller
-   * replaces them with live records.
-   */
-  searchSessions(
-    match: string,
-    liveIds: readonly string[],
-    limit: number,
-    offset: number,
-  ): Array<{ id: string; record: SessionQueryRecord | undefined; best: number; matches: number }> {
-    const live = new Set(liveIds)
-    return (this.#stmt.searchSessions.all(match, JSON.stringify(liveIds), limit, offset) as SessionHitRow[]).map((row) => ({
-      id: row.id,
-      record: live.has(row.id) ? undefined : toRecord(row),
-      best: row.best,
-      matches: row.matches,
-    }))
   }
 
   close(): void {
@@ -349,18 +281,6 @@ function prepare(db: Database.Database) {
     insertText: db.prepare('INSERT INTO event_text (rowid, text) VALUES (?, ?)'),
     deleteText: db.prepare('DELETE FROM event_text WHERE rowid IN (SELECT rowid FROM events WHERE sid = ?)'),
     deleteEvents: db.prepare('DELETE FROM events WHERE sid = ?'),
-    // Ties in BM25 are broken by session id (binary = code point order) and seq, so pages are deterministic.
-    searchEvents: db.prepare(`
-      SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS bm25
-      FROM event_text JOIN events e ON e.rowid = event_text.rowid JOIN sessions s ON s.sid = e.sid
-      WHERE event_text MATCH ? AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
-      ORDER BY bm25, s.id, e.seq LIMIT ? OFFSET ?`),
-    searchSessions: db.prepare(`
-      WITH m AS MATERIALIZED (SELECT rowid, bm25(event_text) AS bm25 FROM event_text WHERE event_text MATCH ?)
-      SELECT s.id AS id, s.header AS header, s.inherited AS inherited, s.revision AS revision, s.crc AS crc, MIN(m.bm25) AS best, COUNT(*) AS matches
-      FROM m JOIN events e ON e.rowid = m.rowid JOIN sessions s ON s.sid = e.sid
-      WHERE s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?))
-      GROUP BY s.sid ORDER BY best, s.id LIMIT ? OFFSET ?`),
   }
 }
 
@@ -376,7 +296,7 @@ function headerColumns(header: SessionHeader, json: string, inherited: number) {
   }
 }
 
-function rowCrc(id: string, header: string, inherited: number, revision: string | null): number {
+export function rowCrc(id: string, header: string, inherited: number, revision: string | null): number {
   return crc32(`${id}\u0000${header}\u0000${inherited}\u0000${revision ?? '\u0000'}`)
 }
 
@@ -388,7 +308,7 @@ function parseStoredHeader(json: string): SessionHeader {
   }
 }
 
-function toRecord(row: ListedRow): SessionQueryRecord {
+export function toRecord(row: ListedRow): SessionQueryRecord {
   if (rowCrc(row.id, row.header, row.inherited, row.revision) !== row.crc)
     throw new IndexDamageError(`The index row of session '${row.id}' fails its checksum.`)
   const header = parseStoredHeader(row.header)

@@ -14,7 +14,7 @@ export function defaultIndexPath(root: string): string {
 }
 
 export interface SqliteSessionQueryPluginOptions
-  extends Pick<SqliteSessionQueryOptions, 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency' | 'check'> {
+  extends Pick<SqliteSessionQueryOptions, 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency' | 'check' | 'budget' | 'worker'> {
   /** The index file (see `defaultIndexPath`). */
   readonly path: string
   readonly onProgress?: (progress: IndexProgress) => void

@@ -1,12 +1,19 @@
-import { decodeCursor, encodeCursor, invalidCursor, invalidFilter, requestDigest, SessionQueryError } from '@dsh/session-query'
+import {
+  decodeCursor,
+  encodeCursor,
+  invalidCursor,
+  invalidFilter,
+  parseSearchTerms,
+  requestDigest,
+  SEARCH_PAGE_DEFAULT_LIMIT,
+  SEARCH_PAGE_MAX_LIMIT,
+  SessionQueryError,
+} from '@dsh/session-query'
 
-export const MAX_SEARCH_PAGE = 100
-const DEFAULT_SEARCH_PAGE = 20
-const MAX_SEARCH_TEXT = 1000
 const MAX_OFFSET = 100_000
 
 export interface ParsedSearch {
-  /** The FTS5 query: every word of the request, quoted, all required. */
+  /** The FTS5 query: every distinct word of the request, quoted, all required. */
   readonly match: string
   readonly digest: string
   readonly limit: number
@@ -16,9 +23,12 @@ export interface ParsedSearch {
 }
 
 /**
- * Validates a search request. The text is split into words (letters and
- * digits); each becomes a quoted FTS5 phrase, so no input can inject FTS
- * syntax. A request without any word is `SESSION_QUERY_INVALID_FILTER`.
+ * Validates a search request against the protocol's limits (one definition,
+ * `@dsh/protocol/limits`, through `parseSearchTerms`). The text is split into
+ * distinct words (letters and digits); each becomes a quoted FTS5 phrase, so
+ * no input can inject FTS syntax, and a word repeated 249 times is one term:
+ * the statement's cost is linear in at most `SEARCH_MAX_TERMS` terms. No
+ * word, too many, or too long a text is `SESSION_QUERY_INVALID_FILTER`.
  */
 export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'): ParsedSearch {
   if (typeof input !== 'object' || input === null || Array.isArray(input))
@@ -26,14 +36,11 @@ export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'):
   const raw = input as Record<string, unknown>
   for (const key of Object.keys(raw))
     if (key !== 'text' && key !== 'limit' && key !== 'cursor') throw invalidFilter(`unknown search field '${key}'`)
-  if (typeof raw.text !== 'string' || raw.text.length > MAX_SEARCH_TEXT)
-    throw invalidFilter(`text must be a string of at most ${MAX_SEARCH_TEXT} characters`)
-  const words = raw.text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []
-  if (words.length === 0) throw invalidFilter('text must contain at least one word (letters or digits)')
-  let limit = DEFAULT_SEARCH_PAGE
+  const words = parseSearchTerms(raw.text)
+  let limit = SEARCH_PAGE_DEFAULT_LIMIT
   if (raw.limit !== undefined) {
-    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > MAX_SEARCH_PAGE)
-      throw invalidFilter(`limit must be an integer from 1 to ${MAX_SEARCH_PAGE}`)
+    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > SEARCH_PAGE_MAX_LIMIT)
+      throw invalidFilter(`limit must be an integer from 1 to ${SEARCH_PAGE_MAX_LIMIT}`)
     limit = raw.limit
   }
   const digest = requestDigest([kind, words])

@@ -28,7 +28,20 @@ import {
   type SessionQueryRecord,
   type SessionSearchHit,
 } from '@dsh/session-query'
+import { type BudgetedResult, createBudgetedReader, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
 import { IndexDamageError, IndexStore } from './index-store.js'
+import {
+  type EventHitRow,
+  GENERATION,
+  generationOf,
+  listedRecords,
+  listStatement,
+  type ReadStatement,
+  searchEventsStatement,
+  searchSessionsStatement,
+  sessionHits,
+} from './read-statements.js'
+import { WorkerReader } from './reader-worker.js'
 import { isDamage, openIndexFile, quickCheck, type RebuildReason, removeIndexFile } from './schema.js'
 import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
 
@@ -61,6 +74,20 @@ export interface SqliteSessionQueryOptions {
   readonly maxStalenessMs?: number
   /** Concurrent body reads while reconciling (default 4). */
   readonly readConcurrency?: number
+  /**
+   * What each request-serving statement (a listing page, a search page) may
+   * spend: `{ ms, rows? }`, default 5,000 ms and no row cap. Past it the
+   * statement is stopped and the request fails with
+   * `SESSION_QUERY_BUDGET_EXCEEDED`.
+   */
+  readonly budget?: StatementBudget
+  /**
+   * Run request-serving statements in a worker thread over a second,
+   * query-only connection (default false): a slow statement then delays only
+   * its own request, never the event loop, and `close()` does not wait for
+   * it. Index upkeep (reconciliation) stays on the calling thread.
+   */
+  readonly worker?: boolean
   /** Where fail-soft index problems are reported (default: the console). */
   readonly logger?: Logger
   /** Cancels the reconciliation on open. */
@@ -83,7 +110,7 @@ export interface ReconcileReport {
   readonly changed: number
   /** Logs read (new or changed revisions; attempts, failures included): only their new batches when the indexed prefix still holds. */
   readonly read: number
-  /** Of `read`, logs read whole because they were new, re-created or rewritten. */
+  /** Of `read`, logs whose indexed text no longer matched (re-created or rewritten under the same id): indexed again from nothing. */
   readonly readWhole: number
   /** Rows removed because their session is no longer persisted. */
   readonly removed: number
@@ -96,9 +123,22 @@ export interface ReconcileReport {
 /** The outcome of `checkIndex()`. */
 export type IndexCheck = { readonly ok: true } | { readonly ok: false; readonly problem: string; readonly rebuilt: ReconcileReport }
 
+/** Counters of request-serving statements, for tests and benchmarks (counts, never times). */
+export interface IndexReadMetrics {
+  /** Requests run (each one read transaction of one or two statements). */
+  readonly requests: number
+  /** Candidate rows the last request stepped through (`dsh_budget` calls). */
+  readonly lastRowsStepped: number
+  /** Requests stopped by their budget. */
+  readonly budgetExceeded: number
+  /** Requests posted to the worker and not yet answered (0 without `worker`). */
+  readonly inFlight: number
+}
+
 /** The SQLite-indexed `sessionQuery` backend. */
 export interface SqliteSessionQuery extends SessionQuery {
   readonly path: string
+  readonly metrics: IndexReadMetrics
   searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
   searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
   /** Brings the index up to date with every persisted revision: reads only logs whose revision changed. */
@@ -152,6 +192,12 @@ class SqliteQuery implements SqliteSessionQuery {
   readonly #unsubscribe: Array<() => void> = []
   readonly #lifetime = new AbortController()
   #closed = false
+  readonly #budget: StatementBudget
+  /** Set in worker mode: request-serving reads go to the worker thread. */
+  readonly #worker: WorkerReader | undefined
+  /** The budgeted runner on the main connection (inline mode); replaced with the store. */
+  #inline: ReturnType<typeof createBudgetedReader> | undefined
+  readonly #reads = { requests: 0, lastRowsStepped: 0, budgetExceeded: 0 }
 
   constructor(options: SqliteSessionQueryOptions) {
     this.path = options.path
@@ -160,6 +206,8 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#persistence = options.persistence
     this.#logger = options.logger ?? consoleLogger
     this.#scan = createSessionQuery({ sessions: options.sessions, persistence: options.persistence })
+    this.#budget = options.budget ?? DEFAULT_BUDGET
+    this.#worker = options.worker === true ? new WorkerReader(options.path, () => this.#closedError()) : undefined
     for (const session of options.sessions.list()) this.#lastLive.set(session.id, session)
     if (options.context !== undefined) {
       this.#unsubscribe.push(options.context.on('session/disposed', (session) => void this.#cold.set(session.id, session)))
@@ -168,7 +216,7 @@ class SqliteQuery implements SqliteSessionQuery {
 
   async open(signal: AbortSignal | undefined): Promise<void> {
     const opened = openIndexFile(this.path, { check: this.#options.check === true })
-    this.#store = new IndexStore(opened.db)
+    this.#useStore(new IndexStore(opened.db))
     this.#rebuildReason = opened.rebuild
     // A missing file is the normal first run; damage and old schemas are worth a word.
     if (opened.rebuild !== undefined && opened.rebuild !== 'missing')
@@ -190,8 +238,15 @@ class SqliteQuery implements SqliteSessionQuery {
     let persisted: SessionQueryRecord[]
     try {
       // Rows shadowed by live sessions are dropped below, so fetch enough to fill the page without them.
-      persisted = store.listRows(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)
+      const [rows] = await this.#read(
+        [listStatement(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)],
+        'listing',
+        signal,
+      )
+      persisted = listedRecords(rows!)
     } catch (error) {
+      // Budget, cancellation and closing are answers; only a failing index falls back to a scan.
+      if (isDshError(error)) throw error
       this.#indexFailed(error)
       return this.#scan.listSessions(filter, signal)
     }
@@ -245,8 +300,8 @@ class SqliteQuery implements SqliteSessionQuery {
   // ----------------------------------------------------------------- search
 
   searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>> {
-    return this.#search(request, 'events', signal, (store, search, liveIds) => {
-      const rows = store.searchEvents(search.match, liveIds, search.limit + 1, search.offset)
+    return this.#search(request, 'events', signal, searchEventsStatement, (found, search) => {
+      const rows = found as EventHitRow[]
       return {
         hits: rows
           .slice(0, search.limit)
@@ -257,8 +312,8 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
-    return this.#search(request, 'sessions', signal, (store, search, liveIds) => {
-      const rows = store.searchSessions(search.match, liveIds, search.limit + 1, search.offset)
+    return this.#search(request, 'sessions', signal, searchSessionsStatement, (found, search, liveIds) => {
+      const rows = sessionHits(found, liveIds)
       const hits: SessionSearchHit[] = []
       for (const row of rows.slice(0, search.limit)) {
         const session = row.record === undefined ? this.#sessions.get(row.id) : undefined
@@ -280,25 +335,31 @@ class SqliteQuery implements SqliteSessionQuery {
     request: SearchRequest,
     kind: 'sessions' | 'events',
     signal: AbortSignal | undefined,
-    run: (store: IndexStore, search: ParsedSearch, liveIds: readonly string[]) => { hits: T[]; more: boolean },
+    statement: (match: string, liveIds: readonly string[], limit: number, offset: number) => ReadStatement,
+    shape: (rows: readonly unknown[], search: ParsedSearch, liveIds: ReadonlySet<string>) => { hits: T[]; more: boolean },
   ): Promise<SearchPage<T>> {
     checkAborted(signal)
     const search = parseSearchRequest(request, kind)
     for (let attempt = 0; ; attempt++) {
       await guarded(this.#beforeSearch(), signal)
       checkAborted(signal)
-      const store = this.#store
-      if (store === undefined) throw this.#closedError()
+      if (this.#store === undefined) throw this.#closedError()
       try {
-        const generation = store.generation()
-        checkGeneration(search, generation)
         const liveIds = this.#sessions.list().map((s) => s.id)
-        const { hits, more } = run(store, search, liveIds)
+        // The generation is read in the search's own transaction: the cursor it stamps matches these hits.
+        const [meta, found] = await this.#read(
+          [GENERATION, statement(search.match, liveIds, search.limit + 1, search.offset)],
+          'search',
+          signal,
+        )
+        const generation = generationOf(meta!)
+        checkGeneration(search, generation)
+        const { hits, more } = shape(found!, search, new Set(liveIds))
         const nextCursor = more ? encodeSearchCursor(kind, search, generation, search.offset + search.limit) : undefined
         return Object.freeze({ hits: Object.freeze(hits), ...(nextCursor === undefined ? {} : { nextCursor }) })
       } catch (error) {
         // Search has no scan to fall back on: rebuild the damaged index once and ask again.
-        if (attempt > 0 || !(error instanceof IndexDamageError || isDamage(error))) throw this.#wrapIndexError(error)
+        if (attempt > 0 || !(error instanceof IndexDamageError || isDamage(error)) || signal?.aborted) throw this.#wrapIndexError(error)
         this.#indexFailed(error)
       }
     }
@@ -352,14 +413,62 @@ class SqliteQuery implements SqliteSessionQuery {
     )
   }
 
+  get metrics(): IndexReadMetrics {
+    return { ...this.#reads, inFlight: this.#worker?.inFlight ?? 0 }
+  }
+
+  /**
+   * Runs request-serving statements under the budget, in the worker or on
+   * the main connection, in one read transaction. Budget exhaustion is
+   * `SESSION_QUERY_BUDGET_EXCEEDED`.
+   */
+  async #read(statements: readonly ReadStatement[], what: 'listing' | 'search', signal: AbortSignal | undefined): Promise<unknown[][]> {
+    let result: BudgetedResult
+    if (this.#worker !== undefined) {
+      result = await guarded(this.#worker.run(statements, this.#budget), signal)
+    } else {
+      const inline = this.#inline
+      if (inline === undefined) throw this.#closedError()
+      result = inline.run(statements, this.#budget)
+    }
+    this.#reads.requests++
+    this.#reads.lastRowsStepped = result.stepped
+    if ('exceeded' in result) {
+      this.#reads.budgetExceeded++
+      const rows = this.#budget.rows === undefined ? '' : ` or ${this.#budget.rows} rows`
+      throw new SessionQueryError(
+        'SESSION_QUERY_BUDGET_EXCEEDED',
+        `The ${what} was stopped after ${result.stepped} candidate rows: it exceeded its budget of ${this.#budget.ms} ms${rows}. Narrow it (fewer or rarer words, a smaller page) or try again later.`,
+        {
+          details: {
+            stepped: result.stepped,
+            budgetMs: this.#budget.ms,
+            ...(this.#budget.rows === undefined ? {} : { budgetRows: this.#budget.rows }),
+          },
+        },
+      )
+    }
+    return result.rows
+  }
+
+  #useStore(store: IndexStore): void {
+    this.#store = store
+    this.#inline = this.#worker === undefined ? createBudgetedReader(store.db) : undefined
+    // The worker's connection still reads the replaced file: start it over on the new one.
+    this.#worker?.restart()
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
     this.#lifetime.abort()
+    // Never waits for a running statement: pending reads fail with SESSION_QUERY_CLOSED.
+    this.#worker?.close()
     for (const off of this.#unsubscribe.splice(0)) off()
     await this.#tail.catch(() => {})
     this.#store?.close()
     this.#store = undefined
+    this.#inline = undefined
   }
 
   /** Before a listing: catch up with staleness and with sessions that went cold here. */
@@ -530,7 +639,7 @@ class SqliteQuery implements SqliteSessionQuery {
       source: feed.rescan ? 'rescan' : 'feed',
       listed,
       changed: feed.rescan ? 0 : feed.ids.length,
-      read: toRead.length,
+      read: toRead.length - result.skipped,
       readWhole: result.whole,
       removed: removed + result.removed,
       corrupt: result.corrupt,
@@ -548,7 +657,7 @@ class SqliteQuery implements SqliteSessionQuery {
     ids: readonly string[],
     signal: AbortSignal,
     progress: (p: Omit<IndexProgress, 'rebuild'>) => void,
-  ): Promise<{ corrupt: number; failed: number; removed: number; whole: number }> {
+  ): Promise<{ corrupt: number; failed: number; removed: number; whole: number; skipped: number }> {
     const total = ids.length
     let done = 0
     let corrupt = 0
@@ -556,7 +665,9 @@ class SqliteQuery implements SqliteSessionQuery {
     let removed = 0
     let whole = 0
     let next = 0
-    let pending: Array<{ id: string; observation?: SessionSuffixObservation; error?: unknown }> = []
+    let unchanged = 0
+    let missing = 0
+    let pending: Array<{ id: string; observation?: SessionSuffixObservation | 'unchanged'; error?: unknown }> = []
     progress({ phase: 'index', done, total })
     const flush = (): void => {
       if (pending.length === 0) return
@@ -566,7 +677,9 @@ class SqliteQuery implements SqliteSessionQuery {
       store.transaction(() => {
         for (const item of batch) {
           const observation = item.observation
-          if (observation !== undefined) {
+          if (observation === 'unchanged') {
+            store.clearPending(item.id)
+          } else if (observation !== undefined) {
             store.writeHeader(observation.header, observation.inheritedEventCount, observation.revision)
             if (store.writeBody(item.id, observation.events, observation.revision, observation.from)) store.clearPending(item.id)
             else {
@@ -574,6 +687,7 @@ class SqliteQuery implements SqliteSessionQuery {
               failed++
             }
           } else if (isDshError(item.error, 'SESSION_PERSISTENCE_NOT_FOUND')) {
+            missing++
             if (store.rowState(item.id) !== undefined) removed++
             store.delete(item.id)
             store.clearPending(item.id)
@@ -593,15 +707,24 @@ class SqliteQuery implements SqliteSessionQuery {
       })
       progress({ phase: 'index', done, total })
     }
-    const read = async (id: string): Promise<SessionSuffixObservation> => {
+    const read = async (id: string): Promise<SessionSuffixObservation | 'unchanged'> => {
       const sid = id as SessionId
-      const from = this.#requireStore().suffixStart(id)
-      if (from > 0) {
-        const suffix = await this.#persistence.inspectFrom(sid, SessionLogOffset(from), signal)
-        if (this.#requireStore().continues(id, suffix.header, suffix.inheritedEventCount, suffix.events, suffix.from)) return suffix
+      // A row whose text was read at its listed revision: one stat tells whether the log moved since
+      // (the feed also names the changes this process made and already indexed).
+      const state = this.#requireStore().rowState(id)
+      if (state?.revision != null && state.bodyRevision === state.revision) {
+        const revision = await this.#persistence.stat(sid, signal)
+        if (revision === state.revision) {
+          unchanged++
+          return 'unchanged'
+        }
       }
+      const from = this.#requireStore().suffixStart(id)
+      const suffix = await this.#persistence.inspectFrom(sid, SessionLogOffset(from), signal)
+      if (this.#requireStore().continues(id, suffix.header, suffix.inheritedEventCount, suffix.events, suffix.from)) return suffix
+      // The indexed prefix does not hold: the log was re-created or rewritten under this id.
       whole++
-      return this.#persistence.inspectFrom(sid, SessionLogOffset(0), signal)
+      return from === 0 ? suffix : this.#persistence.inspectFrom(sid, SessionLogOffset(0), signal)
     }
     const worker = async (): Promise<void> => {
       while (next < ids.length) {
@@ -625,7 +748,7 @@ class SqliteQuery implements SqliteSessionQuery {
       // Whatever was read before a cancellation is kept: the next run resumes from there.
       if (!this.#closed) flush()
     }
-    return { corrupt, failed, removed, whole }
+    return { corrupt, failed, removed, whole, skipped: unchanged + missing }
   }
 
   /** Aborts with the caller's signal and when this query closes. */
@@ -671,7 +794,7 @@ class SqliteQuery implements SqliteSessionQuery {
     }
     removeIndexFile(this.path)
     const opened = openIndexFile(this.path)
-    this.#store = new IndexStore(opened.db)
+    this.#useStore(new IndexStore(opened.db))
     this.#rebuildReason = reason
   }
 
