@@ -311,7 +311,6 @@ describe('report, notices and drain', () => {
 
   it('a child going cold drains its own running children first', async () => {
     const hold = gate()
-    let grandchild: string | undefined
     const h: Host = await host({
       driver: createScriptedDriver((run) => {
         if (run.identity?.label === 'grandchild') return holdScript(hold.promise)
@@ -323,10 +322,10 @@ describe('report, notices and drain', () => {
     })
     const parent = h.sessions.create()
     const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'child', context: 'fresh' })
-    grandchild = h.runtime.spawn(child.session, { mode: 'one-shot', label: 'grandchild', context: 'fresh' }).id
+    const grandchild = h.runtime.spawn(child.session, { mode: 'one-shot', label: 'grandchild', context: 'fresh' }).id
     await child.done
     await h.runtime.wait([child.id], { caller: parent })
-    expect((await h.persistence!.inspect(grandchild as never)).events.at(-1)).toMatchObject({
+    expect((await h.persistence!.inspect(grandchild)).events.at(-1)).toMatchObject({
       type: 'subagent/end',
       data: { reason: 'drained' },
     })

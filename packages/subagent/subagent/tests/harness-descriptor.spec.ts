@@ -1,0 +1,118 @@
+import type { Session } from '@dsh/session'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createScriptedDriver, type SubagentListEntry } from '../src/index.js'
+import { createHost, type Host } from './helpers.js'
+
+/**
+ * A continuable descriptor as the harness writes it, from its documented
+ * ContinuableSubagentDescriptorData fields: version, mode, provider, label,
+ * agentProvider?, agentModel?, persona?, toolFilter? ({ allow?, deny? }).
+ * The harness's one-shot carries only version, mode, provider, label?.
+ */
+const harnessContinuable = {
+  version: 2,
+  mode: 'continuable',
+  provider: 'inprocess',
+  label: 'code reviewer',
+  agentProvider: 'deepseek',
+  agentModel: 'deepseek-reasoner',
+  persona: 'You review patches for correctness and style.',
+  toolFilter: { allow: ['read_file', 'grep'], deny: ['bash'] },
+}
+const harnessOneShot = { version: 2, mode: 'one-shot', provider: 'claude-code', label: 'summarize logs' }
+
+const hosts: Host[] = []
+afterEach(async () => {
+  for (const h of hosts.splice(0)) await h.dispose()
+})
+
+/** A child of `parent` whose first own event is `payload`, cold (persisted, out of memory) unless `live`. */
+async function childWith(h: Host, parent: Session, id: string, payload: unknown, live = false): Promise<void> {
+  const child = h.sessions.create({ id, origin: 'subagent', parentSession: parent.id, delegationDepth: 1 })
+  child.append('subagent/descriptor', payload)
+  child.append('turn/start', { turn: 1 })
+  if (!live) {
+    child.append('turn/end', { turn: 1, reason: 'completed' })
+    await h.sessions.dispose(id)
+  }
+}
+
+function rowsById(rows: readonly SubagentListEntry[]): Record<string, unknown> {
+  return Object.fromEntries(rows.map(({ id, ...rest }) => [id, rest]))
+}
+
+describe("descriptors in the harness's shape", () => {
+  it('list as child rows with their labels (cold and live), and malformed ones still as corrupt', async () => {
+    const h = await createHost()
+    hosts.push(h)
+    const parent = h.sessions.create({ id: 'parent' })
+    await childWith(h, parent, 'h-continuable', harnessContinuable)
+    await childWith(h, parent, 'h-deny-only', { ...harnessContinuable, label: 'deny only', toolFilter: { deny: ['bash'] } })
+    await childWith(h, parent, 'h-one-shot', harnessOneShot)
+    await childWith(h, parent, 'h-output', { version: 2, mode: 'one-shot', provider: 'p', outputSchema: { type: 'object' } })
+    await childWith(h, parent, 'h-live', harnessContinuable, true)
+    // What still makes a descriptor corrupt: version, mode, label, unknown keys, and a field of the wrong shape.
+    await childWith(h, parent, 'x-version', { ...harnessContinuable, version: 3 })
+    await childWith(h, parent, 'x-mode', { ...harnessContinuable, mode: 'forever' })
+    const { label: _label, ...withoutLabel } = harnessContinuable
+    await childWith(h, parent, 'x-no-label', withoutLabel)
+    await childWith(h, parent, 'x-empty-label', { ...harnessContinuable, label: '' })
+    await childWith(h, parent, 'x-unknown-key', { ...harnessContinuable, colour: 'red' })
+    await childWith(h, parent, 'x-empty-filter', { ...harnessContinuable, toolFilter: {} })
+    await childWith(h, parent, 'x-filter-type', { ...harnessContinuable, toolFilter: { allow: 'read_file' } })
+    await childWith(h, parent, 'x-model-type', { ...harnessContinuable, agentModel: 7 })
+    await childWith(h, parent, 'x-persona-type', { ...harnessContinuable, persona: ['a'] })
+    await childWith(h, parent, 'x-live', { ...harnessContinuable, toolFilter: { only: [] } }, true)
+    expect(rowsById(await h.runtime.listChildren(parent.id))).toEqual({
+      'h-continuable': { kind: 'child', activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'code reviewer' },
+      'h-deny-only': { kind: 'child', activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'deny only' },
+      'h-one-shot': { kind: 'child', activity: 'inactive', hasChildren: false, mode: 'one-shot', label: 'summarize logs' },
+      'h-output': { kind: 'child', activity: 'inactive', hasChildren: false, mode: 'one-shot' },
+      'h-live': { kind: 'child', activity: 'running', hasChildren: false, mode: 'continuable', label: 'code reviewer' },
+      'x-version': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-mode': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-no-label': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-empty-label': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-unknown-key': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-empty-filter': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-filter-type': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-model-type': { kind: 'diagnostic', reason: 'corrupt' },
+      'x-persona-type': { kind: 'diagnostic', reason: 'corrupt' },
+      // A poisoned running child is corrupt too (the seed's text), not omitted.
+      'x-live': { kind: 'diagnostic', reason: 'corrupt' },
+    })
+  })
+
+  it('a harness continuable child is resumable, and its persona and toolFilter reach the driver', async () => {
+    const seen: { persona?: string; tools: string[] }[] = []
+    const tool = (name: string) => ({ name, description: name, jsonSchema: {}, execute: async () => ({ text: name }) })
+    const scripted = createScriptedDriver()
+    const h = await createHost({
+      driver: {
+        name: 'd',
+        run(run) {
+          seen.push({
+            ...(run.descriptor?.persona === undefined ? {} : { persona: run.descriptor.persona }),
+            tools: run.tools.map((t) => t.name),
+          })
+          return scripted.run(run)
+        },
+      },
+      tools: () => [tool('read_file'), tool('grep'), tool('bash'), tool('write_file')],
+    })
+    hosts.push(h)
+    const parent = h.sessions.create({ id: 'parent' })
+    await childWith(h, parent, 'h', harnessContinuable)
+    const handle = await h.runtime.resume('h', { caller: parent, prompt: 'again' })
+    expect((await handle.done).end).toBe('completed')
+    expect(seen).toEqual([{ persona: harnessContinuable.persona, tools: ['read_file', 'grep'] }])
+  })
+
+  it('keeps the creation window: a running child without its own descriptor yet is omitted', async () => {
+    const h = await createHost()
+    hosts.push(h)
+    const parent = h.sessions.create({ id: 'parent' })
+    h.sessions.create({ id: 'starting', origin: 'subagent', parentSession: parent.id, delegationDepth: 1 })
+    expect(await h.runtime.listChildren(parent.id)).toEqual([])
+  })
+})
