@@ -120,7 +120,10 @@ describe('client over real HTTP', () => {
     // Values past the protocol's bounds are refused before sending: the client builds requests from the same route table the host reads them with.
     expect((await failure(client.history('x'.repeat(10 * 1024)))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
     expect((await failure(client.history('nul\u0000id'))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
-    expect((await failure(client.search({ q: Array.from({ length: 17 }, (_, i) => `w${i}`).join(' ') }))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
+    expect((await failure(client.search({ q: Array.from({ length: 17 }, (_, i) => `w${i}`).join(' ') }))).toJSON()).toMatchObject({
+      code: 'CLIENT_INVALID_ARGUMENT',
+      status: 0,
+    })
     expect((await failure(client.history('..'))).toJSON()).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT', status: 0 })
     expect((await failure(client.history('never-created'))).toJSON()).toMatchObject({ code: 'SESSION_QUERY_NOT_FOUND', status: 404 })
   })
