@@ -589,7 +589,7 @@ class PgPersistence implements PostgresPersistence {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    this.#writer.close()
+    await this.#writer.close()
     this.#states.clear()
     await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))
     this.#subscriptions.clear()

@@ -126,12 +126,18 @@ export class WriterConnection {
     if (!dataError) this.#lost(client)
   }
 
-  /** Ends the connection, which releases every lease at once. */
-  close(): void {
+  /**
+   * Gives every lease back, then ends the connection. The explicit unlock
+   * makes the leases free when `close` resolves; ending the connection alone
+   * frees them only once the server notices.
+   */
+  async close(): Promise<void> {
     this.#closed = true
-    const client = this.#client
+    const client = this.#client ?? (await this.#connecting?.catch(() => undefined))
     this.#client = undefined
     this.#held = new Set()
-    if (client !== undefined) client.release(true)
+    if (client === undefined) return
+    await client.query('SELECT pg_advisory_unlock_all()').catch(() => {})
+    client.release(true)
   }
 }
