@@ -6,11 +6,11 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { Session, SessionId, SessionLogOffset, type SessionHeader, type StoredSessionEvent } from '@dsh/session'
-import { createProjectionRegistry, z, type SessionProjectionUnit } from '@dsh/session-projection'
+import { Session, type SessionHeader, SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { createProjectionRegistry, type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { projectionCachePath, SqliteProjectionCache } from '@dsh/session-projection-cache'
 import Database from 'better-sqlite3'
-import { time, type BenchDefinition } from '../harness.js'
+import { type BenchDefinition, time } from '../harness.js'
 
 // A small realistic unit, shaped like the subagent identity unit: the last
 // descriptor's mode and label, with the seq it came from.
@@ -28,7 +28,11 @@ declare module '@dsh/session-projection' {
   }
 }
 
-const identitySchema = z.object({ mode: z.enum(['one-shot', 'continuable']), label: z.string().optional(), seq: z.number().int().nonnegative() })
+const identitySchema = z.object({
+  mode: z.enum(['one-shot', 'continuable']),
+  label: z.string().optional(),
+  seq: z.number().int().nonnegative(),
+})
 
 const benchIdentityUnit: SessionProjectionUnit<'benchIdentity'> = {
   key: 'benchIdentity',
@@ -56,10 +60,22 @@ const headers: SessionHeader[] = []
 let hits = 0
 
 function eventsFor(i: number): StoredSessionEvent[] {
-  const events: StoredSessionEvent[] = [{ type: 'bench/descriptor', seq: 0 as StoredSessionEvent['seq'], time: 1, data: i % 2 === 0 ? { mode: 'one-shot' } : { mode: 'continuable', label: `worker-${i}` } }]
+  const events: StoredSessionEvent[] = [
+    {
+      type: 'bench/descriptor',
+      seq: 0 as StoredSessionEvent['seq'],
+      time: 1,
+      data: i % 2 === 0 ? { mode: 'one-shot' } : { mode: 'continuable', label: `worker-${i}` },
+    },
+  ]
   for (let t = 1; t <= 5; t++) {
     events.push({ type: 'turn/start', seq: events.length as StoredSessionEvent['seq'], time: 1, data: { turn: t } })
-    events.push({ type: 'assistant/message', seq: events.length as StoredSessionEvent['seq'], time: 1, data: { turn: t, text: `answer ${t}` } })
+    events.push({
+      type: 'assistant/message',
+      seq: events.length as StoredSessionEvent['seq'],
+      time: 1,
+      data: { turn: t, text: `answer ${t}` },
+    })
     events.push({ type: 'turn/end', seq: events.length as StoredSessionEvent['seq'], time: 1, data: { turn: t, reason: 'completed' } })
   }
   return events
@@ -72,7 +88,15 @@ function fill(): void {
   // The writing process: each session's final checkpoint, as when it went cold.
   const writer = new SqliteProjectionCache(options)
   for (let i = 0; i < SESSIONS; i++) {
-    const header: SessionHeader = Object.freeze({ version: 1, id: SessionId(`child-${i}`), createdAt: 1_700_000_000_000 + i, isSeeded: false, delegationDepth: 1, origin: 'subagent', parentSession: SessionId('parent') })
+    const header: SessionHeader = Object.freeze({
+      version: 1,
+      id: SessionId(`child-${i}`),
+      createdAt: 1_700_000_000_000 + i,
+      isSeeded: false,
+      delegationDepth: 1,
+      origin: 'subagent',
+      parentSession: SessionId('parent'),
+    })
     const session = new Session({ header, events: eventsFor(i) })
     if (!writer.writeColdRows(session, projections.checkpoint(session))) throw new Error('bench setup: a checkpoint write failed')
     headers.push(header)
@@ -111,7 +135,8 @@ const definition: BenchDefinition = {
       const lookup = rawLookup!
       let found = 0
       const ms = await time(() => {
-        for (let pass = 0; pass < PASSES; pass++) for (const header of headers) if (lookup.get(header.id, 'benchIdentity') !== undefined) found++
+        for (let pass = 0; pass < PASSES; pass++)
+          for (const header of headers) if (lookup.get(header.id, 'benchIdentity') !== undefined) found++
       })
       if (found !== SESSIONS * PASSES) throw new Error(`bench: raw lookups found ${found} rows`)
       return ms / PASSES
@@ -124,7 +149,8 @@ const definition: BenchDefinition = {
       const cut = SessionLogOffset(0)
       let found = 0
       const ms = await time(() => {
-        for (let pass = 0; pass < PASSES; pass++) for (const header of headers) if (c.cachedSnapshot(header, cut, KEYS)?.benchIdentity) found++
+        for (let pass = 0; pass < PASSES; pass++)
+          for (const header of headers) if (c.cachedSnapshot(header, cut, KEYS)?.benchIdentity) found++
       })
       if (found !== SESSIONS * PASSES) throw new Error(`bench: cachedSnapshot hit ${found} times`)
       hits += found

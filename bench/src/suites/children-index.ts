@@ -7,18 +7,19 @@
 // 50× faster than the scan (the ratio).
 //
 // The 100k-session fixture (header-only sessions in a plain-JSONL root, plus
-// its index under `<root>/.index/`) is built once and cached in
+// its index under `<root>/.dsh/`) is built once and cached in
 // bench/.fixtures/ (git-ignored); later runs only reconcile it on open.
+// `open-listing` reuses it for its index-reopen figure (`childrenIndexFixture`).
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { parseSessionHeader, SessionLogOffset, SessionStore, type SessionHeader } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionStore } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
 import { createSqliteSessionQuery, defaultIndexPath, INDEX_SCHEMA_VERSION, type SqliteSessionQuery } from '@dsh/session-query-sqlite'
 import Database from 'better-sqlite3'
-import { benchRoot, median, time, type BenchDefinition } from '../harness.js'
+import { type BenchDefinition, benchRoot, median, time } from '../harness.js'
 
 const FAMILIES = 9_090
 const CHILDREN = 10
@@ -43,12 +44,32 @@ function headersOf(): SessionHeader[] {
   const base = 1_700_000_000_000
   for (let f = 0; f < FAMILIES; f++) {
     const parent = `p${f}`
-    headers.push(parseSessionHeader({ version: 1, id: parent, createdAt: base + f * 100, isSeeded: false, delegationDepth: 0, cwd: `/work/project-${f % 50}` }))
+    headers.push(
+      parseSessionHeader({
+        version: 1,
+        id: parent,
+        createdAt: base + f * 100,
+        isSeeded: false,
+        delegationDepth: 0,
+        cwd: `/work/project-${f % 50}`,
+      }),
+    )
     for (let c = 0; c < CHILDREN; c++) {
-      headers.push(parseSessionHeader({ version: 1, id: `${parent}-c${c}`, createdAt: base + f * 100 + 1 + c, isSeeded: c % 3 === 0, delegationDepth: 1, parentSession: parent, origin: 'subagent' }))
+      headers.push(
+        parseSessionHeader({
+          version: 1,
+          id: `${parent}-c${c}`,
+          createdAt: base + f * 100 + 1 + c,
+          isSeeded: c % 3 === 0,
+          delegationDepth: 1,
+          parentSession: parent,
+          origin: 'subagent',
+        }),
+      )
     }
   }
-  for (let s = 0; s < SINGLES; s++) headers.push(parseSessionHeader({ version: 1, id: `single-${s}`, createdAt: base + s, isSeeded: false, delegationDepth: 0 }))
+  for (let s = 0; s < SINGLES; s++)
+    headers.push(parseSessionHeader({ version: 1, id: `single-${s}`, createdAt: base + s, isSeeded: false, delegationDepth: 0 }))
   return headers
 }
 
@@ -85,6 +106,15 @@ async function buildFixture(): Promise<number> {
   return ms
 }
 
+/** The cached 100,000-session root (built on first use): shared with `open-listing`. */
+export async function childrenIndexFixture(): Promise<{ root: string; sessions: number; buildMs?: number }> {
+  if (fixtureReady()) return { root, sessions: TOTAL }
+  console.log(`  children-index: building the ${TOTAL}-session fixture in ${fixture} (cached for later runs) …`)
+  const buildMs = Math.round(await buildFixture())
+  writeFileSync(readyFile, `${JSON.stringify({ version: FIXTURE_VERSION, sessions: TOTAL })}\n`)
+  return { root, sessions: TOTAL, buildMs }
+}
+
 const definition: BenchDefinition = {
   name: 'children-index',
   unit: 'ms per listing',
@@ -93,10 +123,8 @@ const definition: BenchDefinition = {
   ratio: 'baseline/subject',
   repeats: 5,
   async setup() {
-    if (!fixtureReady()) {
-      console.log(`  children-index: building the ${TOTAL}-session fixture in ${fixture} (cached for later runs) …`)
-      info.fixtureBuildMs = Math.round(await buildFixture())
-    }
+    const built = await childrenIndexFixture()
+    if (built.buildMs !== undefined) info.fixtureBuildMs = built.buildMs
     persistence = createJsonlPersistence({ root, compression: 'none' })
     ctx = new Context()
     const sessions = new SessionStore(ctx)
@@ -115,11 +143,15 @@ const definition: BenchDefinition = {
     })
     info.indexOpenAndReconcileMs = Math.round(openMs)
     scan = createSessionQuery({ sessions, persistence })
-    writeFileSync(readyFile, JSON.stringify({ version: FIXTURE_VERSION, sessions: TOTAL, indexSchema: INDEX_SCHEMA_VERSION }) + '\n')
+    info.indexSchema = INDEX_SCHEMA_VERSION
     // Show that the subject's query is answered by an index, not a table scan.
     const db = new Database(defaultIndexPath(root), { readonly: true })
     try {
-      const plan = db.prepare('EXPLAIN QUERY PLAN SELECT id, header, inherited, revision, crc FROM sessions WHERE revision IS NOT NULL AND parent = ? ORDER BY created_at, id').all(TARGET_PARENT) as Array<{ detail: string }>
+      const plan = db
+        .prepare(
+          'EXPLAIN QUERY PLAN SELECT id, header, inherited, revision, crc FROM sessions WHERE revision IS NOT NULL AND parent = ? ORDER BY created_at, id',
+        )
+        .all(TARGET_PARENT) as Array<{ detail: string }>
       info.queryPlan = plan.map((row) => row.detail)
     } finally {
       db.close()
