@@ -63,9 +63,8 @@ export function createMcpServer(
           `There is no tool '${request.params.name}'${hint}; list the tools to see what this server offers.`,
         )
       }
-      const result = await tool.call(request.params.arguments ?? {}, extra.signal)
-      const text = tool.render?.(result) ?? JSON.stringify(result, null, 2)
-      return { content: [{ type: 'text', text }], structuredContent: result }
+      const { result, text } = await tool.call(request.params.arguments ?? {}, extra.signal)
+      return { content: [{ type: 'text', text: text ?? JSON.stringify(result, null, 2) }], structuredContent: result }
     } catch (error) {
       const failure = failureOf(error)
       return {

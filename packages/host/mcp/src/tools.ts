@@ -11,10 +11,13 @@ export interface McpTool {
   readonly name: string
   readonly description: string
   readonly inputSchema: { readonly type: 'object'; readonly [key: string]: unknown }
-  /** Resolves the structured result (an object); rejects with a typed error. */
-  call(args: unknown, signal: AbortSignal): Promise<Record<string, unknown>>
-  /** The text the client shows (default: the result as JSON). */
-  render?(result: Record<string, unknown>): string
+  /** Resolves the structured result (an object) and, optionally, the text a client shows (default: the result as JSON); rejects with a typed error. */
+  call(args: unknown, signal: AbortSignal): Promise<McpToolAnswer>
+}
+
+export interface McpToolAnswer {
+  readonly result: Record<string, unknown>
+  readonly text?: string
 }
 
 /** A subagent-control tool (the `@dsh/tool-subagent-control` shape; `SubagentTool` in `@dsh/subagent`). */
@@ -73,7 +76,7 @@ export function readTools(services: McpServiceSource): McpTool[] {
       inputSchema: jsonSchemaOf(listSessionsInput),
       async call(args, signal) {
         const input = parseInput('list_sessions', listSessionsInput, args)
-        return (await query().listSessions(compact(input), signal)) as unknown as Record<string, unknown>
+        return { result: (await query().listSessions(compact(input), signal)) as unknown as Record<string, unknown> }
       },
     },
     {
@@ -83,7 +86,7 @@ export function readTools(services: McpServiceSource): McpTool[] {
       inputSchema: jsonSchemaOf(showSessionInput),
       async call(args, signal) {
         const { id, ...request } = parseInput('show_session', showSessionInput, args)
-        return (await query().readHistory(id, compact(request), signal)) as unknown as Record<string, unknown>
+        return { result: (await query().readHistory(id, compact(request), signal)) as unknown as Record<string, unknown> }
       },
     },
     {
@@ -95,9 +98,8 @@ export function readTools(services: McpServiceSource): McpTool[] {
         const { id, scope = 'children' } = parseInput('list_agents', listAgentsInput, args)
         const tool = createListAgentsTool(need(services.get('subagents'), 'subagents'))
         const result = await tool.execute({ scope }, { agent: { id }, signal })
-        return { parent: id, scope, rows: result.rows, text: result.text }
+        return { result: { parent: id, scope, rows: result.rows }, text: result.text }
       },
-      render: (result) => String(result.text),
     },
     {
       name: 'search',
@@ -110,7 +112,7 @@ export function readTools(services: McpServiceSource): McpTool[] {
         const search = kind === 'events' ? backend.searchEvents?.bind(backend) : backend.searchSessions?.bind(backend)
         if (search === undefined)
           throw new McpError('MCP_SERVICE_UNAVAILABLE', 'This root is open without a search index; search needs the SQLite query index.')
-        return (await search(compact(request), signal)) as unknown as Record<string, unknown>
+        return { result: (await search(compact(request), signal)) as unknown as Record<string, unknown> }
       },
     },
   ]
@@ -148,10 +150,13 @@ export function controlTools(
           const { session, ...rest } = args as Record<string, unknown>
           const id = parseInput(tool.name, z.object({ session: controlSessionField }), { session }).session
           const agent = await resolveAgent(id, signal)
-          const result = await tool.execute(rest, { agent, signal })
-          return result !== null && typeof result === 'object' && !Array.isArray(result) ? (result as Record<string, unknown>) : { result }
+          const answer = await tool.execute(rest, { agent, signal })
+          const result =
+            answer !== null && typeof answer === 'object' && !Array.isArray(answer)
+              ? (answer as Record<string, unknown>)
+              : { result: answer }
+          return typeof result.text === 'string' ? { result, text: result.text } : { result }
         },
-        render: (result) => (typeof result.text === 'string' ? result.text : JSON.stringify(result, null, 2)),
       } satisfies McpTool
     })
 }

@@ -73,8 +73,10 @@ describe('dsh MCP server', () => {
 
     const agents = await call('list_agents', { id: parentId })
     const expected = await createListAgentsTool(host.subagents).execute({ scope: 'children' }, { agent: { id: parentId } })
-    expect(agents).toEqual({ parent: parentId, scope: 'children', rows: JSON.parse(JSON.stringify(expected.rows)), text: expected.text })
+    expect(agents).toEqual({ parent: parentId, scope: 'children', rows: JSON.parse(JSON.stringify(expected.rows)) })
     expect((agents.rows as { label?: string }[]).map((row) => row.label)).toEqual(['scout', 'fixer'])
+    const shown = await client.callTool({ name: 'list_agents', arguments: { id: parentId } })
+    expect(shown.content).toEqual([{ type: 'text', text: expected.text }])
 
     const hits = await call('search', { text: 'wombats' })
     expect(hits).toEqual(JSON.parse(JSON.stringify(await host.query.searchSessions!({ text: 'wombats' }))))

@@ -1,0 +1,121 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+
+// `dsh mcp` as an MCP client runs it: the SDK's own client spawns the built
+// CLI over stdio, on a root made by `dsh demo`, and every read tool answers
+// exactly what the matching `dsh … --json` command prints.
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+
+let dir: string
+let root: string
+let parent: string
+const clients: Client[] = []
+
+function dsh(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
+    })
+  })
+}
+
+async function json(...args: string[]): Promise<unknown> {
+  const result = await dsh(...args, '--json', '--root', root)
+  expect(result.code, result.stderr).toBe(0)
+  return JSON.parse(result.stdout)
+}
+
+async function connect(...flags: string[]): Promise<Client> {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [bin, 'mcp', '--root', root, ...flags], stderr: 'pipe' })
+  const client = new Client({ name: 'dsh-e2e', version: '1.0.0' })
+  await client.connect(transport)
+  clients.push(client)
+  return client
+}
+
+async function structured(client: Client, name: string, args: Record<string, unknown>): Promise<unknown> {
+  const result = await client.callTool({ name, arguments: args })
+  expect(result.isError ?? false, JSON.stringify(result.content)).toBe(false)
+  return result.structuredContent
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'dsh-mcp-'))
+  root = join(dir, 'demo')
+  const demo = await dsh('demo', '--json', '--root', root)
+  expect(demo.code, demo.stderr).toBe(0)
+  const listed = (await json('sessions')) as { records: { header: { id: string; origin?: string } }[] }
+  const parents = await Promise.all(
+    listed.records
+      .filter((record) => record.header.origin === undefined)
+      .map(async (record) => ({
+        id: record.header.id,
+        rows: ((await json('agents', record.header.id)) as { rows: unknown[] }).rows.length,
+      })),
+  )
+  parent = parents.sort((a, b) => b.rows - a.rows)[0]!.id
+}, 180_000)
+
+afterEach(async () => {
+  for (const client of clients.splice(0)) await client.close()
+})
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+describe('dsh mcp', () => {
+  it('lists the read tools, and the control tools only with --allow-control', async () => {
+    const reader = await connect()
+    expect((await reader.listTools()).tools.map((tool) => tool.name).sort()).toEqual([
+      'list_agents',
+      'list_sessions',
+      'search',
+      'show_session',
+    ])
+    await reader.close()
+
+    const controller = await connect('--allow-control')
+    const tools = (await controller.listTools()).tools
+    const names = tools.map((tool) => tool.name)
+    for (const name of ['subagent', 'send_message', 'wait_agents', 'interrupt_agent', 'close_agent', 'report'])
+      expect(names).toContain(name)
+    expect(names.filter((name) => name === 'list_agents')).toHaveLength(1)
+    expect(tools.find((tool) => tool.name === 'subagent')!.inputSchema.required).toEqual(expect.arrayContaining(['session', 'prompt']))
+  }, 60_000)
+
+  it('answers each read tool with the data of the matching dsh --json command', async () => {
+    const client = await connect()
+    expect(await structured(client, 'list_sessions', {})).toEqual(await json('sessions'))
+    expect(await structured(client, 'list_sessions', { origin: 'subagent', limit: 2 })).toEqual(
+      await json('sessions', '--origin', 'subagent', '--limit', '2'),
+    )
+    expect(await structured(client, 'show_session', { id: parent })).toEqual(await json('show', parent))
+    expect(await structured(client, 'show_session', { id: parent, limit: 3 })).toEqual(await json('show', parent, '--limit', '3'))
+    const agents = await structured(client, 'list_agents', { id: parent })
+    expect(agents).toEqual(await json('agents', parent))
+    expect((agents as { rows: unknown[] }).rows.length).toBeGreaterThan(1)
+    expect(await structured(client, 'list_agents', { id: parent, scope: 'descendants' })).toEqual(
+      await json('agents', parent, '--descendants'),
+    )
+    const hits = await structured(client, 'search', { text: 'build' })
+    expect(hits).toEqual(await json('search', 'build'))
+    expect((hits as { hits: unknown[] }).hits.length).toBeGreaterThan(0)
+    expect(await structured(client, 'search', { text: 'build', kind: 'events' })).toEqual(await json('search', 'build', '--events'))
+  }, 120_000)
+
+  it('answers bad input with a tool error carrying the code, and keeps serving', async () => {
+    const client = await connect()
+    const bad = await client.callTool({ name: 'show_session', arguments: { id: 42 } })
+    expect(bad.isError).toBe(true)
+    expect(bad.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
+    const control = await client.callTool({ name: 'subagent', arguments: { session: parent, prompt: 'x' } })
+    expect(control.structuredContent).toMatchObject({ error: { code: 'MCP_UNKNOWN_TOOL' } })
+    const missing = await client.callTool({ name: 'list_agents', arguments: { id: 'no-such-session' } })
+    expect(missing.isError ?? false).toBe(false)
+    expect(((await structured(client, 'list_sessions', {})) as { records: unknown[] }).records.length).toBeGreaterThan(3)
+  }, 60_000)
+})
