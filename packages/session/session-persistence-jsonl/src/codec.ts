@@ -106,7 +106,7 @@ const zstdCodec: LogCodec = (() => {
   }
 })()
 
-const TRAILER_LINE_START = Buffer.from('\n' + LINE_TRAILER_PREFIX)
+const TRAILER_LINE_START = Buffer.from(`\n${LINE_TRAILER_PREFIX}`)
 const EVENT_LINE_START = Buffer.from('{"type":')
 
 const plainCodec: LogCodec = {

@@ -46,9 +46,9 @@ export function encodeSessionDirName(id: string): string {
     if (DIRECT.test(char)) {
       out += char
     } else {
-      for (const byte of Buffer.from(char, 'utf8')) out += '_' + byte.toString(16).padStart(2, '0')
+      for (const byte of Buffer.from(char, 'utf8')) out += `_${byte.toString(16).padStart(2, '0')}`
     }
-    if (out.length > MAX_DIRECT_NAME) return '=' + createHash('sha256').update(id, 'utf8').digest('hex')
+    if (out.length > MAX_DIRECT_NAME) return `=${createHash('sha256').update(id, 'utf8').digest('hex')}`
   }
   return out
 }

@@ -1,8 +1,16 @@
+export { JOURNAL_FILE } from './change-journal.js'
 export type { JsonlCompression } from './codec.js'
 export type { JsonlPersistenceErrorCode } from './errors.js'
 export { JsonlPersistenceError } from './errors.js'
 export { decodeSessionDirName, encodeSessionDirName, MAX_DIRECT_NAME } from './id-encoding.js'
-export type { DamagedLog, JsonlPersistence, JsonlPersistenceOptions, LogVerification } from './persistence.js'
+export type {
+  ChangeJournalVerification,
+  DamagedLog,
+  JsonlPersistence,
+  JsonlPersistenceMetrics,
+  JsonlPersistenceOptions,
+  LogVerification,
+} from './persistence.js'
 export { createJsonlPersistence } from './persistence.js'
 export { MARKER_FILE } from './root-marker.js'
 export { TRAILER_MAGIC } from './trailer.js'

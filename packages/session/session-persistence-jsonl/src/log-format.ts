@@ -11,11 +11,44 @@ import { SessionPersistenceError } from '@dsh/session-persistence'
 
 /** The physical header line's format tag and version. */
 export const LOG_FORMAT = 'dsh-session-log'
-export const LOG_FORMAT_VERSION = 1
+/**
+ * Version 2 (written since forks became references): `logId` is part of the
+ * contract (a fork's reference names it) and an optional `fork` reference.
+ * Version 1 logs (same fields, never a `fork`) still read.
+ */
+export const LOG_FORMAT_VERSION = 2
+const READABLE_VERSIONS: readonly unknown[] = [1, 2]
+
+/**
+ * What a fork's log says about the prefix it inherits instead of storing it:
+ * events `[0, cut)` are the committed events of the log of `source` whose
+ * header carries `logId`, up to byte `end` of that log, where the batch
+ * holding event `cut - 1` ends with a trailer whose stored-body CRC32 is
+ * `batchCrc`. Committed batches never change, so these few numbers identify
+ * the prefix without reading it: a source rewritten, re-created under the
+ * same id (another `logId`), truncated or damaged no longer matches.
+ * `source` is the log that physically holds event `cut - 1`: for a fork cut
+ * inside its parent's own inherited prefix, an ancestor.
+ */
+export interface ForkReference {
+  readonly source: string
+  readonly logId: string
+  readonly cut: number
+  readonly end: number
+  readonly batchCrc: number
+}
 
 export interface PhysicalHeader {
   readonly header: SessionHeader
   readonly inheritedEventCount: SessionLogOffset
+  /** Random per log file (16 hex digits): the log's identity. */
+  readonly logId: string
+  readonly fork?: ForkReference
+}
+
+/** A new log's identity. */
+export function newLogId(): string {
+  return randomBytes(8).toString('hex')
 }
 
 /**
@@ -28,11 +61,12 @@ export function encodeHeaderLine(physical: PhysicalHeader): Buffer {
   const line = {
     format: LOG_FORMAT,
     formatVersion: LOG_FORMAT_VERSION,
-    logId: randomBytes(8).toString('hex'),
+    logId: physical.logId,
     header: physical.header,
     inheritedEventCount: physical.inheritedEventCount,
+    ...(physical.fork === undefined ? {} : { fork: physical.fork }),
   }
-  return Buffer.from(JSON.stringify(line) + '\n', 'utf8')
+  return Buffer.from(`${JSON.stringify(line)}\n`, 'utf8')
 }
 
 export type HeaderParse =
@@ -51,12 +85,12 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
   if (typeof raw !== 'object' || raw === null || (raw as { format?: unknown }).format !== LOG_FORMAT) {
     return { ok: false, unsupported: false, reason: `the header line is not a ${LOG_FORMAT} header` }
   }
-  const line = raw as { formatVersion?: unknown; header?: unknown; inheritedEventCount?: unknown }
-  if (line.formatVersion !== LOG_FORMAT_VERSION) {
+  const line = raw as { formatVersion?: unknown; logId?: unknown; header?: unknown; inheritedEventCount?: unknown; fork?: unknown }
+  if (!READABLE_VERSIONS.includes(line.formatVersion)) {
     return {
       ok: false,
       unsupported: true,
-      reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads version ${LOG_FORMAT_VERSION})`,
+      reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads versions ${READABLE_VERSIONS.join(' and ')})`,
     }
   }
   if (typeof line.header === 'object' && line.header !== null && (line.header as { version?: unknown }).version !== 1) {
@@ -66,11 +100,31 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
       reason: `session header version ${JSON.stringify((line.header as { version?: unknown }).version)}`,
     }
   }
+  if (typeof line.logId !== 'string' || line.logId.length === 0)
+    return { ok: false, unsupported: false, reason: 'the header line has no logId' }
   try {
-    return { ok: true, value: { header: parseSessionHeader(line.header), inheritedEventCount: SessionLogOffset(line.inheritedEventCount) } }
+    const header = parseSessionHeader(line.header)
+    const inheritedEventCount = SessionLogOffset(line.inheritedEventCount)
+    if (line.fork === undefined) return { ok: true, value: { header, inheritedEventCount, logId: line.logId } }
+    if (line.formatVersion === 1) return { ok: false, unsupported: false, reason: 'a version 1 header cannot carry a fork reference' }
+    const fork = parseFork(line.fork, inheritedEventCount)
+    if (typeof fork === 'string') return { ok: false, unsupported: false, reason: fork }
+    return { ok: true, value: { header, inheritedEventCount, logId: line.logId, fork } }
   } catch (error) {
     return { ok: false, unsupported: false, reason: (error as Error).message }
   }
+}
+
+function parseFork(raw: unknown, cut: number): ForkReference | string {
+  if (typeof raw !== 'object' || raw === null) return 'the fork reference is not an object'
+  const fork = raw as Record<string, unknown>
+  const count = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+  if (typeof fork.source !== 'string' || fork.source.length === 0) return 'the fork reference names no source'
+  if (typeof fork.logId !== 'string' || fork.logId.length === 0) return 'the fork reference names no source logId'
+  if (!count(fork.cut) || fork.cut !== cut || cut === 0) return 'the fork reference cut differs from inheritedEventCount'
+  if (!count(fork.end) || !count(fork.batchCrc) || fork.batchCrc > 0xffffffff) return 'the fork reference digest is malformed'
+  if (Object.keys(fork).length !== 5) return 'the fork reference has unknown fields'
+  return { source: fork.source, logId: fork.logId, cut: fork.cut, end: fork.end, batchCrc: fork.batchCrc }
 }
 
 /**
@@ -83,7 +137,7 @@ export function encodeEventLines(events: readonly StoredSessionEvent[]): Buffer 
   let text = ''
   for (const event of events) {
     const data = Object.isFrozen(event) && isDeepFrozenShallowCheck(event.data) ? event.data : losslessData(event)
-    text += JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data }) + '\n'
+    text += `${JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data })}\n`
   }
   return Buffer.from(text, 'utf8')
 }

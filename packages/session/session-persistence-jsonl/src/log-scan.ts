@@ -69,6 +69,7 @@ export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, 
 
 /**
  * Splits a whole log into units and finds where the committed part ends.
+ * `firstSeq` is the seq of the log's first stored event (a fork's cut; else 0).
  *
  * A batch is committed iff its body and its trailer are complete. The first
  * batch that is not whole and self-consistent is either a torn write (only
@@ -82,13 +83,13 @@ export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, 
  *    damaged.
  * Otherwise it is a torn tail: ignored by reads, truncated by `load`.
  */
-export async function scanLog(buf: Buffer, codec: LogCodec, file: string): Promise<LogScan> {
+export async function scanLog(buf: Buffer, codec: LogCodec, file: string, firstSeq = 0): Promise<LogScan> {
   const header = locateHeader(buf, codec, file, true)
   if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
   const trailerSize = codec.trailer.size
   const batches: LogUnit[] = []
   let pos = header.bodyEnd + trailerSize
-  let nextSeq = 0
+  let nextSeq = firstSeq
   while (pos < buf.length) {
     const extent = codec.measureBody(buf, pos)
     if (extent.status === 'complete') {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { constants, promises as fsp, fstatSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
@@ -7,6 +8,7 @@ import { type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/
 import type {
   AppendResult,
   AppendTarget,
+  DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,
@@ -18,18 +20,19 @@ import type {
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import { persistenceCancelled as cancelled, checkAppend, interruptedTurnEnds, SessionPersistenceError } from '@dsh/session-persistence'
+import { JournalWriter, readJournalChanges } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
-import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, writevAt } from './fs-io.js'
+import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, tempSibling, writeAt, writevAt } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
-import { encodeEventLines, encodeHeaderLine, type PhysicalHeader } from './log-format.js'
+import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
 import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
 import { openRoot } from './root-marker.js'
 import { WriterLock } from './writer-lock.js'
 
 export interface JsonlPersistenceOptions {
-  /** The root directory; created if missing. One root holds one encoding. */
+  /** The root directory; created (0700) if missing, unless `readOnly`. One root holds one encoding. */
   readonly root: string
   /**
    * `zstd` (default for a new root): zstd frames; `none`: plain JSON lines,
@@ -52,17 +55,36 @@ export interface JsonlPersistenceOptions {
   readonly listConcurrency?: number
 }
 
+/** The metrics of this backend: the contract's, all kept. */
+export interface JsonlPersistenceMetrics extends PersistenceMetrics {
+  rescans: number
+  logOpens: number
+  /** Appends by a fresh writer that verified only the log's tail (header, last batch and trailer). */
+  tailVerifications: number
+}
+
 /** The embedded default backend, plus where it keeps things. */
 export interface JsonlPersistence extends SessionPersistence {
   readonly root: string
   readonly compression: JsonlCompression
   readonly readOnly: boolean
+  readonly metrics: Readonly<JsonlPersistenceMetrics>
   /** The log file of `id` (whether or not it exists). */
   logPath(id: string): string
-  /** Reads and checks one log in full, reporting its torn tail (bytes `load` would truncate). */
+  /** Reads and checks one log in full (a fork's inherited prefix included), reporting its torn tail (bytes `load` would truncate). */
   verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
+  /** Checks the root's change journal: whether a reader without a cursor could follow it, or why it must rescan. */
+  verifyChangeJournal(): Promise<ChangeJournalVerification>
   /** Logs the last `list()` left out because their header unit is damaged or of an unsupported version. */
   damagedLogs(): readonly DamagedLog[]
+}
+
+export interface ChangeJournalVerification {
+  /** False when the journal is missing, its header damaged, or it holds damaged records (readers rescan once). */
+  readonly ok: boolean
+  readonly reason?: string
+  /** Rescans this instance's `changes` answered so far. */
+  readonly rescans: number
 }
 
 export interface LogVerification {
@@ -72,6 +94,8 @@ export interface LogVerification {
   readonly committedBytes: number
   /** Bytes after the committed log: an incomplete final batch that reads ignore. */
   readonly tornBytes: number
+  /** For a fork stored by reference: the session whose log holds the inherited prefix (verified too). */
+  readonly forkSource?: string
 }
 
 /** A session directory whose log header could not be read. */
@@ -90,19 +114,35 @@ interface Writer {
   readonly dir: string
   readonly file: string
   readonly lock: WriterLock
-  readonly handle: FileHandle
-  readonly physical: PhysicalHeader
+  handle: FileHandle
+  physical: PhysicalHeader
   /** CRC of the header line: the lifecycle part of every revision. */
-  readonly headerCrc: number
+  headerCrc: number
+  /** Where the header unit ends (the first batch starts). */
+  headerEnd: number
   committedEnd: number
   nextSeq: number
   /** The log's current revision; only this writer changes the file while it holds the lock. */
   revision: SessionRevision
 }
 
+/** A log read in full (its own units; a fork's prefix is joined separately). */
+interface OwnRead {
+  readonly physical: PhysicalHeader
+  readonly scan: LogScan
+  readonly buf: Buffer
+  readonly stats: Stats
+}
+
 const LOCK_FILE = 'writer.lock'
+/** Dependants (forks stored by reference) register here, one file per child, before their log is published. */
+const REFS_DIR = 'refs'
+/** Present while a delete of the session is deciding; a fork does not reference a session being deleted. */
+const DELETING_FILE = 'deleting'
 /** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
 const HEADER_PREFIX_BYTES = 512
+/** Fork chains longer than this are refused as corrupt (a cycle can only come from tampering). */
+const MAX_FORK_DEPTH = 64
 
 /** Creates the embedded default backend over `options.root` (see the package README). */
 export function createJsonlPersistence(options: JsonlPersistenceOptions): JsonlPersistence {
@@ -117,7 +157,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
   readonly #clock: () => number
   readonly #maxOpenWriters: number
   readonly #listConcurrency: number
-  readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0 }
+  readonly #metrics: JsonlPersistenceMetrics = {
+    headerReads: 0,
+    bodyReads: 0,
+    bytesRead: 0,
+    appends: 0,
+    rescans: 0,
+    logOpens: 0,
+    tailVerifications: 0,
+  }
+  /** Appends begin/end records around every change of a log (writable instances). */
+  readonly #journal: JournalWriter | undefined
   #damaged: readonly DamagedLog[] = []
   /** Open writers in least-recently-used order (Map iteration order). */
   readonly #writers = new Map<string, Writer>()
@@ -145,15 +195,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
     this.#listConcurrency = Math.max(1, options.listConcurrency ?? 16)
     this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
     this.#codec = createCodec(this.compression)
+    this.#journal = this.readOnly ? undefined : new JournalWriter(this.root)
   }
 
-  get metrics(): Readonly<PersistenceMetrics> {
+  get metrics(): Readonly<JsonlPersistenceMetrics> {
     return this.#metrics
   }
 
   logPath(id: string): string {
     return join(this.root, encodeSessionDirName(id), this.#codec.logFileName)
   }
+
   damagedLogs(): readonly DamagedLog[] {
     return this.#damaged
   }
@@ -165,6 +217,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       this.#assertWritable()
       assertStorableId(target?.header?.id)
       SessionLogOffset(target.inheritedEventCount)
+      if (target.forkSource !== undefined) assertStorableId(target.forkSource)
       if (!Array.isArray(events)) throw persistenceError('SESSION_PERSISTENCE_INVALID_EVENT', 'append needs an array of events.')
     } catch (error) {
       return Promise.reject(error as Error)
@@ -184,27 +237,46 @@ class JsonlSessionPersistence implements JsonlPersistence {
         nextSeq: writer.nextSeq,
       })
       if (events.length > 0) await this.#writeBatch(writer, events)
-      return { revision: this.#revisionOfWriter(writer), nextSeq: writer.nextSeq as SessionLogOffset }
+      return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
     })
   }
 
-  /** First append: header and first batch published together, atomically. */
+  /**
+   * First append: header and first batch published together, atomically. With
+   * `forkSource`, the log holds a reference to the source's committed prefix
+   * (registered with the source first) and only the events after the cut.
+   */
   async #create(dir: string, lock: WriterLock, target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
     const id = target.header.id
     const label = labelOf(id)
     try {
       checkAppend(target, events, undefined)
-      const physical: PhysicalHeader = { header: target.header, inheritedEventCount: target.inheritedEventCount }
+      const cut = target.inheritedEventCount
+      let fork: ForkReference | undefined
+      if (target.forkSource !== undefined && target.forkSource !== id && cut > 0) {
+        fork = await this.#locateCut(target.forkSource, cut, 0)
+        await this.#registerDependant(fork, id)
+      }
+      const physical: PhysicalHeader = { header: target.header, inheritedEventCount: cut, logId: newLogId(), ...(fork ? { fork } : {}) }
+      const own = fork ? events.slice(cut) : events
+      const firstSeq = fork ? cut : 0
       const headerLine = encodeHeaderLine(physical)
-      const parts = [await encodeUnit(this.#codec, headerLine, 'header', 0, 0)]
-      if (events.length > 0) parts.push(await encodeUnit(this.#codec, encodeEventLines(events), 'batch', 0, events.length))
+      const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
+      const parts = [headerUnit]
+      if (own.length > 0) parts.push(encodeUnit(this.#codec, encodeEventLines(own), 'batch', firstSeq, own.length))
       const data = Buffer.concat(parts)
       const file = join(dir, this.#codec.logFileName)
-      if (!(await publishNew(file, data))) {
+      const published = await this.#journaled(id, async () => {
+        // A source being deleted, or deleted and re-created, since it was located is not referenced.
+        if (fork) await this.#assertReferenceable(fork, label)
+        return publishNew(file, data)
+      })
+      if (!published) {
         throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, {
           details: { id },
         })
       }
+      this.#metrics.logOpens++
       const handle = await fsp.open(file, constants.O_RDWR)
       const headerCrc = crc32(headerLine)
       const revision = revisionOf(headerCrc, await handle.stat())
@@ -217,13 +289,14 @@ class JsonlSessionPersistence implements JsonlPersistence {
         handle,
         physical,
         headerCrc,
+        headerEnd: headerUnit.length,
         committedEnd: data.length,
         nextSeq: events.length,
         revision,
       }
       this.#remember(writer)
       if (events.length > 0) this.#metrics.appends++
-      return { revision: this.#revisionOfWriter(writer), nextSeq: events.length as SessionLogOffset }
+      return { revision, nextSeq: events.length as SessionLogOffset }
     } catch (error) {
       if (!this.#writers.has(id)) {
         // A rejected first append leaves nothing behind, not even the directory.
@@ -237,9 +310,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
   /** Durable append: write + fsync; on failure the file is truncated back to its committed end and the error rethrown. */
   async #writeBatch(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     await writer.lock.verify(writer.label)
-    const parts = await encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
+    const parts = encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
     const fd = writer.handle.fd
     let stats: Stats
+    const op = this.#beginChange(writer.id)
     try {
       await writevAt(fd, parts, writer.committedEnd)
       await fsyncFd(fd)
@@ -260,6 +334,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
         `Appending to session ${writer.label} failed (${(error as Error).message}); nothing of the batch was committed.`,
         { cause: error, details: { id: writer.id } },
       )
+    } finally {
+      this.#endChange(writer.id, op)
     }
     writer.committedEnd += parts[0].length + parts[1].length
     writer.nextSeq += events.length
@@ -268,25 +344,28 @@ class JsonlSessionPersistence implements JsonlPersistence {
   }
 
   /**
-   * Takes the session's lock and opens its log for appending. A torn tail
-   * left by a crashed writer is truncated here (nothing committed is
-   * touched), so appends always continue a committed log.
+   * Takes the session's lock and opens its log for appending. Verifies the
+   * header unit and the last committed batch with its trailer — not the whole
+   * log (full verification stays in `inspect`, `load` and `verify`). When the
+   * tail is not a complete batch (a crashed writer's torn tail, or damage),
+   * the whole log's structure is checked and a torn tail truncated (nothing
+   * committed is touched), so appends always continue a committed log.
    */
   async #openWriter(
     id: string,
     mode: 'create' | 'existing',
   ): Promise<
-    | { kind: 'writer'; writer: Writer; truncated: boolean; buf: Buffer; scan: LogScan }
-    | { kind: 'absent'; dir: string; lock: WriterLock }
-    | { kind: 'missing' }
+    { kind: 'writer'; writer: Writer; truncated: boolean } | { kind: 'absent'; dir: string; lock: WriterLock } | { kind: 'missing' }
   > {
     const label = labelOf(id)
     const dir = join(this.root, encodeSessionDirName(id))
     let lock: WriterLock | undefined
+    let createdDir = false
     for (let attempt = 0; lock === undefined; attempt++) {
       if (mode === 'create') {
         try {
           await fsp.mkdir(dir, { mode: 0o700 })
+          createdDir = true
           await fsyncDir(this.root)
         } catch (error) {
           if (!isErrno(error, 'EEXIST')) throw ioError(`create the directory of session ${label}`, error)
@@ -296,15 +375,22 @@ class JsonlSessionPersistence implements JsonlPersistence {
         lock = await WriterLock.acquire(join(dir, LOCK_FILE), label)
       } catch (error) {
         // The directory vanished (a concurrent delete): recreate it, or report absence.
-        if (!isErrno(error, 'ENOENT')) throw error
-        if (mode === 'existing') return { kind: 'missing' }
-        if (attempt > 8) throw ioError(`lock session ${label}`, error)
+        if (isErrno(error, 'ENOENT')) {
+          if (mode === 'existing') return { kind: 'missing' }
+          if (attempt > 8) throw ioError(`lock session ${label}`, error)
+          continue
+        }
+        // No directory left behind by a failed create; every failure on the lock path is typed.
+        if (createdDir) await this.#removeDir(dir).catch(() => {})
+        if (error instanceof SessionPersistenceError) throw error
+        throw ioError(`lock session ${label}`, error)
       }
     }
     const file = join(dir, this.#codec.logFileName)
     let handle: FileHandle
     try {
-      handle = await fsp.open(file, constants.O_RDWR)
+      this.#metrics.logOpens++
+      handle = await fsp.open(file, constants.O_RDWR | constants.O_NOFOLLOW)
     } catch (error) {
       if (isErrno(error, 'ENOENT')) {
         if (mode === 'create') return { kind: 'absent', dir, lock }
@@ -315,23 +401,33 @@ class JsonlSessionPersistence implements JsonlPersistence {
       throw ioError(`open the log of session ${label}`, error)
     }
     try {
-      // The whole log is read and its structure checked (lengths, seqs, CRC32 of
-      // every stored unit; no decompression), so appends never extend a damaged
-      // log and always continue exactly at the committed end.
       const size = (await handle.stat()).size
-      const buf = await this.#countedRead(handle, 0, size)
-      this.#metrics.bodyReads++
-      const scan = await scanLog(buf, this.#codec, file)
-      const physical = await decodeHeader(buf, scan.header, this.#codec, file)
+      const { buf: headBuf, unit } = await this.#readHeaderUnit(handle, size, file)
+      const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
+      const headerEnd = unit.bodyEnd + this.#codec.trailer.size
+      const firstSeq = physical.fork?.cut ?? 0
+      let tail = await this.#verifyTail(handle, size, headerEnd, firstSeq, file)
       let truncated = false
-      if (scan.committedEnd < size) {
-        // A torn tail left by a crashed writer: never committed, so removing it loses nothing.
-        await handle.truncate(scan.committedEnd)
-        await handle.sync()
-        truncated = true
+      if (tail === undefined) {
+        // Not a clean tail: check the whole log's structure (lengths, seqs,
+        // CRC32 of every stored unit) to tell a torn tail from damage.
+        const buf = await this.#countedRead(handle, 0, size)
+        this.#metrics.bodyReads++
+        const scan = await scanLog(buf, this.#codec, file, firstSeq)
+        tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
+        if (scan.committedEnd < size) {
+          // A torn tail left by a crashed writer: never committed, so removing it loses nothing.
+          await this.#journaled(id, async () => {
+            await handle.truncate(scan.committedEnd)
+            await handle.sync()
+          })
+          truncated = true
+        }
+      } else {
+        this.#metrics.tailVerifications++
       }
-      const headerCrc = scan.header.trailer.plainCrc
+      const headerCrc = unit.trailer.plainCrc
       const revision = revisionOf(headerCrc, await handle.stat())
       const writer: Writer = {
         id,
@@ -342,17 +438,52 @@ class JsonlSessionPersistence implements JsonlPersistence {
         handle,
         physical,
         headerCrc,
-        committedEnd: scan.committedEnd,
-        nextSeq: scan.nextSeq,
+        headerEnd,
+        committedEnd: tail.committedEnd,
+        nextSeq: tail.nextSeq,
         revision,
       }
       this.#remember(writer)
-      return { kind: 'writer', writer, truncated, buf: buf.subarray(0, scan.committedEnd), scan }
+      return { kind: 'writer', writer, truncated }
     } catch (error) {
       await handle.close()
       await lock.release()
       throw error
     }
+  }
+
+  /**
+   * The committed end and next seq of a log whose last bytes are a complete,
+   * consistent batch: its trailer (self-checked), its stored body (CRC32),
+   * its frame extent and its plaintext (decoded, CRC32). `undefined` when the
+   * tail is anything else (the caller scans the whole log).
+   */
+  async #verifyTail(
+    handle: FileHandle,
+    size: number,
+    headerEnd: number,
+    firstSeq: number,
+    file: string,
+  ): Promise<{ committedEnd: number; nextSeq: number } | undefined> {
+    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq }
+    const trailerSize = this.#codec.trailer.size
+    if (size < headerEnd + trailerSize) return undefined
+    const trailerBuf = await this.#countedRead(handle, size - trailerSize, trailerSize)
+    const trailer = this.#codec.trailer.decode(trailerBuf, 0)
+    if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0) return undefined
+    const bodyStart = size - trailerSize - trailer.bodyLength
+    if (bodyStart < headerEnd || trailer.firstSeq < firstSeq) return undefined
+    const unitBuf = await this.#countedRead(handle, bodyStart, trailer.bodyLength + trailerSize)
+    const body = unitBuf.subarray(0, trailer.bodyLength)
+    const extent = this.#codec.measureBody(unitBuf, 0)
+    if (extent.status !== 'complete' || extent.end !== trailer.bodyLength || crc32(body) !== trailer.bodyCrc) return undefined
+    const [plain] = await this.#codec
+      .decodeRun(unitBuf, [{ bodyStart: 0, bodyEnd: trailer.bodyLength, plainLength: trailer.plainLength }])
+      .catch(() => [undefined])
+    if (plain === undefined || plain.length !== trailer.plainLength || crc32(plain) !== trailer.plainCrc) {
+      throw corrupt(file, bodyStart, 'the last committed batch does not decode to what its trailer records')
+    }
+    return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
   }
 
   #remember(writer: Writer): void {
@@ -382,7 +513,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
   /**
    * Commits crash repair and returns the log: a torn tail is truncated and
    * every turn left open gets a durable `turn/end {reason:'interrupted'}`.
-   * The session's writer lock stays held for the resumed session's appends.
+   * The whole log (a fork's inherited prefix included) is verified. The
+   * session's writer lock stays held for the resumed session's appends.
    */
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
     try {
@@ -395,23 +527,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return this.#serial(id, async () => {
       let writer = this.#writers.get(id)
       let repaired = false
-      let read: { buf: Buffer; scan: LogScan } | undefined
       if (writer === undefined) {
         const opened = await this.#openWriter(id, 'existing')
         if (opened.kind !== 'writer') throw notFound(id)
         writer = opened.writer
         repaired = opened.truncated
-        read = { buf: opened.buf, scan: opened.scan }
       }
       let events: StoredSessionEvent[]
       try {
         throwIfAborted(signal, cancelled)
-        if (read === undefined) {
-          const buf = await this.#countedRead(writer.handle, 0, writer.committedEnd)
-          this.#metrics.bodyReads++
-          read = { buf, scan: await scanLog(buf, this.#codec, writer.file) }
-        }
-        events = await decodeEvents(read.buf, read.scan, this.#codec, writer.file, () => throwIfAborted(signal, cancelled))
+        const own = await this.#readOwnFrom(writer.handle, writer.file, writer.committedEnd, signal)
+        events = await this.#joinedEvents(own, writer.file, signal)
       } catch (error) {
         // Do not keep a damaged (or unwanted) session locked.
         await this.#dropWriter(writer)
@@ -423,19 +549,24 @@ class JsonlSessionPersistence implements JsonlPersistence {
         events.push(...repairs)
         repaired = true
       }
-      const revision = this.#revisionOfWriter(writer)
       throwIfAborted(signal, cancelled)
       return Object.freeze({
         header: writer.physical.header,
         inheritedEventCount: writer.physical.inheritedEventCount,
         events: Object.freeze(events),
-        revision,
+        revision: writer.revision,
         repaired,
       })
     })
   }
 
-  delete(id: SessionId): Promise<boolean> {
+  /**
+   * Explicit deletion. A session that forks reference is refused with
+   * `SESSION_PERSISTENCE_REFERENCED`, unless `materializeDependants`: then
+   * every dependant (and theirs, first) is rewritten to hold its prefix
+   * itself before the session goes.
+   */
+  delete(id: SessionId, options: DeleteOptions = {}): Promise<boolean> {
     try {
       this.#assertWritable()
       assertStorableId(id)
@@ -444,13 +575,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
     return this.#serial(id, async () => {
       let writer = this.#writers.get(id)
-      let dir: string
-      let lock: WriterLock
-      let existed: boolean
-      if (writer !== undefined) {
-        ;({ dir, lock } = writer)
-        existed = true
-      } else {
+      if (writer === undefined) {
         const opened = await this.#openWriter(id, 'existing').catch((error: unknown) => {
           // A log too damaged to open can still be deleted explicitly.
           if (error instanceof Error && (error as { code?: string }).code === 'SESSION_PERSISTENCE_CORRUPT') return 'corrupt' as const
@@ -460,34 +585,60 @@ class JsonlSessionPersistence implements JsonlPersistence {
         // 'existing' mode reports a directory without a log as missing (its lock already released).
         if (opened.kind !== 'writer') return false
         writer = opened.writer
-        ;({ dir, lock } = writer)
-        existed = true
+      }
+      const { dir, lock } = writer
+      const marker = join(dir, DELETING_FILE)
+      await fsp.writeFile(marker, '', { mode: 0o600 }).catch((error: unknown) => {
+        throw ioError(`mark session ${writer.label} for deletion`, error)
+      })
+      try {
+        const dependants = await this.#liveDependants(id, writer.physical.logId)
+        if (dependants.length > 0) {
+          if (options.materializeDependants !== true) {
+            throw persistenceError(
+              'SESSION_PERSISTENCE_REFERENCED',
+              `Session ${writer.label} is the source of ${dependants.length} fork(s) stored by reference (${dependants.slice(0, 3).map(labelOf).join(', ')}${dependants.length > 3 ? ', …' : ''}); deleting it would break them. Delete them first, or call delete(id, { materializeDependants: true }) to copy the inherited prefix into each of them first.`,
+              { details: { id, dependants: dependants.slice(0, 20) } },
+            )
+          }
+          for (const dependant of dependants) await this.#serial(dependant, () => this.#materialize(dependant))
+        }
+      } catch (error) {
+        await fsp.unlink(marker).catch(() => {})
+        throw error
       }
       this.#writers.delete(id)
       await writer.handle.close()
+      let existed = true
       try {
-        await fsp.unlink(writer.file)
-        await fsyncDir(dir)
+        await this.#journaled(id, async () => {
+          await fsp.unlink(writer.file)
+          await fsyncDir(dir)
+        })
       } catch (error) {
         if (!isErrno(error, 'ENOENT')) {
+          await fsp.unlink(marker).catch(() => {})
           await lock.release()
           throw ioError(`delete session ${writer.label}`, error)
         }
         existed = false
       }
+      if (writer.physical.fork) await this.#unregisterDependant(writer.physical.fork.source, id)
       await lock.release()
       await this.#removeDir(dir)
       return existed
     })
   }
 
-  /** Deletes a log that cannot even be opened for writing (damaged header). */
+  /** Deletes a log that cannot even be opened for writing (damaged header). Its dependants, if any, are already unreadable. */
   async #deleteDamaged(id: string): Promise<boolean> {
     const dir = join(this.root, encodeSessionDirName(id))
     const lock = await WriterLock.acquire(join(dir, LOCK_FILE), labelOf(id))
     try {
-      await fsp.unlink(join(dir, this.#codec.logFileName))
-      await fsyncDir(dir)
+      await this.#journaled(id, async () => {
+        await fsp.unlink(join(dir, this.#codec.logFileName))
+        await fsyncDir(dir)
+      })
     } finally {
       await lock.release()
     }
@@ -498,14 +649,229 @@ class JsonlSessionPersistence implements JsonlPersistence {
   async #removeDir(dir: string): Promise<void> {
     try {
       for (const name of await fsp.readdir(dir)) {
-        // Leftover temporary files of crashed writers; a lock taken meanwhile stays (and keeps the directory).
+        // Leftover temporary files of crashed writers, the deletion marker and
+        // dependants' registrations; a lock taken meanwhile stays (and keeps the directory).
         if (name.startsWith('.') && name.includes('.tmp-')) await fsp.unlink(join(dir, name)).catch(() => {})
+        else if (name === DELETING_FILE) await fsp.unlink(join(dir, name)).catch(() => {})
+        else if (name === REFS_DIR) await fsp.rm(join(dir, name), { recursive: true, force: true }).catch(() => {})
       }
       await fsp.rmdir(dir)
       await fsyncDir(this.root)
     } catch (error) {
       if (!isErrno(error, 'ENOENT', 'ENOTEMPTY', 'EEXIST')) throw ioError(`remove ${dir}`, error)
     }
+  }
+
+  // ------------------------------------------------------------------ forks
+
+  /**
+   * The reference to events `[0, cut)` of `sourceId`: the log physically
+   * holding event `cut - 1` (an ancestor when the cut lies in the source's
+   * own inherited prefix), the end of the batch holding it and that batch's
+   * trailer CRC. Reads the source's header and the trailers of the batches
+   * after the cut — never the prefix itself.
+   */
+  async #locateCut(sourceId: string, cut: number, depth: number, expectLogId?: string): Promise<ForkReference> {
+    if (depth > MAX_FORK_DEPTH)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `The fork chain above session ${labelOf(sourceId)} is deeper than ${MAX_FORK_DEPTH}.`,
+      )
+    const label = labelOf(sourceId)
+    const live = this.#writers.get(sourceId)
+    let handle: FileHandle
+    let owned = false
+    let physical: PhysicalHeader
+    let headerEnd: number
+    let committedEnd: number
+    let nextSeq: number
+    const file = this.logPath(sourceId)
+    if (live !== undefined) {
+      ;({ handle, physical, headerEnd, committedEnd, nextSeq } = live)
+    } else {
+      const opened = await this.#openForRead(file)
+      if (opened === undefined) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_CONFLICT',
+          `The fork source ${label} is not persisted; flush it before the fork's first append.`,
+          { details: { id: sourceId } },
+        )
+      }
+      handle = opened
+      owned = true
+    }
+    try {
+      if (live === undefined) {
+        const size = (await handle.stat()).size
+        const { buf, unit } = await this.#readHeaderUnit(handle, size, file)
+        physical = await decodeHeader(buf, unit, this.#codec, file)
+        headerEnd = unit.bodyEnd + this.#codec.trailer.size
+        const tail =
+          (await this.#verifyTail(handle, size, headerEnd, physical.fork?.cut ?? 0, file)) ??
+          (await (async () => {
+            const whole = await this.#countedRead(handle, 0, size)
+            this.#metrics.bodyReads++
+            const scan = await scanLog(whole, this.#codec, file, physical.fork?.cut ?? 0)
+            return { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
+          })())
+        committedEnd = tail.committedEnd
+        nextSeq = tail.nextSeq
+      }
+      const source = physical!
+      if (expectLogId !== undefined && source.logId !== expectLogId) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_CORRUPT',
+          `Session ${label} was re-created since a fork referenced it (its log identity changed).`,
+          { details: { id: sourceId } },
+        )
+      }
+      if (source.header.id !== sourceId) throw corrupt(file, 0, `the header names session ${labelOf(source.header.id)}`)
+      if (nextSeq! < cut) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_CONFLICT',
+          `The fork source ${label} holds ${nextSeq!} committed events, fewer than the fork's cut ${cut}; flush the source up to the cut before the fork's first append.`,
+          { details: { id: sourceId, cut } },
+        )
+      }
+      const ownStart = source.fork?.cut ?? 0
+      if (source.fork !== undefined && cut <= ownStart) return this.#locateCut(source.fork.source, cut, depth + 1, source.fork.logId)
+      const trailerSize = this.#codec.trailer.size
+      let end = committedEnd!
+      while (end > headerEnd!) {
+        const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, end - trailerSize, trailerSize), 0)
+        if (trailer === undefined || trailer.kind !== 'batch')
+          throw corrupt(file, end - trailerSize, 'a batch trailer is missing or damaged')
+        if (trailer.firstSeq <= cut - 1 && cut - 1 < trailer.firstSeq + trailer.count) {
+          return { source: sourceId, logId: source.logId, cut, end, batchCrc: trailer.bodyCrc }
+        }
+        end -= trailerSize + trailer.bodyLength
+      }
+      throw corrupt(file, end, `no committed batch holds event ${cut - 1}`)
+    } finally {
+      if (owned) await handle.close()
+    }
+  }
+
+  /** Registers `childId` as a dependant of the log its reference names (before the child's log is published). */
+  async #registerDependant(fork: ForkReference, childId: string): Promise<void> {
+    const refs = join(this.root, encodeSessionDirName(fork.source), REFS_DIR)
+    try {
+      await fsp.mkdir(refs, { mode: 0o700 }).catch((error: unknown) => {
+        if (!isErrno(error, 'EEXIST')) throw error
+      })
+      await publishNew(join(refs, refName(childId)), Buffer.from(childId, 'utf8'))
+    } catch (error) {
+      throw ioError(`register fork ${labelOf(childId)} with its source ${labelOf(fork.source)}`, error)
+    }
+  }
+
+  async #unregisterDependant(sourceId: string, childId: string): Promise<void> {
+    await fsp.unlink(join(this.root, encodeSessionDirName(sourceId), REFS_DIR, refName(childId))).catch(() => {})
+  }
+
+  /** The source must still be the log the reference names, and not be in the middle of a delete. */
+  async #assertReferenceable(fork: ForkReference, childLabel: string): Promise<void> {
+    const dir = join(this.root, encodeSessionDirName(fork.source))
+    const gone = (why: string): Error =>
+      persistenceError('SESSION_PERSISTENCE_CONFLICT', `Fork ${childLabel} cannot reference session ${labelOf(fork.source)}: ${why}.`, {
+        details: { source: fork.source },
+      })
+    try {
+      await fsp.access(join(dir, DELETING_FILE))
+      throw gone('it is being deleted')
+    } catch (error) {
+      if (!isErrno(error, 'ENOENT')) throw error
+    }
+    const physical = await this.#readPhysical(fork.source)
+    if (physical === undefined) throw gone('it is no longer persisted')
+    if (physical.logId !== fork.logId) throw gone('it was re-created meanwhile')
+  }
+
+  /** Dependants that still reference this lifecycle of `id`; stale registrations (a fork never published, or deleted) are removed. */
+  async #liveDependants(id: string, logId: string): Promise<string[]> {
+    const refs = join(this.root, encodeSessionDirName(id), REFS_DIR)
+    let names: string[]
+    try {
+      names = await fsp.readdir(refs)
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return []
+      throw ioError(`read the fork registrations of session ${labelOf(id)}`, error)
+    }
+    const live: string[] = []
+    for (const name of names) {
+      if (name.startsWith('.')) continue
+      const path = join(refs, name)
+      const childId = await fsp.readFile(path, 'utf8').catch(() => undefined)
+      let physical: PhysicalHeader | undefined
+      try {
+        physical = childId === undefined || refName(childId) !== name ? undefined : await this.#readPhysical(childId)
+      } catch {
+        // A dependant whose header is damaged cannot be materialized; keep it registered (the source stays).
+        live.push(childId as string)
+        continue
+      }
+      if (physical?.fork?.source === id && physical.fork.logId === logId) live.push(childId as string)
+      else await fsp.unlink(path).catch(() => {})
+    }
+    return live
+  }
+
+  /**
+   * Rewrites a fork stored by reference as a self-contained log (header
+   * without reference, one batch of every event), after materializing its
+   * own dependants (their references name this log's bytes). Atomic: a
+   * temporary file renamed over the log.
+   */
+  async #materialize(childId: string): Promise<void> {
+    let writer = this.#writers.get(childId)
+    if (writer === undefined) {
+      const opened = await this.#openWriter(childId, 'existing')
+      if (opened.kind !== 'writer') return
+      writer = opened.writer
+    }
+    const fork = writer.physical.fork
+    if (fork === undefined) return
+    for (const dependant of await this.#liveDependants(childId, writer.physical.logId))
+      await this.#serial(dependant, () => this.#materialize(dependant))
+    const own = await this.#readOwnFrom(writer.handle, writer.file, writer.committedEnd, undefined)
+    const events = await this.#joinedEvents(own, writer.file, undefined)
+    const physical: PhysicalHeader = {
+      header: writer.physical.header,
+      inheritedEventCount: writer.physical.inheritedEventCount,
+      logId: newLogId(),
+    }
+    const headerLine = encodeHeaderLine(physical)
+    const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
+    const data = Buffer.concat(
+      events.length > 0 ? [headerUnit, encodeUnit(this.#codec, encodeEventLines(events), 'batch', 0, events.length)] : [headerUnit],
+    )
+    const temp = tempSibling(writer.file)
+    const tempHandle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+    try {
+      await writeAt(tempHandle, data, 0)
+      await tempHandle.sync()
+    } finally {
+      await tempHandle.close()
+    }
+    const w = writer
+    await this.#journaled(childId, async () => {
+      try {
+        await fsp.rename(temp, w.file)
+        await fsyncDir(w.dir)
+      } catch (error) {
+        await fsp.unlink(temp).catch(() => {})
+        throw ioError(`materialize fork ${w.label}`, error)
+      }
+    })
+    await w.handle.close()
+    this.#metrics.logOpens++
+    w.handle = await fsp.open(w.file, constants.O_RDWR)
+    w.physical = physical
+    w.headerCrc = crc32(headerLine)
+    w.headerEnd = headerUnit.length
+    w.committedEnd = data.length
+    w.revision = revisionOf(w.headerCrc, await w.handle.stat())
+    await this.#unregisterDependant(fork.source, childId)
   }
 
   // ----------------------------------------------------------------- reads
@@ -520,61 +886,297 @@ class JsonlSessionPersistence implements JsonlPersistence {
    * truncate). For `dsh verify`; never mutates storage.
    */
   async verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
-    const { observation, committedEnd, size } = await this.#readLog(id, signal)
-    return Object.freeze({ id, events: observation.events.length, committedBytes: committedEnd, tornBytes: size - committedEnd })
+    const { observation, committedEnd, size, fork } = await this.#readLog(id, signal)
+    return Object.freeze({
+      id,
+      events: observation.events.length,
+      committedBytes: committedEnd,
+      tornBytes: size - committedEnd,
+      ...(fork ? { forkSource: fork.source } : {}),
+    })
+  }
+
+  async verifyChangeJournal(): Promise<ChangeJournalVerification> {
+    this.#assertOpen()
+    const first = await readJournalChanges(this.root, undefined)
+    // Following from the start of the journal walks every record: damage shows as a rescan.
+    const again = await readJournalChanges(this.root, first.cursor)
+    const ok = !again.rescan && first.reason === 'no cursor'
+    return Object.freeze({
+      ok,
+      ...(ok ? {} : { reason: again.reason ?? first.reason ?? 'the change journal cannot be followed' }),
+      rescans: this.#metrics.rescans,
+    })
   }
 
   async #readLog(
     id: SessionId,
     signal: AbortSignal | undefined,
-  ): Promise<{ observation: SessionObservation; committedEnd: number; size: number }> {
+  ): Promise<{ observation: SessionObservation; committedEnd: number; size: number; fork: ForkReference | undefined }> {
     this.#assertOpen()
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await openForRead(file)
+    const handle = await this.#openForRead(file)
     if (handle === undefined) throw notFound(id)
+    let own: OwnRead
+    try {
+      own = await this.#readOwnFrom(handle, file, undefined, signal)
+    } finally {
+      await handle.close()
+    }
+    if (own.physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(own.physical.header.id)}`)
+    const events = await this.#joinedEvents(own, file, signal)
+    throwIfAborted(signal, cancelled)
+    const revision = revisionOf(own.scan.header.trailer.plainCrc, own.stats)
+    const observation = Object.freeze({
+      header: own.physical.header,
+      inheritedEventCount: own.physical.inheritedEventCount,
+      events: Object.freeze(events),
+      revision,
+    })
+    return { observation, committedEnd: own.scan.committedEnd, size: own.buf.length, fork: own.physical.fork }
+  }
+
+  /** Reads a log's own units in full and checks their structure (every CRC); `upTo` bounds the read (a writer's committed end). */
+  async #readOwnFrom(handle: FileHandle, file: string, upTo: number | undefined, signal: AbortSignal | undefined): Promise<OwnRead> {
     let buf: Buffer
     let stats: Stats
+    // A concurrent truncation (crash repair by another process) can make the
+    // read come up short; read again from a fresh size.
+    for (let attempt = 0; ; attempt++) {
+      stats = await handle.stat()
+      const size = upTo ?? Number(stats.size)
+      buf = await this.#countedRead(handle, 0, size)
+      if (buf.length === size || attempt >= 3) break
+    }
+    this.#metrics.bodyReads++
+    throwIfAborted(signal, cancelled)
+    const header = locateHeader(buf, this.#codec, file, true)
+    if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
+    const physical = await decodeHeader(buf, header, this.#codec, file)
+    const scan = await scanLog(buf, this.#codec, file, physical.fork?.cut ?? 0)
+    return { physical, scan, buf, stats }
+  }
+
+  /** Every committed event of a log read in full: a fork's inherited prefix (resolved through its chain) and its own events. */
+  async #joinedEvents(own: OwnRead, file: string, signal: AbortSignal | undefined): Promise<StoredSessionEvent[]> {
+    const check = (): void => throwIfAborted(signal, cancelled)
+    const ownEvents = await decodeEvents(own.buf, own.scan, this.#codec, file, check)
+    const fork = own.physical.fork
+    if (fork === undefined) return ownEvents
+    const prefix = await this.#resolvePrefix(fork, file, signal, 0)
+    return prefix.concat(ownEvents)
+  }
+
+  /**
+   * Events `[0, fork.cut)` from the referenced log, verified: the log must
+   * carry the reference's `logId`, hold a committed batch ending at
+   * `fork.end` whose trailer has `fork.batchCrc` and holds event `cut - 1`,
+   * and every batch before it must pass its checksums. Anything else makes
+   * the fork's read fail with `SESSION_PERSISTENCE_CORRUPT`.
+   */
+  async #resolvePrefix(
+    fork: ForkReference,
+    childFile: string,
+    signal: AbortSignal | undefined,
+    depth: number,
+  ): Promise<StoredSessionEvent[]> {
+    const broken = (why: string, cause?: unknown): Error =>
+      persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix can no longer be read as referenced: ${why}. Restore the source from a backup, or delete the fork explicitly.`,
+        { cause, details: { file: childFile, source: fork.source } },
+      )
+    if (depth > MAX_FORK_DEPTH) throw broken(`the fork chain is deeper than ${MAX_FORK_DEPTH}`)
+    let file: string
     try {
-      // A concurrent truncation (crash repair by another process) can make the
-      // read come up short; read again from a fresh size.
-      for (let attempt = 0; ; attempt++) {
-        stats = await handle.stat()
-        const size = Number(stats.size)
-        buf = await this.#countedRead(handle, 0, size)
-        if (buf.length === size || attempt >= 3) break
+      file = this.logPath(fork.source)
+    } catch (error) {
+      throw broken('the source id is invalid', error)
+    }
+    const handle = await this.#openForRead(file)
+    if (handle === undefined) throw broken('the source is no longer persisted')
+    let buf: Buffer
+    try {
+      buf = await this.#countedRead(handle, 0, fork.end)
+    } finally {
+      await handle.close()
+    }
+    if (buf.length !== fork.end) throw broken('the source log is shorter than the referenced prefix')
+    throwIfAborted(signal, cancelled)
+    try {
+      const header = locateHeader(buf, this.#codec, file, true)
+      if (header === 'more') throw broken('the source header is truncated')
+      const physical = await decodeHeader(buf, header, this.#codec, file)
+      if (physical.logId !== fork.logId || physical.header.id !== fork.source)
+        throw broken('the source was re-created or replaced (its log identity differs)')
+      const scan = await scanLog(buf, this.#codec, file, physical.fork?.cut ?? 0)
+      const last = scan.batches.at(-1)
+      if (scan.committedEnd !== fork.end || last === undefined) throw broken('the referenced prefix does not end at a committed batch')
+      if (
+        last.trailer.bodyCrc !== fork.batchCrc ||
+        !(last.trailer.firstSeq <= fork.cut - 1 && fork.cut - 1 < last.trailer.firstSeq + last.trailer.count)
+      ) {
+        throw broken('the batch at the cut differs from the referenced one')
+      }
+      const own = await decodeEvents(buf, scan, this.#codec, file, () => throwIfAborted(signal, cancelled))
+      const before = physical.fork ? await this.#resolvePrefix(physical.fork, file, signal, depth + 1) : []
+      const all = before.concat(own)
+      if (all.length < fork.cut) throw broken('the source holds fewer events than the cut')
+      return all.slice(0, fork.cut)
+    } catch (error) {
+      if (
+        error instanceof SessionPersistenceError &&
+        (error.code === 'CANCELLED' || (error.details as { file?: string } | undefined)?.file === childFile)
+      )
+        throw error
+      throw broken((error as Error).message, error)
+    }
+  }
+
+  /**
+   * The committed events with `seq >= from`, reading only what proves them:
+   * the header, then the trailers from the end back to the batch holding
+   * `from`, then those batches (checked and decoded). A fork read from its
+   * cut reads only its own log, after checking that its source still carries
+   * the referenced identity and batch (header and one trailer, not the
+   * prefix). Logs whose tail is not a clean batch are read in full.
+   */
+  async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    this.#assertOpen()
+    assertStorableId(id)
+    SessionLogOffset(from)
+    throwIfAborted(signal, cancelled)
+    const file = this.logPath(id)
+    const handle = await this.#openForRead(file)
+    if (handle === undefined) throw notFound(id)
+    let result: SessionSuffixObservation | undefined
+    try {
+      const stats = await handle.stat()
+      const size = Number(stats.size)
+      const { buf: headBuf, unit } = await this.#readHeaderUnit(handle, size, file)
+      const physical = await decodeHeader(headBuf, unit, this.#codec, file)
+      if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
+      const firstSeq = physical.fork?.cut ?? 0
+      const headerEnd = unit.bodyEnd + this.#codec.trailer.size
+      if (from >= firstSeq) {
+        const tail = await this.#verifyTail(handle, size, headerEnd, firstSeq, file)
+        if (tail !== undefined) {
+          if (physical.fork) await this.#checkReference(physical.fork, file)
+          const events = await this.#readSuffix(handle, file, headerEnd, tail.committedEnd, tail.nextSeq, from, signal)
+          result = Object.freeze({
+            header: physical.header,
+            inheritedEventCount: physical.inheritedEventCount,
+            revision: revisionOf(unit.trailer.plainCrc, stats),
+            from,
+            events: Object.freeze(events),
+          })
+        }
       }
     } finally {
       await handle.close()
     }
-    this.#metrics.bodyReads++
-    throwIfAborted(signal, cancelled)
-    const scan: LogScan = await scanLog(buf, this.#codec, file)
-    const physical = await decodeHeader(buf, scan.header, this.#codec, file)
-    if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
-    const events = await decodeEvents(buf, scan, this.#codec, file, () => throwIfAborted(signal, cancelled))
-    throwIfAborted(signal, cancelled)
-    const revision = revisionOf(scan.header.trailer.plainCrc, stats)
-    const observation = Object.freeze({
-      header: physical.header,
-      inheritedEventCount: physical.inheritedEventCount,
-      events: Object.freeze(events),
-      revision,
-    })
-    return { observation, committedEnd: scan.committedEnd, size: buf.length }
-  }
-
-  async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
-    const observation = await this.inspect(id, signal)
+    if (result !== undefined) return result
+    const { observation } = await this.#readLog(id, signal)
     return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
   }
 
-  async changes(_since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+  /** Walks trailers back from `committedEnd` to the batch holding `from`, then reads and decodes only those batches. */
+  async #readSuffix(
+    handle: FileHandle,
+    file: string,
+    headerEnd: number,
+    committedEnd: number,
+    nextSeq: number,
+    from: number,
+    signal: AbortSignal | undefined,
+  ): Promise<StoredSessionEvent[]> {
+    if (from >= nextSeq) return []
+    const trailerSize = this.#codec.trailer.size
+    let start = committedEnd
+    let startSeq = nextSeq
+    while (startSeq > from) {
+      if (start <= headerEnd) throw corrupt(file, start, `no committed batch holds event ${from}`)
+      const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, start - trailerSize, trailerSize), 0)
+      if (trailer === undefined || trailer.kind !== 'batch' || trailer.firstSeq + trailer.count !== startSeq) {
+        throw corrupt(file, start - trailerSize, 'a batch trailer is missing, damaged or out of sequence')
+      }
+      start -= trailerSize + trailer.bodyLength
+      startSeq = trailer.firstSeq
+    }
+    // The run from `start` is a sequence of whole batches: scan it like a log whose header is already checked.
+    const run = await this.#countedRead(handle, start, committedEnd - start)
+    throwIfAborted(signal, cancelled)
+    const units: LogUnit[] = []
+    let pos = 0
+    let seq = startSeq
+    while (pos < run.length) {
+      const extent = this.#codec.measureBody(run, pos)
+      const trailer = extent.status === 'complete' ? this.#codec.trailer.decode(run, extent.end) : undefined
+      if (
+        extent.status !== 'complete' ||
+        trailer === undefined ||
+        trailer.kind !== 'batch' ||
+        trailer.firstSeq !== seq ||
+        trailer.bodyLength !== extent.end - pos
+      ) {
+        throw corrupt(file, start + pos, 'a committed batch does not parse')
+      }
+      if (crc32(run.subarray(pos, extent.end)) !== trailer.bodyCrc) throw corrupt(file, start + pos, 'the stored batch fails its CRC32')
+      units.push({ bodyStart: pos, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer })
+      seq += trailer.count
+      pos = extent.end + this.#codec.trailer.size
+    }
+    const fakeHeader = units[0] as LogUnit
+    const events = await decodeEvents(
+      run,
+      { header: fakeHeader, batches: units, committedEnd: run.length, nextSeq: seq },
+      this.#codec,
+      file,
+      () => throwIfAborted(signal, cancelled),
+    )
+    return events.filter((event) => event.seq >= from)
+  }
+
+  /** The cheap part of a fork's integrity: the source still has the referenced identity and the referenced trailer at the cut. */
+  async #checkReference(fork: ForkReference, childFile: string): Promise<void> {
+    const broken = (why: string): Error =>
+      persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix no longer matches: ${why}.`,
+        {
+          details: { file: childFile, source: fork.source },
+        },
+      )
+    const file = this.logPath(fork.source)
+    const handle = await this.#openForRead(file)
+    if (handle === undefined) throw broken('the source is no longer persisted')
+    try {
+      const size = Number((await handle.stat()).size)
+      if (size < fork.end) throw broken('the source log is shorter than the referenced prefix')
+      const { buf, unit } = await this.#readHeaderUnit(handle, size, file).catch((error: unknown) => {
+        throw broken((error as Error).message)
+      })
+      const physical = await decodeHeader(buf, unit, this.#codec, file).catch((error: unknown) => {
+        throw broken((error as Error).message)
+      })
+      if (physical.logId !== fork.logId) throw broken('the source was re-created or replaced (its log identity differs)')
+      const trailerSize = this.#codec.trailer.size
+      const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, fork.end - trailerSize, trailerSize), 0)
+      if (trailer === undefined || trailer.bodyCrc !== fork.batchCrc) throw broken('the batch at the cut differs from the referenced one')
+    } finally {
+      await handle.close()
+    }
+  }
+
+  async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
     this.#assertOpen()
     throwIfAborted(signal, cancelled)
-    // Not yet a journal: every call asks for a rescan (correct, never incremental).
-    return Object.freeze({ ids: Object.freeze([]), cursor: '', rescan: true })
+    const result = await readJournalChanges(this.root, since)
+    throwIfAborted(signal, cancelled)
+    if (result.rescan) this.#metrics.rescans++
+    return Object.freeze({ ids: Object.freeze(result.ids as SessionId[]), cursor: result.cursor, rescan: result.rescan })
   }
 
   /** The revision, from the log's header unit (its CRC) and file metadata; no body is read. */
@@ -583,7 +1185,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await openForRead(file)
+    const handle = await this.#openForRead(file)
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
@@ -595,11 +1197,24 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
   }
 
+  /** The physical header of `id`'s log, or `undefined` when it is not persisted. */
+  async #readPhysical(id: string): Promise<PhysicalHeader | undefined> {
+    const file = this.logPath(id)
+    const handle = await this.#openForRead(file)
+    if (handle === undefined) return undefined
+    try {
+      const { buf, unit } = await this.#readHeaderUnit(handle, Number((await handle.stat()).size), file)
+      return await decodeHeader(buf, unit, this.#codec, file)
+    } finally {
+      await handle.close()
+    }
+  }
+
   /** Header-only records of every persisted session: reads each log's header unit and nothing else. */
   async list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
     this.#assertOpen()
     throwIfAborted(signal, cancelled)
-    let entries
+    let entries: import('node:fs').Dirent[]
     try {
       entries = await fsp.readdir(this.root, { withFileTypes: true })
     } catch (error) {
@@ -640,7 +1255,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
   async #readRecord(name: string): Promise<PersistedSessionRecord | undefined> {
     const file = join(this.root, name, this.#codec.logFileName)
     // A directory without a published log is a creation that never completed (or a delete in progress): not persisted.
-    const handle = await openForRead(file)
+    const handle = await this.#openForRead(file)
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
@@ -671,14 +1286,43 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
   }
 
-  #revisionOfWriter(writer: Writer): SessionRevision {
-    return writer.revision
-  }
-
   async #countedRead(handle: FileHandle, position: number, length: number): Promise<Buffer> {
     const buf = await readAt(handle, position, length)
     this.#metrics.bytesRead += buf.length
     return buf
+  }
+
+  /** Opens a log for reading, never through a symlink; `undefined` when there is none. */
+  async #openForRead(file: string): Promise<FileHandle | undefined> {
+    this.#metrics.logOpens++
+    try {
+      return await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW)
+    } catch (error) {
+      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
+      if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
+        throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
+      throw ioError(`open ${file}`, error)
+    }
+  }
+
+  // ---------------------------------------------------------- change feed
+
+  #beginChange(id: string): string | undefined {
+    return this.#journal?.begin(id)
+  }
+
+  #endChange(id: string, op: string | undefined): void {
+    if (op !== undefined) this.#journal?.end(id, op)
+  }
+
+  /** Runs a change of `id`'s log between its journal records (see `change-journal.ts`). */
+  async #journaled<T>(id: string, change: () => Promise<T>): Promise<T> {
+    const op = this.#beginChange(id)
+    try {
+      return await change()
+    } finally {
+      this.#endChange(id, op)
+    }
   }
 
   // ------------------------------------------------------------- lifecycle
@@ -697,6 +1341,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
         }
       }),
     )
+    this.#journal?.close()
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw ioError('close session logs', (failed as PromiseRejectedResult).reason)
   }
@@ -708,11 +1353,12 @@ class JsonlSessionPersistence implements JsonlPersistence {
 
   #assertWritable(): void {
     this.#assertOpen()
-    if (this.readOnly)
+    if (this.readOnly) {
       throw persistenceError(
         'SESSION_PERSISTENCE_READ_ONLY',
         `This persistence backend was opened read-only over ${this.root}; open it without readOnly to write (append, load with repair, delete).`,
       )
+    }
   }
 
   #serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
@@ -730,13 +1376,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
   }
 }
 
-async function openForRead(file: string): Promise<FileHandle | undefined> {
-  try {
-    return await fsp.open(file, constants.O_RDONLY)
-  } catch (error) {
-    if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
-    throw ioError(`open ${file}`, error)
-  }
+/** The registration file name of a dependant (fixed length, whatever the id). */
+function refName(childId: string): string {
+  return createHash('sha256').update(childId, 'utf8').digest('hex')
 }
 
 function notFound(id: string): Error {

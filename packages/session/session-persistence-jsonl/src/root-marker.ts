@@ -42,7 +42,7 @@ export function openRoot(root: string, compression: JsonlCompression | undefined
   let marker = readMarker(path)
   if (marker === undefined) {
     const temp = tempSibling(path)
-    writeFileSync(temp, JSON.stringify({ format: FORMAT, version: VERSION, compression: compression ?? 'zstd' } satisfies Marker) + '\n', {
+    writeFileSync(temp, `${JSON.stringify({ format: FORMAT, version: VERSION, compression: compression ?? 'zstd' } satisfies Marker)}\n`, {
       flag: 'wx',
       mode: 0o600,
     })

@@ -58,7 +58,7 @@ export class WriterLock {
         acquiredAt: Date.now(),
       }
       // A lock only matters while its holder lives, so it need not survive a power loss.
-      if (await publishNew(path, Buffer.from(JSON.stringify(owner) + '\n'), false)) {
+      if (await publishNew(path, Buffer.from(`${JSON.stringify(owner)}\n`), false)) {
         held.add(owner.nonce)
         try {
           const handle = await fsp.open(path, 'r')

@@ -199,10 +199,20 @@ for (const compression of ['zstd', 'none'] as const) {
       const damaged = flipped(whole, f.headerEnd + 3)
       writeFileSync(f.file, damaged)
       const fresh = createJsonlPersistence({ root: f.p.root, compression })
-      await expect(fresh.load(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
-      await expect(fresh.append(targetOf(ID), eventsFrom(14, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
-      expect(readFileSync(f.file).equals(damaged)).toBe(true)
-      await fresh.close()
+      try {
+        await expect(fresh.load(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+        expect(readFileSync(f.file).equals(damaged)).toBe(true)
+        // A fresh append verifies only the log's tail (header, last batch and
+        // its trailer), so it lands after the damage without touching it;
+        // every full read still reports the damage.
+        await fresh.append(targetOf(ID), eventsFrom(14, 1))
+        expect(fresh.metrics.tailVerifications).toBe(2) // load's open, then the append's
+        expect(readFileSync(f.file).subarray(0, damaged.length).equals(damaged)).toBe(true)
+        await expect(fresh.inspect(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      } finally {
+        await fresh.close()
+        writeFileSync(f.file, whole)
+      }
     })
 
     it('an explicit delete removes even a log too damaged to read', async () => {

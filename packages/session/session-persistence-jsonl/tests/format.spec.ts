@@ -69,7 +69,7 @@ describe('the zstd log is a standard zstd stream', () => {
       const start = trailers[i]!.at + 8 + trailers[i]!.payload.length
       const frame = buf.subarray(start, trailers[i + 1]!.at)
       const plain = await decompress(frame)
-      expect(plain.toString('utf8')).toBe(batch.map((e) => JSON.stringify(e) + '\n').join(''))
+      expect(plain.toString('utf8')).toBe(batch.map((e) => `${JSON.stringify(e)}\n`).join(''))
       const payload = trailers[i + 1]!.payload
       // Trailer payload: kind, version, 0, plaintext CRC32, frame CRC32, count, plaintext length, frame length, first seq, self-check.
       expect(payload).toHaveLength(44)

@@ -5,6 +5,7 @@ import {
   createJsonlPersistence,
   decodeSessionDirName,
   encodeSessionDirName,
+  JOURNAL_FILE,
   MARKER_FILE,
   MAX_DIRECT_NAME,
 } from '@dsh/session-persistence-jsonl'
@@ -142,7 +143,7 @@ describe('ids through the backend (property)', () => {
     const listed = await p.list()
     expect(listed.map((r) => r.header.id).sort()).toEqual([...stored.keys()].sort())
     const entries = readdirSync(root).sort()
-    expect(entries).toEqual([MARKER_FILE, ...[...stored.keys()].map(encodeSessionDirName)].sort())
+    expect(entries).toEqual([MARKER_FILE, JOURNAL_FILE, ...[...stored.keys()].map(encodeSessionDirName)].sort())
     await p.close()
     for (const id of stored.keys()) expect(readdirSync(join(root, encodeSessionDirName(id)))).toEqual(['log.jsonl.zst'])
   }, 120_000)

@@ -30,7 +30,7 @@ describe('list() over 10,000 persisted sessions', () => {
     await writer.append({ header: headerOf('session-0'), inheritedEventCount: 0 as never }, body)
     await writer.close()
     const codec = createCodec('zstd')
-    const batchUnit = await encodeUnit(codec, Buffer.from(body.map((e) => JSON.stringify(e) + '\n').join('')), 'batch', 0, body.length)
+    const batchUnit = await encodeUnit(codec, Buffer.from(body.map((e) => `${JSON.stringify(e)}\n`).join('')), 'batch', 0, body.length)
     totalBytes = statSync(join(root, encodeSessionDirName('session-0'), codec.logFileName)).size
     for (let i = 1; i < SESSIONS; i++) {
       const id = `session-${i}`
@@ -43,6 +43,7 @@ describe('list() over 10,000 persisted sessions', () => {
             : { cwd: `/work/${i}` },
         ),
         inheritedEventCount: (seeded ? 7 : 0) as never,
+        logId: `log-${i}`,
       }
       const headerUnit = await encodeUnit(codec, encodeHeaderLine(physical), 'header', 0, 0)
       const dir = join(root, encodeSessionDirName(id))

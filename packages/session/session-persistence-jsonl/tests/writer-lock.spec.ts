@@ -38,7 +38,7 @@ function deadPid(): number {
 }
 
 function writeLock(file: string, owner: Record<string, unknown>): void {
-  writeFileSync(file, JSON.stringify({ host: hostname(), start: null, nonce: 'n-' + Math.random(), acquiredAt: 0, ...owner }) + '\n')
+  writeFileSync(file, `${JSON.stringify({ host: hostname(), start: null, nonce: `n-${Math.random()}`, acquiredAt: 0, ...owner })}\n`)
 }
 
 describe('one writer per session', () => {
@@ -130,7 +130,7 @@ describe('one writer per session', () => {
     await p.append(targetOf('a'), eventsFrom(0, 1))
     await p.append(targetOf('b'), eventsFrom(0, 1))
     expect(await p.delete('a' as SessionId)).toBe(true)
-    expect(readdirSync(dir).sort()).toEqual(['b', 'dsh-persistence.json'])
+    expect(readdirSync(dir).sort()).toEqual(['b', 'changes.journal', 'dsh-persistence.json'])
     await p.close()
     expect(readdirSync(join(dir, 'b'))).toEqual(['log.jsonl.zst'])
     unlinkSync(join(dir, 'b', 'log.jsonl.zst'))

@@ -17,5 +17,5 @@ export function headerOf(id) {
 }
 
 export function line(text) {
-  process.stdout.write(text + '\n')
+  process.stdout.write(`${text}\n`)
 }
