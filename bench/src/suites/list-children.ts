@@ -10,13 +10,14 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
 import { Session, sessionStorePlugin } from '@dsh/session'
-import { sessionPersistencePlugin, type SessionPersistence } from '@dsh/session-persistence'
+import { type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
-import { sessionProjectionCachePlugin, type SqliteProjectionCache } from '@dsh/session-projection-cache'
+import { type SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
+import { sessionQueryPlugin } from '@dsh/session-query'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
-import { listChildren, subagentsPlugin, type SubagentDriver, type SubagentListEntry } from '@dsh/subagent'
-import { benchRoot, time, type BenchDefinition } from '../harness.js'
+import { listChildren, type SubagentDriver, type SubagentListEntry, subagentsPlugin } from '@dsh/subagent'
+import { type BenchDefinition, benchRoot, time } from '../harness.js'
 
 const CHILDREN = 1_000
 const TRANSCRIPT_BYTES = 1024 * 1024
@@ -31,7 +32,10 @@ const marker = join(fixture, 'ready.json')
 
 /** Deterministic word soup: compresses like prose (zstd ~3×), unlike a repeated string. */
 function wordSource(seed: number): () => string {
-  const vocabulary = 'the of and to in is that for it as with was on be by this are from at or an have not which but all were can when there their has more if will one would about into than its only some time out so them these also may what other could first then any after new used such how two where most through each same while'.split(' ')
+  const vocabulary =
+    'the of and to in is that for it as with was on be by this are from at or an have not which but all were can when there their has more if will one would about into than its only some time out so them these also may what other could first then any after new used such how two where most through each same while'.split(
+      ' ',
+    )
   let state = seed >>> 0 || 1
   return () => {
     state ^= state << 13
@@ -66,7 +70,10 @@ function bulkDriver(): SubagentDriver {
   }
 }
 
-const quietLogger = { warn: (message: string) => console.warn(message), error: (message: string, error?: unknown) => console.error(message, error) }
+const quietLogger = {
+  warn: (message: string) => console.warn(message),
+  error: (message: string, error?: unknown) => console.error(message, error),
+}
 
 async function generate(): Promise<void> {
   rmSync(fixture, { recursive: true, force: true })
@@ -80,6 +87,8 @@ async function generate(): Promise<void> {
   await ctx.activate(sessionProjectionsPlugin())
   await ctx.activate(sessionPersistencePlugin(createJsonlPersistence({ root })))
   await ctx.activate(sessionProjectionCachePlugin({ root }))
+  // subagentsPlugin requires a query corpus; generation never lists, so the in-memory one will do.
+  await ctx.activate(sessionQueryPlugin())
   await ctx.activate(subagentsPlugin({ driver: bulkDriver() }))
   const sessions = ctx.require('sessions')
   const subagents = ctx.require('subagents')
@@ -102,7 +111,8 @@ async function generate(): Promise<void> {
         }).done,
       )
     }
-    for (const outcome of await Promise.all(batch)) if (outcome.reason !== 'completed') throw new Error(`fixture child failed: ${outcome.reason}`)
+    for (const outcome of await Promise.all(batch))
+      if (outcome.reason !== 'completed') throw new Error(`fixture child failed: ${outcome.reason}`)
     if (i % 200 === 0) console.log(`  list-children: ${i}/${CHILDREN}`)
   }
   await sessions.dispose(PARENT)
@@ -136,7 +146,8 @@ async function measured(side: 'cached' | 'rung3', list: () => Promise<SubagentLi
     rows = await list()
   })
   bodyReadsPerListing[side].push(physicalBodyReads() - before)
-  if (rows.length !== CHILDREN || JSON.stringify(rows) !== JSON.stringify(expected)) throw new Error(`list-children: the ${side} listing returned other rows than expected`)
+  if (rows.length !== CHILDREN || JSON.stringify(rows) !== JSON.stringify(expected))
+    throw new Error(`list-children: the ${side} listing returned other rows than expected`)
   return ms
 }
 
@@ -152,8 +163,13 @@ async function rewarmCache(): Promise<void> {
   const cache = ctx!.require('sessionProjectionCache') as SqliteProjectionCache
   for (const record of (await query.listSessions({ parentSession: PARENT })).records) {
     const observation = await query.observeSession(record.header.id)
-    const session = new Session({ header: observation.header, events: observation.events, inheritedEventCount: observation.inheritedEventCount })
-    if (!cache.writeColdRows(session, projections.checkpoint(session))) throw new Error(`list-children: re-warming the cache failed for ${record.header.id}`)
+    const session = new Session({
+      header: observation.header,
+      events: observation.events,
+      inheritedEventCount: observation.inheritedEventCount,
+    })
+    if (!cache.writeColdRows(session, projections.checkpoint(session)))
+      throw new Error(`list-children: re-warming the cache failed for ${record.header.id}`)
   }
 }
 
@@ -182,11 +198,15 @@ const definition: BenchDefinition = {
     // insist that rung 2 serves every child.
     if (!(await servedByCache())) {
       await rewarmCache()
-      if (!(await servedByCache())) throw new Error('list-children: the warm checkpoint cache does not serve every child; delete the fixture to regenerate it.')
+      if (!(await servedByCache()))
+        throw new Error('list-children: the warm checkpoint cache does not serve every child; delete the fixture to regenerate it.')
     }
     expected = await ctx.require('subagents').listChildren(PARENT)
     const children = expected.filter((row) => row.kind === 'child').length
-    if (children !== CHILDREN) throw new Error(`list-children: expected ${CHILDREN} child rows from the fixture, got ${children}; delete ${fixture} to regenerate it.`)
+    if (children !== CHILDREN)
+      throw new Error(
+        `list-children: expected ${CHILDREN} child rows from the fixture, got ${children}; delete ${fixture} to regenerate it.`,
+      )
   },
   async teardown() {
     await ctx?.dispose()
@@ -200,7 +220,15 @@ const definition: BenchDefinition = {
     label: 'cache unmounted (rung 3: one 1 MiB observation + fold per child)',
     run: () =>
       measured('rung3', () =>
-        listChildren({ sessions: ctx!.require('sessions'), sessionProjections: ctx!.require('sessionProjections'), sessionQuery: ctx!.require('sessionQuery'), sessionProjectionCache: undefined }, PARENT),
+        listChildren(
+          {
+            sessions: ctx!.require('sessions'),
+            sessionProjections: ctx!.require('sessionProjections'),
+            sessionQuery: ctx!.require('sessionQuery'),
+            sessionProjectionCache: undefined,
+          },
+          PARENT,
+        ),
       ),
   },
   extra() {
