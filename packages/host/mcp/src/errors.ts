@@ -9,6 +9,8 @@ export type McpErrorCode =
   | 'MCP_SERVICE_UNAVAILABLE'
   /** A control tool named an acting session that is neither live nor loadable. */
   | 'MCP_AGENT_UNAVAILABLE'
+  /** An untyped failure inside a tool: a bug to report. */
+  | 'MCP_TOOL_FAILED'
 
 /** The one error class of `@dsh/mcp`. Tool failures reach the client as `isError` results carrying `code`. */
 export class McpError extends DshError<McpErrorCode> {}
