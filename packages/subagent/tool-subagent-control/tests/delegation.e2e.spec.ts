@@ -104,7 +104,10 @@ async function open(): Promise<Host> {
     name: 'open_reviewer',
     description: 'test instrument',
     jsonSchema: {},
-    execute: async () => (reviewerGate.open(), { text: 'ok' }),
+    execute: async () => {
+      reviewerGate.open()
+      return { text: 'ok' }
+    },
   }
   const scripted = createScriptedDriver((run) => script(run, reviewerGate.promise))
   await ctx.activate(
