@@ -10,6 +10,12 @@ export interface SessionInit {
   readonly events?: readonly StoredSessionEvent[]
   /** The exact inherited cut: positions before it were copied from another session. */
   readonly inheritedEventCount?: number
+  /**
+   * The live session whose committed prefix `[0, inheritedEventCount)` this
+   * seed is (set by `SessionStore.fork`). Persistence may then store the
+   * fork as a reference to that prefix instead of a copy.
+   */
+  readonly forkSource?: SessionHeader['id']
   readonly clock?: () => number
 }
 
@@ -28,6 +34,8 @@ export function onSessionAppend(session: Session, listener: AppendListener): voi
 export class Session {
   readonly header: SessionHeader
   readonly inheritedEventCount: SessionLogOffset
+  /** The session this one was forked from, when it was (see `SessionInit.forkSource`); absent for fresh and restored sessions. */
+  readonly forkSource: SessionHeader['id'] | undefined
   readonly #log: SessionEvent[]
   readonly #clock: () => number
   #snapshot: readonly SessionEvent[] | undefined
@@ -51,6 +59,7 @@ export class Session {
       throw new SessionError('SESSION_INVALID_SEED', `inheritedEventCount ${offset} exceeds the ${this.#log.length} events in the seed.`)
     }
     this.inheritedEventCount = offset
+    this.forkSource = offset > 0 ? init.forkSource : undefined
   }
 
   get id(): SessionHeader['id'] {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { type Context, definePlugin } from '@dsh/context'
-import { SessionLogOffset } from './brands.js'
+import { SessionId, SessionLogOffset } from './brands.js'
 import { SessionError } from './errors.js'
 import type { SessionEvent, StoredSessionEvent } from './events.js'
 import { parseSessionHeader, SESSION_HEADER_VERSION, type SessionHeader } from './header.js'
@@ -18,9 +18,11 @@ export interface CreateSessionOptions {
   readonly seed?: readonly StoredSessionEvent[]
   /** Required with `seed`: how many seed events are inherited. */
   readonly inheritedEventCount?: number
+  /** The id of the session the seed's inherited prefix comes from (see `SessionInit.forkSource`). */
+  readonly forkSource?: string
 }
 
-export interface ForkOptions extends Omit<CreateSessionOptions, 'seed' | 'inheritedEventCount' | 'id'> {
+export interface ForkOptions extends Omit<CreateSessionOptions, 'seed' | 'inheritedEventCount' | 'id' | 'forkSource'> {
   /** The cut: how many of the source's events the child inherits (default: all). */
   readonly boundary?: number
   readonly childId?: string
@@ -94,6 +96,7 @@ export class SessionStore {
         header,
         events: options.seed ?? [],
         inheritedEventCount: options.inheritedEventCount ?? 0,
+        ...(options.seed !== undefined && options.forkSource !== undefined ? { forkSource: SessionId(options.forkSource) } : {}),
         clock: this.#clock,
       }),
       false,
@@ -116,7 +119,13 @@ export class SessionStore {
   fork(source: Session, options: ForkOptions = {}): Session {
     const { boundary, childId, ...rest } = options
     const seed = forkSeed(source, boundary)
-    return this.create({ parentSession: source.id, ...rest, ...(childId === undefined ? {} : { id: childId }), ...seed })
+    return this.create({
+      parentSession: source.id,
+      ...rest,
+      ...(childId === undefined ? {} : { id: childId }),
+      ...seed,
+      forkSource: source.id,
+    })
   }
 
   get(id: string): Session | undefined {

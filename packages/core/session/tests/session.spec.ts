@@ -160,6 +160,20 @@ describe('fork', () => {
     expect(child.inheritedEventCount).toBe(3)
     expect(child.events).toEqual(s.events.slice(0, 3))
     expect(child.ownEvents()).toEqual([])
+    expect(child.forkSource).toBe(s.id)
+  })
+
+  it('names the fork source only for a fork with an inherited prefix', async () => {
+    const { sessions } = store()
+    const s = sessions.create()
+    turn(s, 1, 'a')
+    expect(sessions.fork(s, { boundary: 0 }).forkSource).toBeUndefined()
+    expect(sessions.create().forkSource).toBeUndefined()
+    expect(sessions.create({ seed: s.events, inheritedEventCount: 3 }).forkSource).toBeUndefined()
+    expect(sessions.create({ seed: s.events, inheritedEventCount: 3, forkSource: s.id }).forkSource).toBe(s.id)
+    expect(() => sessions.create({ seed: s.events, inheritedEventCount: 3, forkSource: '' })).toThrow()
+    await sessions.dispose(s.id)
+    expect(sessions.restore({ header: s.header, inheritedEventCount: 0, events: s.events }).forkSource).toBeUndefined()
   })
 })
 

@@ -1,5 +1,5 @@
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
-import { type Session, type SessionCreatedInfo, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
+import { type Session, type SessionCreatedInfo, type SessionId, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
 import type { AppendTarget, SessionPersistence } from './types.js'
 
@@ -265,7 +265,18 @@ export class SessionPersistenceCoordinator {
     const batch: StoredSessionEvent[] = []
     for (let seq = start; seq < end; seq++) batch.push(t.session.eventAt(seq)!)
     try {
-      await this.#persistence.append(targetOf(t.session), batch)
+      const forkSource = t.materialized ? undefined : await this.#durableForkSource(t)
+      if (forkSource === undefined) await this.#persistence.append(targetOf(t.session), batch)
+      else {
+        try {
+          await this.#persistence.append({ ...targetOf(t.session), forkSource }, batch)
+        } catch (error) {
+          // The source cannot be referenced (not persisted up to the cut, being
+          // deleted, re-created): store the fork as a copy instead.
+          if (!isDshError(error, 'SESSION_PERSISTENCE_CONFLICT') || (await this.#persistence.stat(t.session.id)) !== undefined) throw error
+          await this.#persistence.append(targetOf(t.session), batch)
+        }
+      }
     } catch (error) {
       // An append may have landed although it reported failure (a lost
       // acknowledgement); the expected-offset check then says CONFLICT.
@@ -274,6 +285,29 @@ export class SessionPersistenceCoordinator {
     }
     t.durable = end
     t.materialized = true
+  }
+
+  /**
+   * A fork's first append may reference its source's prefix instead of
+   * copying it: the source's events up to the cut must be durable first, so
+   * a live source tracked here is flushed (at least) up to the cut. A source
+   * that is not live here is passed as is (the backend checks it holds the
+   * cut, and a refusal makes the fork a copy).
+   */
+  async #durableForkSource(t: Tracker): Promise<SessionId | undefined> {
+    const source = t.session.forkSource
+    const cut = t.session.inheritedEventCount
+    if (source === undefined || cut === 0) return undefined
+    const tracker = this.#trackers.get(source)
+    if (tracker !== undefined && !isDurable(tracker, cut)) {
+      try {
+        await this.#flushTracker(tracker)
+      } catch {
+        // The source is not durable up to the cut: store this fork as a copy.
+        return undefined
+      }
+    }
+    return source
   }
 
   /**

@@ -1,0 +1,262 @@
+import { execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { readFileSync, statSync, writeFileSync } from 'node:fs'
+import { Context } from '@dsh/context'
+import { SessionId, SessionLogOffset, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
+import { type AppendTarget, sessionPersistencePlugin } from '@dsh/session-persistence'
+import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, describe, expect, it } from 'vitest'
+import { encodeHeaderLine, type PhysicalHeader } from '../src/log-format.js'
+import { eventsFrom, headerOf, targetOf, tempDir } from './helpers.js'
+
+const open: JsonlPersistence[] = []
+const cleanups: Array<() => void> = []
+afterEach(async () => {
+  for (const p of open.splice(0)) await p.close()
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
+
+function root(): string {
+  const { dir, cleanup } = tempDir('dsh-jsonl-fork-')
+  cleanups.push(cleanup)
+  return dir
+}
+
+function backend(dir: string, compression: JsonlCompression = 'zstd'): JsonlPersistence {
+  const p = createJsonlPersistence({ root: dir, compression })
+  open.push(p)
+  return p
+}
+
+const plain = (events: readonly StoredSessionEvent[]): unknown => JSON.parse(JSON.stringify(events))
+
+function forkTarget(id: string, cut: number, source: string): AppendTarget {
+  return { ...targetOf(id, cut, { isSeeded: true, parentSession: source as SessionId }), forkSource: SessionId(source) }
+}
+
+/** A source with `batches` batches of `size` events, and a fork of it at `cut` with `own` events of its own. */
+async function sourceAndFork(p: JsonlPersistence, cut: number, { batches = 4, size = 5, own = 3 } = {}) {
+  for (let b = 0; b < batches; b++) await p.append(targetOf('src'), eventsFrom(b * size, size))
+  const seed = (await p.inspect(SessionId('src'))).events.slice(0, cut)
+  await p.append(forkTarget('kid', cut, 'src'), [...seed, ...eventsFrom(cut, own, 9)])
+  return { seed, expected: [...seed, ...eventsFrom(cut, own, 9)] }
+}
+
+for (const compression of ['zstd', 'none'] as const) {
+  describe(`forks by reference (${compression})`, () => {
+    it('a fork log holds its header (with the reference) and its own events only, and reads whole', async () => {
+      const dir = root()
+      const p = backend(dir, compression)
+      // A cut in the middle of the third batch.
+      const { expected } = await sourceAndFork(p, 12)
+      const kidLog = readFileSync(p.logPath('kid'))
+      const srcLog = readFileSync(p.logPath('src'))
+      expect(kidLog.length).toBeLessThan(srcLog.length)
+      const text = compression === 'zstd' ? execFileSync('zstd', ['-dc', p.logPath('kid')]).toString('utf8') : kidLog.toString('utf8')
+      const lines = text.split('\n').filter((l) => l.startsWith('{"format"') || l.startsWith('{"type"'))
+      const header = JSON.parse(lines[0]!) as {
+        formatVersion: number
+        fork: { source: string; cut: number; logId: string; end: number; batchCrc: number }
+      }
+      expect(header.formatVersion).toBe(2)
+      expect(header.fork).toMatchObject({ source: 'src', cut: 12 })
+      expect(header.fork.end).toBeLessThan(srcLog.length)
+      expect(lines.slice(1).map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual([12, 13, 14])
+      const observation = await p.inspect(SessionId('kid'))
+      expect(plain(observation.events)).toEqual(plain(expected))
+      expect(observation.inheritedEventCount).toBe(12)
+      // The source keeps going; the fork does not change.
+      await p.append(targetOf('src'), eventsFrom(20, 2))
+      const reopened = backend(dir, compression)
+      expect(plain((await reopened.inspect(SessionId('kid'))).events)).toEqual(plain(expected))
+      expect(await reopened.verify(SessionId('kid'))).toMatchObject({ events: 15, tornBytes: 0, forkSource: 'src' })
+      // Appends to a fork continue at its own offset, also from a fresh instance.
+      const writer = backend(dir, compression)
+      await p.close()
+      await reopened.close()
+      await writer.append(forkTarget('kid', 12, 'src'), eventsFrom(15, 2, 9))
+      expect((await writer.inspect(SessionId('kid'))).events.map((e) => e.seq)).toEqual(Array.from({ length: 17 }, (_, i) => i))
+    })
+
+    it('inspectFrom the cut reads only the fork own log (and the source header and one trailer)', async () => {
+      const dir = root()
+      const p = backend(dir, compression)
+      await sourceAndFork(p, 20, { batches: 40, size: 5, own: 4 })
+      const reader = backend(dir, compression)
+      const suffix = await reader.inspectFrom(SessionId('kid'), SessionLogOffset(20))
+      expect(suffix.events.map((e) => e.seq)).toEqual([20, 21, 22, 23])
+      const kidBytes = statSync(p.logPath('kid')).size
+      // The child's log, the source's header prefix (512 B) and a trailer; not the source's 200 events.
+      expect(reader.metrics.bytesRead).toBeLessThanOrEqual(kidBytes * 2 + 1024)
+      expect(reader.metrics.bodyReads).toBe(0)
+    })
+
+    it('a fork of a fork resolves the chain, also with a cut inside the parent own inherited prefix', async () => {
+      const p = backend(root(), compression)
+      const { expected } = await sourceAndFork(p, 7)
+      const mid = (await p.inspect(SessionId('kid'))).events
+      await p.append(forkTarget('grandkid', 9, 'kid'), [...mid.slice(0, 9), ...eventsFrom(9, 2, 5)])
+      await p.append(forkTarget('early', 4, 'kid'), [...mid.slice(0, 4), ...eventsFrom(4, 1, 6)])
+      expect(plain((await p.inspect(SessionId('grandkid'))).events)).toEqual(plain([...expected.slice(0, 9), ...eventsFrom(9, 2, 5)]))
+      expect(plain((await p.inspect(SessionId('early'))).events)).toEqual(plain([...expected.slice(0, 4), ...eventsFrom(4, 1, 6)]))
+      // 'early' inherits only events the source itself holds: its reference names 'src', not 'kid'.
+      const early = JSON.parse(
+        (compression === 'zstd' ? execFileSync('zstd', ['-dc', p.logPath('early')]) : readFileSync(p.logPath('early')))
+          .toString('utf8')
+          .split('\n')[0]!,
+      ) as { fork: { source: string } }
+      expect(early.fork.source).toBe('src')
+    })
+
+    it('deleting a referenced source is refused; with materializeDependants the forks (and theirs) keep every event', async () => {
+      const dir = root()
+      const p = backend(dir, compression)
+      const { expected } = await sourceAndFork(p, 12)
+      const mid = (await p.inspect(SessionId('kid'))).events
+      await p.append(forkTarget('grandkid', 14, 'kid'), [...mid.slice(0, 14), ...eventsFrom(14, 1, 5)])
+      const before = readFileSync(p.logPath('src'))
+      await expect(p.delete(SessionId('src'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_REFERENCED' })
+      await expect(p.delete(SessionId('kid'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_REFERENCED' })
+      expect(readFileSync(p.logPath('src')).equals(before)).toBe(true)
+      // A refused delete leaves the source fully usable, also for new forks.
+      await p.append(targetOf('src'), eventsFrom(20, 1))
+      expect(await p.delete(SessionId('src'), { materializeDependants: true })).toBe(true)
+      expect(await p.stat(SessionId('src'))).toBeUndefined()
+      const fresh = backend(dir, compression)
+      expect(plain((await fresh.inspect(SessionId('kid'))).events)).toEqual(plain(expected))
+      expect(plain((await fresh.inspect(SessionId('grandkid'))).events)).toEqual(plain([...expected.slice(0, 14), ...eventsFrom(14, 1, 5)]))
+      // Nothing references 'kid' any more: it deletes, and the grandchild still reads.
+      expect(await p.delete(SessionId('kid'))).toBe(true)
+      expect((await fresh.inspect(SessionId('grandkid'))).events).toHaveLength(15)
+    })
+
+    it('a deleted fork no longer pins its source', async () => {
+      const p = backend(root(), compression)
+      await sourceAndFork(p, 5)
+      expect(await p.delete(SessionId('kid'))).toBe(true)
+      expect(await p.delete(SessionId('src'))).toBe(true)
+    })
+
+    it('a source deleted and re-created under the same id makes the fork read fail CORRUPT, never return other events', async () => {
+      const dir = root()
+      const p = backend(dir, compression)
+      await sourceAndFork(p, 8)
+      const kidLog = readFileSync(p.logPath('kid'))
+      // Delete the fork, delete and re-create the source with different events, then put the fork's log back.
+      expect(await p.delete(SessionId('kid'))).toBe(true)
+      expect(await p.delete(SessionId('src'))).toBe(true)
+      for (let b = 0; b < 4; b++) await p.append(targetOf('src'), eventsFrom(b * 5, 5, 7))
+      const { mkdirSync } = await import('node:fs')
+      mkdirSync(p.logPath('kid').slice(0, -p.logPath('kid').split('/').at(-1)!.length - 1), { recursive: true })
+      writeFileSync(p.logPath('kid'), kidLog)
+      const reader = backend(dir, compression)
+      await expect(reader.inspect(SessionId('kid'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      await expect(reader.inspectFrom(SessionId('kid'), SessionLogOffset(8))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      await expect(reader.verify(SessionId('kid'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      // The listing (header only) still shows it; the source is unharmed.
+      expect((await reader.list()).map((r) => r.header.id)).toEqual(['kid', 'src'])
+      expect((await reader.inspect(SessionId('src'))).events).toHaveLength(20)
+    })
+
+    it('one byte flipped anywhere in the source prefix makes the fork read fail CORRUPT; after the cut it does not matter', async () => {
+      const dir = root()
+      const p = backend(dir, compression)
+      await sourceAndFork(p, 10)
+      const srcFile = p.logPath('src')
+      const original = readFileSync(srcFile)
+      const header = JSON.parse(
+        (compression === 'zstd' ? execFileSync('zstd', ['-dc', p.logPath('kid')]) : readFileSync(p.logPath('kid')))
+          .toString('utf8')
+          .split('\n')[0]!,
+      ) as { fork: { end: number } }
+      await p.close()
+      const end = header.fork.end
+      for (const at of [0, 3, Math.floor(end / 3), Math.floor(end / 2), end - 60, end - 1]) {
+        const damaged = Buffer.from(original)
+        damaged[at] = damaged[at]! ^ 0x20
+        writeFileSync(srcFile, damaged)
+        const reader = createJsonlPersistence({ root: dir, compression, readOnly: true })
+        await expect(reader.inspect(SessionId('kid')), `byte ${at}`).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+        await reader.close()
+      }
+      const damaged = Buffer.from(original)
+      damaged[end + 5] = damaged[end + 5]! ^ 0x20
+      writeFileSync(srcFile, damaged)
+      const reader = createJsonlPersistence({ root: dir, compression, readOnly: true })
+      expect((await reader.inspect(SessionId('kid'))).events).toHaveLength(13)
+      await expect(reader.inspect(SessionId('src'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+      await reader.close()
+      writeFileSync(srcFile, original)
+    })
+
+    it('refuses a fork whose source does not hold the cut, and stores nothing', async () => {
+      const p = backend(root(), compression)
+      await p.append(targetOf('src'), eventsFrom(0, 3))
+      const seed = [...(await p.inspect(SessionId('src'))).events, ...eventsFrom(3, 2)]
+      await expect(p.append(forkTarget('kid', 5, 'src'), seed)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CONFLICT' })
+      await expect(p.append(forkTarget('kid', 5, 'absent'), seed)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CONFLICT' })
+      expect(await p.stat(SessionId('kid'))).toBeUndefined()
+    })
+  })
+}
+
+describe('format versions', () => {
+  it('logs written with header format version 1 (before forks by reference) still read and append', async () => {
+    const dir = root()
+    const p = backend(dir)
+    await p.append(targetOf('old'), eventsFrom(0, 3))
+    await p.close()
+    // Rewrite the header unit as version 1 (same fields, no fork), keeping the batches.
+    const file = p.logPath('old')
+    const bytes = readFileSync(file)
+    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
+    const headerLine = text.slice(0, text.indexOf('\n') + 1)
+    const v1 = Buffer.from(headerLine.replace('"formatVersion":2', '"formatVersion":1'))
+    expect(v1.toString()).toContain('"formatVersion":1')
+    const { encodeUnit } = await import('../src/log-units.js')
+    const { createCodec } = await import('../src/codec.js')
+    const codec = createCodec('zstd')
+    const oldHeaderUnit = encodeUnit(codec, Buffer.from(headerLine), 'header', 0, 0)
+    expect(bytes.subarray(0, oldHeaderUnit.length).equals(oldHeaderUnit)).toBe(true)
+    writeFileSync(file, Buffer.concat([encodeUnit(codec, v1, 'header', 0, 0), bytes.subarray(oldHeaderUnit.length)]))
+    const reader = backend(dir)
+    expect((await reader.inspect(SessionId('old'))).events).toHaveLength(3)
+    await reader.append(targetOf('old'), eventsFrom(3, 1))
+    expect((await reader.inspect(SessionId('old'))).events).toHaveLength(4)
+    // A version 1 header carrying a fork reference is not a log this format ever wrote.
+    const physical: PhysicalHeader = { header: headerOf('x'), inheritedEventCount: SessionLogOffset(0), logId: 'a' }
+    expect(encodeHeaderLine(physical).toString()).toContain('"formatVersion":2')
+  })
+})
+
+describe('forks through the store and the coordinator', () => {
+  it('Session.fork persists the child as a reference after flushing the source up to the cut', async () => {
+    const dir = root()
+    const ctx = new Context()
+    await ctx.activate(sessionStorePlugin())
+    const persistence = createJsonlPersistence({ root: dir })
+    await ctx.activate(sessionPersistencePlugin(persistence))
+    const sessions = ctx.require('sessions')
+    const parent = sessions.create({ id: 'parent' })
+    parent.append('turn/start', { turn: 1 })
+    parent.append('user/message', { text: randomBytes(15_000).toString('base64') })
+    parent.append('turn/end', { turn: 1, reason: 'completed' })
+    // No flush of the parent: the child's first append must make the parent durable first.
+    const child = sessions.fork(parent, { childId: 'child', origin: 'subagent' })
+    child.append('turn/start', { turn: 2 })
+    child.append('turn/end', { turn: 2, reason: 'completed' })
+    await sessions.flush(child)
+    expect(statSync(persistence.logPath('child')).size).toBeLessThan(1024)
+    expect(statSync(persistence.logPath('parent')).size).toBeGreaterThan(15_000)
+    expect(execFileSync('zstd', ['-dc', persistence.logPath('child')]).toString('utf8')).toContain('"fork":{"source":"parent"')
+    expect(plain((await persistence.inspect(SessionId('child'))).events)).toEqual(plain(child.events))
+    expect(child.isOwnSeq(3)).toBe(true)
+    expect(child.isOwnSeq(2)).toBe(false)
+    await ctx.dispose()
+    const reader = createJsonlPersistence({ root: dir, readOnly: true })
+    const loaded = await reader.inspect(SessionId('child'))
+    expect(loaded.inheritedEventCount).toBe(3)
+    expect(loaded.events).toHaveLength(5)
+    await reader.close()
+  })
+})
