@@ -36,6 +36,8 @@ export const DEFAULT_WAIT_MS = 60_000
 export const MAX_WAIT_MS = 600_000
 /** How many `parentSession` links an ancestor check follows (a guard against damaged, cyclic data). */
 const MAX_ANCESTRY = 64
+/** How many settled runs `wait` remembers without a read (oldest forgotten first; a forgotten one costs one read). */
+const SETTLED_MEMORY = 1024
 
 /** Gives an agent its tools for one run (the runtime narrows them by the child's `toolFilter`). */
 export type SubagentToolProvider = (agent: Session, runtime: SubagentRuntime) => readonly SubagentTool[]
@@ -668,7 +670,9 @@ export class SubagentRuntime {
     }
     if (!child.closed) child.append(SUBAGENT_END_EVENT, data)
     const { turn: _turn, ...entry } = data
+    this.#settled.delete(child.id)
     this.#settled.set(child.id, { id: child.id, state: 'settled', ...entry })
+    if (this.#settled.size > SETTLED_MEMORY) this.#settled.delete(this.#settled.keys().next().value!)
     const parentId = child.header.parentSession
     if (parentId !== undefined) {
       const notice: SubagentNotice = {
