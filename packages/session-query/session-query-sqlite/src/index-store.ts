@@ -68,13 +68,6 @@ export class IndexStore {
     })()
   }
 
-  /** The search cursor generation: `<epoch>.<n>`, the epoch new with every file, `n` bumped by writes that move results. */
-  generation(): string {
-    const rows = this.#stmt.meta.all() as Array<{ key: string; value: string }>
-    const meta = new Map(rows.map((r) => [r.key, r.value]))
-    return `${meta.get('epoch') ?? '?'}.${meta.get('generation') ?? '?'}`
-  }
-
   /** The change-feed cursor the index is reconciled up to (`undefined`: never reconciled through the feed). */
   feedCursor(): string | undefined {
     return (this.#stmt.getMeta.get('feed') as { value: string } | undefined)?.value
@@ -253,7 +246,6 @@ export class IndexStore {
 
 function prepare(db: Database.Database) {
   return {
-    meta: db.prepare('SELECT key, value FROM meta'),
     bump: db.prepare("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"),
     getMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),
     setMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
