@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -31,7 +32,17 @@ async function json(...args: string[]): Promise<unknown> {
 }
 
 async function connect(...flags: string[]): Promise<Client> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [bin, 'mcp', '--root', root, ...flags], stderr: 'pipe' })
+  return connectWith({}, ...flags)
+}
+
+async function connectWith(env: Record<string, string>, ...flags: string[]): Promise<Client> {
+  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, ...inherited } = process.env as Record<string, string>
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [bin, 'mcp', '--root', root, ...flags],
+    env: { ...inherited, ...env },
+    stderr: 'pipe',
+  })
   const client = new Client({ name: 'dsh-e2e', version: '1.0.0' })
   await client.connect(transport)
   clients.push(client)
@@ -118,4 +129,40 @@ describe('dsh mcp', () => {
     expect(missing.isError ?? false).toBe(false)
     expect(((await structured(client, 'list_sessions', {})) as { records: unknown[] }).records.length).toBeGreaterThan(3)
   }, 60_000)
+
+  it('with --allow-control, starts a child run by a model as the named session; only its ancestors may interrupt it', async () => {
+    let server: ModelServer | undefined
+    try {
+      server = await startModelServer(() => answer(['Counted ', '7 wombats.']))
+      const client = await connectWith(
+        { DSH_API_KEY: 'sk-mcp-e2e' },
+        '--allow-control',
+        '--base-url',
+        server.baseURL,
+        '--model',
+        'child-model',
+      )
+      const started = (await structured(client, 'subagent', { session: parent, prompt: 'Count the wombats', label: 'counter' })) as {
+        id: string
+        status: string
+        result?: string
+      }
+      expect(started).toMatchObject({ status: 'completed', result: 'Counted 7 wombats.', mode: 'one-shot', label: 'counter' })
+      expect(server.requests.map((request) => request.body.model)).toEqual(['child-model'])
+      const rows = ((await structured(client, 'list_agents', { id: parent })) as { rows: { id: string; kind: string; label?: string }[] })
+        .rows
+      expect(rows.find((row) => row.id === started.id)).toMatchObject({ label: 'counter' })
+
+      // A sibling is not an ancestor of the new child: it may not interrupt it.
+      const stranger = rows.find((row) => row.kind === 'child' && row.id !== started.id)!.id
+      const refused = await client.callTool({ name: 'interrupt_agent', arguments: { session: stranger, id: started.id } })
+      expect(refused.structuredContent).toMatchObject({ error: { code: 'SUBAGENT_UNAUTHORIZED' } })
+    } finally {
+      for (const client of clients.splice(0)) await client.close()
+      await server?.close()
+    }
+    // The child is in the root for every other command too.
+    const listed = (await json('agents', parent)) as { rows: { label?: string }[] }
+    expect(listed.rows.map((row) => row.label)).toContain('counter')
+  }, 120_000)
 })

@@ -1,11 +1,28 @@
+import { API_KEY_ENV, createOpenAIDriver } from '@dsh/driver-openai'
 import { createMcpServer, McpError, serveStdio } from '@dsh/mcp'
 import type { Session } from '@dsh/session'
+import type { SubagentDriver } from '@dsh/subagent'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { openHost, warnIfExposed } from '../host-access.js'
 import { controlToolsOf } from './run.js'
 
 /**
- * `dsh mcp [--root R] [--allow-control]`: a Model Context Protocol server on
+ * The driver of children started over MCP: a model over the OpenAI-compatible
+ * API when a key is in the environment (DSH_API_KEY / OPENAI_API_KEY), with
+ * --model / --base-url; otherwise the host's scripted driver, said on stderr.
+ */
+function childDriver(command: ParsedCommand, io: CommandIo): SubagentDriver | undefined {
+  if (!API_KEY_ENV.some((name) => (io.env[name] ?? '').length > 0)) {
+    io.err.write('dsh: no DSH_API_KEY or OPENAI_API_KEY: subagents started over MCP run the scripted demo driver, not a model.\n')
+    return undefined
+  }
+  const model = command.string('model')
+  const baseURL = command.string('base-url')
+  return createOpenAIDriver({ env: io.env, ...(model === undefined ? {} : { model }), ...(baseURL === undefined ? {} : { baseURL }) })
+}
+
+/**
+ * `dsh mcp [--root R] [--allow-control [--model M] [--base-url URL]]`: a Model Context Protocol server on
  * stdin/stdout until the client disconnects. stdout carries the protocol
  * only; warnings go to stderr. Without `--allow-control` the host is opened
  * read-only (nothing in the root is created or written); with it, the
@@ -15,7 +32,11 @@ import { controlToolsOf } from './run.js'
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
   const allowControl = command.flag('allow-control')
-  const host = await openHost(command, allowControl ? { requireExisting: true } : { readOnly: true })
+  const driver = allowControl ? childDriver(command, io) : undefined
+  const host = await openHost(
+    command,
+    allowControl ? { requireExisting: true, ...(driver === undefined ? {} : { driver }) } : { readOnly: true },
+  )
   try {
     warnIfExposed(host.root, io)
     const resolveAgent = async (id: string, signal: AbortSignal): Promise<Session> => {
