@@ -77,7 +77,31 @@ export function expandRow(row: Json, type: RowType, line: number, out: V0Event[]
         ? { type: 'tool-call-delta', index: data.index, id: data.id, name: data.name, argumentsDelta: text }
         : { type: 'tool-call-delta', index: data.index, id: data.id, argumentsDelta: text }
       : { type: type === 'text-chunks' ? 'text-delta' : 'reasoning-delta', index: data.index, text }
-    out.push({ type: 'assistant/chunk', seq: (seq0 as number) + k, time, data: { turn: data.turn, step: data.step, chunk } })
+    out.push(new RowMember((seq0 as number) + k, time, { turn: data.turn, step: data.step, chunk }))
+  }
+}
+
+/**
+ * One event expanded from a packed row. Its shape is canonical by
+ * construction (`{type: 'assistant/chunk', seq, time, data: {turn, step, chunk}}`),
+ * which lets the converter skip the checks an arbitrary line needs.
+ */
+export class RowMember implements V0Event {
+  // Declared in line order, so the instance's keys are the canonical `type, seq, time, data`.
+  readonly type: 'assistant/chunk'
+  readonly seq: number
+  readonly time: number
+  readonly data: {
+    readonly turn: number
+    readonly step: number
+    readonly chunk: { readonly type: string; readonly index: number; readonly text?: string }
+  }
+
+  constructor(seq: number, time: number, data: RowMember['data']) {
+    this.type = 'assistant/chunk'
+    this.seq = seq
+    this.time = time
+    this.data = data
   }
 }
 

@@ -8,6 +8,7 @@ import {
   type StoredSessionEvent,
   type TurnEndReason,
 } from '@dsh/session'
+import { RowMember } from './chunk-rows.js'
 import { ImportV0Error } from './errors.js'
 import type { V0Event, V0Header } from './v0-types.js'
 
@@ -148,7 +149,8 @@ const CONVERTERS: Record<string, (data: unknown) => Converted | undefined> = {
     const chunk = data.chunk
     if (!isObject(chunk) || !inOrder(chunk, ['type', 'index', 'text']) || chunk.type !== 'text-delta') return undefined
     if (typeof chunk.index !== 'number' || typeof chunk.text !== 'string') return undefined
-    const residual: Residual = { step: data.step }
+    // Step 0 is what a chunk without a residual restores to (the native shape): most chunks carry no residual at all.
+    const residual: Residual = data.step === 0 ? {} : { step: data.step }
     orderResidual(data, ['turn', 'step', 'chunk'], residual)
     return { data: { turn: data.turn, index: chunk.index, delta: chunk.text }, residual }
   },
@@ -219,6 +221,7 @@ export const CONVERTED_TYPES: readonly string[] = Object.keys(CONVERTERS)
 
 /** One v0 event as a dsh event (same seq and time). */
 export function toDshEvent(event: V0Event): StoredSessionEvent {
+  if (event instanceof RowMember) return rowMemberEvent(event)
   const seq = SessionSeq(event.seq)
   const extras = envelopeExtras(event)
   const whole = (): StoredSessionEvent => ({ type: V0_EVENT_TYPE, seq, time: event.time, data: event as unknown as JsonValue })
@@ -236,6 +239,18 @@ export function toDshEvent(event: V0Event): StoredSessionEvent {
   const residual = { ...converted.residual, ...extras }
   const data = Object.keys(residual).length === 0 ? converted.data : { ...converted.data, [V0_RESIDUAL_KEY]: residual }
   return { type: event.type, seq, time: event.time, data: data as JsonValue }
+}
+
+/** The conversion of a row member, without the checks its canonical shape makes moot (same result as the general path). */
+function rowMemberEvent(member: RowMember): StoredSessionEvent {
+  const { turn, step, chunk } = member.data
+  const seq = member.seq as SessionSeq
+  if (chunk.type !== 'text-delta') return { type: `${V0_PREFIX}assistant/chunk`, seq, time: member.time, data: member.data as JsonValue }
+  const data =
+    step === 0
+      ? { turn, index: chunk.index, delta: chunk.text as string }
+      : { turn, index: chunk.index, delta: chunk.text as string, [V0_RESIDUAL_KEY]: { step } }
+  return { type: 'assistant/chunk', seq, time: member.time, data }
 }
 
 function ordered(data: Json, order: unknown): Json {
@@ -261,7 +276,11 @@ const RESTORERS: Record<string, (data: Json, r: Residual) => Json> = {
     content: Object.hasOwn(r, 'content') ? r.content : [{ type: 'text', text: data.text }],
     source: r.source,
   }),
-  'assistant/chunk': (data, r) => ({ turn: data.turn, step: r.step, chunk: { type: 'text-delta', index: data.index, text: data.delta } }),
+  'assistant/chunk': (data, r) => ({
+    turn: data.turn,
+    step: r.step ?? 0,
+    chunk: { type: 'text-delta', index: data.index, text: data.delta },
+  }),
   'assistant/message': (data, r) => {
     const message = r.message as Json
     const restored: Json = {

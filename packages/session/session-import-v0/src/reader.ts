@@ -90,7 +90,7 @@ export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<m
   const parser = new LineParser()
   let tornBytes = 0
   if (compression === 'zstd') {
-    const { frames, torn, tornBytes: tornFrameBytes } = decodeFrames(bytes)
+    const { frames, plain, ends, torn, tornBytes: tornFrameBytes } = decodeFrames(bytes)
     const first = frames[0]
     if (first === undefined) {
       throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
@@ -99,16 +99,18 @@ export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<m
       throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'Frame 0 must hold exactly the header line.')
     }
     parser.header(first.toString('utf8', 0, first.length - 1))
-    for (let i = 1; i < frames.length; i++) {
-      const frame = frames[i] as Buffer
-      if (frame.length === 0) continue
-      if (frame[frame.length - 1] !== 0x0a) {
+    // Every later frame is whole lines; then the frames' plaintext is read as one run of lines.
+    for (let i = 1; i < ends.length; i++) {
+      const end = ends[i] as number
+      if (end === ends[i - 1]) continue
+      if (plain[end - 1] !== 0x0a) {
         throw new ImportV0Error('IMPORT_V0_BAD_JSON', `Frame ${i} is complete but ends inside a line (a batch is whole lines).`, {
           details: { frame: i },
         })
       }
-      parser.lines(frame.toString('utf8', 0, frame.length - 1))
     }
+    const bodyStart = ends[0] as number
+    if (plain.length > bodyStart) parser.lines(plain.toString('utf8', bodyStart, plain.length - 1))
     tornBytes = tornFrameBytes
     if (torn !== undefined) {
       const end = torn.lastIndexOf(0x0a)

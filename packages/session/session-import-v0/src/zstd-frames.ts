@@ -23,6 +23,10 @@ const SKIPPABLE_MAGIC = 0x184d2a50
 export interface DecodedFrames {
   /** The plaintext of each complete frame, in order. */
   readonly frames: Buffer[]
+  /** The plaintext of every complete frame, contiguous (`frames` are views into it). */
+  readonly plain: Buffer
+  /** Where each complete frame's plaintext ends in `plain`. */
+  readonly ends: number[]
   /** What an incomplete final frame decoded to before the tear (possibly empty); `undefined` when the log ends on a frame boundary. */
   readonly torn: Buffer | undefined
   /** Bytes of the incomplete final frame (0 without one). */
@@ -36,14 +40,22 @@ function dctx(): Binding.DCtx {
   return sharedDctx
 }
 
-/** Splits and decodes the frames of a v0 zstd log (at most `maxFrames` complete ones). Throws `ImportV0Error` with a frame-level code. */
+/**
+ * Splits and decodes the frames of a v0 zstd log (at most `maxFrames` complete
+ * ones). Throws `ImportV0Error` with a frame-level code. Frames whose header
+ * states their content size (as every harness frame does) decode straight
+ * into one shared buffer, without a copy per frame.
+ */
 export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY): DecodedFrames {
-  const frames: Buffer[] = []
+  const spans: { offset: number; size: number; content: number | null }[] = []
   let offset = 0
-  const ctx = dctx()
-  while (offset < bytes.length && frames.length < maxFrames) {
+  let torn: { rest: Buffer; offset: number } | undefined
+  while (offset < bytes.length && spans.length < maxFrames) {
     const rest = bytes.subarray(offset)
-    if (rest.length < 4) return { frames, torn: Buffer.alloc(0), tornBytes: rest.length }
+    if (rest.length < 4) {
+      torn = { rest, offset }
+      break
+    }
     const magic = rest.readUInt32LE(0)
     if (magic !== ZSTD_MAGIC) {
       if (offset === 0 || (magic & SKIPPABLE_MASK) >>> 0 === SKIPPABLE_MAGIC) {
@@ -55,9 +67,9 @@ export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY
       }
       throw new ImportV0Error(
         'IMPORT_V0_DAMAGED_FRAME',
-        `Frame ${frames.length} at offset ${offset} does not start with the zstd magic; the log is damaged there.`,
+        `Frame ${spans.length} at offset ${offset} does not start with the zstd magic; the log is damaged there.`,
         {
-          details: { offset, frame: frames.length },
+          details: { offset, frame: spans.length },
         },
       )
     }
@@ -66,12 +78,59 @@ export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY
       size = binding.findFrameCompressedSize(rest)
     } catch {
       // Not a complete frame: the torn tail (keep what it decodes to), or damage we only learn about by decoding.
-      return { frames, ...decodeTorn(ctx, rest, offset, frames.length) }
+      torn = { rest, offset }
+      break
     }
-    frames.push(decodeComplete(ctx, rest.subarray(0, size), offset, frames.length))
+    let content: number | null
+    try {
+      content = binding.getFrameContentSize(rest)
+    } catch (error) {
+      throw frameError(error, offset, spans.length)
+    }
+    spans.push({ offset, size, content })
     offset += size
   }
-  return { frames, torn: undefined, tornBytes: 0 }
+  const ctx = dctx()
+  const known = spans.every((span) => span.content !== null)
+  let plain: Buffer
+  const ends: number[] = []
+  if (known) {
+    plain = Buffer.allocUnsafe(spans.reduce((n, span) => n + (span.content as number), 0))
+    let at = 0
+    spans.forEach((span, index) => {
+      at += decodeInto(
+        ctx,
+        bytes.subarray(span.offset, span.offset + span.size),
+        plain.subarray(at, at + (span.content as number)),
+        span.offset,
+        index,
+      )
+      ends.push(at)
+    })
+  } else {
+    const parts = spans.map((span, index) => decodeComplete(ctx, bytes.subarray(span.offset, span.offset + span.size), span.offset, index))
+    plain = Buffer.concat(parts)
+    let at = 0
+    for (const part of parts) {
+      at += part.length
+      ends.push(at)
+    }
+  }
+  const frames = ends.map((end, i) => plain.subarray(i === 0 ? 0 : (ends[i - 1] as number), end))
+  if (torn === undefined) return { frames, plain, ends, torn: undefined, tornBytes: 0 }
+  if (torn.rest.length < 4) return { frames, plain, ends, torn: Buffer.alloc(0), tornBytes: torn.rest.length }
+  return { frames, plain, ends, ...decodeTorn(ctx, torn.rest, torn.offset, spans.length) }
+}
+
+function decodeInto(ctx: Binding.DCtx, frame: Buffer, out: Buffer, offset: number, index: number): number {
+  try {
+    ctx.reset(binding.ResetDirective.sessionOnly)
+    const written = ctx.decompress(out, frame)
+    if (written !== out.length) throw new Error(`frame decoded to ${written} bytes, its header says ${out.length}`)
+    return written
+  } catch (error) {
+    throw frameError(error, offset, index)
+  }
 }
 
 function decodeComplete(ctx: Binding.DCtx, frame: Buffer, offset: number, index: number): Buffer {

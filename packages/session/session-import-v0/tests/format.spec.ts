@@ -13,6 +13,7 @@ import {
   parseV0Log,
   projectKey,
   readV0Log,
+  toDshEvent,
   v0LogBytes,
   v0LogPath,
   writeV0Log,
@@ -110,6 +111,8 @@ describe('v0 frames and lines', () => {
       const log = parseV0Log(bytes, compression)
       expect(log.packedRows).toBe(2)
       expect(log.events).toEqual(b.events)
+      // Row members take a shortcut through the converter; it must agree with the general path.
+      for (const event of log.events) expect(toDshEvent(event)).toEqual(toDshEvent(JSON.parse(JSON.stringify(event))))
     }
     const tool = new V0Builder()
     for (const piece of ['{"pa', 'th":', '"x"}'])

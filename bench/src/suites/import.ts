@@ -1,0 +1,246 @@
+// import: `importV0` of one deepseek-harness v0 session whose decompressed
+// JSONL is 100 MiB — harness-shaped events (turns, steps, request headers,
+// streamed text deltas packed into `text-chunks` rows as the harness writes
+// them by default, assistant messages with content blocks, tool calls and
+// code-like tool results), one zstd frame per turn — into a fresh JSONL dsh
+// root, against the least any reader of that file does: read it, decompress
+// every frame and `JSON.parse` every line (issue 16). The subject does
+// everything an import does: reads and checks every frame, expands the rows,
+// converts every event, compares with the (empty) target and appends durably
+// (zstd frames, CRC trailers, fsync). Ratio = subject / baseline; target <= 2.
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { importV0, packChunkRuns, type V0Event, writeV0Log } from '@dsh/session-import-v0'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { decompress } from 'zstd-napi'
+import { type BenchDefinition, time } from '../harness.js'
+
+const PLAINTEXT_BYTES = 100 * 1024 * 1024
+const ID = 'bench-import'
+
+/** A deterministic pseudo-random source (so every run imports the same session). */
+function random(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * Turns of a harness session, one array per turn (= one append batch = one
+ * frame). Stops once the lines the harness writes for them (delta runs packed
+ * into rows) add up to `plaintextBytes`.
+ */
+export function harnessTurns(plaintextBytes: number, seed = 16): V0Event[][] {
+  const rand = random(seed)
+  const syllables = [
+    'ka',
+    'to',
+    're',
+    'mi',
+    'sen',
+    'dar',
+    'lo',
+    've',
+    'qu',
+    'in',
+    'ex',
+    'con',
+    'fig',
+    'port',
+    'al',
+    'ter',
+    'pro',
+    'cess',
+    'val',
+    'ue',
+  ]
+  const vocabulary = Array.from({ length: 3000 }, (_, i) => {
+    let word = ''
+    for (let n = 1 + (i % 3) + Math.floor(rand() * 2); n > 0; n--) word += syllables[Math.floor(rand() * syllables.length)]!
+    return word
+  })
+  const word = (): string => vocabulary[Math.floor(vocabulary.length * rand() ** 3)]!
+  const words = (n: number): string => Array.from({ length: n }, word).join(' ')
+  const codeLine = (): string =>
+    `${'  '.repeat(Math.floor(rand() * 4))}${rand() < 0.3 ? 'const' : rand() < 0.5 ? 'return' : 'if'} ${word()}_${word()} = ${word()}(${word()}, ${Math.floor(rand() * 1000)})${rand() < 0.5 ? ';' : ' {'}`
+  const system = Array.from({ length: 120 }, () => words(12)).join('\n')
+  const tools = ['read_file', 'bash', 'grep', 'edit'].map((name) => ({
+    name,
+    description: words(20),
+    parameters: { type: 'object', properties: { path: { type: 'string' } } },
+  }))
+  const turns: V0Event[][] = []
+  let seq = 0
+  let clock = 1_760_000_000_000
+  let bytes = 0
+  const add = (into: V0Event[], type: string, data: unknown, extras: Partial<V0Event> = {}): number => {
+    clock += 1 + Math.floor(rand() * 40)
+    const event = { type, seq: seq++, time: clock, data, ...extras }
+    into.push(event)
+    return event.seq
+  }
+  for (let turn = 1; bytes < plaintextBytes; turn++) {
+    const events: V0Event[] = []
+    add(events, 'turn/start', { turn })
+    add(
+      events,
+      'user/message',
+      { id: `u${turn}`, role: 'user', content: [{ type: 'text', text: words(8 + Math.floor(rand() * 40)) }], source: { kind: 'user' } },
+      { surfaceOp: 'append' },
+    )
+    add(events, 'step/start', { turn, step: 0 })
+    if (turn % 25 === 1)
+      add(
+        events,
+        'request/header',
+        { header: { config: { provider: 'deepseek', model: 'deepseek-chat' }, system, tools }, reason: turn === 1 ? 'initial' : 'change' },
+        { ignorable: true },
+      )
+    const chunkSeqs: number[] = []
+    chunkSeqs.push(add(events, 'assistant/chunk', { turn, step: 0, chunk: { type: 'block-start', index: 0, blockType: 'text' } }))
+    const chunks = 40 + Math.floor(rand() * 360)
+    let text = ''
+    for (let i = 0; i < chunks; i++) {
+      const delta = (i === 0 ? '' : ' ') + words(1 + Math.floor(rand() * 4))
+      text += delta
+      chunkSeqs.push(add(events, 'assistant/chunk', { turn, step: 0, chunk: { type: 'text-delta', index: 0, text: delta } }))
+    }
+    chunkSeqs.push(add(events, 'assistant/chunk', { turn, step: 0, chunk: { type: 'finish', reason: { kind: 'tool-calls' } } }))
+    const calls = 1 + Math.floor(rand() * 2)
+    const content: unknown[] = [{ type: 'text', text }]
+    for (let c = 0; c < calls; c++)
+      content.push({ type: 'tool-call', id: `call_${turn}_${c}`, name: 'read_file', arguments: `{"path":"/work/src/${word()}.ts"}` })
+    add(
+      events,
+      'assistant/message',
+      {
+        turn,
+        step: 0,
+        message: { id: `a${turn}`, role: 'assistant', content, source: { kind: 'model', provider: 'deepseek', model: 'deepseek-chat' } },
+        usage: { inputTokens: 1000 + Math.floor(rand() * 50_000), outputTokens: chunks * 3 },
+      },
+      { sourceEventSeqs: chunkSeqs, surfaceOp: 'append' },
+    )
+    for (let c = 0; c < calls; c++) {
+      const callId = `call_${turn}_${c}`
+      add(events, 'tool/call', { turn, step: 0, callId, name: 'read_file', arguments: `{"path":"/work/src/${word()}.ts"}` })
+      const result = Array.from({ length: 20 + Math.floor(rand() * 120) }, codeLine).join('\n')
+      add(
+        events,
+        'tool/result',
+        {
+          turn,
+          step: 0,
+          message: {
+            id: `r${turn}_${c}`,
+            role: 'user',
+            content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text: result }], isError: false }],
+            source: { kind: 'tool', callId },
+          },
+        },
+        { surfaceOp: 'append' },
+      )
+    }
+    add(events, 'step/end', { turn, step: 0 })
+    add(events, 'turn/end', { turn, reason: { kind: 'completed' } })
+    for (const record of packChunkRuns(events)) bytes += Buffer.byteLength(JSON.stringify(record)) + 1
+    turns.push(events)
+  }
+  return turns
+}
+
+/** The least a reader does with a `text-chunks` row: one event per member (no validation). */
+function expandTexts(
+  row: { seq0: number; time0: number; data: { turn: number; step: number; index: number; dt: number[]; texts: string[] } },
+  into: unknown[],
+): void {
+  let time = row.time0
+  const { turn, step, index, dt, texts } = row.data
+  for (let k = 0; k < texts.length; k++) {
+    if (k > 0) time += dt[k - 1]!
+    into.push({
+      type: 'assistant/chunk',
+      seq: row.seq0 + k,
+      time,
+      data: { turn, step, chunk: { type: 'text-delta', index, text: texts[k] } },
+    })
+  }
+}
+
+let from = ''
+let file = ''
+let events = 0
+let plaintextBytes = 0
+let fileMiB = 0
+let lastImport: { appends: number; storedMiB: number } | undefined
+
+const definition: BenchDefinition = {
+  name: 'import',
+  unit: 'ms per import of a 100 MiB-plaintext v0 session',
+  target: 2,
+  compare: 'le',
+  repeats: 5,
+  async setup() {
+    from = mkdtempSync(join(tmpdir(), 'dsh-bench-import-v0-'))
+    const turns = harnessTurns(PLAINTEXT_BYTES)
+    events = turns.reduce((n, t) => n + t.length, 0)
+    file = await writeV0Log(from, { id: ID, createdAt: 1_760_000_000_000, cwd: '/work', delegationDepth: 0 }, turns)
+  },
+  teardown() {
+    fileMiB = +(statSync(file).size / 2 ** 20).toFixed(2)
+    rmSync(from, { recursive: true, force: true })
+  },
+  baseline: {
+    label: 'read + decompress every frame + JSON.parse every line + expand packed rows into their events',
+    async run() {
+      return time(() => {
+        const text = decompress(readFileSync(file)).toString('utf8')
+        plaintextBytes = text.length
+        const parsed: unknown[] = []
+        for (let start = 0, end = text.indexOf('\n'); end !== -1; start = end + 1, end = text.indexOf('\n', start)) {
+          const record = JSON.parse(text.slice(start, end))
+          if (record.type === 'text-chunks') expandTexts(record, parsed)
+          else parsed.push(record)
+        }
+        if (parsed.length !== events + 1) throw new Error(`the baseline read ${parsed.length - 1} events, expected ${events}`)
+      })
+    },
+  },
+  subject: {
+    label: 'importV0 into a fresh JSONL root (read, check, expand, convert, durable appends)',
+    async run() {
+      const root = mkdtempSync(join(tmpdir(), 'dsh-bench-import-dsh-'))
+      const persistence = createJsonlPersistence({ root })
+      try {
+        const ms = await time(async () => {
+          const report = await importV0({ from, persistence })
+          const result = report.sessions[0]
+          if (report.imported !== 1 || result?.events !== events)
+            throw new Error(`import did not import the session: ${JSON.stringify(report)}`)
+          lastImport = { appends: report.appends, storedMiB: 0 }
+        })
+        lastImport = { appends: lastImport?.appends ?? 0, storedMiB: +(statSync(persistence.logPath(ID)).size / 2 ** 20).toFixed(2) }
+        return ms
+      } finally {
+        await persistence.close()
+        rmSync(root, { recursive: true, force: true })
+      }
+    },
+  },
+  extra() {
+    return {
+      events,
+      decompressedMiB: +(plaintextBytes / 2 ** 20).toFixed(1),
+      fileMiB,
+      ...lastImport,
+    }
+  },
+}
+
+export default definition
