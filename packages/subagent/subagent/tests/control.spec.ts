@@ -1,6 +1,6 @@
 import { isDshError } from '@dsh/context'
 import type { Session, StoredSessionEvent } from '@dsh/session'
-import { MemoryPersistenceStorage } from '@dsh/session-persistence'
+import { createMemoryPersistence, MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentDriver, type SubagentRun, type SubagentTool } from '../src/index.js'
 import { createHost, gate, type Host, type HostOptions, holdScript } from './helpers.js'
@@ -441,5 +441,43 @@ describe('descriptor capabilities honoured by the runtime', () => {
         isError: true,
       },
     ])
+  })
+})
+
+describe('input that arrives while a child is going cold', () => {
+  it('waits for the child to settle, then resumes it cold with the message (nothing appended to a closed session)', async () => {
+    const real = createMemoryPersistence({ storage: new MemoryPersistenceStorage() })
+    const stall = gate()
+    let stalled: (() => void) | undefined
+    // A persistence that holds the batch carrying the run's end: the child is frozen inside its final flush.
+    const persistence = new Proxy(real, {
+      get(target, key, receiver) {
+        if (key === 'append') {
+          return async (...args: Parameters<typeof real.append>) => {
+            if (args[1].some((event) => event.type === 'subagent/end')) {
+              stalled?.()
+              await stall.promise
+            }
+            return target.append(...args)
+          }
+        }
+        const value = Reflect.get(target, key, receiver)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const h = await host({ persistence })
+    const parent = h.sessions.create()
+    const reachedFlush = new Promise<void>((resolve) => (stalled = resolve))
+    const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'c', context: 'fresh', prompt: 'one' })
+    await reachedFlush
+    expect(h.runtime.isRunning(child.id)).toBe(true)
+    const sending = h.runtime.send(child.id, { caller: parent, text: 'two' })
+    stall.open()
+    const sent = await sending
+    expect(sent.status).toBe('started')
+    if (sent.status === 'started') expect((await sent.handle.done).text).toBe('Done: two')
+    expect(h.errors).toEqual([])
+    const events = (await h.persistence!.inspect(child.id)).events
+    expect(events.filter((e) => e.type === 'subagent/start').map((e) => (e.data as { kind: string }).kind)).toEqual(['spawn', 'resume'])
   })
 })
