@@ -1,0 +1,100 @@
+// pg-append: one durable append of a 1 KiB batch through the PostgreSQL
+// backend (encode, zstd, CRC, the one-statement append with its
+// expected-offset check, change row and NOTIFY, commit) against a raw
+// parameterised INSERT of the same bytes, autocommitted (INSERT + COMMIT in
+// one round trip), over the same pool and server — issue 13. Both run
+// against a throwaway cluster with the server's default durability
+// (fsync on, synchronous_commit on). Ratio = subject / baseline; target <= 1.3.
+import { parseSessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import pg from 'pg'
+import { type BenchDefinition, median, time } from '../harness.js'
+
+const APPENDS = 300
+const BATCH_BYTES = 1024
+
+let cluster: TestCluster | undefined
+let pool: pg.Pool | undefined
+let persistence: PostgresPersistence | undefined
+let next = 0
+let plain = Buffer.alloc(0)
+const target = {
+  header: parseSessionHeader({ version: 1, id: 'bench-append', createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0 }),
+  inheritedEventCount: SessionLogOffset(0),
+}
+const perAppend: { raw: number[]; durable: number[] } = { raw: [], durable: [] }
+
+/** A batch of about 1 KiB of JSONL: a few streamed chunks of prose. */
+function batch(from: number): StoredSessionEvent[] {
+  const events: StoredSessionEvent[] = []
+  let bytes = 0
+  for (let i = 0; bytes < BATCH_BYTES - 120; i++) {
+    const event = {
+      type: 'assistant/chunk',
+      seq: SessionSeq(from + i),
+      time: 1_700_000_000_000 + from + i,
+      data: { turn: 1, index: from + i, delta: `step ${from + i}: reading the file and checking the change against the tests ` },
+    }
+    bytes += JSON.stringify(event).length + 1
+    events.push(event)
+  }
+  return events
+}
+
+const definition: BenchDefinition = {
+  name: 'pg-append',
+  unit: 'ms per durable 1 KiB batch',
+  target: 1.3,
+  compare: 'le',
+  repeats: 7,
+  async setup() {
+    cluster = await startTestCluster()
+    pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 4 })
+    persistence = await createPostgresPersistence({ pool })
+    await pool.query('CREATE TABLE bench_raw (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body bytea NOT NULL)')
+    const sample = batch(0)
+    plain = Buffer.from(sample.map((e) => `${JSON.stringify(e)}\n`).join(''), 'utf8')
+    await persistence.append(target, [])
+  },
+  async teardown() {
+    await persistence?.close()
+    await pool?.end()
+    await cluster?.stop()
+  },
+  baseline: {
+    label: 'raw parameterised INSERT of the same bytes, autocommitted, same pool',
+    async run() {
+      const ms = await time(async () => {
+        for (let i = 0; i < APPENDS; i++) await pool!.query('INSERT INTO bench_raw (body) VALUES ($1)', [plain])
+      })
+      perAppend.raw.push(ms / APPENDS)
+      return ms / APPENDS
+    },
+  },
+  subject: {
+    label: 'PostgresPersistence.append of a 1 KiB batch',
+    async run() {
+      const ms = await time(async () => {
+        for (let i = 0; i < APPENDS; i++) {
+          const events = batch(next)
+          await persistence!.append(target, events)
+          next += events.length
+        }
+      })
+      perAppend.durable.push(ms / APPENDS)
+      return ms / APPENDS
+    },
+  },
+  extra() {
+    return {
+      appendsPerSample: APPENDS,
+      plaintextBytesPerBatch: plain.length,
+      eventsPerBatch: batch(0).length,
+      medianMsPerAppend: { raw: median(perAppend.raw), durable: median(perAppend.durable) },
+      server: 'PostgreSQL 15, throwaway cluster on 127.0.0.1, fsync on, synchronous_commit on',
+    }
+  },
+}
+
+export default definition
