@@ -319,8 +319,18 @@ describe('subagentControlTools', () => {
 
   it('needs the calling agent, and rejects input that fails its schema, for every tool', async () => {
     const { runtime, parent } = await host()
+    const valid: Record<string, unknown> = {
+      subagent: { prompt: 'p' },
+      send_message: { id: 'c', message: 'm' },
+      wait_agents: { ids: ['c'] },
+      interrupt_agent: { id: 'c' },
+      close_agent: { id: 'c' },
+      report: { message: 'm' },
+      list_agents: {},
+    }
     for (const tool of subagentControlTools(runtime)) {
-      expect(await codeOf(tool.execute({}, { agent: { id: '' } }))).toMatch(/^TOOL_SUBAGENT_CONTROL_INVALID_(CONTEXT|INPUT)$/)
+      expect(await codeOf(tool.execute(valid[tool.name], { agent: { id: '' } }))).toBe('TOOL_SUBAGENT_CONTROL_INVALID_CONTEXT')
+      expect(await codeOf(tool.execute(valid[tool.name], undefined as never))).toBe('TOOL_SUBAGENT_CONTROL_INVALID_CONTEXT')
       const error = await tool.execute({ surprise: true }, { agent: parent }).then(
         () => undefined,
         (e: unknown) => e,
