@@ -72,7 +72,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   mcp: {
     summary: 'Model Context Protocol server on stdio (read tools; control tools with --allow-control)',
-    options: { 'allow-control': { type: 'boolean', help: 'also offer the subagent-control tools (they write to the root)' } },
+    options: {
+      'allow-control': { type: 'boolean', help: 'also offer the subagent-control tools (they write to the root)' },
+      model: { type: 'string', value: 'M', help: 'with --allow-control and DSH_API_KEY: the model children run on' },
+      'base-url': { type: 'string', value: 'URL', help: 'with --allow-control and DSH_API_KEY: the Chat Completions base URL' },
+    },
     load: () => import('./commands/mcp.js'),
   },
   import: {
