@@ -323,23 +323,35 @@ export class SubagentRuntime {
     if (typeof options.text !== 'string') throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', 'A message to a subagent must be a string.')
     const sessions = this.#sessions()
     const caller = this.#liveCaller(sessions, options.caller, 'SUBAGENT_UNAUTHORIZED')
+    // Two messages racing to one cold child: the loser finds it busy and queues behind the winner.
+    for (let attempt = 0; ; attempt++) {
+      const queued = this.#queue(sessions, caller, childId, options.text)
+      if (queued !== undefined) return queued
+      try {
+        const handle = await this.resume(childId, { caller, prompt: options.text }, signal)
+        return { status: 'started', handle }
+      } catch (error) {
+        if (!isDshError(error, 'SUBAGENT_BUSY') || attempt >= 2) throw error
+      }
+    }
+  }
+
+  /** Queues `text` on a busy (not settling) child; `undefined` when the child is not busy. */
+  #queue(sessions: SessionStore, caller: Session, childId: string, text: string): SendResult | undefined {
     const state = this.#busy.get(childId)
     const live = sessions.get(childId)
-    if (state !== undefined && state.settling !== true && live !== undefined) {
-      if (live.header.origin !== 'subagent' || live.header.parentSession !== caller.id) {
-        throw new SubagentError(
-          'SUBAGENT_UNAUTHORIZED',
-          `Session '${childId}' is not a subagent of '${caller.id}'; only its parent may send it input.`,
-        )
-      }
-      if (state.identity.mode !== 'continuable') throw notResumable(childId)
-      if (state.stop === 'close') throw closed(childId)
-      const event = live.append(SUBAGENT_QUEUED_EVENT, { from: caller.id, text: options.text })
-      state.inbox.push({ seq: event.seq, text: options.text })
-      return { status: 'queued', position: state.inbox.length }
+    if (state === undefined || state.settling === true || live === undefined) return undefined
+    if (live.header.origin !== 'subagent' || live.header.parentSession !== caller.id) {
+      throw new SubagentError(
+        'SUBAGENT_UNAUTHORIZED',
+        `Session '${childId}' is not a subagent of '${caller.id}'; only its parent may send it input.`,
+      )
     }
-    const handle = await this.resume(childId, { caller, prompt: options.text }, signal)
-    return { status: 'started', handle }
+    if (state.identity.mode !== 'continuable') throw notResumable(childId)
+    if (state.stop === 'close') throw closed(childId)
+    const event = live.append(SUBAGENT_QUEUED_EVENT, { from: caller.id, text })
+    state.inbox.push({ seq: event.seq, text })
+    return { status: 'queued', position: state.inbox.length }
   }
 
   /**

@@ -481,3 +481,18 @@ describe('input that arrives while a child is going cold', () => {
     expect(events.filter((e) => e.type === 'subagent/start').map((e) => (e.data as { kind: string }).kind)).toEqual(['spawn', 'resume'])
   })
 })
+
+describe('messages racing to one cold child', () => {
+  it('starts it once and queues the others behind, in the order they were sent', async () => {
+    const { driver, runs, hold } = gatedDriver()
+    const h = await host({ driver })
+    const parent = h.sessions.create({ id: 'parent' })
+    await h.runtime.spawn(parent, { mode: 'continuable', label: 'w', context: 'fresh', prompt: 'first', id: 'w' }).done
+    const release = hold('a')
+    const results = await Promise.all(['a', 'b', 'c'].map((text) => h.runtime.send('w', { caller: parent, text })))
+    expect(results.map((r) => r.status)).toEqual(['started', 'queued', 'queued'])
+    release()
+    await h.runtime.wait(['w'], { caller: parent })
+    expect(runs.map((r) => r.prompt)).toEqual(['first', 'a', 'b', 'c'])
+  })
+})
