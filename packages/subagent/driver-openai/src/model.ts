@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
@@ -141,7 +142,8 @@ async function streamOnce(
   if (request.signal.aborted) throw cancelled()
   const toolCalls = calls
     .filter((call) => call !== undefined && call.name.length > 0)
-    .map((call, index) => ({ id: call.id.length > 0 ? call.id : `call_${index}`, name: call.name, arguments: call.arguments }))
+    // Some servers send no call id: make one that cannot collide with another step's.
+    .map((call) => ({ id: call.id.length > 0 ? call.id : `call_${randomUUID()}`, name: call.name, arguments: call.arguments }))
   return { text, toolCalls, usage, finishReason }
 }
 

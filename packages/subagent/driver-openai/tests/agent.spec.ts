@@ -219,6 +219,26 @@ describe('runAgent over a Chat Completions server', () => {
     expect(types(session).at(-1)).toBe('turn/end')
   })
 
+  it('gives calls from a server that sends no ids distinct ids, and pairs each result with its call', async () => {
+    server = await startModelServer([
+      callTools([{ id: '', name: 'add', arguments: '{"a":1,"b":1}' }]),
+      callTools([{ id: '', name: 'add', arguments: '{"a":2,"b":2}' }]),
+      answer(['2 and 4']),
+    ])
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
+    expect((await runAgent({ client, session, prompt: 'x', tools: [addTool], signal: new AbortController().signal })).reason).toBe(
+      'completed',
+    )
+    const calls = ofType(session.events, 'tool/call') as { callId: string }[]
+    expect(new Set(calls.map((call) => call.callId)).size).toBe(2)
+    const last = server.requests[2]!.body.messages.filter((m) => m.role === 'tool')
+    expect(last.map((m) => [m.tool_call_id, m.content])).toEqual([
+      [calls[0]!.callId, '2'],
+      [calls[1]!.callId, '4'],
+    ])
+  })
+
   it('stops a model that never stops calling tools at the step limit', async () => {
     server = await startModelServer(() => callTools([{ id: 'again', name: 'add', arguments: '{"a":1,"b":2}' }]))
     const { client } = testClient(server.baseURL)

@@ -160,7 +160,12 @@ function stream(res: ServerResponse, request: ChatRequestBody, reply: Extract<Re
   }
   const calls = reply.toolCalls ?? []
   calls.forEach((call, index) => {
-    send([choice({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] })])
+    // An empty id is left out, as some servers do.
+    send([
+      choice({
+        tool_calls: [{ index, ...(call.id === '' ? {} : { id: call.id }), type: 'function', function: { name: call.name, arguments: '' } }],
+      }),
+    ])
     // Arguments arrive in fragments, as real servers send them.
     for (let at = 0; at < call.arguments.length; at += 7) {
       send([choice({ tool_calls: [{ index, function: { arguments: call.arguments.slice(at, at + 7) } }] })])
