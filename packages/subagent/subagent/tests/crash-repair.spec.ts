@@ -54,11 +54,20 @@ describe('crash repair (session-persistence repair.ts)', () => {
   it('load() commits it: a parent stopped mid tool call (here: waiting on a child) resumes with no dangling call', async () => {
     const storage = new MemoryPersistenceStorage()
     const hold = gate()
-    const blocking: SubagentTool = { name: 'block', description: '', jsonSchema: {}, execute: () => hold.promise }
+    const entered = gate()
+    const blocking: SubagentTool = {
+      name: 'block',
+      description: '',
+      jsonSchema: {},
+      execute: () => {
+        entered.open()
+        return hold.promise
+      },
+    }
     const first = await createHost({ storage, driver: createScriptedDriver([{ kind: 'call', name: 'block' }]), tools: () => [blocking] })
     const parent = first.sessions.create({ id: 'p' })
     first.runtime.drive(parent, { prompt: 'go' })
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    await entered.promise
     await first.sessions.flush(parent)
     const before = (await first.persistence!.inspect('p' as never)).events
     expect(before.at(-1)).toMatchObject({ type: 'tool/call', data: { name: 'block' } })

@@ -145,9 +145,17 @@ function danglingCalls(events: readonly StoredSessionEvent[]): string[] {
   return calls.filter((id) => results.filter((r) => r === id).length !== 1)
 }
 
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2000 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 5))
-  if (!condition()) throw new Error(`timed out waiting for ${what}`)
+/** Resolves once `session`'s log holds an event matching `test` (already there, or when it is appended). */
+function eventuallyLogged(ctx: Context, session: Session, test: (event: StoredSessionEvent) => boolean): Promise<void> {
+  if (session.events.some(test)) return Promise.resolve()
+  return new Promise((resolve) => {
+    const off = ctx.on('session/event', (s, event) => {
+      if (s === session && test(event)) {
+        off()
+        resolve()
+      }
+    })
+  })
 }
 
 describe('delegation end to end, over real JSONL files and two restarts', () => {
@@ -196,10 +204,7 @@ describe('delegation end to end, over real JSONL files and two restarts', () => 
     ])
 
     // The watcher reported; an unrelated session may not interrupt it.
-    await until(
-      () => parent.events.some((e) => e.type === 'subagent/notice' && (e.data as { kind: string }).kind === 'report'),
-      'the report',
-    )
+    await eventuallyLogged(first.ctx, parent, (e) => e.type === 'subagent/notice' && (e.data as { kind: string }).kind === 'report')
     const stranger = first.sessions.create({ id: 'stranger' })
     const interrupt = subagentControlTools(first.runtime, { filter: ['interrupt_agent'] })[0]!
     await expect(interrupt.execute({ id: watcher }, { agent: stranger })).rejects.toMatchObject({ code: 'SUBAGENT_UNAUTHORIZED' })
