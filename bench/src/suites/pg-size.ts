@@ -1,0 +1,81 @@
+// pg-size: the total relation size of a realistic transcript's stored events
+// in PostgreSQL (the batches table with its TOAST table and indexes, as
+// `pg_total_relation_size` reports it) against the same events as plain
+// JSONL — issue 13. One durable batch per turn, as the coordinator writes a
+// live session (the JSONL `size` suite's corpus and batching). Sizes are
+// deterministic (after CHECKPOINT), so the runs only repeat them.
+// Ratio = subject / baseline; target <= 0.35.
+import type { StoredSessionEvent } from '@dsh/session'
+import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import pg from 'pg'
+import type { BenchDefinition } from '../harness.js'
+import { benchHeader, realisticTurns } from './inspect.js'
+
+const PLAINTEXT_BYTES = 20 * 1024 * 1024
+
+let cluster: TestCluster | undefined
+let pool: pg.Pool | undefined
+let persistence: PostgresPersistence | undefined
+let turns: StoredSessionEvent[][] = []
+let plainBytes = 0
+let relationBytes = 0
+const parts: Record<string, number> = {}
+
+async function size(sql: string): Promise<number> {
+  return Number((await pool!.query<{ n: string }>(sql)).rows[0]!.n)
+}
+
+const definition: BenchDefinition = {
+  name: 'pg-size',
+  unit: 'bytes',
+  target: 0.35,
+  compare: 'le',
+  repeats: 3,
+  async setup() {
+    cluster = await startTestCluster({ settings: { fsync: 'off' } })
+    pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 2 })
+    persistence = await createPostgresPersistence({ pool })
+    turns = realisticTurns(PLAINTEXT_BYTES, 11)
+    plainBytes = turns.flat().reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e)) + 1, 0)
+    const target = { header: benchHeader('bench-pg-size'), inheritedEventCount: 0 as never }
+    for (const events of turns) await persistence.append(target, events)
+    await pool.query('VACUUM ANALYZE dsh_batches')
+    await pool.query('CHECKPOINT')
+    relationBytes = await size("SELECT pg_total_relation_size('dsh_batches')::text AS n")
+    parts.heap = await size("SELECT pg_relation_size('dsh_batches')::text AS n")
+    parts.toast = await size(
+      "SELECT coalesce(pg_total_relation_size(reltoastrelid), 0)::text AS n FROM pg_class WHERE relname = 'dsh_batches'",
+    )
+    parts.indexes = await size("SELECT pg_indexes_size('dsh_batches')::text AS n")
+    parts.bodies = await size('SELECT sum(octet_length(body))::text AS n FROM dsh_batches')
+    parts.sessionRowAndChanges = await size(
+      "SELECT (pg_total_relation_size('dsh_sessions') + pg_total_relation_size('dsh_changes'))::text AS n",
+    )
+  },
+  async teardown() {
+    await persistence?.close()
+    await pool?.end()
+    await cluster?.stop()
+  },
+  baseline: {
+    label: 'plain JSONL of the same events',
+    run: () => plainBytes,
+  },
+  subject: {
+    label: 'pg_total_relation_size(dsh_batches): zstd batch rows, TOAST, indexes',
+    run: () => relationBytes,
+  },
+  extra() {
+    const events = turns.reduce((n, t) => n + t.length, 0)
+    return {
+      turns: turns.length,
+      events,
+      plaintextBytesPerBatch: Math.round(plainBytes / turns.length),
+      ...parts,
+      note: 'sessionRowAndChanges is per session, not per event: the one header row plus the change feed rows of this transcript (outside the ratio)',
+    }
+  },
+}
+
+export default definition
