@@ -496,3 +496,22 @@ describe('messages racing to one cold child', () => {
     expect(runs.map((r) => r.prompt)).toEqual(['first', 'a', 'b', 'c'])
   })
 })
+
+describe('drive: a turn of a top-level session', () => {
+  it('refuses a session that is mid-turn or not live, and a disposed runtime', async () => {
+    const hold = gate()
+    const h = await createHost({ driver: createScriptedDriver(holdScript(hold.promise)) })
+    const top = h.sessions.create()
+    const turn = h.runtime.drive(top, { prompt: 'go' })
+    expect(h.runtime.isRunning(top.id)).toBe(true)
+    expect(await codeOf(() => h.runtime.drive(top))).toBe('SUBAGENT_BUSY')
+    expect(await codeOf(() => h.runtime.drive('nobody'))).toBe('SUBAGENT_NOT_FOUND')
+    hold.open()
+    expect(await turn.done).toMatchObject({ reason: 'completed', text: 'finished', end: 'completed' })
+    // No lifecycle events on a top-level session: they belong to children.
+    expect(types(top.events)).toEqual([])
+    const runtime = h.runtime
+    await h.dispose()
+    expect(await codeOf(() => runtime.drive(top))).toBe('SUBAGENT_DISPOSED')
+  })
+})
