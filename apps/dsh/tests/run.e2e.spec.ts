@@ -129,6 +129,8 @@ describe('dsh run', () => {
     // The forked child's context began with what it inherited from its parent.
     const forked = server.requests.find((request) => lastUser(request) === 'count the forked wombats')!
     expect(forked.body.messages[0]).toEqual({ role: 'user', content: 'How many wombats are there?' })
+    // Children are given the control tools as well.
+    expect(forked.body.tools?.map((tool) => tool.function.name)).toEqual(expect.arrayContaining(['subagent', 'wait_agents', 'list_agents']))
     expect(server.requests.every((request) => request.body.model === 'wombat-1' && request.headers.authorization === `Bearer ${KEY}`)).toBe(
       true,
     )

@@ -35,7 +35,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const driver = allowControl ? childDriver(command, io) : undefined
   const host = await openHost(
     command,
-    allowControl ? { requireExisting: true, ...(driver === undefined ? {} : { driver }) } : { readOnly: true },
+    allowControl
+      ? { requireExisting: true, tools: (_agent, runtime) => controlToolsOf(runtime), ...(driver === undefined ? {} : { driver }) }
+      : { readOnly: true },
   )
   try {
     warnIfExposed(host.root, io)

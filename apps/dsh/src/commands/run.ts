@@ -42,7 +42,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   })
   const printer = new RunPrinter(io, command.json)
   const driver = createOpenAIDriver({ client, onEvent: (child, event) => printer.child(child, event) })
-  const host = await openHost(command, { driver })
+  // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
+  const host = await openHost(command, { driver, tools: (_agent, runtime) => controlToolsOf(runtime) })
   let session: Session | undefined
   const controller = new AbortController()
   const interrupt = (): void => {

@@ -8,7 +8,7 @@ import { type SessionProjections, sessionProjectionsPlugin } from '@dsh/session-
 import { type SessionProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { type IndexProgress, type SessionQuery, sessionQueryPlugin } from '@dsh/session-query'
 import { sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
-import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
+import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, type SubagentToolProvider, subagentsPlugin } from '@dsh/subagent'
 import { HostError } from './errors.js'
 import { activateHttpApi, type HttpApiOptions } from './http-plugin.js'
 import { type DerivedPaths, derivedPaths } from './paths.js'
@@ -41,6 +41,8 @@ export interface HostOptions {
   readonly projectionCache?: boolean
   /** Runs subagent turns (default: a scripted driver; no model is called). */
   readonly driver?: SubagentDriver
+  /** The tools every subagent run may call, narrowed by each child's `toolFilter` (e.g. `subagentControlTools`). */
+  readonly tools?: SubagentToolProvider
   readonly maxDepth?: number
   /** Progress of index rebuilds and reconciliations. */
   readonly onIndexProgress?: (progress: IndexProgress) => void
@@ -113,6 +115,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
       subagentsPlugin({
         driver: options.driver ?? createScriptedDriver(),
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+        ...(options.tools === undefined ? {} : { tools: options.tools }),
       }),
     )
     if (options.http !== undefined) await activateHttpApi(ctx, options.http)
