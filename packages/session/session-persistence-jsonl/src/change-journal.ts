@@ -515,3 +515,22 @@ function readBootId(): string {
     return 'unknown'
   }
 }
+
+/** A full check of the journal (for `verify`): whether a follower could read every record from the start. */
+export async function checkJournal(root: string): Promise<{ readonly ok: boolean; readonly reason?: string; readonly records: number }> {
+  const path = join(root, JOURNAL_FILE)
+  let buf: Buffer
+  try {
+    buf = await fsp.readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW })
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return { ok: false, reason: 'the change journal is missing (readers rescan once)', records: 0 }
+    return { ok: false, reason: `the change journal cannot be read (${(error as Error).message})`, records: 0 }
+  }
+  if (decodeHeader(buf.subarray(0, HEADER_BYTES)) === undefined)
+    return { ok: false, reason: 'the change journal header is damaged (readers rescan once)', records: 0 }
+  const walked = walk(buf, HEADER_BYTES, [])
+  const records = walked.reported.length
+  if (walked.damaged)
+    return { ok: false, reason: `the change journal holds damaged records at byte ${walked.end} (readers rescan once)`, records }
+  return { ok: true, records }
+}

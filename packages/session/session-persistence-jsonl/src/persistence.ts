@@ -20,7 +20,7 @@ import type {
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import { persistenceCancelled as cancelled, checkAppend, interruptedTurnEnds, SessionPersistenceError } from '@dsh/session-persistence'
-import { JournalWriter, readJournalChanges } from './change-journal.js'
+import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
 import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, tempSibling, writeAt, writevAt } from './fs-io.js'
@@ -83,6 +83,8 @@ export interface ChangeJournalVerification {
   /** False when the journal is missing, its header damaged, or it holds damaged records (readers rescan once). */
   readonly ok: boolean
   readonly reason?: string
+  /** Complete records read before the end or the damage. */
+  readonly records: number
   /** Rescans this instance's `changes` answered so far. */
   readonly rescans: number
 }
@@ -898,13 +900,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
 
   async verifyChangeJournal(): Promise<ChangeJournalVerification> {
     this.#assertOpen()
-    const first = await readJournalChanges(this.root, undefined)
-    // Following from the start of the journal walks every record: damage shows as a rescan.
-    const again = await readJournalChanges(this.root, first.cursor)
-    const ok = !again.rescan && first.reason === 'no cursor'
+    const checked = await checkJournal(this.root)
     return Object.freeze({
-      ok,
-      ...(ok ? {} : { reason: again.reason ?? first.reason ?? 'the change journal cannot be followed' }),
+      ok: checked.ok,
+      ...(checked.reason === undefined ? {} : { reason: checked.reason }),
+      records: checked.records,
       rescans: this.#metrics.rescans,
     })
   }

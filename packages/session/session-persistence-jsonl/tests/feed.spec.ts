@@ -1,0 +1,186 @@
+import { appendFileSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { SessionId, SessionLogOffset } from '@dsh/session'
+import { createJsonlPersistence, JOURNAL_FILE, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, describe, expect, it } from 'vitest'
+import { eventsFrom, targetOf, tempDir } from './helpers.js'
+
+const open: JsonlPersistence[] = []
+const cleanups: Array<() => void> = []
+afterEach(async () => {
+  for (const p of open.splice(0)) await p.close()
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
+
+/** A fresh root (per test) with a writer and a separate read-only follower. */
+async function fixture() {
+  const { dir, cleanup } = tempDir('dsh-jsonl-feed-')
+  cleanups.push(cleanup)
+  const writer = createJsonlPersistence({ root: dir })
+  open.push(writer)
+  for (const id of ['a', 'b', 'c']) await writer.append(targetOf(id), eventsFrom(0, 3))
+  const reader = createJsonlPersistence({ root: dir, readOnly: true })
+  open.push(reader)
+  const journal = join(dir, JOURNAL_FILE)
+  return { dir, writer, reader, journal }
+}
+
+const sorted = (ids: readonly string[]): string[] => [...ids].sort()
+
+describe('the JSONL change journal', () => {
+  it('a follower with nothing changed opens no log and reads no header', async () => {
+    const { dir, reader } = await fixture()
+    const { cursor } = await reader.changes()
+    const fresh = createJsonlPersistence({ root: dir, readOnly: true })
+    open.push(fresh)
+    const result = await fresh.changes(cursor)
+    expect(result).toMatchObject({ ids: [], rescan: false })
+    expect(fresh.metrics).toMatchObject({ logOpens: 0, headerReads: 0, bodyReads: 0, rescans: 0 })
+  })
+
+  it('a deleted journal means one rescan, then exact results again', async () => {
+    const { writer, reader, journal } = await fixture()
+    const { cursor } = await reader.changes()
+    await writer.append(targetOf('a'), eventsFrom(3, 1))
+    rmSync(journal)
+    const before = reader.metrics.rescans
+    const first = await reader.changes(cursor)
+    expect(first.rescan).toBe(true)
+    expect(reader.metrics.rescans).toBe(before + 1)
+    // Nothing written since: no second rescan.
+    const quiet = await reader.changes(first.cursor)
+    expect(quiet).toMatchObject({ ids: [], rescan: false })
+    // A new writer re-creates the journal: the follower cannot know what the new one missed, so it rescans once more, then follows.
+    const next = createJsonlPersistence({ root: writer.root })
+    open.push(next)
+    await writer.close()
+    await next.append(targetOf('b'), eventsFrom(3, 1))
+    const recreated = await reader.changes(quiet.cursor)
+    expect(recreated.rescan).toBe(true)
+    await next.append(targetOf('c'), eventsFrom(3, 1))
+    expect(await reader.changes(recreated.cursor)).toMatchObject({ ids: ['c'], rescan: false })
+  })
+
+  it('a truncated journal means one rescan, then exact results', async () => {
+    const { writer, reader, journal } = await fixture()
+    const { cursor } = await reader.changes()
+    await writer.append(targetOf('a'), eventsFrom(3, 1))
+    truncateSync(journal, 40)
+    const first = await reader.changes(cursor)
+    expect(first.rescan).toBe(true)
+    await writer.append(targetOf('b'), eventsFrom(3, 1))
+    await writer.append(targetOf('c'), eventsFrom(3, 1))
+    const next = await reader.changes(first.cursor)
+    // The records after the cut-off record may be misaligned: either exact ids or (once) a rescan, never a wrong answer.
+    if (next.rescan) {
+      await writer.append(targetOf('a'), eventsFrom(4, 1))
+      expect(await reader.changes(next.cursor)).toMatchObject({ ids: ['a'], rescan: false })
+    } else {
+      expect(sorted(next.ids)).toEqual(['b', 'c'])
+    }
+  })
+
+  it('a journal truncated and regrown past the cursor is detected (the cursor names its last record)', async () => {
+    const { writer, reader, journal } = await fixture()
+    const { cursor } = await reader.changes()
+    const size = readFileSync(journal).length
+    truncateSync(journal, 32)
+    // Regrow with other records beyond the old size.
+    for (let i = 0; i < 8; i++) await writer.append(targetOf('b'), eventsFrom(3 + i, 1))
+    expect(readFileSync(journal).length).toBeGreaterThan(size)
+    expect((await reader.changes(cursor)).rescan).toBe(true)
+  })
+
+  it('garbage in the journal means one rescan; the follower then continues after it', async () => {
+    const { writer, reader, journal } = await fixture()
+    expect(await writer.verifyChangeJournal()).toMatchObject({ ok: true, records: 6 })
+    const { cursor } = await reader.changes()
+    appendFileSync(journal, Buffer.from('this is not a journal record, just noise \u0000\u0001\u0002'))
+    await writer.append(targetOf('a'), eventsFrom(3, 1))
+    const first = await reader.changes(cursor)
+    expect(first.rescan).toBe(true)
+    await writer.append(targetOf('b'), eventsFrom(3, 1))
+    expect(await reader.changes(first.cursor)).toMatchObject({ ids: ['b'], rescan: false })
+    // verify reports the damage (the journal is append-only: it stays until the journal is replaced).
+    expect(await writer.verifyChangeJournal()).toMatchObject({ ok: false, reason: expect.stringMatching(/damaged records/) })
+  })
+
+  it('a damaged journal header: readers rescan, the next writer starts a new journal, followers continue', async () => {
+    const { dir, writer, reader, journal } = await fixture()
+    const { cursor } = await reader.changes()
+    const bytes = readFileSync(journal)
+    bytes[0] = bytes[0]! ^ 0xff
+    writeFileSync(journal, bytes)
+    const damaged = await reader.changes(cursor)
+    expect(damaged.rescan).toBe(true)
+    expect(await reader.changes(damaged.cursor)).toMatchObject({ ids: [], rescan: false })
+    const verification = await reader.verifyChangeJournal()
+    expect(verification.ok).toBe(false)
+    expect(verification.reason).toMatch(/header/)
+    await writer.close()
+    const next = createJsonlPersistence({ root: dir })
+    open.push(next)
+    expect((await next.verifyChangeJournal()).ok).toBe(true)
+    await next.append(targetOf('a'), eventsFrom(3, 1))
+    const replaced = await reader.changes(damaged.cursor)
+    expect(replaced.rescan).toBe(true)
+    await next.append(targetOf('c'), eventsFrom(3, 1))
+    expect(await reader.changes(replaced.cursor)).toMatchObject({ ids: ['c'], rescan: false })
+  })
+
+  it('a writer whose journal was deleted under it writes to the new one: nothing is lost', async () => {
+    const { writer, reader, journal } = await fixture()
+    rmSync(journal)
+    const { cursor } = await reader.changes()
+    await writer.append(targetOf('a'), eventsFrom(3, 1))
+    // The writer re-created the journal; the follower (whose cursor says "no journal") rescans once, then follows.
+    const first = await reader.changes(cursor)
+    expect(first.rescan).toBe(true)
+    await writer.append(targetOf('b'), eventsFrom(3, 1))
+    expect(await reader.changes(first.cursor)).toMatchObject({ ids: ['b'], rescan: false })
+  })
+
+  it('the journal and every file are private (0600)', async () => {
+    const { journal } = await fixture()
+    const { statSync } = await import('node:fs')
+    expect(statSync(journal).mode & 0o777).toBe(0o600)
+  })
+})
+
+describe('appends from a fresh process verify the tail only', () => {
+  it('reads the header and the last batch, not the whole log', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-tail-')
+    cleanups.push(cleanup)
+    const p = createJsonlPersistence({ root: dir })
+    for (let b = 0; b < 200; b++) await p.append(targetOf('big'), eventsFrom(b * 20, 20))
+    await p.close()
+    const size = readFileSync(p.logPath('big')).length
+    const fresh = createJsonlPersistence({ root: dir })
+    open.push(fresh)
+    await fresh.append(targetOf('big'), eventsFrom(4000, 1))
+    expect(fresh.metrics.tailVerifications).toBe(1)
+    expect(fresh.metrics.bodyReads).toBe(0)
+    expect(fresh.metrics.bytesRead).toBeLessThan(size / 20)
+    // A conflicting append is still refused (the tail says where the log ends).
+    await expect(fresh.append(targetOf('big'), eventsFrom(4000, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CONFLICT' })
+    expect((await fresh.inspect(SessionId('big'))).events).toHaveLength(4001)
+  })
+
+  it('a suffix read reads only the batches that hold the suffix', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-suffix-')
+    cleanups.push(cleanup)
+    const p = createJsonlPersistence({ root: dir })
+    open.push(p)
+    for (let b = 0; b < 200; b++) await p.append(targetOf('big'), eventsFrom(b * 20, 20))
+    const size = readFileSync(p.logPath('big')).length
+    const reader = createJsonlPersistence({ root: dir, readOnly: true })
+    open.push(reader)
+    const suffix = await reader.inspectFrom(SessionId('big'), SessionLogOffset(3990))
+    expect(suffix.events.map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => 3990 + i))
+    expect(reader.metrics.bodyReads).toBe(0)
+    expect(reader.metrics.bytesRead).toBeLessThan(size / 20)
+    const whole = await reader.inspect(SessionId('big'))
+    expect(JSON.stringify(suffix.events)).toBe(JSON.stringify(whole.events.slice(3990)))
+    expect(suffix.revision).toBe(whole.revision)
+  })
+})
