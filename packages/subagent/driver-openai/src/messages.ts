@@ -12,7 +12,9 @@ export const MISSING_RESULT_TEXT = 'Error TOOL_NO_RESULT: the turn ended before 
  * - every assistant `tool_calls` entry is followed by exactly one `tool`
  *   message for it before any other message (a call the log shows no result
  *   for gets {@link MISSING_RESULT_TEXT});
- * - a `tool/result` whose call is unknown is dropped (the API would reject it).
+ * - a `tool/result` whose call is unknown is dropped (the API would reject it);
+ * - a notice that lands mid-step (a child settling between a call and its
+ *   result) is read at the next step boundary, never between them.
  *
  * Mapping: `user/message` → user; `assistant/chunk` deltas accumulate the
  * text of the current model step; `tool/call` closes the step as an assistant
@@ -50,12 +52,21 @@ export function buildMessages(
     if (text.length > 0) messages.push({ role: 'assistant', content: text })
     text = ''
   }
+  // Notices land on the log whenever a child settles — often in the middle of
+  // a step (between a call and its result). They are read at the next step
+  // boundary, so a step's text and its calls' results stay together.
+  const notices: string[] = []
+  const releaseNotices = (): void => {
+    if (calls.length > 0 || unanswered.length > 0 || text.length > 0) return
+    for (const notice of notices.splice(0)) messages.push({ role: 'user', content: notice })
+  }
 
   for (const event of events) {
     const data = event.data as Record<string, JsonValue> | null
     switch (event.type) {
       case 'user/message':
         flushText()
+        releaseNotices()
         if (typeof data?.text === 'string') messages.push({ role: 'user', content: data.text })
         break
       case 'assistant/chunk':
@@ -84,27 +95,31 @@ export function buildMessages(
           tool_call_id: data!.callId as string,
           content: toolText(data!.content ?? null, data!.isError === true),
         })
+        releaseNotices()
         break
       }
       case 'assistant/message':
         answerMissing()
         text = ''
         if (typeof data?.text === 'string') messages.push({ role: 'assistant', content: data.text })
+        releaseNotices()
         break
       case 'turn/end':
         flushText()
+        releaseNotices()
         break
       default: {
         const render = options.notices?.[event.type] ?? DEFAULT_NOTICES[event.type]
         const notice = render?.(event.data)
         if (notice !== undefined) {
-          flushText()
-          messages.push({ role: 'user', content: notice })
+          notices.push(notice)
+          releaseNotices()
         }
       }
     }
   }
   flushText()
+  releaseNotices()
   return messages
 }
 

@@ -311,6 +311,34 @@ describe('context from the session log', () => {
     ])
   })
 
+  it('reads a notice that lands between a call and its result after the result, not as a missing result', () => {
+    const at = (type: string, data: unknown, seq: number) => ({ type, seq, time: 0, data }) as never
+    const notice = { kind: 'settled', child: 'c9', mode: 'one-shot', reason: 'completed', text: 'done' }
+    const messages = buildMessages([
+      at('user/message', { text: 'delegate' }, 0),
+      at('turn/start', { turn: 1 }, 1),
+      at('assistant/chunk', { turn: 1, index: 0, delta: 'on it' }, 2),
+      at('subagent/notice', notice, 3),
+      at('tool/call', { turn: 1, callId: 'k', name: 'subagent', arguments: { prompt: 'p' } }, 4),
+      at('subagent/notice', { ...notice, child: 'c10' }, 5),
+      at('tool/result', { turn: 1, callId: 'k', content: { text: 'c10 completed' } }, 6),
+      at('assistant/chunk', { turn: 1, index: 1, delta: 'fin' }, 7),
+      at('assistant/message', { turn: 1, text: 'fin' }, 8),
+    ])
+    expect(messages).toEqual([
+      { role: 'user', content: 'delegate' },
+      {
+        role: 'assistant',
+        content: 'on it',
+        tool_calls: [{ id: 'k', type: 'function', function: { name: 'subagent', arguments: '{"prompt":"p"}' } }],
+      },
+      { role: 'tool', tool_call_id: 'k', content: 'c10 completed' },
+      { role: 'user', content: '[subagent c9 settled: completed]\ndone' },
+      { role: 'user', content: '[subagent c10 settled: completed]\ndone' },
+      { role: 'assistant', content: 'fin' },
+    ])
+  })
+
   it('renders a tool result as its text, an error as its code and message, anything else as JSON', () => {
     expect(toolText({ text: 'rows', rows: [] }, false)).toBe('rows')
     expect(toolText({ code: 'SUBAGENT_BUSY', message: 'busy' }, true)).toBe('Error SUBAGENT_BUSY: busy')
