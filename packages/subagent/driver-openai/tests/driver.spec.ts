@@ -3,7 +3,7 @@ import { sessionStorePlugin } from '@dsh/session'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery } from '@dsh/session-query'
 import { type SubagentRuntime, type SubagentTool, subagentsPlugin } from '@dsh/subagent'
-import { createListAgentsTool } from '@dsh/tool-subagent-control'
+import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createOpenAIDriver, systemPrompt } from '../src/index.js'
 import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '../src/testing/model-server.js'
@@ -83,6 +83,32 @@ describe('createOpenAIDriver under the subagent runtime', () => {
     expect(
       server.requests.at(-1)!.body.messages.some((m) => m.role === 'user' && String(m.content).startsWith('[subagent "counter"')),
     ).toBe(true)
+  })
+
+  it('with the real control tools: an awaited one-shot child answers the parent, whose next request has the result and then the notice', async () => {
+    server = await startModelServer((request) => {
+      if (lastUser(request) === 'name a wombat') return answer(['Wilma'])
+      const step = request.body.messages.filter((m) => m.role === 'tool').length
+      if (step === 0) return callTools([{ id: 's1', name: 'subagent', arguments: '{"prompt":"name a wombat","label":"namer"}' }])
+      return answer(['It is called Wilma.'])
+    })
+    const runtime = await runtimeWith(server.baseURL, (rt) => subagentControlTools(rt))
+    const parent = ctx!.require('sessions').create()
+    const outcome = await runtime.drive(parent, { prompt: 'Name a wombat via a subagent' }).done
+    expect(outcome.text).toBe('It is called Wilma.')
+    // The premise: the child's settlement notice landed between the parent's call and its result.
+    expect(parent.events.map((event) => event.type).filter((type) => type.startsWith('tool/') || type === 'subagent/notice')).toEqual([
+      'tool/call',
+      'subagent/notice',
+      'tool/result',
+    ])
+    const last = server.requests.at(-1)!.body.messages
+    const tool = last.findIndex((m) => m.role === 'tool')
+    expect(last[tool]!.content).toMatch(/one-shot "namer"\) completed\.\nResult:\nWilma$/)
+    expect(last[tool + 1]).toMatchObject({
+      role: 'user',
+      content: expect.stringMatching(/^\[subagent "namer" \(.+\) settled: completed\]\nWilma$/),
+    })
   })
 
   it('ends an interrupted child run cancelled, the runtime reason', async () => {
