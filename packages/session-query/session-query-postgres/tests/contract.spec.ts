@@ -1,5 +1,5 @@
 import { createPostgresPersistence, keyOf } from '@dsh/session-persistence-postgres'
-import { sessionQueryContractSuite } from '@dsh/session-query/contract-suite'
+import { sessionQueryContractSuite } from '@dsh/session-query/testing'
 import { createPostgresSessionQuery } from '@dsh/session-query-postgres'
 import type pg from 'pg'
 import { freshDatabase } from './helpers.js'

@@ -4,7 +4,7 @@ import {
   describePersistenceContract,
   type PersistenceContractFactoryOptions,
   type PersistenceContractHarness,
-} from '@dsh/session-persistence/contract-suite'
+} from '@dsh/session-persistence/testing'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { createTestDatabase } from '@dsh/session-persistence-postgres/testing'
 import pg from 'pg'
