@@ -5,16 +5,30 @@ import { defineConfig } from 'vitest/config'
 // change. Child-process workers (e2e) run the built `dist/` instead.
 const conditions = ['@dsh/source', 'node', 'import', 'module', 'default']
 
+// Lanes (`DSH_TEST_LANE`): `unit` runs tests/**/*.spec.ts without the e2e
+// files; `e2e` runs only tests/**/*.e2e.spec.ts (child processes, CLI, HTTP,
+// browser) with generous timeouts, because a verdict must never depend on the
+// machine's speed: `npm test` runs the unit lane, then the e2e lane with less
+// parallelism (tooling/scripts/test-lanes.mjs). Unset: every test, unit
+// timeouts (what `npx vitest run` in a package does).
+const lane = process.env.DSH_TEST_LANE
+if (lane !== undefined && lane !== '' && lane !== 'unit' && lane !== 'e2e') {
+  throw new Error(`DSH_TEST_LANE must be 'unit' or 'e2e' (or unset for every test), got '${lane}'.`)
+}
+const E2E = 'tests/**/*.e2e.spec.ts'
+const timeout = lane === 'e2e' ? 300_000 : 30_000
+
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ['@dsh/source'] } },
   test: {
-    include: ['tests/**/*.spec.ts'],
+    include: [lane === 'e2e' ? E2E : 'tests/**/*.spec.ts'],
+    exclude: lane === 'unit' ? ['**/node_modules/**', E2E] : ['**/node_modules/**'],
     environment: 'node',
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    testTimeout: timeout,
+    hookTimeout: timeout,
     pool: 'forks',
-    // Packages are scaffolded before their tests land; an empty package passes.
+    // Packages are scaffolded before their tests land; an empty package (or lane) passes.
     passWithNoTests: true,
   },
 })

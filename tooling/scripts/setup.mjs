@@ -29,9 +29,7 @@ if (!env.npm_config_node_gyp) {
 const pinned = '12.4.2'
 const localPnpm = join(root, 'node_modules', '.bin', 'pnpm')
 const args = ['install', existsSync(join(root, 'pnpm-lock.yaml')) ? '--frozen-lockfile' : '--no-frozen-lockfile']
-const [cmd, cmdArgs] = existsSync(localPnpm)
-  ? [localPnpm, args]
-  : ['npx', ['-y', `pnpm@${pinned}`, ...args]]
+const [cmd, cmdArgs] = existsSync(localPnpm) ? [localPnpm, args] : ['npx', ['-y', `pnpm@${pinned}`, ...args]]
 ensureChromium()
 
 try {

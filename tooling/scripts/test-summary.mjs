@@ -1,18 +1,46 @@
 #!/usr/bin/env node
-// Sums vitest's per-package "Tests  N passed | M failed" lines from a turbo
-// log into one closing line, "N passed, M failed", that CI can read.
+// Sums a CI log into one closing line, "N passed, M failed", that CI can read:
+//   - vitest's per-run "Tests  N passed | M failed" lines from turbo's output
+//     (each package once per lane);
+//   - "dsh-check: <name> passed|failed" lines from the other CI steps (lint,
+//     dependency check, consumer test), one each.
+// A vitest run that crashed before its summary line counts as one failure:
+// turbo's "<pkg>:test: ... ERR_" / "Failed:" lines name it.
 import { readFileSync } from 'node:fs'
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: stripping ANSI colour codes (ESC [ … m) from turbo's log
 const log = readFileSync(process.argv[2] ?? 0, 'utf8').replace(/\x1b\[[0-9;]*m/g, '')
 let passed = 0
 let failed = 0
-let packages = 0
+let runs = 0
+const checks = []
+const summarized = new Set()
+const failedTasks = new Set()
 for (const line of log.split('\n')) {
-  const match = /:test:\s+Tests\s+(.*)$/.exec(line)
-  if (!match) continue
-  packages++
-  passed += Number(/(\d+) passed/.exec(match[1])?.[1] ?? 0)
-  failed += Number(/(\d+) failed/.exec(match[1])?.[1] ?? 0)
+  const tests = /^(\S+):test:\s+Tests\s+(.*)$/.exec(line)
+  if (tests) {
+    runs++
+    summarized.add(tests[1])
+    passed += Number(/(\d+) passed/.exec(tests[2])?.[1] ?? 0)
+    failed += Number(/(\d+) failed/.exec(tests[2])?.[1] ?? 0)
+    continue
+  }
+  const check = /^dsh-check: (.+) (passed|failed)\s*$/.exec(line)
+  if (check) {
+    checks.push(`${check[1]} ${check[2]}`)
+    if (check[2] === 'passed') passed++
+    else failed++
+    continue
+  }
+  const tasks = /^\s*Failed:\s+(.+)$/.exec(line)
+  if (tasks) for (const task of tasks[1].split(',')) if (task.trim().endsWith('#test')) failedTasks.add(task.trim().slice(0, -5))
 }
-console.log(`test packages: ${packages}`)
+// A failed test task without any summary line crashed (e.g. a config or import error).
+for (const name of failedTasks) {
+  if (!summarized.has(name)) {
+    console.log(`test task crashed before its summary: ${name}`)
+    failed++
+  }
+}
+console.log(`vitest runs: ${runs}${checks.length > 0 ? `; checks: ${checks.join(', ')}` : ''}`)
 console.log(`${passed} passed, ${failed} failed`)
