@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -165,4 +165,22 @@ describe('dsh mcp', () => {
     const listed = (await json('agents', parent)) as { rows: { label?: string }[] }
     expect(listed.rows.map((row) => row.label)).toContain('counter')
   }, 120_000)
+
+  it('shuts down cleanly on SIGTERM and when the client closes stdin', async () => {
+    for (const stopWith of ['SIGTERM', 'stdin'] as const) {
+      const child = spawn(process.execPath, [bin, 'mcp', '--allow-control', '--root', root], { stdio: ['pipe', 'pipe', 'pipe'] })
+      let stdout = ''
+      child.stdout.on('data', (part: Buffer) => (stdout += part.toString()))
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+      // One request answered proves the server is up before we stop it.
+      child.stdin.write(
+        `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } })}\n`,
+      )
+      for (let attempt = 0; attempt < 600 && !stdout.includes('"id":1'); attempt++) await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(stdout).toContain('"serverInfo"')
+      if (stopWith === 'SIGTERM') child.kill('SIGTERM')
+      else child.stdin.end()
+      expect(await exited).toBe(0)
+    }
+  }, 60_000)
 })

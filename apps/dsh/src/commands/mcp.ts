@@ -59,7 +59,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       host.ctx,
       allowControl ? { allowControl, controlTools: controlToolsOf(host.subagents), resolveAgent } : {},
     )
-    await serveStdio(server)
+    // A client that stops its server with a signal still gets a clean shutdown: runs drained, logs flushed.
+    const stop = (): void => void server.close()
+    process.once('SIGINT', stop)
+    process.once('SIGTERM', stop)
+    try {
+      await serveStdio(server)
+    } finally {
+      process.off('SIGINT', stop)
+      process.off('SIGTERM', stop)
+    }
     return 0
   } finally {
     await host.dispose()
