@@ -1,0 +1,93 @@
+// fork: a durable fork of a session whose transcript is 100 MiB of plaintext
+// (issue 12 item 3), by a fresh backend (nothing of the source cached),
+// against copying the source's log file (`cp`, then fsync: what a fork costs
+// when it copies the transcript, as agent tools do). The fork is stored by
+// reference: its log holds its header (source, cut, logId, prefix length,
+// CRC of the batch at the cut) and its own events, so it costs reading the
+// source's header and last trailer and writing a few hundred bytes.
+// Ratio = subject / baseline; target <= 0.2, and the fork's log <= 4 KiB
+// (reported under `extra`, checked in `pass` through `target`'s note).
+import { closeSync, copyFileSync, fsyncSync, mkdtempSync, openSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { SessionId, type SessionLogOffset, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { type BenchDefinition, time } from '../harness.js'
+import { benchHeader, persistTurns, realisticTurns } from './inspect.js'
+
+const PLAINTEXT_BYTES = 100 * 1024 * 1024
+const SOURCE = 'bench-fork-source'
+
+let dir = ''
+let sourceFile = ''
+let seed: readonly StoredSessionEvent[] = []
+let forks = 0
+let sourceLogBytes = 0
+let copies = 0
+const forkLogBytes: number[] = []
+
+/** The child's own first events after the cut (a subagent's setup). */
+function ownEvents(cut: number): StoredSessionEvent[] {
+  return [
+    Object.freeze({ type: 'turn/start', seq: cut as SessionSeq, time: 1_800_000_000_000, data: Object.freeze({ turn: 1_000_000 }) }),
+    Object.freeze({ type: 'user/message', seq: (cut + 1) as SessionSeq, time: 1_800_000_000_001, data: Object.freeze({ text: 'continue from here in a forked subagent' }) }),
+  ]
+}
+
+const definition: BenchDefinition = {
+  name: 'fork',
+  unit: 'ms per durable fork of a 100 MiB-plaintext session',
+  target: 0.2,
+  compare: 'le',
+  repeats: 7,
+  async setup() {
+    dir = mkdtempSync(join(tmpdir(), 'dsh-bench-fork-'))
+    sourceFile = await persistTurns(dir, SOURCE, realisticTurns(PLAINTEXT_BYTES))
+    sourceLogBytes = statSync(sourceFile).size
+    // The seed a live fork carries in memory (the coordinator passes it with the first batch).
+    const reader = createJsonlPersistence({ root: dir, readOnly: true })
+    seed = (await reader.inspect(SessionId(SOURCE))).events
+    await reader.close()
+  },
+  teardown() {
+    rmSync(dir, { recursive: true, force: true })
+  },
+  baseline: {
+    label: 'cp of the source log file + fsync',
+    run() {
+      const target = join(dir, `copy-${copies++}.jsonl.zst`)
+      return time(() => {
+        copyFileSync(sourceFile, target)
+        const fd = openSync(target, 'r')
+        fsyncSync(fd)
+        closeSync(fd)
+      }).finally(() => rmSync(target, { force: true }))
+    },
+  },
+  subject: {
+    label: 'fresh backend: append(forkSource) of the fork (reference + own events), durable',
+    async run() {
+      const id = `bench-fork-child-${forks++}`
+      const cut = seed.length
+      const header = Object.freeze({ ...benchHeader(id), isSeeded: true, parentSession: SessionId(SOURCE), delegationDepth: 1 })
+      const batch = [...seed, ...ownEvents(cut)]
+      const persistence = createJsonlPersistence({ root: dir })
+      const ms = await time(() => persistence.append({ header, inheritedEventCount: cut as SessionLogOffset, forkSource: SessionId(SOURCE) }, batch))
+      forkLogBytes.push(statSync(persistence.logPath(id)).size)
+      await persistence.close()
+      return ms
+    },
+  },
+  extra() {
+    const maxForkLog = Math.max(...forkLogBytes)
+    return {
+      seedEvents: seed.length,
+      sourceLogMiB: +(sourceLogBytes / 2 ** 20).toFixed(2),
+      forkLogBytes: maxForkLog,
+      forkLogTarget: '<= 4096 bytes',
+      forkLogPass: maxForkLog <= 4096,
+    }
+  },
+}
+
+export default definition
