@@ -96,7 +96,10 @@ describe('printed text escapes controls and bidi characters', () => {
     expect(text.code, text.stderr).toBe(0)
     expectSafe(text.stdout)
     expect(text.stdout).toContain('evil\\x1b[2J\\x0aforged')
-    expect(text.stdout.trimEnd().split('\n')).toHaveLength(5)
+    expect(text.stdout.trimEnd().split('\n')).toHaveLength(7) // header, rule, two logs, the summary, index and cache
+    expect(text.stdout).toMatch(/^query index: quick_check ok/m)
+    const json = JSON.parse((await cli(['verify', '--root', root, '--json'])).stdout)
+    expect(json.derived).toMatchObject({ index: { status: 'ok' }, projectionCache: { status: 'ok' } })
   })
 
   it('error messages are escaped too', async () => {

@@ -1,4 +1,4 @@
-import { type VerifiedLog, verifyRoot } from '@dsh/host'
+import { checkDerivedFiles, type DerivedCheck, type VerifiedLog, verifyRoot } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { asCliRootError, rootOf, warnIfExposed } from '../host-access.js'
 import { printJson, table } from '../output.js'
@@ -7,13 +7,17 @@ import { safe } from '../terminal.js'
 /**
  * Reads every committed log in full and reports torn tails and corruption,
  * including logs whose header is too damaged to list. Exits 1 when any log is
- * corrupt or unreadable (a torn tail alone is not an error). Never writes;
- * refuses a directory that is not a dsh root; warns when others can read it.
+ * corrupt or unreadable (a torn tail alone is not an error). Also runs
+ * quick_check over the derived index and cache that exist (a damaged one is
+ * rebuilt by its package: derived data). Never writes a log or creates a
+ * file; refuses a directory that is not a dsh root; warns when others can
+ * read it.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
   const { root, logs } = await asCliRootError(() => verifyRoot(rootOf(command)))
   warnIfExposed(root, io)
+  const derived = await checkDerivedFiles(root)
   const count = (status: VerifiedLog['status']): number => logs.filter((r) => r.status === status).length
   const bad = logs.filter((r) => r.status === 'corrupt' || r.status === 'error')
   if (command.json) {
@@ -42,8 +46,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         ? `All ${logs.length} logs verified${torn}.\n`
         : safe`${bad.length} of ${logs.length} logs failed verification: ${bad.map((r) => r.id).join(', ')}\n`,
     )
+    io.out.write(`${describeDerived('query index', derived.index)}\n${describeDerived('projection cache', derived.projectionCache)}\n`)
   }
   return bad.length === 0 ? 0 : 1
+}
+
+/** Derived files never fail verify: a damaged one was rebuilt (only cost changes), an absent one is built on the next writable open. */
+function describeDerived(name: string, check: DerivedCheck): string {
+  if (check.status === 'ok') return safe`${name}: quick_check ok (${check.file})`
+  if (check.status === 'absent') return safe`${name}: absent (${check.file}; built when a writable host opens the root)`
+  return safe`${name}: failed quick_check (${check.problem ?? 'unknown'}) and was rebuilt (${check.file})`
 }
 
 function describe(row: VerifiedLog): string {

@@ -1,4 +1,6 @@
 export type { ApiServer } from '@dsh/apiproxy'
+export type { DerivedCheck, DerivedChecks } from './derived-check.js'
+export { checkDerivedFiles } from './derived-check.js'
 export type { HostErrorCode } from './errors.js'
 export { HostError } from './errors.js'
 export type { Host, HostOptions } from './host.js'

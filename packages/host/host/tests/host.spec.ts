@@ -3,7 +3,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHost, derivedPaths, type Host, HostError, rebuildIndex, rootPermissionWarning, verifyRoot } from '../src/index.js'
+import {
+  checkDerivedFiles,
+  createHost,
+  derivedPaths,
+  type Host,
+  HostError,
+  rebuildIndex,
+  rootPermissionWarning,
+  verifyRoot,
+} from '../src/index.js'
 
 const dirs: string[] = []
 function tempDir(): string {
@@ -190,5 +199,21 @@ describe('requireExisting', () => {
     } finally {
       await host.dispose()
     }
+  })
+})
+
+describe('checkDerivedFiles', () => {
+  it('quick_checks the index and the cache that exist, and creates none that do not', async () => {
+    const root = join(tempDir(), 'root')
+    await populate(root)
+    const checks = await checkDerivedFiles(root)
+    expect(checks.index).toEqual({ file: derivedPaths(root).index, status: 'ok' })
+    expect(checks.projectionCache).toEqual({ file: derivedPaths(root).projectionCache, status: 'ok' })
+    for (const file of Object.values(derivedPaths(root))) for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true })
+    const before = listTree(root)
+    const absent = await checkDerivedFiles(root)
+    expect([absent.index.status, absent.projectionCache.status]).toEqual(['absent', 'absent'])
+    expect(listTree(root)).toEqual(before)
+    await expectCode(checkDerivedFiles(tempDir()), 'HOST_ROOT_INVALID')
   })
 })

@@ -1,0 +1,65 @@
+import { existsSync } from 'node:fs'
+import { Context } from '@dsh/context'
+import { SessionStore } from '@dsh/session'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { createSqliteSessionQuery } from '@dsh/session-query-sqlite'
+import { createHost } from './host.js'
+import { derivedPaths } from './paths.js'
+
+/** One derived file after SQLite's `quick_check`. */
+export interface DerivedCheck {
+  readonly file: string
+  /**
+   * `ok`; `absent` (nothing to check; it is built when a writable host opens
+   * the root); `rebuilt` (it failed the check and was rebuilt, `problem` says
+   * why: derived data, so no result changes, only cost).
+   */
+  readonly status: 'ok' | 'absent' | 'rebuilt'
+  readonly problem?: string
+}
+
+export interface DerivedChecks {
+  readonly index: DerivedCheck
+  readonly projectionCache: DerivedCheck
+}
+
+/**
+ * Runs `quick_check` over a root's derived files (what `dsh verify` adds to
+ * the log check; never run on an ordinary open). Only files that exist are
+ * opened — nothing is created — and logs are opened read-only. A file that
+ * fails the check is rebuilt by its owner package. The root must be a dsh
+ * root (`HOST_ROOT_INVALID`).
+ */
+export async function checkDerivedFiles(root: string, signal?: AbortSignal): Promise<DerivedChecks> {
+  const host = await createHost({ root, readOnly: true, query: 'memory' })
+  let projectionCache: DerivedCheck
+  try {
+    const file = host.paths.projectionCache
+    const problem = host.cache?.checkDatabase?.()
+    projectionCache =
+      problem === undefined ? { file, status: 'absent' } : problem === 'ok' ? { file, status: 'ok' } : { file, status: 'rebuilt', problem }
+  } finally {
+    await host.dispose()
+  }
+  return { index: await checkIndexFile(host.root, signal), projectionCache }
+}
+
+async function checkIndexFile(root: string, signal: AbortSignal | undefined): Promise<DerivedCheck> {
+  const file = derivedPaths(root).index
+  if (!existsSync(file)) return { file, status: 'absent' }
+  const persistence = createJsonlPersistence({ root, readOnly: true })
+  const ctx = new Context()
+  try {
+    // No reconcile on open: the check reads the file as it is.
+    const query = await createSqliteSessionQuery({ sessions: new SessionStore(ctx), persistence, path: file, reconcileOnOpen: false })
+    try {
+      const check = await query.checkIndex(signal)
+      return check.ok ? { file, status: 'ok' } : { file, status: 'rebuilt', problem: check.problem }
+    } finally {
+      await query.close()
+    }
+  } finally {
+    await persistence.close()
+    await ctx.dispose()
+  }
+}
