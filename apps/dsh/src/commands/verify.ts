@@ -30,6 +30,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         corrupt: count('corrupt'),
         errors: count('error'),
         sessions: logs,
+        derived,
       },
       io.out,
     )
