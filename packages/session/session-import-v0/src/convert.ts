@@ -219,8 +219,46 @@ const CONVERTERS: Record<string, (data: unknown) => Converted | undefined> = {
 /** The core types this package converts (when their v0 shape is recognised). */
 export const CONVERTED_TYPES: readonly string[] = Object.keys(CONVERTERS)
 
-/** One v0 event as a dsh event (same seq and time). */
+/**
+ * One v0 event as a dsh event (same seq and time), deep-frozen like the
+ * events a Session appends — so persistence need not copy it to validate it.
+ */
 export function toDshEvent(event: V0Event): StoredSessionEvent {
+  return frozen(convertEvent(event))
+}
+
+/**
+ * Freezes an event whose data came from `JSON.parse` (plain objects and
+ * arrays, finite numbers, strings, booleans, null: lossless JSON, except that
+ * the text `-0` parses to -0, which `JSON.stringify` never writes and which
+ * would come back as 0 — such a line is refused).
+ */
+function frozen(event: StoredSessionEvent): StoredSessionEvent {
+  if (!freezeParsed(event.data)) {
+    throw new ImportV0Error(
+      'IMPORT_V0_BAD_JSON',
+      `Event ${event.seq} holds the number -0, which no JSON writer produces and which would not survive a round trip.`,
+      {
+        details: { seq: event.seq },
+      },
+    )
+  }
+  return Object.freeze(event)
+}
+
+function freezeParsed(value: unknown): boolean {
+  if (typeof value === 'number') return !Object.is(value, -0)
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return true
+  if (Array.isArray(value)) {
+    for (const item of value) if (!freezeParsed(item)) return false
+  } else {
+    for (const key in value) if (!freezeParsed((value as Json)[key])) return false
+  }
+  Object.freeze(value)
+  return true
+}
+
+function convertEvent(event: V0Event): StoredSessionEvent {
   if (event instanceof RowMember) return rowMemberEvent(event)
   const seq = SessionSeq(event.seq)
   const extras = envelopeExtras(event)

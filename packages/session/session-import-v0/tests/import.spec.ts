@@ -288,6 +288,27 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     for (const id of ['checksum', 'foreign', 'bad-json', 'gap', 'twin']) expect(await p.stat(SessionId(id))).toBeUndefined()
   })
 
+  it('hands persistence deep-frozen events and refuses a -0 (it would come back as 0)', async () => {
+    const root = tempDir('minus-zero')
+    dirs.push(root)
+    const path = v0LogPath(root, 'm', undefined, 'none')
+    await writeV0Log(root, { id: 'm', createdAt: T0, delegationDepth: 0 }, [], { compression: 'none' })
+    writeFileSync(
+      path,
+      `${readFileSync(path, 'utf8')}{"type":"turn/start","seq":0,"time":${T0},"data":{"turn":1}}\n{"type":"x/y","seq":1,"time":${T0},"data":{"v":-0}}\n`,
+    )
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p })
+    expect(report.sessions[0]).toMatchObject({
+      id: 'm',
+      status: 'failed',
+      reason: { code: 'IMPORT_V0_BAD_JSON', message: expect.stringMatching(/Event 1 holds the number -0/) },
+    })
+    expect(await p.stat(SessionId('m'))).toBeUndefined()
+    const event = toDshEvent({ type: 'turn/start', seq: 0, time: T0, data: { turn: 1 } })
+    expect(Object.isFrozen(event) && Object.isFrozen(event.data)).toBe(true)
+  })
+
   it('writes nothing in a dry run and stops with CANCELLED when aborted', async () => {
     const { root, fixtures } = await v0Root()
     const p = persistence()
