@@ -2,7 +2,7 @@ import { readFileSync, rmSync } from 'node:fs'
 import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
-import { decodeFrames, exportV0, headerLineText, importV0, listV0Logs, readV0Log, v0LogPath } from '../src/index.js'
+import { decodeFrames, exportV0, headerLineText, importV0, listV0Logs, readV0Log, v0LogPath, writeV0Log } from '../src/index.js'
 import { healthyFixtures, T0, tempDir, V0Builder, writeRoot } from './fixtures.js'
 
 const dirs: string[] = []
@@ -97,6 +97,19 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('import → ex
         expect.objectContaining(Object.fromEntries(Object.entries(e.data).filter(([k]) => !(e.type === 'tool/result' && k === 'content')))),
       ),
     )
+  })
+
+  it('round-trips a plain (session.jsonl) root file for file', async () => {
+    const persistence = BACKENDS[name]()
+    open.push(persistence)
+    const from = dir('plain')
+    const b = new V0Builder().turn(1, 'plain text', 'an answer', { tool: true }).turn(2, 'more', 'and more', { requestHeader: false })
+    const header = { id: 'plain/ü', createdAt: T0, cwd: '/srv/x', delegationDepth: 0 }
+    const source = await writeV0Log(from, header, b.batches, { compression: 'none', packChunks: false })
+    expect((await importV0({ from, persistence })).imported).toBe(1)
+    const to = dir('plain-out')
+    await exportV0({ ids: ['plain/ü'], persistence, to, compression: 'none' })
+    expect(readFileSync(v0LogPath(to, 'plain/ü', '/srv/x', 'none'), 'utf8')).toBe(readFileSync(source, 'utf8'))
   })
 
   it('writes a grown session as one frame per turn', async () => {
