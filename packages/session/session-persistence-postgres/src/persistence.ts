@@ -35,6 +35,11 @@ export interface PostgresPersistenceOptions {
   readonly migrate?: boolean
   /** Clock for the `time` of crash-repair events. */
   readonly clock?: () => number
+  /**
+   * Writer leases kept between writes (default 256); beyond it the least
+   * recently written session's lease is given back (see README, "Operating notes").
+   */
+  readonly maxLeases?: number
 }
 
 /** The PostgreSQL backend of service `sessionPersistence`. */
@@ -77,6 +82,13 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
       'createPostgresPersistence needs a `pool` or a `connectionString` (postgres://user@host:port/database).',
     )
   }
+  const maxLeases = options.maxLeases ?? 256
+  if (!Number.isSafeInteger(maxLeases) || maxLeases < 1) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
+      `maxLeases must be a positive integer, got ${String(maxLeases)}.`,
+    )
+  }
   const owned = options.pool === undefined
   const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString })
   watchPool(pool)
@@ -87,7 +99,7 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
     if (owned) await pool.end().catch(() => {})
     throw error
   }
-  return new PgPersistence(pool, owned, options.clock ?? Date.now)
+  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases)
 }
 
 /**
@@ -130,11 +142,12 @@ class PgPersistence implements PostgresPersistence {
   readonly #subscriptions = new Set<ChangeSubscription>()
   #closed = false
 
-  constructor(pool: pg.Pool, owned: boolean, clock: () => number) {
+  constructor(pool: pg.Pool, owned: boolean, clock: () => number, maxLeases: number) {
     this.pool = pool
     this.#owned = owned
     this.#clock = clock
-    this.#writer = new WriterConnection(pool)
+    // A lease given back takes what this writer knew of the session with it.
+    this.#writer = new WriterConnection(pool, maxLeases, (id) => this.#states.delete(id))
   }
 
   get metrics(): Readonly<PersistenceMetrics> {

@@ -18,12 +18,24 @@ export class WriterConnection {
   readonly #pool: pg.Pool
   #client: pg.PoolClient | undefined
   #connecting: Promise<pg.PoolClient> | undefined
-  /** Lock keys held on `#client`; cleared with it. */
-  #held = new Set<string>()
+  /** Leases held on `#client` (lock key → session id), least recently used first; cleared with it. */
+  #held = new Map<string, string>()
+  readonly #maxLeases: number
+  readonly #onRelease: (id: string) => void
   #closed = false
 
-  constructor(pool: pg.Pool) {
+  /**
+   * `maxLeases` bounds the leases kept between writes: advisory locks live in
+   * the server's shared lock table (about max_locks_per_transaction ×
+   * max_connections entries for the whole server), so a host that wrote
+   * thousands of sessions must not keep them all. Beyond it the least recently
+   * used lease is given back (`onRelease` names its session); its next write
+   * takes it again, or finds it taken (`LOCKED`).
+   */
+  constructor(pool: pg.Pool, maxLeases: number, onRelease: (id: string) => void) {
     this.#pool = pool
+    this.#maxLeases = maxLeases
+    this.#onRelease = onRelease
   }
 
   /** The connection, (re)opened when needed. */
@@ -53,14 +65,14 @@ export class WriterConnection {
       throw persistenceError('SESSION_PERSISTENCE_CLOSED', 'This PostgreSQL persistence instance is closed; open a new one.')
     }
     this.#client = client
-    this.#held = new Set()
+    this.#held = new Map()
     return client
   }
 
   #lost(client: pg.PoolClient): void {
     if (this.#client !== client) return
     this.#client = undefined
-    this.#held = new Set()
+    this.#held = new Map()
     try {
       client.release(true)
     } catch {
@@ -74,7 +86,12 @@ export class WriterConnection {
    */
   async lease(id: StoredId): Promise<pg.PoolClient> {
     const client = await this.client()
-    if (this.#held.has(id.lock)) return client
+    if (this.#held.has(id.lock)) {
+      // Most recently used last.
+      this.#held.delete(id.lock)
+      this.#held.set(id.lock, id.id)
+      return client
+    }
     let won: boolean
     try {
       const { rows } = await client.query<{ won: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS won', [id.lock])
@@ -92,8 +109,23 @@ export class WriterConnection {
         },
       )
     }
-    if (this.#client === client) this.#held.add(id.lock)
+    if (this.#client === client) {
+      this.#held.set(id.lock, id.id)
+      while (this.#held.size > this.#maxLeases) await this.#evict(client)
+    }
     return client
+  }
+
+  async #evict(client: pg.PoolClient): Promise<void> {
+    const [lock, id] = this.#held.entries().next().value as [string, string]
+    this.#held.delete(lock)
+    this.#onRelease(id)
+    await client.query('SELECT pg_advisory_unlock($1::bigint)', [lock]).catch(() => {})
+  }
+
+  /** How many leases this instance holds now. */
+  get leases(): number {
+    return this.#held.size
   }
 
   /** Gives a lease back (after a delete). */
@@ -135,7 +167,7 @@ export class WriterConnection {
     this.#closed = true
     const client = this.#client ?? (await this.#connecting?.catch(() => undefined))
     this.#client = undefined
-    this.#held = new Set()
+    this.#held = new Map()
     if (client === undefined) return
     await client.query('SELECT pg_advisory_unlock_all()').catch(() => {})
     client.release(true)

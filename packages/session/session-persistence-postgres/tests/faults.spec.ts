@@ -255,3 +255,26 @@ describe('change feed across hosts', () => {
     expect(changes).toMatchObject({ rescan: false, ids: ['news'] })
   })
 })
+
+describe('lease budget', () => {
+  it('keeps at most maxLeases leases; an evicted session can be written by another host, and this one then gets LOCKED', async () => {
+    const db = await database()
+    const a = await createPostgresPersistence({ pool: db.pool, maxLeases: 2 })
+    cleanups.push(() => a.close())
+    const b = await open(db.pool)
+    for (const id of ['one', 'two', 'three']) await a.append(target(id), events(0, 1))
+    const { rows } = await db.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    expect(rows[0]!.n).toBe(2)
+    // 'one' was least recently written: its lease went back.
+    expect((await b.append(target('one'), events(1, 1))).nextSeq).toBe(2)
+    await expect(a.append(target('one'), events(2, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
+    await expect(b.append(target('three'), events(1, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
+    // Still writable by the holder, continuing from the stored offset.
+    expect((await a.append(target('three'), events(1, 1))).nextSeq).toBe(2)
+    await expect(createPostgresPersistence({ pool: db.pool, maxLeases: 0 })).rejects.toMatchObject({
+      code: 'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
+    })
+  })
+})
