@@ -254,10 +254,10 @@ export function flipped(bytes: Buffer, at: number, mask = 0x40): Buffer {
 }
 
 /** Flips one byte of a file. */
-export function flipByte(path: string, offset: number): void {
+export function flipByte(path: string, offset: number, mask = 0x40): void {
   const bytes = readFileSync(path)
   const at = offset < 0 ? bytes.length + offset : offset
-  bytes[at] = (bytes[at] as number) ^ 0x40
+  bytes[at] = (bytes[at] as number) ^ mask
   writeFileSync(path, bytes)
 }
 

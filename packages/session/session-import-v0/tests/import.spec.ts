@@ -5,7 +5,7 @@ import { SessionId } from '@dsh/session'
 import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogPath, writeV0Log } from '../src/index.js'
+import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogBytes, v0LogPath, writeV0Log } from '../src/index.js'
 import {
   CORRUPT_DESCRIPTOR,
   CWD,
@@ -260,6 +260,19 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     const gap = new V0Builder().turn(1, 'q', 'answer')
     const gapEvents = gap.events.map((e, i) => (i >= 4 ? { ...e, seq: e.seq + 1 } : e))
     await writeV0Log(root, { id: 'gap', createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, [gapEvents], { packChunks: false })
+    const damaged = await mk('damaged')
+    // Byte 6 of the second frame sits in its frame or first block header: the frame no longer decodes.
+    const headerFrameBytes = v0LogBytes({ id: 'damaged', createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, []).length
+    flipByte(damaged, headerFrameBytes + 6, 0x06)
+    const row = new V0Builder().turn(1, 'q', 'a long enough answer to pack')
+    const badRow = await writeV0Log(root, { id: 'bad-row', createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, row.batches, {
+      compression: 'none',
+    })
+    writeFileSync(badRow, readFileSync(badRow, 'utf8').replace('"texts":[', '"texts":[7,'))
+    // A log copied under another session's directory.
+    const misplaced = v0LogPath(root, 'misplaced', '/srv/faults', 'zstd')
+    await writeV0Log(root, { id: 'misplaced', createdAt: T0, cwd: '/srv/faults', delegationDepth: 0 }, [])
+    writeFileSync(misplaced, readFileSync(checksum))
     // Two logs claiming one id (the second in another project directory).
     await mk('twin')
     await writeV0Log(root, { id: 'twin', createdAt: T0, cwd: '/srv/other', delegationDepth: 0 }, [], {})
@@ -276,16 +289,20 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
       'foreign@faults': 'IMPORT_V0_FOREIGN_MAGIC',
       'bad-json@faults': 'IMPORT_V0_BAD_JSON',
       'gap@faults': 'IMPORT_V0_SEQ_GAP',
+      'damaged@faults': 'IMPORT_V0_DAMAGED_FRAME',
+      'bad-row@faults': 'IMPORT_V0_BAD_ROW',
+      'misplaced@faults': 'IMPORT_V0_MISPLACED',
       'twin@faults': 'IMPORT_V0_DUPLICATE_ID',
       'twin@other': 'IMPORT_V0_DUPLICATE_ID',
     })
-    expect(report).toMatchObject({ imported: fixtures.length + 1, failed: 6 })
+    expect(report).toMatchObject({ imported: fixtures.length + 1, failed: 9 })
     const tornResult = byId(report, 'torn')
     expect(tornResult.status).toBe('imported')
     expect(tornResult.tornBytes).toBeGreaterThan(0)
     expect(tornResult.events).toBeGreaterThan(0)
     expect((await p.inspect(SessionId('torn'))).events).toHaveLength(tornResult.events)
-    for (const id of ['checksum', 'foreign', 'bad-json', 'gap', 'twin']) expect(await p.stat(SessionId(id))).toBeUndefined()
+    for (const id of ['checksum', 'foreign', 'bad-json', 'gap', 'twin', 'damaged', 'bad-row', 'misplaced'])
+      expect(await p.stat(SessionId(id))).toBeUndefined()
   })
 
   it('hands persistence deep-frozen events and refuses a -0 (it would come back as 0)', async () => {
@@ -321,6 +338,22 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     controller.abort()
     await expect(importV0({ from: root, persistence: p, signal: controller.signal })).rejects.toMatchObject({ code: 'CANCELLED' })
     await expect(importV0({ from: join(root, 'missing'), persistence: p })).rejects.toMatchObject({ code: 'IMPORT_V0_ROOT_INVALID' })
+  })
+
+  it('copies a fork whose inherited prefix no longer matches its parent (no reference to a different prefix)', async () => {
+    const { root, fixtures } = await v0Root()
+    const fork = fixtures.find((f) => f.header.id === FORKED_CONTINUABLE)!
+    const events = fork.builder.events.map((e) => (e.seq === 1 ? { ...e, data: { ...(e.data as object), id: 'edited' } } : e))
+    rmSync(fork.path!)
+    await writeV0Log(root, fork.header, [events], { packChunks: false })
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p })
+    expect(byId(report, FORKED_CONTINUABLE)).toMatchObject({ status: 'imported' })
+    expect(byId(report, FORKED_CONTINUABLE).forkSource).toBeUndefined()
+    expect(byId(report, FORKED_ONE_SHOT).forkSource).toBe(PARENT)
+    const stored = await p.inspect(SessionId(FORKED_CONTINUABLE))
+    expect(stored.inheritedEventCount).toBe(fork.header.seedLength)
+    expect(stored.events).toEqual(events.map(toDshEvent))
   })
 
   it('imports in append batches, the first batch of a fork holding its whole inherited prefix', async () => {
