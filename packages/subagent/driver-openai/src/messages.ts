@@ -1,5 +1,9 @@
 import type { JsonValue, StoredSessionEvent } from '@dsh/session'
-import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import type {
+  ChatCompletionAssistantMessageParam,
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions'
 
 /** What the model reads for a call the log shows no result for (the turn ended before the tool finished). */
 export const MISSING_RESULT_TEXT = 'Error TOOL_NO_RESULT: the turn ended before this tool returned; its effect is unknown.'
@@ -20,7 +24,9 @@ export const MISSING_RESULT_TEXT = 'Error TOOL_NO_RESULT: the turn ended before 
  * text of the current model step; `tool/call` closes the step as an assistant
  * message with `tool_calls`; `tool/result` → tool; `assistant/message` → the
  * step's final assistant text (it supersedes the step's chunks); a turn that
- * ended without a message keeps its streamed text. Reasoning is not sent back.
+ * ended without a message keeps its streamed text. A step's reasoning goes
+ * back only with that step's tool calls (`reasoning_content`: DeepSeek's
+ * thinking mode requires it there and ignores it elsewhere).
  * Other event types (descriptors, lifecycle) carry no conversation and are skipped,
  * except notices ({@link DEFAULT_NOTICES}, or the `notices` option), which
  * the model reads as user input.
@@ -32,16 +38,25 @@ export function buildMessages(
   const messages: ChatCompletionMessageParam[] = []
   if (options.system !== undefined && options.system.length > 0) messages.push({ role: 'system', content: options.system })
   let text = ''
+  let reasoning = ''
   let calls: ChatCompletionMessageFunctionToolCall[] = []
   const unanswered: string[] = []
 
   const closeCalls = (): void => {
     if (calls.length > 0) {
-      messages.push({ role: 'assistant', content: text.length > 0 ? text : null, tool_calls: calls })
+      // DeepSeek's thinking mode rejects a context whose tool-calling steps lost their reasoning.
+      const message: ChatCompletionAssistantMessageParam & { reasoning_content?: string } = {
+        role: 'assistant',
+        content: text.length > 0 ? text : null,
+        tool_calls: calls,
+      }
+      if (reasoning.length > 0) message.reasoning_content = reasoning
+      messages.push(message)
       for (const call of calls) unanswered.push(call.id)
       calls = []
       text = ''
     }
+    reasoning = ''
   }
   const answerMissing = (): void => {
     closeCalls()
@@ -51,6 +66,7 @@ export function buildMessages(
     answerMissing()
     if (text.length > 0) messages.push({ role: 'assistant', content: text })
     text = ''
+    reasoning = ''
   }
   // Notices land on the log whenever a child settles — often in the middle of
   // a step (between a call and its result). They are read at the next step
@@ -68,6 +84,10 @@ export function buildMessages(
         flushText()
         releaseNotices()
         if (typeof data?.text === 'string') messages.push({ role: 'user', content: data.text })
+        break
+      case 'assistant/reasoning':
+        if (unanswered.length > 0 && calls.length === 0) answerMissing()
+        if (typeof data?.delta === 'string') reasoning += data.delta
         break
       case 'assistant/chunk':
         // A chunk after an unanswered call starts a new step: answer the call first.
@@ -101,6 +121,7 @@ export function buildMessages(
       case 'assistant/message':
         answerMissing()
         text = ''
+        reasoning = ''
         if (typeof data?.text === 'string') messages.push({ role: 'assistant', content: data.text })
         releaseNotices()
         break

@@ -339,6 +339,39 @@ describe('context from the session log', () => {
     ])
   })
 
+  it("sends a step's reasoning back with its tool calls only (DeepSeek's thinking mode requires it there)", async () => {
+    server = await startModelServer([
+      { kind: 'stream', reasoning: ['I should ', 'add.'], toolCalls: [{ id: 'r1', name: 'add', arguments: '{"a":1,"b":2}' }] },
+      answer(['3'], undefined, ['Done ', 'adding.']),
+      answer(['ok']),
+    ])
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
+    await runAgent({ client, session, prompt: 'add 1 and 2', tools: [addTool], signal: new AbortController().signal })
+    await runAgent({ client, session, prompt: 'thanks', tools: [addTool], signal: new AbortController().signal })
+    expect(ofType(session.events, 'assistant/reasoning').map((data) => (data as { delta: string }).delta)).toEqual([
+      'I should ',
+      'add.',
+      'Done ',
+      'adding.',
+    ])
+    const [, second, third] = server.requests
+    expect(second!.body.messages[1]).toMatchObject({ role: 'assistant', reasoning_content: 'I should add.', tool_calls: [{ id: 'r1' }] })
+    // In every later request too, and never on an answer without tool calls.
+    expect(third!.body.messages).toEqual([
+      { role: 'user', content: 'add 1 and 2' },
+      {
+        role: 'assistant',
+        content: null,
+        reasoning_content: 'I should add.',
+        tool_calls: [{ id: 'r1', type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } }],
+      },
+      { role: 'tool', tool_call_id: 'r1', content: '3' },
+      { role: 'assistant', content: '3' },
+      { role: 'user', content: 'thanks' },
+    ])
+  })
+
   it('renders a tool result as its text, an error as its code and message, anything else as JSON', () => {
     expect(toolText({ text: 'rows', rows: [] }, false)).toBe('rows')
     expect(toolText({ code: 'SUBAGENT_BUSY', message: 'busy' }, true)).toBe('Error SUBAGENT_BUSY: busy')
