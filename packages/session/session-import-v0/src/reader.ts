@@ -56,6 +56,19 @@ export async function listV0Logs(root: string): Promise<V0LogEntry[]> {
   return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
 }
 
+/**
+ * True when `dir` holds at least one v0 session log (`--<project>--/<id>/session.jsonl[.zstd]`
+ * or `_no-cwd/<id>/…`): for commands that meet a directory that is not a dsh
+ * root and can suggest `dsh import --from dsh-v0`. Reads directory entries only.
+ */
+export async function isV0Root(dir: string): Promise<boolean> {
+  try {
+    return (await listV0Logs(dir)).length > 0
+  } catch {
+    return false
+  }
+}
+
 async function subdirs(dir: string): Promise<string[]> {
   const names = await fsp.readdir(dir, { withFileTypes: true })
   // Symlinks are not followed: a v0 root's sessions are real directories under it.

@@ -8,6 +8,7 @@ import {
   encodeSegment,
   headerLineText,
   ImportV0Error,
+  isV0Root,
   listV0Logs,
   packChunkRuns,
   parseV0Log,
@@ -208,6 +209,9 @@ describe('v0 frames and lines', () => {
     dirs.push(root)
     const entries = await listV0Logs(root)
     expect(entries.map((e) => e.dirId).sort()).toEqual(fixtures.map((f) => f.header.id).sort())
+    expect(await isV0Root(root)).toBe(true)
+    expect(await isV0Root(join(root, 'missing'))).toBe(false)
+    expect(await isV0Root(dir('empty'))).toBe(false)
     const parent = entries.find((e) => e.dirId === PARENT)!
     // The same log copied under another id's directory.
     const elsewhere = join(root, '--home-dev-projects-dsh-~0020demo--', 'someone-else', 'session.jsonl.zstd')
