@@ -64,7 +64,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     summary: 'run an agent over an OpenAI-compatible API (key from DSH_API_KEY), with the subagent-control tools',
     args: '"<prompt>"',
     options: {
-      model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-chat)' },
+      model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-v4-flash)' },
       'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
       resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },
     },

@@ -7,13 +7,14 @@ export const BASE_URL_ENV = ['DSH_BASE_URL', 'OPENAI_BASE_URL'] as const
 /** Environment variable read for the model. */
 export const MODEL_ENV = 'DSH_MODEL'
 
-export const DEFAULT_BASE_URL = 'https://api.deepseek.com/v1'
-export const DEFAULT_MODEL = 'deepseek-chat'
+export const DEFAULT_BASE_URL = 'https://api.deepseek.com'
+/** DeepSeek's current model names (`deepseek-chat` was retired on 2026-07-24). */
+export const DEFAULT_MODEL = 'deepseek-v4-flash'
 
 export interface ModelConfigInput {
   /** Chat Completions base URL (default: `DSH_BASE_URL`, `OPENAI_BASE_URL`, then DeepSeek's). */
   readonly baseURL?: string
-  /** Model name (default: `DSH_MODEL`, then `deepseek-chat`). */
+  /** Model name (default: `DSH_MODEL`, then `deepseek-v4-flash`). */
   readonly model?: string
   /** The API key (default: `DSH_API_KEY`, then `OPENAI_API_KEY`). Never logged, never recorded. */
   readonly apiKey?: string
