@@ -12,11 +12,19 @@ import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, type S
 import { HostError } from './errors.js'
 import { activateHttpApi, type HttpApiOptions } from './http-plugin.js'
 import { type DerivedPaths, derivedPaths } from './paths.js'
+import {
+  activatePostgresCache,
+  activatePostgresPersistence,
+  activatePostgresQuery,
+  openPostgresPool,
+  type PostgresHostOptions,
+  postgresLocation,
+} from './postgres.js'
 import { prepareRoot } from './root.js'
 
 export interface HostOptions {
-  /** The session root directory: created (0700) if missing, unless `readOnly`. */
-  readonly root: string
+  /** The session root directory: created (0700) if missing, unless `readOnly`. Required unless `postgres`. */
+  readonly root?: string
   /**
    * Open an existing root for reading only: the JSONL backend is opened
    * read-only (the root and its marker must exist, else `HOST_ROOT_INVALID`),
@@ -50,14 +58,17 @@ export interface HostOptions {
   /** Serve the HTTP API and web page (activated last, closed first). */
   readonly http?: HttpApiOptions
   /**
-   * Reserved: the PostgreSQL backends (persistence, query, cache over one
-   * pool). Not wired in this version: `HOST_BACKEND_UNAVAILABLE`.
+   * The PostgreSQL backends instead of a root: persistence, projection cache
+   * and query over one pool (one database that several hosts share). Excludes
+   * `root`, `persistence`, `compression`, `readOnly`; `query: 'memory'` and
+   * `projectionCache: false` still apply.
    */
-  readonly postgres?: { readonly connectionString: string }
+  readonly postgres?: PostgresHostOptions
 }
 
 /** The composed services of one process over one session root. */
 export interface Host {
+  /** The session root directory; for a PostgreSQL host, the server and database (no credentials). */
   readonly root: string
   readonly readOnly: boolean
   readonly ctx: Context
@@ -67,7 +78,7 @@ export interface Host {
   readonly cache: SessionProjectionCache | undefined
   readonly query: SessionQuery
   /** Which query backend answers (a read-only host without an index answers from memory). */
-  readonly queryBackend: 'sqlite' | 'memory'
+  readonly queryBackend: 'sqlite' | 'postgres' | 'memory'
   readonly subagents: SubagentRuntime
   /** The listening HTTP API when `http` was given. */
   readonly http: ApiServer | undefined
@@ -88,29 +99,43 @@ export interface Host {
 export async function createHost(options: HostOptions): Promise<Host> {
   validate(options)
   const readOnly = options.readOnly === true
-  const root = prepareRoot(options.root, readOnly || options.requireExisting === true)
+  const postgres = options.postgres
+  const root =
+    postgres === undefined ? prepareRoot(options.root!, readOnly || options.requireExisting === true) : postgresLocation(postgres)
   const paths = derivedPaths(root)
   const ctx = new Context(options.logger === undefined ? {} : { logger: options.logger })
   try {
     if (options.logger !== undefined) ctx.provide('logger', options.logger)
-    const jsonl = options.persistence === undefined || options.persistence === 'jsonl'
-    // A read-only open reads only the root's marker: it proves the root exists without creating one.
-    if (jsonl && options.requireExisting === true && !readOnly) await openPersistence(root, options, true).close()
-    const persistence = openPersistence(root, options, readOnly)
-    const useCache = options.projectionCache !== false && (!readOnly || existsSync(paths.projectionCache))
-    const queryBackend = options.query === 'memory' || (readOnly && !existsSync(paths.index)) ? 'memory' : 'sqlite'
+    // One pool for persistence, cache and query (one database), closed last.
+    const pool = postgres === undefined ? undefined : await openPostgresPool(ctx, postgres)
     await ctx.activate(sessionStorePlugin())
-    await ctx.activate(sessionPersistencePlugin(persistence))
-    await ctx.activate(sessionProjectionsPlugin())
-    if (useCache) await ctx.activate(sessionProjectionCachePlugin({ path: paths.projectionCache }))
-    await ctx.activate(
-      queryBackend === 'memory'
-        ? sessionQueryPlugin()
-        : sqliteSessionQueryPlugin({
-            path: paths.index,
-            ...(options.onIndexProgress === undefined ? {} : { onProgress: options.onIndexProgress }),
-          }),
-    )
+    let queryBackend: Host['queryBackend']
+    if (postgres !== undefined && pool !== undefined) {
+      await activatePostgresPersistence(ctx, pool, postgres)
+      await ctx.activate(sessionProjectionsPlugin())
+      if (options.projectionCache !== false) await activatePostgresCache(ctx, pool, postgres)
+      if (options.query === 'memory') await ctx.activate(sessionQueryPlugin())
+      else await activatePostgresQuery(ctx, pool, postgres)
+      queryBackend = options.query === 'memory' ? 'memory' : 'postgres'
+    } else {
+      const jsonl = options.persistence === undefined || options.persistence === 'jsonl'
+      // A read-only open reads only the root's marker: it proves the root exists without creating one.
+      if (jsonl && options.requireExisting === true && !readOnly) await openPersistence(root, options, true).close()
+      const persistence = openPersistence(root, options, readOnly)
+      const useCache = options.projectionCache !== false && (!readOnly || existsSync(paths.projectionCache))
+      queryBackend = options.query === 'memory' || (readOnly && !existsSync(paths.index)) ? 'memory' : 'sqlite'
+      await ctx.activate(sessionPersistencePlugin(persistence))
+      await ctx.activate(sessionProjectionsPlugin())
+      if (useCache) await ctx.activate(sessionProjectionCachePlugin({ path: paths.projectionCache }))
+      await ctx.activate(
+        queryBackend === 'memory'
+          ? sessionQueryPlugin()
+          : sqliteSessionQueryPlugin({
+              path: paths.index,
+              ...(options.onIndexProgress === undefined ? {} : { onProgress: options.onIndexProgress }),
+            }),
+      )
+    }
     await ctx.activate(
       subagentsPlugin({
         driver: options.driver ?? createScriptedDriver(),
@@ -165,13 +190,23 @@ function openPersistence(root: string, options: HostOptions, readOnly: boolean):
 
 function validate(options: HostOptions): void {
   if (options.postgres !== undefined) {
-    throw new HostError(
-      'HOST_BACKEND_UNAVAILABLE',
-      'createHost({ postgres }) is not wired in this version of @dsh/host; pass a PostgreSQL backend as `persistence` yourself, or use the embedded defaults.',
+    const { connectionString, pool } = options.postgres
+    if ((connectionString === undefined) === (pool === undefined)) {
+      throw new HostError('HOST_INVALID_OPTIONS', 'createHost: `postgres` needs exactly one of `connectionString` and `pool`.')
+    }
+    const conflicting = (['root', 'persistence', 'compression', 'readOnly', 'requireExisting', 'onIndexProgress'] as const).filter(
+      (key) => options[key] !== undefined && options[key] !== false,
     )
+    if (conflicting.length > 0) {
+      throw new HostError(
+        'HOST_INVALID_OPTIONS',
+        `createHost: \`postgres\` keeps sessions, index and cache in the database; drop ${conflicting.map((k) => `\`${k}\``).join(', ')} (they describe a JSONL root).`,
+      )
+    }
+    return
   }
   if (typeof options.root !== 'string' || options.root.length === 0) {
-    throw new HostError('HOST_INVALID_OPTIONS', 'createHost needs `root`: the directory that holds the sessions.')
+    throw new HostError('HOST_INVALID_OPTIONS', 'createHost needs `root` (the directory that holds the sessions) or `postgres`.')
   }
   if (options.query !== undefined && options.query !== 'sqlite' && options.query !== 'memory') {
     throw new HostError('HOST_INVALID_OPTIONS', `createHost: \`query\` must be 'sqlite' or 'memory', got ${JSON.stringify(options.query)}.`)

@@ -117,12 +117,12 @@ describe('createHost', () => {
     await expectCode(createHost({ root: join(file, 'below') }), 'HOST_ROOT_INVALID')
   })
 
-  it('bad options are HOST_INVALID_OPTIONS; the reserved postgres option is HOST_BACKEND_UNAVAILABLE', async () => {
+  it('bad options are HOST_INVALID_OPTIONS', async () => {
     const root = join(tempDir(), 'root')
     await expectCode(createHost({ root, query: 'mongo' as 'memory' }), 'HOST_INVALID_OPTIONS')
     await expectCode(createHost({ root: '' }), 'HOST_INVALID_OPTIONS')
     await expectCode(createHost({ root, readOnly: true, compression: 'none' }), 'HOST_INVALID_OPTIONS')
-    await expectCode(createHost({ root, postgres: { connectionString: 'postgres://localhost/x' } }), 'HOST_BACKEND_UNAVAILABLE')
+    await expectCode(createHost({ root, postgres: { connectionString: 'postgres://localhost/x' } }), 'HOST_INVALID_OPTIONS')
     expect(existsSync(root)).toBe(false)
     expect(new HostError('HOST_ROOT_INVALID', 'x').code).toBe('HOST_ROOT_INVALID')
   })

@@ -1,0 +1,58 @@
+import type { Context } from '@dsh/context'
+import { sessionPersistencePlugin } from '@dsh/session-persistence'
+import type pg from 'pg'
+
+/** Where a PostgreSQL host keeps its sessions: one database shared by persistence, query and cache. */
+export interface PostgresHostOptions {
+  /** `postgres://user@host:port/database` (credentials may come from PG* environment variables). Give this or `pool`. */
+  readonly connectionString?: string
+  /** A pool you own (not ended by `dispose`). */
+  readonly pool?: pg.Pool
+  /** Run each backend's migrations on open (default true). With `false`, an unmigrated database is refused (`dsh migrate` migrates). */
+  readonly migrate?: boolean
+}
+
+/**
+ * Opens the one `pg` pool a PostgreSQL host shares between persistence,
+ * cache and query (or takes the caller's). Call it before any plugin is
+ * activated: a pool opened here is ended by the first-registered disposer,
+ * so it closes last, after every backend. `pg` loads only here.
+ */
+export async function openPostgresPool(ctx: Context, options: PostgresHostOptions): Promise<pg.Pool> {
+  if (options.pool !== undefined) return options.pool
+  const { default: pgModule } = await import('pg')
+  const pool = new pgModule.Pool({ connectionString: options.connectionString })
+  ctx.onDispose(() => pool.end())
+  return pool
+}
+
+/** Service `sessionPersistence` over the pool (migrated on open unless `migrate: false`). */
+export async function activatePostgresPersistence(ctx: Context, pool: pg.Pool, options: PostgresHostOptions): Promise<void> {
+  const { createPostgresPersistence } = await import('@dsh/session-persistence-postgres')
+  const persistence = await createPostgresPersistence({ pool, ...(options.migrate === undefined ? {} : { migrate: options.migrate }) })
+  await ctx.activate(sessionPersistencePlugin(persistence))
+}
+
+export async function activatePostgresCache(ctx: Context, pool: pg.Pool, options: PostgresHostOptions): Promise<void> {
+  const { postgresProjectionCachePlugin } = await import('@dsh/session-projection-cache-postgres')
+  await ctx.activate(postgresProjectionCachePlugin({ pool, ...(options.migrate === undefined ? {} : { migrate: options.migrate }) }))
+}
+
+export async function activatePostgresQuery(ctx: Context, pool: pg.Pool, options: PostgresHostOptions): Promise<void> {
+  const { postgresSessionQueryPlugin } = await import('@dsh/session-query-postgres')
+  await ctx.activate(postgresSessionQueryPlugin({ pool, ...(options.migrate === undefined ? {} : { migrate: options.migrate }) }))
+}
+
+/** The server a connection string names, without credentials (what `host.root` shows for a PostgreSQL host). */
+export function postgresLocation(options: PostgresHostOptions): string {
+  if (options.connectionString === undefined) return 'postgres (a pool given by the caller)'
+  try {
+    const url = new URL(options.connectionString)
+    url.username = ''
+    url.password = ''
+    url.search = ''
+    return url.toString()
+  } catch {
+    return 'postgres (connection string not shown)'
+  }
+}

@@ -1,0 +1,75 @@
+import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createHost } from '../src/index.js'
+
+// createHost({ postgres }) against a real throwaway PostgreSQL cluster:
+// persistence, cache and query over one pool, two hosts sharing a database.
+let cluster: TestCluster
+
+beforeAll(async () => {
+  cluster = await startTestCluster({ settings: { fsync: 'off' } })
+}, 120_000)
+
+afterAll(async () => {
+  await cluster?.stop()
+})
+
+describe('createHost({ postgres })', () => {
+  it('composes the PostgreSQL backends; a second host on the same database sees the catalog cold; the location hides credentials', async () => {
+    const url = await cluster.createDatabase()
+    const first = await createHost({ postgres: { connectionString: url } })
+    let parentId: string
+    let childId: string
+    try {
+      expect(first.queryBackend).toBe('postgres')
+      expect(first.cache).toBeDefined()
+      expect(first.root).not.toContain('@')
+      const parent = first.sessions.create({ cwd: '/work' })
+      parent.append('user/message', { text: 'hello postgres' })
+      const child = first.subagents.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fresh', prompt: 'help' })
+      await child.done
+      await first.sessions.flush(parent)
+      parentId = parent.id
+      childId = child.id
+    } finally {
+      await first.dispose()
+    }
+    const second = await createHost({ postgres: { connectionString: url } })
+    try {
+      expect(await second.subagents.listChildren(parentId)).toEqual([
+        { kind: 'child', id: childId, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' },
+      ])
+      expect((await second.query.listSessions({ parentSession: parentId })).records.map((r) => r.header.id)).toEqual([childId])
+    } finally {
+      await second.dispose()
+    }
+  }, 120_000)
+
+  it('a pool the caller gives is shared and left open; query: memory and projectionCache: false still apply', async () => {
+    const pool = new pg.Pool({ connectionString: await cluster.createDatabase() })
+    try {
+      const host = await createHost({ postgres: { pool }, query: 'memory', projectionCache: false })
+      expect(host.queryBackend).toBe('memory')
+      expect(host.cache).toBeUndefined()
+      const session = host.sessions.create({ id: 'pooled' })
+      session.append('user/message', { text: 'hi' })
+      await host.sessions.flush(session)
+      await host.dispose()
+      const { rows } = await pool.query('select count(*)::int as n from dsh_sessions')
+      expect(rows[0].n).toBe(1)
+    } finally {
+      await pool.end()
+    }
+  }, 120_000)
+
+  it('refuses options that describe a JSONL root, and both or neither of connectionString and pool', async () => {
+    for (const options of [
+      { postgres: { connectionString: 'postgres://x/y' }, root: '/tmp/x' },
+      { postgres: { connectionString: 'postgres://x/y' }, readOnly: true },
+      { postgres: {} },
+    ]) {
+      await expect(createHost(options)).rejects.toMatchObject({ code: 'HOST_INVALID_OPTIONS' })
+    }
+  })
+})
