@@ -33,6 +33,12 @@ export interface PostgresPersistenceOptions {
   readonly connectionString?: string
   /** Run the migrations on open (default true). With `false`, an unmigrated or newer database is refused. */
   readonly migrate?: boolean
+  /**
+   * Read-only (`dsh show`, `dsh verify`, …): no migration (an unmigrated or
+   * newer database is refused), no lease, and every write — append, delete,
+   * a load that would repair — is `SESSION_PERSISTENCE_READ_ONLY`.
+   */
+  readonly readOnly?: boolean
   /** Clock for the `time` of crash-repair events. */
   readonly clock?: () => number
   /**
@@ -52,6 +58,29 @@ export interface PostgresPersistence extends SessionPersistence {
    * connection is restored (changes may have been missed: ask `changes`).
    */
   subscribe(listener: () => void): Promise<ChangeSubscription>
+  readonly readOnly: boolean
+  /** Reads and checks one log in full (a fork's inherited prefix included): every batch decompressed, its length, CRC32, JSON and seqs. */
+  verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
+  /** Rows the last `list()` left out because their stored header does not parse. */
+  damagedLogs(): readonly DamagedLog[]
+}
+
+/** What `verify` found: the same shape as the JSONL backend's (a table has no torn tail: `tornBytes` is 0). */
+export interface LogVerification {
+  readonly id: SessionId
+  readonly events: number
+  /** Bytes read to check it: the header and every batch body (compressed), a fork source's prefix included. */
+  readonly committedBytes: number
+  readonly tornBytes: 0
+  /** For a fork stored by reference: the session whose log holds the inherited prefix. */
+  readonly forkSource?: string
+}
+
+/** A session row whose header could not be read. */
+export interface DamagedLog {
+  readonly id: string
+  readonly code: 'SESSION_PERSISTENCE_CORRUPT'
+  readonly message: string
 }
 
 /** What this instance keeps of a session it has written, between appends. */
@@ -93,13 +122,13 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
   const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString })
   watchPool(pool)
   try {
-    if (options.migrate === false) await requireCurrentSchema(pool)
+    if (options.migrate === false || options.readOnly === true) await requireCurrentSchema(pool)
     else await migrate(pool)
   } catch (error) {
     if (owned) await pool.end().catch(() => {})
     throw error
   }
-  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases)
+  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases, options.readOnly === true)
 }
 
 /**
@@ -142,8 +171,12 @@ class PgPersistence implements PostgresPersistence {
   readonly #subscriptions = new Set<ChangeSubscription>()
   #closed = false
 
-  constructor(pool: pg.Pool, owned: boolean, clock: () => number, maxLeases: number) {
+  readonly readOnly: boolean
+  #damaged: DamagedLog[] = []
+
+  constructor(pool: pg.Pool, owned: boolean, clock: () => number, maxLeases: number, readOnly: boolean) {
     this.pool = pool
+    this.readOnly = readOnly
     this.#owned = owned
     this.#clock = clock
     // A lease given back takes what this writer knew of the session with it.
@@ -157,7 +190,7 @@ class PgPersistence implements PostgresPersistence {
   // ------------------------------------------------------------------ writes
 
   async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
-    this.#assertOpen()
+    this.#assertWritable()
     const id = storedId(target.header.id)
     let state = this.#states.get(id.id)
     if (state === undefined || !this.#writer.holds(id)) {
@@ -335,10 +368,11 @@ class PgPersistence implements PostgresPersistence {
     if (!isStorableId(id)) throw notFound(id)
     const stored = storedId(id)
     // The lease first: the repair must continue the log this read saw.
-    await raceAbort(this.#writer.lease(stored), signal, persistenceCancelled)
+    if (!this.readOnly) await raceAbort(this.#writer.lease(stored), signal, persistenceCancelled)
     const observation = await this.inspect(id, signal)
     const repairs = interruptedTurnEnds(observation.events, this.#clock())
     if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
+    this.#assertWritable()
     const result = await this.append({ header: observation.header, inheritedEventCount: observation.inheritedEventCount }, repairs)
     return Object.freeze({
       ...observation,
@@ -349,7 +383,7 @@ class PgPersistence implements PostgresPersistence {
   }
 
   async delete(id: SessionId, options: DeleteOptions = {}): Promise<boolean> {
-    this.#assertOpen()
+    this.#assertWritable()
     if (!isStorableId(id)) return false
     const stored = storedId(id)
     try {
@@ -445,17 +479,48 @@ class PgPersistence implements PostgresPersistence {
       persistenceCancelled,
     )
     const records: PersistedSessionRecord[] = []
+    const damaged: DamagedLog[] = []
     for (const row of rows) {
       this.#metrics.headerReads++
       this.#opened()
       this.#metrics.bytesRead += row.header.length
-      const header = this.#parseHeader(undefined, row.header)
+      let header: SessionHeader
+      try {
+        header = this.#parseHeader(undefined, row.header)
+      } catch (error) {
+        // One damaged header never fails the listing of every other session.
+        damaged.push({ id: `sid ${row.sid}`, code: 'SESSION_PERSISTENCE_CORRUPT', message: (error as Error).message })
+        continue
+      }
       records.push(
         Object.freeze({ header, inheritedEventCount: SessionLogOffset(row.inherited), revision: revisionOf(row.sid, row.next_seq) }),
       )
     }
     this.#checkSignal(signal)
+    this.#damaged = damaged
     return records
+  }
+
+  damagedLogs(): readonly DamagedLog[] {
+    return this.#damaged
+  }
+
+  async verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
+    const before = this.#metrics.bytesRead
+    const observation = await this.inspect(id, signal)
+    const { rows } = await this.#query<{ source: Buffer | null }>(
+      'SELECT f.id AS source FROM dsh_sessions s LEFT JOIN dsh_sessions f ON f.sid = s.fork_sid WHERE s.id_key = $1',
+      [keyOf(id)],
+      `verifying session '${id}'`,
+    )
+    const source = rows[0]?.source
+    return Object.freeze({
+      id,
+      events: observation.events.length,
+      committedBytes: this.#metrics.bytesRead - before,
+      tornBytes: 0 as const,
+      ...(source === null || source === undefined ? {} : { forkSource: source.toString('utf8') }),
+    })
   }
 
   async stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
@@ -616,6 +681,15 @@ class PgPersistence implements PostgresPersistence {
       throw persistenceError(
         'SESSION_PERSISTENCE_CLOSED',
         'This PostgreSQL persistence instance is closed; open a new one over the same database.',
+      )
+  }
+
+  #assertWritable(): void {
+    this.#assertOpen()
+    if (this.readOnly)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_READ_ONLY',
+        'This PostgreSQL persistence was opened read-only; open it without readOnly to write.',
       )
   }
 

@@ -104,10 +104,14 @@ describe('faults', () => {
     const p = await open(db.pool)
     await p.append(target('mid'), events(0, 3))
     const blocker = await blockRow(db.pool, 'mid')
-    const pending = p.append(target('mid'), events(3, 2))
+    // Settled into a value at once: the rejection lands while this test awaits other things.
+    const outcome = p.append(target('mid'), events(3, 2)).then(
+      () => 'acknowledged',
+      (error: unknown) => error,
+    )
     const pid = await waitingAppender(db.pool)
     await db.pool.query('SELECT pg_terminate_backend($1)', [pid])
-    await expect(pending).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_IO' })
+    expect(await outcome).toMatchObject({ code: 'SESSION_PERSISTENCE_IO' })
     await blocker.release()
     expect((await p.inspect(SessionId('mid'))).events).toHaveLength(3)
     expect((await p.append(target('mid'), events(3, 2))).nextSeq).toBe(5)
@@ -130,11 +134,14 @@ describe('faults', () => {
     const blocker = await blockRow(db.pool, 'coordinated')
     session.append('user/message', { text: 'second' })
     session.append('user/message', { text: 'third' })
-    const flushed = sessions.flush(session)
+    const flushed = sessions.flush(session).then(
+      () => 'flushed',
+      (error: unknown) => error,
+    )
     const pid = await waitingAppender(db.pool)
     await db.pool.query('SELECT pg_terminate_backend($1)', [pid])
     // The flush reports the failed attempt; the events stay queued and the coordinator retries on its own.
-    await expect(flushed).rejects.toMatchObject({ code: 'SESSION_FLUSH_FAILED' })
+    expect(await flushed).toMatchObject({ code: 'SESSION_FLUSH_FAILED' })
     await blocker.release()
     await sessions.flush(session)
     const stored = await persistence.inspect(SessionId('coordinated'))
@@ -276,5 +283,62 @@ describe('lease budget', () => {
     await expect(createPostgresPersistence({ pool: db.pool, maxLeases: 0 })).rejects.toMatchObject({
       code: 'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
     })
+  })
+})
+
+describe('read-only, verify and damaged headers', () => {
+  it('a read-only instance reads, never writes, takes no lease and refuses an unmigrated database', async () => {
+    const db = await database()
+    await expect(createPostgresPersistence({ pool: db.pool, readOnly: true })).rejects.toMatchObject({
+      code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+    })
+    const writer = await open(db.pool)
+    await writer.append(target('open-turn'), [{ type: 'turn/start', seq: SessionSeq(0), time: 1, data: { turn: 1 } }])
+    await writer.append(target('clean'), events(0, 2))
+    await writer.close()
+    const reader = await createPostgresPersistence({ pool: db.pool, readOnly: true })
+    cleanups.push(() => reader.close())
+    expect(reader.readOnly).toBe(true)
+    expect((await reader.list()).length).toBe(2)
+    expect((await reader.load(SessionId('clean'))).repaired).toBe(false)
+    await expect(reader.load(SessionId('open-turn'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_READ_ONLY' })
+    await expect(reader.append(target('clean'), events(2, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_READ_ONLY' })
+    await expect(reader.delete(SessionId('clean'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_READ_ONLY' })
+    expect((await reader.inspect(SessionId('open-turn'))).events).toHaveLength(1)
+    const { rows } = await db.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    expect(rows[0]!.n).toBe(0)
+  })
+
+  it('verify reads every batch (a fork’s source prefix included) and names the source; a damaged header is listed apart', async () => {
+    const db = await database()
+    const p = await open(db.pool)
+    await p.append(target('source'), events(0, 3))
+    const child = parseSessionHeader({
+      version: 1,
+      id: 'fork',
+      createdAt: 1_700_000_000_000,
+      isSeeded: true,
+      delegationDepth: 1,
+      parentSession: 'source',
+    })
+    const seed = (await p.inspect(SessionId('source'))).events
+    await p.append({ header: child, inheritedEventCount: SessionLogOffset(3), forkSource: SessionId('source') }, [
+      ...seed,
+      ...events(3, 1, 'own'),
+    ])
+    const report = await p.verify(SessionId('fork'))
+    expect(report).toMatchObject({ id: 'fork', events: 4, tornBytes: 0, forkSource: 'source' })
+    expect(report.committedBytes).toBeGreaterThan(0)
+    // The fork stored only its own event; the prefix stays the source's.
+    const { rows } = await db.pool.query<{ n: number }>(
+      "SELECT sum(b.count)::int AS n FROM dsh_batches b JOIN dsh_sessions s USING (sid) WHERE s.id = convert_to('fork', 'UTF8')",
+    )
+    expect(rows[0]!.n).toBe(1)
+    await db.pool.query("UPDATE dsh_sessions SET header = '{not a header' WHERE id = convert_to('source', 'UTF8')")
+    expect((await p.list()).map((r) => r.header.id)).toEqual(['fork'])
+    expect(p.damagedLogs()).toEqual([expect.objectContaining({ code: 'SESSION_PERSISTENCE_CORRUPT' })])
+    await expect(p.verify(SessionId('source'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
   })
 })
