@@ -1,0 +1,34 @@
+import { join } from 'node:path'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { expect, it } from 'vitest'
+import { header, later, message, openQuery, persist, store, tempDir } from './helpers.js'
+
+// In the e2e lane for its fixture: 10,000 durable JSONL sessions take a while to write on a busy machine.
+// To see the same with strace: `strace -f -e trace=openat dsh sessions --root R --limit 50 2>&1 | grep -c log.jsonl` prints 0.
+it('reopening over 10,000 unchanged JSONL sessions opens no log (the change journal says nothing changed)', async () => {
+  const root = join(tempDir(), 'root')
+  const writer = createJsonlPersistence({ root, compression: 'none' })
+  const N = 10_000
+  let next = 0
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < N) {
+        const i = next++
+        await persist(writer, header(`s${i}`, i), [message(0, `words of session ${i}`)])
+      }
+    }),
+  )
+  await writer.close()
+  const path = join(root, '.dsh', 'index.sqlite')
+  const first = createJsonlPersistence({ root, compression: 'none' })
+  later(() => first.close())
+  const built = await openQuery({ sessions: store().sessions, persistence: first, path })
+  await built.query.close()
+  const persistence = createJsonlPersistence({ root, compression: 'none', readOnly: true })
+  later(() => persistence.close())
+  const { query } = await openQuery({ sessions: store().sessions, persistence, path })
+  expect(persistence.metrics).toMatchObject({ headerReads: 0, bodyReads: 0, logOpens: 0, rescans: 0 })
+  expect(await query.reconcile()).toMatchObject({ source: 'feed', changed: 0, read: 0 })
+  expect((await query.listSessions({ limit: 50 })).records).toHaveLength(50)
+  expect(persistence.metrics).toMatchObject({ headerReads: 0, bodyReads: 0, logOpens: 0, rescans: 0 })
+}, 300_000)
