@@ -24,9 +24,10 @@ export const MISSING_RESULT_TEXT = 'Error TOOL_NO_RESULT: the turn ended before 
  * text of the current model step; `tool/call` closes the step as an assistant
  * message with `tool_calls`; `tool/result` → tool; `assistant/message` → the
  * step's final assistant text (it supersedes the step's chunks); a turn that
- * ended without a message keeps its streamed text. A step's reasoning goes
- * back only with that step's tool calls (`reasoning_content`: DeepSeek's
- * thinking mode requires it there and ignores it elsewhere).
+ * ended without a message keeps its streamed text. Reasoning goes back as
+ * `reasoning_content` on every assistant message of a turn that called tools
+ * (DeepSeek's thinking mode requires it there and ignores it elsewhere), and
+ * nowhere else.
  * Other event types (descriptors, lifecycle) carry no conversation and are skipped,
  * except notices ({@link DEFAULT_NOTICES}, or the `notices` option), which
  * the model reads as user input.
@@ -39,6 +40,8 @@ export function buildMessages(
   if (options.system !== undefined && options.system.length > 0) messages.push({ role: 'system', content: options.system })
   let text = ''
   let reasoning = ''
+  /** Whether the current turn (since the last user message) called tools: then every step's reasoning goes back. */
+  let turnCalledTools = false
   let calls: ChatCompletionMessageFunctionToolCall[] = []
   const unanswered: string[] = []
 
@@ -55,8 +58,8 @@ export function buildMessages(
       for (const call of calls) unanswered.push(call.id)
       calls = []
       text = ''
+      reasoning = ''
     }
-    reasoning = ''
   }
   const answerMissing = (): void => {
     closeCalls()
@@ -83,6 +86,7 @@ export function buildMessages(
       case 'user/message':
         flushText()
         releaseNotices()
+        turnCalledTools = false
         if (typeof data?.text === 'string') messages.push({ role: 'user', content: data.text })
         break
       case 'assistant/reasoning':
@@ -97,6 +101,7 @@ export function buildMessages(
       case 'tool/call': {
         if (unanswered.length > 0 && calls.length === 0) answerMissing()
         if (typeof data?.callId !== 'string' || typeof data.name !== 'string') break
+        turnCalledTools = true
         const args = data.arguments
         calls.push({
           id: data.callId,
@@ -118,13 +123,18 @@ export function buildMessages(
         releaseNotices()
         break
       }
-      case 'assistant/message':
+      case 'assistant/message': {
         answerMissing()
         text = ''
+        if (typeof data?.text === 'string') {
+          const message: ChatCompletionAssistantMessageParam & { reasoning_content?: string } = { role: 'assistant', content: data.text }
+          if (turnCalledTools && reasoning.length > 0) message.reasoning_content = reasoning
+          messages.push(message)
+        }
         reasoning = ''
-        if (typeof data?.text === 'string') messages.push({ role: 'assistant', content: data.text })
         releaseNotices()
         break
+      }
       case 'turn/end':
         flushText()
         releaseNotices()

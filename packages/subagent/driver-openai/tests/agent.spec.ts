@@ -339,11 +339,11 @@ describe('context from the session log', () => {
     ])
   })
 
-  it("sends a step's reasoning back with its tool calls only (DeepSeek's thinking mode requires it there)", async () => {
+  it('sends reasoning back on the assistant messages of a turn that called tools, and only there', async () => {
     server = await startModelServer([
       { kind: 'stream', reasoning: ['I should ', 'add.'], toolCalls: [{ id: 'r1', name: 'add', arguments: '{"a":1,"b":2}' }] },
       answer(['3'], undefined, ['Done ', 'adding.']),
-      answer(['ok']),
+      answer(['ok'], undefined, ['Be polite.']),
     ])
     const { client } = testClient(server.baseURL)
     const session = newStore().create()
@@ -354,11 +354,15 @@ describe('context from the session log', () => {
       'add.',
       'Done ',
       'adding.',
+      'Be polite.',
     ])
-    const [, second, third] = server.requests
-    expect(second!.body.messages[1]).toMatchObject({ role: 'assistant', reasoning_content: 'I should add.', tool_calls: [{ id: 'r1' }] })
-    // In every later request too, and never on an answer without tool calls.
-    expect(third!.body.messages).toEqual([
+    expect(server.requests[1]!.body.messages[1]).toMatchObject({
+      role: 'assistant',
+      reasoning_content: 'I should add.',
+      tool_calls: [{ id: 'r1' }],
+    })
+    // What every later request carries: the tool-calling turn's reasoning, not the plain answer's.
+    expect(buildMessages(session.events)).toEqual([
       { role: 'user', content: 'add 1 and 2' },
       {
         role: 'assistant',
@@ -367,8 +371,9 @@ describe('context from the session log', () => {
         tool_calls: [{ id: 'r1', type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } }],
       },
       { role: 'tool', tool_call_id: 'r1', content: '3' },
-      { role: 'assistant', content: '3' },
+      { role: 'assistant', content: '3', reasoning_content: 'Done adding.' },
       { role: 'user', content: 'thanks' },
+      { role: 'assistant', content: 'ok' },
     ])
   })
 
