@@ -1,4 +1,4 @@
-import { parseSessionHeader, SessionLogOffset } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, SessionLogOffset } from '@dsh/session'
 import { keyOf, revisionOf } from '@dsh/session-persistence-postgres'
 import { matchesFilter, type ParsedListFilter, type SessionQueryRecord } from '@dsh/session-query'
 
@@ -49,7 +49,13 @@ export interface ListingRow {
  * when its own header matches.
  */
 export function recordOf(row: ListingRow, filter: ParsedListFilter): SessionQueryRecord | undefined {
-  const header = parseSessionHeader(JSON.parse(row.header))
+  let header: SessionHeader
+  try {
+    header = parseSessionHeader(JSON.parse(row.header))
+  } catch {
+    // A damaged header row is left out, as persistence's list() leaves it out (and reports it in damagedLogs()).
+    return undefined
+  }
   if (!matchesFilter(header, filter)) return undefined
   return Object.freeze({
     header,

@@ -123,7 +123,10 @@ class PgSessionQuery implements PostgresSessionQuery {
     const liveIds = new Set<string>(live.map((s) => s.id))
     // Rows shadowed by live sessions are dropped below, so fetch enough to fill the page without them.
     const statement = listingStatement(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)
-    const { rows } = await guarded(this.#sql<ListingRow>(statement.text, statement.values, 'listing sessions'), signal)
+    const { rows } = await guarded(
+      this.#sql<ListingRow>(statement.text, statement.values, 'listing sessions', 'SESSION_QUERY_PERSISTENCE_FAILED'),
+      signal,
+    )
     const candidates: SessionQueryRecord[] = []
     for (const row of rows) {
       const record = recordOf(row, parsed)
@@ -353,15 +356,21 @@ class PgSessionQuery implements PostgresSessionQuery {
     if (this.#closed) throw new SessionQueryError('SESSION_QUERY_CLOSED', 'This PostgreSQL query backend is closed; open a new one.')
   }
 
-  async #sql<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
+  /**
+   * Runs one statement. Listing reads the authoritative session table, so its
+   * failures are `SESSION_QUERY_PERSISTENCE_FAILED`; the search tables are the
+   * index (`SESSION_QUERY_INDEX_FAILED`). Either way retrying may succeed.
+   */
+  async #sql<R extends pg.QueryResultRow>(
+    text: string,
+    values: unknown[],
+    what: string,
+    code: 'SESSION_QUERY_PERSISTENCE_FAILED' | 'SESSION_QUERY_INDEX_FAILED' = 'SESSION_QUERY_INDEX_FAILED',
+  ): Promise<pg.QueryResult<R>> {
     try {
       return await this.#pool.query<R>(text, values)
     } catch (error) {
-      throw new SessionQueryError(
-        'SESSION_QUERY_INDEX_FAILED',
-        `PostgreSQL: ${what} failed (${(error as Error).message}). Retrying may succeed.`,
-        { cause: error },
-      )
+      throw new SessionQueryError(code, `PostgreSQL: ${what} failed (${(error as Error).message}). Retrying may succeed.`, { cause: error })
     }
   }
 }

@@ -116,3 +116,17 @@ describe('postgres search (tsvector + GIN)', () => {
     expect((await query.listSessions()).records).toHaveLength(1)
   })
 })
+
+describe('postgres listing faults', () => {
+  it('leaves a damaged header row out; a failing statement is SESSION_QUERY_PERSISTENCE_FAILED', async () => {
+    const { persistence, query } = await open()
+    await persistence.append({ header: header('good', 1), inheritedEventCount: SessionLogOffset(0) }, [])
+    await persistence.append({ header: header('bad', 2), inheritedEventCount: SessionLogOffset(0) }, [])
+    await persistence.pool.query("UPDATE dsh_sessions SET header = '[]' WHERE id = convert_to('bad', 'UTF8')")
+    expect((await query.listSessions()).records.map((r) => r.header.id)).toEqual(['good'])
+    await persistence.pool.query('ALTER TABLE dsh_sessions RENAME TO dsh_sessions_elsewhere')
+    await expect(query.listSessions()).rejects.toMatchObject({ code: 'SESSION_QUERY_PERSISTENCE_FAILED' })
+    await persistence.pool.query('ALTER TABLE dsh_sessions_elsewhere RENAME TO dsh_sessions')
+    expect((await query.listSessions({ limit: 1 })).records.map((r) => r.header.id)).toEqual(['good'])
+  })
+})
