@@ -54,6 +54,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   } finally {
     progress.done()
   }
+  if (report.sessions.length === 0 && !command.json) {
+    io.err.write(safe`dsh: no v0 session logs under ${from} (a v0 root holds --<project>--/<id>/session.jsonl.zstd and _no-cwd/<id>/…).\n`)
+  }
   if (command.json) printJson({ root, ...report }, io.out)
   else {
     io.out.write(
