@@ -8,6 +8,7 @@ import { escapeTerminal } from './terminal.js'
 /** Options every command takes. */
 const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   root: { type: 'string', value: 'DIR', help: 'the session root (default ./.dsh; demo: ./.dsh-demo)' },
+  store: { type: 'string', value: 'URL', help: 'a PostgreSQL store (postgres://…) instead of a root; or DSH_STORE' },
   json: { type: 'boolean', help: 'machine-readable output (errors too)' },
   help: { type: 'boolean', short: 'h', help: 'this help' },
 }
@@ -24,7 +25,7 @@ export async function runCli(argv: readonly string[], io: CommandIo = defaultIo(
     }
     const spec = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
     if (spec === undefined) throw new CliError('CLI_UNKNOWN_COMMAND', `Unknown command '${name}'. Run 'dsh --help' for the list.`)
-    const command = parse(name, spec, argv)
+    const command = parse(name, spec, argv, io)
     json = command.json
     if (command.flag('help')) {
       io.out.write(commandUsage(name, spec))
@@ -40,7 +41,7 @@ export async function runCli(argv: readonly string[], io: CommandIo = defaultIo(
   }
 }
 
-function parse(name: string, spec: CommandSpec, argv: readonly string[]): ParsedCommand {
+function parse(name: string, spec: CommandSpec, argv: readonly string[], io: CommandIo): ParsedCommand {
   const specs = { ...GLOBAL_OPTIONS, ...spec.options }
   const options = Object.fromEntries(
     Object.entries(specs).map(([key, o]) => [key, o.short === undefined ? { type: o.type } : { type: o.type, short: o.short }]),
@@ -58,21 +59,54 @@ function parse(name: string, spec: CommandSpec, argv: readonly string[]): Parsed
     const value = values[key]
     return typeof value === 'string' ? value : undefined
   }
+  const store = storeOf(name, spec, stringValue('store'), io)
+  if (store !== undefined && stringValue('root') !== undefined) {
+    throw new CliError('CLI_USAGE', `Give one place for the sessions: --root DIR or --store URL (DSH_STORE), not both.`)
+  }
   return {
     name,
     args,
     json: values.json === true,
     root: stringValue('root'),
+    store,
     string: stringValue,
     flag: (key) => values[key] === true,
   }
 }
 
-/** The first positional argument, skipping global options and `--root`'s value. */
+/**
+ * The PostgreSQL store of a command: `--store`, else `DSH_STORE` (ignored by
+ * commands that work on a local root only; `--store` given to one is
+ * `CLI_USAGE`). A password on the command line works but warns: `ps` shows it.
+ */
+function storeOf(name: string, spec: CommandSpec, flag: string | undefined, io: CommandIo): string | undefined {
+  if (flag !== undefined && spec.store !== true) {
+    throw new CliError('CLI_USAGE', `'dsh ${name}' works on a local session root; it does not take --store.`)
+  }
+  const store = flag ?? (spec.store === true && io.env.DSH_STORE !== undefined && io.env.DSH_STORE !== '' ? io.env.DSH_STORE : undefined)
+  if (store === undefined) return undefined
+  let url: URL
+  try {
+    url = new URL(store)
+  } catch {
+    throw new CliError('CLI_USAGE', '--store must be a postgres:// URL (the value given is not a URL).')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new CliError('CLI_USAGE', `--store must be a postgres:// or postgresql:// URL, not ${url.protocol}//.`)
+  }
+  if (flag !== undefined && url.password !== '') {
+    io.err.write(
+      'dsh: warning: the --store URL holds a password that every local user sees in ps; use DSH_STORE, PGPASSWORD or ~/.pgpass instead.\n',
+    )
+  }
+  return store
+}
+
+/** The first positional argument, skipping global options and the values of `--root` and `--store`. */
 function commandName(argv: readonly string[]): string | undefined {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
-    if (arg === '--root') i++
+    if (arg === '--root' || arg === '--store') i++
     else if (!arg.startsWith('-')) return arg
   }
   return undefined

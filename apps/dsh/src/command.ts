@@ -26,6 +26,8 @@ export interface CommandSpec {
   /** Positional arguments, e.g. `<id>`. */
   readonly args?: string
   readonly options?: Readonly<Record<string, OptionSpec>>
+  /** The command also runs on a PostgreSQL store (`--store postgres://…` or `DSH_STORE`) through `openHost`/`withReadHost`. */
+  readonly store?: boolean
   load(): Promise<CommandModule>
 }
 
@@ -35,6 +37,8 @@ export interface ParsedCommand {
   readonly json: boolean
   /** `--root` as given (undefined: the command's default). */
   readonly root: string | undefined
+  /** A PostgreSQL connection string from `--store` or `DSH_STORE`, for commands that support one. */
+  readonly store: string | undefined
   /** A string option of this command, if given. */
   string(name: string): string | undefined
   /** A boolean option of this command (false if absent). */

@@ -14,6 +14,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     load: () => import('./commands/demo.js'),
   },
   sessions: {
+    store: true,
     summary: 'list sessions',
     options: {
       parent: { type: 'string', value: 'ID', help: 'only the children of session ID' },
@@ -25,18 +26,21 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     load: () => import('./commands/sessions.js'),
   },
   show: {
+    store: true,
     summary: "a session's header and a page of history",
     args: '<id>',
     options: { before: { type: 'string', value: 'SEQ', help: 'events before SEQ (paging backwards)' }, limit },
     load: () => import('./commands/show.js'),
   },
   agents: {
+    store: true,
     summary: "a session's subagents, like the list_agents tool",
     args: '<id>',
     options: { descendants: { type: 'boolean', help: 'the whole tree, not only direct children' } },
     load: () => import('./commands/agents.js'),
   },
   search: {
+    store: true,
     summary: 'full-text search over sessions',
     args: '<text>',
     options: { events: { type: 'boolean', help: 'matching events instead of sessions' }, limit, cursor },
@@ -51,6 +55,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     load: () => import('./commands/reindex.js'),
   },
   serve: {
+    store: true,
     summary: 'HTTP API + web catalog page',
     options: {
       port: { type: 'string', value: 'N', help: 'port (default: any free port)' },
@@ -61,6 +66,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     load: () => import('./commands/serve.js'),
   },
   run: {
+    store: true,
     summary: 'run an agent over an OpenAI-compatible API (key from DSH_API_KEY), with the subagent-control tools',
     args: '"<prompt>"',
     options: {
@@ -71,6 +77,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     load: () => import('./commands/run.js'),
   },
   mcp: {
+    store: true,
     summary: 'Model Context Protocol server on stdio (read tools; control tools with --allow-control)',
     options: {
       'allow-control': { type: 'boolean', help: 'also offer the subagent-control tools (they write to the root)' },

@@ -1,0 +1,82 @@
+import { createHost } from '@dsh/host'
+import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { cli } from './support/run.js'
+
+// `--store postgres://…` / DSH_STORE: the read commands over a real
+// throwaway PostgreSQL cluster (no root at all), escaping included.
+let cluster: TestCluster
+let url: string
+const HOSTILE = 'pg\x1b[2J\nrow\u202e'
+
+beforeAll(async () => {
+  cluster = await startTestCluster({ settings: { fsync: 'off' } })
+  url = await cluster.createDatabase()
+  const host = await createHost({ postgres: { connectionString: url } })
+  try {
+    const parent = host.sessions.create({ id: HOSTILE, cwd: '/work' })
+    parent.append('user/message', { text: 'stored in postgres' })
+    const child = host.subagents.spawn(parent, { id: 'pg-child', mode: 'continuable', label: 'helper', context: 'fresh', prompt: 'go' })
+    await child.done
+    await host.sessions.flush(parent)
+  } finally {
+    await host.dispose()
+  }
+}, 120_000)
+
+afterAll(async () => {
+  await cluster?.stop()
+})
+
+describe('--store', () => {
+  it('sessions, show and agents read a PostgreSQL store; text output stays escaped, --json exact', async () => {
+    const listed = await cli(['sessions', '--store', url, '--json'])
+    expect(listed.code, listed.stdout + listed.stderr).toBe(0)
+    expect((JSON.parse(listed.stdout) as { records: { header: { id: string } }[] }).records.map((r) => r.header.id).sort()).toEqual(
+      [HOSTILE, 'pg-child'].sort(),
+    )
+    const text = await cli(['sessions', '--store', url])
+    expect(text.stdout).toContain('pg\\x1b[2J\\x0arow\\u202e')
+    const shown = await cli(['show', 'pg-child'], { DSH_STORE: url })
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toMatch(/^session pg-child/)
+    const agents = JSON.parse((await cli(['agents', HOSTILE, '--store', url, '--json'])).stdout) as {
+      rows: { id: string; label: string }[]
+    }
+    expect(agents.rows).toEqual([expect.objectContaining({ id: 'pg-child', label: 'helper' })])
+  }, 60_000)
+
+  it('a read command never migrates: an empty database is refused and left empty', async () => {
+    const empty = await cluster.createDatabase()
+    const result = await cli(['sessions', '--store', empty, '--json'])
+    expect(result.code).toBe(1)
+    const pool = new pg.Pool({ connectionString: empty })
+    try {
+      const { rows } = await pool.query("select count(*)::int as n from information_schema.tables where table_schema = 'public'")
+      expect(rows[0].n).toBe(0)
+    } finally {
+      await pool.end()
+    }
+  }, 60_000)
+
+  it('is refused where it cannot apply, with a root, or when it is not a postgres URL; a password on the command line warns', async () => {
+    for (const args of [
+      ['demo', '--store', url],
+      ['verify', '--store', url],
+      ['sessions', '--store', url, '--root', '/tmp'],
+      ['sessions', '--store', 'mysql://x/y'],
+      ['sessions', '--store', 'not a url'],
+    ]) {
+      const result = await cli([...args, '--json'])
+      expect(result.code, args.join(' ')).toBe(2)
+      expect(JSON.parse(result.stdout).error.code).toBe('CLI_USAGE')
+    }
+    const withPassword = new URL(url)
+    withPassword.password = 'secret'
+    const warned = await cli(['sessions', '--store', withPassword.toString(), '--json'])
+    expect(warned.stderr).toMatch(/warning: the --store URL holds a password/)
+    // DSH_STORE is ignored by commands that work on a local root only.
+    expect((await cli(['demo', '--help'], { DSH_STORE: url })).code).toBe(0)
+  }, 60_000)
+})
