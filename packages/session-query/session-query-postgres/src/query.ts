@@ -1,7 +1,7 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
-import { revisionOf, watchPool } from '@dsh/session-persistence-postgres'
+import { requireSchema, revisionOf, watchPool } from '@dsh/session-persistence-postgres'
 import {
   checkAborted,
   type EventSearchHit,
@@ -30,7 +30,7 @@ import type pg from 'pg'
 import { PostgresSessionQueryError } from './errors.js'
 import { eventText } from './event-text.js'
 import { type ListingRow, listingStatement, recordOf } from './listing.js'
-import { migrateSearch } from './schema.js'
+import { migrateSearch, SEARCH_COMPONENT, SEARCH_MIGRATIONS } from './schema.js'
 import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
 
 export interface PostgresSessionQueryOptions {
@@ -85,7 +85,9 @@ export async function createPostgresSessionQuery(options: PostgresSessionQueryOp
     )
   }
   watchPool(options.pool)
+  // Without migrating, the search tables must be exactly at this version (a typed refusal otherwise).
   if (options.migrate !== false) await migrateSearch(options.pool)
+  else await requireSchema(options.pool, SEARCH_COMPONENT, SEARCH_MIGRATIONS)
   return new PgSessionQuery(options, concurrency)
 }
 

@@ -130,3 +130,27 @@ describe('postgres listing faults', () => {
     expect((await query.listSessions({ limit: 1 })).records.map((r) => r.header.id)).toEqual(['good'])
   })
 })
+
+describe('postgres query schema', () => {
+  it('refuses a newer search schema, and an unmigrated one when told not to migrate', async () => {
+    const db = await freshDatabase()
+    cleanups.push(() => db.end())
+    const persistence = await createPostgresPersistence({ pool: db.pool })
+    cleanups.push(() => persistence.close())
+    const ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
+    cleanups.push(() => ctx.dispose())
+    const sessions = new SessionStore(ctx)
+    await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence, migrate: false })).rejects.toMatchObject({
+      code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+    })
+    const query = await createPostgresSessionQuery({ pool: db.pool, sessions, persistence })
+    await query.close()
+    await db.pool.query("UPDATE dsh_schema_version SET version = 7 WHERE component = 'search'")
+    await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence })).rejects.toMatchObject({
+      code: 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
+    })
+    await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence, migrate: false })).rejects.toMatchObject({
+      code: 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
+    })
+  })
+})

@@ -107,3 +107,32 @@ export async function schemaVersion(pool: pg.Pool, component: string): Promise<n
     })
   return rows[0]?.version ?? 0
 }
+
+/**
+ * For hosts opened without migrating: `component` must be exactly at the
+ * newest of `migrations`. Newer is `POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW`
+ * (upgrade dsh), older or absent is `POSTGRES_PERSISTENCE_MIGRATION_FAILED`
+ * naming `dsh migrate`.
+ */
+export async function requireSchema(pool: pg.Pool, component: string, migrations: readonly Migration[]): Promise<void> {
+  const version = await schemaVersion(pool, component)
+  const known = migrations.length
+  if (version > known) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
+      `The database holds ${component} schema version ${version}, newer than the ${known} this dsh knows. Upgrade dsh on this host; schemas never migrate down.`,
+      {
+        details: { component, version, known },
+      },
+    )
+  }
+  if (version < known) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+      `The database holds ${component} schema version ${version}; run 'dsh migrate' (or open with migrate: true) to bring it to ${known}.`,
+      {
+        details: { component, version, known },
+      },
+    )
+  }
+}

@@ -23,7 +23,8 @@ import { type BatchRow, decodeBatch, encodeBatch } from './batch-codec.js'
 import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
 import { ioError, PostgresPersistenceError, persistenceError } from './errors.js'
 import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
-import { CHANGES_CHANNEL, migrate } from './schema.js'
+import { requireSchema } from './migrations.js'
+import { CHANGES_CHANNEL, migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT } from './schema.js'
 import { WriterConnection } from './writer.js'
 
 export interface PostgresPersistenceOptions {
@@ -143,22 +144,8 @@ export function watchPool(pool: pg.Pool): void {
   pool.on('error', () => {})
 }
 
-async function requireCurrentSchema(pool: pg.Pool): Promise<void> {
-  const { schemaVersion } = await import('./migrations.js')
-  const { SESSION_MIGRATIONS, SESSIONS_COMPONENT } = await import('./schema.js')
-  const version = await schemaVersion(pool, SESSIONS_COMPONENT)
-  if (version > SESSION_MIGRATIONS.length) {
-    throw new PostgresPersistenceError(
-      'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
-      `The database holds sessions schema version ${version}, newer than the ${SESSION_MIGRATIONS.length} this dsh knows. Upgrade dsh on this host; schemas never migrate down.`,
-    )
-  }
-  if (version < SESSION_MIGRATIONS.length) {
-    throw new PostgresPersistenceError(
-      'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
-      `The database holds sessions schema version ${version}; run 'dsh migrate' (or open with migrate: true) to bring it to ${SESSION_MIGRATIONS.length}.`,
-    )
-  }
+function requireCurrentSchema(pool: pg.Pool): Promise<void> {
+  return requireSchema(pool, SESSIONS_COMPONENT, SESSION_MIGRATIONS)
 }
 
 class PgPersistence implements PostgresPersistence {

@@ -1,6 +1,6 @@
 import { consoleLogger, type Logger } from '@dsh/context'
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
-import { keyOf, watchPool } from '@dsh/session-persistence-postgres'
+import { keyOf, requireSchema, watchPool } from '@dsh/session-persistence-postgres'
 import type {
   ProjectionCheckpointRow,
   ProjectionCheckpointRows,
@@ -16,7 +16,7 @@ import {
 } from '@dsh/session-projection-cache'
 import type pg from 'pg'
 import { PostgresProjectionCacheError } from './errors.js'
-import { CACHE_CHANNEL, migrateCache } from './schema.js'
+import { CACHE_CHANNEL, CACHE_COMPONENT, CACHE_MIGRATIONS, migrateCache } from './schema.js'
 
 export interface PostgresProjectionCacheOptions {
   /** The pool shared with the PostgreSQL persistence (the same database). */
@@ -92,6 +92,7 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
   }
   watchPool(options.pool)
   if (options.migrate !== false) await migrateCache(options.pool)
+  else await requireSchema(options.pool, CACHE_COMPONENT, CACHE_MIGRATIONS)
   const cache = new PgProjectionCache(options)
   await cache.refresh()
   if (options.listen !== false) await cache.listen()

@@ -150,3 +150,28 @@ describe('postgres cachedSnapshot', () => {
     expect(cache.metrics.failedWrites).toBe(1)
   })
 })
+
+describe('postgres cache schema', () => {
+  it('refuses a newer cache schema, and an unmigrated one when told not to migrate', async () => {
+    const db = await freshDatabase()
+    cleanups.push(() => db.end())
+    const { createPostgresProjectionCache } = await import('../src/index.js')
+    const { createProjectionRegistry } = await import('@dsh/session-projection')
+    const { Context } = await import('@dsh/context')
+    const ctx = new Context()
+    cleanups.push(() => ctx.dispose())
+    const options = {
+      pool: db.pool,
+      projections: createProjectionRegistry(ctx),
+      sessions: { flush: async () => {} },
+      logger: { warn: () => {}, error: () => {} },
+    }
+    await expect(createPostgresProjectionCache({ ...options, migrate: false })).rejects.toMatchObject({
+      code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+    })
+    const cache = await createPostgresProjectionCache(options)
+    cache.close()
+    await db.pool.query("UPDATE dsh_schema_version SET version = 5 WHERE component = 'projection-cache'")
+    await expect(createPostgresProjectionCache(options)).rejects.toMatchObject({ code: 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW' })
+  })
+})
