@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { mkdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
   decodeFrames,
@@ -210,6 +210,14 @@ describe('v0 frames and lines', () => {
     const entries = await listV0Logs(root)
     expect(entries.map((e) => e.dirId).sort()).toEqual(fixtures.map((f) => f.header.id).sort())
     expect(await isV0Root(root)).toBe(true)
+    // Symlinks are not followed out of the root: a linked session directory or log is not listed.
+    const outside = dir('outside')
+    const linked = await writeV0Log(outside, { id: 'linked', createdAt: T0, cwd: CWD, delegationDepth: 0 }, [])
+    symlinkSync(dirname(linked), join(root, '--home-dev-projects-dsh-~0020demo--', 'linked'))
+    mkdirSync(join(root, '_no-cwd', 'link-file'), { recursive: true })
+    symlinkSync(linked, join(root, '_no-cwd', 'link-file', 'session.jsonl.zstd'))
+    expect((await listV0Logs(root)).map((e) => e.dirId)).not.toContain('linked')
+    expect((await listV0Logs(root)).map((e) => e.dirId)).not.toContain('link-file')
     expect(await isV0Root(join(root, 'missing'))).toBe(false)
     expect(await isV0Root(dir('empty'))).toBe(false)
     const parent = entries.find((e) => e.dirId === PARENT)!
