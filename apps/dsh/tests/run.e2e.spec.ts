@@ -126,6 +126,11 @@ describe('dsh run', () => {
     ])
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'completed' } })
 
+    // And as a person reads it.
+    const shown = await dsh(['show', id, '--limit', '1000', '--root', root])
+    expect(shown.stdout.match(/ assistant\/chunk /g)).toHaveLength(3)
+    expect(shown.stdout.match(/ tool\/call /g)).toHaveLength(4)
+
     // The forked child's context began with what it inherited from its parent.
     const forked = server.requests.find((request) => lastUser(request) === 'count the forked wombats')!
     expect(forked.body.messages[0]).toEqual({ role: 'user', content: 'How many wombats are there?' })
