@@ -11,7 +11,7 @@
 // Usage: node tooling/scripts/check-deps.mjs [--json]
 import { readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { repoRoot, workspacePackages } from './workspace.mjs'
 
 const SOURCE = /\.(c|m)?(t|j)sx?$/
@@ -55,7 +55,7 @@ function sourceFiles(dir) {
 
 export function checkPackage({ dir, manifest }) {
   const imported = new Set()
-  for (const file of sourceFiles(join(repoRoot, dir, 'src')))
+  for (const file of sourceFiles(join(resolve(repoRoot, dir), 'src')))
     for (const name of importedPackages(readFileSync(file, 'utf8'))) imported.add(name)
   imported.delete(manifest.name)
   const deps = Object.keys(manifest.dependencies ?? {})

@@ -78,6 +78,7 @@ for (let run = 1; run <= runs; run++) {
   console.log(`under-load: run ${run}/${runs}: ${command.join(' ')} with ${hogCount} busy process(es)`)
   const started = Date.now()
   startHogs()
+  console.log(`under-load: hog pids ${hogs.map((h) => h.pid).join(' ')}`)
   let result
   try {
     result = await runOnce()
