@@ -154,6 +154,13 @@ function cancelled(): DriverOpenAIError {
 /** Maps a failure to a typed error; the server's own message is kept (redacted, bounded) so a person can act on it. */
 export function toDriverError(error: unknown, redact: (text: string) => string, attempts: number, emitted = false): DriverOpenAIError {
   const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  if (emitted && !(error instanceof APIError && error.status !== undefined)) {
+    const message = error instanceof Error ? error.message : String(error)
+    return new DriverOpenAIError(
+      'DRIVER_OPENAI_REQUEST_FAILED',
+      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${bounded(redact(message))}`,
+    )
+  }
   if (error instanceof APIConnectionError) {
     return new DriverOpenAIError(
       'DRIVER_OPENAI_CONNECTION',
@@ -196,8 +203,7 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
     })
   }
   const message = error instanceof Error ? error.message : String(error)
-  const where = emitted ? 'The model stream broke after output was recorded' : 'The model request failed'
-  return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', `${where}: ${bounded(redact(message))}`)
+  return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', `The model request failed: ${bounded(redact(message))}`)
 }
 
 function serverMessage(error: APIError): string {
