@@ -548,9 +548,20 @@ class PgPersistence implements PostgresPersistence {
    * log is damaged (CORRUPT).
    */
   async #read(id: SessionId, from: number): Promise<SessionSuffixObservation> {
-    const row = (
-      await this.#query<SessionRow>(`SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`, [keyOf(id)], `reading session '${id}'`)
-    ).rows[0]
+    // One statement (one snapshot, one round trip): the session row and its
+    // own batches from \`from\` on, bounded by the row's next_seq.
+    const { rows } = await this.#query<
+      SessionRow & { first_seq: number | null; count: number; plain_length: number; checksum: number; body: Buffer }
+    >(
+      `SELECT s.sid, s.header, s.inherited, s.next_seq, s.fork_sid, s.fork_checksum, b.first_seq, b.count, b.plain_length, b.checksum, b.body
+       FROM dsh_sessions s
+       LEFT JOIN dsh_batches b ON b.sid = s.sid AND b.first_seq < s.next_seq AND b.first_seq + b.count > $2
+       WHERE s.id_key = $1
+       ORDER BY b.first_seq`,
+      [keyOf(id), from],
+      `reading session '${id}'`,
+    )
+    const row = rows[0]
     if (row === undefined) throw notFound(id)
     this.#opened()
     this.#metrics.bodyReads++
@@ -558,7 +569,15 @@ class PgPersistence implements PostgresPersistence {
     this.#metrics.bytesRead += row.header.length
     const header = this.#parseHeader(id, row.header)
     const start = Math.min(from, row.next_seq)
-    const events = await this.#events(id, row, start, row.next_seq)
+    const events: StoredSessionEvent[] = []
+    // A fork's inherited prefix lives in its source's log.
+    if (row.fork_sid !== null && start < row.inherited)
+      events.push(...(await this.#sourceEvents(id, row, start, Math.min(row.next_seq, row.inherited))))
+    for (const batch of rows) {
+      if (batch.first_seq === null) continue
+      this.#metrics.bytesRead += batch.body.length
+      for (const event of decodeBatch(id, batch as BatchRow)) if (event.seq >= start && event.seq < row.next_seq) events.push(event)
+    }
     if (events.length !== row.next_seq - start) {
       if ((await this.#query('SELECT 1 FROM dsh_sessions WHERE sid = $1', [row.sid], `reading session '${id}'`)).rows.length === 0)
         throw notFound(id)
@@ -587,16 +606,7 @@ class PgPersistence implements PostgresPersistence {
   ): Promise<StoredSessionEvent[]> {
     const out: StoredSessionEvent[] = []
     if (row.fork_sid !== null && lo < row.inherited) {
-      const source = (
-        await this.#query<SessionRow>(
-          `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
-          [row.fork_sid],
-          `reading the fork source of '${id}'`,
-        )
-      ).rows[0]
-      if (source === undefined)
-        throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source of session '${id}' is gone.`, { details: { id } })
-      out.push(...(await this.#events(id, source, lo, Math.min(hi, row.inherited), { cut: row.inherited, checksum: row.fork_checksum })))
+      out.push(...(await this.#sourceEvents(id, row, lo, Math.min(hi, row.inherited))))
       lo = row.inherited
     }
     if (lo >= hi) return out
@@ -623,6 +633,20 @@ class PgPersistence implements PostgresPersistence {
       for (const event of decodeBatch(id, batch)) if (event.seq >= lo && event.seq < hi) out.push(event)
     }
     return out
+  }
+
+  /** Events `[lo, hi)` below a fork's cut, from the log the fork references, checked against the fork's digest. */
+  async #sourceEvents(id: SessionId, fork: SessionRow, lo: number, hi: number): Promise<StoredSessionEvent[]> {
+    const source = (
+      await this.#query<SessionRow>(
+        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
+        [fork.fork_sid],
+        `reading the fork source of '${id}'`,
+      )
+    ).rows[0]
+    if (source === undefined)
+      throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source of session '${id}' is gone.`, { details: { id } })
+    return this.#events(id, source, lo, hi, { cut: fork.inherited, checksum: fork.fork_checksum })
   }
 
   async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
