@@ -148,4 +148,32 @@ describe('dsh MCP server', () => {
     const noSession = await client.callTool({ name: 'report', arguments: { text: 'hi' } })
     expect(noSession.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
   })
+
+  it('names a missing service and an untyped tool failure with their codes', async () => {
+    expect(() => createMcpServer(host.ctx, { allowControl: true })).toThrow(expect.objectContaining({ code: 'MCP_SERVICE_UNAVAILABLE' }))
+
+    await client.close()
+    const empty = { get: () => undefined }
+    const broken: ControlTool = {
+      name: 'explode',
+      description: 'Fails without a code.',
+      jsonSchema: { type: 'object', properties: {} },
+      async execute() {
+        throw new Error('kaboom')
+      },
+    }
+    const live = host.sessions.create()
+    client = await (async () => {
+      const server = createMcpServer(empty as never, { allowControl: true, controlTools: [broken], resolveAgent: async () => live })
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
+      await server.connect(serverSide)
+      const next = new Client({ name: 'test', version: '1.0.0' })
+      await next.connect(clientSide)
+      return next
+    })()
+    const noQuery = await client.callTool({ name: 'list_sessions', arguments: {} })
+    expect(noQuery.structuredContent).toMatchObject({ error: { code: 'MCP_SERVICE_UNAVAILABLE' } })
+    const exploded = await client.callTool({ name: 'explode', arguments: { session: live.id } })
+    expect(exploded).toMatchObject({ isError: true, structuredContent: { error: { code: 'MCP_TOOL_FAILED', message: 'kaboom' } } })
+  })
 })
