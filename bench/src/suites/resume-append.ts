@@ -1,16 +1,18 @@
-// resume-append: a fresh backend (a new process resuming a session) appending
-// one 1 KiB batch to a session whose transcript is 100 MiB of plaintext
-// (issue 12 item 4), against opening a plain file, appending the same bytes
-// at its end and fsyncing. A fresh writer verifies the log's tail — the
-// header unit, the last batch and its trailer — not the whole log (full
-// verification stays in inspect, load and verify). Both sides include open
-// and close. Ratio = subject / baseline; target <= 2.
+// resume-append: a new process resuming a session whose transcript is
+// 100 MiB of plaintext and appending one 1 KiB batch through a fresh JSONL
+// backend (issue 12 item 4), against a new process opening a plain file,
+// appending the same bytes at its end and fsyncing (whole processes on both
+// sides, brief section 11: `node` running each script). A fresh writer
+// verifies the log's tail — the header unit, the last batch and its trailer
+// — not the whole log (full verification stays in inspect, load and verify).
+// Ratio = subject / baseline; target <= 2. Peak RSS and bytes read per
+// resume are reported under `extra`.
+import { execFileSync } from 'node:child_process'
 import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { SessionLogOffset, SessionSeq, StoredSessionEvent } from '@dsh/session'
-import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { type BenchDefinition, time } from '../harness.js'
+import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
+import { type BenchDefinition, benchRoot, time } from '../harness.js'
 import { benchHeader, persistTurns, realisticTurns } from './inspect.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
@@ -21,29 +23,50 @@ let dir = ''
 let plainFile = ''
 let next = 0
 let logBytes = 0
-let bytesReadPerResume = 0
-const target = { header: benchHeader(ID), inheritedEventCount: 0 as SessionLogOffset }
+const subjectReports: Array<{ bytesRead: number; maxRssKiB: number }> = []
+const baselineRssKiB: number[] = []
 
 /** The next 1 KiB batch: eight streamed chunks of one assistant turn. */
 function batch(first: number): StoredSessionEvent[] {
-  return Array.from({ length: EVENTS_PER_BATCH }, (_, i) =>
-    Object.freeze({
-      type: 'assistant/chunk',
-      seq: (first + i) as SessionSeq,
-      time: 1_800_000_000_000 + first + i,
-      data: Object.freeze({ turn: 999_999, index: first + i, delta: `chunk ${first + i} of a resumed answer: the quick brown fox jumps over ${(first * 7919) % 10007}` }),
-    }),
-  )
+  return Array.from({ length: EVENTS_PER_BATCH }, (_, i) => ({
+    type: 'assistant/chunk',
+    seq: (first + i) as SessionSeq,
+    time: 1_800_000_000_000 + first + i,
+    data: {
+      turn: 999_999,
+      index: first + i,
+      delta: `chunk ${first + i} of a resumed answer: the quick brown fox jumps over ${(first * 7919) % 10007}`,
+    },
+  }))
 }
 
-const jsonLines = (events: readonly StoredSessionEvent[]): Buffer => Buffer.from(events.map((e) => `${JSON.stringify(e)}\n`).join(''))
+const jsonLines = (events: readonly StoredSessionEvent[]): string => events.map((e) => `${JSON.stringify(e)}\n`).join('')
+
+/** Runs an ES module body in a new `node` process (from the bench package, so workspace packages resolve). */
+function node(script: string, input: string): string {
+  return execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: benchRoot, input, encoding: 'utf8' })
+}
+
+const BASELINE_SCRIPT = `import { closeSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs'
+const { file, bytes } = JSON.parse(readFileSync(0, 'utf8'))
+const fd = openSync(file, 'a'); writeSync(fd, bytes); fsyncSync(fd); closeSync(fd)
+process.stdout.write(JSON.stringify({ maxRssKiB: process.resourceUsage().maxRSS }))`
+
+const SUBJECT_SCRIPT = `import { readFileSync } from 'node:fs'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+const { root, header, events } = JSON.parse(readFileSync(0, 'utf8'))
+const persistence = createJsonlPersistence({ root })
+await persistence.append({ header, inheritedEventCount: 0 }, events)
+const bytesRead = persistence.metrics.bytesRead
+await persistence.close()
+process.stdout.write(JSON.stringify({ bytesRead, maxRssKiB: process.resourceUsage().maxRSS }))`
 
 const definition: BenchDefinition = {
   name: 'resume-append',
-  unit: 'ms per fresh open + one durable 1 KiB append + close',
+  unit: 'ms per new process appending one durable 1 KiB batch',
   target: 2,
   compare: 'le',
-  repeats: 15,
+  repeats: 11,
   async setup() {
     dir = mkdtempSync(join(tmpdir(), 'dsh-bench-resume-'))
     const turns = realisticTurns(PLAINTEXT_BYTES)
@@ -62,35 +85,35 @@ const definition: BenchDefinition = {
     rmSync(dir, { recursive: true, force: true })
   },
   baseline: {
-    label: 'open a plain file, append the same bytes, fsync, close',
+    label: 'new node process: open a plain file, append the same bytes, fsync',
     run() {
-      const bytes = jsonLines(batch(next))
+      const input = JSON.stringify({ file: plainFile, bytes: jsonLines(batch(next)) })
       return time(() => {
-        const fd = openSync(plainFile, 'a')
-        writeSync(fd, bytes)
-        fsyncSync(fd)
-        closeSync(fd)
+        baselineRssKiB.push((JSON.parse(node(BASELINE_SCRIPT, input)) as { maxRssKiB: number }).maxRssKiB)
       })
     },
   },
   subject: {
-    label: 'fresh backend: append one 1 KiB batch (tail verification), close',
-    async run() {
-      const events = batch(next)
+    label: 'new node process: fresh JSONL backend appends one 1 KiB batch (tail verification), close',
+    run() {
+      const input = JSON.stringify({ root: dir, header: benchHeader(ID), events: batch(next) })
       next += EVENTS_PER_BATCH
-      let bytesRead = 0
-      const ms = await time(async () => {
-        const persistence = createJsonlPersistence({ root: dir })
-        await persistence.append(target, events)
-        bytesRead = persistence.metrics.bytesRead
-        await persistence.close()
+      return time(() => {
+        subjectReports.push(JSON.parse(node(SUBJECT_SCRIPT, input)) as { bytesRead: number; maxRssKiB: number })
       })
-      bytesReadPerResume = bytesRead
-      return ms
     },
   },
   extra() {
-    return { logMiB: +(logBytes / 2 ** 20).toFixed(2), bytesReadPerResume, batchBytes: jsonLines(batch(0)).length }
+    const last = subjectReports.at(-1)
+    return {
+      logMiB: +(logBytes / 2 ** 20).toFixed(2),
+      bytesReadPerResume: last?.bytesRead,
+      peakRssMiB: {
+        baseline: Math.round(Math.max(...baselineRssKiB) / 1024),
+        subject: Math.round(Math.max(...subjectReports.map((r) => r.maxRssKiB)) / 1024),
+      },
+      batchBytes: Buffer.byteLength(jsonLines(batch(0))),
+    }
   },
 }
 

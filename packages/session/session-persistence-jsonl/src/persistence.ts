@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto'
 import { constants, promises as fsp, fstatSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import { isAbsolute, join, resolve } from 'node:path'
+import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import { type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
@@ -105,7 +104,8 @@ export interface DamagedLog {
   readonly dir: string
   /** The session id the directory name encodes; `{ hashed: true }` for long ids (stored only in the header). */
   readonly id: string | { readonly hashed: true } | undefined
-  readonly code: 'SESSION_PERSISTENCE_CORRUPT' | 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION'
+  /** CORRUPT: damaged, or not a session directory (a symlink, a file, a directory where the log should be, no permission); IO: unreadable. */
+  readonly code: 'SESSION_PERSISTENCE_CORRUPT' | 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION' | 'SESSION_PERSISTENCE_IO'
   readonly message: string
 }
 
@@ -252,10 +252,18 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const id = target.header.id
     const label = labelOf(id)
     try {
-      checkAppend(target, events, undefined)
       const cut = target.inheritedEventCount
+      const byReference = target.forkSource !== undefined && target.forkSource !== id && cut > 0 && events.length >= cut
+      if (byReference) {
+        // The inherited prefix is not stored (the source holds it, verified on every read):
+        // check only the events this log stores, as a continuation from the cut.
+        checkAppend(target, events.slice(cut), { header: target.header, inheritedEventCount: cut, nextSeq: cut })
+        if (events[cut - 1]?.seq !== cut - 1) checkAppend(target, events, undefined)
+      } else {
+        checkAppend(target, events, undefined)
+      }
       let fork: ForkReference | undefined
-      if (target.forkSource !== undefined && target.forkSource !== id && cut > 0) {
+      if (byReference && target.forkSource !== undefined) {
         fork = await this.#locateCut(target.forkSource, cut, 0)
         await this.#registerDependant(fork, id)
       }
@@ -361,6 +369,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
   > {
     const label = labelOf(id)
     const dir = join(this.root, encodeSessionDirName(id))
+    await this.#assertSessionDir(dir)
     let lock: WriterLock | undefined
     let createdDir = false
     for (let attempt = 0; lock === undefined; attempt++) {
@@ -395,11 +404,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
       handle = await fsp.open(file, constants.O_RDWR | constants.O_NOFOLLOW)
     } catch (error) {
       if (isErrno(error, 'ENOENT')) {
-        if (mode === 'create') return { kind: 'absent', dir, lock }
+        if (mode === 'create') {
+          // A directory left by a create that crashed before publishing: make its entry durable before the log goes in.
+          if (!createdDir) await fsyncDir(this.root).catch(() => {})
+          return { kind: 'absent', dir, lock }
+        }
         await lock.release()
         return { kind: 'missing' }
       }
       await lock.release()
+      if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
+        throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
       throw ioError(`open the log of session ${label}`, error)
     }
     try {
@@ -485,6 +500,16 @@ class JsonlSessionPersistence implements JsonlPersistence {
     if (plain === undefined || plain.length !== trailer.plainLength || crc32(plain) !== trailer.plainCrc) {
       throw corrupt(file, bodyStart, 'the last committed batch does not decode to what its trailer records')
     }
+    return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
+  }
+
+  /** The committed end and next seq when the log ends with a valid batch trailer (self-checked). */
+  async #lastTrailer(handle: FileHandle, size: number, headerEnd: number): Promise<{ committedEnd: number; nextSeq: number } | undefined> {
+    const trailerSize = this.#codec.trailer.size
+    if (size < headerEnd + trailerSize) return undefined
+    const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, size - trailerSize, trailerSize), 0)
+    if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0 || size - trailerSize - trailer.bodyLength < headerEnd)
+      return undefined
     return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
   }
 
@@ -578,6 +603,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return this.#serial(id, async () => {
       let writer = this.#writers.get(id)
       if (writer === undefined) {
+        // A session directory that is a symlink or not a directory is refused, never followed (not even to delete).
+        await this.#assertSessionDir(join(this.root, encodeSessionDirName(id)))
         const opened = await this.#openWriter(id, 'existing').catch((error: unknown) => {
           // A log too damaged to open can still be deleted explicitly.
           if (error instanceof Error && (error as { code?: string }).code === 'SESSION_PERSISTENCE_CORRUPT') return 'corrupt' as const
@@ -708,8 +735,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
         const { buf, unit } = await this.#readHeaderUnit(handle, size, file)
         physical = await decodeHeader(buf, unit, this.#codec, file)
         headerEnd = unit.bodyEnd + this.#codec.trailer.size
+        // Locating the cut needs only where the committed log ends: a valid final trailer says so
+        // (a torn write never ends in one). Every read of the fork verifies the prefix in full.
         const tail =
-          (await this.#verifyTail(handle, size, headerEnd, physical.fork?.cut ?? 0, file)) ??
+          (await this.#lastTrailer(handle, size, headerEnd)) ??
           (await (async () => {
             const whole = await this.#countedRead(handle, 0, size)
             this.#metrics.bodyReads++
@@ -761,14 +790,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
       await fsp.mkdir(refs, { mode: 0o700 }).catch((error: unknown) => {
         if (!isErrno(error, 'EEXIST')) throw error
       })
-      await publishNew(join(refs, refName(childId)), Buffer.from(childId, 'utf8'))
+      // The registration is its name (the child's directory name): only the directory entry must be durable.
+      const handle = await fsp.open(join(refs, encodeSessionDirName(childId)), constants.O_WRONLY | constants.O_CREAT, 0o600)
+      await handle.close()
+      await fsyncDir(refs)
     } catch (error) {
       throw ioError(`register fork ${labelOf(childId)} with its source ${labelOf(fork.source)}`, error)
     }
   }
 
   async #unregisterDependant(sourceId: string, childId: string): Promise<void> {
-    await fsp.unlink(join(this.root, encodeSessionDirName(sourceId), REFS_DIR, refName(childId))).catch(() => {})
+    await fsp.unlink(join(this.root, encodeSessionDirName(sourceId), REFS_DIR, encodeSessionDirName(childId))).catch(() => {})
   }
 
   /** The source must still be the log the reference names, and not be in the middle of a delete. */
@@ -801,18 +833,20 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
     const live: string[] = []
     for (const name of names) {
-      if (name.startsWith('.')) continue
+      if (!isSessionDirName(name)) continue
       const path = join(refs, name)
-      const childId = await fsp.readFile(path, 'utf8').catch(() => undefined)
       let physical: PhysicalHeader | undefined
       try {
-        physical = childId === undefined || refName(childId) !== name ? undefined : await this.#readPhysical(childId)
-      } catch {
-        // A dependant whose header is damaged cannot be materialized; keep it registered (the source stays).
-        live.push(childId as string)
-        continue
+        physical = await this.#readPhysicalAt(join(this.root, name, this.#codec.logFileName))
+      } catch (error) {
+        // A dependant whose header is damaged cannot be materialized; it keeps the source (delete it explicitly first).
+        throw persistenceError(
+          'SESSION_PERSISTENCE_REFERENCED',
+          `Session ${labelOf(id)} may be referenced by the fork stored in ${join(this.root, name)}, whose log cannot be read (${(error as Error).message}); delete that fork explicitly first.`,
+          { cause: error, details: { id } },
+        )
       }
-      if (physical?.fork?.source === id && physical.fork.logId === logId) live.push(childId as string)
+      if (physical?.fork?.source === id && physical.fork.logId === logId) live.push(physical.header.id)
       else await fsp.unlink(path).catch(() => {})
     }
     return live
@@ -1198,8 +1232,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
   }
 
   /** The physical header of `id`'s log, or `undefined` when it is not persisted. */
-  async #readPhysical(id: string): Promise<PhysicalHeader | undefined> {
-    const file = this.logPath(id)
+  #readPhysical(id: string): Promise<PhysicalHeader | undefined> {
+    return this.#readPhysicalAt(this.logPath(id))
+  }
+
+  async #readPhysicalAt(file: string): Promise<PhysicalHeader | undefined> {
     const handle = await this.#openForRead(file)
     if (handle === undefined) return undefined
     try {
@@ -1223,6 +1260,24 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const names = entries.filter((e) => e.isDirectory() && isSessionDirName(e.name)).map((e) => e.name)
     const records: PersistedSessionRecord[] = []
     const damaged: DamagedLog[] = []
+    // Entries named like sessions that are not directories (a symlink, a foreign file) are damaged entries, never followed.
+    for (const entry of entries) {
+      if (entry.isDirectory() || !isSessionDirName(entry.name)) continue
+      const dir = join(this.root, entry.name)
+      const reason = entry.isSymbolicLink()
+        ? 'a symbolic link (never followed out of the root)'
+        : entry.isFile()
+          ? 'a file, not a session directory'
+          : 'not a session directory'
+      damaged.push(
+        Object.freeze({
+          dir,
+          id: decodeSessionDirName(entry.name),
+          code: 'SESSION_PERSISTENCE_CORRUPT' as const,
+          message: `${dir} is ${reason}.`,
+        }),
+      )
+    }
     let next = 0
     const worker = async (): Promise<void> => {
       while (next < names.length) {
@@ -1237,7 +1292,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
           // `damagedLogs()` (and `dsh verify`), never dropped silently.
           if (
             !(error instanceof SessionPersistenceError) ||
-            (error.code !== 'SESSION_PERSISTENCE_CORRUPT' && error.code !== 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION')
+            (error.code !== 'SESSION_PERSISTENCE_CORRUPT' &&
+              error.code !== 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION' &&
+              error.code !== 'SESSION_PERSISTENCE_IO')
           )
             throw error
           damaged.push(
@@ -1292,17 +1349,42 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return buf
   }
 
-  /** Opens a log for reading, never through a symlink; `undefined` when there is none. */
+  /**
+   * Opens a log for reading, never through a symlink (neither the session
+   * directory nor the log may be one: symlinks are never followed out of the
+   * root); `undefined` when there is none. Any other per-entry fault — a
+   * directory where the log should be, no permission, a loop — is a damaged
+   * entry (`SESSION_PERSISTENCE_CORRUPT`), exactly as `list` reports it.
+   */
   async #openForRead(file: string): Promise<FileHandle | undefined> {
     this.#metrics.logOpens++
+    await this.#assertSessionDir(dirname(file))
+    let handle: FileHandle
     try {
-      return await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW)
+      handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW)
     } catch (error) {
       if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
       if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
         throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
       throw ioError(`open ${file}`, error)
     }
+    if (!(await handle.stat()).isFile()) {
+      await handle.close()
+      throw corrupt(file, 0, 'the log is not a regular file (a directory where the log should be?)')
+    }
+    return handle
+  }
+
+  /** The session directory must be a real directory inside the root (absent is fine: the caller reports absence). */
+  async #assertSessionDir(dir: string): Promise<void> {
+    let stats: Stats
+    try {
+      stats = await fsp.lstat(dir)
+    } catch (error) {
+      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return
+      throw corrupt(dir, 0, `the session directory cannot be examined (${(error as NodeJS.ErrnoException).code})`)
+    }
+    if (!stats.isDirectory()) throw corrupt(dir, 0, entryFault(stats))
   }
 
   // ---------------------------------------------------------- change feed
@@ -1376,9 +1458,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
   }
 }
 
-/** The registration file name of a dependant (fixed length, whatever the id). */
-function refName(childId: string): string {
-  return createHash('sha256').update(childId, 'utf8').digest('hex')
+/** Why a path that should be a session directory is not one. */
+function entryFault(stats: Stats): string {
+  return stats.isSymbolicLink() ? 'a symbolic link where a session directory should be (never followed out of the root)' : 'not a directory'
 }
 
 function notFound(id: string): Error {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { promises as fsp, readFileSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
+import { basename, dirname, join } from 'node:path'
 import { persistenceError } from './errors.js'
 import { isErrno, publishNew, tempSibling } from './fs-io.js'
 
@@ -49,6 +50,7 @@ export class WriterLock {
   }
 
   static async acquire(path: string, sessionLabel: string): Promise<WriterLock> {
+    await removeStaleTemps(path)
     for (let attempt = 0; attempt < 8; attempt++) {
       const owner: LockOwner = {
         pid: process.pid,
@@ -138,6 +140,37 @@ export class WriterLock {
     } finally {
       await this.#handle.close()
     }
+  }
+}
+
+/**
+ * Removes temporary files a killed process left beside the lock
+ * (`.writer.lock.tmp-<pid>-<random>`, from publishing or breaking a lock):
+ * only those whose pid is not a live process on this host.
+ */
+async function removeStaleTemps(path: string): Promise<void> {
+  const dir = dirname(path)
+  const prefix = `.${basename(path)}.tmp-`
+  let names: string[]
+  try {
+    names = await fsp.readdir(dir)
+  } catch {
+    return // the directory's absence is reported by the acquire itself
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue
+    const pid = Number(name.slice(prefix.length).split('-')[0])
+    if (pid === process.pid || (Number.isSafeInteger(pid) && pid > 0 && pidAlive(pid))) continue
+    await fsp.unlink(join(dir, name)).catch(() => {})
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return !isErrno(error, 'ESRCH')
   }
 }
 
