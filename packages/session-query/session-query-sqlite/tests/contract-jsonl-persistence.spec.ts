@@ -9,6 +9,7 @@ for (const compression of ['zstd', 'none'] as const satisfies readonly JsonlComp
   const roots = new Map<object, string>()
   sessionQueryContractSuite(`sqlite index over jsonl persistence (${compression}), index inside the root`, {
     corruptible: true,
+    search: true,
     async createPersistence() {
       const root = mkdtempSync(join(tmpdir(), 'dsh-query-sqlite-jsonl-'))
       const persistence = createJsonlPersistence({ root, compression })
@@ -28,7 +29,7 @@ for (const compression of ['zstd', 'none'] as const satisfies readonly JsonlComp
         },
       }
     },
-    // The index lives under the session root (`<root>/.index/`), which the jsonl backend never lists.
+    // The index lives under the session root (`<root>/.dsh/`), which the jsonl backend never lists.
     openQuery: (sources) =>
       createSqliteSessionQuery({
         ...sources,

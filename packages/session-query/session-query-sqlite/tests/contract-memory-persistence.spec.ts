@@ -14,7 +14,7 @@ sessionQueryContractSuite('sqlite index over in-memory persistence', {
     const dir = mkdtempSync(join(tmpdir(), 'dsh-query-sqlite-'))
     const query = await createSqliteSessionQuery({
       ...sources,
-      path: join(dir, '.index', 'query.sqlite'),
+      path: join(dir, '.dsh', 'index.sqlite'),
       logger: { warn: () => {}, error: () => {} },
     })
     const close = query.close.bind(query)
@@ -25,4 +25,5 @@ sessionQueryContractSuite('sqlite index over in-memory persistence', {
       },
     })
   },
+  search: true,
 })

@@ -2,7 +2,8 @@ import { Context } from '@dsh/context'
 import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { SessionQuery, SessionQueryRecord } from './types.js'
+import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_MAX_LIMIT } from './search-terms.js'
+import type { EventSearchHit, SessionQuery, SessionQueryRecord } from './types.js'
 
 /** One persistence instance for one contract test. */
 export interface ContractPersistence {
@@ -28,6 +29,13 @@ export interface SessionQueryContractOptions {
   openQuery(sources: { readonly sessions: SessionStore; readonly persistence: SessionPersistence }): Promise<SessionQuery> | SessionQuery
   /** Whether `createPersistence()` fixtures can `corrupt` a log; enables the corrupt-log contract. */
   readonly corruptible?: boolean
+  /**
+   * Whether the backend implements `searchSessions`/`searchEvents`; enables
+   * the search contract (every word required, distinct terms, the protocol's
+   * limits, deterministic pages). Rankings may differ between backends; only
+   * their order and paging are checked.
+   */
+  readonly search?: boolean
 }
 
 const T0 = 1_700_000_000_000
@@ -348,6 +356,65 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
         expect(await code(query.readHistory('bad'))).toBe('SESSION_QUERY_CORRUPT_SESSION')
         expect((await query.observeSession('good')).events).toHaveLength(1)
         expect(ids((await query.listSessions({ createdAt: { from: 2 } })).records)).toEqual(['bad'])
+      })
+    }
+
+    if (options.search === true) {
+      async function searchCorpus(): Promise<SessionQuery> {
+        const e = await env()
+        await persist(e.persistence, header('a', 1), messages(['the otter swims', 'an otter and another otter']))
+        await persist(e.persistence, header('b', 2), messages(['otter', 'nothing to see here']))
+        for (let i = 0; i < 7; i++) await persist(e.persistence, header(`m${i}`, 10 + i), messages([`otter number ${i}`, `heron ${i}`]))
+        const query = await e.open()
+        if (query.searchEvents === undefined || query.searchSessions === undefined)
+          throw new Error('search: true needs a backend with searchEvents and searchSessions')
+        return query
+      }
+
+      it('search: every word is required, a repeated word is one term, pages are deterministic', async () => {
+        const query = await searchCorpus()
+        const all = await query.searchEvents!({ text: 'otter', limit: SEARCH_PAGE_MAX_LIMIT })
+        expect(all.hits.map((h) => `${h.id}#${h.seq}`).sort()).toEqual(
+          ['a#0', 'a#1', 'b#0', ...Array.from({ length: 7 }, (_, i) => `m${i}#0`)].sort(),
+        )
+        expect(all.nextCursor).toBeUndefined()
+        for (let i = 1; i < all.hits.length; i++) expect(all.hits[i]!.score).toBeLessThanOrEqual(all.hits[i - 1]!.score)
+        expect((await query.searchEvents!({ text: 'otter swims' })).hits.map((h) => `${h.id}#${h.seq}`)).toEqual(['a#0'])
+        // As many repetitions as the text limit allows: still one term, the same hits.
+        const repeated = Array.from({ length: Math.floor((SEARCH_MAX_TEXT + 1) / 6) }, () => 'otter').join(' ')
+        expect((await query.searchEvents!({ text: repeated, limit: SEARCH_PAGE_MAX_LIMIT })).hits).toEqual(all.hits)
+        const paged: EventSearchHit[] = []
+        let cursor: string | undefined
+        do {
+          const page = await query.searchEvents!({ text: 'otter', limit: 3, ...(cursor === undefined ? {} : { cursor }) })
+          paged.push(...page.hits)
+          cursor = page.nextCursor
+        } while (cursor !== undefined)
+        expect(paged).toEqual(all.hits)
+        const sessions = await query.searchSessions!({ text: 'otter', limit: SEARCH_PAGE_MAX_LIMIT })
+        expect(sessions.hits.map((h) => h.record.header.id).sort()).toEqual(
+          ['a', 'b', ...Array.from({ length: 7 }, (_, i) => `m${i}`)].sort(),
+        )
+        expect(sessions.hits.find((h) => h.record.header.id === 'a')?.matches).toBe(2)
+      })
+
+      it('search: the protocol limits are typed errors, as are cursors of another search', async () => {
+        const query = await searchCorpus()
+        const words = Array.from({ length: SEARCH_MAX_TERMS + 1 }, (_, i) => `w${i}x`)
+        expect((await query.searchEvents!({ text: words.slice(0, SEARCH_MAX_TERMS).join(' ') })).hits).toEqual([])
+        for (const bad of [
+          { text: words.join(' ') },
+          { text: 'o'.repeat(SEARCH_MAX_TEXT + 1) },
+          { text: ' !!! ' },
+          { text: 'otter', limit: SEARCH_PAGE_MAX_LIMIT + 1 },
+          { text: 'otter', limit: 0 },
+        ]) {
+          expect(await code(query.searchEvents!(bad)), JSON.stringify(bad).slice(0, 80)).toBe('SESSION_QUERY_INVALID_FILTER')
+          expect(await code(query.searchSessions!(bad))).toBe('SESSION_QUERY_INVALID_FILTER')
+        }
+        const page = await query.searchEvents!({ text: 'otter', limit: 2 })
+        expect(await code(query.searchEvents!({ text: 'heron', limit: 2, cursor: page.nextCursor! }))).toBe('SESSION_QUERY_INVALID_CURSOR')
+        expect(await code(query.searchEvents!({ text: 'otter', cursor: 'not-a-cursor!' }))).toBe('SESSION_QUERY_INVALID_CURSOR')
       })
     }
   })
