@@ -47,6 +47,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     load: () => import('./commands/search.js'),
   },
   verify: {
+    store: true,
     summary: 'check every log; exits 1 when any is corrupt',
     load: () => import('./commands/verify.js'),
   },

@@ -31,20 +31,19 @@ export async function withReadHost<T>(
 /**
  * Opens a host of the command's root, turning a bad root into
  * `CLI_ROOT_INVALID` with a hint; or, with `--store`/`DSH_STORE`, a host over
- * that PostgreSQL database, where a read-only open means no migration (an
+ * that PostgreSQL database (read-only: no migration, no writer lease; an
  * unmigrated database is refused, not changed).
  */
 export async function openHost(command: ParsedCommand, options: Omit<HostOptions, 'root'>): Promise<Host> {
   if (command.store !== undefined) {
     const {
-      readOnly,
       requireExisting: _existing,
       compression: _compression,
       persistence: _persistence,
       onIndexProgress: _progress,
       ...rest
     } = options
-    return await createHost({ ...rest, postgres: { connectionString: command.store, migrate: readOnly !== true } })
+    return await createHost({ ...rest, postgres: { connectionString: command.store } })
   }
   return await asCliRootError(() => createHost({ root: rootOf(command), ...options }))
 }

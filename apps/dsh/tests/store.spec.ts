@@ -47,6 +47,18 @@ describe('--store', () => {
     expect(agents.rows).toEqual([expect.objectContaining({ id: 'pg-child', label: 'helper' })])
   }, 60_000)
 
+  it('verify checks every session of the store read-only; text escapes the hostile id', async () => {
+    const json = await cli(['verify', '--store', url, '--json'])
+    expect(json.code, json.stdout + json.stderr).toBe(0)
+    const report = JSON.parse(json.stdout)
+    expect(report).toMatchObject({ checked: 2, ok: 2, corrupt: 0 })
+    expect(report.derived).toBeUndefined()
+    expect(report.root).toMatch(/^postgres/)
+    const text = await cli(['verify'], { DSH_STORE: url })
+    expect(text.stdout).toContain('pg\\x1b[2J\\x0arow\\u202e')
+    expect(text.stdout).toContain('All 2 logs verified')
+  }, 60_000)
+
   it('a read command never migrates: an empty database is refused and left empty', async () => {
     const empty = await cluster.createDatabase()
     const result = await cli(['sessions', '--store', empty, '--json'])
@@ -63,7 +75,7 @@ describe('--store', () => {
   it('is refused where it cannot apply, with a root, or when it is not a postgres URL; a password on the command line warns', async () => {
     for (const args of [
       ['demo', '--store', url],
-      ['verify', '--store', url],
+      ['reindex', '--store', url],
       ['sessions', '--store', url, '--root', '/tmp'],
       ['sessions', '--store', 'mysql://x/y'],
       ['sessions', '--store', 'not a url'],

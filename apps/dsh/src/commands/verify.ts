@@ -1,4 +1,4 @@
-import { checkDerivedFiles, type DerivedCheck, type VerifiedLog, verifyRoot } from '@dsh/host'
+import { checkDerivedFiles, type DerivedCheck, type DerivedChecks, type VerifiedLog, verifyPostgres, verifyRoot } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { asCliRootError, rootOf, warnIfExposed } from '../host-access.js'
 import { printJson, table } from '../output.js'
@@ -15,9 +15,7 @@ import { safe } from '../terminal.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
-  const { root, logs } = await asCliRootError(() => verifyRoot(rootOf(command)))
-  warnIfExposed(root, io)
-  const derived = await checkDerivedFiles(root)
+  const { root, logs, derived } = command.store === undefined ? await verifyLocal(command, io) : await verifyStore(command.store)
   const count = (status: VerifiedLog['status']): number => logs.filter((r) => r.status === status).length
   const bad = logs.filter((r) => r.status === 'corrupt' || r.status === 'error')
   if (command.json) {
@@ -30,7 +28,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         corrupt: count('corrupt'),
         errors: count('error'),
         sessions: logs,
-        derived,
+        ...(derived === undefined ? {} : { derived }),
       },
       io.out,
     )
@@ -47,9 +45,26 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         ? `All ${logs.length} logs verified${torn}.\n`
         : safe`${bad.length} of ${logs.length} logs failed verification: ${bad.map((r) => r.id).join(', ')}\n`,
     )
-    io.out.write(`${describeDerived('query index', derived.index)}\n${describeDerived('projection cache', derived.projectionCache)}\n`)
+    if (derived !== undefined) {
+      io.out.write(`${describeDerived('query index', derived.index)}\n${describeDerived('projection cache', derived.projectionCache)}\n`)
+    }
   }
   return bad.length === 0 ? 0 : 1
+}
+
+/** A JSONL root: its logs, then its derived files; warns when others can read the root. */
+async function verifyLocal(
+  command: ParsedCommand,
+  io: CommandIo,
+): Promise<{ root: string; logs: readonly VerifiedLog[]; derived: DerivedChecks }> {
+  const { root, logs } = await asCliRootError(() => verifyRoot(rootOf(command)))
+  warnIfExposed(root, io)
+  return { root, logs, derived: await checkDerivedFiles(root) }
+}
+
+/** A PostgreSQL store: its tables are authoritative, there are no derived files to check. */
+async function verifyStore(store: string): Promise<{ root: string; logs: readonly VerifiedLog[]; derived?: undefined }> {
+  return await verifyPostgres({ connectionString: store })
 }
 
 /** Derived files never fail verify: a damaged one was rebuilt (only cost changes), an absent one is built on the next writable open. */

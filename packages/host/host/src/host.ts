@@ -60,8 +60,9 @@ export interface HostOptions {
   /**
    * The PostgreSQL backends instead of a root: persistence, projection cache
    * and query over one pool (one database that several hosts share). Excludes
-   * `root`, `persistence`, `compression`, `readOnly`; `query: 'memory'` and
-   * `projectionCache: false` still apply.
+   * `root`, `persistence`, `compression`; `readOnly` (no migration, no writer
+   * lease, writes refused), `query: 'memory'` and `projectionCache: false`
+   * still apply.
    */
   readonly postgres?: PostgresHostOptions
 }
@@ -111,11 +112,11 @@ export async function createHost(options: HostOptions): Promise<Host> {
     await ctx.activate(sessionStorePlugin())
     let queryBackend: Host['queryBackend']
     if (postgres !== undefined && pool !== undefined) {
-      await activatePostgresPersistence(ctx, pool, postgres)
+      await activatePostgresPersistence(ctx, pool, postgres, readOnly)
       await ctx.activate(sessionProjectionsPlugin())
-      if (options.projectionCache !== false) await activatePostgresCache(ctx, pool, postgres)
+      if (options.projectionCache !== false) await activatePostgresCache(ctx, pool, postgres, readOnly)
       if (options.query === 'memory') await ctx.activate(sessionQueryPlugin())
-      else await activatePostgresQuery(ctx, pool, postgres)
+      else await activatePostgresQuery(ctx, pool, postgres, readOnly)
       queryBackend = options.query === 'memory' ? 'memory' : 'postgres'
     } else {
       const jsonl = options.persistence === undefined || options.persistence === 'jsonl'
@@ -194,7 +195,7 @@ function validate(options: HostOptions): void {
     if ((connectionString === undefined) === (pool === undefined)) {
       throw new HostError('HOST_INVALID_OPTIONS', 'createHost: `postgres` needs exactly one of `connectionString` and `pool`.')
     }
-    const conflicting = (['root', 'persistence', 'compression', 'readOnly', 'requireExisting', 'onIndexProgress'] as const).filter(
+    const conflicting = (['root', 'persistence', 'compression', 'requireExisting', 'onIndexProgress'] as const).filter(
       (key) => options[key] !== undefined && options[key] !== false,
     )
     if (conflicting.length > 0) {

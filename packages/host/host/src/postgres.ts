@@ -26,21 +26,40 @@ export async function openPostgresPool(ctx: Context, options: PostgresHostOption
   return pool
 }
 
-/** Service `sessionPersistence` over the pool (migrated on open unless `migrate: false`). */
-export async function activatePostgresPersistence(ctx: Context, pool: pg.Pool, options: PostgresHostOptions): Promise<void> {
+/**
+ * Service `sessionPersistence` over the pool: migrated on open unless
+ * `migrate: false`; read-only (no migration, no writer lease, writes refused
+ * with `SESSION_PERSISTENCE_READ_ONLY`) when `readOnly`.
+ */
+export async function activatePostgresPersistence(
+  ctx: Context,
+  pool: pg.Pool,
+  options: PostgresHostOptions,
+  readOnly: boolean,
+): Promise<void> {
   const { createPostgresPersistence } = await import('@dsh/session-persistence-postgres')
-  const persistence = await createPostgresPersistence({ pool, ...(options.migrate === undefined ? {} : { migrate: options.migrate }) })
+  const persistence = await createPostgresPersistence({
+    pool,
+    ...migrateOption(options, readOnly),
+    ...(readOnly ? { readOnly: true } : {}),
+  })
   await ctx.activate(sessionPersistencePlugin(persistence))
 }
 
-export async function activatePostgresCache(ctx: Context, pool: pg.Pool, options: PostgresHostOptions): Promise<void> {
-  const { postgresProjectionCachePlugin } = await import('@dsh/session-projection-cache-postgres')
-  await ctx.activate(postgresProjectionCachePlugin({ pool, ...(options.migrate === undefined ? {} : { migrate: options.migrate }) }))
+/** A read-only host never migrates: an unmigrated or newer database is refused, not changed. */
+export function migrateOption(options: PostgresHostOptions, readOnly: boolean): { migrate?: boolean } {
+  if (readOnly) return { migrate: false }
+  return options.migrate === undefined ? {} : { migrate: options.migrate }
 }
 
-export async function activatePostgresQuery(ctx: Context, pool: pg.Pool, options: PostgresHostOptions): Promise<void> {
+export async function activatePostgresCache(ctx: Context, pool: pg.Pool, options: PostgresHostOptions, readOnly: boolean): Promise<void> {
+  const { postgresProjectionCachePlugin } = await import('@dsh/session-projection-cache-postgres')
+  await ctx.activate(postgresProjectionCachePlugin({ pool, ...migrateOption(options, readOnly) }))
+}
+
+export async function activatePostgresQuery(ctx: Context, pool: pg.Pool, options: PostgresHostOptions, readOnly: boolean): Promise<void> {
   const { postgresSessionQueryPlugin } = await import('@dsh/session-query-postgres')
-  await ctx.activate(postgresSessionQueryPlugin({ pool, ...(options.migrate === undefined ? {} : { migrate: options.migrate }) }))
+  await ctx.activate(postgresSessionQueryPlugin({ pool, ...migrateOption(options, readOnly) }))
 }
 
 /** The server a connection string names, without credentials (what `host.root` shows for a PostgreSQL host). */

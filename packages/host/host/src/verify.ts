@@ -1,6 +1,8 @@
 import { isDshError } from '@dsh/context'
+import type { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { HostError } from './errors.js'
+import { type PostgresHostOptions, postgresLocation } from './postgres.js'
 import { prepareRoot } from './root.js'
 
 /** One log as `verifyRoot` found it. */
@@ -44,6 +46,43 @@ export async function verifyRoot(root: string): Promise<RootVerification> {
     }
     throw error
   }
+  return { root: path, logs: await verifyAll(persistence) }
+}
+
+/**
+ * The same check over a PostgreSQL store: every session's batches read and
+ * checked (a table has no torn tail), damaged rows reported. Opened
+ * read-only: no migration, no lease, nothing written; an unmigrated database
+ * is refused. `root` in the result is the server location (no credentials).
+ */
+export async function verifyPostgres(options: PostgresHostOptions): Promise<RootVerification> {
+  const { default: pgModule } = await import('pg')
+  const { createPostgresPersistence } = await import('@dsh/session-persistence-postgres')
+  const pool = options.pool ?? new pgModule.Pool({ connectionString: options.connectionString })
+  try {
+    const persistence = await createPostgresPersistence({ pool, readOnly: true })
+    return { root: postgresLocation(options), logs: await verifyAll(persistence) }
+  } finally {
+    if (options.pool === undefined) await pool.end()
+  }
+}
+
+/** What both backends offer for verification (the JSONL backend's shapes). */
+interface VerifiablePersistence {
+  list(): Promise<readonly { readonly header: { readonly id: SessionId } }[]>
+  verify(id: SessionId): Promise<{ readonly events: number; readonly tornBytes: number }>
+  /** JSONL names the directory of a log too damaged to name its session; PostgreSQL always knows the id. */
+  damagedLogs(): readonly {
+    readonly dir?: string
+    readonly id: string | { readonly hashed: true } | undefined
+    readonly code: string
+    readonly message: string
+  }[]
+  close(): Promise<void>
+}
+
+/** Verifies every listed log, then reports the damaged ones listing left out; one bad log never hides the others. Closes `persistence`. */
+async function verifyAll(persistence: VerifiablePersistence): Promise<VerifiedLog[]> {
   const logs: VerifiedLog[] = []
   try {
     for (const record of await persistence.list()) {
@@ -67,7 +106,7 @@ export async function verifyRoot(root: string): Promise<RootVerification> {
     }
     for (const damaged of persistence.damagedLogs()) {
       logs.push({
-        id: typeof damaged.id === 'string' ? damaged.id : damaged.dir,
+        id: typeof damaged.id === 'string' ? damaged.id : (damaged.dir ?? '(unnamed)'),
         status: 'corrupt',
         code: damaged.code,
         message: damaged.message,
@@ -76,5 +115,5 @@ export async function verifyRoot(root: string): Promise<RootVerification> {
   } finally {
     await persistence.close()
   }
-  return { root: path, logs }
+  return logs
 }

@@ -1,7 +1,7 @@
 import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createHost } from '../src/index.js'
+import { createHost, verifyPostgres } from '../src/index.js'
 
 // createHost({ postgres }) against a real throwaway PostgreSQL cluster:
 // persistence, cache and query over one pool, two hosts sharing a database.
@@ -63,10 +63,41 @@ describe('createHost({ postgres })', () => {
     }
   }, 120_000)
 
+  it('read-only: no migration (an empty database is refused and left empty), reads work, verify reports every session', async () => {
+    const empty = await cluster.createDatabase()
+    await expect(createHost({ postgres: { connectionString: empty }, readOnly: true })).rejects.toThrow()
+    await expect(verifyPostgres({ connectionString: empty })).rejects.toThrow()
+    const pool = new pg.Pool({ connectionString: empty })
+    try {
+      const { rows } = await pool.query("select count(*)::int as n from information_schema.tables where table_schema = 'public'")
+      expect(rows[0].n).toBe(0)
+    } finally {
+      await pool.end()
+    }
+    const url = await cluster.createDatabase()
+    const writer = await createHost({ postgres: { connectionString: url } })
+    const session = writer.sessions.create({ id: 'kept' })
+    session.append('user/message', { text: 'hello' })
+    await writer.sessions.flush(session)
+    await writer.dispose()
+    const reader = await createHost({ postgres: { connectionString: url }, readOnly: true })
+    try {
+      expect(reader.readOnly).toBe(true)
+      expect((await reader.query.listSessions({})).records.map((r) => r.header.id)).toEqual(['kept'])
+      await expect(reader.persistence.delete(session.id)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_READ_ONLY' })
+      expect((await reader.persistence.list()).map((r) => r.header.id)).toEqual(['kept'])
+    } finally {
+      await reader.dispose()
+    }
+    const report = await verifyPostgres({ connectionString: url })
+    expect(report.logs).toEqual([{ id: 'kept', status: 'ok', events: 1, tornBytes: 0 }])
+    expect(report.root).not.toContain('@')
+  }, 120_000)
+
   it('refuses options that describe a JSONL root, and both or neither of connectionString and pool', async () => {
     for (const options of [
       { postgres: { connectionString: 'postgres://x/y' }, root: '/tmp/x' },
-      { postgres: { connectionString: 'postgres://x/y' }, readOnly: true },
+      { postgres: { connectionString: 'postgres://x/y' }, compression: 'none' as const },
       { postgres: {} },
     ]) {
       await expect(createHost(options)).rejects.toMatchObject({ code: 'HOST_INVALID_OPTIONS' })
