@@ -78,7 +78,7 @@ export class SqliteProjectionCache implements SessionProjectionCache {
     keys: readonly ProjectionKey[],
   ): ProjectionSnapshot | undefined {
     if (this.#closed || keys.length === 0) return this.#miss()
-    const identity = checkpointIdentity(header)
+    const identity = identityOf(header)
     const rows: Record<string, ProjectionCheckpointRow> = {}
     for (const key of keys) {
       const stateVersion = this.#projections.stateVersionOf(key)
@@ -205,6 +205,21 @@ export class SqliteProjectionCache implements SessionProjectionCache {
 }
 
 /** `[seq, state]` or `[seq]` (failed), after the witness, back into a checkpoint row; anything else is poisoned. */
+/**
+ * Headers are deep-frozen, and a listing hands the same header object to
+ * every lookup of its session: its identity is computed once per object.
+ */
+const identities = new WeakMap<SessionHeader, string>()
+
+function identityOf(header: SessionHeader): string {
+  let identity = identities.get(header)
+  if (identity === undefined) {
+    identity = checkpointIdentity(header)
+    if (Object.isFrozen(header)) identities.set(header, identity)
+  }
+  return identity
+}
+
 function decodePayload(payload: string, stateVersion: number, key: string, header: SessionHeader): ProjectionCheckpointRow {
   let decoded: unknown
   try {
