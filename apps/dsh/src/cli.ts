@@ -59,10 +59,11 @@ function parse(name: string, spec: CommandSpec, argv: readonly string[], io: Com
     const value = values[key]
     return typeof value === 'string' ? value : undefined
   }
-  const store = storeOf(name, spec, stringValue('store'), io)
-  if (store !== undefined && stringValue('root') !== undefined) {
-    throw new CliError('CLI_USAGE', `Give one place for the sessions: --root DIR or --store URL (DSH_STORE), not both.`)
+  if (stringValue('store') !== undefined && stringValue('root') !== undefined) {
+    throw new CliError('CLI_USAGE', 'Give one place for the sessions: --root DIR or --store URL, not both.')
   }
+  // An explicit --root wins over DSH_STORE from the environment.
+  const store = stringValue('root') === undefined ? storeOf(name, spec, stringValue('store'), io) : undefined
   return {
     name,
     args,

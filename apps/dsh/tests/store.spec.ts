@@ -88,7 +88,9 @@ describe('--store', () => {
     withPassword.password = 'secret'
     const warned = await cli(['sessions', '--store', withPassword.toString(), '--json'])
     expect(warned.stderr).toMatch(/warning: the --store URL holds a password/)
-    // DSH_STORE is ignored by commands that work on a local root only.
+    // DSH_STORE is ignored by commands that work on a local root only, and an explicit --root wins over it.
     expect((await cli(['demo', '--help'], { DSH_STORE: url })).code).toBe(0)
+    const local = await cli(['sessions', '--root', '/nonexistent-dsh-root', '--json'], { DSH_STORE: url })
+    expect(JSON.parse(local.stdout).error.code).toBe('CLI_ROOT_INVALID')
   }, 60_000)
 })
