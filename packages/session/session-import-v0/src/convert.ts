@@ -103,8 +103,8 @@ function withHole(blocks: readonly unknown[], at: number): unknown[] {
   return blocks.map((block, i) => (i === at ? null : block))
 }
 
-function fillHole(blocks: readonly unknown[], text: string): unknown[] {
-  return blocks.map((block) => (block === null ? { type: 'text', text } : block))
+function fillHole(blocks: readonly unknown[], at: unknown, text: string): unknown[] {
+  return typeof at === 'number' ? blocks.map((block, i) => (i === at ? { type: 'text', text } : block)) : [...blocks]
 }
 
 /** Data keys in the converter's canonical order, or the original order when it differs (kept in the residual). */
@@ -159,9 +159,11 @@ const CONVERTERS: Record<string, (data: unknown) => Converted | undefined> = {
     if (!sameKeys(data, Object.hasOwn(data, 'usage') ? ['turn', 'step', 'message', 'usage'] : ['turn', 'step', 'message'])) return undefined
     const message = data.message
     if (!isObject(message) || !Array.isArray(message.content) || message.role !== 'assistant') return undefined
+    // The sole text block's text moves to our side, leaving a null hole whose index the residual names.
     const sole = soleTextBlock(message.content)
     const text = textOf(message.content)
     const residual: Residual = { step: data.step, message: sole < 0 ? message : { ...message, content: withHole(message.content, sole) } }
+    if (sole >= 0) residual.textAt = sole
     const converted: Json = { turn: data.turn, text }
     if (Object.hasOwn(data, 'usage')) {
       residual.usage = data.usage
@@ -324,7 +326,7 @@ const RESTORERS: Record<string, (data: Json, r: Residual) => Json> = {
     const restored: Json = {
       turn: data.turn,
       step: r.step,
-      message: { ...message, content: fillHole(message.content as unknown[], data.text as string) },
+      message: { ...message, content: fillHole(message.content as unknown[], r.textAt, data.text as string) },
     }
     if (Object.hasOwn(r, 'usage')) restored.usage = r.usage
     return restored

@@ -112,6 +112,54 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('import → ex
     expect(readFileSync(v0LogPath(to, 'plain/ü', '/srv/x', 'none'), 'utf8')).toBe(readFileSync(source, 'utf8'))
   })
 
+  it('restores odd but valid shapes exactly: null blocks, non-JSON tool arguments, keys in another order', async () => {
+    const persistence = BACKENDS[name]()
+    open.push(persistence)
+    const from = dir('odd')
+    const b = new V0Builder()
+    b.add('turn/start', { turn: 1 })
+    b.add(
+      'user/message',
+      { content: [{ type: 'text', text: 'keys' }], source: { kind: 'user' }, role: 'user', id: 'u' },
+      { surfaceOp: 'append' },
+    )
+    b.add('assistant/message', {
+      turn: 1,
+      step: 2,
+      message: {
+        id: 'a',
+        role: 'assistant',
+        content: [null, { type: 'text', text: 'after a null' }],
+        source: { kind: 'model', provider: 'p', model: 'm' },
+      },
+    })
+    b.add('tool/call', { turn: 1, step: 2, callId: 'c', name: 'n', arguments: '{"a": 1}' })
+    b.add('tool/call', { turn: 1, step: 2, callId: 'd', name: 'n', arguments: 'not json' })
+    b.add('assistant/chunk', { turn: 1, step: 2, chunk: { type: 'text-delta', index: 0, text: 'step 2' } })
+    b.add('turn/end', { reason: { kind: 'max-tokens' }, turn: 1 })
+    b.flush()
+    await writeRoot([{ header: { id: 'odd', createdAt: T0, delegationDepth: 0 }, builder: b, packChunks: false }], from)
+    await importV0({ from, persistence })
+    const stored = await persistence.inspect('odd' as never)
+    expect(stored.events.map((e) => e.type)).toEqual([
+      'turn/start',
+      'user/message',
+      'assistant/message',
+      'tool/call',
+      'tool/call',
+      'assistant/chunk',
+      'turn/end',
+    ])
+    expect(stored.events[3]?.data).toMatchObject({ arguments: '{"a": 1}', v0: { rawArguments: true } })
+    expect(stored.events[6]?.data).toMatchObject({ reason: 'completed' })
+    const to = dir('odd-out')
+    await exportV0({ ids: ['odd'], persistence, to, compression: 'none' })
+    const written = readFileSync(v0LogPath(to, 'odd', undefined, 'none'), 'utf8')
+      .split('\n')
+      .slice(1, -1)
+    expect(written).toEqual(b.events.map((e) => JSON.stringify(e)))
+  })
+
   it('writes a grown session as one frame per turn', async () => {
     const persistence = BACKENDS[name]()
     open.push(persistence)
