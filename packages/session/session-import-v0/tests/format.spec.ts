@@ -156,6 +156,41 @@ describe('v0 frames and lines', () => {
     expect(plainTorn.tornBytes).toBe(JSON.stringify(b.events.at(-1)).length + 1 - 5)
   })
 
+  it('reads a prefix of the events at every truncation point (a crash anywhere), never a wrong event', () => {
+    const b = new V0Builder().turn(1, 'q', 'first answer, streamed').turn(2, 'q2', 'second answer', { tool: true })
+    const header = { id: 'cut', createdAt: T0, delegationDepth: 0 }
+    for (const compression of ['zstd', 'none'] as const) {
+      const full = v0LogBytes(header, b.batches, { compression })
+      const headerBytes = v0LogBytes(header, [], { compression }).length
+      // Where complete units end: frames for zstd, lines for plain logs.
+      const ends: number[] = []
+      if (compression === 'zstd') {
+        let at = headerBytes
+        ends.push(at)
+        for (const batch of b.batches) {
+          if (batch.length === 0) continue
+          at += v0LogBytes(header, [batch], { compression }).length - headerBytes
+          ends.push(at)
+        }
+      } else {
+        for (let i = full.indexOf(0x0a); i >= 0; i = full.indexOf(0x0a, i + 1)) ends.push(i + 1)
+      }
+      let longest = 0
+      for (let cut = 0; cut <= full.length; cut++) {
+        if (cut < headerBytes) {
+          expect(code(() => parseV0Log(full.subarray(0, cut), compression))).toBe('IMPORT_V0_BAD_HEADER')
+          continue
+        }
+        const log = parseV0Log(full.subarray(0, cut), compression)
+        expect(log.events).toEqual(b.events.slice(0, log.events.length))
+        expect(log.events.length).toBeGreaterThanOrEqual(longest)
+        longest = log.events.length
+        expect(log.tornBytes).toBe(cut - Math.max(...ends.filter((end) => end <= cut)))
+      }
+      expect(longest).toBe(b.events.length)
+    }
+  })
+
   it('reports damage in a complete frame with a typed reason', () => {
     const b = new V0Builder().turn(1, 'q', 'answer one').turn(2, 'q', 'answer two')
     const header = { id: 'd', createdAt: T0, delegationDepth: 0 }
