@@ -33,6 +33,8 @@ export interface LogCodec {
   measureBodyByContent(buf: Buffer, pos: number): FrameExtent
   /** Decodes one body whose plaintext length is not known. */
   decodeBody(body: Buffer): Promise<Buffer>
+  /** The same, synchronously (small bodies only: a header unit, one trailer's batch). */
+  decodeBodySync(body: Buffer): Buffer
   /** The plaintexts of consecutive units, decoded together where the encoding allows. Rejects when the bytes do not decode to the recorded lengths. */
   decodeRun(buf: Buffer, units: readonly UnitRange[]): Promise<Buffer[]>
 }
@@ -83,6 +85,7 @@ const zstdCodec: LogCodec = (() => {
     measureBody: measureZstdFrame,
     measureBodyByContent: measureZstdFrame,
     decodeBody: (body) => Promise.resolve().then(() => decompressFrames(body)),
+    decodeBodySync: decompressFrames,
     async decodeRun(buf, units) {
       const first = units[0]
       const last = units.at(-1)
@@ -132,6 +135,7 @@ const plainCodec: LogCodec = {
     return at === pos ? { status: 'invalid', reason: 'no complete event line' } : { status: 'complete', end: at }
   },
   decodeBody: (body) => Promise.resolve(body),
+  decodeBodySync: (body) => body,
   decodeRun(buf, units) {
     return Promise.resolve(units.map((u) => buf.subarray(u.bodyStart, u.bodyEnd)))
   },

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { constants, promises as fsp, fsync, type Stats, writev } from 'node:fs'
+import { closeSync, constants, promises as fsp, fsync, openSync, type Stats, writev } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 
@@ -30,11 +30,13 @@ export async function writeAt(handle: FileHandle, data: Buffer, position: number
 
 /** Makes a directory entry change (create, link, unlink, rename) durable. */
 export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await fsp.open(dir, constants.O_RDONLY | constants.O_DIRECTORY)
+  // Opening and closing a directory are cheap system calls: made synchronously, only the fsync
+  // waits on the thread pool (each round trip costs a time slice on a busy machine).
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY)
   try {
-    await handle.sync()
+    await fsyncFd(fd)
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
 }
 
@@ -47,10 +49,11 @@ export function tempSibling(path: string): string {
  * Publishes `data` at `path` atomically and without overwriting: written to a
  * temporary file, fsynced, hard-linked into place (`link` fails with EEXIST
  * instead of replacing), then the directory is fsynced. Returns false when
- * `path` already exists. `durable: false` skips the fsyncs, for files that
+ * `path` already exists. `beforeLink` (e.g. other directories' fsyncs) is
+ * awaited after the temporary file is durable and before it is linked. `durable: false` skips the fsyncs, for files that
  * only matter while their writer lives (locks).
  */
-export async function publishNew(path: string, data: Buffer, durable = true): Promise<boolean> {
+export async function publishNew(path: string, data: Buffer, durable = true, beforeLink?: Promise<unknown>): Promise<boolean> {
   const temp = tempSibling(path)
   const handle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
   try {
@@ -59,6 +62,8 @@ export async function publishNew(path: string, data: Buffer, durable = true): Pr
       if (durable) await handle.sync()
     } finally {
       await handle.close()
+      // Whatever must be durable before the file appears (run concurrently with its write and fsync).
+      await beforeLink
     }
     try {
       await fsp.link(temp, path)

@@ -22,6 +22,7 @@ import { persistenceCancelled as cancelled, checkAppend, interruptedTurnEnds, Se
 import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { JsonlPersistenceError, persistenceError } from './errors.js'
+import { assertReferenceableSync, type ForkIo, locateCutSync, registerDependantSync } from './fork-refs.js'
 import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, tempSibling, writeAt, writevAt } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
@@ -200,6 +201,25 @@ class JsonlSessionPersistence implements JsonlPersistence {
     this.#journal = this.readOnly ? undefined : new JournalWriter(this.root)
   }
 
+  /** What the synchronous fork helpers need (see `fork-refs.ts`). */
+  get #forkIo(): ForkIo {
+    return {
+      root: this.root,
+      codec: this.#codec,
+      logPath: (id) => this.logPath(id),
+      live: (id) => {
+        const w = this.#writers.get(id)
+        return w === undefined
+          ? undefined
+          : { fd: w.handle.fd, physical: w.physical, headerEnd: w.headerEnd, committedEnd: w.committedEnd, nextSeq: w.nextSeq }
+      },
+      counted: (bytes, header) => {
+        this.#metrics.bytesRead += bytes
+        if (header) this.#metrics.headerReads++
+      },
+    }
+  }
+
   get metrics(): Readonly<JsonlPersistenceMetrics> {
     return this.#metrics
   }
@@ -229,7 +249,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       let writer = this.#writers.get(id)
       if (writer === undefined) {
         const opened = await this.#openWriter(id, 'create')
-        if (opened.kind === 'absent') return this.#create(opened.dir, opened.lock, target, events)
+        if (opened.kind === 'absent') return this.#create(opened.dir, opened.lock, target, events, opened.rootSync)
         if (opened.kind === 'missing') throw notFound(id)
         writer = opened.writer
       }
@@ -248,7 +268,13 @@ class JsonlSessionPersistence implements JsonlPersistence {
    * `forkSource`, the log holds a reference to the source's committed prefix
    * (registered with the source first) and only the events after the cut.
    */
-  async #create(dir: string, lock: WriterLock, target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  async #create(
+    dir: string,
+    lock: WriterLock,
+    target: AppendTarget,
+    events: readonly StoredSessionEvent[],
+    rootSync: Promise<void>,
+  ): Promise<AppendResult> {
     const id = target.header.id
     const label = labelOf(id)
     try {
@@ -263,9 +289,21 @@ class JsonlSessionPersistence implements JsonlPersistence {
         checkAppend(target, events, undefined)
       }
       let fork: ForkReference | undefined
+      let registered: Promise<void> | undefined
       if (byReference && target.forkSource !== undefined) {
-        fork = await this.#locateCut(target.forkSource, cut, 0)
-        await this.#registerDependant(fork, id)
+        fork = locateCutSync(this.#forkIo, target.forkSource, cut, MAX_FORK_DEPTH) ?? (await this.#locateCut(target.forkSource, cut, 0))
+        try {
+          // The registration's fsync runs concurrently with the log's write; both are durable before the log is linked.
+          registered = fsyncDir(registerDependantSync(this.root, fork, id))
+          registered.catch(() => {})
+        } catch (error) {
+          if (isErrno(error, 'ENOENT')) {
+            throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `The fork source ${labelOf(fork.source)} is no longer persisted.`, {
+              details: { id: fork.source },
+            })
+          }
+          throw ioError(`register fork ${label} with its source ${labelOf(fork.source)}`, error)
+        }
       }
       const physical: PhysicalHeader = { header: target.header, inheritedEventCount: cut, logId: newLogId(), ...(fork ? { fork } : {}) }
       const own = fork ? events.slice(cut) : events
@@ -278,8 +316,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
       const file = join(dir, this.#codec.logFileName)
       const published = await this.#journaled(id, async () => {
         // A source being deleted, or deleted and re-created, since it was located is not referenced.
-        if (fork) await this.#assertReferenceable(fork, label)
-        return publishNew(file, data)
+        if (fork) assertReferenceableSync(this.#forkIo, fork, label, DELETING_FILE)
+        return publishNew(file, data, true, Promise.all([rootSync, registered]))
       })
       if (!published) {
         throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, {
@@ -365,19 +403,25 @@ class JsonlSessionPersistence implements JsonlPersistence {
     id: string,
     mode: 'create' | 'existing',
   ): Promise<
-    { kind: 'writer'; writer: Writer; truncated: boolean } | { kind: 'absent'; dir: string; lock: WriterLock } | { kind: 'missing' }
+    | { kind: 'writer'; writer: Writer; truncated: boolean }
+    | { kind: 'absent'; dir: string; lock: WriterLock; rootSync: Promise<void> }
+    | { kind: 'missing' }
   > {
     const label = labelOf(id)
     const dir = join(this.root, encodeSessionDirName(id))
     await this.#assertSessionDir(dir)
     let lock: WriterLock | undefined
     let createdDir = false
+    // The new directory's entry must be durable before the first append is acknowledged; its
+    // fsync runs concurrently with taking the lock and writing the log (awaited before the log is linked).
+    let rootSync: Promise<void> | undefined
     for (let attempt = 0; lock === undefined; attempt++) {
       if (mode === 'create') {
         try {
           await fsp.mkdir(dir, { mode: 0o700 })
           createdDir = true
-          await fsyncDir(this.root)
+          rootSync = fsyncDir(this.root)
+          rootSync.catch(() => {})
         } catch (error) {
           if (!isErrno(error, 'EEXIST')) throw ioError(`create the directory of session ${label}`, error)
         }
@@ -406,8 +450,12 @@ class JsonlSessionPersistence implements JsonlPersistence {
       if (isErrno(error, 'ENOENT')) {
         if (mode === 'create') {
           // A directory left by a create that crashed before publishing: make its entry durable before the log goes in.
-          if (!createdDir) await fsyncDir(this.root).catch(() => {})
-          return { kind: 'absent', dir, lock }
+          rootSync ??= fsyncDir(this.root)
+          const synced = rootSync.catch((error: unknown) => {
+            throw ioError(`make the directory of session ${label} durable`, error)
+          })
+          synced.catch(() => {})
+          return { kind: 'absent', dir, lock, rootSync: synced }
         }
         await lock.release()
         return { kind: 'missing' }
@@ -783,42 +831,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
   }
 
-  /** Registers `childId` as a dependant of the log its reference names (before the child's log is published). */
-  async #registerDependant(fork: ForkReference, childId: string): Promise<void> {
-    const refs = join(this.root, encodeSessionDirName(fork.source), REFS_DIR)
-    try {
-      await fsp.mkdir(refs, { mode: 0o700 }).catch((error: unknown) => {
-        if (!isErrno(error, 'EEXIST')) throw error
-      })
-      // The registration is its name (the child's directory name): only the directory entry must be durable.
-      const handle = await fsp.open(join(refs, encodeSessionDirName(childId)), constants.O_WRONLY | constants.O_CREAT, 0o600)
-      await handle.close()
-      await fsyncDir(refs)
-    } catch (error) {
-      throw ioError(`register fork ${labelOf(childId)} with its source ${labelOf(fork.source)}`, error)
-    }
-  }
-
   async #unregisterDependant(sourceId: string, childId: string): Promise<void> {
     await fsp.unlink(join(this.root, encodeSessionDirName(sourceId), REFS_DIR, encodeSessionDirName(childId))).catch(() => {})
-  }
-
-  /** The source must still be the log the reference names, and not be in the middle of a delete. */
-  async #assertReferenceable(fork: ForkReference, childLabel: string): Promise<void> {
-    const dir = join(this.root, encodeSessionDirName(fork.source))
-    const gone = (why: string): Error =>
-      persistenceError('SESSION_PERSISTENCE_CONFLICT', `Fork ${childLabel} cannot reference session ${labelOf(fork.source)}: ${why}.`, {
-        details: { source: fork.source },
-      })
-    try {
-      await fsp.access(join(dir, DELETING_FILE))
-      throw gone('it is being deleted')
-    } catch (error) {
-      if (!isErrno(error, 'ENOENT')) throw error
-    }
-    const physical = await this.#readPhysical(fork.source)
-    if (physical === undefined) throw gone('it is no longer persisted')
-    if (physical.logId !== fork.logId) throw gone('it was re-created meanwhile')
   }
 
   /** Dependants that still reference this lifecycle of `id`; stale registrations (a fork never published, or deleted) are removed. */
@@ -1229,11 +1243,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
     } finally {
       await handle.close()
     }
-  }
-
-  /** The physical header of `id`'s log, or `undefined` when it is not persisted. */
-  #readPhysical(id: string): Promise<PhysicalHeader | undefined> {
-    return this.#readPhysicalAt(this.logPath(id))
   }
 
   async #readPhysicalAt(file: string): Promise<PhysicalHeader | undefined> {

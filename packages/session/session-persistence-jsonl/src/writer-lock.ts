@@ -1,10 +1,21 @@
 import { randomBytes } from 'node:crypto'
-import { promises as fsp, readFileSync } from 'node:fs'
-import type { FileHandle } from 'node:fs/promises'
+import {
+  closeSync,
+  constants,
+  promises as fsp,
+  fstatSync,
+  linkSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { persistenceError } from './errors.js'
-import { isErrno, publishNew, tempSibling } from './fs-io.js'
+import { isErrno, tempSibling } from './fs-io.js'
 
 /** What a lock file says about its holder. */
 interface LockOwner {
@@ -36,15 +47,16 @@ const ownStart = processStart(process.pid)
  */
 export class WriterLock {
   readonly path: string
-  readonly #handle: FileHandle
+  /** The held lock file's descriptor (keeps its inode from being reused). */
+  readonly #fd: number
   readonly #ino: number
   readonly #nonce: string
   #released = false
   #verifiedAt = 0
 
-  private constructor(path: string, handle: FileHandle, ino: number, nonce: string) {
+  private constructor(path: string, fd: number, ino: number, nonce: string) {
     this.path = path
-    this.#handle = handle
+    this.#fd = fd
     this.#ino = ino
     this.#nonce = nonce
   }
@@ -60,23 +72,28 @@ export class WriterLock {
         acquiredAt: Date.now(),
       }
       // A lock only matters while its holder lives, so it need not survive a power loss.
-      if (await publishNew(path, Buffer.from(`${JSON.stringify(owner)}\n`), false)) {
+      const taken = publishHeld(path, Buffer.from(`${JSON.stringify(owner)}\n`))
+      if (taken !== undefined) {
         held.add(owner.nonce)
         try {
-          const handle = await fsp.open(path, 'r')
-          const ino = (await handle.stat()).ino
-          const current = await readOwner(path)
-          if (current?.nonce !== owner.nonce) {
-            // Someone broke our brand-new lock between link and open.
-            await handle.close()
+          // The path must still name our brand-new file (nobody broke it between link and now).
+          let current: number | undefined
+          try {
+            current = statSync(path).ino
+          } catch (error) {
+            if (!isErrno(error, 'ENOENT')) throw error
+          }
+          if (current !== taken.ino) {
+            closeSync(taken.fd)
             held.delete(owner.nonce)
             continue
           }
-          const lock = new WriterLock(path, handle, ino, owner.nonce)
+          const lock = new WriterLock(path, taken.fd, taken.ino, owner.nonce)
           lock.#verifiedAt = Date.now()
           return lock
         } catch (error) {
           held.delete(owner.nonce)
+          closeSync(taken.fd)
           throw error
         }
       }
@@ -138,9 +155,44 @@ export class WriterLock {
     } catch (error) {
       if (!isErrno(error, 'ENOENT')) throw error
     } finally {
-      await this.#handle.close()
+      closeSync(this.#fd)
     }
   }
+}
+
+/**
+ * Publishes `data` at `path` without overwriting (a temporary file hard-linked
+ * into place) and keeps the file open: the held descriptor is the lock's
+ * inode. `undefined` when `path` exists. No fsync: a lock only matters while
+ * its holder lives.
+ */
+function publishHeld(path: string, data: Buffer): { fd: number; ino: number } | undefined {
+  // Small metadata operations, made synchronously: a writer takes its lock once.
+  const temp = tempSibling(path)
+  const fd = openSync(temp, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o600)
+  let linked = false
+  try {
+    // One write of a few dozen bytes to a new file is never short.
+    writeSync(fd, data, 0, data.length, 0)
+    linkSync(temp, path)
+    linked = true
+  } catch (error) {
+    if (!isErrno(error, 'EEXIST')) {
+      closeSync(fd)
+      try {
+        unlinkSync(temp)
+      } catch {}
+      throw error
+    }
+  }
+  try {
+    unlinkSync(temp)
+  } catch {}
+  if (!linked) {
+    closeSync(fd)
+    return undefined
+  }
+  return { fd, ino: fstatSync(fd).ino }
 }
 
 /**
@@ -153,7 +205,7 @@ async function removeStaleTemps(path: string): Promise<void> {
   const prefix = `.${basename(path)}.tmp-`
   let names: string[]
   try {
-    names = await fsp.readdir(dir)
+    names = readdirSync(dir)
   } catch {
     return // the directory's absence is reported by the acquire itself
   }

@@ -1,0 +1,253 @@
+import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { crc32 } from 'node:zlib'
+import type { LogCodec } from './codec.js'
+import { persistenceError } from './errors.js'
+import { isErrno } from './fs-io.js'
+import { encodeSessionDirName } from './id-encoding.js'
+import { type ForkReference, type PhysicalHeader, parseHeaderLine } from './log-format.js'
+import { corrupt, locateHeader } from './log-scan.js'
+
+/**
+ * Creating a fork by reference, synchronously: the few small reads and
+ * directory operations a fork costs run on the calling thread instead of a
+ * thread-pool round trip each (on a busy machine every round trip waits for a
+ * time slice; a fork would then cost more than copying the transcript). No
+ * read here is larger than a header unit or a trailer, and the only fsync is
+ * of one small directory.
+ *
+ * Invariants: the reference names the log that physically holds event
+ * `cut - 1` (an ancestor when the cut lies in a fork's own inherited prefix),
+ * by its `logId`, the end of the batch holding that event and that batch's
+ * trailer CRC; it is computed from the source's header and the trailers of
+ * the batches after the cut, never from the prefix.
+ */
+
+/** What the writer of a live source (in this process) knows: no need to read its tail. */
+export interface LiveSource {
+  readonly fd: number
+  readonly physical: PhysicalHeader
+  readonly headerEnd: number
+  readonly committedEnd: number
+  readonly nextSeq: number
+}
+
+export interface ForkIo {
+  readonly root: string
+  readonly codec: LogCodec
+  logPath(id: string): string
+  live(id: string): LiveSource | undefined
+  /** Counts a read (bytes) and, for header reads, a header read. */
+  counted(bytes: number, header?: boolean): void
+}
+
+/** `undefined` = the source's tail is not a clean batch: the caller falls back to a full scan. */
+export function locateCutSync(
+  io: ForkIo,
+  sourceId: string,
+  cut: number,
+  maxDepth: number,
+  expectLogId?: string,
+): ForkReference | undefined {
+  if (maxDepth < 0) throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork chain above session ${labelOf(sourceId)} is too deep.`)
+  const label = labelOf(sourceId)
+  const live = io.live(sourceId)
+  const file = io.logPath(sourceId)
+  let fd: number
+  let owned = false
+  let source: LiveSource
+  if (live !== undefined) {
+    fd = live.fd
+    source = live
+  } else {
+    const opened = openLogSync(file)
+    if (opened === undefined) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `The fork source ${label} is not persisted; flush it before the fork's first append.`,
+        {
+          details: { id: sourceId },
+        },
+      )
+    }
+    fd = opened
+    owned = true
+    try {
+      const size = fstatSync(fd).size
+      const { physical, headerEnd } = readHeaderSync(io, fd, size, file)
+      const tail = lastTrailerSync(io, fd, size, headerEnd)
+      if (tail === undefined) {
+        closeSync(fd)
+        return undefined
+      }
+      source = { fd, physical, headerEnd, ...tail }
+    } catch (error) {
+      closeSync(fd)
+      throw error
+    }
+  }
+  try {
+    const { physical, headerEnd, committedEnd, nextSeq } = source
+    if (expectLogId !== undefined && physical.logId !== expectLogId) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `Session ${label} was re-created since a fork referenced it (its log identity changed).`,
+        {
+          details: { id: sourceId },
+        },
+      )
+    }
+    if (physical.header.id !== sourceId) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
+    if (nextSeq < cut) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `The fork source ${label} holds ${nextSeq} committed events, fewer than the fork's cut ${cut}; flush the source up to the cut before the fork's first append.`,
+        { details: { id: sourceId, cut } },
+      )
+    }
+    if (physical.fork !== undefined && cut <= physical.fork.cut)
+      return locateCutSync(io, physical.fork.source, cut, maxDepth - 1, physical.fork.logId)
+    const trailerSize = io.codec.trailer.size
+    let end = committedEnd
+    while (end > headerEnd) {
+      const trailer = io.codec.trailer.decode(readExact(io, fd, end - trailerSize, trailerSize), 0)
+      if (trailer === undefined || trailer.kind !== 'batch') throw corrupt(file, end - trailerSize, 'a batch trailer is missing or damaged')
+      if (trailer.firstSeq <= cut - 1 && cut - 1 < trailer.firstSeq + trailer.count) {
+        return { source: sourceId, logId: physical.logId, cut, end, batchCrc: trailer.bodyCrc }
+      }
+      end -= trailerSize + trailer.bodyLength
+    }
+    throw corrupt(file, end, `no committed batch holds event ${cut - 1}`)
+  } finally {
+    if (owned) closeSync(fd)
+  }
+}
+
+/**
+ * Registers `childId` with the log its reference names: an empty file named
+ * by the child's directory name. Returns the directory to fsync (the caller
+ * makes it durable before the child's log is published).
+ */
+export function registerDependantSync(root: string, fork: ForkReference, childId: string): string {
+  const refs = join(root, encodeSessionDirName(fork.source), 'refs')
+  try {
+    mkdirSync(refs, { mode: 0o700 })
+    fsyncDirSync(dirname(refs))
+  } catch (error) {
+    if (!isErrno(error, 'EEXIST')) throw error
+  }
+  closeSync(openSync(join(refs, encodeSessionDirName(childId)), constants.O_WRONLY | constants.O_CREAT, 0o600))
+  return refs
+}
+
+/** The source must still be the log the reference names, and not in the middle of a delete (its `deleting` marker). */
+export function assertReferenceableSync(io: ForkIo, fork: ForkReference, childLabel: string, deletingFile: string): void {
+  const gone = (why: string): Error =>
+    persistenceError('SESSION_PERSISTENCE_CONFLICT', `Fork ${childLabel} cannot reference session ${labelOf(fork.source)}: ${why}.`, {
+      details: { source: fork.source },
+    })
+  const file = io.logPath(fork.source)
+  try {
+    lstatSync(join(dirname(file), deletingFile))
+    throw gone('it is being deleted')
+  } catch (error) {
+    if (!isErrno(error, 'ENOENT')) throw error
+  }
+  const fd = openLogSync(file)
+  if (fd === undefined) throw gone('it is no longer persisted')
+  try {
+    const { physical } = readHeaderSync(io, fd, fstatSync(fd).size, file)
+    if (physical.logId !== fork.logId) throw gone('it was re-created meanwhile')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Opens a log read-only, never through a symlink (directory or file); `undefined` when absent. */
+function openLogSync(file: string): number | undefined {
+  try {
+    if (!lstatSync(dirname(file)).isDirectory()) throw corrupt(dirname(file), 0, 'not a session directory (a symbolic link or a file)')
+  } catch (error) {
+    if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
+    throw error
+  }
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW)
+  } catch (error) {
+    if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
+    if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
+      throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
+    throw error
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd)
+    throw corrupt(file, 0, 'the log is not a regular file')
+  }
+  return fd
+}
+
+function readHeaderSync(io: ForkIo, fd: number, size: number, file: string): { physical: PhysicalHeader; headerEnd: number } {
+  let length = Math.min(size, 512)
+  for (;;) {
+    const buf = readExact(io, fd, 0, length, true)
+    const unit = locateHeader(buf, io.codec, file, buf.length >= size)
+    if (unit === 'more') {
+      length = Math.min(size, length * 4)
+      continue
+    }
+    let plain: Buffer
+    try {
+      plain = io.codec.decodeBodySync(buf.subarray(unit.bodyStart, unit.bodyEnd))
+    } catch (error) {
+      throw corrupt(file, 0, `the header unit does not decode (${(error as Error).message})`)
+    }
+    if (plain.length !== unit.trailer.plainLength || crc32(plain) !== unit.trailer.plainCrc)
+      throw corrupt(file, 0, 'the header unit fails its CRC32')
+    const parsed = parseHeaderLine(plain)
+    if (!parsed.ok) {
+      if (parsed.unsupported)
+        throw persistenceError(
+          'SESSION_PERSISTENCE_UNSUPPORTED_VERSION',
+          `Session log ${file} was written in an unsupported format: ${parsed.reason}.`,
+        )
+      throw corrupt(file, 0, parsed.reason)
+    }
+    return { physical: parsed.value, headerEnd: unit.bodyEnd + io.codec.trailer.size }
+  }
+}
+
+function lastTrailerSync(io: ForkIo, fd: number, size: number, headerEnd: number): { committedEnd: number; nextSeq: number } | undefined {
+  const trailerSize = io.codec.trailer.size
+  if (size < headerEnd + trailerSize) return undefined
+  const trailer = io.codec.trailer.decode(readExact(io, fd, size - trailerSize, trailerSize), 0)
+  if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0 || size - trailerSize - trailer.bodyLength < headerEnd)
+    return undefined
+  return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
+}
+
+function readExact(io: ForkIo, fd: number, position: number, length: number, header = false): Buffer {
+  const out = Buffer.allocUnsafe(length)
+  let done = 0
+  while (done < length) {
+    const n = readSync(fd, out, done, length - done, position + done)
+    if (n === 0) break
+    done += n
+  }
+  io.counted(done, header)
+  return done === length ? out : out.subarray(0, done)
+}
+
+function fsyncDirSync(dir: string): void {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY)
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function labelOf(id: string): string {
+  const text = JSON.stringify(id)
+  return text.length > 80 ? `${text.slice(0, 77)}…"` : text
+}
