@@ -1,7 +1,7 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
-import { requireSchema, revisionOf, watchPool } from '@dsh/session-persistence-postgres'
+import { type ChangeSubscription, requireSchema, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres'
 import {
   checkAborted,
   type EventSearchHit,
@@ -43,6 +43,12 @@ export interface PostgresSessionQueryOptions {
   readonly migrate?: boolean
   /** Concurrent body reads while indexing text (default 4). */
   readonly indexConcurrency?: number
+  /**
+   * Index new text as batches land: LISTEN on the change channel and catch up
+   * in the background (default true). Searches catch up first either way, so
+   * this only moves the work off the search's path.
+   */
+  readonly indexOnNotify?: boolean
   /** Where fail-soft indexing problems are reported (default: the console). */
   readonly logger?: Logger
 }
@@ -88,7 +94,9 @@ export async function createPostgresSessionQuery(options: PostgresSessionQueryOp
   // Without migrating, the search tables must be exactly at this version (a typed refusal otherwise).
   if (options.migrate !== false) await migrateSearch(options.pool)
   else await requireSchema(options.pool, SEARCH_COMPONENT, SEARCH_MIGRATIONS)
-  return new PgSessionQuery(options, concurrency)
+  const query = new PgSessionQuery(options, concurrency)
+  if (options.indexOnNotify !== false) await query.follow()
+  return query
 }
 
 interface Candidate {
@@ -105,6 +113,8 @@ class PgSessionQuery implements PostgresSessionQuery {
   readonly #logger: Logger
   #cursor: SessionChangeCursor | undefined
   #catchingUp: Promise<SearchIndexReport> | undefined
+  #subscription: ChangeSubscription | undefined
+  #again = false
   #closed = false
 
   constructor(options: PostgresSessionQueryOptions, concurrency: number) {
@@ -349,8 +359,31 @@ class PgSessionQuery implements PostgresSessionQuery {
     }
   }
 
+  /** Catches up in the background whenever a batch lands anywhere (one catch-up at a time; a notice during one runs another after it). */
+  async follow(): Promise<void> {
+    this.#subscription = await subscribeChanges(this.#pool, () => this.#landed())
+  }
+
+  #landed(): void {
+    if (this.#closed) return
+    if (this.#catchingUp !== undefined) {
+      this.#again = true
+      return
+    }
+    void this.catchUp().then(
+      () => {
+        if (this.#again && !this.#closed) {
+          this.#again = false
+          this.#landed()
+        }
+      },
+      (error: unknown) => this.#logger.warn('dsh: indexing new search text in the background failed; the next search catches up.', error),
+    )
+  }
+
   async close(): Promise<void> {
     this.#closed = true
+    await this.#subscription?.close()
     await this.#catchingUp?.catch(() => {})
   }
 

@@ -20,10 +20,12 @@ async function open(): Promise<{ persistence: PostgresPersistence; query: Postgr
   const sessions = new SessionStore(ctx)
   const logger = { warn: () => {}, error: () => {} }
   const query = await createPostgresSessionQuery({ pool: db.pool, sessions, persistence, logger })
+  cleanups.push(() => query.close())
   // A second host's query over the same database (its own persistence instance, same tables).
   const otherPersistence = await createPostgresPersistence({ pool: db.pool })
   cleanups.push(() => otherPersistence.close())
   const other = await createPostgresSessionQuery({ pool: db.pool, sessions: new SessionStore(ctx), persistence: otherPersistence, logger })
+  cleanups.push(() => other.close())
   return { persistence, query, other }
 }
 
@@ -143,7 +145,7 @@ describe('postgres query schema', () => {
     await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence, migrate: false })).rejects.toMatchObject({
       code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
     })
-    const query = await createPostgresSessionQuery({ pool: db.pool, sessions, persistence })
+    const query = await createPostgresSessionQuery({ pool: db.pool, sessions, persistence, indexOnNotify: false })
     await query.close()
     await db.pool.query("UPDATE dsh_schema_version SET version = 7 WHERE component = 'search'")
     await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence })).rejects.toMatchObject({
@@ -152,5 +154,20 @@ describe('postgres query schema', () => {
     await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence, migrate: false })).rejects.toMatchObject({
       code: 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
     })
+  })
+})
+
+describe('postgres search follows the change channel', () => {
+  it('indexes a batch that lands on another host without any search asking for it', async () => {
+    const { persistence } = await open()
+    // `open` started two query backends that LISTEN; this append is another host's write for both.
+    await persistence.append({ header: header('landed'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'quokka sighting')])
+    let rows = 0
+    for (let attempt = 0; attempt < 2000 && rows === 0; attempt++) {
+      rows = (await persistence.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM dsh_event_text WHERE body LIKE '%quokka%'"))
+        .rows[0]!.n
+      if (rows === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    expect(rows).toBe(1)
   })
 })

@@ -1,4 +1,5 @@
 export type { ChangeSubscription } from './change-feed.js'
+export { subscribeChanges } from './change-feed.js'
 export type { PostgresPersistenceErrorCode } from './errors.js'
 export { PostgresPersistenceError } from './errors.js'
 export { keyOf } from './ids.js'
