@@ -5,23 +5,26 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterEach, expect, it } from 'vitest'
 
-// The README's example, extracted and run by Node against the built package
-// (turbo builds before tests): the file sits inside the package, so
-// `import '@dsh/host'` resolves through the package's own `exports`.
+// The README examples, extracted and run by Node against the built package
+// (turbo builds before tests): the script sits inside the package, so
+// `import '@dsh/host'` resolves through the package's own `exports`. CI's
+// consumer test (tooling/scripts/consumer-test.mjs) runs the root README's
+// example again from packed tarballs outside the workspace.
 const pkg = join(import.meta.dirname, '..')
 const dirs: string[] = []
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
 
-function readmeExample(readme: string): string {
-  const match = /## Example\n\n```js\n([\s\S]*?)```/.exec(readme)
-  if (match?.[1] === undefined) throw new Error('README.md has no ```js block under "## Example"')
+/** The first ```js block after `heading`. */
+function exampleUnder(markdown: string, heading: string): string {
+  const at = markdown.indexOf(`\n${heading}\n`)
+  const match = at < 0 ? null : /```js\n([\s\S]*?)```/.exec(markdown.slice(at))
+  if (match?.[1] === undefined) throw new Error(`no \`\`\`js block under '${heading}'`)
   return match[1]
 }
 
-it('the README example runs and prints the catalog row', async () => {
-  const code = readmeExample(readFileSync(join(pkg, 'README.md'), 'utf8'))
+async function runExample(code: string): Promise<unknown[]> {
   expect(code).toContain("from '@dsh/host'")
   const dir = mkdtempSync(join(tmpdir(), 'dsh-readme-'))
   dirs.push(dir)
@@ -29,9 +32,18 @@ it('the README example runs and prints the catalog row', async () => {
   writeFileSync(script, code)
   try {
     const { stdout } = await promisify(execFile)(process.execPath, [script, join(dir, 'sessions')], { timeout: 120_000 })
-    const rows = JSON.parse(stdout.trim()) as unknown[]
-    expect(rows).toEqual([expect.objectContaining({ kind: 'child', mode: 'continuable', label: 'helper', activity: 'inactive' })])
+    return JSON.parse(stdout.trim()) as unknown[]
   } finally {
     rmSync(script, { force: true })
   }
+}
+
+it("this package's README example runs and prints the catalog row", async () => {
+  const rows = await runExample(exampleUnder(readFileSync(join(pkg, 'README.md'), 'utf8'), '## Example'))
+  expect(rows).toEqual([expect.objectContaining({ kind: 'child', mode: 'continuable', label: 'helper', activity: 'inactive' })])
+}, 120_000)
+
+it("the repository README's composition example runs and prints the catalog row", async () => {
+  const rows = await runExample(exampleUnder(readFileSync(join(pkg, '..', '..', '..', 'README.md'), 'utf8'), '## Compose it yourself'))
+  expect(rows).toEqual([expect.objectContaining({ kind: 'child', mode: 'one-shot', label: 'summarizer', activity: 'inactive' })])
 }, 120_000)
