@@ -36,8 +36,14 @@ export interface ImportV0Options {
   /** Called after each session (and once with `done: 0` before the first). */
   readonly onProgress?: (progress: ImportProgress) => void
   readonly signal?: AbortSignal
-  /** Events per append batch (default 4096; a fork's first batch holds at least its inherited prefix). */
+  /**
+   * An append batch holds at most this many events (default 65536) and about
+   * `batchBytes` of source text (default 8 MiB); a fork's first batch holds
+   * at least its whole inherited prefix. Fewer, larger batches mean fewer
+   * fsyncs; the byte bound keeps one batch's serialised text small.
+   */
   readonly batchEvents?: number
+  readonly batchBytes?: number
 }
 
 export interface ImportProgress {
@@ -78,7 +84,8 @@ export interface ImportV0Report {
   readonly sessions: readonly SessionImportResult[]
 }
 
-const DEFAULT_BATCH = 4096
+const DEFAULT_BATCH = 65536
+const DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
 
 /** What a dry run without a persistence compares against: nothing is stored. */
 const EMPTY: Pick<SessionPersistence, 'stat' | 'inspect' | 'append'> = {
@@ -101,8 +108,13 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
   const { signal } = options
   const dryRun = options.dryRun === true
   const batchEvents = options.batchEvents ?? DEFAULT_BATCH
-  if (!Number.isSafeInteger(batchEvents) || batchEvents < 1) {
-    throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', `batchEvents must be a positive integer, got ${String(options.batchEvents)}.`)
+  const batchBytes = options.batchBytes ?? DEFAULT_BATCH_BYTES
+  for (const [name, value] of [
+    ['batchEvents', batchEvents],
+    ['batchBytes', batchBytes],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', `${name} must be a positive integer, got ${String(value)}.`)
   }
   if (options.persistence === undefined && !dryRun) {
     throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', 'importV0 needs a persistence to write into (only a dry run may go without one).')
@@ -162,7 +174,7 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
     throwIfAborted(signal)
     const id = candidate.header.id
     try {
-      const outcome = await importOne(candidate, { from, persistence, dryRun, batchEvents, signal })
+      const outcome = await importOne(candidate, { from, persistence, dryRun, batchEvents, batchBytes, signal })
       appends += outcome.appends
       results.push(outcome.result)
     } catch (error) {
@@ -233,6 +245,7 @@ interface RunContext {
   readonly persistence: ImportTarget
   readonly dryRun: boolean
   readonly batchEvents: number
+  readonly batchBytes: number
   readonly signal: AbortSignal | undefined
 }
 
@@ -257,7 +270,9 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     if (problem !== undefined) throw new SessionFailure(events.length, 'IMPORT_V0_CONFLICT', problem)
     if (stored.events.length === events.length) return { result: { ...base, status: 'unchanged', appended: 0 }, appends: 0 }
     const suffix = events.slice(stored.events.length)
-    const appends = run.dryRun ? 0 : await appendAll(run, { header, inheritedEventCount }, suffix, 0)
+    const appends = run.dryRun
+      ? 0
+      : await appendAll(run, { header, inheritedEventCount }, suffix, log.textLengths.slice(stored.events.length), 0)
     return { result: { ...base, status: 'updated', appended: suffix.length }, appends }
   }
 
@@ -267,7 +282,7 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     inheritedEventCount,
     ...(forkSource === undefined ? {} : { forkSource: forkSource as SessionHeader['id'] }),
   }
-  const appends = run.dryRun ? 0 : await appendAll(run, target, events, inheritedEventCount)
+  const appends = run.dryRun ? 0 : await appendAll(run, target, events, log.textLengths, inheritedEventCount)
   return {
     result: { ...base, status: 'imported', appended: events.length, ...(forkSource === undefined ? {} : { forkSource }) },
     appends,
@@ -329,6 +344,7 @@ async function appendAll(
   run: RunContext,
   target: AppendTarget,
   events: readonly StoredSessionEvent[],
+  textLengths: readonly number[],
   firstAtLeast: number,
 ): Promise<number> {
   let appends = 0
@@ -340,10 +356,16 @@ async function appendAll(
     let at = 0
     while (at < events.length) {
       throwIfAborted(run.signal)
-      const size = at === 0 ? Math.max(firstAtLeast, run.batchEvents) : run.batchEvents
-      await run.persistence.append(target, events.slice(at, at + size))
+      // Up to batchEvents events and about batchBytes of source text; the first batch holds at least firstAtLeast.
+      let end = at
+      let bytes = 0
+      while (end < events.length && (end < firstAtLeast || (end - at < run.batchEvents && (end === at || bytes < run.batchBytes)))) {
+        bytes += textLengths[end] ?? 0
+        end += 1
+      }
+      await run.persistence.append(target, events.slice(at, end))
       appends += 1
-      at += size
+      at = end
     }
     return appends
   } catch (error) {

@@ -24,6 +24,8 @@ export interface V0Log {
   readonly events: V0Event[]
   /** Lines that were packed chunk rows. */
   readonly packedRows: number
+  /** The source text each event came from, in UTF-16 units (a row's members share its line): what an import sizes its append batches by. */
+  readonly textLengths: readonly number[]
   /** Bytes of an incomplete final frame / line that were not (entirely) read. */
   readonly tornBytes: number
 }
@@ -138,11 +140,20 @@ export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<m
     if (end > headerEnd) parser.lines(bytes.toString('utf8', headerEnd + 1, end))
     tornBytes = bytes.length - end - 1
   }
-  return { path, compression, header: parser.v0Header(), events: parser.events, packedRows: parser.packedRows, tornBytes }
+  return {
+    path,
+    compression,
+    header: parser.v0Header(),
+    events: parser.events,
+    packedRows: parser.packedRows,
+    textLengths: parser.textLengths,
+    tornBytes,
+  }
 }
 
 class LineParser {
   readonly events: V0Event[] = []
+  readonly textLengths: number[] = []
   packedRows = 0
   private parsedHeader: V0Header | undefined
   private line = 1
@@ -172,6 +183,8 @@ class LineParser {
       if (isRowType(record.type)) {
         this.packedRows += 1
         expandRow(record, record.type, this.line, this.events)
+        const share = Math.ceil(lineText.length / (this.events.length - first))
+        for (let i = first; i < this.events.length; i++) this.textLengths.push(share)
         this.checkSeqs(first)
         continue
       }
@@ -185,6 +198,7 @@ class LineParser {
         )
       }
       this.events.push(record as unknown as V0Event)
+      this.textLengths.push(lineText.length)
       this.checkSeqs(first)
     }
   }

@@ -8,7 +8,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogBytes, v0LogPath, writeV0Log } from '../src/index.js'
 import {
   CORRUPT_DESCRIPTOR,
-  CWD,
   ESCAPED,
   FORKED_CONTINUABLE,
   FORKED_ONE_SHOT,
@@ -66,6 +65,11 @@ function snapshot(dir: string): Record<string, string> {
   }
   walk(dir)
   return out
+}
+
+/** The inherited cut of a fixture session. */
+function fixtureCut(id: string | undefined): number {
+  return healthyFixtures().find((f) => f.header.id === id)?.header.seedLength ?? 0
 }
 
 function byId(report: ImportV0Report, id: string) {
@@ -367,6 +371,14 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     expect((await p.inspect(SessionId(FORKED_ONE_SHOT))).events).toHaveLength(fork.events)
     expect((await p.inspect(SessionId(PARENT))).events).toHaveLength(parent.events)
     expect(byId(report, CORRUPT_DESCRIPTOR).status).toBe('imported')
-    expect(CWD).toBeTruthy()
+
+    // By source text: a 1-byte budget makes every batch one event, except a fork's first (its whole inherited prefix).
+    const q = persistence()
+    const before = q.metrics.appends
+    const single = await importV0({ from: root, persistence: q, batchBytes: 1 })
+    const expected = single.sessions.reduce((n, s) => n + (s.forkSource === undefined ? s.events : s.events - (fixtureCut(s.id) - 1)), 0)
+    expect(single.appends).toBe(expected)
+    expect(q.metrics.appends - before).toBe(expected)
+    await expect(importV0({ from: root, persistence: q, batchBytes: 0 })).rejects.toMatchObject({ code: 'IMPORT_V0_INVALID_OPTION' })
   })
 })
