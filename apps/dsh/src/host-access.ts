@@ -1,9 +1,10 @@
 import { resolve } from 'node:path'
+import type { Logger } from '@dsh/context'
 import { isDshError } from '@dsh/context'
 import { createHost, type Host, type HostOptions, rootPermissionWarning } from '@dsh/host'
 import { type CommandIo, DEFAULT_ROOT, type ParsedCommand } from './command.js'
 import { CliError } from './errors.js'
-import { safe } from './terminal.js'
+import { escapeTerminal, safe } from './terminal.js'
 
 /** `--root`, resolved (default ./.dsh). */
 export function rootOf(command: ParsedCommand): string {
@@ -19,8 +20,9 @@ export async function withReadHost<T>(
   command: ParsedCommand,
   run: (host: Host) => Promise<T>,
   options: Omit<HostOptions, 'root' | 'readOnly'> = {},
+  io?: CommandIo,
 ): Promise<T> {
-  const host = await openHost(command, { ...options, readOnly: true })
+  const host = await openHost(command, { ...options, readOnly: true }, io)
   try {
     return await run(host)
   } finally {
@@ -34,7 +36,8 @@ export async function withReadHost<T>(
  * that PostgreSQL database (read-only: no migration, no writer lease; an
  * unmigrated database is refused, not changed).
  */
-export async function openHost(command: ParsedCommand, options: Omit<HostOptions, 'root'>): Promise<Host> {
+export async function openHost(command: ParsedCommand, options: Omit<HostOptions, 'root'>, io?: CommandIo): Promise<Host> {
+  if (io !== undefined && options.logger === undefined) options = { ...options, logger: terminalLogger(io) }
   if (command.store !== undefined) {
     const {
       requireExisting: _existing,
@@ -66,4 +69,20 @@ export async function asCliRootError<T>(open: () => Promise<T>): Promise<T> {
 export function warnIfExposed(root: string, io: CommandIo): void {
   const warning = rootPermissionWarning(root)
   if (warning !== undefined) io.err.write(safe`dsh: warning: ${warning}\n`)
+}
+
+/**
+ * Where the host's warnings go in the CLI: stderr, escaped like every other
+ * printed text (a warning may quote an id or a path). One line per warning
+ * with the error's message; `DSH_DEBUG=1` adds the stack.
+ */
+export function terminalLogger(io: CommandIo): Logger {
+  const write = (level: string, message: string, error: unknown): void => {
+    const detail =
+      error === undefined
+        ? ''
+        : `: ${io.env.DSH_DEBUG === '1' && error instanceof Error ? (error.stack ?? error.message) : error instanceof Error ? error.message : String(error)}`
+    io.err.write(`dsh: ${level}${escapeTerminal(message.replace(/^dsh: /, '') + detail)}\n`)
+  }
+  return { warn: (message, error) => write('warning: ', message, error), error: (message, error) => write('', message, error) }
 }

@@ -205,3 +205,31 @@ describe('parsing and help', () => {
     expect(unknown.stderr).toContain('CLI_UNKNOWN_COMMAND')
   })
 })
+
+describe('warnings from the host', () => {
+  it('go to stderr escaped, one line each (terminalLogger)', async () => {
+    const { terminalLogger } = await import('../src/host-access.js')
+    let err = ''
+    const io = { out: process.stdout, err: { write: (t: string) => ((err += t), true) } as unknown as NodeJS.WritableStream, env: {} }
+    terminalLogger(io).warn('dsh: the index at /x\x1b[2J is damaged', new Error('bad\nline'))
+    terminalLogger(io).error('failed \u202e', 'plain')
+    expect(err).toBe('dsh: warning: the index at /x\\x1b[2J is damaged: bad\\x0aline\ndsh: failed \\u202e: plain\n')
+  })
+
+  it('a damaged index under a hostile path is reported escaped while sessions still answers', async () => {
+    const hostileRoot = join(dir, 'root\x1b[2J\u202e')
+    const host = await createHost({ root: hostileRoot })
+    const session = host.sessions.create({ id: 'one' })
+    session.append('user/message', { text: 'x' })
+    await host.sessions.flush(session)
+    const indexFile = host.paths.index
+    await host.dispose()
+    for (const suffix of ['-wal', '-shm']) rmSync(indexFile + suffix, { force: true })
+    writeFileSync(indexFile, Buffer.alloc(8192, 0x5a))
+    const result = await cli(['sessions', '--root', hostileRoot, '--json'])
+    expect(result.code, result.stderr).toBe(0)
+    expect(JSON.parse(result.stdout).records.map((r: { header: { id: string } }) => r.header.id)).toEqual(['one'])
+    expectSafe(result.stderr)
+    expect(result.stderr).toContain('root\\x1b[2J\\u202e')
+  })
+})

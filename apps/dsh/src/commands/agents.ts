@@ -9,7 +9,7 @@ import { escapeTerminal } from '../terminal.js'
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
   const scope = command.flag('descendants') ? 'descendants' : 'children'
-  const result = await withReadHost(command, (host) => createListAgentsTool(host.subagents).execute({ scope }, { agent: { id } }))
+  const result = await withReadHost(command, (host) => createListAgentsTool(host.subagents).execute({ scope }, { agent: { id } }), {}, io)
   if (command.json) {
     printJson({ parent: id, scope, rows: result.rows }, io.out)
     return 0

@@ -11,42 +11,47 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const limit = intOption(command, 'limit')
   const cursor = command.string('cursor')
   const request = { text, ...(limit === undefined ? {} : { limit }), ...(cursor === undefined ? {} : { cursor }) }
-  await withReadHost(command, async (host) => {
-    const { query } = host
-    if (query.searchEvents === undefined || query.searchSessions === undefined) {
-      throw new CliError(
-        'CLI_SEARCH_UNAVAILABLE',
-        `The root ${host.root} has no query index, and read commands never build one. Run 'dsh reindex --root ${host.root}' once, then search again.`,
-      )
-    }
-    if (command.flag('events')) {
-      const page = await query.searchEvents(request)
-      if (command.json) return printJson(page, io.out)
-      io.out.write(
-        `${table(
-          ['session', 'seq', 'type', 'snippet'],
-          page.hits.map((h) => [h.id, String(h.seq), h.type, h.snippet]),
-        )}\n`,
-      )
-      io.out.write(safe`${page.hits.length} event(s)`)
-      io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
-    } else {
-      const page = await query.searchSessions(request)
-      if (command.json) return printJson(page, io.out)
-      io.out.write(
-        `${table(
-          ['session', 'matches', 'origin', 'parent'],
-          page.hits.map((h) => [
-            h.record.header.id,
-            String(h.matches),
-            h.record.header.origin ?? '-',
-            h.record.header.parentSession ?? '-',
-          ]),
-        )}\n`,
-      )
-      io.out.write(safe`${page.hits.length} session(s)`)
-      io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
-    }
-  })
+  await withReadHost(
+    command,
+    async (host) => {
+      const { query } = host
+      if (query.searchEvents === undefined || query.searchSessions === undefined) {
+        throw new CliError(
+          'CLI_SEARCH_UNAVAILABLE',
+          `The root ${host.root} has no query index, and read commands never build one. Run 'dsh reindex --root ${host.root}' once, then search again.`,
+        )
+      }
+      if (command.flag('events')) {
+        const page = await query.searchEvents(request)
+        if (command.json) return printJson(page, io.out)
+        io.out.write(
+          `${table(
+            ['session', 'seq', 'type', 'snippet'],
+            page.hits.map((h) => [h.id, String(h.seq), h.type, h.snippet]),
+          )}\n`,
+        )
+        io.out.write(safe`${page.hits.length} event(s)`)
+        io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
+      } else {
+        const page = await query.searchSessions(request)
+        if (command.json) return printJson(page, io.out)
+        io.out.write(
+          `${table(
+            ['session', 'matches', 'origin', 'parent'],
+            page.hits.map((h) => [
+              h.record.header.id,
+              String(h.matches),
+              h.record.header.origin ?? '-',
+              h.record.header.parentSession ?? '-',
+            ]),
+          )}\n`,
+        )
+        io.out.write(safe`${page.hits.length} session(s)`)
+        io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
+      }
+    },
+    {},
+    io,
+  )
   return 0
 }

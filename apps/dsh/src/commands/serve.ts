@@ -17,7 +17,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const port = intOption(command, 'port') ?? 0
   const token = resolveToken(command, io)
   const bind = command.string('host')
-  const host = await openHost(command, { requireExisting: true, http: { token, port, ...(bind === undefined ? {} : { host: bind }) } })
+  const host = await openHost(command, { requireExisting: true, http: { token, port, ...(bind === undefined ? {} : { host: bind }) } }, io)
   warnIfExposed(host.root, io)
   const server = host.http!
   if (command.json) printJson({ root: host.root, url: server.url, pageUrl: server.pageUrl }, io.out)

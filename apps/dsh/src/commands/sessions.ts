@@ -19,7 +19,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(limit === undefined ? {} : { limit }),
     ...(cursor === undefined ? {} : { cursor }),
   }
-  const page = await withReadHost(command, (host) => host.query.listSessions(filter))
+  const page = await withReadHost(command, (host) => host.query.listSessions(filter), {}, io)
   if (command.json) {
     printJson(page, io.out)
     return 0

@@ -8,8 +8,11 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const id = onePositional(command, 'session id')
   const before = intOption(command, 'before')
   const limit = intOption(command, 'limit')
-  const page = await withReadHost(command, (host) =>
-    host.query.readHistory(id, { ...(before === undefined ? {} : { before }), ...(limit === undefined ? {} : { limit }) }),
+  const page = await withReadHost(
+    command,
+    (host) => host.query.readHistory(id, { ...(before === undefined ? {} : { before }), ...(limit === undefined ? {} : { limit }) }),
+    {},
+    io,
   )
   if (command.json) {
     printJson(page, io.out)
