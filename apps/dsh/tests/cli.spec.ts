@@ -209,11 +209,15 @@ describe('parsing and help', () => {
 describe('warnings from the host', () => {
   it('go to stderr escaped, one line each (terminalLogger)', async () => {
     const { terminalLogger } = await import('../src/host-access.js')
-    let err = ''
-    const io = { out: process.stdout, err: { write: (t: string) => ((err += t), true) } as unknown as NodeJS.WritableStream, env: {} }
+    const lines: string[] = []
+    const write = (text: string): boolean => {
+      lines.push(text)
+      return true
+    }
+    const io = { out: process.stdout, err: { write } as unknown as NodeJS.WritableStream, env: {} }
     terminalLogger(io).warn('dsh: the index at /x\x1b[2J is damaged', new Error('bad\nline'))
     terminalLogger(io).error('failed \u202e', 'plain')
-    expect(err).toBe('dsh: warning: the index at /x\\x1b[2J is damaged: bad\\x0aline\ndsh: failed \\u202e: plain\n')
+    expect(lines.join('')).toBe('dsh: warning: the index at /x\\x1b[2J is damaged: bad\\x0aline\ndsh: failed \\u202e: plain\n')
   })
 
   it('a damaged index under a hostile path is reported escaped while sessions still answers', async () => {
