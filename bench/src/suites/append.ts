@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SessionLogOffset, SessionSeq, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { time, type BenchDefinition } from '../harness.js'
+import { type BenchDefinition, time } from '../harness.js'
 import { benchHeader } from './inspect.js'
 
 /** Appends per sample. */
@@ -32,13 +32,17 @@ function batch(first: number): StoredSessionEvent[] {
       type: 'assistant/chunk',
       seq: (first + i) as SessionSeq,
       time: 1_700_000_000_000 + first + i,
-      data: Object.freeze({ turn: 1 + (first >> 10), index: first + i, delta: `chunk ${first + i} of a streamed answer: the quick brown fox jumps over ${(first * 7919) % 10007}` }),
+      data: Object.freeze({
+        turn: 1 + (first >> 10),
+        index: first + i,
+        delta: `chunk ${first + i} of a streamed answer: the quick brown fox jumps over ${(first * 7919) % 10007}`,
+      }),
     }),
   )
 }
 
 function jsonLines(events: readonly StoredSessionEvent[]): Buffer {
-  return Buffer.from(events.map((e) => JSON.stringify(e) + '\n').join(''))
+  return Buffer.from(events.map((e) => `${JSON.stringify(e)}\n`).join(''))
 }
 
 const definition: BenchDefinition = {
@@ -66,7 +70,9 @@ const definition: BenchDefinition = {
       const batches = Array.from({ length: APPENDS }, (_, i) => jsonLines(batch(i * EVENTS_PER_BATCH)))
       return time(async () => {
         for (const bytes of batches) {
-          await new Promise<void>((resolve, reject) => write(raw!, bytes, 0, bytes.length, rawOffset, (error) => (error ? reject(error) : resolve())))
+          await new Promise<void>((resolve, reject) =>
+            write(raw!, bytes, 0, bytes.length, rawOffset, (error) => (error ? reject(error) : resolve())),
+          )
           rawOffset += bytes.length
           await new Promise<void>((resolve, reject) => fsync(raw!, (error) => (error ? reject(error) : resolve())))
         }

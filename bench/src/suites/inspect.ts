@@ -10,10 +10,17 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { decompress } from '@mongodb-js/zstd'
-import { SESSION_HEADER_VERSION, type SessionHeader, type SessionId, type SessionLogOffset, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import {
+  SESSION_HEADER_VERSION,
+  type SessionHeader,
+  type SessionId,
+  type SessionLogOffset,
+  type SessionSeq,
+  type StoredSessionEvent,
+} from '@dsh/session'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
-import { benchRoot, time, type BenchDefinition } from '../harness.js'
+import { decompress } from '@mongodb-js/zstd'
+import { type BenchDefinition, benchRoot, time } from '../harness.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
 
@@ -38,7 +45,28 @@ function random(seed: number): () => number {
  */
 export function realisticTurns(plaintextBytes: number, seed = 7): StoredSessionEvent[][] {
   const rand = random(seed)
-  const syllables = ['ka', 'to', 're', 'mi', 'sen', 'dar', 'lo', 've', 'qu', 'in', 'ex', 'con', 'fig', 'port', 'al', 'ter', 'pro', 'cess', 'val', 'ue']
+  const syllables = [
+    'ka',
+    'to',
+    're',
+    'mi',
+    'sen',
+    'dar',
+    'lo',
+    've',
+    'qu',
+    'in',
+    'ex',
+    'con',
+    'fig',
+    'port',
+    'al',
+    'ter',
+    'pro',
+    'cess',
+    'val',
+    'ue',
+  ]
   const vocabulary = Array.from({ length: 3000 }, (_, i) => {
     let word = ''
     for (let n = 1 + (i % 3) + Math.floor(rand() * 2); n > 0; n--) word += syllables[Math.floor(rand() * syllables.length)]!
@@ -47,13 +75,15 @@ export function realisticTurns(plaintextBytes: number, seed = 7): StoredSessionE
   // Zipf-like: common words far more often than rare ones.
   const word = (): string => vocabulary[Math.floor(vocabulary.length * rand() ** 3)]!
   const words = (n: number): string => Array.from({ length: n }, word).join(' ')
-  const codeLine = (): string => `${'  '.repeat(Math.floor(rand() * 4))}${rand() < 0.3 ? 'const' : rand() < 0.5 ? 'return' : 'if'} ${word()}_${word()} = ${word()}(${word()}, ${Math.floor(rand() * 1000)})${rand() < 0.5 ? ';' : ' {'}`
+  const codeLine = (): string =>
+    `${'  '.repeat(Math.floor(rand() * 4))}${rand() < 0.3 ? 'const' : rand() < 0.5 ? 'return' : 'if'} ${word()}_${word()} = ${word()}(${word()}, ${Math.floor(rand() * 1000)})${rand() < 0.5 ? ';' : ' {'}`
   const turns: StoredSessionEvent[][] = []
   let seq = 0
   let time = 1_700_000_000_000
   let bytes = 0
   const event = (into: StoredSessionEvent[], type: string, data: StoredSessionEvent['data']): void => {
-    const e = Object.freeze({ type, seq: seq++ as SessionSeq, time: (time += 1 + Math.floor(rand() * 40)), data: Object.freeze(data) })
+    time += 1 + Math.floor(rand() * 40)
+    const e = Object.freeze({ type, seq: seq++ as SessionSeq, time, data: Object.freeze(data) })
     bytes += JSON.stringify(e).length + 1
     into.push(e)
   }
@@ -70,8 +100,17 @@ export function realisticTurns(plaintextBytes: number, seed = 7): StoredSessionE
       if (index === chunks >> 1) {
         for (let call = 0; call < 1 + Math.floor(rand() * 2); call++) {
           const callId = `call_${turn}_${call}`
-          event(events, 'tool/call', { turn, callId, name: ['read_file', 'bash', 'grep', 'edit'][Math.floor(rand() * 4)]!, arguments: { path: `/work/src/${word()}/${word()}.ts`, pattern: word() } })
-          event(events, 'tool/result', { turn, callId, content: Array.from({ length: 20 + Math.floor(rand() * 120) }, codeLine).join('\n') })
+          event(events, 'tool/call', {
+            turn,
+            callId,
+            name: ['read_file', 'bash', 'grep', 'edit'][Math.floor(rand() * 4)]!,
+            arguments: { path: `/work/src/${word()}/${word()}.ts`, pattern: word() },
+          })
+          event(events, 'tool/result', {
+            turn,
+            callId,
+            content: Array.from({ length: 20 + Math.floor(rand() * 120) }, codeLine).join('\n'),
+          })
         }
       }
     }
@@ -83,11 +122,23 @@ export function realisticTurns(plaintextBytes: number, seed = 7): StoredSessionE
 }
 
 export function benchHeader(id: string): SessionHeader {
-  return Object.freeze({ version: SESSION_HEADER_VERSION, id: id as SessionId, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0, cwd: '/work' })
+  return Object.freeze({
+    version: SESSION_HEADER_VERSION,
+    id: id as SessionId,
+    createdAt: 1_700_000_000_000,
+    isSeeded: false,
+    delegationDepth: 0,
+    cwd: '/work',
+  })
 }
 
 /** Persists `turns` (one append per turn, as the coordinator batches them) and returns the log file. */
-export async function persistTurns(root: string, id: string, turns: readonly StoredSessionEvent[][], compression: JsonlCompression = 'zstd'): Promise<string> {
+export async function persistTurns(
+  root: string,
+  id: string,
+  turns: readonly StoredSessionEvent[][],
+  compression: JsonlCompression = 'zstd',
+): Promise<string> {
   const persistence = createJsonlPersistence({ root, compression })
   const target = { header: benchHeader(id), inheritedEventCount: 0 as SessionLogOffset }
   for (const events of turns) await persistence.append(target, events)
@@ -105,7 +156,11 @@ let peakRss: { baseline: number; subject: number } | undefined
 
 /** Peak RSS (MiB) of a fresh process running `script` (an ES module body). */
 function peakRssOf(script: string): number {
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', `${script}\nprocess.stdout.write(String(process.resourceUsage().maxRSS))`], { cwd: benchRoot, encoding: 'utf8', maxBuffer: 1 << 20 })
+  const out = execFileSync(
+    process.execPath,
+    ['--input-type=module', '-e', `${script}\nprocess.stdout.write(String(process.resourceUsage().maxRSS))`],
+    { cwd: benchRoot, encoding: 'utf8', maxBuffer: 1 << 20 },
+  )
   return Math.round(Number(out) / 1024)
 }
 
@@ -143,7 +198,8 @@ const o = await createJsonlPersistence({ root: ${JSON.stringify(dir)} }).inspect
         const text = (await decompress(readFileSync(file))).toString('utf8')
         // Kept, like any reader that returns what it read (the subject returns every event).
         const parsed: unknown[] = []
-        for (let start = 0, end = text.indexOf('\n'); end !== -1; start = end + 1, end = text.indexOf('\n', start)) parsed.push(JSON.parse(text.slice(start, end)))
+        for (let start = 0, end = text.indexOf('\n'); end !== -1; start = end + 1, end = text.indexOf('\n', start))
+          parsed.push(JSON.parse(text.slice(start, end)))
         baselineLines = parsed.length
       })
     },
@@ -154,7 +210,8 @@ const o = await createJsonlPersistence({ root: ${JSON.stringify(dir)} }).inspect
       const persistence = createJsonlPersistence({ root: dir })
       const ms = await time(async () => {
         const observation = await persistence.inspect(ID as SessionId)
-        if (observation.events.length !== events) throw new Error(`inspect returned ${observation.events.length} events, expected ${events}`)
+        if (observation.events.length !== events)
+          throw new Error(`inspect returned ${observation.events.length} events, expected ${events}`)
       })
       await persistence.close()
       return ms

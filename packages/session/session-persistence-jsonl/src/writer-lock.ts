@@ -31,7 +31,9 @@ interface LockOwner {
 // same process sees its sibling's lock as live (same pid) but a leftover
 // from an earlier process that happened to have our pid as stale.
 const HELD_KEY = Symbol.for('@dsh/session-persistence-jsonl/held-locks')
-const held: Set<string> = ((globalThis as Record<symbol, unknown>)[HELD_KEY] ??= new Set<string>()) as Set<string>
+const registry = globalThis as Record<symbol, unknown>
+registry[HELD_KEY] ??= new Set<string>()
+const held = registry[HELD_KEY] as Set<string>
 
 const ownStart = processStart(process.pid)
 

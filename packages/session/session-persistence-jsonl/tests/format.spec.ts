@@ -8,7 +8,9 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 const cleanups: Array<() => void> = []
-afterEach(() => cleanups.splice(0).forEach((c) => c()))
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
 
 function root(): string {
   const { dir, cleanup } = tempDir()

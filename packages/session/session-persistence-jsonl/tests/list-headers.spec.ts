@@ -23,7 +23,11 @@ describe('list() over 10,000 persisted sessions', () => {
     const writer = createJsonlPersistence({ root })
     // Chunks of pseudo-random text, so the batch stays a few KiB after compression.
     let state = 42
-    const noise = (): string => Array.from({ length: 24 }, () => ((state = (state * 1103515245 + 12345) >>> 0) >>> 8).toString(36)).join('')
+    const next = (): number => {
+      state = (state * 1103515245 + 12345) >>> 0
+      return state
+    }
+    const noise = (): string => Array.from({ length: 24 }, () => (next() >>> 8).toString(36)).join('')
     const body = eventsFrom(0, 40).map((e) =>
       e.type === 'assistant/chunk' ? { ...e, data: { turn: 1, index: e.seq, delta: noise() } } : e,
     )

@@ -40,8 +40,7 @@ function run(command: string, args: string[]): Run {
   let stderr = ''
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
     buffered += chunk
-    let at: number
-    while ((at = buffered.indexOf('\n')) !== -1) {
+    for (let at = buffered.indexOf('\n'); at !== -1; at = buffered.indexOf('\n')) {
       const line = buffered.slice(0, at)
       buffered = buffered.slice(at + 1)
       lines.push(line)
@@ -89,7 +88,9 @@ const LANES = 4
 
 describe('crash: SIGKILL at random points while appending', () => {
   const cleanups: Array<() => void> = []
-  afterAll(() => cleanups.forEach((c) => c()))
+  afterAll(() => {
+    for (const cleanup of cleanups) cleanup()
+  })
 
   it(`after each of ${KILLS} kills every acknowledged batch is there, nothing is corrupt, and load leaves a log a reopen reads identically`, async () => {
     let kills = 0

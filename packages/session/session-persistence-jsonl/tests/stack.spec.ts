@@ -7,7 +7,9 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { tempDir } from './helpers.js'
 
 const cleanups: Array<() => void> = []
-afterEach(() => cleanups.splice(0).forEach((c) => c()))
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
 
 describe('with the coordinator: live sessions persisted to files and resumed', () => {
   for (const compression of ['zstd', 'none'] as const) {

@@ -12,7 +12,7 @@ const open: JsonlPersistence[] = []
 const cleanups: Array<() => void> = []
 afterEach(async () => {
   for (const p of open.splice(0)) await p.close()
-  cleanups.splice(0).forEach((c) => c())
+  for (const cleanup of cleanups.splice(0)) cleanup()
 })
 
 function backend(root: string, options: { maxOpenWriters?: number } = {}): JsonlPersistence {

@@ -1,7 +1,7 @@
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { type Session, type SessionCreatedInfo, type SessionId, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
-import type { AppendTarget, SessionPersistence } from './types.js'
+import type { AppendTarget, SessionObservation, SessionPersistence } from './types.js'
 
 export interface PersistenceCoordinatorOptions {
   /** How long new events wait so that later ones join their batch (ms). Default 5. */
@@ -316,7 +316,7 @@ export class SessionPersistenceCoordinator {
    * instead of writing them twice. Otherwise the conflict is real.
    */
   async #reconcile(t: Tracker): Promise<boolean> {
-    let stored
+    let stored: SessionObservation
     try {
       stored = await this.#persistence.inspect(t.session.id)
     } catch {
@@ -337,7 +337,7 @@ export class SessionPersistenceCoordinator {
 
   /** Learns how much of a session this coordinator did not see being created is durable. */
   async #adopt(t: Tracker): Promise<void> {
-    let stored
+    let stored: SessionObservation
     try {
       stored = await this.#persistence.inspect(t.session.id)
     } catch (error) {

@@ -36,7 +36,7 @@ export function checkAppend(target: AppendTarget, events: readonly StoredSession
     }
   }
   const expected = stored?.nextSeq ?? 0
-  events.forEach((event, index) => checkEvent(id, event, expected + index))
+  for (const [index, event] of events.entries()) checkEvent(id, event, expected + index)
   if (stored === undefined && events.length < target.inheritedEventCount) {
     throw new SessionPersistenceError(
       'SESSION_PERSISTENCE_CONFLICT',

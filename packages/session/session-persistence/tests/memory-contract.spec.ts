@@ -12,7 +12,10 @@ describePersistenceContract('memory', (options): PersistenceContractHarness => {
   const owned = options?.root === undefined
   const root = options?.root ?? `memory-${randomUUID()}`
   let storage = storages.get(root)
-  if (storage === undefined) storages.set(root, (storage = new MemoryPersistenceStorage()))
+  if (storage === undefined) {
+    storage = new MemoryPersistenceStorage()
+    storages.set(root, storage)
+  }
   const instances: SessionPersistence[] = [createMemoryPersistence({ storage })]
   return {
     persistence: instances[0]!,

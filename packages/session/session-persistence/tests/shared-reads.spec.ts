@@ -201,7 +201,10 @@ describePersistenceContract('memory behind withSharedReads', (options) => {
   const owned = options?.root === undefined
   const root = options?.root ?? randomUUID()
   let storage = storages.get(root)
-  if (storage === undefined) storages.set(root, (storage = new MemoryPersistenceStorage()))
+  if (storage === undefined) {
+    storage = new MemoryPersistenceStorage()
+    storages.set(root, storage)
+  }
   const open = (): SessionPersistence => withSharedReads(createMemoryPersistence({ storage }), { lruSize: 0 })
   const instances = [open()]
   return {
