@@ -3,7 +3,7 @@ import { dirname } from 'node:path'
 import type { SessionId, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 const ID = 'victim' as SessionId
@@ -68,11 +68,13 @@ function flipped(bytes: Buffer, at: number, mask = 0xff): Buffer {
 
 for (const compression of ['zstd', 'none'] as const) {
   describe(`corruption (${compression})`, () => {
+    // A fresh fixture per test: a test that fails (or times out) cannot leave a
+    // session locked or a log damaged for the next one.
     let f: Fixture
-    beforeAll(async () => {
+    beforeEach(async () => {
       f = await fixture(compression)
     })
-    afterAll(() => f.cleanup())
+    afterEach(() => f.cleanup())
 
     it('flipping any single byte of a committed batch (data or trailer) makes inspect reject with CORRUPT', async () => {
       const whole = f.snapshots.at(-1)!
@@ -83,7 +85,7 @@ for (const compression of ['zstd', 'none'] as const) {
         outcomes.set(key, (outcomes.get(key) ?? 0) + 1)
       }
       expect(Object.fromEntries(outcomes)).toEqual({ SESSION_PERSISTENCE_CORRUPT: whole.length - f.headerEnd })
-    })
+    }, 180_000) // bounded by counts (every byte, fixed runs); the timeout only guards a hang
 
     it('any single-byte change (random masks) in a committed batch is CORRUPT, also with a torn tail behind it', async () => {
       const committed = f.snapshots.at(-2)!
@@ -100,7 +102,7 @@ for (const compression of ['zstd', 'none'] as const) {
         ),
         { numRuns: 300 },
       )
-    })
+    }, 180_000) // bounded by counts (every byte, fixed runs); the timeout only guards a hang
 
     it('flipping a byte of the header unit is CORRUPT for inspect and for list', async () => {
       const whole = f.snapshots.at(-1)!
@@ -145,7 +147,7 @@ for (const compression of ['zstd', 'none'] as const) {
           }
         }
       }
-    })
+    }, 180_000) // bounded by counts (every byte, fixed runs); the timeout only guards a hang
 
     it('verify reports the torn tail in bytes and the committed events, and changes nothing', async () => {
       const committed = f.snapshots.at(-2)!
