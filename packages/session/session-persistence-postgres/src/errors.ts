@@ -11,6 +11,8 @@ export type PostgresPersistenceErrorCode =
   | 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW'
   /** A migration failed; the database is left at the last version that committed. */
   | 'POSTGRES_PERSISTENCE_MIGRATION_FAILED'
+  /** The server cannot be reached or refused the connection (address, credentials, database name). */
+  | 'POSTGRES_PERSISTENCE_UNAVAILABLE'
   /** The options are invalid (no pool and no connection string, bad sizes). */
   | 'POSTGRES_PERSISTENCE_INVALID_OPTIONS'
   /** The throwaway test cluster could not start (binaries missing, initdb failed). */
@@ -52,5 +54,30 @@ export function ioError(what: string, error: unknown): SessionPersistenceError {
       cause: error,
       details: state === undefined ? {} : { sqlState: state },
     },
+  )
+}
+
+/** The database a pool points at, without credentials, for messages. */
+export function poolLocation(pool: {
+  options?: { connectionString?: unknown; host?: unknown; port?: unknown; database?: unknown }
+}): string {
+  const o = pool.options ?? {}
+  if (typeof o.connectionString === 'string') {
+    try {
+      const url = new URL(o.connectionString)
+      return `${url.hostname}:${url.port || 5432}${url.pathname}`
+    } catch {
+      return '(an unparsable connection string)'
+    }
+  }
+  return `${typeof o.host === 'string' ? o.host : 'localhost'}:${typeof o.port === 'number' || typeof o.port === 'string' ? o.port : 5432}/${typeof o.database === 'string' ? o.database : '(default database)'}`
+}
+
+/** Opening failed before any statement ran: the server is unreachable or refused us. */
+export function unavailable(pool: Parameters<typeof poolLocation>[0], cause: unknown): PostgresPersistenceError {
+  return new PostgresPersistenceError(
+    'POSTGRES_PERSISTENCE_UNAVAILABLE',
+    `Cannot open the PostgreSQL database at ${poolLocation(pool)}: ${cause instanceof Error ? cause.message : String(cause)}. Check that the server runs and the connection string (host, port, user, database) is right.`,
+    { cause },
   )
 }

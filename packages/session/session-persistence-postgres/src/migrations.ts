@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { PostgresPersistenceError } from './errors.js'
+import { PostgresPersistenceError, unavailable } from './errors.js'
 
 /**
  * One schema step of one component. Steps run in order, each in its own
@@ -46,7 +46,9 @@ export async function applyMigrations(pool: pg.Pool, component: string, migratio
       )
   })
   const latest = migrations.length
-  const client = await pool.connect()
+  const client = await pool.connect().catch((error: unknown) => {
+    throw unavailable(pool as unknown as Parameters<typeof unavailable>[0], error)
+  })
   let from = 0
   try {
     for (;;) {
@@ -103,7 +105,7 @@ export async function schemaVersion(pool: pg.Pool, component: string): Promise<n
     )
     .catch((error: { code?: string }) => {
       if (error.code === '42P01') return { rows: [] as { version: number }[] }
-      throw error
+      throw unavailable(pool as unknown as Parameters<typeof unavailable>[0], error)
     })
   return rows[0]?.version ?? 0
 }

@@ -91,7 +91,7 @@ describe('one writer per session across hosts', () => {
       "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
     )
     expect(rows).toHaveLength(1)
-    await db.pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid])
+    await db.pool.query('SELECT pg_terminate_backend($1, 60000)', [rows[0]!.pid])
     expect((await b.append(target('victim'), events(1, 1))).nextSeq).toBe(2)
     // A's next write must win the lease again: B holds it now.
     await expect(a.append(target('victim'), events(2, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
@@ -110,7 +110,7 @@ describe('faults', () => {
       (error: unknown) => error,
     )
     const pid = await waitingAppender(db.pool)
-    await db.pool.query('SELECT pg_terminate_backend($1)', [pid])
+    await db.pool.query('SELECT pg_terminate_backend($1, 60000)', [pid])
     expect(await outcome).toMatchObject({ code: 'SESSION_PERSISTENCE_IO' })
     await blocker.release()
     expect((await p.inspect(SessionId('mid'))).events).toHaveLength(3)
@@ -139,7 +139,7 @@ describe('faults', () => {
       (error: unknown) => error,
     )
     const pid = await waitingAppender(db.pool)
-    await db.pool.query('SELECT pg_terminate_backend($1)', [pid])
+    await db.pool.query('SELECT pg_terminate_backend($1, 60000)', [pid])
     // The flush reports the failed attempt; the events stay queued and the coordinator retries on its own.
     expect(await flushed).toMatchObject({ code: 'SESSION_FLUSH_FAILED' })
     await blocker.release()
@@ -340,5 +340,24 @@ describe('read-only, verify and damaged headers', () => {
     expect((await p.list()).map((r) => r.header.id)).toEqual(['fork'])
     expect(p.damagedLogs()).toEqual([expect.objectContaining({ code: 'SESSION_PERSISTENCE_CORRUPT' })])
     await expect(p.verify(SessionId('source'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+  })
+})
+
+describe('opening', () => {
+  it('an unreachable server is POSTGRES_PERSISTENCE_UNAVAILABLE, with the address and no credentials in the message', async () => {
+    const { createServer } = await import('node:net')
+    // A port that was free a moment ago and has nothing listening now.
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const address = server.address() as { port: number }
+        server.close(() => resolve(address.port))
+      })
+    })
+    const error = await createPostgresPersistence({ connectionString: `postgres://someone:s3cret@127.0.0.1:${port}/nowhere` }).catch(
+      (e: unknown) => e,
+    )
+    expect(error).toMatchObject({ code: 'POSTGRES_PERSISTENCE_UNAVAILABLE' })
+    expect((error as Error).message).toContain(`127.0.0.1:${port}/nowhere`)
+    expect((error as Error).message).not.toContain('s3cret')
   })
 })
