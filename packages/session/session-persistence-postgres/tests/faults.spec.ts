@@ -57,7 +57,7 @@ async function blockRow(pool: pg.Pool, id: string): Promise<{ release(): Promise
 
 /** Waits (bounded by count, not time) until a backend waits on a lock with the append statement. */
 async function waitingAppender(pool: pg.Pool): Promise<number> {
-  for (let attempt = 0; attempt < 2000; attempt++) {
+  for (let attempt = 0; attempt < 5000; attempt++) {
     const { rows } = await pool.query<{ pid: number }>(
       "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE dsh_sessions SET next_seq%'",
     )
