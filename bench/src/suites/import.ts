@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { importV0, packChunkRuns, type V0Event, writeV0Log } from '@dsh/session-import-v0'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { decompress } from 'zstd-napi'
-import { type BenchDefinition, time } from '../harness.js'
+import { type BenchDefinition, median, time } from '../harness.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
 const ID = 'bench-import'
@@ -173,6 +173,16 @@ function expandTexts(
   }
 }
 
+/** CPU time (user + system, ms) of each sample: less sensitive than wall time to other work on a shared machine. */
+const cpu = { baseline: [] as number[], subject: [] as number[] }
+async function timed(side: number[], run: () => unknown): Promise<number> {
+  const start = process.cpuUsage()
+  const ms = await time(run)
+  const used = process.cpuUsage(start)
+  side.push((used.user + used.system) / 1000)
+  return ms
+}
+
 let from = ''
 let file = ''
 let events = 0
@@ -199,7 +209,7 @@ const definition: BenchDefinition = {
   baseline: {
     label: 'read + decompress every frame + JSON.parse every line + expand packed rows into their events',
     async run() {
-      return time(() => {
+      return timed(cpu.baseline, () => {
         const text = decompress(readFileSync(file)).toString('utf8')
         plaintextBytes = text.length
         const parsed: unknown[] = []
@@ -218,7 +228,7 @@ const definition: BenchDefinition = {
       const root = mkdtempSync(join(tmpdir(), 'dsh-bench-import-dsh-'))
       const persistence = createJsonlPersistence({ root })
       try {
-        const ms = await time(async () => {
+        const ms = await timed(cpu.subject, async () => {
           const report = await importV0({ from, persistence })
           const result = report.sessions[0]
           if (report.imported !== 1 || result?.events !== events)
@@ -234,7 +244,15 @@ const definition: BenchDefinition = {
     },
   },
   extra() {
+    const b = median(cpu.baseline)
+    const s = median(cpu.subject)
     return {
+      cpuMs: {
+        baseline: Math.round(b),
+        subject: Math.round(s),
+        ratio: +(s / b).toFixed(3),
+        note: 'medians of user+system CPU time, warm-up included',
+      },
       events,
       decompressedMiB: +(plaintextBytes / 2 ** 20).toFixed(1),
       fileMiB,
