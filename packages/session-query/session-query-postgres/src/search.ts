@@ -1,10 +1,15 @@
-import { decodeCursor, encodeCursor, invalidCursor, invalidFilter, requestDigest, SessionQueryError } from '@dsh/session-query'
+import {
+  decodeCursor,
+  encodeCursor,
+  invalidCursor,
+  invalidFilter,
+  parseSearchTerms,
+  requestDigest,
+  SEARCH_PAGE_DEFAULT_LIMIT,
+  SEARCH_PAGE_MAX_LIMIT,
+  SessionQueryError,
+} from '@dsh/session-query'
 
-export const MAX_SEARCH_PAGE = 100
-const DEFAULT_SEARCH_PAGE = 20
-const MAX_SEARCH_TEXT = 1000
-/** Distinct words per search, so no request can make the server intersect without bound. */
-export const MAX_SEARCH_WORDS = 16
 const MAX_OFFSET = 100_000
 
 export interface ParsedSearch {
@@ -17,10 +22,10 @@ export interface ParsedSearch {
 }
 
 /**
- * Validates a search request like the SQLite backend does: words of letters
- * and digits (passed to `plainto_tsquery` as a parameter, so nothing is
- * syntax), distinct and capped; a request without a word is
- * `SESSION_QUERY_INVALID_FILTER`; cursors are bound to the request and to
+ * Validates a search request with the protocol's rules (`parseSearchTerms`:
+ * distinct words of letters and digits, bounded text and term count, typed
+ * errors), shared by every backend; the words reach `plainto_tsquery` as a
+ * parameter, so nothing is syntax. Cursors are bound to the request and to
  * the index generation they were issued for.
  */
 export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'): ParsedSearch {
@@ -29,14 +34,11 @@ export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'):
   const raw = input as Record<string, unknown>
   for (const key of Object.keys(raw))
     if (key !== 'text' && key !== 'limit' && key !== 'cursor') throw invalidFilter(`unknown search field '${key}'`)
-  if (typeof raw.text !== 'string' || raw.text.length > MAX_SEARCH_TEXT)
-    throw invalidFilter(`text must be a string of at most ${MAX_SEARCH_TEXT} characters`)
-  const words = [...new Set(raw.text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])].slice(0, MAX_SEARCH_WORDS)
-  if (words.length === 0) throw invalidFilter('text must contain at least one word (letters or digits)')
-  let limit = DEFAULT_SEARCH_PAGE
+  const words = parseSearchTerms(raw.text)
+  let limit = SEARCH_PAGE_DEFAULT_LIMIT
   if (raw.limit !== undefined) {
-    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > MAX_SEARCH_PAGE)
-      throw invalidFilter(`limit must be an integer from 1 to ${MAX_SEARCH_PAGE}`)
+    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > SEARCH_PAGE_MAX_LIMIT)
+      throw invalidFilter(`limit must be an integer from 1 to ${SEARCH_PAGE_MAX_LIMIT}`)
     limit = raw.limit
   }
   const digest = requestDigest([kind, words])

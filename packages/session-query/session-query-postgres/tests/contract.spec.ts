@@ -9,6 +9,7 @@ const pools = new WeakMap<object, pg.Pool>()
 
 sessionQueryContractSuite('postgres', {
   corruptible: true,
+  search: true,
   async createPersistence() {
     const db = await freshDatabase()
     const persistence = await createPostgresPersistence({ pool: db.pool })
