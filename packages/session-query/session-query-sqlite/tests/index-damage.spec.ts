@@ -105,6 +105,8 @@ const damages: Array<[name: string, expected: string, damage: (path: string) => 
   ],
   ['truncated to half', 'corrupt', (path) => truncateSync(path, Math.floor(statSync(path).size / 2))],
   ['header zeroed', 'corrupt', (path) => zero(path, 0, 100)],
+  // The file header (identity, version) still reads; the schema page behind it does not.
+  ['its schema page zeroed behind the file header', 'corrupt', (path) => zero(path, 100, 4096 - 100)],
   [
     'replaced by junk',
     'corrupt',
