@@ -1,7 +1,7 @@
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createHost } from '@dsh/host'
+import { createHost, derivedPaths } from '@dsh/host'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cli } from './support/run.js'
 
@@ -226,7 +226,7 @@ describe('warnings from the host', () => {
     const session = host.sessions.create({ id: 'one' })
     session.append('user/message', { text: 'x' })
     await host.sessions.flush(session)
-    const indexFile = host.paths.index
+    const indexFile = derivedPaths(hostileRoot).index
     await host.dispose()
     for (const suffix of ['-wal', '-shm']) rmSync(indexFile + suffix, { force: true })
     writeFileSync(indexFile, Buffer.alloc(8192, 0x5a))

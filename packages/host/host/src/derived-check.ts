@@ -34,7 +34,7 @@ export async function checkDerivedFiles(root: string, signal?: AbortSignal): Pro
   const host = await createHost({ root, readOnly: true, query: 'memory' })
   let projectionCache: DerivedCheck
   try {
-    const file = host.paths.projectionCache
+    const file = derivedPaths(host.root).projectionCache
     const problem = host.cache?.checkDatabase?.()
     projectionCache =
       problem === undefined ? { file, status: 'absent' } : problem === 'ok' ? { file, status: 'ok' } : { file, status: 'rebuilt', problem }

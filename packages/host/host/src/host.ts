@@ -83,7 +83,8 @@ export interface Host {
   readonly subagents: SubagentRuntime
   /** The listening HTTP API when `http` was given. */
   readonly http: ApiServer | undefined
-  readonly paths: DerivedPaths
+  /** The root's derived files (index, cache); `undefined` for a PostgreSQL host, which keeps them in the database. */
+  readonly paths: DerivedPaths | undefined
   /** Settles runs, writes final checkpoints, flushes and closes everything (reverse activation order). */
   dispose(): Promise<void>
 }
@@ -103,7 +104,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
   const postgres = options.postgres
   const root =
     postgres === undefined ? prepareRoot(options.root!, readOnly || options.requireExisting === true) : postgresLocation(postgres)
-  const paths = derivedPaths(root)
+  let paths: DerivedPaths | undefined
   const ctx = new Context(options.logger === undefined ? {} : { logger: options.logger })
   try {
     if (options.logger !== undefined) ctx.provide('logger', options.logger)
@@ -123,16 +124,18 @@ export async function createHost(options: HostOptions): Promise<Host> {
       // A read-only open reads only the root's marker: it proves the root exists without creating one.
       if (jsonl && options.requireExisting === true && !readOnly) await openPersistence(root, options, true).close()
       const persistence = openPersistence(root, options, readOnly)
-      const useCache = options.projectionCache !== false && (!readOnly || existsSync(paths.projectionCache))
-      queryBackend = options.query === 'memory' || (readOnly && !existsSync(paths.index)) ? 'memory' : 'sqlite'
+      const local = derivedPaths(root)
+      paths = local
+      const useCache = options.projectionCache !== false && (!readOnly || existsSync(local.projectionCache))
+      queryBackend = options.query === 'memory' || (readOnly && !existsSync(local.index)) ? 'memory' : 'sqlite'
       await ctx.activate(sessionPersistencePlugin(persistence))
       await ctx.activate(sessionProjectionsPlugin())
-      if (useCache) await ctx.activate(sessionProjectionCachePlugin({ path: paths.projectionCache }))
+      if (useCache) await ctx.activate(sessionProjectionCachePlugin({ path: local.projectionCache }))
       await ctx.activate(
         queryBackend === 'memory'
           ? sessionQueryPlugin()
           : sqliteSessionQueryPlugin({
-              path: paths.index,
+              path: local.index,
               ...(options.onIndexProgress === undefined ? {} : { onProgress: options.onIndexProgress }),
             }),
       )

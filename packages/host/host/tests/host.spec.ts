@@ -60,9 +60,10 @@ describe('createHost', () => {
     try {
       expect(host.queryBackend).toBe('sqlite')
       expect(host.cache).toBeDefined()
-      expect(existsSync(host.paths.index)).toBe(true)
-      expect(existsSync(host.paths.projectionCache)).toBe(true)
-      expect(host.paths.index.startsWith(root)).toBe(true)
+      expect(host.paths).toEqual(derivedPaths(root))
+      expect(existsSync(derivedPaths(root).index)).toBe(true)
+      expect(existsSync(derivedPaths(root).projectionCache)).toBe(true)
+      expect(derivedPaths(root).index.startsWith(root)).toBe(true)
       expect(await host.subagents.listChildren(parent)).toEqual([
         { kind: 'child', id: child, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'helper' },
       ])

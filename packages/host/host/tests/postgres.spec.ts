@@ -25,6 +25,7 @@ describe('createHost({ postgres })', () => {
       expect(first.queryBackend).toBe('postgres')
       expect(first.cache).toBeDefined()
       expect(first.root).not.toContain('@')
+      expect(first.paths).toBeUndefined()
       const parent = first.sessions.create({ cwd: '/work' })
       parent.append('user/message', { text: 'hello postgres' })
       const child = first.subagents.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fresh', prompt: 'help' })
