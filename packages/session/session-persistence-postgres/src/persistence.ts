@@ -212,7 +212,7 @@ class PgPersistence implements PostgresPersistence {
     checkAppend(target, events, undefined)
     const h = target.header
     const cut = target.inheritedEventCount
-    const fork = target.forkSource !== undefined && cut > 0 ? await this.#forkReference(target.forkSource, cut) : undefined
+    const fork = target.forkSource !== undefined && cut > 0 ? await this.#forkReference(target.forkSource, cut, events) : undefined
     // A fork by reference stores only what follows the cut.
     const own = fork === undefined ? events : events.slice(cut)
     const batch = own.length === 0 ? undefined : encodeBatch(own)
@@ -272,7 +272,7 @@ class PgPersistence implements PostgresPersistence {
    * that source references) and the checksum of the batch holding event
    * `cut - 1`. No event of the prefix is read or copied.
    */
-  async #forkReference(source: SessionId, cut: number): Promise<{ sid: string; checksum: number }> {
+  async #forkReference(source: SessionId, cut: number, seed: readonly StoredSessionEvent[]): Promise<{ sid: string; checksum: number }> {
     if (!isStorableId(source))
       throw persistenceError('SESSION_PERSISTENCE_CONFLICT', 'The fork source id cannot be stored.', { details: { source } })
     let row = (
@@ -299,16 +299,32 @@ class PgPersistence implements PostgresPersistence {
       if (row === undefined)
         throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source chain of '${source}' is broken.`, { details: { source } })
     }
-    const { rows } = await this.#query<{ checksum: number }>(
-      'SELECT checksum FROM dsh_batches WHERE sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
+    const { rows } = await this.#query<BatchRow>(
+      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
       [row.sid, cut - 1],
       'reading a fork source',
     )
-    if (rows[0] === undefined)
+    const holding = rows[0]
+    if (holding === undefined)
       throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source '${source}' has no batch holding event ${cut - 1}.`, {
         details: { source },
       })
-    return { sid: row.sid, checksum: rows[0].checksum }
+    // The one batch holding the cut is read (never the whole prefix): the
+    // seed's events there must be the source's, or the reference would
+    // answer with events the fork never had.
+    this.#metrics.bytesRead += holding.body.length
+    for (const event of decodeBatch(source, holding)) {
+      if (event.seq >= cut) break
+      const mine = seed[event.seq]
+      if (mine === undefined || !sameEvent(mine, event)) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_CONFLICT',
+          `The seed of the fork does not match the committed prefix of '${source}' at event ${event.seq}; fork from what the source committed.`,
+          { details: { source, seq: event.seq } },
+        )
+      }
+    }
+    return { sid: row.sid, checksum: holding.checksum }
   }
 
   /** The hot path: one statement moves `next_seq`, inserts the batch and the change, and notifies. */
@@ -736,6 +752,14 @@ class PgPersistence implements PostgresPersistence {
 /** The revision of a stored log: its lifecycle's `sid` (never reused) and its `next_seq`. Query backends reading the tables directly use it. */
 export function revisionOf(sid: string, nextSeq: number): SessionRevision {
   return `pg${sid}.${nextSeq}`
+}
+
+/** Two events are the same when their stored JSON lines are (the form a batch keeps them in). */
+function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {
+  return (
+    JSON.stringify({ type: a.type, seq: a.seq, time: a.time, data: a.data }) ===
+    JSON.stringify({ type: b.type, seq: b.seq, time: b.time, data: b.data })
+  )
 }
 
 function notFound(id: string) {

@@ -361,3 +361,28 @@ describe('opening', () => {
     expect((error as Error).message).not.toContain('s3cret')
   })
 })
+
+describe('forks by reference', () => {
+  it('a seed that does not match the source’s committed prefix is CONFLICT and stores nothing', async () => {
+    const db = await database()
+    const p = await open(db.pool)
+    await p.append(target('origin'), events(0, 3))
+    const child = parseSessionHeader({
+      version: 1,
+      id: 'liar',
+      createdAt: 1_700_000_000_000,
+      isSeeded: true,
+      delegationDepth: 1,
+      parentSession: 'origin',
+    })
+    const forged = [
+      ...events(0, 2),
+      { type: 'user/message', seq: SessionSeq(2), time: 2, data: { text: 'never said' } },
+      ...events(3, 1, 'own'),
+    ]
+    await expect(
+      p.append({ header: child, inheritedEventCount: SessionLogOffset(3), forkSource: SessionId('origin') }, forged),
+    ).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CONFLICT' })
+    expect(await p.stat(SessionId('liar'))).toBeUndefined()
+  })
+})
