@@ -26,3 +26,17 @@ export function persistenceError(
 ): SessionPersistenceError {
   return new SessionPersistenceError(code, message, options)
 }
+
+export function notFound(id: string): Error {
+  return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session ${labelOf(id)} is not persisted here.`, { details: { id } })
+}
+
+export function ioError(what: string, cause: unknown): Error {
+  return persistenceError('SESSION_PERSISTENCE_IO', `Could not ${what}: ${(cause as Error)?.message ?? String(cause)}.`, { cause })
+}
+
+/** A short, printable form of an id for messages. */
+export function labelOf(id: string): string {
+  const text = JSON.stringify(id)
+  return text.length > 80 ? `${text.slice(0, 77)}…"` : text
+}

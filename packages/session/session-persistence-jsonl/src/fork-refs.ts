@@ -2,7 +2,7 @@ import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openS
 import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import type { LogCodec } from './codec.js'
-import { persistenceError } from './errors.js'
+import { labelOf, persistenceError } from './errors.js'
 import { isErrno } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import { type ForkReference, type PhysicalHeader, parseHeaderLine } from './log-format.js'
@@ -245,9 +245,4 @@ function fsyncDirSync(dir: string): void {
   } finally {
     closeSync(fd)
   }
-}
-
-function labelOf(id: string): string {
-  const text = JSON.stringify(id)
-  return text.length > 80 ? `${text.slice(0, 77)}…"` : text
 }

@@ -1,6 +1,6 @@
 import { constants, promises as fsp, fstatSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import { dirname, isAbsolute, join, resolve } from 'node:path'
+import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import { type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
@@ -21,12 +21,13 @@ import type {
 import { persistenceCancelled as cancelled, checkAppend, interruptedTurnEnds, SessionPersistenceError } from '@dsh/session-persistence'
 import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
-import { JsonlPersistenceError, persistenceError } from './errors.js'
+import { ioError, JsonlPersistenceError, labelOf, notFound, persistenceError } from './errors.js'
 import { assertReferenceableSync, type ForkIo, locateCutSync, registerDependantSync } from './fork-refs.js'
-import { fsyncDir, fsyncFd, isErrno, publishNew, readAt, revisionOf, tempSibling, writeAt, writevAt } from './fs-io.js'
+import { fsyncDir, fsyncFd, isErrno, publishNew, revisionOf, tempSibling, writeAt, writevAt } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
-import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, scanLog } from './log-scan.js'
+import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
+import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
 import { openRoot } from './root-marker.js'
 import { WriterLock } from './writer-lock.js'
@@ -129,23 +130,11 @@ interface Writer {
   revision: SessionRevision
 }
 
-/** A log read in full (its own units; a fork's prefix is joined separately). */
-interface OwnRead {
-  readonly physical: PhysicalHeader
-  readonly scan: LogScan
-  readonly buf: Buffer
-  readonly stats: Stats
-}
-
 const LOCK_FILE = 'writer.lock'
 /** Dependants (forks stored by reference) register here, one file per child, before their log is published. */
 const REFS_DIR = 'refs'
 /** Present while a delete of the session is deciding; a fork does not reference a session being deleted. */
 const DELETING_FILE = 'deleting'
-/** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
-const HEADER_PREFIX_BYTES = 512
-/** Fork chains longer than this are refused as corrupt (a cycle can only come from tampering). */
-const MAX_FORK_DEPTH = 64
 
 /** Creates the embedded default backend over `options.root` (see the package README). */
 export function createJsonlPersistence(options: JsonlPersistenceOptions): JsonlPersistence {
@@ -171,6 +160,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
   }
   /** Appends begin/end records around every change of a log (writable instances). */
   readonly #journal: JournalWriter | undefined
+  /** Every read of the root's logs (see `log-reader.ts`). */
+  readonly #reader: LogReader
   #damaged: readonly DamagedLog[] = []
   /** Open writers in least-recently-used order (Map iteration order). */
   readonly #writers = new Map<string, Writer>()
@@ -198,6 +189,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     this.#listConcurrency = Math.max(1, options.listConcurrency ?? 16)
     this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
     this.#codec = createCodec(this.compression)
+    this.#reader = new LogReader(this.root, this.#codec, this.#metrics)
     this.#journal = this.readOnly ? undefined : new JournalWriter(this.root)
   }
 
@@ -409,7 +401,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
   > {
     const label = labelOf(id)
     const dir = join(this.root, encodeSessionDirName(id))
-    await this.#assertSessionDir(dir)
+    await this.#reader.assertSessionDir(dir)
     let lock: WriterLock | undefined
     let createdDir = false
     // The new directory's entry must be durable before the first append is acknowledged; its
@@ -467,17 +459,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
     }
     try {
       const size = (await handle.stat()).size
-      const { buf: headBuf, unit } = await this.#readHeaderUnit(handle, size, file)
+      const { buf: headBuf, unit } = await this.#reader.readHeaderUnit(handle, size, file)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const headerEnd = unit.bodyEnd + this.#codec.trailer.size
       const firstSeq = physical.fork?.cut ?? 0
-      let tail = await this.#verifyTail(handle, size, headerEnd, firstSeq, file)
+      let tail = await this.#reader.verifyTail(handle, size, headerEnd, firstSeq, file)
       let truncated = false
       if (tail === undefined) {
         // Not a clean tail: check the whole log's structure (lengths, seqs,
         // CRC32 of every stored unit) to tell a torn tail from damage.
-        const buf = await this.#countedRead(handle, 0, size)
+        const buf = await this.#reader.countedRead(handle, 0, size)
         this.#metrics.bodyReads++
         const scan = await scanLog(buf, this.#codec, file, firstSeq)
         tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
@@ -515,50 +507,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
       await lock.release()
       throw error
     }
-  }
-
-  /**
-   * The committed end and next seq of a log whose last bytes are a complete,
-   * consistent batch: its trailer (self-checked), its stored body (CRC32),
-   * its frame extent and its plaintext (decoded, CRC32). `undefined` when the
-   * tail is anything else (the caller scans the whole log).
-   */
-  async #verifyTail(
-    handle: FileHandle,
-    size: number,
-    headerEnd: number,
-    firstSeq: number,
-    file: string,
-  ): Promise<{ committedEnd: number; nextSeq: number } | undefined> {
-    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq }
-    const trailerSize = this.#codec.trailer.size
-    if (size < headerEnd + trailerSize) return undefined
-    const trailerBuf = await this.#countedRead(handle, size - trailerSize, trailerSize)
-    const trailer = this.#codec.trailer.decode(trailerBuf, 0)
-    if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0) return undefined
-    const bodyStart = size - trailerSize - trailer.bodyLength
-    if (bodyStart < headerEnd || trailer.firstSeq < firstSeq) return undefined
-    const unitBuf = await this.#countedRead(handle, bodyStart, trailer.bodyLength + trailerSize)
-    const body = unitBuf.subarray(0, trailer.bodyLength)
-    const extent = this.#codec.measureBody(unitBuf, 0)
-    if (extent.status !== 'complete' || extent.end !== trailer.bodyLength || crc32(body) !== trailer.bodyCrc) return undefined
-    const [plain] = await this.#codec
-      .decodeRun(unitBuf, [{ bodyStart: 0, bodyEnd: trailer.bodyLength, plainLength: trailer.plainLength }])
-      .catch(() => [undefined])
-    if (plain === undefined || plain.length !== trailer.plainLength || crc32(plain) !== trailer.plainCrc) {
-      throw corrupt(file, bodyStart, 'the last committed batch does not decode to what its trailer records')
-    }
-    return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
-  }
-
-  /** The committed end and next seq when the log ends with a valid batch trailer (self-checked). */
-  async #lastTrailer(handle: FileHandle, size: number, headerEnd: number): Promise<{ committedEnd: number; nextSeq: number } | undefined> {
-    const trailerSize = this.#codec.trailer.size
-    if (size < headerEnd + trailerSize) return undefined
-    const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, size - trailerSize, trailerSize), 0)
-    if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0 || size - trailerSize - trailer.bodyLength < headerEnd)
-      return undefined
-    return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
   }
 
   #remember(writer: Writer): void {
@@ -611,8 +559,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
       let events: StoredSessionEvent[]
       try {
         throwIfAborted(signal, cancelled)
-        const own = await this.#readOwnFrom(writer.handle, writer.file, writer.committedEnd, signal)
-        events = await this.#joinedEvents(own, writer.file, signal)
+        const own = await this.#reader.readOwnFrom(writer.handle, writer.file, writer.committedEnd, signal)
+        events = await this.#reader.joinedEvents(own, writer.file, signal)
       } catch (error) {
         // Do not keep a damaged (or unwanted) session locked.
         await this.#dropWriter(writer)
@@ -652,7 +600,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       let writer = this.#writers.get(id)
       if (writer === undefined) {
         // A session directory that is a symlink or not a directory is refused, never followed (not even to delete).
-        await this.#assertSessionDir(join(this.root, encodeSessionDirName(id)))
+        await this.#reader.assertSessionDir(join(this.root, encodeSessionDirName(id)))
         const opened = await this.#openWriter(id, 'existing').catch((error: unknown) => {
           // A log too damaged to open can still be deleted explicitly.
           if (error instanceof Error && (error as { code?: string }).code === 'SESSION_PERSISTENCE_CORRUPT') return 'corrupt' as const
@@ -766,7 +714,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     if (live !== undefined) {
       ;({ handle, physical, headerEnd, committedEnd, nextSeq } = live)
     } else {
-      const opened = await this.#openForRead(file)
+      const opened = await this.#reader.openForRead(file)
       if (opened === undefined) {
         throw persistenceError(
           'SESSION_PERSISTENCE_CONFLICT',
@@ -780,15 +728,15 @@ class JsonlSessionPersistence implements JsonlPersistence {
     try {
       if (live === undefined) {
         const size = (await handle.stat()).size
-        const { buf, unit } = await this.#readHeaderUnit(handle, size, file)
+        const { buf, unit } = await this.#reader.readHeaderUnit(handle, size, file)
         physical = await decodeHeader(buf, unit, this.#codec, file)
         headerEnd = unit.bodyEnd + this.#codec.trailer.size
         // Locating the cut needs only where the committed log ends: a valid final trailer says so
         // (a torn write never ends in one). Every read of the fork verifies the prefix in full.
         const tail =
-          (await this.#lastTrailer(handle, size, headerEnd)) ??
+          (await this.#reader.lastTrailer(handle, size, headerEnd)) ??
           (await (async () => {
-            const whole = await this.#countedRead(handle, 0, size)
+            const whole = await this.#reader.countedRead(handle, 0, size)
             this.#metrics.bodyReads++
             const scan = await scanLog(whole, this.#codec, file, physical.fork?.cut ?? 0)
             return { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
@@ -817,7 +765,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       const trailerSize = this.#codec.trailer.size
       let end = committedEnd!
       while (end > headerEnd!) {
-        const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, end - trailerSize, trailerSize), 0)
+        const trailer = this.#codec.trailer.decode(await this.#reader.countedRead(handle, end - trailerSize, trailerSize), 0)
         if (trailer === undefined || trailer.kind !== 'batch')
           throw corrupt(file, end - trailerSize, 'a batch trailer is missing or damaged')
         if (trailer.firstSeq <= cut - 1 && cut - 1 < trailer.firstSeq + trailer.count) {
@@ -851,7 +799,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
       const path = join(refs, name)
       let physical: PhysicalHeader | undefined
       try {
-        physical = await this.#readPhysicalAt(join(this.root, name, this.#codec.logFileName))
+        physical = await this.#reader.readPhysicalAt(join(this.root, name, this.#codec.logFileName))
       } catch (error) {
         // A dependant whose header is damaged cannot be materialized; it keeps the source (delete it explicitly first).
         throw persistenceError(
@@ -883,8 +831,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
     if (fork === undefined) return
     for (const dependant of await this.#liveDependants(childId, writer.physical.logId))
       await this.#serial(dependant, () => this.#materialize(dependant))
-    const own = await this.#readOwnFrom(writer.handle, writer.file, writer.committedEnd, undefined)
-    const events = await this.#joinedEvents(own, writer.file, undefined)
+    const own = await this.#reader.readOwnFrom(writer.handle, writer.file, writer.committedEnd, undefined)
+    const events = await this.#reader.joinedEvents(own, writer.file, undefined)
     const physical: PhysicalHeader = {
       header: writer.physical.header,
       inheritedEventCount: writer.physical.inheritedEventCount,
@@ -965,16 +913,16 @@ class JsonlSessionPersistence implements JsonlPersistence {
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await this.#openForRead(file)
+    const handle = await this.#reader.openForRead(file)
     if (handle === undefined) throw notFound(id)
     let own: OwnRead
     try {
-      own = await this.#readOwnFrom(handle, file, undefined, signal)
+      own = await this.#reader.readOwnFrom(handle, file, undefined, signal)
     } finally {
       await handle.close()
     }
     if (own.physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(own.physical.header.id)}`)
-    const events = await this.#joinedEvents(own, file, signal)
+    const events = await this.#reader.joinedEvents(own, file, signal)
     throwIfAborted(signal, cancelled)
     const revision = revisionOf(own.scan.header.trailer.plainCrc, own.stats)
     const observation = Object.freeze({
@@ -984,103 +932,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
       revision,
     })
     return { observation, committedEnd: own.scan.committedEnd, size: own.buf.length, fork: own.physical.fork }
-  }
-
-  /** Reads a log's own units in full and checks their structure (every CRC); `upTo` bounds the read (a writer's committed end). */
-  async #readOwnFrom(handle: FileHandle, file: string, upTo: number | undefined, signal: AbortSignal | undefined): Promise<OwnRead> {
-    let buf: Buffer
-    let stats: Stats
-    // A concurrent truncation (crash repair by another process) can make the
-    // read come up short; read again from a fresh size.
-    for (let attempt = 0; ; attempt++) {
-      stats = await handle.stat()
-      const size = upTo ?? Number(stats.size)
-      buf = await this.#countedRead(handle, 0, size)
-      if (buf.length === size || attempt >= 3) break
-    }
-    this.#metrics.bodyReads++
-    throwIfAborted(signal, cancelled)
-    const header = locateHeader(buf, this.#codec, file, true)
-    if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
-    const physical = await decodeHeader(buf, header, this.#codec, file)
-    const scan = await scanLog(buf, this.#codec, file, physical.fork?.cut ?? 0)
-    return { physical, scan, buf, stats }
-  }
-
-  /** Every committed event of a log read in full: a fork's inherited prefix (resolved through its chain) and its own events. */
-  async #joinedEvents(own: OwnRead, file: string, signal: AbortSignal | undefined): Promise<StoredSessionEvent[]> {
-    const check = (): void => throwIfAborted(signal, cancelled)
-    const ownEvents = await decodeEvents(own.buf, own.scan, this.#codec, file, check)
-    const fork = own.physical.fork
-    if (fork === undefined) return ownEvents
-    const prefix = await this.#resolvePrefix(fork, file, signal, 0)
-    return prefix.concat(ownEvents)
-  }
-
-  /**
-   * Events `[0, fork.cut)` from the referenced log, verified: the log must
-   * carry the reference's `logId`, hold a committed batch ending at
-   * `fork.end` whose trailer has `fork.batchCrc` and holds event `cut - 1`,
-   * and every batch before it must pass its checksums. Anything else makes
-   * the fork's read fail with `SESSION_PERSISTENCE_CORRUPT`.
-   */
-  async #resolvePrefix(
-    fork: ForkReference,
-    childFile: string,
-    signal: AbortSignal | undefined,
-    depth: number,
-  ): Promise<StoredSessionEvent[]> {
-    const broken = (why: string, cause?: unknown): Error =>
-      persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix can no longer be read as referenced: ${why}. Restore the source from a backup, or delete the fork explicitly.`,
-        { cause, details: { file: childFile, source: fork.source } },
-      )
-    if (depth > MAX_FORK_DEPTH) throw broken(`the fork chain is deeper than ${MAX_FORK_DEPTH}`)
-    let file: string
-    try {
-      file = this.logPath(fork.source)
-    } catch (error) {
-      throw broken('the source id is invalid', error)
-    }
-    const handle = await this.#openForRead(file)
-    if (handle === undefined) throw broken('the source is no longer persisted')
-    let buf: Buffer
-    try {
-      buf = await this.#countedRead(handle, 0, fork.end)
-    } finally {
-      await handle.close()
-    }
-    if (buf.length !== fork.end) throw broken('the source log is shorter than the referenced prefix')
-    throwIfAborted(signal, cancelled)
-    try {
-      const header = locateHeader(buf, this.#codec, file, true)
-      if (header === 'more') throw broken('the source header is truncated')
-      const physical = await decodeHeader(buf, header, this.#codec, file)
-      if (physical.logId !== fork.logId || physical.header.id !== fork.source)
-        throw broken('the source was re-created or replaced (its log identity differs)')
-      const scan = await scanLog(buf, this.#codec, file, physical.fork?.cut ?? 0)
-      const last = scan.batches.at(-1)
-      if (scan.committedEnd !== fork.end || last === undefined) throw broken('the referenced prefix does not end at a committed batch')
-      if (
-        last.trailer.bodyCrc !== fork.batchCrc ||
-        !(last.trailer.firstSeq <= fork.cut - 1 && fork.cut - 1 < last.trailer.firstSeq + last.trailer.count)
-      ) {
-        throw broken('the batch at the cut differs from the referenced one')
-      }
-      const own = await decodeEvents(buf, scan, this.#codec, file, () => throwIfAborted(signal, cancelled))
-      const before = physical.fork ? await this.#resolvePrefix(physical.fork, file, signal, depth + 1) : []
-      const all = before.concat(own)
-      if (all.length < fork.cut) throw broken('the source holds fewer events than the cut')
-      return all.slice(0, fork.cut)
-    } catch (error) {
-      if (
-        error instanceof SessionPersistenceError &&
-        (error.code === 'CANCELLED' || (error.details as { file?: string } | undefined)?.file === childFile)
-      )
-        throw error
-      throw broken((error as Error).message, error)
-    }
   }
 
   /**
@@ -1097,22 +948,22 @@ class JsonlSessionPersistence implements JsonlPersistence {
     SessionLogOffset(from)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await this.#openForRead(file)
+    const handle = await this.#reader.openForRead(file)
     if (handle === undefined) throw notFound(id)
     let result: SessionSuffixObservation | undefined
     try {
       const stats = await handle.stat()
       const size = Number(stats.size)
-      const { buf: headBuf, unit } = await this.#readHeaderUnit(handle, size, file)
+      const { buf: headBuf, unit } = await this.#reader.readHeaderUnit(handle, size, file)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const firstSeq = physical.fork?.cut ?? 0
       const headerEnd = unit.bodyEnd + this.#codec.trailer.size
       if (from >= firstSeq) {
-        const tail = await this.#verifyTail(handle, size, headerEnd, firstSeq, file)
+        const tail = await this.#reader.verifyTail(handle, size, headerEnd, firstSeq, file)
         if (tail !== undefined) {
-          if (physical.fork) await this.#checkReference(physical.fork, file)
-          const events = await this.#readSuffix(handle, file, headerEnd, tail.committedEnd, tail.nextSeq, from, signal)
+          if (physical.fork) await this.#reader.checkReference(physical.fork, file)
+          const events = await this.#reader.readSuffix(handle, file, headerEnd, tail.committedEnd, tail.nextSeq, from, signal)
           result = Object.freeze({
             header: physical.header,
             inheritedEventCount: physical.inheritedEventCount,
@@ -1130,94 +981,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
     return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
   }
 
-  /** Walks trailers back from `committedEnd` to the batch holding `from`, then reads and decodes only those batches. */
-  async #readSuffix(
-    handle: FileHandle,
-    file: string,
-    headerEnd: number,
-    committedEnd: number,
-    nextSeq: number,
-    from: number,
-    signal: AbortSignal | undefined,
-  ): Promise<StoredSessionEvent[]> {
-    if (from >= nextSeq) return []
-    const trailerSize = this.#codec.trailer.size
-    let start = committedEnd
-    let startSeq = nextSeq
-    while (startSeq > from) {
-      if (start <= headerEnd) throw corrupt(file, start, `no committed batch holds event ${from}`)
-      const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, start - trailerSize, trailerSize), 0)
-      if (trailer === undefined || trailer.kind !== 'batch' || trailer.firstSeq + trailer.count !== startSeq) {
-        throw corrupt(file, start - trailerSize, 'a batch trailer is missing, damaged or out of sequence')
-      }
-      start -= trailerSize + trailer.bodyLength
-      startSeq = trailer.firstSeq
-    }
-    // The run from `start` is a sequence of whole batches: scan it like a log whose header is already checked.
-    const run = await this.#countedRead(handle, start, committedEnd - start)
-    throwIfAborted(signal, cancelled)
-    const units: LogUnit[] = []
-    let pos = 0
-    let seq = startSeq
-    while (pos < run.length) {
-      const extent = this.#codec.measureBody(run, pos)
-      const trailer = extent.status === 'complete' ? this.#codec.trailer.decode(run, extent.end) : undefined
-      if (
-        extent.status !== 'complete' ||
-        trailer === undefined ||
-        trailer.kind !== 'batch' ||
-        trailer.firstSeq !== seq ||
-        trailer.bodyLength !== extent.end - pos
-      ) {
-        throw corrupt(file, start + pos, 'a committed batch does not parse')
-      }
-      if (crc32(run.subarray(pos, extent.end)) !== trailer.bodyCrc) throw corrupt(file, start + pos, 'the stored batch fails its CRC32')
-      units.push({ bodyStart: pos, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer })
-      seq += trailer.count
-      pos = extent.end + this.#codec.trailer.size
-    }
-    const fakeHeader = units[0] as LogUnit
-    const events = await decodeEvents(
-      run,
-      { header: fakeHeader, batches: units, committedEnd: run.length, nextSeq: seq },
-      this.#codec,
-      file,
-      () => throwIfAborted(signal, cancelled),
-    )
-    return events.filter((event) => event.seq >= from)
-  }
-
-  /** The cheap part of a fork's integrity: the source still has the referenced identity and the referenced trailer at the cut. */
-  async #checkReference(fork: ForkReference, childFile: string): Promise<void> {
-    const broken = (why: string): Error =>
-      persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix no longer matches: ${why}.`,
-        {
-          details: { file: childFile, source: fork.source },
-        },
-      )
-    const file = this.logPath(fork.source)
-    const handle = await this.#openForRead(file)
-    if (handle === undefined) throw broken('the source is no longer persisted')
-    try {
-      const size = Number((await handle.stat()).size)
-      if (size < fork.end) throw broken('the source log is shorter than the referenced prefix')
-      const { buf, unit } = await this.#readHeaderUnit(handle, size, file).catch((error: unknown) => {
-        throw broken((error as Error).message)
-      })
-      const physical = await decodeHeader(buf, unit, this.#codec, file).catch((error: unknown) => {
-        throw broken((error as Error).message)
-      })
-      if (physical.logId !== fork.logId) throw broken('the source was re-created or replaced (its log identity differs)')
-      const trailerSize = this.#codec.trailer.size
-      const trailer = this.#codec.trailer.decode(await this.#countedRead(handle, fork.end - trailerSize, trailerSize), 0)
-      if (trailer === undefined || trailer.bodyCrc !== fork.batchCrc) throw broken('the batch at the cut differs from the referenced one')
-    } finally {
-      await handle.close()
-    }
-  }
-
   async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
     this.#assertOpen()
     throwIfAborted(signal, cancelled)
@@ -1233,24 +996,13 @@ class JsonlSessionPersistence implements JsonlPersistence {
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await this.#openForRead(file)
+    const handle = await this.#reader.openForRead(file)
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
-      const { unit } = await this.#readHeaderUnit(handle, Number(stats.size), file)
+      const { unit } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       throwIfAborted(signal, cancelled)
       return revisionOf(unit.trailer.plainCrc, stats)
-    } finally {
-      await handle.close()
-    }
-  }
-
-  async #readPhysicalAt(file: string): Promise<PhysicalHeader | undefined> {
-    const handle = await this.#openForRead(file)
-    if (handle === undefined) return undefined
-    try {
-      const { buf, unit } = await this.#readHeaderUnit(handle, Number((await handle.stat()).size), file)
-      return await decodeHeader(buf, unit, this.#codec, file)
     } finally {
       await handle.close()
     }
@@ -1321,11 +1073,11 @@ class JsonlSessionPersistence implements JsonlPersistence {
   async #readRecord(name: string): Promise<PersistedSessionRecord | undefined> {
     const file = join(this.root, name, this.#codec.logFileName)
     // A directory without a published log is a creation that never completed (or a delete in progress): not persisted.
-    const handle = await this.#openForRead(file)
+    const handle = await this.#reader.openForRead(file)
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
-      const { buf, unit } = await this.#readHeaderUnit(handle, Number(stats.size), file)
+      const { buf, unit } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       const physical = await decodeHeader(buf, unit, this.#codec, file)
       if (encodeSessionDirName(physical.header.id) !== name) {
         throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}, which is not stored in this directory`)
@@ -1338,62 +1090,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
     } finally {
       await handle.close()
     }
-  }
-
-  /** Reads a bounded prefix holding the header unit (growing it only for an unusually large header). */
-  async #readHeaderUnit(handle: FileHandle, size: number, file: string): Promise<{ buf: Buffer; unit: LogUnit }> {
-    this.#metrics.headerReads++
-    let length = Math.min(size, HEADER_PREFIX_BYTES)
-    for (;;) {
-      const buf = await this.#countedRead(handle, 0, length)
-      const unit = locateHeader(buf, this.#codec, file, buf.length >= size)
-      if (unit !== 'more') return { buf, unit }
-      length = Math.min(size, length * 4)
-    }
-  }
-
-  async #countedRead(handle: FileHandle, position: number, length: number): Promise<Buffer> {
-    const buf = await readAt(handle, position, length)
-    this.#metrics.bytesRead += buf.length
-    return buf
-  }
-
-  /**
-   * Opens a log for reading, never through a symlink (neither the session
-   * directory nor the log may be one: symlinks are never followed out of the
-   * root); `undefined` when there is none. Any other per-entry fault — a
-   * directory where the log should be, no permission, a loop — is a damaged
-   * entry (`SESSION_PERSISTENCE_CORRUPT`), exactly as `list` reports it.
-   */
-  async #openForRead(file: string): Promise<FileHandle | undefined> {
-    this.#metrics.logOpens++
-    await this.#assertSessionDir(dirname(file))
-    let handle: FileHandle
-    try {
-      handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW)
-    } catch (error) {
-      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
-      if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
-        throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
-      throw ioError(`open ${file}`, error)
-    }
-    if (!(await handle.stat()).isFile()) {
-      await handle.close()
-      throw corrupt(file, 0, 'the log is not a regular file (a directory where the log should be?)')
-    }
-    return handle
-  }
-
-  /** The session directory must be a real directory inside the root (absent is fine: the caller reports absence). */
-  async #assertSessionDir(dir: string): Promise<void> {
-    let stats: Stats
-    try {
-      stats = await fsp.lstat(dir)
-    } catch (error) {
-      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return
-      throw corrupt(dir, 0, `the session directory cannot be examined (${(error as NodeJS.ErrnoException).code})`)
-    }
-    if (!stats.isDirectory()) throw corrupt(dir, 0, entryFault(stats))
   }
 
   // ---------------------------------------------------------- change feed
@@ -1465,23 +1161,4 @@ class JsonlSessionPersistence implements JsonlPersistence {
     })
     return result
   }
-}
-
-/** Why a path that should be a session directory is not one. */
-function entryFault(stats: Stats): string {
-  return stats.isSymbolicLink() ? 'a symbolic link where a session directory should be (never followed out of the root)' : 'not a directory'
-}
-
-function notFound(id: string): Error {
-  return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session ${labelOf(id)} is not persisted here.`, { details: { id } })
-}
-
-function ioError(what: string, cause: unknown): Error {
-  return persistenceError('SESSION_PERSISTENCE_IO', `Could not ${what}: ${(cause as Error)?.message ?? String(cause)}.`, { cause })
-}
-
-/** A short, printable form of an id for messages. */
-function labelOf(id: string): string {
-  const text = JSON.stringify(id)
-  return text.length > 80 ? `${text.slice(0, 77)}…"` : text
 }
