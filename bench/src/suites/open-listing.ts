@@ -45,6 +45,26 @@ const records = rows.slice(0, Number(process.argv[3])).map((r) => ({ header: JSO
 process.stdout.write(JSON.stringify({ records }) + '\\n')
 `
 
+/**
+ * A third process, for the details only: the same listing through the
+ * library alone (JSONL persistence read-only + the SQLite query backend, no
+ * host, no CLI). Its distance from the baseline is what our persistence and
+ * query stack cost; the CLI's distance from it is what the composition costs.
+ */
+const LIBRARY_LISTING = `
+const { Context } = await import('@dsh/context')
+const { SessionStore } = await import('@dsh/session')
+const { createJsonlPersistence } = await import('@dsh/session-persistence-jsonl')
+const { createSqliteSessionQuery, defaultIndexPath } = await import('@dsh/session-query-sqlite')
+const root = process.argv[1]
+const persistence = createJsonlPersistence({ root, readOnly: true })
+const query = await createSqliteSessionQuery({ sessions: new SessionStore(new Context()), persistence, path: defaultIndexPath(root) })
+const page = await query.listSessions({ limit: Number(process.argv[2]) })
+process.stdout.write(JSON.stringify(page) + '\\n')
+await query.close()
+await persistence.close()
+`
+
 const info: Record<string, unknown> = {}
 
 function fixtureReady(): boolean {
@@ -98,7 +118,8 @@ async function reconcileIndex(at: string): Promise<void> {
 
 function runProcess(args: readonly string[]): { ms: number; stdout: string } {
   const start = process.hrtime.bigint()
-  const child = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+  // From the bench package, so that a script given with -e resolves its imports.
+  const child = spawnSync(process.execPath, args, { cwd: benchRoot, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
   const ms = Number(process.hrtime.bigint() - start) / 1e6
   if (child.status !== 0) throw new Error(`open-listing: '${args.join(' ')}' exited ${child.status}: ${child.stderr.slice(0, 2000)}`)
   return { ms, stdout: child.stdout }
@@ -111,6 +132,7 @@ function pageIds(stdout: string): string[] {
 
 const cliArgs = [cli, 'sessions', '--root', root, '--limit', String(PAGE), '--json']
 const rawArgs = ['-e', RAW_QUERY, sqlite, defaultIndexPath(root), String(PAGE)]
+const libraryArgs = ['--input-type=module', '-e', LIBRARY_LISTING, root, String(PAGE)]
 
 /** Index reopen with nothing changed over the 100k root: ms, header and body reads, what the reconciliation did. */
 async function reopenFigures(): Promise<Record<string, unknown>> {
@@ -174,8 +196,9 @@ const definition: BenchDefinition = {
     info.firstCommandMs = Math.round(runProcess(cliArgs).ms)
     const viaCli = pageIds(runProcess(cliArgs).stdout)
     const viaSqlite = pageIds(runProcess(rawArgs).stdout)
-    if (viaCli.length !== PAGE || viaCli.join() !== viaSqlite.join())
-      throw new Error('open-listing: the CLI and the raw query disagree on the first page')
+    const viaLibrary = pageIds(runProcess(libraryArgs).stdout)
+    if (viaCli.length !== PAGE || viaCli.join() !== viaSqlite.join() || viaLibrary.join() !== viaSqlite.join())
+      throw new Error('open-listing: the CLI, the library and the raw query disagree on the first page')
   },
   baseline: {
     label: `new process: the same SQLite query with better-sqlite3 alone (first ${PAGE} of ${SESSIONS})`,
@@ -186,7 +209,16 @@ const definition: BenchDefinition = {
     run: () => runProcess(cliArgs).ms,
   },
   async extra() {
-    return { sessions: SESSIONS, page: PAGE, ...info, indexReopen100k: await reopenFigures() }
+    const library = Array.from({ length: 5 }, () => runProcess(libraryArgs).ms)
+    return {
+      sessions: SESSIONS,
+      page: PAGE,
+      ...info,
+      libraryProcessMedianMs: Math.round(median(library) * 10) / 10,
+      libraryProcessLabel:
+        'new process: the same listing through @dsh/session-persistence-jsonl (read-only) + @dsh/session-query-sqlite alone, no host',
+      indexReopen100k: await reopenFigures(),
+    }
   },
 }
 
