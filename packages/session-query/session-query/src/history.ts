@@ -1,10 +1,12 @@
+import { PAGE_DEFAULT_LIMIT, PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { SessionQueryError } from './errors.js'
 import { invalidFilter } from './failures.js'
 import { isIndex, show } from './filter.js'
 import type { EventWindow, HistoryPage, SessionQueryObservation } from './types.js'
 
-export const MAX_HISTORY_PAGE = 1000
-const DEFAULT_HISTORY_PAGE = 100
+/** History pages are pages of the protocol: `PAGE_MAX_LIMIT` and `PAGE_DEFAULT_LIMIT`, one definition for host, client and backends. */
+export const MAX_HISTORY_PAGE = PAGE_MAX_LIMIT
+const DEFAULT_HISTORY_PAGE = PAGE_DEFAULT_LIMIT
 const DEFAULT_WINDOW_SIDE = 10
 
 export interface ParsedHistoryRequest {
