@@ -49,6 +49,38 @@ describe('reconciling through the change feed', () => {
     expect((await query.searchEvents({ text: 'bravo' })).hits.map((h) => h.seq).sort()).toEqual([0, 1])
   })
 
+  it('a reconciliation cancelled after the feed cursor moved loses nothing: the next process reads the rest', async () => {
+    const persistence = createMemoryPersistence()
+    const N = 300
+    for (let i = 0; i < N; i++) await persist(persistence, header(`s${i}`, i), [message(0, `first ${i}`)])
+    const path = join(tempDir(), 'q.sqlite')
+    const first = await openQuery({ sessions: store().sessions, persistence, path })
+    for (let i = 0; i < N; i++)
+      await persistence.append({ header: header(`s${i}`, i), inheritedEventCount: 0 as never }, [message(1, `appended zebra ${i}`)])
+    const controller = new AbortController()
+    const before = persistence.metrics.bodyReads
+    const pending = first.query.reconcile(controller.signal)
+    while (persistence.metrics.bodyReads - before < 100) await new Promise((resolve) => setImmediate(resolve))
+    controller.abort()
+    await expect(pending).rejects.toMatchObject({ code: 'CANCELLED' })
+    const readFirst = persistence.metrics.bodyReads - before
+    expect(readFirst).toBeLessThan(N)
+    await first.query.close()
+    // The feed has nothing new for the next process, but the ids it named are still pending in the index.
+    const second = await openQuery({ sessions: store().sessions, persistence, path })
+    expect(persistence.metrics.bodyReads - before).toBeGreaterThanOrEqual(N)
+    expect(await second.query.reconcile()).toMatchObject({ source: 'feed', changed: 0, read: 0 })
+    const hits = await second.query.searchSessions({ text: 'zebra', limit: 100 })
+    let count = hits.hits.length
+    let cursor = hits.nextCursor
+    while (cursor !== undefined) {
+      const page = await second.query.searchSessions({ text: 'zebra', limit: 100, cursor })
+      count += page.hits.length
+      cursor = page.nextCursor
+    }
+    expect(count).toBe(N)
+  })
+
   it('creates the index private: file, WAL and shared memory 0600, its directory 0700', async () => {
     const persistence = createMemoryPersistence()
     await persist(persistence, header('a', 1), [message(0, 'secret words')])
