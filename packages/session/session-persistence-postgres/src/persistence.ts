@@ -1,5 +1,5 @@
 import { raceAbort } from '@dsh/context'
-import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import {
   type AppendResult,
   type AppendTarget,
@@ -13,7 +13,6 @@ import {
   type SessionChangeCursor,
   type SessionChanges,
   type SessionObservation,
-  type SessionPersistence,
   type SessionRevision,
   type SessionSuffixObservation,
   type StoredAppendState,
@@ -23,82 +22,16 @@ import { type BatchRow, decodeBatch, encodeBatch } from './batch-codec.js'
 import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
 import { ioError, PostgresPersistenceError, persistenceError } from './errors.js'
 import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
+import { LogReader, notFound, revisionOf, SESSION_COLUMNS, type SessionRow } from './log-reader.js'
 import { requireSchema } from './migrations.js'
 import { CHANGES_CHANNEL, migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT } from './schema.js'
+import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
-
-export interface PostgresPersistenceOptions {
-  /** A pool shared with the query and cache backends. Give this or `connectionString`. */
-  readonly pool?: pg.Pool
-  /** Opens a pool owned (and ended on `close`) by this instance. */
-  readonly connectionString?: string
-  /** Run the migrations on open (default true). With `false`, an unmigrated or newer database is refused. */
-  readonly migrate?: boolean
-  /**
-   * Read-only (`dsh show`, `dsh verify`, …): no migration (an unmigrated or
-   * newer database is refused), no lease, and every write — append, delete,
-   * a load that would repair — is `SESSION_PERSISTENCE_READ_ONLY`.
-   */
-  readonly readOnly?: boolean
-  /** Clock for the `time` of crash-repair events. */
-  readonly clock?: () => number
-  /**
-   * Writer leases kept between writes (default 256); beyond it the least
-   * recently written session's lease is given back (see README, "Operating notes").
-   */
-  readonly maxLeases?: number
-}
-
-/** The PostgreSQL backend of service `sessionPersistence`. */
-export interface PostgresPersistence extends SessionPersistence {
-  /** The pool this instance reads through (share it with the query and cache backends). */
-  readonly pool: pg.Pool
-  /**
-   * Calls `listener` after other hosts (or this one) commit changes — LISTEN
-   * on the change channel, no polling — and once after a lost listener
-   * connection is restored (changes may have been missed: ask `changes`).
-   */
-  subscribe(listener: () => void): Promise<ChangeSubscription>
-  readonly readOnly: boolean
-  /** Reads and checks one log in full (a fork's inherited prefix included): every batch decompressed, its length, CRC32, JSON and seqs. */
-  verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
-  /** Rows the last `list()` left out because their stored header does not parse. */
-  damagedLogs(): readonly DamagedLog[]
-}
-
-/** What `verify` found: the same shape as the JSONL backend's (a table has no torn tail: `tornBytes` is 0). */
-export interface LogVerification {
-  readonly id: SessionId
-  readonly events: number
-  /** Bytes read to check it: the header and every batch body (compressed), a fork source's prefix included. */
-  readonly committedBytes: number
-  readonly tornBytes: 0
-  /** For a fork stored by reference: the session whose log holds the inherited prefix. */
-  readonly forkSource?: string
-}
-
-/** A session row whose header could not be read. */
-export interface DamagedLog {
-  readonly id: string
-  readonly code: 'SESSION_PERSISTENCE_CORRUPT'
-  readonly message: string
-}
 
 /** What this instance keeps of a session it has written, between appends. */
 interface WriterState extends StoredAppendState {
   readonly sid: string
 }
-
-interface SessionRow {
-  sid: string
-  header: string
-  inherited: number
-  next_seq: number
-  fork_sid: string | null
-  fork_checksum: number | null
-}
-
-const SESSION_COLUMNS = 'sid, header, inherited, next_seq, fork_sid, fork_checksum'
 
 /**
  * Opens the PostgreSQL persistence: migrates (unless told not to), then
@@ -153,6 +86,7 @@ class PgPersistence implements PostgresPersistence {
   readonly #owned: boolean
   readonly #clock: () => number
   readonly #writer: WriterConnection
+  readonly #reader: LogReader
   readonly #states = new Map<string, WriterState>()
   readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
   readonly #subscriptions = new Set<ChangeSubscription>()
@@ -168,6 +102,7 @@ class PgPersistence implements PostgresPersistence {
     this.#clock = clock
     // A lease given back takes what this writer knew of the session with it.
     this.#writer = new WriterConnection(pool, maxLeases, (id) => this.#states.delete(id))
+    this.#reader = new LogReader(pool, this.#metrics)
   }
 
   get metrics(): Readonly<PersistenceMetrics> {
@@ -200,8 +135,8 @@ class PgPersistence implements PostgresPersistence {
     }
     const row = rows[0]
     if (row === undefined) return undefined
-    this.#opened()
-    const header = this.#parseHeader(id.id, row.header)
+    this.#reader.opened()
+    const header = this.#reader.parseHeader(id.id, row.header)
     const state: WriterState = { sid: row.sid, header, inheritedEventCount: SessionLogOffset(row.inherited), nextSeq: row.next_seq }
     this.#states.set(id.id, state)
     return state
@@ -276,7 +211,7 @@ class PgPersistence implements PostgresPersistence {
     if (!isStorableId(source))
       throw persistenceError('SESSION_PERSISTENCE_CONFLICT', 'The fork source id cannot be stored.', { details: { source } })
     let row = (
-      await this.#query<SessionRow>(
+      await this.#reader.query<SessionRow>(
         `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`,
         [storedId(source).key],
         'reading a fork source',
@@ -294,12 +229,16 @@ class PgPersistence implements PostgresPersistence {
     while (row.fork_sid !== null && cut <= row.inherited) {
       const forkSid: string = row.fork_sid
       row = (
-        await this.#query<SessionRow>(`SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`, [forkSid], 'reading a fork source')
+        await this.#reader.query<SessionRow>(
+          `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
+          [forkSid],
+          'reading a fork source',
+        )
       ).rows[0]
       if (row === undefined)
         throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source chain of '${source}' is broken.`, { details: { source } })
     }
-    const { rows } = await this.#query<BatchRow>(
+    const { rows } = await this.#reader.query<BatchRow>(
       'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
       [row.sid, cut - 1],
       'reading a fork source',
@@ -421,7 +360,7 @@ class PgPersistence implements PostgresPersistence {
 
   /** The forks that reference `source` directly (a fork's reference always names the log holding its cut). */
   async #dependants(source: StoredId): Promise<SessionRow[]> {
-    const { rows } = await this.#query<SessionRow & { id: Buffer }>(
+    const { rows } = await this.#reader.query<SessionRow & { id: Buffer }>(
       `SELECT d.sid, d.header, d.inherited, d.next_seq, d.fork_sid, d.fork_checksum, d.id FROM dsh_sessions d JOIN dsh_sessions s ON d.fork_sid = s.sid WHERE s.id_key = $1`,
       [source.key],
       `finding the forks of '${source.id}'`,
@@ -440,7 +379,9 @@ class PgPersistence implements PostgresPersistence {
     dependants: readonly SessionRow[],
     statement: string,
   ): Promise<{ sid: string }[]> {
-    const prefixes = await Promise.all(dependants.map(async (d) => ({ d, events: await this.#events(source.id, d, 0, d.inherited) })))
+    const prefixes = await Promise.all(
+      dependants.map(async (d) => ({ d, events: await this.#reader.events(source.id, d, 0, d.inherited) })),
+    )
     await client.query('BEGIN')
     try {
       for (const { d, events } of prefixes) {
@@ -473,7 +414,7 @@ class PgPersistence implements PostgresPersistence {
     this.#assertOpen()
     this.#checkSignal(signal)
     const { rows } = await raceAbort(
-      this.#query<{ sid: string; header: string; inherited: number; next_seq: number }>(
+      this.#reader.query<{ sid: string; header: string; inherited: number; next_seq: number }>(
         'SELECT sid, header, inherited, next_seq FROM dsh_sessions',
         [],
         'listing sessions',
@@ -485,11 +426,11 @@ class PgPersistence implements PostgresPersistence {
     const damaged: DamagedLog[] = []
     for (const row of rows) {
       this.#metrics.headerReads++
-      this.#opened()
+      this.#reader.opened()
       this.#metrics.bytesRead += row.header.length
       let header: SessionHeader
       try {
-        header = this.#parseHeader(undefined, row.header)
+        header = this.#reader.parseHeader(undefined, row.header)
       } catch (error) {
         // One damaged header never fails the listing of every other session.
         damaged.push({ id: `sid ${row.sid}`, code: 'SESSION_PERSISTENCE_CORRUPT', message: (error as Error).message })
@@ -511,7 +452,7 @@ class PgPersistence implements PostgresPersistence {
   async verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
     const before = this.#metrics.bytesRead
     const observation = await this.inspect(id, signal)
-    const { rows } = await this.#query<{ source: Buffer | null }>(
+    const { rows } = await this.#reader.query<{ source: Buffer | null }>(
       'SELECT f.id AS source FROM dsh_sessions s LEFT JOIN dsh_sessions f ON f.sid = s.fork_sid WHERE s.id_key = $1',
       [keyOf(id)],
       `verifying session '${id}'`,
@@ -531,7 +472,7 @@ class PgPersistence implements PostgresPersistence {
     this.#checkSignal(signal)
     if (!isStorableId(id)) return undefined
     const { rows } = await raceAbort(
-      this.#query<{ sid: string; next_seq: number }>(
+      this.#reader.query<{ sid: string; next_seq: number }>(
         'SELECT sid, next_seq FROM dsh_sessions WHERE id_key = $1',
         [keyOf(id)],
         `stat of session '${id}'`,
@@ -553,116 +494,7 @@ class PgPersistence implements PostgresPersistence {
     this.#assertOpen()
     this.#checkSignal(signal)
     if (!isStorableId(id)) throw notFound(id)
-    return raceAbort(this.#read(id, from), signal, persistenceCancelled)
-  }
-
-  /**
-   * A body read without a transaction: the session row first, then batches
-   * bounded by its `next_seq` (committed batches never change, so anything
-   * newer is simply not part of this observation). Batches missing below
-   * that bound mean the session was deleted meanwhile (NOT_FOUND) or the
-   * log is damaged (CORRUPT).
-   */
-  async #read(id: SessionId, from: number): Promise<SessionSuffixObservation> {
-    // One statement (one snapshot, one round trip): the session row and its
-    // own batches from \`from\` on, bounded by the row's next_seq.
-    const { rows } = await this.#query<
-      SessionRow & { first_seq: number | null; count: number; plain_length: number; checksum: number; body: Buffer }
-    >(
-      `SELECT s.sid, s.header, s.inherited, s.next_seq, s.fork_sid, s.fork_checksum, b.first_seq, b.count, b.plain_length, b.checksum, b.body
-       FROM dsh_sessions s
-       LEFT JOIN dsh_batches b ON b.sid = s.sid AND b.first_seq < s.next_seq AND b.first_seq + b.count > $2
-       WHERE s.id_key = $1
-       ORDER BY b.first_seq`,
-      [keyOf(id), from],
-      `reading session '${id}'`,
-    )
-    const row = rows[0]
-    if (row === undefined) throw notFound(id)
-    this.#opened()
-    this.#metrics.bodyReads++
-    this.#metrics.headerReads++
-    this.#metrics.bytesRead += row.header.length
-    const header = this.#parseHeader(id, row.header)
-    const start = Math.min(from, row.next_seq)
-    const events: StoredSessionEvent[] = []
-    // A fork's inherited prefix lives in its source's log.
-    if (row.fork_sid !== null && start < row.inherited)
-      events.push(...(await this.#sourceEvents(id, row, start, Math.min(row.next_seq, row.inherited))))
-    for (const batch of rows) {
-      if (batch.first_seq === null) continue
-      this.#metrics.bytesRead += batch.body.length
-      for (const event of decodeBatch(id, batch as BatchRow)) if (event.seq >= start && event.seq < row.next_seq) events.push(event)
-    }
-    if (events.length !== row.next_seq - start) {
-      if ((await this.#query('SELECT 1 FROM dsh_sessions WHERE sid = $1', [row.sid], `reading session '${id}'`)).rows.length === 0)
-        throw notFound(id)
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `Session '${id}' records ${row.next_seq} events but its batches hold ${events.length + start}; the stored log is damaged.`,
-        { details: { id } },
-      )
-    }
-    return Object.freeze({
-      header,
-      inheritedEventCount: SessionLogOffset(row.inherited),
-      revision: revisionOf(row.sid, row.next_seq),
-      from: SessionLogOffset(start),
-      events: Object.freeze(events),
-    })
-  }
-
-  /** Events `[lo, hi)` of the log `row`, joining a referenced fork source's prefix. */
-  async #events(
-    id: SessionId,
-    row: SessionRow,
-    lo: number,
-    hi: number,
-    digest?: { cut: number; checksum: number | null },
-  ): Promise<StoredSessionEvent[]> {
-    const out: StoredSessionEvent[] = []
-    if (row.fork_sid !== null && lo < row.inherited) {
-      out.push(...(await this.#sourceEvents(id, row, lo, Math.min(hi, row.inherited))))
-      lo = row.inherited
-    }
-    if (lo >= hi) return out
-    const { rows } = await this.#query<BatchRow>(
-      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq < $3 AND first_seq + count > $2 ORDER BY first_seq',
-      [row.sid, lo, hi],
-      `reading the batches of session '${id}'`,
-    )
-    for (const batch of rows) {
-      this.#metrics.bytesRead += batch.body.length
-      // The fork's digest: the source batch holding the cut's last event must be the one the fork was made from.
-      if (
-        digest !== undefined &&
-        batch.first_seq <= digest.cut - 1 &&
-        digest.cut - 1 < batch.first_seq + batch.count &&
-        batch.checksum !== digest.checksum
-      ) {
-        throw persistenceError(
-          'SESSION_PERSISTENCE_CORRUPT',
-          `The fork source of session '${id}' no longer holds the prefix the fork was made from (checksum mismatch at event ${digest.cut - 1}).`,
-          { details: { id } },
-        )
-      }
-      for (const event of decodeBatch(id, batch)) if (event.seq >= lo && event.seq < hi) out.push(event)
-    }
-    return out
-  }
-
-  /** Events `[lo, hi)` below a fork's cut, from the log the fork references, checked against the fork's digest. */
-  async #sourceEvents(id: SessionId, fork: SessionRow, lo: number, hi: number): Promise<StoredSessionEvent[]> {
-    const source = (
-      await this.#query<SessionRow>(
-        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
-        [fork.fork_sid],
-        `reading the fork source of '${id}'`,
-      )
-    ).rows[0]
-    if (source === undefined)
-      throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source of session '${id}' is gone.`, { details: { id } })
-    return this.#events(id, source, lo, hi, { cut: fork.inherited, checksum: fork.fork_checksum })
+    return raceAbort(this.#reader.read(id, from), signal, persistenceCancelled)
   }
 
   async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
@@ -720,38 +552,9 @@ class PgPersistence implements PostgresPersistence {
       )
   }
 
-  #opened(): void {
-    this.#metrics.logOpens = (this.#metrics.logOpens ?? 0) + 1
-  }
-
   #checkSignal(signal: AbortSignal | undefined): void {
     if (signal?.aborted) throw persistenceCancelled()
   }
-
-  async #query<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(text, values)
-    } catch (error) {
-      throw ioError(what, error)
-    }
-  }
-
-  #parseHeader(id: string | undefined, text: string): SessionHeader {
-    try {
-      return parseSessionHeader(JSON.parse(text))
-    } catch (error) {
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `The stored header${id === undefined ? '' : ` of session '${id}'`} is not a valid session header.`,
-        { cause: error, ...(id === undefined ? {} : { details: { id } }) },
-      )
-    }
-  }
-}
-
-/** The revision of a stored log: its lifecycle's `sid` (never reused) and its `next_seq`. Query backends reading the tables directly use it. */
-export function revisionOf(sid: string, nextSeq: number): SessionRevision {
-  return `pg${sid}.${nextSeq}`
 }
 
 /** Two events are the same when their stored JSON lines are (the form a batch keeps them in). */
@@ -760,8 +563,4 @@ function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {
     JSON.stringify({ type: a.type, seq: a.seq, time: a.time, data: a.data }) ===
     JSON.stringify({ type: b.type, seq: b.seq, time: b.time, data: b.data })
   )
-}
-
-function notFound(id: string) {
-  return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
 }

@@ -1,0 +1,180 @@
+import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import type { PersistenceMetrics, SessionRevision, SessionSuffixObservation } from '@dsh/session-persistence'
+import type pg from 'pg'
+import { type BatchRow, decodeBatch } from './batch-codec.js'
+import { ioError, persistenceError } from './errors.js'
+import { keyOf } from './ids.js'
+
+/** A session row as reads and writes select it. */
+export interface SessionRow {
+  sid: string
+  header: string
+  inherited: number
+  next_seq: number
+  fork_sid: string | null
+  fork_checksum: number | null
+}
+
+export const SESSION_COLUMNS = 'sid, header, inherited, next_seq, fork_sid, fork_checksum'
+
+/**
+ * Reads of stored logs, shared by every read path of an instance (and by the
+ * writes that must read: a fork's reference, materializing dependants). It
+ * counts what it reads in the instance's metrics.
+ *
+ * Invariant: a read never needs a transaction. A session row is read first
+ * (or with its batches, in one statement); committed batches never change
+ * and `next_seq` only grows, so batches beyond the row's `next_seq` are
+ * simply not part of the observation.
+ */
+export class LogReader {
+  readonly pool: pg.Pool
+  readonly metrics: PersistenceMetrics
+
+  constructor(pool: pg.Pool, metrics: PersistenceMetrics) {
+    this.pool = pool
+    this.metrics = metrics
+  }
+
+  async query<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(text, values)
+    } catch (error) {
+      throw ioError(what, error)
+    }
+  }
+
+  parseHeader(id: string | undefined, text: string): SessionHeader {
+    try {
+      return parseSessionHeader(JSON.parse(text))
+    } catch (error) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `The stored header${id === undefined ? '' : ` of session '${id}'`} is not a valid session header.`,
+        { cause: error, ...(id === undefined ? {} : { details: { id } }) },
+      )
+    }
+  }
+
+  opened(): void {
+    this.metrics.logOpens = (this.metrics.logOpens ?? 0) + 1
+  }
+
+  /**
+   * A body read without a transaction: the session row first, then batches
+   * bounded by its `next_seq` (committed batches never change, so anything
+   * newer is simply not part of this observation). Batches missing below
+   * that bound mean the session was deleted meanwhile (NOT_FOUND) or the
+   * log is damaged (CORRUPT).
+   */
+  async read(id: SessionId, from: number): Promise<SessionSuffixObservation> {
+    // One statement (one snapshot, one round trip): the session row and its
+    // own batches from `from` on, bounded by the row's next_seq.
+    const { rows } = await this.query<
+      SessionRow & { first_seq: number | null; count: number; plain_length: number; checksum: number; body: Buffer }
+    >(
+      `SELECT s.sid, s.header, s.inherited, s.next_seq, s.fork_sid, s.fork_checksum, b.first_seq, b.count, b.plain_length, b.checksum, b.body
+       FROM dsh_sessions s
+       LEFT JOIN dsh_batches b ON b.sid = s.sid AND b.first_seq < s.next_seq AND b.first_seq + b.count > $2
+       WHERE s.id_key = $1
+       ORDER BY b.first_seq`,
+      [keyOf(id), from],
+      `reading session '${id}'`,
+    )
+    const row = rows[0]
+    if (row === undefined) throw notFound(id)
+    this.opened()
+    this.metrics.bodyReads++
+    this.metrics.headerReads++
+    this.metrics.bytesRead += row.header.length
+    const header = this.parseHeader(id, row.header)
+    const start = Math.min(from, row.next_seq)
+    const events: StoredSessionEvent[] = []
+    // A fork's inherited prefix lives in its source's log.
+    if (row.fork_sid !== null && start < row.inherited)
+      events.push(...(await this.sourceEvents(id, row, start, Math.min(row.next_seq, row.inherited))))
+    for (const batch of rows) {
+      if (batch.first_seq === null) continue
+      this.metrics.bytesRead += batch.body.length
+      for (const event of decodeBatch(id, batch as BatchRow)) if (event.seq >= start && event.seq < row.next_seq) events.push(event)
+    }
+    if (events.length !== row.next_seq - start) {
+      if ((await this.query('SELECT 1 FROM dsh_sessions WHERE sid = $1', [row.sid], `reading session '${id}'`)).rows.length === 0)
+        throw notFound(id)
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CORRUPT',
+        `Session '${id}' records ${row.next_seq} events but its batches hold ${events.length + start}; the stored log is damaged.`,
+        { details: { id } },
+      )
+    }
+    return Object.freeze({
+      header,
+      inheritedEventCount: SessionLogOffset(row.inherited),
+      revision: revisionOf(row.sid, row.next_seq),
+      from: SessionLogOffset(start),
+      events: Object.freeze(events),
+    })
+  }
+
+  /** Events `[lo, hi)` of the log `row`, joining a referenced fork source's prefix. */
+  async events(
+    id: SessionId,
+    row: SessionRow,
+    lo: number,
+    hi: number,
+    digest?: { cut: number; checksum: number | null },
+  ): Promise<StoredSessionEvent[]> {
+    const out: StoredSessionEvent[] = []
+    if (row.fork_sid !== null && lo < row.inherited) {
+      out.push(...(await this.sourceEvents(id, row, lo, Math.min(hi, row.inherited))))
+      lo = row.inherited
+    }
+    if (lo >= hi) return out
+    const { rows } = await this.query<BatchRow>(
+      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq < $3 AND first_seq + count > $2 ORDER BY first_seq',
+      [row.sid, lo, hi],
+      `reading the batches of session '${id}'`,
+    )
+    for (const batch of rows) {
+      this.metrics.bytesRead += batch.body.length
+      // The fork's digest: the source batch holding the cut's last event must be the one the fork was made from.
+      if (
+        digest !== undefined &&
+        batch.first_seq <= digest.cut - 1 &&
+        digest.cut - 1 < batch.first_seq + batch.count &&
+        batch.checksum !== digest.checksum
+      ) {
+        throw persistenceError(
+          'SESSION_PERSISTENCE_CORRUPT',
+          `The fork source of session '${id}' no longer holds the prefix the fork was made from (checksum mismatch at event ${digest.cut - 1}).`,
+          { details: { id } },
+        )
+      }
+      for (const event of decodeBatch(id, batch)) if (event.seq >= lo && event.seq < hi) out.push(event)
+    }
+    return out
+  }
+
+  /** Events `[lo, hi)` below a fork's cut, from the log the fork references, checked against the fork's digest. */
+  async sourceEvents(id: SessionId, fork: SessionRow, lo: number, hi: number): Promise<StoredSessionEvent[]> {
+    const source = (
+      await this.query<SessionRow>(
+        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
+        [fork.fork_sid],
+        `reading the fork source of '${id}'`,
+      )
+    ).rows[0]
+    if (source === undefined)
+      throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source of session '${id}' is gone.`, { details: { id } })
+    return this.events(id, source, lo, hi, { cut: fork.inherited, checksum: fork.fork_checksum })
+  }
+}
+
+/** The revision of a stored log: its lifecycle's `sid` (never reused) and its `next_seq`. Query backends reading the tables directly use it. */
+export function revisionOf(sid: string, nextSeq: number): SessionRevision {
+  return `pg${sid}.${nextSeq}`
+}
+
+export function notFound(id: string) {
+  return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
+}

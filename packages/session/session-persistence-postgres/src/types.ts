@@ -1,0 +1,61 @@
+import type { SessionId } from '@dsh/session'
+import type { SessionPersistence } from '@dsh/session-persistence'
+import type pg from 'pg'
+import type { ChangeSubscription } from './change-feed.js'
+
+export interface PostgresPersistenceOptions {
+  /** A pool shared with the query and cache backends. Give this or `connectionString`. */
+  readonly pool?: pg.Pool
+  /** Opens a pool owned (and ended on `close`) by this instance. */
+  readonly connectionString?: string
+  /** Run the migrations on open (default true). With `false`, an unmigrated or newer database is refused. */
+  readonly migrate?: boolean
+  /**
+   * Read-only (`dsh show`, `dsh verify`, …): no migration (an unmigrated or
+   * newer database is refused), no lease, and every write — append, delete,
+   * a load that would repair — is `SESSION_PERSISTENCE_READ_ONLY`.
+   */
+  readonly readOnly?: boolean
+  /** Clock for the `time` of crash-repair events. */
+  readonly clock?: () => number
+  /**
+   * Writer leases kept between writes (default 256); beyond it the least
+   * recently written session's lease is given back (see README, "Operating notes").
+   */
+  readonly maxLeases?: number
+}
+
+/** The PostgreSQL backend of service `sessionPersistence`. */
+export interface PostgresPersistence extends SessionPersistence {
+  /** The pool this instance reads through (share it with the query and cache backends). */
+  readonly pool: pg.Pool
+  /**
+   * Calls `listener` after other hosts (or this one) commit changes — LISTEN
+   * on the change channel, no polling — and once after a lost listener
+   * connection is restored (changes may have been missed: ask `changes`).
+   */
+  subscribe(listener: () => void): Promise<ChangeSubscription>
+  readonly readOnly: boolean
+  /** Reads and checks one log in full (a fork's inherited prefix included): every batch decompressed, its length, CRC32, JSON and seqs. */
+  verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
+  /** Rows the last `list()` left out because their stored header does not parse. */
+  damagedLogs(): readonly DamagedLog[]
+}
+
+/** What `verify` found: the same shape as the JSONL backend's (a table has no torn tail: `tornBytes` is 0). */
+export interface LogVerification {
+  readonly id: SessionId
+  readonly events: number
+  /** Bytes read to check it: the header and every batch body (compressed), a fork source's prefix included. */
+  readonly committedBytes: number
+  readonly tornBytes: 0
+  /** For a fork stored by reference: the session whose log holds the inherited prefix. */
+  readonly forkSource?: string
+}
+
+/** A session row whose header could not be read. */
+export interface DamagedLog {
+  readonly id: string
+  readonly code: 'SESSION_PERSISTENCE_CORRUPT'
+  readonly message: string
+}
