@@ -95,11 +95,16 @@ export async function runBench(def: BenchDefinition, log: (line: string) => void
     target: `${def.compare === 'le' ? '<=' : '>='} ${def.target}`,
     pass,
     ...(extra === undefined ? {} : { extra }),
-    machine: { node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30) },
+    machine: {
+      node: process.version,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+    },
     at: new Date().toISOString(),
   }
   mkdirSync(resultsDir, { recursive: true })
-  writeFileSync(join(resultsDir, `${def.name}.json`), JSON.stringify(result, null, 2) + '\n')
+  writeFileSync(join(resultsDir, `${def.name}.json`), `${JSON.stringify(result, null, 2)}\n`)
   return result
 }
 
@@ -123,8 +128,10 @@ export function writeBenchmarksMarkdown(): string {
     '',
     '| benchmark | baseline (median) | subject (median) | ratio | target | pass | machine |',
     '| --- | --- | --- | --- | --- | --- | --- |',
-    ...results.map((r) =>
-      `| \`${r.name}\` | ${r.baseline.label}: ${r.baseline.median} ${r.unit} | ${r.subject.label}: ${r.subject.median} ${r.unit} | ${r.ratio} (${r.ratioDefinition}) | ${r.target} | ${r.pass ? 'yes' : '**no**'} | ${r.machine.cpus}× ${r.machine.cpuModel}, Node ${r.machine.node} |`),
+    ...results.map(
+      (r) =>
+        `| \`${r.name}\` | ${r.baseline.label}: ${r.baseline.median} ${r.unit} | ${r.subject.label}: ${r.subject.median} ${r.unit} | ${r.ratio} (${r.ratioDefinition}) | ${r.target} | ${r.pass ? 'yes' : '**no**'} | ${r.machine.cpus}× ${r.machine.cpuModel}, Node ${r.machine.node} |`,
+    ),
     '',
   ]
   for (const r of results.filter((x) => x.extra !== undefined)) {

@@ -4,10 +4,13 @@
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { benchRoot, runBench, writeBenchmarksMarkdown, type BenchDefinition } from './harness.js'
+import { type BenchDefinition, benchRoot, runBench, writeBenchmarksMarkdown } from './harness.js'
 
 const suitesDir = join(benchRoot, 'dist', 'suites')
-const available = readdirSync(suitesDir).filter((f) => f.endsWith('.js')).map((f) => f.slice(0, -3)).sort()
+const available = readdirSync(suitesDir)
+  .filter((f) => f.endsWith('.js'))
+  .map((f) => f.slice(0, -3))
+  .sort()
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'))
 const unknown = wanted.filter((w) => !available.includes(w))
 if (unknown.length > 0) {
@@ -19,7 +22,9 @@ for (const name of wanted.length > 0 ? wanted : available) {
   const mod = (await import(pathToFileURL(join(suitesDir, `${name}.js`)).href)) as { default: BenchDefinition }
   console.log(`bench ${name} …`)
   const result = await runBench(mod.default)
-  console.log(`bench ${name}: ${result.baseline.label} ${result.baseline.median} ${result.unit}, ${result.subject.label} ${result.subject.median} ${result.unit}, ratio ${result.ratio} (target ${result.target}) ${result.pass ? 'PASS' : 'FAIL'}`)
+  console.log(
+    `bench ${name}: ${result.baseline.label} ${result.baseline.median} ${result.unit}, ${result.subject.label} ${result.subject.median} ${result.unit}, ratio ${result.ratio} (target ${result.target}) ${result.pass ? 'PASS' : 'FAIL'}`,
+  )
   if (!result.pass) failed++
 }
 writeBenchmarksMarkdown()

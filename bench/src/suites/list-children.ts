@@ -47,7 +47,7 @@ function wordSource(seed: number): () => string {
 
 function chunkText(next: () => string): string {
   let text = ''
-  while (text.length < CHUNK_BYTES) text += next() + ' '
+  while (text.length < CHUNK_BYTES) text += `${next()} `
   return text.slice(0, CHUNK_BYTES)
 }
 
@@ -117,7 +117,7 @@ async function generate(): Promise<void> {
   }
   await sessions.dispose(PARENT)
   await ctx.dispose()
-  writeFileSync(marker, JSON.stringify({ version: FIXTURE_VERSION, children: CHILDREN, transcriptBytes: TRANSCRIPT_BYTES }) + '\n')
+  writeFileSync(marker, `${JSON.stringify({ version: FIXTURE_VERSION, children: CHILDREN, transcriptBytes: TRANSCRIPT_BYTES })}\n`)
 }
 
 function duSync(path: string): number {
