@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -41,6 +41,21 @@ export interface StartTestClusterOptions {
 }
 
 let databases = 0
+
+/** Polls the test process (argv[1]); when it is gone, stops the cluster (argv[2]: the pg_ctl command) and removes its directory (argv[3]). */
+const WATCHDOG = `
+const [pid, stop, base] = process.argv.slice(1)
+const { execFileSync } = require('node:child_process')
+const { rmSync } = require('node:fs')
+const alive = () => { try { process.kill(Number(pid), 0); return true } catch (error) { return error.code === 'EPERM' } }
+const timer = setInterval(() => {
+  if (alive()) return
+  clearInterval(timer)
+  const [cmd, args] = JSON.parse(stop)
+  try { execFileSync(cmd, args, { stdio: 'ignore' }) } catch {}
+  rmSync(base, { recursive: true, force: true })
+}, 500)
+`
 
 /**
  * Starts a private PostgreSQL cluster for one test run: `initdb` into a fresh
@@ -94,10 +109,23 @@ export async function startTestCluster(options: StartTestClusterOptions = {}): P
     rmSync(base, { recursive: true, force: true })
     throw clusterError(`pg_ctl start failed on port ${port}`, error)
   }
+  // A process killed with SIGKILL runs no exit handler: a detached watchdog
+  // stops the cluster and removes its directory once this process is gone.
+  const stopArgs = as(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop'])
+  const watchdog = spawn(process.execPath, ['-e', WATCHDOG, String(process.pid), JSON.stringify(stopArgs), base], {
+    detached: true,
+    stdio: 'ignore',
+  })
+  watchdog.unref()
   let stopped = false
   const stopNow = () => {
     if (stopped) return
     stopped = true
+    try {
+      watchdog.kill('SIGKILL')
+    } catch {
+      // Already gone.
+    }
     try {
       execFileSync(...as(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop']), { stdio: 'ignore' })
     } catch {
