@@ -192,6 +192,7 @@ class SqliteQuery implements SqliteSessionQuery {
   readonly #unsubscribe: Array<() => void> = []
   readonly #lifetime = new AbortController()
   #closed = false
+  #closing: Promise<void> | undefined
   readonly #budget: StatementBudget
   /** Set in worker mode: request-serving reads go to the worker thread. */
   readonly #worker: WorkerReader | undefined
@@ -458,14 +459,32 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#worker?.restart()
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return
-    this.#closed = true
-    this.#lifetime.abort()
+  close(): Promise<void> {
+    this.#closing ??= this.#close()
+    return this.#closing
+  }
+
+  async #close(): Promise<void> {
     // Never waits for a running statement: pending reads fail with SESSION_QUERY_CLOSED.
     this.#worker?.close()
     for (const off of this.#unsubscribe.splice(0)) off()
+    this.#lifetime.abort()
     await this.#tail.catch(() => {})
+    // Leave the index as current as memory allows: the text of this process's sessions (cold and live)
+    // is written from memory, so the next process verifies a suffix of each instead of reading its body.
+    if (this.#store !== undefined) {
+      try {
+        this.#noticeCold()
+        if (this.#cold.size > 0) await this.#refreshCold(undefined)
+        this.#syncLive()
+      } catch (error) {
+        this.#logger.warn(
+          `dsh: the session query index at ${this.path} could not record this process's sessions before closing; the next process reads them.`,
+          error,
+        )
+      }
+    }
+    this.#closed = true
     this.#store?.close()
     this.#store = undefined
     this.#inline = undefined
@@ -477,7 +496,7 @@ class SqliteQuery implements SqliteSessionQuery {
     const stale = this.#options.maxStalenessMs !== undefined && Date.now() - this.#lastReconcile > this.#options.maxStalenessMs
     if (stale) await this.#exclusive(() => this.#reconcileOrRebuild(this.#lifetime.signal))
     this.#noticeCold()
-    if (this.#cold.size > 0) await this.#exclusive(() => this.#refreshCold())
+    if (this.#cold.size > 0) await this.#exclusive(() => this.#refreshCold(this.#lifetime.signal))
   }
 
   /** Before a search: as a listing, plus verified bodies and the text of live sessions. */
@@ -499,16 +518,18 @@ class SqliteQuery implements SqliteSessionQuery {
 
   /**
    * Sessions that went cold in this process: their rows take the persisted
-   * revision (one `stat` each, no body read) and the header they had live.
-   * A session that was never persisted leaves the corpus. Their bodies are
-   * verified lazily, before the next search or by the next reconciliation.
+   * revision (one `stat` each, no body read), the header they had live and
+   * their text from memory. A session that was never persisted leaves the
+   * corpus. Their text is verified lazily against the log (a suffix read from
+   * the last indexed event), before the next search or by the next
+   * reconciliation, in this process or the next.
    */
-  async #refreshCold(): Promise<void> {
+  async #refreshCold(signal: AbortSignal | undefined): Promise<void> {
     const batch = [...this.#cold.values()]
     this.#cold.clear()
     const revisions = await Promise.all(
       batch.map((s) =>
-        this.#persistence.stat(s.id as SessionId, this.#lifetime.signal).then(
+        this.#persistence.stat(s.id as SessionId, signal).then(
           (r) => ({ r }),
           (error: unknown) => ({ error }),
         ),
@@ -531,7 +552,11 @@ class SqliteQuery implements SqliteSessionQuery {
         }
         const state = store.rowState(session.id)
         if (state?.revision !== result.r) store.writeHeader(session.header, session.inheritedEventCount, result.r)
-        if (store.rowState(session.id)?.bodyRevision !== result.r) store.addPending(session.id)
+        if (store.rowState(session.id)?.bodyRevision !== result.r) {
+          // Its text from memory now (appending only what is new); verified against the log before any search sees it.
+          store.writeBody(session.id, session.events, undefined)
+          store.addPending(session.id)
+        }
       })
     })
   }

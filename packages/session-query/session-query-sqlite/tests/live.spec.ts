@@ -24,6 +24,17 @@ async function host(
   }
 }
 
+let seed = 7
+/** Deterministic letters that zstd cannot shrink much. */
+function noise(length: number): string {
+  let out = ''
+  while (out.length < length) {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648
+    out += seed.toString(36)
+  }
+  return out.slice(0, length)
+}
+
 describe('sessions of this process', () => {
   it('follows sessions going cold without reading their bodies to list them', async () => {
     const backend = createMemoryPersistence()
@@ -51,6 +62,48 @@ describe('sessions of this process', () => {
       expect.objectContaining({ live: false, persisted: true }),
     ])
     expect(backend.metrics.bodyReads).toBe(reads + 1)
+  })
+
+  it("a writer's sessions that went cold cost the next process a suffix read each, never a whole body", async () => {
+    const { createJsonlPersistence } = await import('@dsh/session-persistence-jsonl')
+    const { readdirSync, statSync } = await import('node:fs')
+    const root = tempDir()
+    const path = join(root, '.dsh', 'index.sqlite')
+    // Process 1: a writer with the index, whose sessions go cold without any search verifying them.
+    const writer = await host(createJsonlPersistence({ root }), path)
+    for (let s = 0; s < 20; s++) {
+      const session = writer.sessions.create({ id: `w${s}`, createdAt: s })
+      for (let batch = 0; batch < 20; batch++) {
+        // Text that does not compress away, so the logs are large next to one batch (~3 KiB).
+        for (let k = 0; k < 5; k++) session.append('user/message', { text: `batch ${batch} line ${k} of session ${s} ${noise(600)}` })
+        await writer.sessions.flush(session)
+      }
+      await writer.sessions.dispose(session.id)
+    }
+    await writer.query.listSessions()
+    await writer.ctx.dispose()
+    const logBytes = readdirSync(root)
+      .filter((name) => name.startsWith('w'))
+      .reduce((sum, name) => sum + readdirSync(join(root, name)).reduce((n, file) => n + statSync(join(root, name, file)).size, 0), 0)
+
+    // Process 2: the next command over the same root and index.
+    const persistence = createJsonlPersistence({ root, readOnly: true })
+    later(() => persistence.close())
+    const { openQuery } = await import('./helpers.js')
+    const { query } = await openQuery({ sessions: store().sessions, persistence, path, reconcileOnOpen: false })
+    const journal = statSync(join(root, 'changes.journal')).size
+    const before = persistence.metrics.bytesRead
+    const report = await query.reconcile()
+    expect(report).toMatchObject({ source: 'feed', readWhole: 0, corrupt: 0, failed: 0 })
+    expect(report.read).toBeLessThanOrEqual(20)
+    // The writer left their text: the next process reads the change journal and, per log, its header unit and
+    // one suffix (from the last indexed event on) — a small part of the logs, never a whole body.
+    expect(persistence.metrics.bodyReads).toBe(0)
+    expect(persistence.metrics.bytesRead - before - journal).toBeLessThan(logBytes / 4)
+    const hits = await query.searchSessions({ text: 'batch line', limit: 100 })
+    expect(hits.hits.map((h) => [h.record.header.id, h.matches]).sort()).toEqual(
+      Array.from({ length: 20 }, (_, s) => [`w${s}`, 100]).sort(),
+    )
   })
 
   it('drops a session that went cold without ever being persisted', async () => {
