@@ -124,8 +124,7 @@ export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<m
         })
       }
     }
-    const bodyStart = ends[0] as number
-    if (plain.length > bodyStart) parser.lines(plain.toString('utf8', bodyStart, plain.length - 1))
+    linesOf(parser, plain, ends[0] as number, plain.length)
     tornBytes = tornFrameBytes
     if (torn !== undefined) {
       const end = torn.lastIndexOf(0x0a)
@@ -137,7 +136,7 @@ export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<m
       throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log has no complete first line: its header was never committed.')
     parser.header(bytes.toString('utf8', 0, headerEnd))
     const end = bytes.lastIndexOf(0x0a)
-    if (end > headerEnd) parser.lines(bytes.toString('utf8', headerEnd + 1, end))
+    if (end > headerEnd) linesOf(parser, bytes, headerEnd + 1, end + 1)
     tornBytes = bytes.length - end - 1
   }
   return {
@@ -148,6 +147,23 @@ export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<m
     packedRows: parser.packedRows,
     textLengths: parser.textLengths,
     tornBytes,
+  }
+}
+
+/** Text is decoded this much at a time (a JS string has a length limit; a log does not). */
+export const TEXT_SLICE = 32 * 1024 * 1024
+
+/** Parses the newline-terminated lines in `bytes[start, end)`, a slice of about `TEXT_SLICE` at a time, cut at line ends. */
+function linesOf(parser: LineParser, bytes: Buffer, start: number, end: number): void {
+  let at = start
+  while (at < end) {
+    let cut = end
+    if (end - at > TEXT_SLICE) {
+      const newline = bytes.lastIndexOf(0x0a, at + TEXT_SLICE - 1)
+      cut = newline >= at ? newline + 1 : bytes.indexOf(0x0a, at + TEXT_SLICE) + 1
+    }
+    parser.lines(bytes.toString('utf8', at, cut - 1))
+    at = cut
   }
 }
 

@@ -19,6 +19,7 @@ import {
   v0LogPath,
   writeV0Log,
 } from '../src/index.js'
+import { TEXT_SLICE } from '../src/reader.js'
 import { CWD, flipByte, flipped, healthyFixtures, PARENT, plainLines, T0, tempDir, V0Builder, writeRoot } from './fixtures.js'
 
 const dirs: string[] = []
@@ -190,6 +191,24 @@ describe('v0 frames and lines', () => {
       expect(longest).toBe(b.events.length)
     }
   })
+
+  it('reads logs whose text is longer than one decoded slice, lines longer than a slice included', () => {
+    const b = new V0Builder()
+    b.add('turn/start', { turn: 1 })
+    b.add('x/big', { blob: 'y'.repeat(TEXT_SLICE + 1000) })
+    for (let i = 0; i < 50; i++) b.add('x/small', { i, pad: 'z'.repeat(1_000_000) })
+    b.add('turn/end', { turn: 1, reason: { kind: 'completed' } })
+    b.flush()
+    for (const compression of ['zstd', 'none'] as const) {
+      const log = parseV0Log(
+        v0LogBytes({ id: 'big', createdAt: T0, delegationDepth: 0 }, b.batches, { compression, packChunks: false }),
+        compression,
+      )
+      expect(log.events.length).toBe(b.events.length)
+      expect(log.events.map((e) => e.seq)).toEqual(b.events.map((e) => e.seq))
+      expect((log.events[1]?.data as { blob: string }).blob.length).toBe(TEXT_SLICE + 1000)
+    }
+  }, 60_000)
 
   it('reports damage in a complete frame with a typed reason', () => {
     const b = new V0Builder().turn(1, 'q', 'answer one').turn(2, 'q', 'answer two')
