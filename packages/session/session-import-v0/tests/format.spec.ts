@@ -206,7 +206,7 @@ describe('v0 frames and lines', () => {
       )
       expect(log.events.length).toBe(b.events.length)
       expect(log.events.map((e) => e.seq)).toEqual(b.events.map((e) => e.seq))
-      expect((log.events[1]?.data as { blob: string }).blob.length).toBe(TEXT_SLICE + 1000)
+      expect((log.events[1]!.data as { blob: string }).blob.length).toBe(TEXT_SLICE + 1000)
     }
   }, 60_000)
 
