@@ -1,7 +1,6 @@
 import { promises as fsp } from 'node:fs'
 import { ImportV0Error } from './errors.js'
-import { v0LogPath } from './layout.js'
-import type { V0LogEntry } from './reader.js'
+import { assertPlaced, type V0LogEntry } from './reader.js'
 import { parseHeaderLine, type V0Header } from './v0-types.js'
 import { decodeFrames } from './zstd-frames.js'
 
@@ -37,14 +36,7 @@ export async function readV0Header(root: string, entry: V0LogEntry): Promise<V0H
   } finally {
     await handle.close()
   }
-  const expected = v0LogPath(root, header.id, header.cwd, entry.compression)
-  if (expected !== entry.path) {
-    throw new ImportV0Error(
-      'IMPORT_V0_MISPLACED',
-      `The log's header names session ${JSON.stringify(header.id)}${header.cwd === undefined ? ' without a cwd' : ` in ${header.cwd}`}, which the v0 layout keeps at ${expected}, not at ${entry.path}.`,
-      { details: { expected } },
-    )
-  }
+  assertPlaced(root, header, entry)
   return header
 }
 

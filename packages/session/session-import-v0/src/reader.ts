@@ -89,15 +89,19 @@ export async function readV0Log(root: string, entry: V0LogEntry): Promise<V0Log>
     throw new ImportV0Error('IMPORT_V0_IO', `Cannot read ${entry.path}: ${(error as Error).message}`, { cause: error })
   }
   const log = parseV0Log(bytes, entry.compression, entry.path)
-  const expected = v0LogPath(root, log.header.id, log.header.cwd, entry.compression)
-  if (expected !== entry.path) {
-    throw new ImportV0Error(
-      'IMPORT_V0_MISPLACED',
-      `The log's header names session ${JSON.stringify(log.header.id)}${log.header.cwd === undefined ? ' without a cwd' : ` in ${log.header.cwd}`}, which the v0 layout puts at ${expected}, not here.`,
-      { details: { expected } },
-    )
-  }
+  assertPlaced(root, log.header, entry)
   return log
+}
+
+/** Refuses a log that is not where its header's id and cwd put it (the harness refuses it too). */
+export function assertPlaced(root: string, header: V0Header, entry: V0LogEntry): void {
+  const expected = v0LogPath(root, header.id, header.cwd, entry.compression)
+  if (expected === entry.path) return
+  throw new ImportV0Error(
+    'IMPORT_V0_MISPLACED',
+    `The log's header names session ${JSON.stringify(header.id)}${header.cwd === undefined ? ' without a cwd' : ` in ${header.cwd}`}, which the v0 layout keeps at ${expected}, not at ${entry.path}.`,
+    { details: { expected } },
+  )
 }
 
 /** Parses the bytes of a v0 log (`zstd` frames or plain JSON lines). */
