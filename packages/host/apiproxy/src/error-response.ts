@@ -68,7 +68,8 @@ export function toErrorResponse(error: unknown): ErrorResponse {
     return {
       status,
       body: { code: error.code, message: fixedMessage(status, error.code, error.details?.id) },
-      serverFault: status >= 500,
+      // A request stopped by its budget is the host's limit working as intended: logged as a refusal, not a fault.
+      serverFault: status >= 500 && !BUDGET_CODE.test(error.code),
       redacted: true,
     }
   }

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { isIP, type Socket } from 'node:net'
-import { type Context, consoleLogger, type Logger } from '@dsh/context'
+import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { authenticate, createTokenCheck } from './auth.js'
 import { toErrorResponse } from './error-response.js'
 import { ApiError } from './errors.js'
@@ -90,6 +90,8 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
 
   const respondError = (req: IncomingMessage, res: ServerResponse, error: unknown): void => {
     const response = toErrorResponse(error)
+    // Shutdown closed this request's socket and then its query service: nobody gets an answer, and nothing failed.
+    if ((res.destroyed || res.socket?.destroyed !== false) && isDshError(error, 'SESSION_QUERY_CLOSED')) return
     if (response.serverFault) logger.error(`dsh apiproxy: ${req.method ?? 'GET'} request failed with ${response.body.code}.`, error)
     else if (response.redacted)
       logger.warn(`dsh apiproxy: ${req.method ?? 'GET'} request refused with ${response.body.code}; the answer carries no details.`, error)

@@ -42,8 +42,9 @@ describe('toErrorResponse', () => {
       ['SESSION_QUERY_CORRUPT_SESSION', 422, false],
       ['SESSION_QUERY_PERSISTENCE_FAILED', 503, true],
       ['SESSION_QUERY_INDEX_FAILED', 503, true],
-      ['SESSION_QUERY_BUDGET_EXCEEDED', 503, true],
-      ['SESSION_QUERY_TIMEOUT', 503, true],
+      // Budgets are refusals the host means to make: redacted and logged, not faults.
+      ['SESSION_QUERY_BUDGET_EXCEEDED', 503, false],
+      ['SESSION_QUERY_TIMEOUT', 503, false],
       ['SUBAGENT_CONTROL_QUERY_UNAVAILABLE', 503, true],
       ['SOMETHING_ELSE', 500, true],
     ]

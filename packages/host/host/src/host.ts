@@ -7,7 +7,7 @@ import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-pers
 import { type SessionProjections, sessionProjectionsPlugin } from '@dsh/session-projection'
 import { type SessionProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { type IndexProgress, type SessionQuery, sessionQueryPlugin } from '@dsh/session-query'
-import { sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
+import { type StatementBudget, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, type SubagentToolProvider, subagentsPlugin } from '@dsh/subagent'
 import { HostError } from './errors.js'
 import { activateHttpApi, type HttpApiOptions } from './http-plugin.js'
@@ -45,6 +45,16 @@ export interface HostOptions {
   readonly compression?: JsonlCompression
   /** `sqlite` (default): the derived index under the root; `memory`: answer from persistence. */
   readonly query?: 'sqlite' | 'memory'
+  /**
+   * Run the SQLite index's request-serving statements (listing and search
+   * pages) in a worker thread, so a slow statement delays only its own
+   * request and disposal never waits for one. Default: on when `http` is
+   * given (a server must keep answering), off otherwise (a one-shot command
+   * gains nothing from a thread). Index upkeep stays on the main thread.
+   */
+  readonly queryWorker?: boolean
+  /** What one request-serving SQLite statement may spend (default `{ ms: 5000 }`); past it: `SESSION_QUERY_BUDGET_EXCEEDED`. */
+  readonly queryBudget?: StatementBudget
   /** The SQLite checkpoint cache under the root (default true). */
   readonly projectionCache?: boolean
   /** Runs subagent turns (default: a scripted driver; no model is called). */
@@ -136,6 +146,8 @@ export async function createHost(options: HostOptions): Promise<Host> {
           ? sessionQueryPlugin()
           : sqliteSessionQueryPlugin({
               path: local.index,
+              worker: options.queryWorker ?? options.http !== undefined,
+              ...(options.queryBudget === undefined ? {} : { budget: options.queryBudget }),
               ...(options.onIndexProgress === undefined ? {} : { onProgress: options.onIndexProgress }),
             }),
       )
@@ -198,13 +210,13 @@ function validate(options: HostOptions): void {
     if ((connectionString === undefined) === (pool === undefined)) {
       throw new HostError('HOST_INVALID_OPTIONS', 'createHost: `postgres` needs exactly one of `connectionString` and `pool`.')
     }
-    const conflicting = (['root', 'persistence', 'compression', 'requireExisting', 'onIndexProgress'] as const).filter(
-      (key) => options[key] !== undefined && options[key] !== false,
-    )
+    const conflicting = (
+      ['root', 'persistence', 'compression', 'requireExisting', 'onIndexProgress', 'queryWorker', 'queryBudget'] as const
+    ).filter((key) => options[key] !== undefined && options[key] !== false)
     if (conflicting.length > 0) {
       throw new HostError(
         'HOST_INVALID_OPTIONS',
-        `createHost: \`postgres\` keeps sessions, index and cache in the database; drop ${conflicting.map((k) => `\`${k}\``).join(', ')} (they describe a JSONL root).`,
+        `createHost: \`postgres\` keeps sessions, index and cache in the database; drop ${conflicting.map((k) => `\`${k}\``).join(', ')} (they describe a JSONL root and its SQLite index).`,
       )
     }
     return
@@ -218,10 +230,21 @@ function validate(options: HostOptions): void {
   if (options.persistence !== undefined && options.persistence !== 'jsonl' && typeof options.persistence !== 'object') {
     throw new HostError('HOST_INVALID_OPTIONS', "createHost: `persistence` must be 'jsonl' or a SessionPersistence backend object.")
   }
+  const budget = options.queryBudget
+  if (budget !== undefined && (!isPositiveInteger(budget.ms) || (budget.rows !== undefined && !isPositiveInteger(budget.rows)))) {
+    throw new HostError(
+      'HOST_INVALID_OPTIONS',
+      `createHost: \`queryBudget\` must be { ms, rows? } with positive integers, got ${JSON.stringify(budget)}.`,
+    )
+  }
   if (options.readOnly === true && options.compression !== undefined) {
     throw new HostError(
       'HOST_INVALID_OPTIONS',
       'createHost: `compression` chooses the encoding of a new root; a read-only host opens an existing root as it is.',
     )
   }
+}
+
+function isPositiveInteger(value: unknown): boolean {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0
 }
