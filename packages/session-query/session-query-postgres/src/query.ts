@@ -253,7 +253,11 @@ class PgSessionQuery implements PostgresSessionQuery {
     const search = parseSearchRequest(request, kind)
     await guarded(this.catchUp(), signal)
     const { rows } = await guarded(
-      this.#sql<{ g: string }>('SELECT coalesce(max(position), 0)::text AS g FROM dsh_changes', [], 'reading the index generation'),
+      this.#sql<{ g: string }>(
+        `SELECT coalesce(greatest((SELECT xid FROM dsh_batches ORDER BY xid DESC LIMIT 1), (SELECT xid FROM dsh_changes ORDER BY xid DESC LIMIT 1))::text, '0') AS g`,
+        [],
+        'reading the index generation',
+      ),
       signal,
     )
     const generation = rows[0]!.g

@@ -9,8 +9,9 @@ export interface ChangeSubscription {
 }
 
 /**
- * The change feed. Every write inserts a `dsh_changes` row stamped with its
- * transaction id (xid8). A read takes, in one statement, the changes with
+ * The change feed. Every write is stamped with its transaction id (xid8): an
+ * append in its batch row, anything else (materialization, delete) in a
+ * `dsh_changes` row. A read takes, in one statement, the changes with
  * `xid >= since` and the xmin of its own snapshot as the next cursor: every
  * transaction below that xmin had finished before the read, so its rows (if
  * it committed) were visible to it; anything at or above is read again next
@@ -25,7 +26,9 @@ export async function readChanges(pool: pg.Pool, since: string | undefined): Pro
     `SELECT (SELECT feed_id FROM dsh_feed) AS feed_id,
             pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
             CASE WHEN $1::xid8 IS NULL THEN NULL
-                 ELSE ARRAY(SELECT DISTINCT id FROM dsh_changes WHERE xid >= $1::xid8) END AS ids`,
+                 ELSE ARRAY(SELECT id FROM dsh_changes WHERE xid >= $1::xid8
+                            UNION
+                            SELECT s.id FROM dsh_batches b JOIN dsh_sessions s USING (sid) WHERE b.xid >= $1::xid8) END AS ids`,
     [parsed?.xmin ?? null],
   )
   const row = rows[0]!

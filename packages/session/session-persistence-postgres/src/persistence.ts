@@ -31,7 +31,12 @@ import { WriterConnection } from './writer.js'
 /** What this instance keeps of a session it has written, between appends. */
 interface WriterState extends StoredAppendState {
   readonly sid: string
+  /** The id's bytes and keys, computed once per written session (not per append). */
+  readonly stored: StoredId
 }
+
+/** The longest a commit waits to be announced to other hosts (NOTIFY). */
+const ANNOUNCE_MS = 10
 
 /**
  * Opens the PostgreSQL persistence: migrates (unless told not to), then
@@ -90,6 +95,7 @@ class PgPersistence implements PostgresPersistence {
   readonly #states = new Map<string, WriterState>()
   readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
   readonly #subscriptions = new Set<ChangeSubscription>()
+  #announcing: NodeJS.Timeout | undefined
   #closed = false
 
   readonly readOnly: boolean
@@ -113,8 +119,8 @@ class PgPersistence implements PostgresPersistence {
 
   async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
     this.#assertWritable()
-    const id = storedId(target.header.id)
-    let state = this.#states.get(id.id)
+    let state = this.#states.get(target.header.id)
+    const id = state?.stored ?? storedId(target.header.id)
     if (state === undefined || !this.#writer.holds(id)) {
       state = await this.#writerState(id)
       if (state === undefined) return this.#create(id, target, events)
@@ -137,7 +143,13 @@ class PgPersistence implements PostgresPersistence {
     if (row === undefined) return undefined
     this.#reader.opened()
     const header = this.#reader.parseHeader(id.id, row.header)
-    const state: WriterState = { sid: row.sid, header, inheritedEventCount: SessionLogOffset(row.inherited), nextSeq: row.next_seq }
+    const state: WriterState = {
+      sid: row.sid,
+      header,
+      inheritedEventCount: SessionLogOffset(row.inherited),
+      nextSeq: row.next_seq,
+      stored: id,
+    }
     this.#states.set(id.id, state)
     return state
   }
@@ -164,7 +176,7 @@ class PgPersistence implements PostgresPersistence {
            INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
            SELECT sid, $12, $13, $14, $15, $16 FROM s WHERE $13::integer > 0),
          c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
-         SELECT sid, pg_notify($17, '') FROM s`,
+         SELECT sid FROM s`,
         [
           id.key,
           id.bytes,
@@ -182,7 +194,6 @@ class PgPersistence implements PostgresPersistence {
           batch?.plainLength ?? 0,
           batch?.checksum ?? 0,
           batch?.body ?? Buffer.alloc(0),
-          CHANGES_CHANNEL,
         ],
       ))
     } catch (error) {
@@ -197,7 +208,8 @@ class PgPersistence implements PostgresPersistence {
       )
     }
     if (batch !== undefined) this.#metrics.appends++
-    this.#states.set(id.id, { sid, header: h, inheritedEventCount: cut, nextSeq: events.length })
+    this.#announce()
+    this.#states.set(id.id, { sid, header: h, inheritedEventCount: cut, nextSeq: events.length, stored: id })
     return { revision: revisionOf(sid, events.length), nextSeq: SessionLogOffset(events.length) }
   }
 
@@ -277,10 +289,10 @@ class PgPersistence implements PostgresPersistence {
            UPDATE dsh_sessions SET next_seq = next_seq + $3 WHERE sid = $1 AND next_seq = $2 RETURNING sid),
          b AS (
            INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
-           SELECT sid, $2, $3, $4, $5, $6 FROM s),
-         c AS (INSERT INTO dsh_changes (id) SELECT $7 FROM s)
-         SELECT sid, pg_notify($8, '') FROM s`,
-        [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.bytes, CHANGES_CHANNEL],
+           SELECT sid, $2, $3, $4, $5, $6 FROM s)
+         SELECT sid FROM s`,
+        [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body],
+        'dsh_append',
       ))
     } catch (error) {
       // In doubt (the connection died around the commit): forget what we knew;
@@ -301,6 +313,7 @@ class PgPersistence implements PostgresPersistence {
     const nextSeq = batch.firstSeq + batch.count
     this.#states.set(id.id, { ...state, nextSeq })
     this.#metrics.appends++
+    this.#announce()
     return { revision: revisionOf(state.sid, nextSeq), nextSeq: SessionLogOffset(nextSeq) }
   }
 
@@ -333,11 +346,11 @@ class PgPersistence implements PostgresPersistence {
       const dependants = options.materializeDependants === true ? await this.#dependants(stored) : []
       const statement = `WITH s AS (DELETE FROM dsh_sessions WHERE id_key = $1 RETURNING sid),
          c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
-         SELECT sid, pg_notify($3, '') FROM s`
+         SELECT sid FROM s`
       let rows: { sid: string }[]
       try {
         if (dependants.length === 0) {
-          ;({ rows } = await this.#writer.run<{ sid: string }>(stored, statement, [stored.key, stored.bytes, CHANGES_CHANNEL]))
+          ;({ rows } = await this.#writer.run<{ sid: string }>(stored, statement, [stored.key, stored.bytes]))
         } else {
           rows = await this.#deleteMaterializing(client, stored, dependants, statement)
         }
@@ -352,6 +365,7 @@ class PgPersistence implements PostgresPersistence {
         throw ioError(`deleting session '${id}'`, error)
       }
       await this.#writer.release(stored)
+      if (rows.length > 0) this.#announce()
       return rows.length > 0
     } finally {
       this.#states.delete(id)
@@ -399,7 +413,7 @@ class PgPersistence implements PostgresPersistence {
         await client.query('UPDATE dsh_sessions SET fork_sid = NULL, fork_checksum = NULL WHERE sid = $1', [d.sid])
         await client.query('INSERT INTO dsh_changes (id) SELECT id FROM dsh_sessions WHERE sid = $1', [d.sid])
       }
-      const { rows } = await client.query<{ sid: string }>(statement, [source.key, source.bytes, CHANGES_CHANNEL])
+      const { rows } = await client.query<{ sid: string }>(statement, [source.key, source.bytes])
       await client.query('COMMIT')
       return rows
     } catch (error) {
@@ -526,6 +540,11 @@ class PgPersistence implements PostgresPersistence {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
+    if (this.#announcing !== undefined) {
+      clearTimeout(this.#announcing)
+      this.#announcing = undefined
+      await this.#notify()
+    }
     await this.#writer.close()
     this.#states.clear()
     await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))
@@ -534,6 +553,30 @@ class PgPersistence implements PostgresPersistence {
   }
 
   // --------------------------------------------------------------- helpers
+
+  /**
+   * Tells other hosts that something committed: NOTIFY on the change
+   * channel, sent after the commit and off the write's path (on a pooled
+   * connection), at most once per ANNOUNCE_MS however many writes landed.
+   * A notice is only a hint to call `changes`, which is exact: a notice lost
+   * with a crashing host delays other hosts' view until their next read of
+   * the feed, it never makes it wrong.
+   */
+  #announce(): void {
+    if (this.#announcing !== undefined || this.#closed) return
+    this.#announcing = setTimeout(() => {
+      this.#announcing = undefined
+      void this.#notify()
+    }, ANNOUNCE_MS)
+    this.#announcing.unref()
+  }
+
+  #notify(): Promise<void> {
+    return this.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']).then(
+      () => {},
+      () => {},
+    )
+  }
 
   #assertOpen(): void {
     if (this.#closed)

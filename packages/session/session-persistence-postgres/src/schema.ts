@@ -19,8 +19,10 @@ export const SESSIONS_COMPONENT = 'sessions'
  *   and names its source (`fork_sid`, restricted: the source cannot be
  *   deleted while referenced) and the checksum of the source's batch that
  *   holds the cut's last event.
- * - Every change appends a row to `dsh_changes` stamped with its
- *   transaction id; readers take the snapshot's xmin as their cursor.
+ * - Every change is stamped with its transaction id (`xid8`): an append's
+ *   batch row carries it (schema 2: the append writes no other row), and
+ *   materializations, deletes and fork materializations add a
+ *   `dsh_changes` row. Readers take their snapshot's xmin as the cursor.
  */
 export const SESSION_MIGRATIONS: readonly Migration[] = [
   {
@@ -68,6 +70,14 @@ export const SESSION_MIGRATIONS: readonly Migration[] = [
         feed_id text NOT NULL
       )`,
       'INSERT INTO dsh_feed (feed_id) VALUES (gen_random_uuid()::text)',
+    ],
+  },
+  {
+    version: 2,
+    description: 'appends are their own change records: batches stamped with their transaction id',
+    statements: [
+      'ALTER TABLE dsh_batches ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id()',
+      'CREATE INDEX dsh_batches_xid ON dsh_batches (xid)',
     ],
   },
 ]

@@ -140,11 +140,15 @@ export class WriterConnection {
     return this.#held.has(id.lock)
   }
 
-  /** Runs a write statement on the leased connection; a connection failure drops the connection and its leases. */
-  async run<R extends pg.QueryResultRow>(id: StoredId, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+  /**
+   * Runs a write statement on the leased connection; a connection failure
+   * drops the connection and its leases. A `name` prepares the statement once
+   * per connection (the server parses and plans it once, not per append).
+   */
+  async run<R extends pg.QueryResultRow>(id: StoredId, text: string, values: unknown[], name?: string): Promise<pg.QueryResult<R>> {
     const client = await this.lease(id)
     try {
-      return await client.query<R>(text, values)
+      return await client.query<R>(name === undefined ? { text, values } : { name, text, values })
     } catch (error) {
       this.#failed(client, error)
       throw error
