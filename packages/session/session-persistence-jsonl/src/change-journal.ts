@@ -103,6 +103,9 @@ const CURSOR_PREFIX = 'j1.'
 const ownIdentity: WriterIdentity = [hostname(), process.pid, processStart(process.pid)]
 const bootId = readBootId()
 
+/** The open writers of each journal in this process: a reader here first writes their held `end` records (exact in-process answers). */
+const writersByPath = new Map<string, Set<JournalWriter>>()
+
 /** The writer's side: appends begin/end records around every change of a log. */
 export class JournalWriter {
   readonly path: string
@@ -110,18 +113,39 @@ export class JournalWriter {
   #ino = -1
   #counter = 0
   readonly #instance = randomBytes(6).toString('hex')
+  /**
+   * `end` records not yet written: they ride along with the next `begin` (one
+   * write per append under load) or are written on the next turn of the event
+   * loop. Until then a follower keeps reporting the id (over-reporting, never
+   * missing); if the process dies first, its death resolves them.
+   */
+  #ends: Buffer[] = []
+  #flushScheduled = false
+  #closed = false
 
   /** Opens (creating if needed) the root's journal now, so readers over a new root can follow it from its first change. */
   constructor(root: string) {
     this.path = join(root, JOURNAL_FILE)
     this.#open()
+    let writers = writersByPath.get(this.path)
+    if (writers === undefined) {
+      writers = new Set()
+      writersByPath.set(this.path, writers)
+    }
+    writers.add(this)
   }
 
   /** Records the intent to change `id`; returns the operation token for `end`. Throws `SESSION_PERSISTENCE_IO` (before anything changed). */
   begin(id: string): string {
     const op = `${this.#instance}.${(this.#counter++).toString(36)}`
     try {
-      this.#append({ kind: 'b', id, op, writer: ownIdentity })
+      const ends = this.#ends
+      this.#ends = []
+      this.#append(
+        ends.length === 0
+          ? encodeRecord({ kind: 'b', id, op, writer: ownIdentity })
+          : Buffer.concat([...ends, encodeRecord({ kind: 'b', id, op, writer: ownIdentity })]),
+      )
     } catch (error) {
       throw persistenceError(
         'SESSION_PERSISTENCE_IO',
@@ -138,20 +162,43 @@ export class JournalWriter {
    * it) until this record or the writer's death.
    */
   end(id: string, op: string): void {
+    this.#ends.push(encodeRecord({ kind: 'e', id, op, writer: ownIdentity }))
+    if (this.#flushScheduled) return
+    this.#flushScheduled = true
+    setImmediate(() => {
+      this.#flushScheduled = false
+      this.flush()
+    })
+  }
+
+  /** Writes the `end` records still held. Never throws (see `end`). */
+  flush(): void {
+    if (this.#ends.length === 0 || this.#closed) return
+    const ends = this.#ends
+    this.#ends = []
     try {
-      this.#append({ kind: 'e', id, op, writer: ownIdentity })
+      this.#append(Buffer.concat(ends))
     } catch {
-      // Readers keep reporting the id while this process lives, then once more.
+      // Readers keep reporting the ids while this process lives, then once more.
     }
   }
 
   close(): void {
+    this.flush()
+    this.#closed = true
+    const writers = writersByPath.get(this.path)
+    writers?.delete(this)
+    if (writers?.size === 0) writersByPath.delete(this.path)
+    this.#closeFd()
+  }
+
+  #closeFd(): void {
     if (this.#fd !== undefined) closeSync(this.#fd)
     this.#fd = undefined
   }
 
-  #append(record: JournalRecord): void {
-    const frame = encodeRecord(record)
+  /** Appends whole frames with one write (concurrent writers never interleave within one `O_APPEND` write). */
+  #append(frame: Buffer): void {
     for (let attempt = 0; attempt < 4; attempt++) {
       const fd = this.#open()
       writeAll(fd, frame)
@@ -163,7 +210,7 @@ export class JournalWriter {
       }
       if (ino === this.#ino) return
       // The journal was deleted or replaced while we held it: write to the current one too.
-      this.close()
+      this.#closeFd()
     }
     throw new Error('the change journal keeps being replaced')
   }
@@ -275,6 +322,7 @@ function parsePayload(payload: Buffer): JournalRecord | undefined {
 /** The reader's side: `changes(since)` over the journal of `root`. Reads the journal only, never a log. */
 export async function readJournalChanges(root: string, since: string | undefined): Promise<JournalChanges> {
   const path = join(root, JOURNAL_FILE)
+  for (const writer of writersByPath.get(path) ?? []) writer.flush()
   const state = decodeCursor(since)
   let handle: FileHandle
   try {

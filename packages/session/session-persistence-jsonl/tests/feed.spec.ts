@@ -42,6 +42,8 @@ describe('the JSONL change journal', () => {
     const { writer, reader, journal } = await fixture()
     const { cursor } = await reader.changes()
     await writer.append(targetOf('a'), eventsFrom(3, 1))
+    // The writer's end record is written on the next turn of the event loop (or with its next begin).
+    await new Promise((resolve) => setImmediate(resolve))
     rmSync(journal)
     const before = reader.metrics.rescans
     const first = await reader.changes(cursor)
