@@ -254,6 +254,8 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
   const log = await readV0Log(run.from, candidate.entry)
   const { header, inheritedEventCount } = toDshHeader(log.header)
   const events = log.events.map(toDshEvent)
+  // The v0 objects are no longer needed (converted events share what they keep): let them go before the appends.
+  log.events.length = 0
   const base = { id: header.id, path: log.path, events: events.length, ...(log.tornBytes > 0 ? { tornBytes: log.tornBytes } : {}) }
   if (inheritedEventCount > events.length) {
     throw new SessionFailure(
