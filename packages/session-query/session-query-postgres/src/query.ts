@@ -114,7 +114,7 @@ class PgSessionQuery implements PostgresSessionQuery {
   #cursor: SessionChangeCursor | undefined
   #catchingUp: Promise<SearchIndexReport> | undefined
   #subscription: ChangeSubscription | undefined
-  #again = false
+  #nextCatchUp: Promise<SearchIndexReport> | undefined
   #closed = false
 
   constructor(options: PostgresSessionQueryOptions, concurrency: number) {
@@ -272,13 +272,27 @@ class PgSessionQuery implements PostgresSessionQuery {
 
   // --------------------------------------------------------------- indexing
 
+  /**
+   * One catch-up at a time per instance. A caller always gets a catch-up that
+   * started after its call (so a search sees every batch acknowledged before
+   * it); callers arriving during one share a single follow-up.
+   */
   catchUp(signal?: AbortSignal): Promise<SearchIndexReport> {
     this.#assertOpen()
-    // One catch-up at a time per instance; callers arriving meanwhile share it.
-    this.#catchingUp ??= this.#catchUp(signal).finally(() => {
-      this.#catchingUp = undefined
+    if (this.#catchingUp !== undefined) {
+      this.#nextCatchUp ??= this.#catchingUp
+        .catch(() => undefined)
+        .then(() => {
+          this.#nextCatchUp = undefined
+          return this.catchUp(signal)
+        })
+      return this.#nextCatchUp
+    }
+    const current = this.#catchUp(signal).finally(() => {
+      if (this.#catchingUp === current) this.#catchingUp = undefined
     })
-    return this.#catchingUp
+    this.#catchingUp = current
+    return current
   }
 
   async #catchUp(signal: AbortSignal | undefined): Promise<SearchIndexReport> {
@@ -370,25 +384,16 @@ class PgSessionQuery implements PostgresSessionQuery {
 
   #landed(): void {
     if (this.#closed) return
-    if (this.#catchingUp !== undefined) {
-      this.#again = true
-      return
-    }
-    void this.catchUp().then(
-      () => {
-        if (this.#again && !this.#closed) {
-          this.#again = false
-          this.#landed()
-        }
-      },
-      (error: unknown) => this.#logger.warn('dsh: indexing new search text in the background failed; the next search catches up.', error),
-    )
+    void this.catchUp().catch((error: unknown) => {
+      if (!this.#closed) this.#logger.warn('dsh: indexing new search text in the background failed; the next search catches up.', error)
+    })
   }
 
   async close(): Promise<void> {
     this.#closed = true
     await this.#subscription?.close()
     await this.#catchingUp?.catch(() => {})
+    await this.#nextCatchUp?.catch(() => {})
   }
 
   #assertOpen(): void {

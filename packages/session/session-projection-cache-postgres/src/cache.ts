@@ -110,7 +110,7 @@ class PgProjectionCache implements PostgresProjectionCache {
   /** Transactions at or above this xid may not have been seen yet. */
   #cursor: string | undefined
   #refreshing: Promise<void> | undefined
-  #again = false
+  #next: Promise<void> | undefined
   #listener: pg.PoolClient | undefined
   #closed = false
 
@@ -275,18 +275,22 @@ class PgProjectionCache implements PostgresProjectionCache {
 
   // ----------------------------------------------------------------- mirror
 
+  /**
+   * Resolves after a refresh that started after this call, so every row
+   * committed before the call is in the mirror. Calls during a refresh share
+   * one follow-up refresh.
+   */
   refresh(): Promise<void> {
     if (this.#closed) return Promise.resolve()
     if (this.#refreshing !== undefined) {
-      this.#again = true
-      return this.#refreshing
+      this.#next ??= this.#refreshing.then(() => {
+        this.#next = undefined
+        return this.refresh()
+      })
+      return this.#next
     }
     this.#refreshing = this.#refresh().finally(() => {
       this.#refreshing = undefined
-      if (this.#again) {
-        this.#again = false
-        void this.refresh().catch(() => {})
-      }
     })
     return this.#refreshing
   }
