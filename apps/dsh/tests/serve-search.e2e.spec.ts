@@ -80,13 +80,17 @@ async function serve(): Promise<Serving> {
   return { url, exited, stderr: () => err, kill: (signal) => child.kill(signal) }
 }
 
-type Outcome = { status: number; body: { code?: string; hits?: unknown[] } } | { closed: unknown }
+interface Answer {
+  code?: string
+  hits?: unknown[]
+}
+type Outcome = { status: number; body: Answer } | { closed: unknown }
 
 /** Starts a search; `settled()` tells whether its answer (or the closed socket) has arrived. */
 function startSearch(url: string, query: string): { outcome: Promise<Outcome>; settled(): boolean } {
   let done = false
   const outcome = fetch(`${url}/api/search?${query}`, { headers: auth })
-    .then(async (response): Promise<Outcome> => ({ status: response.status, body: (await response.json()) as Outcome & object }))
+    .then(async (response): Promise<Outcome> => ({ status: response.status, body: (await response.json()) as Answer }))
     .catch((error: unknown): Outcome => ({ closed: error }))
     .finally(() => {
       done = true
