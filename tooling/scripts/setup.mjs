@@ -31,6 +31,7 @@ const localPnpm = join(root, 'node_modules', '.bin', 'pnpm')
 const args = ['install', existsSync(join(root, 'pnpm-lock.yaml')) ? '--frozen-lockfile' : '--no-frozen-lockfile']
 const [cmd, cmdArgs] = existsSync(localPnpm) ? [localPnpm, args] : ['npx', ['-y', `pnpm@${pinned}`, ...args]]
 ensureChromium()
+ensurePostgres()
 
 try {
   execFileSync(cmd, cmdArgs, { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] })
@@ -55,5 +56,25 @@ function ensureChromium() {
     execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], quiet)
   } catch (error) {
     console.warn(`dsh setup: installing chromium failed (${error.status ?? error.message}); the browser test will fail.`)
+  }
+}
+
+// The PostgreSQL backends' tests and benchmarks start a throwaway cluster with
+// Debian's PostgreSQL 15 (initdb/pg_ctl in /usr/lib/postgresql/15/bin, run as
+// the postgres user). Install it when missing and we may (root + apt-get).
+function ensurePostgres() {
+  if (existsSync('/usr/lib/postgresql/15/bin/initdb') || process.env.DSH_SKIP_POSTGRES_INSTALL === '1') return
+  const canApt = typeof process.getuid === 'function' && process.getuid() === 0 && existsSync('/usr/bin/apt-get')
+  if (!canApt) {
+    console.warn('dsh setup: /usr/lib/postgresql/15/bin/initdb is missing; the PostgreSQL tests need it (Debian: apt-get install postgresql).')
+    return
+  }
+  console.log('dsh setup: installing Debian postgresql for the PostgreSQL backend tests …')
+  const quiet = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }
+  try {
+    execFileSync('apt-get', ['update', '-qq'], quiet)
+    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'postgresql'], quiet)
+  } catch (error) {
+    console.warn(`dsh setup: installing postgresql failed (${error.status ?? error.message}); the PostgreSQL tests will fail.`)
   }
 }
