@@ -48,6 +48,12 @@ export function prepareRoot(root: string, readOnly: boolean): string {
 /**
  * Session data is private: a root should be 0700. Returns a warning a person
  * can act on when group or others may read or enter `root`, else `undefined`.
+ * The root's own mode is the whole check: every file dsh keeps — logs,
+ * marker, locks, the derived `.dsh/` directory (index, cache) — is reached
+ * only through the root, so a root no one else may enter keeps them all
+ * private, and any group/other bit on it (even enter-only 0711, which lets
+ * others open files by name) is warned about. `serve`'s token file is checked
+ * on its own (refused unless 0600).
  */
 export function rootPermissionWarning(root: string): string | undefined {
   const stats = statOrUndefined(resolve(root))

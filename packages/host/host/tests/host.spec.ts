@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
@@ -182,6 +182,18 @@ describe('rootPermissionWarning', () => {
     mkdirSync(join(tempDir(), 'private'), { mode: 0o700 })
     expect(rootPermissionWarning(join(dirs.at(-1)!, 'private'))).toBeUndefined()
     expect(rootPermissionWarning(join(root, 'missing'))).toBeUndefined()
+  })
+
+  it('covers the derived directory through the root: enter-only roots warn, a private root keeps exposed derived files unreachable', async () => {
+    const root = join(tempDir(), 'root')
+    await populate(root)
+    const derived = join(root, '.dsh')
+    expect(statSync(derived).mode & 0o777).toBe(0o700)
+    chmodSync(root, 0o711)
+    expect(rootPermissionWarning(root)).toMatch(/mode 711/)
+    chmodSync(root, 0o700)
+    chmodSync(derived, 0o755)
+    expect(rootPermissionWarning(root)).toBeUndefined()
   })
 })
 
