@@ -44,6 +44,9 @@ export async function openHost(command: ParsedCommand, options: Omit<HostOptions
       compression: _compression,
       persistence: _persistence,
       onIndexProgress: _progress,
+      // The SQLite index's worker and budget: PostgreSQL answers queries on its own connections.
+      queryWorker: _worker,
+      queryBudget: _budget,
       ...rest
     } = options
     return await createHost({ ...rest, postgres: { connectionString: command.store } })

@@ -33,12 +33,13 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   noPositionals(command)
   const allowControl = command.flag('allow-control')
   const driver = allowControl ? childDriver(command, io) : undefined
-  const host = await openHost(
-    command,
-    allowControl
+  const host = await openHost(command, {
+    // A server: a slow search answers only its own call, and a signal stops it at once.
+    queryWorker: true,
+    ...(allowControl
       ? { requireExisting: true, tools: (_agent, runtime) => controlToolsOf(runtime), ...(driver === undefined ? {} : { driver }) }
-      : { readOnly: true },
-  )
+      : { readOnly: true }),
+  })
   try {
     warnIfExposed(host.root, io)
     const resolveAgent = async (id: string, signal: AbortSignal): Promise<Session> => {
