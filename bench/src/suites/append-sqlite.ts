@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import type { SessionLogOffset, SessionSeq, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import Database from 'better-sqlite3'
-import { median, time, type BenchDefinition } from '../harness.js'
+import { type BenchDefinition, median, time } from '../harness.js'
 import { benchHeader } from './inspect.js'
 
 const TARGET = 1.0
@@ -44,7 +44,11 @@ function batch(first: number, count: number): StoredSessionEvent[] {
       type: 'assistant/chunk',
       seq: (first + i) as SessionSeq,
       time: 1_700_000_000_000 + first + i,
-      data: Object.freeze({ turn: 1 + (first >> 10), index: first + i, delta: `chunk ${first + i} of a streamed answer: the quick brown fox jumps over ${(first * 7919) % 10007}` }),
+      data: Object.freeze({
+        turn: 1 + (first >> 10),
+        index: first + i,
+        delta: `chunk ${first + i} of a streamed answer: the quick brown fox jumps over ${(first * 7919) % 10007}`,
+      }),
     }),
   )
 }
@@ -54,7 +58,9 @@ function open(lane: Lane): void {
   const db = new Database(join(dir, `sqlite-${lane.eventsPerBatch}.db`))
   db.pragma('journal_mode = WAL')
   db.pragma('synchronous = FULL')
-  db.exec('CREATE TABLE messages (session TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session, seq))')
+  db.exec(
+    'CREATE TABLE messages (session TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session, seq))',
+  )
   const statement = db.prepare('INSERT INTO messages (session, seq, type, time, data) VALUES (?, ?, ?, ?, ?)')
   lane.insert = db.transaction((events: readonly StoredSessionEvent[]) => {
     for (const e of events) statement.run('bench', e.seq, e.type, e.time, JSON.stringify(e.data))
