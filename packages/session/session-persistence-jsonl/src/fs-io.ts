@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, promises as fsp, fsync, openSync, type Stats, writev, writevSync } from 'node:fs'
+import { closeSync, constants, fsync, linkSync, openSync, type Stats, unlinkSync, write, writeSync, writev, writevSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 
@@ -54,28 +54,49 @@ export function tempSibling(path: string): string {
  * only matter while their writer lives (locks).
  */
 export async function publishNew(path: string, data: Buffer, durable = true, beforeLink?: Promise<unknown>): Promise<boolean> {
+  // Creating, linking and unlinking a small file are cheap system calls, made
+  // synchronously; only the fsyncs wait on the thread pool.
   const temp = tempSibling(path)
-  const handle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+  const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
   try {
     try {
-      await writeAt(handle, data, 0)
-      if (durable) await handle.sync()
+      if (data.length > SYNC_WRITE_MAX) await writeAllAsync(fd, data)
+      else for (let done = 0; done < data.length; ) done += writeSync(fd, data, done, data.length - done, done)
+      if (durable) await fsyncFd(fd)
     } finally {
-      await handle.close()
+      closeSync(fd)
       // Whatever must be durable before the file appears (run concurrently with its write and fsync).
       await beforeLink
     }
     try {
-      await fsp.link(temp, path)
+      linkSync(temp, path)
     } catch (error) {
       if (isErrno(error, 'EEXIST')) return false
       throw error
     }
   } finally {
-    await fsp.unlink(temp).catch(() => {})
+    try {
+      unlinkSync(temp)
+    } catch {
+      // already gone
+    }
   }
   if (durable) await fsyncDir(dirname(path))
   return true
+}
+
+/** Writes all of `data` from offset 0 on the thread pool (large files). */
+function writeAllAsync(fd: number, data: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const step = (done: number): void => {
+      if (done >= data.length) {
+        resolve()
+        return
+      }
+      write(fd, data, done, data.length - done, done, (error, written) => (error ? reject(error) : step(done + written)))
+    }
+    step(0)
+  })
 }
 
 /**

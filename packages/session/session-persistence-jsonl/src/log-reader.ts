@@ -1,4 +1,4 @@
-import { constants, promises as fsp, type Stats } from 'node:fs'
+import { constants, promises as fsp, lstatSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
@@ -333,7 +333,7 @@ export class LogReader {
   async assertSessionDir(dir: string): Promise<void> {
     let stats: Stats
     try {
-      stats = await fsp.lstat(dir)
+      stats = lstatSync(dir)
     } catch (error) {
       if (isErrno(error, 'ENOENT', 'ENOTDIR')) return
       throw corrupt(dir, 0, `the session directory cannot be examined (${(error as NodeJS.ErrnoException).code})`)

@@ -1,4 +1,4 @@
-import { constants, promises as fsp, fstatSync, type Stats } from 'node:fs'
+import { constants, promises as fsp, fstatSync, mkdirSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
@@ -410,7 +410,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
     for (let attempt = 0; lock === undefined; attempt++) {
       if (mode === 'create') {
         try {
-          await fsp.mkdir(dir, { mode: 0o700 })
+          mkdirSync(dir, { mode: 0o700 })
           createdDir = true
           rootSync = fsyncDir(this.root)
           rootSync.catch(() => {})
