@@ -39,6 +39,8 @@ export interface ForkIo {
   live(id: string): LiveSource | undefined
   /** Counts a read (bytes) and, for header reads, a header read. */
   counted(bytes: number, header?: boolean): void
+  /** Counts a log opened (the `logOpens` metric). */
+  opened(): void
 }
 
 /** `undefined` = the source's tail is not a clean batch: the caller falls back to a full scan. */
@@ -60,6 +62,7 @@ export function locateCutSync(
     fd = live.fd
     source = live
   } else {
+    io.opened()
     const opened = openLogSync(file)
     if (opened === undefined) {
       throw persistenceError(
@@ -153,6 +156,7 @@ export function assertReferenceableSync(io: ForkIo, fork: ForkReference, childLa
   } catch (error) {
     if (!isErrno(error, 'ENOENT')) throw error
   }
+  io.opened()
   const fd = openLogSync(file)
   if (fd === undefined) throw gone('it is no longer persisted')
   try {

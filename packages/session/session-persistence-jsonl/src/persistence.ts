@@ -205,6 +205,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
           ? undefined
           : { fd: w.handle.fd, physical: w.physical, headerEnd: w.headerEnd, committedEnd: w.committedEnd, nextSeq: w.nextSeq }
       },
+      opened: () => {
+        this.#metrics.logOpens++
+      },
       counted: (bytes, header) => {
         this.#metrics.bytesRead += bytes
         if (header) this.#metrics.headerReads++
