@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createHost } from '@dsh/host'
+import { writeSearchCorpus } from '@dsh/host/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 // Issue 11 against a real `dsh serve` process: one expensive search must not
@@ -25,16 +25,7 @@ beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'dsh-serve-corpus-'))
   dirs.push(dir)
   corpus = join(dir, 'root')
-  const host = await createHost({ root: corpus })
-  try {
-    for (let s = 0; s < SESSIONS; s++) {
-      const session = host.sessions.create({ id: `s${s}` })
-      for (let e = 0; e < EVENTS; e++) session.append('user/message', { text: `the heron nests by the river, note ${e} of ${s}` })
-      await host.sessions.dispose(session.id)
-    }
-  } finally {
-    await host.dispose()
-  }
+  await writeSearchCorpus(corpus, { sessions: SESSIONS, events: EVENTS })
 }, 300_000)
 
 afterAll(() => {

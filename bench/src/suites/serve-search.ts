@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createHost } from '@dsh/host'
+import { writeSearchCorpus } from '@dsh/host/testing'
 import { type BenchDefinition, benchRoot, median, time } from '../harness.js'
 
 const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
@@ -65,16 +65,7 @@ const definition: BenchDefinition = {
     if (!existsSync(bin)) throw new Error(`${bin} is missing; build the CLI first (turbo run build --filter=@dsh/cli...).`)
     dir = mkdtempSync(join(tmpdir(), 'dsh-bench-serve-search-'))
     const root = join(dir, 'root')
-    const host = await createHost({ root })
-    try {
-      for (let s = 0; s < SESSIONS; s++) {
-        const session = host.sessions.create({ id: `s${s}` })
-        for (let e = 0; e < EVENTS; e++) session.append('user/message', { text: `the heron nests by the river, note ${e} of ${s}` })
-        await host.sessions.dispose(session.id)
-      }
-    } finally {
-      await host.dispose()
-    }
+    await writeSearchCorpus(root, { sessions: SESSIONS, events: EVENTS })
     const serving = spawn(process.execPath, [bin, 'serve', '--root', root, '--json'], {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: { ...process.env, DSH_TOKEN: TOKEN },

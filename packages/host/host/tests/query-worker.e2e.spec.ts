@@ -5,6 +5,7 @@ import { isDshError } from '@dsh/context'
 import type { SqliteSessionQuery } from '@dsh/session-query-sqlite'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createHost, type Host } from '../src/index.js'
+import { writeSearchCorpus } from '../src/testing/index.js'
 
 // Issue 11: one search must not stall the host. A host serving HTTP runs the
 // SQLite index's request-serving statements in a worker thread, so while a
@@ -23,16 +24,7 @@ const dirs: string[] = []
 beforeAll(async () => {
   corpus = join(mkdtempSync(join(tmpdir(), 'dsh-worker-corpus-')), 'root')
   dirs.push(join(corpus, '..'))
-  const host = await createHost({ root: corpus })
-  try {
-    for (let s = 0; s < SESSIONS; s++) {
-      const session = host.sessions.create({ id: `s${s}` })
-      for (let e = 0; e < EVENTS; e++) session.append('user/message', { text: `the heron nests by the river, note ${e} of ${s}` })
-      await host.sessions.dispose(session.id)
-    }
-  } finally {
-    await host.dispose()
-  }
+  await writeSearchCorpus(corpus, { sessions: SESSIONS, events: EVENTS })
 }, 300_000)
 
 /** A fresh copy of the corpus (index included) for one test. */
