@@ -66,7 +66,9 @@ function ensurePostgres() {
   if (existsSync('/usr/lib/postgresql/15/bin/initdb') || process.env.DSH_SKIP_POSTGRES_INSTALL === '1') return
   const canApt = typeof process.getuid === 'function' && process.getuid() === 0 && existsSync('/usr/bin/apt-get')
   if (!canApt) {
-    console.warn('dsh setup: /usr/lib/postgresql/15/bin/initdb is missing; the PostgreSQL tests need it (Debian: apt-get install postgresql).')
+    console.warn(
+      'dsh setup: /usr/lib/postgresql/15/bin/initdb is missing; the PostgreSQL tests need it (Debian: apt-get install postgresql).',
+    )
     return
   }
   console.log('dsh setup: installing Debian postgresql for the PostgreSQL backend tests …')
