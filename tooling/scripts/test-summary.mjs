@@ -4,6 +4,7 @@
 //     (each package once per lane);
 //   - "dsh-check: <name> passed|failed" lines from the other CI steps (lint,
 //     dependency check, consumer test), one each.
+// Each unhandled error vitest reports ("Errors  N error") counts as a failure.
 // A vitest run that crashed before its summary line counts as one failure:
 // turbo's "<pkg>:test: ... ERR_" / "Failed:" lines name it.
 import { readFileSync } from 'node:fs'
@@ -23,6 +24,12 @@ for (const line of log.split('\n')) {
     summarized.add(tests[1])
     passed += Number(/(\d+) passed/.exec(tests[2])?.[1] ?? 0)
     failed += Number(/(\d+) failed/.exec(tests[2])?.[1] ?? 0)
+    continue
+  }
+  // Unhandled errors fail a vitest run even when every test passed: count each.
+  const errors = /^\S+:test:\s+Errors\s+(\d+) errors?/.exec(line)
+  if (errors) {
+    failed += Number(errors[1])
     continue
   }
   const check = /^dsh-check: (.+) (passed|failed)\s*$/.exec(line)
