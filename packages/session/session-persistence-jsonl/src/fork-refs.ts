@@ -1,4 +1,5 @@
-import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readSync } from 'node:fs'
+import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import type { LogCodec } from './codec.js'
@@ -150,12 +151,13 @@ export function assertReferenceableSync(io: ForkIo, fork: ForkReference, childLa
       details: { source: fork.source },
     })
   const file = io.logPath(fork.source)
+  let marker: string | undefined
   try {
-    lstatSync(join(dirname(file), deletingFile))
-    throw gone('it is being deleted')
+    marker = readFileSync(join(dirname(file), deletingFile), 'utf8')
   } catch (error) {
     if (!isErrno(error, 'ENOENT')) throw error
   }
+  if (marker !== undefined && deleterAlive(marker)) throw gone('it is being deleted')
   io.opened()
   const fd = openLogSync(file)
   if (fd === undefined) throw gone('it is no longer persisted')
@@ -164,6 +166,23 @@ export function assertReferenceableSync(io: ForkIo, fork: ForkReference, childLa
     if (physical.logId !== fork.logId) throw gone('it was re-created meanwhile')
   } finally {
     closeSync(fd)
+  }
+}
+
+/** Whether the process that wrote a `deleting` marker may still be deleting (a marker left by a crashed delete is stale). */
+function deleterAlive(marker: string): boolean {
+  let owner: { host?: unknown; pid?: unknown }
+  try {
+    owner = JSON.parse(marker) as { host?: unknown; pid?: unknown }
+  } catch {
+    return true // unreadable: assume a delete is in progress
+  }
+  if (owner.host !== hostname() || typeof owner.pid !== 'number') return true
+  try {
+    process.kill(owner.pid, 0)
+    return true
+  } catch (error) {
+    return !isErrno(error, 'ESRCH')
   }
 }
 

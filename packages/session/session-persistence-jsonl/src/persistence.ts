@@ -1,5 +1,6 @@
 import { constants, promises as fsp, fstatSync, mkdirSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
+import { hostname } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
@@ -616,7 +617,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
       }
       const { dir, lock } = writer
       const marker = join(dir, DELETING_FILE)
-      await fsp.writeFile(marker, '', { mode: 0o600 }).catch((error: unknown) => {
+      // The marker names its writer: one left by a delete that crashed is recognised as stale.
+      await fsp.writeFile(marker, JSON.stringify({ host: hostname(), pid: process.pid }), { mode: 0o600 }).catch((error: unknown) => {
         throw ioError(`mark session ${writer.label} for deletion`, error)
       })
       try {

@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync, statSync, writeFileSync } from 'node:fs'
+import { hostname } from 'node:os'
+import { dirname, join } from 'node:path'
 import { Context } from '@dsh/context'
 import { SessionId, SessionLogOffset, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
 import { type AppendTarget, sessionPersistencePlugin } from '@dsh/session-persistence'
@@ -187,6 +189,22 @@ for (const compression of ['zstd', 'none'] as const) {
       await expect(reader.inspect(SessionId('src'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
       await reader.close()
       writeFileSync(srcFile, original)
+    })
+
+    it('a fork does not reference a source being deleted; a marker left by a crashed delete is stale', async () => {
+      const p = backend(root(), compression)
+      await p.append(targetOf('src'), eventsFrom(0, 3))
+      const seed = (await p.inspect(SessionId('src'))).events
+      const marker = join(dirname(p.logPath('src')), 'deleting')
+      // A delete in progress (this process is alive): refused, nothing stored.
+      writeFileSync(marker, JSON.stringify({ host: hostname(), pid: process.pid }))
+      await expect(p.append(forkTarget('kid', 3, 'src'), [...seed])).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CONFLICT' })
+      expect(await p.stat(SessionId('kid'))).toBeUndefined()
+      // A crashed deleter (no such process): the fork goes ahead by reference.
+      writeFileSync(marker, JSON.stringify({ host: hostname(), pid: 2 ** 22 + 7 }))
+      await p.append(forkTarget('kid', 3, 'src'), [...seed, ...eventsFrom(3, 1, 4)])
+      expect((await p.inspect(SessionId('kid'))).events).toHaveLength(4)
+      await expect(p.delete(SessionId('src'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_REFERENCED' })
     })
 
     it('refuses a fork whose source does not hold the cut, and stores nothing', async () => {
