@@ -28,11 +28,12 @@ async function fixture() {
   return { root, outside, p }
 }
 
+// Thunks: each read starts only when its rejection is awaited, so none rejects unobserved.
 const readers = (p: JsonlPersistence, id: string) => [
-  p.inspect(SessionId(id)),
-  p.stat(SessionId(id)),
-  p.verify(SessionId(id)),
-  p.inspectFrom(SessionId(id), SessionLogOffset(0)),
+  () => p.inspect(SessionId(id)),
+  () => p.stat(SessionId(id)),
+  () => p.verify(SessionId(id)),
+  () => p.inspectFrom(SessionId(id), SessionLogOffset(0)),
 ]
 
 describe('tolerant roots: one bad entry never breaks a root', () => {
@@ -41,7 +42,7 @@ describe('tolerant roots: one bad entry never breaks a root', () => {
     mkdirSync(join(root, 'bad', 'log.jsonl.zst'), { recursive: true })
     expect((await p.list()).map((r) => r.header.id)).toEqual(['good-1', 'good-2'])
     expect(p.damagedLogs()).toEqual([expect.objectContaining({ id: 'bad', code: 'SESSION_PERSISTENCE_CORRUPT' })])
-    for (const read of readers(p, 'bad')) await expect(read).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+    for (const read of readers(p, 'bad')) await expect(read()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
   })
 
   it('a symlinked session directory is never followed: not listed, reported, refused for reads and writes by id', async () => {
@@ -50,7 +51,7 @@ describe('tolerant roots: one bad entry never breaks a root', () => {
     const before = readFileSync(join(outside, 'elsewhere', 'log.jsonl.zst'))
     expect((await p.list()).map((r) => r.header.id)).toEqual(['good-1', 'good-2'])
     expect(p.damagedLogs()).toEqual([expect.objectContaining({ id: 'elsewhere', message: expect.stringMatching(/symbolic link/) })])
-    for (const read of readers(p, 'elsewhere')) await expect(read).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+    for (const read of readers(p, 'elsewhere')) await expect(read()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
     await expect(p.load(SessionId('elsewhere'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
     await expect(p.append(targetOf('elsewhere'), eventsFrom(4, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
     await expect(p.delete(SessionId('elsewhere'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
@@ -65,7 +66,7 @@ describe('tolerant roots: one bad entry never breaks a root', () => {
     symlinkSync(join(outside, 'elsewhere', 'log.jsonl.zst'), join(root, 'linked', 'log.jsonl.zst'))
     expect((await p.list()).map((r) => r.header.id)).toEqual(['good-1', 'good-2'])
     expect(p.damagedLogs().map((d) => d.id)).toEqual(['linked'])
-    for (const read of readers(p, 'linked')) await expect(read).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+    for (const read of readers(p, 'linked')) await expect(read()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
   })
 
   it('a foreign file named like a session is a damaged entry, not a failure', async () => {
@@ -73,7 +74,7 @@ describe('tolerant roots: one bad entry never breaks a root', () => {
     writeFileSync(join(root, 'stray'), 'not a session')
     expect((await p.list()).map((r) => r.header.id)).toEqual(['good-1', 'good-2'])
     expect(p.damagedLogs()).toEqual([expect.objectContaining({ id: 'stray', message: expect.stringMatching(/a file/) })])
-    for (const read of readers(p, 'stray')) await expect(read).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
+    for (const read of readers(p, 'stray')) await expect(read()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
   })
 })
 
