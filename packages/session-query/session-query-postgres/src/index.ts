@@ -1,6 +1,6 @@
+export { MAX_EVENT_TEXT } from '@dsh/session-query'
 export type { PostgresSessionQueryErrorCode } from './errors.js'
 export { PostgresSessionQueryError } from './errors.js'
-export { MAX_EVENT_TEXT } from './event-text.js'
 export type { PostgresSessionQueryPluginOptions } from './plugin.js'
 export { postgresSessionQueryPlugin } from './plugin.js'
 export type { PostgresSessionQuery, PostgresSessionQueryOptions, SearchIndexReport } from './query.js'

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 import { parseSessionHeader, type SessionHeader, SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import type { SessionQueryRecord } from '@dsh/session-query'
+import { eventText } from '@dsh/session-query'
 import type Database from 'better-sqlite3'
-import { eventText } from './event-text.js'
 
 /** What reconciliation needs to know about an indexed session. */
 export interface RowState {

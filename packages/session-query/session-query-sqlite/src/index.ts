@@ -1,6 +1,6 @@
+export { MAX_EVENT_TEXT } from '@dsh/session-query'
 export type { StatementBudget } from './budget.js'
 export { DEFAULT_BUDGET } from './budget.js'
-export { MAX_EVENT_TEXT } from './event-text.js'
 export type { SqliteSessionQueryPluginOptions } from './plugin.js'
 export { defaultIndexPath, sqliteSessionQueryPlugin } from './plugin.js'
 export type { RebuildReason } from './schema.js'

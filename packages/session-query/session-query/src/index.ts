@@ -1,6 +1,8 @@
 export { decodeCursor, encodeCursor, encodeListCursor, requestDigest } from './cursor.js'
 export type { SessionQueryErrorCode } from './errors.js'
 export { SessionQueryError } from './errors.js'
+export type { EventTextClean } from './event-text.js'
+export { eventText, MAX_EVENT_TEXT } from './event-text.js'
 export { cancelled, checkAborted, fromPersistenceError, guarded, invalidCursor, invalidFilter } from './failures.js'
 export type { ParsedListFilter } from './filter.js'
 export { MAX_PAGE_SIZE, matchesFilter, parseListFilter } from './filter.js'

@@ -3,13 +3,19 @@ import type { StoredSessionEvent } from '@dsh/session'
 /** Text longer than this per event is cut: search finds a transcript, it does not mirror it. */
 export const MAX_EVENT_TEXT = 32 * 1024
 
+/** How a backend makes text storable before it is trimmed and measured (e.g. PostgreSQL cannot hold NUL). */
+export type EventTextClean = (text: string) => string
+
 /**
- * The searchable text of an event: user and assistant messages, tool calls
- * (name and the string values of their arguments) and tool results (their
- * string values). Streaming chunks are left out because the final
- * `assistant/message` carries the same text. Other types carry no text.
+ * The searchable text of an event, the one rule every index backend uses:
+ * user and assistant messages, tool calls (name and the string values of
+ * their arguments) and tool results (their string values). Streaming chunks
+ * are left out because the final `assistant/message` carries the same text.
+ * Other types carry no text. `clean` runs before trimming, so text that is
+ * only unstorable characters counts as empty; the result is at most
+ * {@link MAX_EVENT_TEXT} characters.
  */
-export function eventText(event: StoredSessionEvent): string | undefined {
+export function eventText(event: StoredSessionEvent, clean?: EventTextClean): string | undefined {
   const data = event.data as Record<string, unknown> | null
   if (typeof data !== 'object' || data === null || Array.isArray(data)) return undefined
   let text: string
@@ -27,7 +33,7 @@ export function eventText(event: StoredSessionEvent): string | undefined {
     default:
       return undefined
   }
-  text = text.trim()
+  text = (clean ? clean(text) : text).trim()
   if (text.length === 0) return undefined
   return text.length > MAX_EVENT_TEXT ? text.slice(0, MAX_EVENT_TEXT) : text
 }
