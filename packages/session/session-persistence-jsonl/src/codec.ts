@@ -1,7 +1,7 @@
-import { decompress as decompressAsync } from '@mongodb-js/zstd'
-import { Compressor, Decompressor } from 'zstd-napi'
+import { createRequire } from 'node:module'
+import type { Compressor, Decompressor } from 'zstd-napi'
 import { LINE_TRAILER_PREFIX, lineTrailer, skippableTrailer, type TrailerFormat } from './trailer.js'
-import { type FrameExtent, measureZstdFrame } from './zstd-frames.js'
+import { type FrameExtent, measureZstdFrame, rawZstdFrame, storedFramesContent } from './zstd-frames.js'
 
 export type JsonlCompression = 'zstd' | 'none'
 
@@ -23,6 +23,12 @@ export interface LogCodec {
   readonly trailer: TrailerFormat
   /** Encodes one unit body, synchronously (a durable append waits for it; a thread-pool round trip costs more than small batches take). */
   encodeBody(plain: Buffer): Buffer
+  /**
+   * Encodes a header unit's body: for zstd a standard frame of raw (stored)
+   * blocks, which `list` reads without loading a zstd binding (a header is a
+   * few hundred bytes; compressing it saved about a third of them).
+   */
+  encodeHeaderBody(plain: Buffer): Buffer
   /** The extent of the body starting at `pos`, from structure alone. */
   measureBody(buf: Buffer, pos: number): FrameExtent
   /**
@@ -60,10 +66,32 @@ export const SYNC_DECODE_MAX = 256 * 1024
 let compressor: Compressor | undefined
 let decompressor: Decompressor | undefined
 
+/*
+ * The zstd bindings are native modules that cost tens of milliseconds to load,
+ * and a process that only lists sessions (headers are read through the change
+ * feed and the 512-byte prefix, never decoded... until a header is) may need
+ * neither. So neither is loaded at import: zstd-napi on the first frame
+ * encoded or decoded synchronously (a synchronous require: the write path
+ * stays free of thread-pool hops), @mongodb-js/zstd on the first large run
+ * decoded (a dynamic import). `tests/lazy-zstd.spec.ts` pins this.
+ */
+let zstdNapi: typeof import('zstd-napi') | undefined
+let mongodbZstd: Promise<typeof import('@mongodb-js/zstd')> | undefined
+
+function loadZstdNapi(): typeof import('zstd-napi') {
+  zstdNapi ??= createRequire(import.meta.url)('zstd-napi') as typeof import('zstd-napi')
+  return zstdNapi
+}
+
+function decompressAsync(frames: Buffer): Promise<Buffer> {
+  mongodbZstd ??= import('@mongodb-js/zstd')
+  return mongodbZstd.then((zstd) => zstd.decompress(frames))
+}
+
 /** Compresses `plain` into one standard zstd frame with libzstd (synchronously). */
 export function compressFrame(plain: Uint8Array): Buffer {
   if (compressor === undefined) {
-    compressor = new Compressor()
+    compressor = new (loadZstdNapi().Compressor)()
     compressor.setParameters({ compressionLevel: 3, contentSizeFlag: true, checksumFlag: false })
   }
   return compressor.compress(plain)
@@ -71,7 +99,11 @@ export function compressFrame(plain: Uint8Array): Buffer {
 
 /** Decompresses a concatenation of zstd frames (skippable frames included) synchronously. */
 export function decompressFrames(frames: Uint8Array): Buffer {
-  decompressor ??= new Decompressor()
+  // Frames of stored blocks only (every header unit written since the lazy
+  // bindings): their content is sliced out, no binding loaded.
+  const stored = storedFramesContent(frames)
+  if (stored !== undefined) return stored
+  decompressor ??= new (loadZstdNapi().Decompressor)()
   return decompressor.decompress(frames)
 }
 
@@ -82,6 +114,7 @@ const zstdCodec: LogCodec = (() => {
     logFileName: 'log.jsonl.zst',
     trailer: skippableTrailer,
     encodeBody: compressFrame,
+    encodeHeaderBody: rawZstdFrame,
     measureBody: measureZstdFrame,
     measureBodyByContent: measureZstdFrame,
     decodeBody: (body) => Promise.resolve().then(() => decompressFrames(body)),
@@ -117,6 +150,7 @@ const plainCodec: LogCodec = {
   logFileName: 'log.jsonl',
   trailer: lineTrailer,
   encodeBody: (plain) => plain,
+  encodeHeaderBody: (plain) => plain,
   measureBody(buf, pos) {
     if (pos >= buf.length) return { status: 'incomplete' }
     if (buf[pos] === 0x7b && buf.toString('latin1', pos, pos + LINE_TRAILER_PREFIX.length) === LINE_TRAILER_PREFIX) {

@@ -9,7 +9,7 @@ export function encodeUnitParts(
   firstSeq: number,
   count: number,
 ): [body: Buffer, trailer: Buffer] {
-  const body = codec.encodeBody(plain)
+  const body = kind === 'header' ? codec.encodeHeaderBody(plain) : codec.encodeBody(plain)
   const plainCrc = crc32(plain)
   const bodyCrc = body === plain ? plainCrc : crc32(body)
   return [body, codec.trailer.encode({ kind, plainLength: plain.length, plainCrc, bodyLength: body.length, bodyCrc, firstSeq, count })]

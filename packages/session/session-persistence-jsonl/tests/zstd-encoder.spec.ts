@@ -6,7 +6,7 @@ import { decompress as decompressAsync } from '@mongodb-js/zstd'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compressFrame, decompressFrames } from '../src/codec.js'
-import { measureZstdFrame } from '../src/zstd-frames.js'
+import { measureZstdFrame, rawZstdFrame, storedFramesContent } from '../src/zstd-frames.js'
 import { event, targetOf, tempDir } from './helpers.js'
 
 const MAX = 256 * 1024
@@ -25,6 +25,31 @@ const batchBytes = fc.oneof(
     })
     .map((lines) => new Uint8Array(Buffer.from(lines.map((l) => `${JSON.stringify(l)}\n`).join('')).subarray(0, MAX))),
 )
+
+describe('stored (raw-block) frames: header units, read without a zstd binding', () => {
+  it('round-trip through the binding-free reader, both bindings and the zstd CLI, at every content-size width (property)', async () => {
+    const edges = [0, 1, 255, 256, 65_791, 65_792, 128 * 1024, 128 * 1024 + 1, 300_000]
+    const inputs = [...edges.map((n) => new Uint8Array(n).map((_, i) => (i * 31) & 0xff)), ...fc.sample(batchBytes, 20)]
+    for (const input of inputs) {
+      const frame = rawZstdFrame(input)
+      expect(measureZstdFrame(frame, 0)).toEqual({ status: 'complete', end: frame.length })
+      expect(storedFramesContent(frame)?.equals(Buffer.from(input))).toBe(true)
+      expect(decompressFrames(frame).equals(Buffer.from(input))).toBe(true)
+      expect((await decompressAsync(frame)).equals(Buffer.from(input))).toBe(true)
+      expect(execFileSync('zstd', ['-dc'], { input: frame, maxBuffer: 4 * MAX }).equals(Buffer.from(input))).toBe(true)
+    }
+  }, 120_000)
+
+  it('leave compressed frames, damaged sizes and truncations to libzstd (undefined, never other bytes)', () => {
+    const text = Buffer.from('{"type":"x"}\n'.repeat(200))
+    expect(storedFramesContent(compressFrame(text))).toBeUndefined()
+    const frame = rawZstdFrame(text)
+    for (let cut = 0; cut < frame.length; cut++) expect(storedFramesContent(frame.subarray(0, cut))).toBeUndefined()
+    const wrongSize = Buffer.from(frame)
+    wrongSize[5] = wrongSize[5]! ^ 1 // the content size no longer matches the blocks
+    expect(storedFramesContent(wrongSize)).toBeUndefined()
+  })
+})
 
 describe('the libzstd encoder (zstd-napi)', () => {
   it('round-trips random batches of 0 B to 256 KiB through both decoders and the zstd CLI (property)', async () => {
