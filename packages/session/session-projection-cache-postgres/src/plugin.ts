@@ -1,8 +1,9 @@
 import { consoleLogger, definePlugin } from '@dsh/context'
 import type { CheckpointThrottle } from '@dsh/session-projection-cache'
+import { provideCheckpointCache } from '@dsh/session-projection-cache/backend'
 import type pg from 'pg'
 import { createPostgresProjectionCache, type PostgresProjectionCache } from './cache.js'
-import { CheckpointScheduler } from './scheduler.js'
+import { PostgresProjectionCacheError } from './errors.js'
 
 export interface PostgresProjectionCachePluginOptions {
   /** The pool shared with the PostgreSQL persistence. */
@@ -29,25 +30,9 @@ export const postgresProjectionCachePlugin = (options: PostgresProjectionCachePl
         logger: () => ctx.get('logger') ?? consoleLogger,
         ...(options.migrate === undefined ? {} : { migrate: options.migrate }),
       })
-      let scheduler: CheckpointScheduler
-      try {
-        scheduler = new CheckpointScheduler({
-          ctx,
-          cache,
-          projections: ctx.sessionProjections,
-          sessions: ctx.sessions,
-          throttle: options.throttle,
-        })
-      } catch (error) {
-        cache.close()
-        throw error
-      }
-      const withdraw = ctx.provide('sessionProjectionCache', cache)
-      ctx.onDispose(async () => {
-        await scheduler.close()
-        await cache.idle()
-        withdraw()
-        cache.close()
+      provideCheckpointCache(ctx, cache, {
+        throttle: options.throttle,
+        invalid: (message) => new PostgresProjectionCacheError('POSTGRES_PROJECTION_CACHE_INVALID_OPTIONS', message),
       })
     },
   })

@@ -1,8 +1,9 @@
 import { join } from 'node:path'
 import { consoleLogger, definePlugin } from '@dsh/context'
+import { provideCheckpointCache } from './activate.js'
 import { SqliteProjectionCache } from './cache.js'
 import { SessionProjectionCacheError } from './errors.js'
-import { CheckpointScheduler, type CheckpointThrottle } from './scheduler.js'
+import type { CheckpointThrottle } from './scheduler.js'
 
 /**
  * Where a session root keeps its checkpoint cache: `<root>/.dsh/projections.sqlite`,
@@ -49,25 +50,6 @@ export const sessionProjectionCachePlugin = (options: ProjectionCachePluginOptio
         logger: () => ctx.get('logger') ?? consoleLogger,
         ...(options.check === undefined ? {} : { check: options.check }),
       })
-      let scheduler: CheckpointScheduler
-      try {
-        scheduler = new CheckpointScheduler({
-          ctx,
-          cache,
-          projections: ctx.sessionProjections,
-          sessions: ctx.sessions,
-          throttle: options.throttle,
-        })
-      } catch (error) {
-        cache.close()
-        throw error
-      }
-      const withdraw = ctx.provide('sessionProjectionCache', cache)
-      ctx.onDispose(async () => {
-        await scheduler.close()
-        await cache.idle()
-        withdraw()
-        cache.close()
-      })
+      provideCheckpointCache(ctx, cache, { throttle: options.throttle })
     },
   })

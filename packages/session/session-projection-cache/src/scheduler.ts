@@ -1,7 +1,6 @@
 import type { Context } from '@dsh/context'
 import type { Session, SessionEvent } from '@dsh/session'
-import type { SessionProjections } from '@dsh/session-projection'
-import type { SqliteProjectionCache } from './cache.js'
+import type { ProjectionCheckpointRows, SessionProjections } from '@dsh/session-projection'
 import { SessionProjectionCacheError } from './errors.js'
 
 /** Background checkpoint cadence between the mandatory writes. */
@@ -13,6 +12,22 @@ export interface CheckpointThrottle {
 }
 
 export const DEFAULT_THROTTLE: Required<CheckpointThrottle> = { events: 500, ms: 2_000 }
+
+/**
+ * What the scheduler needs of a cache backend: the two writes. Both are
+ * fail-soft (a failed write resolves or returns `false`, never throws).
+ */
+export interface CheckpointWriter {
+  /** Starts the live session's checkpoint write synchronously (its rows are taken at the call). */
+  writeCheckpoint(session: Session): Promise<boolean>
+  /** Writes the final rows of a session that went cold (its log was flushed already). */
+  writeColdRows(session: Session, rows: ProjectionCheckpointRows): boolean | Promise<boolean>
+}
+
+/** Builds the backend's typed error for a bad option (each cache package has its own error class). */
+export type InvalidOptions = (message: string) => Error
+
+const invalidOptions: InvalidOptions = (message) => new SessionProjectionCacheError('SESSION_PROJECTION_CACHE_INVALID_OPTIONS', message)
 
 interface Track {
   /** Events since the last write started. */
@@ -32,7 +47,7 @@ interface Track {
  * final rows). One write per session is in flight at a time.
  */
 export class CheckpointScheduler {
-  readonly #cache: SqliteProjectionCache
+  readonly #cache: CheckpointWriter
   readonly #sessions: { list(): Session[] }
   readonly #throttle: Required<CheckpointThrottle>
   readonly #tracks = new Map<Session, Track>()
@@ -41,14 +56,16 @@ export class CheckpointScheduler {
 
   constructor(options: {
     ctx: Context
-    cache: SqliteProjectionCache
+    cache: CheckpointWriter
     projections: SessionProjections
     sessions: { list(): Session[] }
     throttle?: CheckpointThrottle | undefined
+    /** The typed error for a bad throttle; defaults to `SESSION_PROJECTION_CACHE_INVALID_OPTIONS`. */
+    invalid?: InvalidOptions | undefined
   }) {
     this.#cache = options.cache
     this.#sessions = options.sessions
-    this.#throttle = validateThrottle(options.throttle)
+    this.#throttle = validateThrottle(options.throttle, options.invalid ?? invalidOptions)
     this.#unsubscribe = [
       options.ctx.on('session/event', (session, event) => this.#observe(session, event)),
       options.projections.onSessionCold((session, rows) => this.#cold(session, rows)),
@@ -121,7 +138,7 @@ export class CheckpointScheduler {
     })
   }
 
-  async #cold(session: Session, rows: Parameters<SqliteProjectionCache['writeColdRows']>[1]): Promise<void> {
+  async #cold(session: Session, rows: ProjectionCheckpointRows): Promise<void> {
     const track = this.#tracks.get(session)
     this.#tracks.delete(session)
     if (track) {
@@ -130,18 +147,15 @@ export class CheckpointScheduler {
       // The final rows must land after any older write of the same session.
       await track.inflight
     }
-    this.#cache.writeColdRows(session, rows)
+    await this.#cache.writeColdRows(session, rows)
   }
 }
 
-function validateThrottle(throttle: CheckpointThrottle | undefined): Required<CheckpointThrottle> {
+function validateThrottle(throttle: CheckpointThrottle | undefined, invalid: InvalidOptions): Required<CheckpointThrottle> {
   const merged = { ...DEFAULT_THROTTLE, ...throttle }
   for (const [name, value] of Object.entries(merged)) {
     if (typeof value !== 'number' || Number.isNaN(value) || value < 1) {
-      throw new SessionProjectionCacheError(
-        'SESSION_PROJECTION_CACHE_INVALID_OPTIONS',
-        `throttle.${name} must be a number >= 1 (or Infinity to disable it), got ${String(value)}.`,
-      )
+      throw invalid(`throttle.${name} must be a number >= 1 (or Infinity to disable it), got ${String(value)}.`)
     }
   }
   return merged

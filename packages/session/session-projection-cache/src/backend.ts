@@ -1,0 +1,10 @@
+/**
+ * `@dsh/session-projection-cache/backend`: what another checkpoint cache
+ * backend (e.g. `@dsh/session-projection-cache-postgres`) shares with the
+ * SQLite cache, so that every backend checkpoints at the same moments and
+ * identifies lifecycles alike. Not for applications: they use the main entry.
+ */
+export { provideCheckpointCache } from './activate.js'
+export { checkpointIdentity, rowWitness } from './identity.js'
+export type { CheckpointThrottle, CheckpointWriter, InvalidOptions } from './scheduler.js'
+export { CheckpointScheduler, DEFAULT_THROTTLE } from './scheduler.js'
