@@ -1,19 +1,9 @@
-import { consoleLogger, type Logger } from '@dsh/context'
+import type { Logger } from '@dsh/context'
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
 import { keyOf, requireSchema, watchPool } from '@dsh/session-persistence-postgres'
-import type {
-  ProjectionCheckpointRow,
-  ProjectionCheckpointRows,
-  ProjectionKey,
-  ProjectionSnapshot,
-  SessionProjections,
-} from '@dsh/session-projection'
-import {
-  checkpointIdentity,
-  type ProjectionCacheMetrics,
-  type SessionProjectionCache,
-  SessionProjectionCacheError,
-} from '@dsh/session-projection-cache'
+import type { ProjectionCheckpointRow, ProjectionCheckpointRows, SessionProjections } from '@dsh/session-projection'
+import type { SessionProjectionCache } from '@dsh/session-projection-cache'
+import { CheckpointCacheCore, decodeCheckpointRow, type EncodedCheckpointRow } from '@dsh/session-projection-cache/backend'
 import type pg from 'pg'
 import { PostgresProjectionCacheError } from './errors.js'
 import { CACHE_CHANNEL, CACHE_COMPONENT, CACHE_MIGRATIONS, migrateCache } from './schema.js'
@@ -63,14 +53,6 @@ interface DbRow {
   state: string | null
 }
 
-interface EncodedRow {
-  readonly key: string
-  readonly stateVersion: number
-  readonly seq: number
-  readonly failed: boolean
-  readonly state: string | null
-}
-
 /**
  * Opens the cache: migrates, loads the whole table into a local mirror, and
  * LISTENs for other hosts' writes. `cachedSnapshot` is synchronous by
@@ -99,106 +81,35 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
   return cache
 }
 
-class PgProjectionCache implements PostgresProjectionCache {
+class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements PostgresProjectionCache {
   readonly #pool: pg.Pool
-  readonly #projections: SessionProjections
-  readonly #sessions: PostgresProjectionCacheOptions['sessions']
-  readonly #logger: () => Logger
-  readonly #metrics: ProjectionCacheMetrics = { hits: 0, misses: 0, writes: 0, failedWrites: 0, rebuilds: 0 }
   readonly #mirror = new Map<string, Map<string, MirrorRow>>()
-  readonly #pending = new Set<Promise<boolean>>()
   /** Transactions at or above this xid may not have been seen yet. */
   #cursor: string | undefined
   #refreshing: Promise<void> | undefined
   #next: Promise<void> | undefined
   #listener: pg.PoolClient | undefined
-  #closed = false
 
   constructor(options: PostgresProjectionCacheOptions) {
-    const logger = options.logger
-    this.#logger = typeof logger === 'function' ? logger : () => logger ?? consoleLogger
+    super(options)
     this.#pool = options.pool
-    this.#projections = options.projections
-    this.#sessions = options.sessions
-  }
-
-  get metrics(): Readonly<ProjectionCacheMetrics> {
-    return this.#metrics
-  }
-
-  cachedSnapshot(
-    header: SessionHeader,
-    inheritedEventCount: SessionLogOffset,
-    keys: readonly ProjectionKey[],
-  ): ProjectionSnapshot | undefined {
-    if (this.#closed || keys.length === 0) return this.#miss()
-    const identity = checkpointIdentity(header)
-    const stored = this.#mirror.get(header.id)
-    const rows: Record<string, ProjectionCheckpointRow> = {}
-    for (const key of keys) {
-      const stateVersion = this.#projections.stateVersionOf(key)
-      if (stateVersion === undefined) return this.#miss()
-      const row = stored?.get(key)
-      // Every requested key must come from this exact lifecycle, cut and unit version.
-      if (row === undefined || row.identity !== identity || row.inherited !== inheritedEventCount || row.stateVersion !== stateVersion)
-        return this.#miss()
-      rows[key] = decodeRow(row, key, header)
-    }
-    let snapshot: ProjectionSnapshot
-    try {
-      snapshot = this.#projections.viewCheckpoint(rows, keys)
-    } catch (error) {
-      throw new SessionProjectionCacheError(
-        'SESSION_PROJECTION_CACHE_POISONED',
-        `A cached row of session '${header.id}' fails its unit's schema; treat it as a miss.`,
-        { cause: error },
-      )
-    }
-    this.#metrics.hits++
-    return snapshot
-  }
-
-  writeCheckpoint(session: Session): Promise<boolean> {
-    return this.#track(this.#writeCheckpoint(session))
   }
 
   writeColdRows(session: Session, rows: ProjectionCheckpointRows): Promise<boolean> {
-    return this.#track(this.#writeCold(session, rows))
+    return this.track(Promise.resolve(this.writeCold(session, rows)))
   }
 
-  async idle(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending])
-  }
-
-  #track(write: Promise<boolean>): Promise<boolean> {
-    this.#pending.add(write)
-    void write.finally(() => this.#pending.delete(write))
-    return write
-  }
-
-  async #writeCheckpoint(session: Session): Promise<boolean> {
-    if (this.#closed) return false
-    let rows: EncodedRow[]
-    try {
-      // Rows first, flush second: every seq in them was appended before the
-      // flush began, so the flush makes it durable before the row exists.
-      rows = this.#encode(session, this.#projections.checkpoint(session))
-      await this.#sessions.flush(session)
-    } catch (error) {
-      return this.#failed(session, error)
-    }
-    return this.#store(session, rows)
-  }
-
-  async #writeCold(session: Session, rows: ProjectionCheckpointRows): Promise<boolean> {
-    if (this.#closed) return false
-    let encoded: EncodedRow[]
-    try {
-      encoded = this.#encode(session, rows)
-    } catch (error) {
-      return this.#failed(session, error)
-    }
-    return encoded.length === 0 ? true : this.#store(session, encoded)
+  protected lookup(
+    header: SessionHeader,
+    identity: string,
+    inheritedEventCount: SessionLogOffset,
+    key: string,
+    stateVersion: number,
+  ): ProjectionCheckpointRow | undefined {
+    const row = this.#mirror.get(header.id)?.get(key)
+    if (row === undefined || row.identity !== identity || row.inherited !== inheritedEventCount || row.stateVersion !== stateVersion)
+      return undefined
+    return decodeCheckpointRow(header, key, row)
   }
 
   /**
@@ -206,9 +117,8 @@ class PgProjectionCache implements PostgresProjectionCache {
    * not being written), the written keys are upserted (the last write wins),
    * and the mirrors of every host are told.
    */
-  async #store(session: Session, rows: readonly EncodedRow[]): Promise<boolean> {
-    if (this.#closed) return false
-    const identity = checkpointIdentity(session.header)
+  protected async store(session: Session, identity: string, rows: readonly EncodedCheckpointRow[]): Promise<boolean> {
+    if (this.closed) return false
     const idBytes = Buffer.from(session.id, 'utf8')
     try {
       await this.#pool.query(
@@ -236,7 +146,7 @@ class PgProjectionCache implements PostgresProjectionCache {
         ],
       )
     } catch (error) {
-      return this.#failed(session, error)
+      return this.failed(session, error)
     }
     // Write-through: this host sees its own write at once.
     const mirrored = this.#mirrorOf(session.id)
@@ -252,25 +162,8 @@ class PgProjectionCache implements PostgresProjectionCache {
         failed: row.failed,
         state: row.state,
       })
-    this.#metrics.writes++
+    this.counters.writes++
     return true
-  }
-
-  /** JSON-encodes states now, while they are the states the rows describe. A unit whose state is not JSON is left out (and reported). */
-  #encode(session: Session, rows: ProjectionCheckpointRows): EncodedRow[] {
-    const out: EncodedRow[] = []
-    for (const [key, row] of Object.entries(rows)) {
-      let state: string | null | undefined
-      try {
-        state = row.failed === true ? null : row.state === undefined ? undefined : JSON.stringify(row.state)
-      } catch (error) {
-        this.#logger().warn(`dsh: the '${key}' state of session '${session.id}' is not JSON-serializable; it is not cached.`, error)
-        continue
-      }
-      if (state === undefined) continue
-      out.push({ key, stateVersion: row.stateVersion, seq: row.seq, failed: row.failed === true, state })
-    }
-    return out
   }
 
   // ----------------------------------------------------------------- mirror
@@ -281,7 +174,7 @@ class PgProjectionCache implements PostgresProjectionCache {
    * one follow-up refresh.
    */
   refresh(): Promise<void> {
-    if (this.#closed) return Promise.resolve()
+    if (this.closed) return Promise.resolve()
     if (this.#refreshing !== undefined) {
       this.#next ??= this.#refreshing.then(() => {
         this.#next = undefined
@@ -325,7 +218,7 @@ class PgProjectionCache implements PostgresProjectionCache {
       this.#cursor = snap[0]!.xmin
     } catch (error) {
       await client.query('ROLLBACK').catch(() => {})
-      this.#logger().warn(
+      this.logger().warn(
         'dsh: refreshing the projection cache mirror from PostgreSQL failed; lookups may miss until the next refresh.',
         error,
       )
@@ -336,12 +229,12 @@ class PgProjectionCache implements PostgresProjectionCache {
 
   /** LISTENs for writes of other hosts; a lost listener reconnects and refreshes once. */
   async listen(): Promise<void> {
-    if (this.#closed) return
+    if (this.closed) return
     let client: pg.PoolClient
     try {
       client = await this.#pool.connect()
     } catch (error) {
-      this.#logger().warn('dsh: the projection cache cannot LISTEN for other hosts; retrying.', error)
+      this.logger().warn('dsh: the projection cache cannot LISTEN for other hosts; retrying.', error)
       this.#relisten()
       return
     }
@@ -363,7 +256,7 @@ class PgProjectionCache implements PostgresProjectionCache {
       this.#relisten()
       return
     }
-    if (this.#closed) {
+    if (this.closed) {
       client.release(true)
       return
     }
@@ -371,7 +264,7 @@ class PgProjectionCache implements PostgresProjectionCache {
   }
 
   #relisten(): void {
-    if (this.#closed) return
+    if (this.closed) return
     const timer = setTimeout(() => {
       void this.listen().then(() => this.refresh())
     }, 100)
@@ -379,8 +272,8 @@ class PgProjectionCache implements PostgresProjectionCache {
   }
 
   close(): void {
-    if (this.#closed) return
-    this.#closed = true
+    if (this.closed) return
+    this.closed = true
     const listener = this.#listener
     this.#listener = undefined
     listener?.release(true)
@@ -395,35 +288,4 @@ class PgProjectionCache implements PostgresProjectionCache {
     }
     return mirrored
   }
-
-  #failed(session: Session, error: unknown): false {
-    this.#metrics.failedWrites++
-    this.#logger().warn(
-      `dsh: writing the projection checkpoint of session '${session.id}' failed; the cache stays stale (results are unaffected).`,
-      error,
-    )
-    return false
-  }
-
-  #miss(): undefined {
-    this.#metrics.misses++
-    return undefined
-  }
-}
-
-/** A mirrored row back into a checkpoint row; a state that is not JSON is poisoned. */
-function decodeRow(row: MirrorRow, key: string, header: SessionHeader): ProjectionCheckpointRow {
-  const seq = row.seq as ProjectionCheckpointRow['seq']
-  if (row.failed) return { stateVersion: row.stateVersion, seq, state: null, failed: true }
-  let state: unknown
-  try {
-    state = JSON.parse(row.state ?? '')
-  } catch (error) {
-    throw new SessionProjectionCacheError(
-      'SESSION_PROJECTION_CACHE_POISONED',
-      `The cached '${key}' row of session '${header.id}' is not valid JSON; treat it as a miss.`,
-      { details: { key }, cause: error },
-    )
-  }
-  return { stateVersion: row.stateVersion, seq, state }
 }
