@@ -1,11 +1,11 @@
 import { promises as fsp } from 'node:fs'
 import { resolve } from 'node:path'
 import type { SessionHeader, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
-import type { AppendTarget, SessionPersistence } from '@dsh/session-persistence'
+import type { AppendTarget, SessionObservation, SessionPersistence } from '@dsh/session-persistence'
 import { toDshEvent, toDshHeader } from './convert.js'
 import { ImportV0Error, type ImportV0ErrorCode, importCancelled, throwIfAborted } from './errors.js'
 import { readV0Header } from './header-read.js'
-import { listV0Logs, readV0Log, type V0LogEntry } from './reader.js'
+import { listV0Logs, openV0Log, type V0LogEntry } from './reader.js'
 import type { V0Header } from './v0-types.js'
 
 /**
@@ -88,7 +88,7 @@ const DEFAULT_BATCH = 65536
 const DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
 
 /** What a dry run without a persistence compares against: nothing is stored. */
-const EMPTY: Pick<SessionPersistence, 'stat' | 'inspect' | 'append'> = {
+const EMPTY: Pick<SessionPersistence, 'stat' | 'inspect' | 'append' | 'delete'> = {
   stat: async () => undefined,
   inspect: async (id) => {
     throw new ImportV0Error('IMPORT_V0_NOT_FOUND', `Session ${JSON.stringify(id)} is not stored.`)
@@ -96,6 +96,7 @@ const EMPTY: Pick<SessionPersistence, 'stat' | 'inspect' | 'append'> = {
   append: async () => {
     throw new ImportV0Error('IMPORT_V0_INVALID_OPTION', 'A dry run writes nothing.')
   },
+  delete: async () => false,
 }
 
 interface Candidate {
@@ -237,8 +238,8 @@ class SessionFailure extends ImportV0Error {
   }
 }
 
-/** The part of the persistence contract an import uses. */
-type ImportTarget = Pick<SessionPersistence, 'stat' | 'inspect' | 'append'>
+/** The part of the persistence contract an import uses (`delete` only to take back a session this run created and could not finish reading). */
+type ImportTarget = Pick<SessionPersistence, 'stat' | 'inspect' | 'append' | 'delete'>
 
 interface RunContext {
   readonly from: string
@@ -249,54 +250,123 @@ interface RunContext {
   readonly signal: AbortSignal | undefined
 }
 
+/**
+ * One session, streamed: events are read, converted, compared and appended a
+ * batch at a time, so the whole session is never in memory (only the stored
+ * events an earlier run imported, a fork source's prefix, and an update's
+ * suffix until the log has been read to its end).
+ *
+ * - New session: batches are appended as they fill (a fork's first batch
+ *   holds its whole inherited prefix, compared with the parent's to choose
+ *   `forkSource`). A line fault found after the first append deletes the
+ *   session again: a failed session is not left half imported.
+ * - Stored session: the stored prefix is compared event by event as it is
+ *   read; the suffix is appended only once the log has been read cleanly to
+ *   its end, so a conflict or a fault leaves the dsh session as it was.
+ */
 async function importOne(candidate: Candidate, run: RunContext): Promise<{ result: SessionImportResult; appends: number }> {
   const { persistence, signal } = run
-  const log = await readV0Log(run.from, candidate.entry)
+  const log = await openV0Log(run.from, candidate.entry)
   const { header, inheritedEventCount } = toDshHeader(log.header)
-  const events = log.events.map(toDshEvent)
-  // The v0 objects are no longer needed (converted events share what they keep): let them go before the appends.
-  log.events.length = 0
-  const base = { id: header.id, path: log.path, events: events.length, ...(log.tornBytes > 0 ? { tornBytes: log.tornBytes } : {}) }
-  if (inheritedEventCount > events.length) {
-    throw new SessionFailure(
-      events.length,
-      'IMPORT_V0_BAD_HEADER',
-      `The header says ${inheritedEventCount} events were inherited, but the log holds only ${events.length}.`,
-    )
-  }
+  const id = header.id
+  const revision = await persistence.stat(id, signal)
+  const stored = revision === undefined ? undefined : await persistence.inspect(id, signal)
+  const headerProblem = stored === undefined ? undefined : compareHeaders(header, inheritedEventCount, stored)
+  if (headerProblem !== undefined) throw new SessionFailure(0, 'IMPORT_V0_CONFLICT', headerProblem)
+  const source = stored === undefined ? await forkSourceCandidate(header, inheritedEventCount, persistence, signal) : undefined
+  let sourceMatches = source !== undefined
 
-  const revision = await persistence.stat(header.id, signal)
-  if (revision !== undefined) {
-    const stored = await persistence.inspect(header.id, signal)
-    const problem = compareStored(header, inheritedEventCount, events, stored)
-    if (problem !== undefined) throw new SessionFailure(events.length, 'IMPORT_V0_CONFLICT', problem)
-    if (stored.events.length === events.length) return { result: { ...base, status: 'unchanged', appended: 0 }, appends: 0 }
-    const suffix = events.slice(stored.events.length)
-    const appends = run.dryRun
-      ? 0
-      : await appendAll(run, { header, inheritedEventCount }, suffix, log.textLengths.slice(stored.events.length), 0)
-    return { result: { ...base, status: 'updated', appended: suffix.length }, appends }
-  }
-
-  const forkSource = await matchingForkSource(header, inheritedEventCount, events, persistence, signal)
-  const target: AppendTarget = {
+  const target: { header: SessionHeader; inheritedEventCount: SessionLogOffset; forkSource?: SessionHeader['id'] } = {
     header,
     inheritedEventCount,
-    ...(forkSource === undefined ? {} : { forkSource: forkSource as SessionHeader['id'] }),
   }
-  const appends = run.dryRun ? 0 : await appendAll(run, target, events, log.textLengths, inheritedEventCount)
+  const batcher = new Batcher(run, target, stored === undefined ? inheritedEventCount : 0)
+  const storedCount = stored?.events.length ?? 0
+  let count = 0
+  try {
+    for (let v0 = log.next(); v0 !== undefined; v0 = log.next()) {
+      const event = toDshEvent(v0)
+      if (count < storedCount) {
+        if (!sameEvent((stored as SessionObservation).events[count] as StoredSessionEvent, event)) {
+          throw new SessionFailure(
+            count,
+            'IMPORT_V0_CONFLICT',
+            `Event ${count} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`,
+          )
+        }
+        count += 1
+        continue
+      }
+      if (source !== undefined && count < inheritedEventCount && sourceMatches) {
+        sourceMatches = count < source.length && sameEvent(source[count] as StoredSessionEvent, event)
+      }
+      if (count === inheritedEventCount && source !== undefined && sourceMatches && batcher.appends === 0) {
+        target.forkSource = header.parentSession as SessionHeader['id']
+      }
+      count += 1
+      // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
+      await batcher.add(event, log.textLength, stored === undefined)
+      throwIfAborted(signal)
+    }
+    if (count < inheritedEventCount) {
+      throw new SessionFailure(
+        count,
+        'IMPORT_V0_BAD_HEADER',
+        `The header says ${inheritedEventCount} events were inherited, but the log holds only ${count}.`,
+      )
+    }
+    if (count < storedCount) {
+      throw new SessionFailure(
+        count,
+        'IMPORT_V0_CONFLICT',
+        `${storedCount} events were imported earlier, but the v0 log now holds only ${count}: it was rewritten, not appended to.`,
+      )
+    }
+    if (source !== undefined && sourceMatches && inheritedEventCount === count && batcher.appends === 0) {
+      target.forkSource = header.parentSession as SessionHeader['id']
+    }
+  } catch (error) {
+    // A session this run created whose log turned out bad after its first append is taken back:
+    // a failed session is not left half imported. (A failed write or a cancel keeps what was written: the next run continues it.)
+    const readFault = error instanceof ImportV0Error && error.code !== 'IMPORT_V0_PERSISTENCE_FAILED' && error.code !== 'CANCELLED'
+    if (readFault && stored === undefined && batcher.appends > 0) {
+      try {
+        await persistence.delete(id)
+      } catch (cause) {
+        throw new SessionFailure(
+          count,
+          error.code,
+          `${error.message} The ${batcher.appends} batches imported before it could not be removed (${(cause as Error).message}): delete the dsh session ${JSON.stringify(id)} before importing it again.`,
+          error,
+        )
+      }
+    }
+    // A fault in a line is reported with the number of events read before it.
+    if (error instanceof ImportV0Error && !(error instanceof SessionFailure) && error.code !== 'CANCELLED') {
+      throw new SessionFailure(count, error.code, error.message, error)
+    }
+    throw error
+  }
+  const base = { id, path: log.path, events: count, ...(log.tornBytes > 0 ? { tornBytes: log.tornBytes } : {}) }
+  if (stored !== undefined && count === storedCount) return { result: { ...base, status: 'unchanged', appended: 0 }, appends: 0 }
+  await batcher.finish()
+  const forkSource = target.forkSource
   return {
-    result: { ...base, status: 'imported', appended: events.length, ...(forkSource === undefined ? {} : { forkSource }) },
-    appends,
+    result: {
+      ...base,
+      status: stored === undefined ? 'imported' : 'updated',
+      appended: count - storedCount,
+      ...(forkSource === undefined ? {} : { forkSource }),
+    },
+    appends: batcher.appends,
   }
 }
 
-/** Why the stored (earlier imported) session does not continue into `events`, or `undefined` when it does. */
-function compareStored(
+/** Why the stored (earlier imported) session is another lifecycle or cut than the v0 header says, or `undefined`. */
+function compareHeaders(
   header: SessionHeader,
   inheritedEventCount: SessionLogOffset,
-  events: readonly StoredSessionEvent[],
-  stored: { header: SessionHeader; inheritedEventCount: SessionLogOffset; events: readonly StoredSessionEvent[] },
+  stored: { header: SessionHeader; inheritedEventCount: SessionLogOffset },
 ): string | undefined {
   const differing = (Object.keys(header) as (keyof SessionHeader)[])
     .concat(Object.keys(stored.header) as (keyof SessionHeader)[])
@@ -307,12 +377,6 @@ function compareStored(
   if (stored.inheritedEventCount !== inheritedEventCount) {
     return `The dsh session inherits ${stored.inheritedEventCount} events, the v0 header says ${inheritedEventCount}.`
   }
-  if (stored.events.length > events.length) {
-    return `${stored.events.length} events were imported earlier, but the v0 log now holds only ${events.length}: it was rewritten, not appended to.`
-  }
-  const at = firstDifference(stored.events, events, stored.events.length)
-  if (at !== undefined)
-    return `Event ${at} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`
   return undefined
 }
 
@@ -320,64 +384,76 @@ function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {
   return a.type === b.type && a.seq === b.seq && a.time === b.time && JSON.stringify(a.data) === JSON.stringify(b.data)
 }
 
-/** The first seq below `count` where `a` and `b` differ. */
-function firstDifference(a: readonly StoredSessionEvent[], b: readonly StoredSessionEvent[], count: number): number | undefined {
-  for (let i = 0; i < count; i++) if (!sameEvent(a[i] as StoredSessionEvent, b[i] as StoredSessionEvent)) return i
-  return undefined
-}
-
-/** The parent to reference when this seeded session's inherited prefix equals the parent's imported prefix. */
-async function matchingForkSource(
+/** The imported parent's events, when this seeded session may be appended as a reference to it (its prefix is compared as it is read). */
+async function forkSourceCandidate(
   header: SessionHeader,
   inheritedEventCount: number,
-  events: readonly StoredSessionEvent[],
   persistence: ImportTarget,
   signal: AbortSignal | undefined,
-): Promise<string | undefined> {
+): Promise<readonly StoredSessionEvent[] | undefined> {
   const parent = header.parentSession
   if (!header.isSeeded || parent === undefined || inheritedEventCount === 0) return undefined
   if ((await persistence.stat(parent, signal)) === undefined) return undefined
   const source = await persistence.inspect(parent, signal)
-  if (source.events.length < inheritedEventCount) return undefined
-  return firstDifference(source.events, events, inheritedEventCount) === undefined ? parent : undefined
+  return source.events.length < inheritedEventCount ? undefined : source.events
 }
 
-async function appendAll(
-  run: RunContext,
-  target: AppendTarget,
-  events: readonly StoredSessionEvent[],
-  textLengths: readonly number[],
-  firstAtLeast: number,
-): Promise<number> {
-  let appends = 0
-  try {
-    if (events.length === 0) {
-      await run.persistence.append(target, [])
-      return 1
+/**
+ * Append batches: up to `batchEvents` events and about `batchBytes` of source
+ * text each; the first batch holds at least `firstAtLeast` events (a new
+ * fork's whole inherited prefix). Fewer, larger batches mean fewer fsyncs;
+ * the byte bound keeps one batch's serialised text small.
+ */
+class Batcher {
+  appends = 0
+  private batch: StoredSessionEvent[] = []
+  private bytes = 0
+  private added = 0
+  private readonly held: StoredSessionEvent[][] = []
+
+  constructor(
+    private readonly run: RunContext,
+    private readonly target: AppendTarget,
+    private readonly firstAtLeast: number,
+  ) {}
+
+  /** Adds one event; a full batch is appended now (`eager`) or held until `finish`. */
+  async add(event: StoredSessionEvent, textLength: number, eager: boolean): Promise<void> {
+    const { batchEvents, batchBytes } = this.run
+    if (this.batch.length > 0 && this.added >= this.firstAtLeast && (this.batch.length >= batchEvents || this.bytes >= batchBytes)) {
+      const full = this.batch
+      this.batch = []
+      this.bytes = 0
+      if (eager) await this.append(full)
+      else this.held.push(full)
     }
-    let at = 0
-    while (at < events.length) {
-      throwIfAborted(run.signal)
-      // Up to batchEvents events and about batchBytes of source text; the first batch holds at least firstAtLeast.
-      let end = at
-      let bytes = 0
-      while (end < events.length && (end < firstAtLeast || (end - at < run.batchEvents && (end === at || bytes < run.batchBytes)))) {
-        bytes += textLengths[end] ?? 0
-        end += 1
-      }
-      await run.persistence.append(target, events.slice(at, end))
-      appends += 1
-      at = end
+    this.batch.push(event)
+    this.bytes += textLength
+    this.added += 1
+  }
+
+  /** Appends what is held and the last batch (a new session with no events at all: its header alone). */
+  async finish(): Promise<void> {
+    if (this.batch.length > 0 || (this.appends === 0 && this.held.length === 0)) this.held.push(this.batch)
+    this.batch = []
+    for (const batch of this.held.splice(0)) await this.append(batch)
+  }
+
+  private async append(events: StoredSessionEvent[]): Promise<void> {
+    if (this.run.dryRun) return
+    throwIfAborted(this.run.signal)
+    try {
+      await this.run.persistence.append(this.target, events)
+    } catch (error) {
+      if (isCancel(error, this.run.signal)) throw error
+      const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
+      throw new SessionFailure(
+        this.added,
+        'IMPORT_V0_PERSISTENCE_FAILED',
+        `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
+        error,
+      )
     }
-    return appends
-  } catch (error) {
-    if (isCancel(error, run.signal)) throw error
-    const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
-    throw new SessionFailure(
-      events.length,
-      'IMPORT_V0_PERSISTENCE_FAILED',
-      `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
-      error,
-    )
+    this.appends += 1
   }
 }

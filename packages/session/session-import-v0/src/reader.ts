@@ -80,17 +80,28 @@ async function subdirs(dir: string): Promise<string[]> {
     .sort()
 }
 
-/** Reads one v0 log whole. `root` is used to check that the log sits where its header puts it. */
+/** Reads one v0 log whole (every event in memory; an import streams instead, see `openV0Log`). */
 export async function readV0Log(root: string, entry: V0LogEntry): Promise<V0Log> {
+  return drain(await openV0Log(root, entry))
+}
+
+/**
+ * Opens one v0 log for reading its events in order. Every frame is decoded
+ * and checked (checksums, damage, placement, the header) before this
+ * returns; the lines are parsed later, a slice at a time, as `next()` asks
+ * for events — so a fault in a line (bad JSON, a seq gap, a bad row) is
+ * thrown by the `next()` that reaches it, after the events before it.
+ */
+export async function openV0Log(root: string, entry: V0LogEntry): Promise<V0EventReader> {
   let bytes: Buffer
   try {
     bytes = await fsp.readFile(entry.path)
   } catch (error) {
     throw new ImportV0Error('IMPORT_V0_IO', `Cannot read ${entry.path}: ${(error as Error).message}`, { cause: error })
   }
-  const log = parseV0Log(bytes, entry.compression, entry.path)
-  assertPlaced(root, log.header, entry)
-  return log
+  const reader = new V0EventReader(bytes, entry.compression, entry.path)
+  assertPlaced(root, reader.header, entry)
+  return reader
 }
 
 /** Refuses a log that is not where its header's id and cwd put it (the harness refuses it too). */
@@ -104,79 +115,141 @@ export function assertPlaced(root: string, header: V0Header, entry: V0LogEntry):
   )
 }
 
-/** Parses the bytes of a v0 log (`zstd` frames or plain JSON lines). */
+/** Parses the bytes of a v0 log (`zstd` frames or plain JSON lines) whole. */
 export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<memory>'): V0Log {
-  const parser = new LineParser()
-  let tornBytes = 0
-  if (compression === 'zstd') {
-    const { frames, plain, ends, torn, tornBytes: tornFrameBytes } = decodeFrames(bytes)
-    const first = frames[0]
-    if (first === undefined) {
-      throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
-    }
-    if (first.length === 0 || first.indexOf(0x0a) !== first.length - 1) {
-      throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'Frame 0 must hold exactly the header line.')
-    }
-    parser.header(first.toString('utf8', 0, first.length - 1))
-    // Every later frame is whole lines; then the frames' plaintext is read as one run of lines.
-    for (let i = 1; i < ends.length; i++) {
-      const end = ends[i] as number
-      if (end === ends[i - 1]) continue
-      if (plain[end - 1] !== 0x0a) {
-        throw new ImportV0Error('IMPORT_V0_BAD_JSON', `Frame ${i} is complete but ends inside a line (a batch is whole lines).`, {
-          details: { frame: i },
-        })
-      }
-    }
-    linesOf(parser, plain, ends[0] as number, plain.length)
-    tornBytes = tornFrameBytes
-    if (torn !== undefined) {
-      const end = torn.lastIndexOf(0x0a)
-      if (end >= 0) parser.lines(torn.toString('utf8', 0, end))
-    }
-  } else {
-    const headerEnd = bytes.indexOf(0x0a)
-    if (headerEnd < 0)
-      throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log has no complete first line: its header was never committed.')
-    parser.header(bytes.toString('utf8', 0, headerEnd))
-    const end = bytes.lastIndexOf(0x0a)
-    if (end > headerEnd) linesOf(parser, bytes, headerEnd + 1, end + 1)
-    tornBytes = bytes.length - end - 1
-  }
-  return {
-    path,
-    compression,
-    header: parser.v0Header(),
-    events: parser.events,
-    packedRows: parser.packedRows,
-    textLengths: parser.textLengths,
-    tornBytes,
-  }
+  return drain(new V0EventReader(bytes, compression, path))
 }
 
-/** Text is decoded this much at a time (a JS string has a length limit; a log does not). */
-export const TEXT_SLICE = 32 * 1024 * 1024
+function drain(reader: V0EventReader): V0Log {
+  const events: V0Event[] = []
+  const textLengths: number[] = []
+  for (let event = reader.next(); event !== undefined; event = reader.next()) {
+    events.push(event)
+    textLengths.push(reader.textLength)
+  }
+  const { path, compression, header, packedRows, tornBytes } = reader
+  return { path, compression, header, events, packedRows, textLengths, tornBytes }
+}
 
-/** Parses the newline-terminated lines in `bytes[start, end)`, a slice of about `TEXT_SLICE` at a time, cut at line ends. */
-function linesOf(parser: LineParser, bytes: Buffer, start: number, end: number): void {
-  let at = start
-  while (at < end) {
+/** Lines are decoded and parsed about this much text at a time (a JS string has a length limit; a log does not). */
+export const TEXT_SLICE = 1024 * 1024
+
+/** A run of whole lines still to parse: `bytes[at, end)`. */
+interface Span {
+  readonly bytes: Buffer
+  at: number
+  readonly end: number
+}
+
+/**
+ * The events of one v0 log, in order, parsed on demand about `TEXT_SLICE`
+ * of text at a time (rows expanded). Holds the decoded plaintext, never
+ * every event: an import converts and appends as it reads.
+ *
+ * Invariants: `next()` returns seq 0, 1, 2, … and then `undefined`; a fault
+ * in a complete line is thrown when reached, never skipped; the complete
+ * lines of a torn tail come last, the torn bytes are only counted.
+ */
+export class V0EventReader {
+  readonly header: V0Header
+  /** Bytes of an incomplete final frame / line that were not (entirely) read. */
+  readonly tornBytes: number
+  /** The source text (UTF-16 units) of the event `next()` returned last; a row's members share its line. */
+  textLength = 0
+  private readonly spans: Span[] = []
+  private readonly parser = new LineParser()
+  private buffered: V0Event[] = []
+  private lengths: number[] = []
+  private at = 0
+  private fault: unknown
+
+  constructor(
+    bytes: Buffer,
+    readonly compression: V0Compression,
+    readonly path = '<memory>',
+  ) {
+    const parser = this.parser
+    if (compression === 'zstd') {
+      const { frames, plain, ends, torn, tornBytes } = decodeFrames(bytes)
+      const first = frames[0]
+      if (first === undefined) {
+        throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
+      }
+      if (first.length === 0 || first.indexOf(0x0a) !== first.length - 1) {
+        throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'Frame 0 must hold exactly the header line.')
+      }
+      parser.header(first.toString('utf8', 0, first.length - 1))
+      // Every later frame is whole lines; then the frames' plaintext is read as one run of lines.
+      for (let i = 1; i < ends.length; i++) {
+        const end = ends[i] as number
+        if (end === ends[i - 1]) continue
+        if (plain[end - 1] !== 0x0a) {
+          throw new ImportV0Error('IMPORT_V0_BAD_JSON', `Frame ${i} is complete but ends inside a line (a batch is whole lines).`, {
+            details: { frame: i },
+          })
+        }
+      }
+      this.spans.push({ bytes: plain, at: ends[0] as number, end: plain.length })
+      this.tornBytes = tornBytes
+      if (torn !== undefined) this.spans.push({ bytes: torn, at: 0, end: torn.lastIndexOf(0x0a) + 1 })
+    } else {
+      const headerEnd = bytes.indexOf(0x0a)
+      if (headerEnd < 0)
+        throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log has no complete first line: its header was never committed.')
+      parser.header(bytes.toString('utf8', 0, headerEnd))
+      const end = bytes.lastIndexOf(0x0a)
+      this.spans.push({ bytes, at: headerEnd + 1, end: end + 1 })
+      this.tornBytes = bytes.length - end - 1
+    }
+    this.header = parser.v0Header()
+  }
+
+  /** Lines that were packed chunk rows, among those parsed so far. */
+  get packedRows(): number {
+    return this.parser.packedRows
+  }
+
+  /** The next event (seq = the number returned before it), or `undefined` after the last. Throws `ImportV0Error` at a bad line. */
+  next(): V0Event | undefined {
+    while (this.at === this.buffered.length) {
+      if (this.fault !== undefined) throw this.fault
+      if (!this.parseSlice()) return undefined
+    }
+    const i = this.at++
+    this.textLength = this.lengths[i] as number
+    return this.buffered[i]
+  }
+
+  /** Parses the next slice of whole lines into the buffer; false at the end. */
+  private parseSlice(): boolean {
+    const span = this.spans.find((s) => s.at < s.end)
+    if (span === undefined) return false
+    const { bytes, at, end } = span
     let cut = end
     if (end - at > TEXT_SLICE) {
       const newline = bytes.lastIndexOf(0x0a, at + TEXT_SLICE - 1)
       cut = newline >= at ? newline + 1 : bytes.indexOf(0x0a, at + TEXT_SLICE) + 1
     }
-    parser.lines(bytes.toString('utf8', at, cut - 1))
-    at = cut
+    span.at = cut
+    this.buffered = []
+    this.lengths = []
+    this.at = 0
+    try {
+      this.parser.lines(bytes.toString('utf8', at, cut - 1), this.buffered, this.lengths)
+    } catch (error) {
+      // The events before the bad line are returned first; the fault is thrown when they are used up.
+      this.fault = error
+      this.spans.length = 0
+    }
+    return true
   }
 }
 
 class LineParser {
-  readonly events: V0Event[] = []
-  readonly textLengths: number[] = []
   packedRows = 0
   private parsedHeader: V0Header | undefined
   private line = 1
+  private nextSeq = 0
 
   header(text: string): void {
     this.parsedHeader = parseHeaderLine(text)
@@ -186,7 +259,8 @@ class LineParser {
     return this.parsedHeader as V0Header
   }
 
-  lines(text: string): void {
+  /** Parses newline-separated lines (no trailing newline) into `events`, with each event's source text length in `lengths`. */
+  lines(text: string, events: V0Event[], lengths: number[]): void {
     for (const lineText of text.split('\n')) {
       this.line += 1
       let value: unknown
@@ -199,13 +273,13 @@ class LineParser {
         throw new ImportV0Error('IMPORT_V0_BAD_JSON', `Line ${this.line} is not a JSON object.`, { details: { line: this.line } })
       }
       const record = value as Record<string, unknown>
-      const first = this.events.length
+      const first = events.length
       if (isRowType(record.type)) {
         this.packedRows += 1
-        expandRow(record, record.type, this.line, this.events)
-        const share = Math.ceil(lineText.length / (this.events.length - first))
-        for (let i = first; i < this.events.length; i++) this.textLengths.push(share)
-        this.checkSeqs(first)
+        expandRow(record, record.type, this.line, events)
+        const share = Math.ceil(lineText.length / (events.length - first))
+        for (let i = first; i < events.length; i++) lengths.push(share)
+        this.checkSeqs(events, first)
         continue
       }
       if (typeof record.type !== 'string' || record.type.length === 0 || typeof record.time !== 'number' || !Number.isFinite(record.time)) {
@@ -217,24 +291,25 @@ class LineParser {
           },
         )
       }
-      this.events.push(record as unknown as V0Event)
-      this.textLengths.push(lineText.length)
-      this.checkSeqs(first)
+      events.push(record as unknown as V0Event)
+      lengths.push(lineText.length)
+      this.checkSeqs(events, first)
     }
   }
 
-  private checkSeqs(from: number): void {
-    for (let i = from; i < this.events.length; i++) {
-      const seq = (this.events[i] as V0Event).seq
-      if (seq !== i) {
+  private checkSeqs(events: readonly V0Event[], from: number): void {
+    for (let i = from; i < events.length; i++) {
+      const seq = (events[i] as V0Event).seq
+      if (seq !== this.nextSeq) {
         throw new ImportV0Error(
           'IMPORT_V0_SEQ_GAP',
-          `Line ${this.line} has seq ${JSON.stringify(seq)} where seq ${i} comes next: the event sequence has a gap.`,
+          `Line ${this.line} has seq ${JSON.stringify(seq)} where seq ${this.nextSeq} comes next: the event sequence has a gap.`,
           {
-            details: { line: this.line, expected: i, seq },
+            details: { line: this.line, expected: this.nextSeq, seq },
           },
         )
       }
+      this.nextSeq += 1
     }
   }
 }

@@ -6,6 +6,7 @@ import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-p
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogBytes, v0LogPath, writeV0Log } from '../src/index.js'
+import { TEXT_SLICE } from '../src/reader.js'
 import {
   CORRUPT_DESCRIPTOR,
   ESCAPED,
@@ -313,6 +314,43 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     expect((await p.inspect(SessionId('torn'))).events).toHaveLength(tornResult.events)
     for (const id of ['checksum', 'foreign', 'bad-json', 'gap', 'twin', 'damaged', 'bad-row', 'misplaced'])
       expect(await p.stat(SessionId(id))).toBeUndefined()
+  })
+
+  it('streams a session in batches, and takes back a new session whose log turns out bad after its first appends', async () => {
+    const root = tempDir('late-fault')
+    dirs.push(root)
+    const header = { id: 'late', createdAt: T0, cwd: '/srv/late', delegationDepth: 0 }
+    // More text than the reader parses at once (TEXT_SLICE), so batches are appended before the bad line is reached.
+    const b = new V0Builder().turn(1, 'q', 'first answer').turn(2, 'q2', 'second answer')
+    for (let i = 0; i < 6; i++) b.add('x/pad', { i, pad: 'z'.repeat(TEXT_SLICE / 4) })
+    b.turn(3, 'q3', 'third answer')
+    const path = await writeV0Log(root, header, b.batches, { compression: 'none', packChunks: false })
+    const good = readFileSync(path, 'utf8')
+    // The last line is bad JSON: the reader reaches it only after several 2-event batches were appended.
+    const lines = good.split('\n')
+    lines[lines.length - 2] = '{"type":"turn/end","seq":'
+    writeFileSync(path, lines.join('\n'))
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p, batchEvents: 2 })
+    expect(report.sessions[0]).toMatchObject({ id: 'late', status: 'failed', reason: { code: 'IMPORT_V0_BAD_JSON' } })
+    expect(report.sessions[0]?.events).toBe(b.events.length - 1)
+    expect(p.metrics.appends).toBeGreaterThan(2)
+    expect(await p.stat(SessionId('late'))).toBeUndefined()
+
+    // Repaired, it imports whole; then it grows by a bad suffix: the update appends nothing and keeps what was there.
+    writeFileSync(path, good)
+    expect(await importV0({ from: root, persistence: p, batchEvents: 2 })).toMatchObject({ imported: 1, failed: 0 })
+    const before = await p.inspect(SessionId('late'))
+    const appends = p.metrics.appends
+    const more = new V0Builder(T0 + 5000)
+    more.seed(b.events).turn(4, 'q4', 'fourth answer').turn(5, 'q5', 'fifth answer')
+    const suffix = more.events.slice(b.events.length).map((e) => JSON.stringify(e))
+    suffix[suffix.length - 1] = '{"type":"turn/end","seq":'
+    writeFileSync(path, `${good}${suffix.join('\n')}\n`)
+    const update = await importV0({ from: root, persistence: p, batchEvents: 2 })
+    expect(update.sessions[0]).toMatchObject({ status: 'failed', reason: { code: 'IMPORT_V0_BAD_JSON' } })
+    expect(p.metrics.appends).toBe(appends)
+    expect((await p.inspect(SessionId('late'))).events).toEqual(before.events)
   })
 
   it('hands persistence deep-frozen events and refuses a -0 (it would come back as 0)', async () => {
