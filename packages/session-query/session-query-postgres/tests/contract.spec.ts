@@ -1,8 +1,8 @@
 import { createPostgresPersistence, keyOf } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { sessionQueryContractSuite } from '@dsh/session-query/testing'
 import { createPostgresSessionQuery } from '@dsh/session-query-postgres'
 import type pg from 'pg'
-import { freshDatabase } from './helpers.js'
 
 // Each test gets its own database; the query reads the same pool the persistence writes.
 const pools = new WeakMap<object, pg.Pool>()

@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { SessionId, SessionSeq } from '@dsh/session'
 import { migrate } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { freshDatabase } from './helpers.js'
 // @ts-expect-error -- a plain .mjs module shared with the worker process
 import { composePostgresHost } from './workers/compose.mjs'
 

@@ -1,9 +1,9 @@
 import { Context } from '@dsh/context'
 import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
 import { afterEach, describe, expect, it } from 'vitest'
-import { freshDatabase } from './helpers.js'
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {

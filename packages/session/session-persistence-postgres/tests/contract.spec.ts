@@ -7,13 +7,13 @@ import {
 } from '@dsh/session-persistence/testing'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { createTestDatabase } from '@dsh/session-persistence-postgres/testing'
+import { testCluster } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
-import { cluster } from './helpers.js'
 
 // A contract "root" is a database on the run's cluster.
 describePersistenceContract('postgres', async (options?: PersistenceContractFactoryOptions): Promise<PersistenceContractHarness> => {
   const owned = options?.root === undefined
-  const root = options?.root ?? (await createTestDatabase(cluster(), `c_${randomUUID().replaceAll('-', '')}`))
+  const root = options?.root ?? (await createTestDatabase(testCluster(), `c_${randomUUID().replaceAll('-', '')}`))
   const pools: pg.Pool[] = []
   const open = async (): Promise<SessionPersistence> => {
     const pool = new pg.Pool({ connectionString: root, max: 4 })

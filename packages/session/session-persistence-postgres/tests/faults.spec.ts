@@ -2,10 +2,10 @@ import { Context } from '@dsh/context'
 import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence, keyOf, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import fc from 'fast-check'
 import type pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
-import { freshDatabase } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {

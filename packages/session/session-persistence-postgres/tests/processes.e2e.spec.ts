@@ -8,9 +8,9 @@ import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, sessionSto
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence, migrate } from '@dsh/session-persistence-postgres'
 import { startTestCluster } from '@dsh/session-persistence-postgres/testing'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { freshDatabase } from './helpers.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 

@@ -3,9 +3,9 @@ import { Context } from '@dsh/context'
 import { sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
 import { expect, it } from 'vitest'
-import { freshDatabase } from './helpers.js'
 
 it('the README example runs as written (DSH_DATABASE_URL pointing at a fresh database)', async () => {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')

@@ -1,6 +1,6 @@
 import { SessionLogOffset } from '@dsh/session'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { afterEach, describe, expect, it } from 'vitest'
-import { freshDatabase } from './db.js'
 import { host, messagesUnit, turn, turnsUnit } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
