@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { createHost } from '@dsh/host'
 import { afterAll, expect, it } from 'vitest'
 
 // The built CLI loads a command's modules only when that command runs: every
@@ -46,3 +47,38 @@ it('a read command loads its own module and the host, but not the HTTP API', asy
   expect(loaded.some((url) => /\/commands\/(serve|demo|search)\.js$/.test(url))).toBe(false)
   expect(loaded.filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
 }, 60_000)
+
+it('dsh sessions, show and search on an existing root load the query host only (no projections, cache, subagents, zod or verify)', async () => {
+  const root = join(dir, 'root')
+  const host = await createHost({ root })
+  try {
+    const session = host.sessions.create({ id: 'one' })
+    session.append('user/message', { text: 'listed without the catalog' })
+    await host.sessions.flush(session)
+  } finally {
+    await host.dispose()
+  }
+  const lighter = [
+    /session-projection/,
+    /\/subagent\//,
+    /\/zod\//,
+    /@dsh\/protocol\/?$|\/wire\/protocol\/dist\/index\.js$/,
+    /\/host\/host\/dist\/(index|host|verify|reindex|derived-check)\.js$/,
+  ]
+  for (const args of [['sessions'], ['show', 'one'], ['search', 'catalog']]) {
+    const loaded = await imports(...args, '--root', root, '--json')
+    expect(
+      loaded.some((url) => url.endsWith('/host/host/dist/query.js')),
+      args.join(' '),
+    ).toBe(true)
+    expect(
+      loaded.some((url) => /session-query-sqlite/.test(url)),
+      args.join(' '),
+    ).toBe(true)
+    for (const pattern of lighter)
+      expect(
+        loaded.filter((url) => pattern.test(url)),
+        `${args.join(' ')}: ${pattern}`,
+      ).toEqual([])
+  }
+}, 120_000)

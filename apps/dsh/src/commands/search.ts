@@ -1,7 +1,7 @@
 import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
-import { withReadHost } from '../host-access.js'
 import { printJson, table } from '../output.js'
+import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
 /** Full-text search over sessions or events. Read-only: it needs an index that exists (`dsh reindex` builds one). */
@@ -11,7 +11,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const limit = intOption(command, 'limit')
   const cursor = command.string('cursor')
   const request = { text, ...(limit === undefined ? {} : { limit }), ...(cursor === undefined ? {} : { cursor }) }
-  await withReadHost(
+  await withQueryHost(
     command,
     async (host) => {
       const { query } = host
@@ -50,7 +50,6 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
       }
     },
-    {},
     io,
   )
   return 0

@@ -1,7 +1,7 @@
 import type { SessionListFilter } from '@dsh/session-query'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
-import { withReadHost } from '../host-access.js'
 import { formatTime, printJson, table } from '../output.js'
+import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
 /** The live-preferred session list. Read-only: an existing root, nothing created. */
@@ -19,7 +19,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(limit === undefined ? {} : { limit }),
     ...(cursor === undefined ? {} : { cursor }),
   }
-  const page = await withReadHost(command, (host) => host.query.listSessions(filter), {}, io)
+  const page = await withQueryHost(command, (host) => host.query.listSessions(filter), io)
   if (command.json) {
     printJson(page, io.out)
     return 0

@@ -1,6 +1,6 @@
 import { type CommandIo, intOption, onePositional, type ParsedCommand } from '../command.js'
-import { withReadHost } from '../host-access.js'
 import { formatTime, printJson } from '../output.js'
+import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
 /** A session's header and a page of history. Read-only. */
@@ -8,10 +8,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const id = onePositional(command, 'session id')
   const before = intOption(command, 'before')
   const limit = intOption(command, 'limit')
-  const page = await withReadHost(
+  const page = await withQueryHost(
     command,
     (host) => host.query.readHistory(id, { ...(before === undefined ? {} : { before }), ...(limit === undefined ? {} : { limit }) }),
-    {},
     io,
   )
   if (command.json) {
