@@ -1,7 +1,7 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
-import { type ChangeSubscription, requireSchema, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres'
+import { type ChangeSubscription, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres'
 import {
   checkAborted,
   type EventSearchHit,
@@ -30,7 +30,7 @@ import type pg from 'pg'
 import { PostgresSessionQueryError } from './errors.js'
 import { eventText } from './event-text.js'
 import { type ListingRow, listingStatement, recordOf } from './listing.js'
-import { migrateSearch, SEARCH_COMPONENT, SEARCH_MIGRATIONS } from './schema.js'
+import { SEARCH_SCHEMA } from './schema.js'
 import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
 
 export interface PostgresSessionQueryOptions {
@@ -92,8 +92,7 @@ export async function createPostgresSessionQuery(options: PostgresSessionQueryOp
   }
   watchPool(options.pool)
   // Without migrating, the search tables must be exactly at this version (a typed refusal otherwise).
-  if (options.migrate !== false) await migrateSearch(options.pool)
-  else await requireSchema(options.pool, SEARCH_COMPONENT, SEARCH_MIGRATIONS)
+  await SEARCH_SCHEMA.open(options.pool, options.migrate !== false)
   const query = new PgSessionQuery(options, concurrency)
   if (options.indexOnNotify !== false) await query.follow()
   return query

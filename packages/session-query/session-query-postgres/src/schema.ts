@@ -1,8 +1,5 @@
-import { applyMigrations, type Migration, type MigrationReport } from '@dsh/session-persistence-postgres'
+import { defineSchema, type MigrationReport } from '@dsh/session-persistence-postgres'
 import type pg from 'pg'
-
-/** The component name of the search tables in `dsh_schema_version`. */
-export const SEARCH_COMPONENT = 'search'
 
 /**
  * Full-text search over the session tables of `@dsh/session-persistence-postgres`
@@ -11,7 +8,7 @@ export const SEARCH_COMPONENT = 'search'
  * (`ON DELETE CASCADE` on `sid`), so a deleted or re-created session never
  * answers with old text.
  */
-export const SEARCH_MIGRATIONS: readonly Migration[] = [
+export const SEARCH_SCHEMA = defineSchema('search', [
   {
     version: 1,
     description: 'event text with tsvector and GIN',
@@ -31,8 +28,13 @@ export const SEARCH_MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
-]
+])
 
+/** The component name of the search tables in `dsh_schema_version`. */
+export const SEARCH_COMPONENT = SEARCH_SCHEMA.component
+export const SEARCH_MIGRATIONS = SEARCH_SCHEMA.migrations
+
+/** Creates or upgrades the search tables (the session tables must exist: `migrate` of the persistence). */
 export function migrateSearch(pool: pg.Pool): Promise<MigrationReport> {
-  return applyMigrations(pool, SEARCH_COMPONENT, SEARCH_MIGRATIONS)
+  return SEARCH_SCHEMA.migrate(pool)
 }

@@ -138,3 +138,34 @@ export async function requireSchema(pool: pg.Pool, component: string, migrations
     )
   }
 }
+
+/**
+ * One schema component (a set of tables with its own version row in
+ * `dsh_schema_version`): its name, its steps, and the two ways a host opens
+ * on it. Every PostgreSQL package declares its tables with `defineSchema`, so
+ * each opens, migrates and refuses alike.
+ */
+export interface SchemaComponent {
+  readonly component: string
+  readonly migrations: readonly Migration[]
+  /** Creates or upgrades the tables (idempotent; safe from several hosts at once). See `applyMigrations`. */
+  migrate(pool: pg.Pool): Promise<MigrationReport>
+  /** The tables must be exactly at the newest version (`requireSchema`). */
+  require(pool: pg.Pool): Promise<void>
+  /** What an open does: migrate when `migrate` is true, else require the newest version (a typed refusal otherwise). */
+  open(pool: pg.Pool, migrate: boolean): Promise<void>
+}
+
+export function defineSchema(component: string, migrations: readonly Migration[]): SchemaComponent {
+  const schema: SchemaComponent = {
+    component,
+    migrations,
+    migrate: (pool) => applyMigrations(pool, component, migrations),
+    require: (pool) => requireSchema(pool, component, migrations),
+    open: async (pool, migrate) => {
+      if (migrate) await schema.migrate(pool)
+      else await schema.require(pool)
+    },
+  }
+  return Object.freeze(schema)
+}

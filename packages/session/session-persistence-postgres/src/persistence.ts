@@ -23,8 +23,7 @@ import { type ChangeSubscription, readChanges, subscribeChanges } from './change
 import { ioError, PostgresPersistenceError, persistenceError } from './errors.js'
 import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
 import { LogReader, notFound, revisionOf, SESSION_COLUMNS, type SessionRow } from './log-reader.js'
-import { requireSchema } from './migrations.js'
-import { CHANGES_CHANNEL, migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT } from './schema.js'
+import { CHANGES_CHANNEL, SESSIONS_SCHEMA } from './schema.js'
 import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
 
@@ -61,8 +60,7 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
   const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString })
   watchPool(pool)
   try {
-    if (options.migrate === false || options.readOnly === true) await requireCurrentSchema(pool)
-    else await migrate(pool)
+    await SESSIONS_SCHEMA.open(pool, options.migrate !== false && options.readOnly !== true)
   } catch (error) {
     if (owned) await pool.end().catch(() => {})
     throw error
@@ -80,10 +78,6 @@ export function watchPool(pool: pg.Pool): void {
   if (marked.dshWatched) return
   marked.dshWatched = true
   pool.on('error', () => {})
-}
-
-function requireCurrentSchema(pool: pg.Pool): Promise<void> {
-  return requireSchema(pool, SESSIONS_COMPONENT, SESSION_MIGRATIONS)
 }
 
 class PgPersistence implements PostgresPersistence {

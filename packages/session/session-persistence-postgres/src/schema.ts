@@ -1,8 +1,5 @@
 import type pg from 'pg'
-import { applyMigrations, type Migration, type MigrationReport } from './migrations.js'
-
-/** The component name of the session tables in `dsh_schema_version`. */
-export const SESSIONS_COMPONENT = 'sessions'
+import { defineSchema, type MigrationReport } from './migrations.js'
 
 /**
  * The session tables. Invariants the code relies on:
@@ -24,7 +21,7 @@ export const SESSIONS_COMPONENT = 'sessions'
  *   materializations, deletes and fork materializations add a
  *   `dsh_changes` row. Readers take their snapshot's xmin as the cursor.
  */
-export const SESSION_MIGRATIONS: readonly Migration[] = [
+export const SESSIONS_SCHEMA = defineSchema('sessions', [
   {
     version: 1,
     description: 'sessions, batches, change feed',
@@ -80,11 +77,15 @@ export const SESSION_MIGRATIONS: readonly Migration[] = [
       'CREATE INDEX dsh_batches_xid ON dsh_batches (xid)',
     ],
   },
-]
+])
+
+/** The component name of the session tables in `dsh_schema_version`. */
+export const SESSIONS_COMPONENT = SESSIONS_SCHEMA.component
+export const SESSION_MIGRATIONS = SESSIONS_SCHEMA.migrations
 
 /** Creates or upgrades the session tables (idempotent; safe from several hosts at once). */
 export function migrate(pool: pg.Pool): Promise<MigrationReport> {
-  return applyMigrations(pool, SESSIONS_COMPONENT, SESSION_MIGRATIONS)
+  return SESSIONS_SCHEMA.migrate(pool)
 }
 
 /** The NOTIFY channel every committed change is announced on. */

@@ -1,12 +1,12 @@
 import type { Logger } from '@dsh/context'
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
-import { keyOf, requireSchema, watchPool } from '@dsh/session-persistence-postgres'
+import { keyOf, watchPool } from '@dsh/session-persistence-postgres'
 import type { ProjectionCheckpointRow, ProjectionCheckpointRows, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import { CheckpointCacheCore, decodeCheckpointRow, type EncodedCheckpointRow } from '@dsh/session-projection-cache/backend'
 import type pg from 'pg'
 import { PostgresProjectionCacheError } from './errors.js'
-import { CACHE_CHANNEL, CACHE_COMPONENT, CACHE_MIGRATIONS, migrateCache } from './schema.js'
+import { CACHE_CHANNEL, CACHE_SCHEMA } from './schema.js'
 
 export interface PostgresProjectionCacheOptions {
   /** The pool shared with the PostgreSQL persistence (the same database). */
@@ -73,8 +73,7 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
     )
   }
   watchPool(options.pool)
-  if (options.migrate !== false) await migrateCache(options.pool)
-  else await requireSchema(options.pool, CACHE_COMPONENT, CACHE_MIGRATIONS)
+  await CACHE_SCHEMA.open(options.pool, options.migrate !== false)
   const cache = new PgProjectionCache(options)
   await cache.refresh()
   if (options.listen !== false) await cache.listen()

@@ -1,7 +1,5 @@
-import { applyMigrations, type Migration, type MigrationReport } from '@dsh/session-persistence-postgres'
+import { defineSchema, type MigrationReport } from '@dsh/session-persistence-postgres'
 import type pg from 'pg'
-
-export const CACHE_COMPONENT = 'projection-cache'
 
 /** Announces committed checkpoint writes to every host's mirror. */
 export const CACHE_CHANNEL = 'dsh_projection_cache'
@@ -14,7 +12,7 @@ export const CACHE_CHANNEL = 'dsh_projection_cache'
  * tables, so a cache row can never block or survive into a write of the log.
  * `xid` (the writing transaction) lets mirrors follow the table exactly.
  */
-export const CACHE_MIGRATIONS: readonly Migration[] = [
+export const CACHE_SCHEMA = defineSchema('projection-cache', [
   {
     version: 1,
     description: 'checkpoint rows',
@@ -40,8 +38,13 @@ export const CACHE_MIGRATIONS: readonly Migration[] = [
        FOR EACH ROW EXECUTE FUNCTION dsh_projection_checkpoints_stamp()`,
     ],
   },
-]
+])
 
+/** The component name of the checkpoint table in `dsh_schema_version`. */
+export const CACHE_COMPONENT = CACHE_SCHEMA.component
+export const CACHE_MIGRATIONS = CACHE_SCHEMA.migrations
+
+/** Creates or upgrades the checkpoint table. */
 export function migrateCache(pool: pg.Pool): Promise<MigrationReport> {
-  return applyMigrations(pool, CACHE_COMPONENT, CACHE_MIGRATIONS)
+  return CACHE_SCHEMA.migrate(pool)
 }
