@@ -10,6 +10,9 @@
 // the SQLite index over the 100,000-session root of `children-index` with
 // nothing changed, in process — the reconciliation through the change feed.
 //
+// `extra` also counts the module files each process loads (its cost is
+// mostly module loading): `cliModules` against `libraryModules`.
+//
 // The 10,000-session fixture (a zstd JSONL root, one small event per session,
 // and its index) is built once under bench/.fixtures (git-ignored). Build the
 // CLI first: `npx turbo run build --filter=@dsh/cli...`.
@@ -125,6 +128,25 @@ function runProcess(args: readonly string[]): { ms: number; stdout: string } {
   return { ms, stdout: child.stdout }
 }
 
+/** Preloaded with --import: reports every file module the process resolves, on stderr. */
+const TRACE_FILES = `data:text/javascript,${encodeURIComponent(
+  `import { register } from 'node:module'\nregister('data:text/javascript,' + encodeURIComponent(${JSON.stringify(
+    "export async function resolve(s, c, next) { const r = await next(s, c); if (r.url.startsWith('file:')) process.stderr.write('FILE ' + r.url + '\\n'); return r }",
+  )}))`,
+)}`
+
+/** How many distinct module files a process running `args` loads. */
+function moduleFiles(args: readonly string[]): number {
+  const child = spawnSync(process.execPath, ['--import', TRACE_FILES, ...args], {
+    cwd: benchRoot,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  })
+  if (child.status !== 0)
+    throw new Error(`open-listing: tracing '${args.join(' ')}' exited ${child.status}: ${child.stderr.slice(0, 2000)}`)
+  return new Set(child.stderr.split('\n').filter((line) => line.startsWith('FILE '))).size
+}
+
 function pageIds(stdout: string): string[] {
   const page = JSON.parse(stdout) as { records: Array<{ header: { id: string } }> }
   return page.records.map((r) => r.header.id)
@@ -217,6 +239,8 @@ const definition: BenchDefinition = {
       libraryProcessMedianMs: Math.round(median(library) * 10) / 10,
       libraryProcessLabel:
         'new process: the same listing through @dsh/session-persistence-jsonl (read-only) + @dsh/session-query-sqlite alone, no host',
+      cliModules: moduleFiles(cliArgs),
+      libraryModules: moduleFiles(libraryArgs),
       indexReopen100k: await reopenFigures(),
     }
   },
