@@ -1,75 +1,33 @@
 import {
-  decodeCursor,
-  encodeCursor,
-  invalidCursor,
-  invalidFilter,
-  parseSearchTerms,
-  requestDigest,
-  SEARCH_PAGE_DEFAULT_LIMIT,
-  SEARCH_PAGE_MAX_LIMIT,
-  SessionQueryError,
+  checkSearchGeneration,
+  encodeSearchCursor as encodeCursorOf,
+  type ParsedSearchRequest,
+  parseSearchRequest as parseRequest,
+  type SearchKind,
 } from '@dsh/session-query'
 
-const MAX_OFFSET = 100_000
+/** The SQLite index's search cursors (another backend's cursors are refused). */
+const CURSOR_TAG = 'search'
 
-export interface ParsedSearch {
+export interface ParsedSearch extends ParsedSearchRequest {
   /** The FTS5 query: every distinct word of the request, quoted, all required. */
   readonly match: string
-  readonly digest: string
-  readonly limit: number
-  /** From the cursor: where this page starts and the index generation it was issued for. */
-  readonly offset: number
-  readonly generation?: string
 }
 
 /**
- * Validates a search request against the protocol's limits (one definition,
- * `@dsh/protocol/limits`, through `parseSearchTerms`). The text is split into
- * distinct words (letters and digits); each becomes a quoted FTS5 phrase, so
- * no input can inject FTS syntax, and a word repeated 249 times is one term:
- * the statement's cost is linear in at most `SEARCH_MAX_TERMS` terms. No
- * word, too many, or too long a text is `SESSION_QUERY_INVALID_FILTER`.
+ * Validates a search request by the rules every backend shares
+ * (`@dsh/session-query`: the protocol's limits, typed errors, cursors bound to
+ * the request). Each distinct word becomes a quoted FTS5 phrase, so no input
+ * can inject FTS syntax, and a word repeated 249 times is one term: the
+ * statement's cost is linear in at most `SEARCH_MAX_TERMS` terms.
  */
-export function parseSearchRequest(input: unknown, kind: 'sessions' | 'events'): ParsedSearch {
-  if (typeof input !== 'object' || input === null || Array.isArray(input))
-    throw invalidFilter('a search request must be an object { text, limit?, cursor? }')
-  const raw = input as Record<string, unknown>
-  for (const key of Object.keys(raw))
-    if (key !== 'text' && key !== 'limit' && key !== 'cursor') throw invalidFilter(`unknown search field '${key}'`)
-  const words = parseSearchTerms(raw.text)
-  let limit = SEARCH_PAGE_DEFAULT_LIMIT
-  if (raw.limit !== undefined) {
-    if (typeof raw.limit !== 'number' || !Number.isSafeInteger(raw.limit) || raw.limit < 1 || raw.limit > SEARCH_PAGE_MAX_LIMIT)
-      throw invalidFilter(`limit must be an integer from 1 to ${SEARCH_PAGE_MAX_LIMIT}`)
-    limit = raw.limit
-  }
-  const digest = requestDigest([kind, words])
-  const match = words.map((w) => `"${w}"`).join(' ')
-  if (raw.cursor === undefined) return { match, digest, limit, offset: 0 }
-  const payload = decodeCursor(raw.cursor, ['v', 'kind', 'q', 'g', 'o'])
-  if (payload.v !== 1 || payload.kind !== `search-${kind}`) throw invalidCursor(`it is not a ${kind} search cursor`)
-  if (payload.q !== digest) throw invalidCursor('it was issued for a different search')
-  const { g, o } = payload
-  if (typeof g !== 'string' || typeof o !== 'number' || !Number.isSafeInteger(o) || o < 1 || o > MAX_OFFSET)
-    throw invalidCursor('its position is malformed')
-  return { match, digest, limit, offset: o, generation: g }
+export function parseSearchRequest(input: unknown, kind: SearchKind): ParsedSearch {
+  const search = parseRequest(input, kind, CURSOR_TAG)
+  return { ...search, match: search.words.map((w) => `"${w}"`).join(' ') }
 }
 
-/** Rejects a cursor issued before the index changed: its page would skip or repeat hits. */
-export function checkGeneration(search: ParsedSearch, generation: string): void {
-  if (search.generation !== undefined && search.generation !== generation) {
-    throw new SessionQueryError(
-      'SESSION_QUERY_STALE_CURSOR',
-      'The search index changed since this cursor was issued (sessions were added, changed or re-indexed); run the search again from its first page.',
-    )
-  }
-}
+export const checkGeneration = checkSearchGeneration
 
-export function encodeSearchCursor(
-  kind: 'sessions' | 'events',
-  search: ParsedSearch,
-  generation: string,
-  offset: number,
-): string | undefined {
-  return offset > MAX_OFFSET ? undefined : encodeCursor({ v: 1, kind: `search-${kind}`, q: search.digest, g: generation, o: offset })
+export function encodeSearchCursor(kind: SearchKind, search: ParsedSearch, generation: string, offset: number): string | undefined {
+  return encodeCursorOf(kind, CURSOR_TAG, search, generation, offset)
 }

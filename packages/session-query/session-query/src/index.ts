@@ -13,6 +13,8 @@ export type { RecordKey } from './order.js'
 export { compareCodePoints, compareKeys, keyOf } from './order.js'
 export { sessionQueryPlugin } from './plugin.js'
 export { liveRecord, mergeCorpus, pageOf, persistedRecord } from './records.js'
+export type { ParsedSearchRequest, SearchKind } from './search-request.js'
+export { checkSearchGeneration, encodeSearchCursor, parseSearchRequest, SEARCH_MAX_OFFSET } from './search-request.js'
 export { parseSearchTerms, SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_DEFAULT_LIMIT, SEARCH_PAGE_MAX_LIMIT } from './search-terms.js'
 export type { LiveSessions, QuerySources } from './sources.js'
 // Building blocks shared with index backends (`@dsh/session-query-sqlite`), so
