@@ -1,5 +1,19 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, fsync, linkSync, openSync, type Stats, unlinkSync, write, writeSync, writev, writevSync } from 'node:fs'
+import {
+  closeSync,
+  constants,
+  fdatasync,
+  fdatasyncSync,
+  fsync,
+  linkSync,
+  openSync,
+  type Stats,
+  unlinkSync,
+  write,
+  writeSync,
+  writev,
+  writevSync,
+} from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 
@@ -43,6 +57,29 @@ export async function fsyncDir(dir: string): Promise<void> {
 /** A unique sibling name for temporary files (never matches a session directory name: it has a dot). */
 export function tempSibling(path: string): string {
   return join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`)
+}
+
+/** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return !isErrno(error, 'ESRCH')
+  }
+}
+
+/**
+ * Whether the temporary file `name` (from `tempSibling`) belongs to a process
+ * that is still running — this one included (another backend over the same
+ * root) — which may be about to link it, so it must not be removed.
+ * Publishers remove their own temporary files whatever happens.
+ */
+export function isLiveTemp(name: string): boolean {
+  const at = name.indexOf('.tmp-')
+  if (at === -1) return false
+  const pid = Number(name.slice(at + 5).split('-')[0])
+  return Number.isSafeInteger(pid) && pid > 0 && pidAlive(pid)
 }
 
 /**
@@ -116,7 +153,7 @@ export function revisionOf(headerCrc: number, stats: Stats): string {
 // measurably more CPU per call than the calls themselves save.
 
 /** Batches up to this size are written synchronously: a copy into the page cache costs less than a thread-pool round trip. */
-const SYNC_WRITE_MAX = 256 * 1024
+export const SYNC_WRITE_MAX = 256 * 1024
 
 /** Writes all of `parts` at `position` with as few `writev` calls as possible. */
 export function writevAt(fd: number, parts: readonly Buffer[], position: number): Promise<void> {
@@ -171,4 +208,27 @@ function remainder(buffers: readonly Buffer[], written: number): Buffer[] {
 
 export function fsyncFd(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())))
+}
+
+/**
+ * Makes bytes appended to `fd` durable with `fdatasync`: it flushes the data
+ * and the metadata needed to read it back — the new size included — but not
+ * the modification time (fdatasync(2)); SQLite's unix VFS syncs the same way.
+ *
+ * `inline` syncs on the calling thread, as SQLite does: it saves the
+ * thread-pool round trip (a time slice on a busy machine) but holds the event
+ * loop for the flush. The caller asks for it only for a small batch when no
+ * other append of the backend is in flight; appends of several sessions at
+ * once sync on the pool, where their flushes overlap.
+ */
+export function fdatasyncFd(fd: number, inline: boolean): Promise<void> {
+  if (inline) {
+    try {
+      fdatasyncSync(fd)
+      return Promise.resolve()
+    } catch (error) {
+      return Promise.reject(error as Error)
+    }
+  }
+  return new Promise((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())))
 }

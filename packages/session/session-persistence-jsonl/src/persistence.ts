@@ -24,7 +24,18 @@ import { checkJournal, JournalWriter, readJournalChanges } from './change-journa
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { ioError, JsonlPersistenceError, labelOf, notFound, persistenceError } from './errors.js'
 import { assertReferenceableSync, type ForkIo, locateCutSync, registerDependantSync } from './fork-refs.js'
-import { fsyncDir, fsyncFd, isErrno, publishNew, revisionOf, tempSibling, writeAt, writevAt } from './fs-io.js'
+import {
+  fdatasyncFd,
+  fsyncDir,
+  isErrno,
+  isLiveTemp,
+  publishNew,
+  revisionOf,
+  SYNC_WRITE_MAX,
+  tempSibling,
+  writeAt,
+  writevAt,
+} from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
@@ -63,6 +74,8 @@ export interface JsonlPersistenceMetrics extends PersistenceMetrics {
   logOpens: number
   /** Appends by a fresh writer that verified only the log's tail (header, last batch and trailer). */
   tailVerifications: number
+  /** Batches synced on the calling thread (a lone small batch); the others synced on the thread pool. */
+  inlineSyncs: number
 }
 
 /** The embedded default backend, plus where it keeps things. */
@@ -158,7 +171,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
     rescans: 0,
     logOpens: 0,
     tailVerifications: 0,
+    inlineSyncs: 0,
   }
+  /** Batches being written now (any session): a batch syncs inline only when it is the only one. */
+  #batchesInFlight = 0
   /** Appends begin/end records around every change of a log (writable instances). */
   readonly #journal: JournalWriter | undefined
   /** Every read of the root's logs (see `log-reader.ts`). */
@@ -353,6 +369,15 @@ class JsonlSessionPersistence implements JsonlPersistence {
 
   /** Durable append: write + fsync; on failure the file is truncated back to its committed end and the error rethrown. */
   async #writeBatch(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
+    this.#batchesInFlight++
+    try {
+      await this.#writeBatchNow(writer, events)
+    } finally {
+      this.#batchesInFlight--
+    }
+  }
+
+  async #writeBatchNow(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     await writer.lock.verify(writer.label)
     const parts = encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
     const fd = writer.handle.fd
@@ -360,7 +385,10 @@ class JsonlSessionPersistence implements JsonlPersistence {
     const op = this.#beginChange(writer.id)
     try {
       await writevAt(fd, parts, writer.committedEnd)
-      await fsyncFd(fd)
+      // A lone small batch syncs inline (no thread-pool round trip); batches of several sessions at once overlap on the pool.
+      const inline = this.#batchesInFlight === 1 && parts[0].length + parts[1].length <= SYNC_WRITE_MAX
+      await fdatasyncFd(fd, inline)
+      if (inline) this.#metrics.inlineSyncs++
       // A synchronous fstat of an open, just-synced file is a cheap system call
       // (the inode is in memory); an asynchronous one costs a round trip.
       stats = fstatSync(fd)
@@ -679,10 +707,13 @@ class JsonlSessionPersistence implements JsonlPersistence {
   async #removeDir(dir: string): Promise<void> {
     try {
       for (const name of await fsp.readdir(dir)) {
-        // Leftover temporary files of crashed writers, the deletion marker and
-        // dependants' registrations; a lock taken meanwhile stays (and keeps the directory).
-        if (name.startsWith('.') && name.includes('.tmp-')) await fsp.unlink(join(dir, name)).catch(() => {})
-        else if (name === DELETING_FILE) await fsp.unlink(join(dir, name)).catch(() => {})
+        // Leftover temporary files of crashed writers (never those of a live
+        // process: a writer that took the lock meanwhile may be about to link
+        // its log), the deletion marker and dependants' registrations; a lock
+        // taken meanwhile stays (and keeps the directory).
+        if (name.startsWith('.') && name.includes('.tmp-')) {
+          if (!isLiveTemp(name)) await fsp.unlink(join(dir, name)).catch(() => {})
+        } else if (name === DELETING_FILE) await fsp.unlink(join(dir, name)).catch(() => {})
         else if (name === REFS_DIR) await fsp.rm(join(dir, name), { recursive: true, force: true }).catch(() => {})
       }
       await fsp.rmdir(dir)

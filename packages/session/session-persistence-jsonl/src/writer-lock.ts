@@ -15,7 +15,7 @@ import {
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { persistenceError } from './errors.js'
-import { isErrno, tempSibling } from './fs-io.js'
+import { isErrno, pidAlive, tempSibling } from './fs-io.js'
 
 /** What a lock file says about its holder. */
 interface LockOwner {
@@ -216,15 +216,6 @@ async function removeStaleTemps(path: string): Promise<void> {
     const pid = Number(name.slice(prefix.length).split('-')[0])
     if (pid === process.pid || (Number.isSafeInteger(pid) && pid > 0 && pidAlive(pid))) continue
     await fsp.unlink(join(dir, name)).catch(() => {})
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return !isErrno(error, 'ESRCH')
   }
 }
 

@@ -1,0 +1,45 @@
+import { randomBytes } from 'node:crypto'
+import { SessionId } from '@dsh/session'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, describe, expect, it } from 'vitest'
+import { event, eventsFrom, targetOf, tempDir } from './helpers.js'
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+function fresh() {
+  const { dir, cleanup } = tempDir('dsh-jsonl-sync-')
+  cleanups.push(cleanup)
+  const p = createJsonlPersistence({ root: dir })
+  cleanups.push(() => p.close())
+  return p
+}
+
+describe('where a durable append syncs (fdatasync inline or on the pool)', () => {
+  it('a lone small batch syncs inline, as SQLite does', async () => {
+    const p = fresh()
+    await p.append(targetOf('a'), eventsFrom(0, 3)) // the first append publishes a new log (fsync + link)
+    for (let i = 0; i < 10; i++) await p.append(targetOf('a'), eventsFrom(3 + i * 2, 2))
+    expect(p.metrics.inlineSyncs).toBe(10)
+    expect((await p.inspect(SessionId('a'))).events).toHaveLength(23)
+  })
+
+  it('batches of several sessions at once sync on the pool (their flushes overlap)', async () => {
+    const p = fresh()
+    const ids = ['a', 'b', 'c', 'd']
+    for (const id of ids) await p.append(targetOf(id), eventsFrom(0, 1))
+    await Promise.all(ids.map((id) => p.append(targetOf(id), eventsFrom(1, 2))))
+    expect(p.metrics.inlineSyncs).toBe(0)
+    for (const id of ids) expect((await p.inspect(SessionId(id))).events).toHaveLength(3)
+  })
+
+  it('a batch larger than 256 KiB stored syncs on the pool', async () => {
+    const p = fresh()
+    await p.append(targetOf('a'), eventsFrom(0, 1))
+    await p.append(targetOf('a'), [event(1, 'tool/result', { output: randomBytes(384 * 1024).toString('base64') })])
+    expect(p.metrics.inlineSyncs).toBe(0)
+    expect((await p.inspect(SessionId('a'))).events).toHaveLength(2)
+  })
+})
