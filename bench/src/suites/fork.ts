@@ -1,8 +1,11 @@
 // fork: a durable fork of a session whose transcript is 100 MiB of plaintext
 // (issue 12 item 3), by a fresh backend (nothing of the source cached),
 // against copying the source's log file (the `cp` command — a whole-process
-// baseline, brief section 11 — then fsync of the copy: what a fork costs when
-// it copies the transcript, as agent tools do). The fork is stored by
+// baseline, brief section 11 — then fsync of the copy and of its directory:
+// what a fork costs when it copies the transcript, as agent tools do, made as
+// durable as the fork is — the fork is acknowledged only once its log and its
+// directory entries are on disk, so a copy that skipped the directory's fsync
+// could vanish in a crash and would not be the same operation). The fork is stored by
 // reference: its log holds its header (source, cut, logId, prefix length,
 // CRC of the batch at the cut) and its own events, so it costs reading the
 // source's header and last trailer and writing a few hundred bytes.
@@ -64,7 +67,7 @@ const definition: BenchDefinition = {
   unit: 'ms per durable fork of a 100 MiB-plaintext session',
   target: 0.2,
   compare: 'le',
-  repeats: 7,
+  repeats: 11,
   async setup() {
     dir = mkdtempSync(join(tmpdir(), 'dsh-bench-fork-'))
     sourceFile = await persistTurns(dir, SOURCE, realisticTurns(PLAINTEXT_BYTES))
@@ -78,15 +81,17 @@ const definition: BenchDefinition = {
     rmSync(dir, { recursive: true, force: true })
   },
   baseline: {
-    label: 'cp (the command) of the source log file, then fsync of the copy',
+    label: 'cp (the command) of the source log file, then fsync of the copy and its directory',
     run() {
       const target = join(dir, `copy-${copies++}.jsonl.zst`)
       quiesce()
       return time(() => {
         execFileSync('cp', [sourceFile, target])
-        const fd = openSync(target, 'r')
-        fsyncSync(fd)
-        closeSync(fd)
+        for (const path of [target, dir]) {
+          const fd = openSync(path, 'r')
+          fsyncSync(fd)
+          closeSync(fd)
+        }
       }).finally(() => rmSync(target, { force: true }))
     },
   },
