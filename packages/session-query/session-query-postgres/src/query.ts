@@ -9,11 +9,11 @@ import {
   fromPersistenceError,
   guarded,
   historyPage,
+  indexFetchLimit,
+  indexListPage,
   type LiveSessions,
   liveRecord,
-  matchesFilter,
   observe,
-  pageOf,
   parseHistoryRequest,
   parseListFilter,
   parseWindowRequest,
@@ -131,44 +131,17 @@ class PgSessionQuery implements PostgresSessionQuery {
     checkAborted(signal)
     const parsed = parseListFilter(filter)
     const live = this.#sessions.list()
-    const liveIds = new Set<string>(live.map((s) => s.id))
-    // Rows shadowed by live sessions are dropped below, so fetch enough to fill the page without them.
-    const statement = listingStatement(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)
+    const statement = listingStatement(parsed, indexFetchLimit(parsed, live.length))
     const { rows } = await guarded(
       this.#sql<ListingRow>(statement.text, statement.values, 'listing sessions', 'SESSION_QUERY_PERSISTENCE_FAILED'),
       signal,
     )
-    const candidates: SessionQueryRecord[] = []
+    const persisted: SessionQueryRecord[] = []
     for (const row of rows) {
       const record = recordOf(row, parsed)
-      if (record !== undefined && !liveIds.has(record.header.id)) candidates.push(record)
+      if (record !== undefined) persisted.push(record)
     }
-    for (const session of live) if (matchesFilter(session.header, parsed)) candidates.push(liveRecord(session, undefined))
-    const page = pageOf(candidates, parsed)
-    return Object.freeze({ ...page, records: await this.#withLiveRevisions(page.records, signal) })
-  }
-
-  /** Live records report whether (and at which revision) their log is persisted: one `stat` each. */
-  async #withLiveRevisions(
-    records: readonly SessionQueryRecord[],
-    signal: AbortSignal | undefined,
-  ): Promise<readonly SessionQueryRecord[]> {
-    if (!records.some((r) => r.live)) return records
-    const out = await Promise.all(
-      records.map(async (record) => {
-        if (!record.live) return record
-        const session = this.#sessions.get(record.header.id)
-        let revision: string | undefined
-        try {
-          revision = await guarded(this.#persistence.stat(record.header.id as SessionId, signal), signal)
-        } catch (error) {
-          throw fromPersistenceError(error, record.header.id, signal)
-        }
-        return session === undefined ? record : liveRecord(session, revision === undefined ? undefined : { revision })
-      }),
-    )
-    checkAborted(signal)
-    return Object.freeze(out)
+    return indexListPage({ sessions: this.#sessions, persistence: this.#persistence }, parsed, persisted, live, signal)
   }
 
   // ----------------------------------------------------------- observations

@@ -10,12 +10,12 @@ import {
   guarded,
   historyPage,
   type IndexProgress,
+  indexFetchLimit,
+  indexListPage,
   type LiveSessions,
   listPersisted,
   liveRecord,
-  matchesFilter,
   observe,
-  pageOf,
   parseHistoryRequest,
   parseListFilter,
   parseWindowRequest,
@@ -27,6 +27,7 @@ import {
   SessionQueryError,
   type SessionQueryRecord,
   type SessionSearchHit,
+  withLiveRevisions,
 } from '@dsh/session-query'
 import { type BudgetedResult, createBudgetedReader, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
 import { IndexDamageError, IndexStore } from './index-store.js'
@@ -235,15 +236,9 @@ class SqliteQuery implements SqliteSessionQuery {
     const store = this.#store
     if (this.#rebuilding !== undefined || store === undefined) return this.#scan.listSessions(filter, signal)
     const live = this.#sessions.list()
-    const liveIds = new Set<string>(live.map((s) => s.id))
     let persisted: SessionQueryRecord[]
     try {
-      // Rows shadowed by live sessions are dropped below, so fetch enough to fill the page without them.
-      const [rows] = await this.#read(
-        [listStatement(parsed, parsed.limit === undefined ? undefined : parsed.limit + liveIds.size + 1)],
-        'listing',
-        signal,
-      )
+      const [rows] = await this.#read([listStatement(parsed, indexFetchLimit(parsed, live.length))], 'listing', signal)
       persisted = listedRecords(rows!)
     } catch (error) {
       // Budget, cancellation and closing are answers; only a failing index falls back to a scan.
@@ -251,33 +246,7 @@ class SqliteQuery implements SqliteSessionQuery {
       this.#indexFailed(error)
       return this.#scan.listSessions(filter, signal)
     }
-    const candidates = persisted.filter((r) => !liveIds.has(r.header.id))
-    for (const session of live) if (matchesFilter(session.header, parsed)) candidates.push(liveRecord(session, undefined))
-    const page = pageOf(candidates, parsed)
-    return Object.freeze({ ...page, records: await this.#withLiveRevisions(page.records, signal) })
-  }
-
-  /** Live records report whether (and at which revision) their log is persisted: one `stat` each. */
-  async #withLiveRevisions(
-    records: readonly SessionQueryRecord[],
-    signal: AbortSignal | undefined,
-  ): Promise<readonly SessionQueryRecord[]> {
-    if (!records.some((r) => r.live)) return records
-    const out = await Promise.all(
-      records.map(async (record) => {
-        if (!record.live) return record
-        const session = this.#sessions.get(record.header.id)
-        let revision: string | undefined
-        try {
-          revision = await guarded(this.#persistence.stat(record.header.id as SessionId, signal), signal)
-        } catch (error) {
-          throw fromPersistenceError(error, record.header.id, signal)
-        }
-        return session === undefined ? record : liveRecord(session, revision === undefined ? undefined : { revision })
-      }),
-    )
-    checkAborted(signal)
-    return Object.freeze(out)
+    return indexListPage({ sessions: this.#sessions, persistence: this.#persistence }, parsed, persisted, live, signal)
   }
 
   // ------------------------------------------------------------ observations
@@ -324,7 +293,8 @@ class SqliteQuery implements SqliteSessionQuery {
       }
       return { hits, more: rows.length > search.limit }
     }).then(async (page) => {
-      const records = await this.#withLiveRevisions(
+      const records = await withLiveRevisions(
+        { sessions: this.#sessions, persistence: this.#persistence },
         page.hits.map((h) => h.record),
         signal,
       )

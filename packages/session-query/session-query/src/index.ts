@@ -7,6 +7,7 @@ export { cancelled, checkAborted, fromPersistenceError, guarded, invalidCursor, 
 export type { ParsedListFilter } from './filter.js'
 export { MAX_PAGE_SIZE, matchesFilter, parseListFilter } from './filter.js'
 export { eventWindow, historyPage, parseHistoryRequest, parseWindowRequest } from './history.js'
+export { indexFetchLimit, indexListPage, withLiveRevisions } from './index-listing.js'
 export type { SessionQueryOptions } from './memory-query.js'
 export { createSessionQuery, listPersisted } from './memory-query.js'
 export type { RecordKey } from './order.js'
