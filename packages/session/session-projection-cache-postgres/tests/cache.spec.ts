@@ -1,7 +1,6 @@
-import { SessionLogOffset } from '@dsh/session'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { afterEach, describe, expect, it } from 'vitest'
-import { host, messagesUnit, turn, turnsUnit } from './helpers.js'
+import { host, turn } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {
@@ -18,6 +17,10 @@ async function setup(options: Omit<Parameters<typeof host>[0], 'pool'> = {}) {
 
 const KEYS = ['messages', 'turns'] as const
 
+// The rules every cache backend shares are the behaviour suite of
+// `@dsh/session-projection-cache/testing` (behaviour.spec.ts); these are the
+// PostgreSQL cache's own: mirrors of several hosts, its table, its schema.
+
 describe('postgres cachedSnapshot', () => {
   it('hits after the mandatory turn/end write with exactly the live values, on this host and on another', async () => {
     const { sessions, projections, cache, db } = await setup()
@@ -33,52 +36,6 @@ describe('postgres cachedSnapshot', () => {
     // The other host's mirror follows the table (on NOTIFY by itself; refresh() makes it deterministic here).
     await other.cache.refresh()
     expect(other.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
-  })
-
-  it('misses on another lifecycle of the same id, another cut, another stateVersion and an unregistered key', async () => {
-    const { sessions, cache, db, ctx } = await setup()
-    const session = sessions.create({ id: 'same' })
-    turn(session, 1, 'first life')
-    await cache.idle()
-    const { header } = session
-    expect(cache.cachedSnapshot(header, SessionLogOffset(0), KEYS)).toBeDefined()
-    expect(cache.cachedSnapshot({ ...header, createdAt: header.createdAt + 1 }, SessionLogOffset(0), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot(header, SessionLogOffset(1), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot({ ...header, id: 'other' as never }, SessionLogOffset(0), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot(header, SessionLogOffset(0), ['brittle' as never])).toBeUndefined()
-    await ctx.dispose()
-    // Another host where `turns` is at another stateVersion: its rows are ignored.
-    const next = await host({ pool: db.pool, units: [messagesUnit, { ...turnsUnit, stateVersion: 3 }] })
-    cleanups.push(() => next.ctx.dispose())
-    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), ['messages'])).toEqual({ messages: { n: 1, last: 'first life' } })
-    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), ['turns'])).toBeUndefined()
-    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), KEYS)).toBeUndefined()
-  })
-
-  it('keeps one checkpoint per session: a new lifecycle of the id replaces the old rows; the last write wins', async () => {
-    const { sessions, cache, db } = await setup()
-    const first = sessions.create({ id: 'x', createdAt: 1 })
-    turn(first, 1, 'old')
-    turn(first, 2, 'older')
-    await sessions.dispose('x')
-    const second = sessions.create({ id: 'x', createdAt: 2 })
-    turn(second, 1, 'new')
-    await cache.idle()
-    expect(cache.cachedSnapshot(first.header, SessionLogOffset(0), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot(second.header, SessionLogOffset(0), KEYS)).toEqual({ messages: { n: 1, last: 'new' }, turns: 1 })
-    const { rows } = await db.pool.query('SELECT key FROM dsh_projection_checkpoints ORDER BY key')
-    expect(rows.map((r) => r.key)).toEqual(['messages', 'turns'])
-  })
-
-  it('serves a seeded child by its exact cut', async () => {
-    const { sessions, projections, cache } = await setup()
-    const parent = sessions.create()
-    turn(parent, 1, 'p')
-    const child = sessions.fork(parent)
-    turn(child, 2, 'c')
-    await cache.idle()
-    expect(cache.cachedSnapshot(child.header, SessionLogOffset(4), KEYS)).toEqual(projections.snapshot(child))
-    expect(cache.cachedSnapshot(child.header, SessionLogOffset(0), KEYS)).toBeUndefined()
   })
 
   it('throws SESSION_PROJECTION_CACHE_POISONED on a row that is not JSON or fails the schema; a tampered identity misses', async () => {
@@ -103,21 +60,6 @@ describe('postgres cachedSnapshot', () => {
     ])
     await cache.refresh()
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()
-  })
-
-  it('fails softly when the flush fails: no row, a warning, failedWrites counted', async () => {
-    const { sessions, cache, warnings, db } = await setup({
-      onFlush: () => {
-        throw new Error('disk full')
-      },
-    })
-    const session = sessions.create()
-    turn(session, 1, 'a')
-    await cache.idle()
-    expect(cache.metrics).toMatchObject({ writes: 0, failedWrites: 1 })
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toBeUndefined()
-    expect(warnings.some((w) => /checkpoint of session 's1' failed/.test(w.message))).toBe(true)
-    expect((await db.pool.query('SELECT count(*)::int AS n FROM dsh_projection_checkpoints')).rows[0].n).toBe(0)
   })
 
   it('never ahead of the log: over the whole PostgreSQL stack, every row seq is below the durable next offset', async () => {

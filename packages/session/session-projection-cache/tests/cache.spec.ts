@@ -1,11 +1,11 @@
 import { existsSync, statSync } from 'node:fs'
 import { Context } from '@dsh/context'
-import { type Session, SessionLogOffset, sessionStorePlugin } from '@dsh/session'
-import { createProjectionRegistry, sessionProjectionsPlugin } from '@dsh/session-projection'
+import { type Session, sessionStorePlugin } from '@dsh/session'
+import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { projectionCachePath, SqliteProjectionCache, sessionProjectionCachePlugin } from '../src/index.js'
-import { brittleUnit, host, messagesUnit, tempDir, turn, turnsUnit } from './helpers.js'
+import { projectionCachePath, sessionProjectionCachePlugin } from '../src/index.js'
+import { host, tempDir, turn } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {
@@ -20,65 +20,11 @@ async function setup(options: Omit<Parameters<typeof host>[0], 'path'> = {}) {
   return { ...h, dir, path }
 }
 
-const KEYS = ['messages', 'turns'] as const
+// The rules every cache backend shares (hits, misses, write moments, fail-soft
+// writes, ...) are the behaviour suite of `/testing`, run in behaviour.spec.ts;
+// these are the SQLite cache's own: its payload format, its file, its plugin.
 
 describe('cachedSnapshot', () => {
-  it('hits after the mandatory turn/end write with exactly the live values', async () => {
-    const { sessions, projections, cache } = await setup()
-    const session = sessions.create()
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toBeUndefined()
-    turn(session, 1, 'hello')
-    await cache.idle()
-    expect(cache.metrics.writes).toBe(1)
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
-    expect(cache.metrics).toMatchObject({ hits: 2, misses: 1 })
-  })
-
-  it('misses on another lifecycle of the same id, another cut, another stateVersion and an unregistered key', async () => {
-    const { sessions, cache, path, ctx } = await setup()
-    const session = sessions.create({ id: 'same' })
-    turn(session, 1, 'first life')
-    await cache.idle()
-    const { header } = session
-    expect(cache.cachedSnapshot(header, SessionLogOffset(0), KEYS)).toBeDefined()
-    expect(cache.cachedSnapshot({ ...header, createdAt: header.createdAt + 1 }, SessionLogOffset(0), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot(header, SessionLogOffset(1), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot({ ...header, id: 'other' as never }, SessionLogOffset(0), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot(header, SessionLogOffset(0), ['brittle'])).toBeUndefined()
-    await ctx.dispose()
-
-    // Another process where `turns` is at another stateVersion: its rows are ignored.
-    const next = await host({ path, units: [messagesUnit, { ...turnsUnit, stateVersion: 3 }] })
-    cleanups.push(() => next.ctx.dispose())
-    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), ['messages'])).toEqual({ messages: { n: 1, last: 'first life' } })
-    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), ['turns'])).toBeUndefined()
-    expect(next.cache.cachedSnapshot(header, SessionLogOffset(0), KEYS)).toBeUndefined()
-  })
-
-  it('keeps one checkpoint per session: a new lifecycle of the id replaces the old rows', async () => {
-    const { sessions, cache } = await setup()
-    const first = sessions.create({ id: 'x', createdAt: 1 })
-    turn(first, 1, 'old')
-    await sessions.dispose('x')
-    const second = sessions.create({ id: 'x', createdAt: 2 })
-    turn(second, 1, 'new')
-    await cache.idle()
-    expect(cache.cachedSnapshot(first.header, SessionLogOffset(0), KEYS)).toBeUndefined()
-    expect(cache.cachedSnapshot(second.header, SessionLogOffset(0), KEYS)).toEqual({ messages: { n: 1, last: 'new' }, turns: 1 })
-  })
-
-  it('serves a seeded child by its exact cut', async () => {
-    const { sessions, projections, cache } = await setup()
-    const parent = sessions.create()
-    turn(parent, 1, 'p')
-    const child = sessions.fork(parent)
-    turn(child, 2, 'c')
-    await cache.idle()
-    expect(cache.cachedSnapshot(child.header, SessionLogOffset(4), KEYS)).toEqual(projections.snapshot(child))
-    expect(cache.cachedSnapshot(child.header, SessionLogOffset(0), KEYS)).toBeUndefined()
-  })
-
   it('throws SESSION_PROJECTION_CACHE_POISONED on a row that is not JSON or fails the schema', async () => {
     const { sessions, cache, path } = await setup()
     const session = sessions.create()
@@ -103,18 +49,6 @@ describe('cachedSnapshot', () => {
       'messages',
     )
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()
-  })
-
-  it('reproduces a failed unit as an absent key, like the live snapshot', async () => {
-    const { sessions, projections, cache } = await setup({ units: [messagesUnit, turnsUnit, brittleUnit] })
-    const session = sessions.create()
-    session.append('turn/start', { turn: 1 })
-    session.append('tool/call', { turn: 1, callId: 'c', name: 'n', arguments: null })
-    session.append('turn/end', { turn: 1, reason: 'completed' })
-    await cache.idle()
-    const live = projections.snapshot(session)
-    expect(live).toEqual({ messages: { n: 0, last: null }, turns: 1 })
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages', 'turns', 'brittle'])).toEqual(live)
   })
 })
 
@@ -148,98 +82,6 @@ describe('writes', () => {
     for (const seq of seqs()) expect(seq).toBeLessThanOrEqual(Math.max(...flushedUpTo))
     expect(Math.max(...seqs())).toBe(11)
   })
-
-  it('fails softly when the flush fails: no row, a warning, failedWrites counted', async () => {
-    const { sessions, cache, warnings } = await setup({
-      onFlush: () => {
-        throw new Error('disk full')
-      },
-    })
-    const session = sessions.create()
-    turn(session, 1, 'a')
-    await cache.idle()
-    expect(cache.metrics).toMatchObject({ writes: 0, failedWrites: 1 })
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toBeUndefined()
-    expect(warnings.some((w) => /checkpoint of session 's1' failed/.test(w.message))).toBe(true)
-  })
-
-  it('writes every N events and T ms after the first unwritten event', async () => {
-    const byCount = await setup({ throttle: { events: 5, ms: Infinity } })
-    const a = byCount.sessions.create()
-    const append = async (from: number, to: number) => {
-      for (let i = from; i < to; i++) a.append('user/message', { text: `m${i}` })
-      await byCount.cache.idle()
-    }
-    await append(0, 4)
-    expect(byCount.cache.metrics.writes).toBe(0)
-    await append(4, 5)
-    expect(byCount.cache.metrics.writes).toBe(1)
-    await append(5, 12)
-    expect(byCount.cache.metrics.writes).toBe(2)
-    expect(byCount.cache.cachedSnapshot(a.header, a.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 10, last: 'm9' } })
-    // A threshold reached while a write is in flight is not lost: one
-    // follow-up write, when the first settles, covers every event so far.
-    await append(12, 22)
-    expect(byCount.cache.metrics.writes).toBe(4)
-    expect(byCount.cache.cachedSnapshot(a.header, a.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 22, last: 'm21' } })
-
-    const byTime = await setup({ throttle: { events: Infinity, ms: 20 } })
-    const b = byTime.sessions.create()
-    b.append('user/message', { text: 'x' })
-    b.append('user/message', { text: 'y' })
-    expect(byTime.cache.metrics.writes).toBe(0)
-    while (byTime.cache.metrics.writes === 0) await new Promise((resolve) => setTimeout(resolve, 5))
-    await byTime.cache.idle()
-    expect(byTime.cache.metrics.writes).toBe(1)
-    expect(byTime.cache.cachedSnapshot(b.header, b.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 2, last: 'y' } })
-  })
-
-  it('writes the final cells when a session goes cold, and the disposer writes live sessions with unwritten events', async () => {
-    const { sessions, cache, ctx, path } = await setup()
-    const cold = sessions.create()
-    const live = sessions.create()
-    turn(cold, 1, 'a')
-    cold.append('user/message', { text: 'after the turn' })
-    live.append('user/message', { text: 'never a turn/end' })
-    await cache.idle()
-    expect(cache.cachedSnapshot(cold.header, cold.inheritedEventCount, ['messages'])).toEqual({ messages: { n: 1, last: 'a' } })
-    await sessions.dispose(cold.id)
-    expect(cache.cachedSnapshot(cold.header, cold.inheritedEventCount, ['messages'])).toEqual({
-      messages: { n: 2, last: 'after the turn' },
-    })
-    expect(cache.cachedSnapshot(live.header, live.inheritedEventCount, ['messages'])).toBeUndefined()
-    await ctx.dispose()
-    const reopened = new SqliteProjectionCache({ path, projections: ctxlessProjections(), sessions: { flush: async () => {} } })
-    cleanups.push(() => reopened.close())
-    expect(reopened.cachedSnapshot(live.header, live.inheritedEventCount, ['messages'])).toEqual({
-      messages: { n: 1, last: 'never a turn/end' },
-    })
-  })
-
-  it('the last write wins, even over a lifecycle with an identical header and a longer log', async () => {
-    const { sessions, cache } = await setup()
-    const first = sessions.create({ id: 'twin', createdAt: 5 })
-    turn(first, 1, 'a')
-    turn(first, 2, 'b')
-    await sessions.dispose('twin')
-    const second = sessions.create({ id: 'twin', createdAt: 5 })
-    expect(second.header).toEqual(first.header)
-    turn(second, 1, 'only turn')
-    await cache.idle()
-    expect(cache.cachedSnapshot(second.header, second.inheritedEventCount, KEYS)).toEqual({
-      messages: { n: 1, last: 'only turn' },
-      turns: 1,
-    })
-  })
-
-  it('a closed cache misses and refuses writes without throwing', async () => {
-    const { sessions, cache } = await setup()
-    const session = sessions.create()
-    cache.close()
-    turn(session, 1, 'a')
-    expect(await cache.writeCheckpoint(session)).toBe(false)
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toBeUndefined()
-  })
 })
 
 describe('sessionProjectionCachePlugin', () => {
@@ -253,19 +95,13 @@ describe('sessionProjectionCachePlugin', () => {
     })
   })
 
-  it('refuses options without a location or with a bad throttle', async () => {
+  it('refuses options without a location', async () => {
+    // (A bad throttle is refused by the behaviour suite every cache backend runs: behaviour.spec.ts.)
     const ctx = new Context()
     cleanups.push(() => ctx.dispose())
     await ctx.activate(sessionStorePlugin())
     await ctx.activate(sessionProjectionsPlugin())
     await expect(ctx.activate(sessionProjectionCachePlugin({}))).rejects.toMatchObject({ code: 'SESSION_PROJECTION_CACHE_INVALID_OPTIONS' })
-    const { dir, cleanup } = tempDir()
-    cleanups.push(cleanup)
-    for (const throttle of [{ events: 0 }, { ms: Number.NaN }, { events: -3 }]) {
-      await expect(ctx.activate(sessionProjectionCachePlugin({ root: dir, throttle }))).rejects.toMatchObject({
-        code: 'SESSION_PROJECTION_CACHE_INVALID_OPTIONS',
-      })
-    }
     expect(ctx.get('sessionProjectionCache')).toBeUndefined()
   })
 
@@ -289,11 +125,3 @@ describe('sessionProjectionCachePlugin', () => {
     expect(ctx.get('sessionProjectionCache')).toBeUndefined()
   })
 })
-
-/** A registry with the test units, outside any context (a second reader of the same file). */
-function ctxlessProjections() {
-  const registry = createProjectionRegistry(new Context())
-  registry.register(messagesUnit)
-  registry.register(turnsUnit)
-  return registry
-}
