@@ -38,8 +38,26 @@ function malformed(type: string, why: string, line: number): never {
   throw new ImportV0Error('IMPORT_V0_BAD_ROW', `Line ${line}: the ${type} row is malformed: ${why}.`, { details: { line } })
 }
 
-/** Validates a row and appends its member events to `out`. `line` is the 1-based line number for messages. */
-export function expandRow(row: Json, type: RowType, line: number, out: V0Event[]): void {
+/**
+ * Makes the event of one member of a validated row: `data` is the row's data
+ * (`turn`, `step`, `index`, and `id`/`name` for tool calls), `delta` the
+ * member's text (or argument) piece.
+ */
+export type RowMemberMaker<E> = (type: RowType, seq: number, time: number, data: Readonly<Json>, delta: string) => E
+
+/** The v0 event of a row member: an `assistant/chunk` with its delta chunk. */
+export const v0RowMember: RowMemberMaker<V0Event> = (type, seq, time, data, delta) => {
+  const chunk =
+    type === 'tool-call-chunks'
+      ? Object.hasOwn(data, 'name')
+        ? { type: 'tool-call-delta', index: data.index as number, id: data.id, name: data.name, argumentsDelta: delta }
+        : { type: 'tool-call-delta', index: data.index as number, id: data.id, argumentsDelta: delta }
+      : { type: type === 'text-chunks' ? 'text-delta' : 'reasoning-delta', index: data.index as number, text: delta }
+  return new RowMember(seq, time, { turn: data.turn as number, step: data.step as number, chunk })
+}
+
+/** Validates a row and appends its member events (made by `make`) to `out`. `line` is the 1-based line number for messages. */
+export function expandRow<E>(row: Json, type: RowType, line: number, out: E[], make: RowMemberMaker<E>): void {
   if (!exactKeys(row, ['type', 'seq0', 'time0', 'data'])) malformed(type, 'the envelope must be exactly {type, seq0, time0, data}', line)
   const { seq0, time0, data } = row
   if (!Number.isSafeInteger(seq0) || (seq0 as number) < 0) malformed(type, 'seq0 must be a non-negative safe integer', line)
@@ -71,13 +89,7 @@ export function expandRow(row: Json, type: RowType, line: number, out: V0Event[]
       time += dt[k - 1] as number
       if (!Number.isSafeInteger(time)) malformed(type, 'member times leave the safe-integer range', line)
     }
-    const text = members[k] as string
-    const chunk = tool
-      ? withName
-        ? { type: 'tool-call-delta', index: data.index, id: data.id, name: data.name, argumentsDelta: text }
-        : { type: 'tool-call-delta', index: data.index, id: data.id, argumentsDelta: text }
-      : { type: type === 'text-chunks' ? 'text-delta' : 'reasoning-delta', index: data.index, text }
-    out.push(new RowMember((seq0 as number) + k, time, { turn: data.turn, step: data.step, chunk }))
+    out.push(make(type, (seq0 as number) + k, time, data, members[k] as string))
   }
 }
 

@@ -8,8 +8,9 @@ import {
   type StoredSessionEvent,
   type TurnEndReason,
 } from '@dsh/session'
-import { RowMember } from './chunk-rows.js'
+import { RowMember, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
 import { ImportV0Error } from './errors.js'
+import type { EventMaker } from './reader.js'
 import type { V0Event, V0Header } from './v0-types.js'
 
 /**
@@ -228,6 +229,23 @@ export const CONVERTED_TYPES: readonly string[] = Object.keys(CONVERTERS)
 export function toDshEvent(event: V0Event): StoredSessionEvent {
   return frozen(convertEvent(event))
 }
+
+/**
+ * A packed-row member's dsh event, made from the row directly: equal to
+ * `toDshEvent` of its v0 member, without building that member (and its
+ * chunk) first — most events of a harness log are such members.
+ */
+export const dshRowMember: RowMemberMaker<StoredSessionEvent> = (type, seq, time, data, delta) => {
+  const { turn, step, index } = data as { turn: number; step: number; index: number }
+  if (type !== 'text-chunks' || Object.is(turn, -0) || Object.is(step, -0) || Object.is(index, -0)) {
+    return toDshEvent(v0RowMember(type, seq, time, data, delta))
+  }
+  const converted = step === 0 ? { turn, index, delta } : { turn, index, delta, [V0_RESIDUAL_KEY]: Object.freeze({ step }) }
+  return Object.freeze({ type: 'assistant/chunk', seq: seq as SessionSeq, time, data: Object.freeze(converted) })
+}
+
+/** What an import reads a v0 log as: dsh events, converted as they are parsed. */
+export const DSH_EVENTS: EventMaker<StoredSessionEvent> = { line: toDshEvent, member: dshRowMember }
 
 /**
  * Freezes an event whose data came from `JSON.parse` (plain objects and

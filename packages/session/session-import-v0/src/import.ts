@@ -2,7 +2,7 @@ import { promises as fsp } from 'node:fs'
 import { resolve } from 'node:path'
 import type { SessionHeader, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import type { AppendTarget, SessionObservation, SessionPersistence } from '@dsh/session-persistence'
-import { toDshEvent, toDshHeader } from './convert.js'
+import { DSH_EVENTS, toDshHeader } from './convert.js'
 import { ImportV0Error, type ImportV0ErrorCode, importCancelled, throwIfAborted } from './errors.js'
 import { readV0Header } from './header-read.js'
 import { listV0Logs, openV0Log, type V0LogEntry } from './reader.js'
@@ -269,7 +269,7 @@ interface RunContext {
  */
 async function importOne(candidate: Candidate, run: RunContext): Promise<{ result: SessionImportResult; appends: number }> {
   const { persistence, signal } = run
-  const log = await openV0Log(run.from, candidate.entry)
+  const log = await openV0Log(run.from, candidate.entry, DSH_EVENTS)
   const { header, inheritedEventCount } = toDshHeader(log.header)
   const id = header.id
   const revision = await persistence.stat(id, signal)
@@ -287,8 +287,7 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
   const storedCount = stored?.events.length ?? 0
   let count = 0
   try {
-    for (let v0 = log.next(); v0 !== undefined; v0 = log.next()) {
-      const event = toDshEvent(v0)
+    for (let event = log.next(); event !== undefined; event = log.next()) {
       if (count < storedCount) {
         if (!sameEvent((stored as SessionObservation).events[count] as StoredSessionEvent, event)) {
           throw new SessionFailure(

@@ -1,6 +1,6 @@
 import { promises as fsp } from 'node:fs'
 import { join } from 'node:path'
-import { expandRow, isRowType } from './chunk-rows.js'
+import { expandRow, isRowType, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
 import { ImportV0Error } from './errors.js'
 import { decodeSegment, NO_CWD_DIR, PLAIN_LOG, type V0Compression, v0LogPath, ZSTD_LOG } from './layout.js'
 import { parseHeaderLine, type V0Event, type V0Header } from './v0-types.js'
@@ -92,14 +92,20 @@ export async function readV0Log(root: string, entry: V0LogEntry): Promise<V0Log>
  * for events — so a fault in a line (bad JSON, a seq gap, a bad row) is
  * thrown by the `next()` that reaches it, after the events before it.
  */
-export async function openV0Log(root: string, entry: V0LogEntry): Promise<V0EventReader> {
+export async function openV0Log(root: string, entry: V0LogEntry): Promise<V0EventReader>
+export async function openV0Log<E extends Sequenced>(root: string, entry: V0LogEntry, make: EventMaker<E>): Promise<V0EventReader<E>>
+export async function openV0Log<E extends Sequenced>(
+  root: string,
+  entry: V0LogEntry,
+  make?: EventMaker<E>,
+): Promise<V0EventReader<E | V0Event>> {
   let bytes: Buffer
   try {
     bytes = await fsp.readFile(entry.path)
   } catch (error) {
     throw new ImportV0Error('IMPORT_V0_IO', `Cannot read ${entry.path}: ${(error as Error).message}`, { cause: error })
   }
-  const reader = new V0EventReader(bytes, entry.compression, entry.path)
+  const reader = new V0EventReader<E | V0Event>(bytes, entry.compression, entry.path, make ?? V0_EVENTS)
   assertPlaced(root, reader.header, entry)
   return reader
 }
@@ -117,7 +123,7 @@ export function assertPlaced(root: string, header: V0Header, entry: V0LogEntry):
 
 /** Parses the bytes of a v0 log (`zstd` frames or plain JSON lines) whole. */
 export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<memory>'): V0Log {
-  return drain(new V0EventReader(bytes, compression, path))
+  return drain(new V0EventReader(bytes, compression, path, V0_EVENTS))
 }
 
 function drain(reader: V0EventReader): V0Log {
@@ -133,6 +139,20 @@ function drain(reader: V0EventReader): V0Log {
 
 /** Lines are decoded and parsed about this much text at a time (a JS string has a length limit; a log does not). */
 export const TEXT_SLICE = 1024 * 1024
+
+/** What a reader yields for each event line and each packed-row member (an import makes dsh events straight away). */
+export interface EventMaker<E> {
+  readonly line: (event: V0Event) => E
+  readonly member: RowMemberMaker<E>
+}
+
+/** Anything with the seq it is read at. */
+export interface Sequenced {
+  readonly seq: number
+}
+
+/** The v0 events themselves. */
+export const V0_EVENTS: EventMaker<V0Event> = { line: (event) => event, member: v0RowMember }
 
 /** A run of whole lines still to parse: `bytes[at, end)`. */
 interface Span {
@@ -150,15 +170,15 @@ interface Span {
  * in a complete line is thrown when reached, never skipped; the complete
  * lines of a torn tail come last, the torn bytes are only counted.
  */
-export class V0EventReader {
+export class V0EventReader<E extends Sequenced = V0Event> {
   readonly header: V0Header
   /** Bytes of an incomplete final frame / line that were not (entirely) read. */
   readonly tornBytes: number
   /** The source text (UTF-16 units) of the event `next()` returned last; a row's members share its line. */
   textLength = 0
   private readonly spans: Span[] = []
-  private readonly parser = new LineParser()
-  private buffered: V0Event[] = []
+  private readonly parser: LineParser<E>
+  private buffered: E[] = []
   private lengths: number[] = []
   private at = 0
   private fault: unknown
@@ -166,9 +186,11 @@ export class V0EventReader {
   constructor(
     bytes: Buffer,
     readonly compression: V0Compression,
-    readonly path = '<memory>',
+    readonly path: string,
+    make: EventMaker<E>,
   ) {
-    const parser = this.parser
+    const parser = new LineParser(make)
+    this.parser = parser
     if (compression === 'zstd') {
       const { frames, plain, ends, torn, tornBytes } = decodeFrames(bytes)
       const first = frames[0]
@@ -210,7 +232,7 @@ export class V0EventReader {
   }
 
   /** The next event (seq = the number returned before it), or `undefined` after the last. Throws `ImportV0Error` at a bad line. */
-  next(): V0Event | undefined {
+  next(): E | undefined {
     while (this.at === this.buffered.length) {
       if (this.fault !== undefined) throw this.fault
       if (!this.parseSlice()) return undefined
@@ -245,11 +267,13 @@ export class V0EventReader {
   }
 }
 
-class LineParser {
+class LineParser<E extends Sequenced> {
   packedRows = 0
   private parsedHeader: V0Header | undefined
   private line = 1
   private nextSeq = 0
+
+  constructor(private readonly make: EventMaker<E>) {}
 
   header(text: string): void {
     this.parsedHeader = parseHeaderLine(text)
@@ -260,7 +284,7 @@ class LineParser {
   }
 
   /** Parses newline-separated lines (no trailing newline) into `events`, with each event's source text length in `lengths`. */
-  lines(text: string, events: V0Event[], lengths: number[]): void {
+  lines(text: string, events: E[], lengths: number[]): void {
     for (const lineText of text.split('\n')) {
       this.line += 1
       let value: unknown
@@ -276,7 +300,7 @@ class LineParser {
       const first = events.length
       if (isRowType(record.type)) {
         this.packedRows += 1
-        expandRow(record, record.type, this.line, events)
+        expandRow(record, record.type, this.line, events, this.make.member)
         const share = Math.ceil(lineText.length / (events.length - first))
         for (let i = first; i < events.length; i++) lengths.push(share)
         this.checkSeqs(events, first)
@@ -291,25 +315,27 @@ class LineParser {
           },
         )
       }
-      events.push(record as unknown as V0Event)
+      // The seq is checked before the line is made into an event (a converter may assume a valid seq).
+      this.checkSeq(record.seq)
+      events.push(this.make.line(record as unknown as V0Event))
       lengths.push(lineText.length)
-      this.checkSeqs(events, first)
     }
   }
 
-  private checkSeqs(events: readonly V0Event[], from: number): void {
-    for (let i = from; i < events.length; i++) {
-      const seq = (events[i] as V0Event).seq
-      if (seq !== this.nextSeq) {
-        throw new ImportV0Error(
-          'IMPORT_V0_SEQ_GAP',
-          `Line ${this.line} has seq ${JSON.stringify(seq)} where seq ${this.nextSeq} comes next: the event sequence has a gap.`,
-          {
-            details: { line: this.line, expected: this.nextSeq, seq },
-          },
-        )
-      }
-      this.nextSeq += 1
+  private checkSeqs(events: readonly E[], from: number): void {
+    for (let i = from; i < events.length; i++) this.checkSeq((events[i] as E).seq)
+  }
+
+  private checkSeq(seq: unknown): void {
+    if (seq !== this.nextSeq) {
+      throw new ImportV0Error(
+        'IMPORT_V0_SEQ_GAP',
+        `Line ${this.line} has seq ${JSON.stringify(seq)} where seq ${this.nextSeq} comes next: the event sequence has a gap.`,
+        {
+          details: { line: this.line, expected: this.nextSeq, seq },
+        },
+      )
     }
+    this.nextSeq += 1
   }
 }

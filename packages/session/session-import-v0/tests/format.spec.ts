@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { DSH_EVENTS } from '../src/convert.js'
 import {
   decodeFrames,
   decodeSegment,
@@ -19,7 +20,7 @@ import {
   v0LogPath,
   writeV0Log,
 } from '../src/index.js'
-import { TEXT_SLICE } from '../src/reader.js'
+import { openV0Log, TEXT_SLICE } from '../src/reader.js'
 import { CWD, flipByte, flipped, healthyFixtures, PARENT, plainLines, T0, tempDir, V0Builder, writeRoot } from './fixtures.js'
 
 const dirs: string[] = []
@@ -131,6 +132,24 @@ describe('v0 frames and lines', () => {
       }),
     ])
     expect(parseV0Log(v0LogBytes({ id: 't', createdAt: T0, delegationDepth: 0 }, tool.batches), 'zstd').events).toEqual(tool.events)
+  })
+
+  it('reads rows straight into dsh events equal to converting their v0 members (text at step 0 and 2, reasoning, tool calls)', async () => {
+    const b = new V0Builder().turn(1, 'q', 'a fairly long answer that streams in many pieces', { reasoning: true, tool: true })
+    for (const step of [2, 0])
+      for (const piece of ['{"pa', 'th":', '"x"}'])
+        b.add('assistant/chunk', { turn: 1, step, chunk: { type: 'tool-call-delta', index: 2, id: `c${step}`, argumentsDelta: piece } })
+    for (const piece of ['later ', 'step ', 'text'])
+      b.add('assistant/chunk', { turn: 1, step: 2, chunk: { type: 'text-delta', index: 0, text: piece } })
+    b.flush()
+    const root = dir('dsh-rows')
+    const path = await writeV0Log(root, { id: 'r', createdAt: T0, delegationDepth: 0 }, b.batches)
+    const reader = await openV0Log(root, { path, compression: 'zstd', dirId: 'r' }, DSH_EVENTS)
+    const events = []
+    for (let event = reader.next(); event !== undefined; event = reader.next()) events.push(event)
+    expect(reader.packedRows).toBe(5)
+    expect(events).toEqual(b.events.map(toDshEvent))
+    expect(events.every((e) => Object.isFrozen(e) && Object.isFrozen(e.data))).toBe(true)
   })
 
   it('keeps the complete records of a torn last frame, as the harness reads it', () => {
