@@ -4,7 +4,9 @@ import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persi
 import { type ChangeSubscription, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres'
 import {
   checkAborted,
+  checkSearchGeneration,
   type EventSearchHit,
+  encodeSearchCursor,
   eventWindow,
   fromPersistenceError,
   guarded,
@@ -14,8 +16,10 @@ import {
   type LiveSessions,
   liveRecord,
   observe,
+  type ParsedSearchRequest,
   parseHistoryRequest,
   parseListFilter,
+  parseSearchRequest,
   parseWindowRequest,
   type SearchPage,
   type SearchRequest,
@@ -31,7 +35,9 @@ import { PostgresSessionQueryError } from './errors.js'
 import { eventText } from './event-text.js'
 import { type ListingRow, listingStatement, recordOf } from './listing.js'
 import { SEARCH_SCHEMA } from './schema.js'
-import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
+
+/** PostgreSQL's search cursors: another backend's cursors are refused. The words reach `plainto_tsquery` as a parameter, so nothing in them is syntax. */
+const SEARCH_CURSOR_TAG = 'pg-search'
 
 export interface PostgresSessionQueryOptions {
   /** The pool shared with `@dsh/session-persistence-postgres` (the same database). */
@@ -219,10 +225,10 @@ class PgSessionQuery implements PostgresSessionQuery {
     request: SearchRequest,
     kind: 'sessions' | 'events',
     signal: AbortSignal | undefined,
-  ): Promise<{ search: ParsedSearch; generation: string }> {
+  ): Promise<{ search: ParsedSearchRequest; generation: string }> {
     this.#assertOpen()
     checkAborted(signal)
-    const search = parseSearchRequest(request, kind)
+    const search = parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
     await guarded(this.catchUp(), signal)
     const { rows } = await guarded(
       this.#sql<{ g: string }>(
@@ -233,12 +239,12 @@ class PgSessionQuery implements PostgresSessionQuery {
       signal,
     )
     const generation = rows[0]!.g
-    checkGeneration(search, generation)
+    checkSearchGeneration(search, generation)
     return { search, generation }
   }
 
-  #page<T>(hits: T[], more: boolean, kind: 'sessions' | 'events', search: ParsedSearch, generation: string): SearchPage<T> {
-    const next = more ? encodeSearchCursor(kind, search, generation, search.offset + search.limit) : undefined
+  #page<T>(hits: T[], more: boolean, kind: 'sessions' | 'events', search: ParsedSearchRequest, generation: string): SearchPage<T> {
+    const next = more ? encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit) : undefined
     return Object.freeze({ hits: Object.freeze(hits), ...(next === undefined ? {} : { nextCursor: next }) })
   }
 

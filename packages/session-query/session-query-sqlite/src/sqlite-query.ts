@@ -3,8 +3,10 @@ import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { PersistedSessionRecord, SessionChanges, SessionPersistence, SessionSuffixObservation } from '@dsh/session-persistence'
 import {
   checkAborted,
+  checkSearchGeneration,
   createSessionQuery,
   type EventSearchHit,
+  encodeSearchCursor,
   eventWindow,
   fromPersistenceError,
   guarded,
@@ -16,8 +18,10 @@ import {
   listPersisted,
   liveRecord,
   observe,
+  type ParsedSearchRequest,
   parseHistoryRequest,
   parseListFilter,
+  parseSearchRequest,
   parseWindowRequest,
   type SearchPage,
   type SearchRequest,
@@ -44,7 +48,7 @@ import {
 } from './read-statements.js'
 import { WorkerReader } from './reader-worker.js'
 import { isDamage, openIndexFile, quickCheck, type RebuildReason, removeIndexFile } from './schema.js'
-import { checkGeneration, encodeSearchCursor, type ParsedSearch, parseSearchRequest } from './search.js'
+import { ftsMatch, SEARCH_CURSOR_TAG } from './search.js'
 
 export interface SqliteSessionQueryOptions {
   readonly sessions: LiveSessions
@@ -307,10 +311,10 @@ class SqliteQuery implements SqliteSessionQuery {
     kind: 'sessions' | 'events',
     signal: AbortSignal | undefined,
     statement: (match: string, liveIds: readonly string[], limit: number, offset: number) => ReadStatement,
-    shape: (rows: readonly unknown[], search: ParsedSearch, liveIds: ReadonlySet<string>) => { hits: T[]; more: boolean },
+    shape: (rows: readonly unknown[], search: ParsedSearchRequest, liveIds: ReadonlySet<string>) => { hits: T[]; more: boolean },
   ): Promise<SearchPage<T>> {
     checkAborted(signal)
-    const search = parseSearchRequest(request, kind)
+    const search = parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
     for (let attempt = 0; ; attempt++) {
       await guarded(this.#beforeSearch(), signal)
       checkAborted(signal)
@@ -319,14 +323,14 @@ class SqliteQuery implements SqliteSessionQuery {
         const liveIds = this.#sessions.list().map((s) => s.id)
         // The generation is read in the search's own transaction: the cursor it stamps matches these hits.
         const [meta, found] = await this.#read(
-          [GENERATION, statement(search.match, liveIds, search.limit + 1, search.offset)],
+          [GENERATION, statement(ftsMatch(search.words), liveIds, search.limit + 1, search.offset)],
           'search',
           signal,
         )
         const generation = generationOf(meta!)
-        checkGeneration(search, generation)
+        checkSearchGeneration(search, generation)
         const { hits, more } = shape(found!, search, new Set(liveIds))
-        const nextCursor = more ? encodeSearchCursor(kind, search, generation, search.offset + search.limit) : undefined
+        const nextCursor = more ? encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit) : undefined
         return Object.freeze({ hits: Object.freeze(hits), ...(nextCursor === undefined ? {} : { nextCursor }) })
       } catch (error) {
         // Search has no scan to fall back on: rebuild the damaged index once and ask again.
