@@ -10,20 +10,20 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
 import { Session, sessionStorePlugin } from '@dsh/session'
-import { type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
+import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { type SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { sessionQueryPlugin } from '@dsh/session-query'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
-import { listChildren, type SubagentDriver, type SubagentListEntry, subagentsPlugin } from '@dsh/subagent'
-import { type BenchDefinition, benchRoot, time } from '../harness.js'
+import { type SubagentDriver, subagentsPlugin } from '@dsh/subagent'
+import { ChildListings, PARENT, quietLogger, spawnFamily } from '../fixtures/children.js'
+import { type BenchDefinition, benchRoot } from '../harness.js'
 
 const CHILDREN = 1_000
 const TRANSCRIPT_BYTES = 1024 * 1024
 const CHUNK_BYTES = 4 * 1024
 const CHUNKS = TRANSCRIPT_BYTES / CHUNK_BYTES
-const PARENT = 'bench-parent'
 const FIXTURE_VERSION = 1
 const fixturesDir = join(benchRoot, '.fixtures')
 const fixture = join(fixturesDir, `list-children-v${FIXTURE_VERSION}`)
@@ -70,11 +70,6 @@ function bulkDriver(): SubagentDriver {
   }
 }
 
-const quietLogger = {
-  warn: (message: string) => console.warn(message),
-  error: (message: string, error?: unknown) => console.error(message, error),
-}
-
 async function generate(): Promise<void> {
   rmSync(fixture, { recursive: true, force: true })
   mkdirSync(root, { recursive: true })
@@ -90,32 +85,8 @@ async function generate(): Promise<void> {
   // subagentsPlugin requires a query corpus; generation never lists, so the in-memory one will do.
   await ctx.activate(sessionQueryPlugin())
   await ctx.activate(subagentsPlugin({ driver: bulkDriver() }))
-  const sessions = ctx.require('sessions')
-  const subagents = ctx.require('subagents')
-  const parent = sessions.create({ id: PARENT })
-  parent.append('user/message', { text: 'Split the audit across subagents.' })
-  parent.append('turn/start', { turn: 1 })
-  parent.append('assistant/message', { turn: 1, text: 'Spawning 1,000 workers.' })
-  parent.append('turn/end', { turn: 1, reason: 'completed' })
   // Four runs at a time keeps memory bounded (each live child holds its 1 MiB until it goes cold).
-  for (let i = 0; i < CHILDREN; i += 4) {
-    const batch = []
-    for (let j = i; j < Math.min(i + 4, CHILDREN); j++) {
-      batch.push(
-        subagents.spawn(parent, {
-          id: `child-${String(j).padStart(4, '0')}`,
-          mode: j % 2 === 0 ? 'one-shot' : 'continuable',
-          label: `worker ${j}`,
-          context: j % 2 === 0 ? 'fork' : 'fresh',
-          prompt: `Audit part ${j}.`,
-        }).done,
-      )
-    }
-    for (const outcome of await Promise.all(batch))
-      if (outcome.reason !== 'completed') throw new Error(`fixture child failed: ${outcome.reason}`)
-    if (i % 200 === 0) console.log(`  list-children: ${i}/${CHILDREN}`)
-  }
-  await sessions.dispose(PARENT)
+  await spawnFamily(ctx, { children: CHILDREN, batch: 4, label: 'list-children' })
   await ctx.dispose()
   writeFileSync(marker, `${JSON.stringify({ version: FIXTURE_VERSION, children: CHILDREN, transcriptBytes: TRANSCRIPT_BYTES })}\n`)
 }
@@ -130,26 +101,7 @@ function duSync(path: string): number {
 }
 
 let ctx: Context | undefined
-let persistence: SessionPersistence | undefined
-let expected: SubagentListEntry[] = []
-const bodyReadsPerListing: { cached: number[]; rung3: number[] } = { cached: [], rung3: [] }
-
-function physicalBodyReads(): number {
-  const p = persistence as (SessionPersistence & { backend?: SessionPersistence }) | undefined
-  return (p?.backend ?? p)?.metrics.bodyReads ?? 0
-}
-
-async function measured(side: 'cached' | 'rung3', list: () => Promise<SubagentListEntry[]>): Promise<number> {
-  const before = physicalBodyReads()
-  let rows: SubagentListEntry[] = []
-  const ms = await time(async () => {
-    rows = await list()
-  })
-  bodyReadsPerListing[side].push(physicalBodyReads() - before)
-  if (rows.length !== CHILDREN || JSON.stringify(rows) !== JSON.stringify(expected))
-    throw new Error(`list-children: the ${side} listing returned other rows than expected`)
-  return ms
-}
+const listings = new ChildListings('list-children', CHILDREN, () => ctx)
 
 async function servedByCache(): Promise<boolean> {
   const explained = await ctx!.require('subagents').explainChildren(PARENT)
@@ -187,7 +139,6 @@ const definition: BenchDefinition = {
     await ctx.activate(sessionStorePlugin())
     await ctx.activate(sessionProjectionsPlugin())
     await ctx.activate(sessionPersistencePlugin(createJsonlPersistence({ root })))
-    persistence = ctx.require('sessionPersistence')
     // The index is part of the fixture: after its first build, opening it reads headers only.
     await ctx.activate(sqliteSessionQueryPlugin({ path: defaultIndexPath(root) }))
     await ctx.activate(sessionProjectionCachePlugin({ root }))
@@ -201,12 +152,7 @@ const definition: BenchDefinition = {
       if (!(await servedByCache()))
         throw new Error('list-children: the warm checkpoint cache does not serve every child; delete the fixture to regenerate it.')
     }
-    expected = await ctx.require('subagents').listChildren(PARENT)
-    const children = expected.filter((row) => row.kind === 'child').length
-    if (children !== CHILDREN)
-      throw new Error(
-        `list-children: expected ${CHILDREN} child rows from the fixture, got ${children}; delete ${fixture} to regenerate it.`,
-      )
+    await listings.expectWarm(`; delete ${fixture} to regenerate it.`)
   },
   async teardown() {
     await ctx?.dispose()
@@ -214,22 +160,11 @@ const definition: BenchDefinition = {
   },
   baseline: {
     label: 'warm checkpoint cache (rung 2)',
-    run: () => measured('cached', () => ctx!.require('subagents').listChildren(PARENT)),
+    run: () => listings.cached(),
   },
   subject: {
     label: 'cache unmounted (rung 3: one 1 MiB observation + fold per child)',
-    run: () =>
-      measured('rung3', () =>
-        listChildren(
-          {
-            sessions: ctx!.require('sessions'),
-            sessionProjections: ctx!.require('sessionProjections'),
-            sessionQuery: ctx!.require('sessionQuery'),
-            sessionProjectionCache: undefined,
-          },
-          PARENT,
-        ),
-      ),
+    run: () => listings.rung3(),
   },
   extra() {
     return {
@@ -237,7 +172,7 @@ const definition: BenchDefinition = {
       seededChildren: CHILDREN / 2,
       transcriptPlaintextBytesPerChild: TRANSCRIPT_BYTES,
       fixtureBytesOnDisk: duSync(root),
-      bodyReadsPerListing,
+      bodyReadsPerListing: listings.bodyReadsPerListing,
       ratioDefinition: 'rung 3 median / warm-cache median',
     }
   },

@@ -10,33 +10,26 @@
 // opens the database: every child is cold.
 import { Context } from '@dsh/context'
 import { sessionStorePlugin } from '@dsh/session'
-import { type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
+import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { postgresProjectionCachePlugin } from '@dsh/session-projection-cache-postgres'
 import { postgresSessionQueryPlugin } from '@dsh/session-query-postgres'
-import { listChildren, type SubagentDriver, type SubagentListEntry, subagentsPlugin } from '@dsh/subagent'
+import { type SubagentDriver, subagentsPlugin } from '@dsh/subagent'
 import pg from 'pg'
-import { type BenchDefinition, time } from '../harness.js'
+import { ChildListings, PARENT, quietLogger, spawnFamily } from '../fixtures/children.js'
+import type { BenchDefinition } from '../harness.js'
 
 const CHILDREN = 1_000
 const CHUNK_BYTES = 4 * 1024
 const CHUNKS = 16
-const PARENT = 'bench-parent'
 
 let cluster: TestCluster | undefined
 let pool: pg.Pool | undefined
 let ctx: Context | undefined
-let persistence: SessionPersistence | undefined
-let expected: SubagentListEntry[] = []
-const bodyReadsPerListing: { cached: number[]; rung3: number[] } = { cached: [], rung3: [] }
+const listings = new ChildListings('pg-list-children', CHILDREN, () => ctx)
 const rungs: Record<string, number> = {}
-
-const quiet = {
-  warn: (message: string) => console.warn(message),
-  error: (message: string, error?: unknown) => console.error(message, error),
-}
 
 function streamingDriver(): SubagentDriver {
   let seed = 1
@@ -63,7 +56,7 @@ function streamingDriver(): SubagentDriver {
 }
 
 async function compose(withCache: boolean): Promise<Context> {
-  const c = new Context({ logger: quiet })
+  const c = new Context({ logger: quietLogger })
   await c.activate(sessionStorePlugin())
   await c.activate(sessionPersistencePlugin(await createPostgresPersistence({ pool: pool! }), { writeBehindMs: 0 }))
   await c.activate(sessionProjectionsPlugin())
@@ -75,49 +68,8 @@ async function compose(withCache: boolean): Promise<Context> {
 
 async function generate(): Promise<void> {
   const c = await compose(true)
-  const sessions = c.require('sessions')
-  const subagents = c.require('subagents')
-  const parent = sessions.create({ id: PARENT })
-  parent.append('user/message', { text: 'Split the audit across subagents.' })
-  parent.append('turn/start', { turn: 1 })
-  parent.append('assistant/message', { turn: 1, text: 'Spawning 1,000 workers.' })
-  parent.append('turn/end', { turn: 1, reason: 'completed' })
-  for (let i = 0; i < CHILDREN; i += 8) {
-    const batch = []
-    for (let j = i; j < Math.min(i + 8, CHILDREN); j++) {
-      batch.push(
-        subagents.spawn(parent, {
-          id: `child-${String(j).padStart(4, '0')}`,
-          mode: j % 2 === 0 ? 'one-shot' : 'continuable',
-          label: `worker ${j}`,
-          context: j % 2 === 0 ? 'fork' : 'fresh',
-          prompt: `Audit part ${j}.`,
-        }).done,
-      )
-    }
-    for (const outcome of await Promise.all(batch))
-      if (outcome.reason !== 'completed') throw new Error(`pg-list-children: a fixture child failed: ${outcome.reason}`)
-    if (i % 200 === 0) console.log(`  pg-list-children: ${i}/${CHILDREN}`)
-  }
-  await sessions.dispose(PARENT)
+  await spawnFamily(c, { children: CHILDREN, batch: 8, label: 'pg-list-children' })
   await c.dispose()
-}
-
-function physicalBodyReads(): number {
-  const p = persistence as (SessionPersistence & { backend?: SessionPersistence }) | undefined
-  return (p?.backend ?? p)?.metrics.bodyReads ?? 0
-}
-
-async function measured(side: 'cached' | 'rung3', list: () => Promise<SubagentListEntry[]>): Promise<number> {
-  const before = physicalBodyReads()
-  let rows: SubagentListEntry[] = []
-  const ms = await time(async () => {
-    rows = await list()
-  })
-  bodyReadsPerListing[side].push(physicalBodyReads() - before)
-  if (rows.length !== CHILDREN || JSON.stringify(rows) !== JSON.stringify(expected))
-    throw new Error(`pg-list-children: the ${side} listing returned other rows than expected`)
-  return ms
 }
 
 const definition: BenchDefinition = {
@@ -134,14 +86,11 @@ const definition: BenchDefinition = {
     await generate()
     // A fresh host: every child is cold; the cache's mirror loads from the table.
     ctx = await compose(true)
-    persistence = ctx.require('sessionPersistence')
     const explained = await ctx.require('subagents').explainChildren(PARENT)
     for (const entry of explained) rungs[`rung${entry.rung}`] = (rungs[`rung${entry.rung}`] ?? 0) + 1
     if (explained.length !== CHILDREN || !explained.every((entry) => entry.rung === 2))
       throw new Error(`pg-list-children: the warm cache does not serve every child: ${JSON.stringify(rungs)}`)
-    expected = await ctx.require('subagents').listChildren(PARENT)
-    if (expected.filter((row) => row.kind === 'child').length !== CHILDREN)
-      throw new Error('pg-list-children: expected a child row per child')
+    await listings.expectWarm()
   },
   async teardown() {
     await ctx?.dispose()
@@ -150,22 +99,11 @@ const definition: BenchDefinition = {
   },
   baseline: {
     label: 'warm PostgreSQL checkpoint cache (rung 2)',
-    run: () => measured('cached', () => ctx!.require('subagents').listChildren(PARENT)),
+    run: () => listings.cached(),
   },
   subject: {
     label: 'cache absent (rung 3: one 64 KiB observation + fold per child)',
-    run: () =>
-      measured('rung3', () =>
-        listChildren(
-          {
-            sessions: ctx!.require('sessions'),
-            sessionProjections: ctx!.require('sessionProjections'),
-            sessionQuery: ctx!.require('sessionQuery'),
-            sessionProjectionCache: undefined,
-          },
-          PARENT,
-        ),
-      ),
+    run: () => listings.rung3(),
   },
   extra() {
     return {
@@ -173,7 +111,7 @@ const definition: BenchDefinition = {
       seededChildren: CHILDREN / 2,
       transcriptPlaintextBytesPerChild: CHUNKS * CHUNK_BYTES,
       rungsOnOpen: rungs,
-      bodyReadsPerListing,
+      bodyReadsPerListing: listings.bodyReadsPerListing,
       ratioDefinition: 'rung 3 median / warm-cache median',
     }
   },
