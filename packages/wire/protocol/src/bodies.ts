@@ -1,0 +1,172 @@
+import type {
+  EventSearchHitBody,
+  HistoryPageBody,
+  SearchPageBody,
+  SessionListPageBody,
+  SessionSearchHitBody,
+  SubagentListBody,
+  SubagentListEntryBody,
+  SubagentListRowBody,
+  SubagentListRung,
+  SubagentScope,
+  WireSessionHeader,
+  WireSessionRecord,
+  WireStoredEvent,
+} from './types.js'
+
+// `@dsh/protocol/bodies`: service values become wire bodies here, in one
+// place, for every producer (the HTTP host, the CLI's `--json`, the MCP
+// server). Zod-free at run time (types only), so a short read command that
+// prints a body loads no schema library.
+//
+// Invariants:
+// - Each builder's result is typed by the protocol's inferred type, so a
+//   schema change that a builder does not follow fails the typecheck.
+// - A builder copies the declared fields only, in schema order, and an
+//   optional field only when it has a value: a backend's internal fields
+//   never reach the wire, and the bytes equal what the schema's `parse`
+//   returns for the same value (tests/bodies.spec.ts holds both).
+// - Event data is lossless JSON by the session invariant and is passed as is.
+// Nothing is validated here; the sources are typed service values.
+
+/** A service event (a `StoredSessionEvent` fits). */
+export interface EventSource {
+  readonly type: string
+  readonly seq: number
+  readonly time: number
+  readonly data: unknown
+}
+
+/** A listing record (a `SessionQueryRecord` fits; other fields are dropped). */
+export interface RecordSource {
+  readonly header: WireSessionHeader
+  readonly inheritedEventCount: number
+  readonly live: boolean
+  readonly persisted: boolean
+  readonly revision?: string | undefined
+}
+
+/** A page of listing records (a `SessionListPage` fits). */
+export interface ListPageSource {
+  readonly records: readonly RecordSource[]
+  readonly nextCursor?: string | undefined
+}
+
+/** A history page (a `HistoryPage` fits). */
+export interface HistoryPageSource {
+  readonly header: WireSessionHeader
+  readonly inheritedEventCount: number
+  readonly events: readonly EventSource[]
+  readonly nextBefore?: number | undefined
+  readonly total: number
+}
+
+/** A catalog row as the subagent runtime explains it (an `ExplainedSubagentEntry` fits). */
+export interface CatalogRowSource {
+  readonly row: SubagentListEntryBody
+  readonly rung: SubagentListRung
+  readonly parentId: string
+  readonly depth: number
+}
+
+/** A matching session (a `SessionSearchHit` fits). */
+export interface SessionHitSource {
+  readonly record: RecordSource
+  readonly score: number
+  readonly matches: number
+}
+
+/** A matching event (an `EventSearchHit` fits). */
+export interface EventHitSource {
+  readonly id: string
+  readonly seq: number
+  readonly type: string
+  readonly snippet: string
+  readonly score: number
+}
+
+/** A page of search hits (a `SearchPage<T>` fits). */
+export interface SearchPageSource<T> {
+  readonly hits: readonly T[]
+  readonly nextCursor?: string | undefined
+}
+
+/** `{ key: value }` when `value` is defined, else `{}` (optional wire fields are absent, never `undefined`). */
+function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V }
+}
+
+export function wireHeader(header: WireSessionHeader): WireSessionHeader {
+  return {
+    version: header.version,
+    id: header.id,
+    createdAt: header.createdAt,
+    ...optional('cwd', header.cwd),
+    ...optional('parentSession', header.parentSession),
+    isSeeded: header.isSeeded,
+    delegationDepth: header.delegationDepth,
+    ...optional('origin', header.origin),
+    ...optional('agentPreset', header.agentPreset),
+  }
+}
+
+export function wireRecord(record: RecordSource): WireSessionRecord {
+  return {
+    header: wireHeader(record.header),
+    inheritedEventCount: record.inheritedEventCount,
+    live: record.live,
+    persisted: record.persisted,
+    ...optional('revision', record.revision),
+  }
+}
+
+export function wireEvent(event: EventSource): WireStoredEvent {
+  return { type: event.type, seq: event.seq, time: event.time, data: event.data as WireStoredEvent['data'] }
+}
+
+/** `GET /api/sessions`, `dsh sessions --json`, MCP `list_sessions`. */
+export function wireSessionList(page: ListPageSource): SessionListPageBody {
+  return { sessions: page.records.map(wireRecord), ...optional('nextCursor', page.nextCursor) }
+}
+
+/** The history routes, `dsh show --json`, MCP `show_session`. */
+export function wireHistory(page: HistoryPageSource): HistoryPageBody {
+  return {
+    header: wireHeader(page.header),
+    inheritedEventCount: page.inheritedEventCount,
+    events: page.events.map(wireEvent),
+    ...optional('nextBefore', page.nextBefore),
+    total: page.total,
+  }
+}
+
+export function wireSubagentRow({ row, parentId, depth, rung }: CatalogRowSource): SubagentListRowBody {
+  const place = { parentId, depth, rung }
+  if (row.kind === 'diagnostic') return { kind: row.kind, id: row.id, reason: row.reason, ...place }
+  const child = { kind: row.kind, id: row.id, activity: row.activity, hasChildren: row.hasChildren }
+  if (row.mode === 'continuable') return { ...child, mode: row.mode, label: row.label, ...place }
+  return { ...child, mode: row.mode, ...optional('label', row.label), ...place }
+}
+
+/** `GET /api/sessions/:id/subagents`, `dsh agents --json`, MCP `list_agents`. */
+export function wireSubagentList(parentId: string, scope: SubagentScope, rows: readonly CatalogRowSource[]): SubagentListBody {
+  return { parentId, scope, rows: rows.map(wireSubagentRow) }
+}
+
+export function wireSessionHit(hit: SessionHitSource): SessionSearchHitBody {
+  return { record: wireRecord(hit.record), score: hit.score, matches: hit.matches }
+}
+
+export function wireEventHit(hit: EventHitSource): EventSearchHitBody {
+  return { id: hit.id, seq: hit.seq, type: hit.type, snippet: hit.snippet, score: hit.score }
+}
+
+/** `GET /api/search?kind=sessions`, `dsh search --json`, MCP `search`. */
+export function wireSessionSearch(page: SearchPageSource<SessionHitSource>): SearchPageBody {
+  return { kind: 'sessions', hits: page.hits.map(wireSessionHit), ...optional('nextCursor', page.nextCursor) }
+}
+
+/** `GET /api/search?kind=events`, `dsh search --events --json`, MCP `search` with `kind: 'events'`. */
+export function wireEventSearch(page: SearchPageSource<EventHitSource>): SearchPageBody {
+  return { kind: 'events', hits: page.hits.map(wireEventHit), ...optional('nextCursor', page.nextCursor) }
+}

@@ -1,0 +1,163 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import {
+  wireEventSearch,
+  wireHistory,
+  wireRecord,
+  wireSessionList,
+  wireSessionSearch,
+  wireSubagentList,
+  wireSubagentRow,
+} from '../src/bodies.js'
+import { historyPage, searchPage, sessionListPage, sessionRecord, subagentList, subagentListRow } from '../src/index.js'
+
+// The zod-free builders must produce, byte for byte, what the schemas' `parse`
+// returns for the same service value: the declared fields only (a backend's
+// extras dropped), in schema order, optional ones absent when undefined.
+
+const extra = fc.record({ internalRowid: fc.nat(), indexedAt: fc.string() }, { requiredKeys: [] })
+
+const header = fc
+  .record(
+    {
+      version: fc.constant(1 as const),
+      id: fc.string({ minLength: 1 }),
+      createdAt: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+      cwd: fc.option(fc.constantFrom('/work', '/tmp/x y'), { nil: undefined }),
+      parentSession: fc.string({ minLength: 1 }),
+      isSeeded: fc.boolean(),
+      delegationDepth: fc.nat(),
+      origin: fc.constant('subagent' as const),
+      agentPreset: fc.string(),
+    },
+    { requiredKeys: ['version', 'id', 'createdAt', 'isSeeded', 'delegationDepth', 'parentSession'] },
+  )
+  .chain((h) => extra.map((x) => ({ ...x, ...h })))
+
+const record = fc
+  .record(
+    {
+      header,
+      inheritedEventCount: fc.nat(),
+      live: fc.boolean(),
+      persisted: fc.boolean(),
+      revision: fc.option(fc.string(), { nil: undefined }),
+    },
+    { requiredKeys: ['header', 'inheritedEventCount', 'live', 'persisted'] },
+  )
+  .chain((r) => extra.map((x) => ({ ...r, ...x })))
+
+const event = fc
+  .record({ type: fc.string({ minLength: 1 }), seq: fc.nat(), time: fc.nat(), data: fc.jsonValue() })
+  .chain((e) => extra.map((x) => ({ ...x, ...e })))
+
+const cursor = fc.option(fc.string(), { nil: undefined })
+
+const catalogRow = fc.record({
+  row: fc.oneof(
+    fc.record(
+      {
+        kind: fc.constant('child' as const),
+        id: fc.string({ minLength: 1 }),
+        activity: fc.constantFrom('running' as const, 'inactive' as const),
+        hasChildren: fc.boolean(),
+        mode: fc.constant('one-shot' as const),
+        label: fc.string(),
+      },
+      { requiredKeys: ['kind', 'id', 'activity', 'hasChildren', 'mode'] },
+    ),
+    fc.record({
+      kind: fc.constant('child' as const),
+      id: fc.string({ minLength: 1 }),
+      activity: fc.constantFrom('running' as const, 'inactive' as const),
+      hasChildren: fc.boolean(),
+      mode: fc.constant('continuable' as const),
+      label: fc.string(),
+    }),
+    fc.record({
+      kind: fc.constant('diagnostic' as const),
+      id: fc.string({ minLength: 1 }),
+      reason: fc.constantFrom('corrupt' as const, 'unsupported' as const, 'unavailable' as const),
+    }),
+  ),
+  rung: fc.constantFrom(1 as const, 2 as const, 3 as const),
+  parentId: fc.string({ minLength: 1 }),
+  depth: fc.integer({ min: 1, max: 8 }),
+})
+
+/** Equal as JSON text: the same fields in the same order, nothing `undefined` left to drop. */
+const same = (built: unknown, parsed: unknown): void => {
+  expect(JSON.stringify(built)).toBe(JSON.stringify(parsed))
+  expect(Object.values(built as object)).not.toContain(undefined)
+}
+
+describe('@dsh/protocol/bodies builds what the schemas parse', () => {
+  it('listing records and pages', () => {
+    fc.assert(
+      fc.property(fc.array(record, { maxLength: 4 }), cursor, (records, nextCursor) => {
+        for (const r of records) same(wireRecord(r), sessionRecord.parse(r))
+        same(wireSessionList({ records, nextCursor }), sessionListPage.parse({ sessions: records, nextCursor }))
+      }),
+    )
+  })
+
+  it('history pages', () => {
+    fc.assert(
+      fc.property(
+        header,
+        fc.nat(),
+        fc.array(event, { maxLength: 4 }),
+        fc.option(fc.nat(), { nil: undefined }),
+        (h, cut, events, before) => {
+          const page = { header: h, inheritedEventCount: cut, events, nextBefore: before, total: events.length + 3 }
+          same(wireHistory(page), historyPage.parse(page))
+        },
+      ),
+    )
+  })
+
+  it('catalog rows and lists, every arm', () => {
+    fc.assert(
+      fc.property(fc.array(catalogRow, { maxLength: 5 }), (rows) => {
+        for (const r of rows)
+          same(wireSubagentRow(r), subagentListRow.parse({ ...r.row, parentId: r.parentId, depth: r.depth, rung: r.rung }))
+        const wire = {
+          parentId: 'p',
+          scope: 'descendants' as const,
+          rows: rows.map((r) => ({ ...r.row, parentId: r.parentId, depth: r.depth, rung: r.rung })),
+        }
+        same(wireSubagentList('p', 'descendants', rows), subagentList.parse(wire))
+      }),
+    )
+  })
+
+  it('search pages of both kinds carry the kind discriminant', () => {
+    const sessionHit = fc.record({ record, score: fc.double({ noNaN: true, noDefaultInfinity: true }), matches: fc.nat() })
+    const eventHit = fc
+      .record({
+        id: fc.string({ minLength: 1 }),
+        seq: fc.nat(),
+        type: fc.string(),
+        snippet: fc.string(),
+        score: fc.double({ noNaN: true, noDefaultInfinity: true }),
+      })
+      .chain((h) => extra.map((x) => ({ ...x, ...h })))
+    fc.assert(
+      fc.property(fc.array(sessionHit, { maxLength: 3 }), fc.array(eventHit, { maxLength: 3 }), cursor, (sessions, events, nextCursor) => {
+        same(wireSessionSearch({ hits: sessions, nextCursor }), searchPage.parse({ kind: 'sessions', hits: sessions, nextCursor }))
+        same(wireEventSearch({ hits: events, nextCursor }), searchPage.parse({ kind: 'events', hits: events, nextCursor }))
+      }),
+    )
+    expect(wireEventSearch({ hits: [] })).toEqual({ kind: 'events', hits: [] })
+  })
+
+  it('loads nothing at run time: type imports only, so a CLI read command that prints a body loads no zod', () => {
+    const source = readFileSync(join(import.meta.dirname, '..', 'src', 'bodies.ts'), 'utf8')
+    const statements = source.match(/^(?:import|export)\b[^;]*?\bfrom\s+'[^']+'/gm) ?? []
+    expect(statements.length).toBeGreaterThan(0)
+    for (const statement of statements) expect(statement).toMatch(/^import type\b/)
+    expect(source).not.toMatch(/\bimport\s*\(|\brequire\s*\(/)
+  })
+})
