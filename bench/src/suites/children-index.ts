@@ -13,20 +13,15 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionStore } from '@dsh/session'
+import { SessionLogOffset, SessionStore } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
 import { createSqliteSessionQuery, defaultIndexPath, INDEX_SCHEMA_VERSION, type SqliteSessionQuery } from '@dsh/session-query-sqlite'
 import Database from 'better-sqlite3'
+import { CHILDREN, corpusHeaders, INDEXED_TARGET_MS, TARGET_PARENT, TOTAL } from '../fixtures/children-corpus.js'
 import { type BenchDefinition, benchRoot, median, time } from '../harness.js'
 
-const FAMILIES = 9_090
-const CHILDREN = 10
-const SINGLES = 10
-const TOTAL = FAMILIES * (1 + CHILDREN) + SINGLES
-const TARGET_PARENT = `p${FAMILIES >> 1}`
-const INDEXED_TARGET_MS = 20
 const FIXTURE_VERSION = 1
 const fixture = join(benchRoot, '.fixtures', 'children-index-100k')
 const root = join(fixture, 'root')
@@ -38,40 +33,6 @@ let scan: SessionQuery | undefined
 let ctx: Context | undefined
 const subjectSamples: number[] = []
 const info: Record<string, unknown> = {}
-
-function headersOf(): SessionHeader[] {
-  const headers: SessionHeader[] = []
-  const base = 1_700_000_000_000
-  for (let f = 0; f < FAMILIES; f++) {
-    const parent = `p${f}`
-    headers.push(
-      parseSessionHeader({
-        version: 1,
-        id: parent,
-        createdAt: base + f * 100,
-        isSeeded: false,
-        delegationDepth: 0,
-        cwd: `/work/project-${f % 50}`,
-      }),
-    )
-    for (let c = 0; c < CHILDREN; c++) {
-      headers.push(
-        parseSessionHeader({
-          version: 1,
-          id: `${parent}-c${c}`,
-          createdAt: base + f * 100 + 1 + c,
-          isSeeded: c % 3 === 0,
-          delegationDepth: 1,
-          parentSession: parent,
-          origin: 'subagent',
-        }),
-      )
-    }
-  }
-  for (let s = 0; s < SINGLES; s++)
-    headers.push(parseSessionHeader({ version: 1, id: `single-${s}`, createdAt: base + s, isSeeded: false, delegationDepth: 0 }))
-  return headers
-}
 
 function fixtureReady(): boolean {
   if (!existsSync(readyFile)) return false
@@ -88,7 +49,7 @@ async function buildFixture(): Promise<number> {
   rmSync(fixture, { recursive: true, force: true })
   mkdirSync(fixture, { recursive: true })
   const writer = createJsonlPersistence({ root, compression: 'none', maxOpenWriters: 16 })
-  const headers = headersOf()
+  const headers = corpusHeaders()
   let next = 0
   let done = 0
   const ms = await time(() =>

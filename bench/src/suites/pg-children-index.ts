@@ -6,8 +6,9 @@
 // header row, then a filter). Targets: the indexed query at most 20 ms
 // median (under `extra`) and at least 50x faster than the scan (the ratio).
 //
-// The 100,000 header rows are generated in one INSERT … SELECT with the
-// columns `append` writes for a header-only session (header JSON, SHA-256
+// The 100,000 headers (the corpus of `children-index`, one definition in
+// bench/src/fixtures/children-corpus.ts) are inserted in one statement with
+// the columns `append` writes for a header-only session (header JSON, SHA-256
 // keys of id and parent, created_at, origin); setup checks a sample through
 // the persistence contract.
 import { Context } from '@dsh/context'
@@ -17,14 +18,9 @@ import { startTestCluster, type TestCluster } from '@dsh/session-persistence-pos
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
 import pg from 'pg'
+import { CHILDREN, corpusHeaders, INDEXED_TARGET_MS, TARGET_PARENT, TOTAL } from '../fixtures/children-corpus.js'
 import { type BenchDefinition, median, time } from '../harness.js'
 
-const FAMILIES = 9_090
-const CHILDREN = 10
-const SINGLES = 10
-const TOTAL = FAMILIES * (1 + CHILDREN) + SINGLES
-const TARGET_PARENT = `p${FAMILIES >> 1}`
-const INDEXED_TARGET_MS = 20
 const CALLS_PER_SAMPLE = 50
 
 let cluster: TestCluster | undefined
@@ -37,25 +33,21 @@ const subjectSamples: number[] = []
 const info: Record<string, unknown> = {}
 
 async function generate(p: pg.Pool): Promise<void> {
-  const base = 1_700_000_000_000
-  // Parents (with a cwd), then their children (subagents, every third seeded), then singles.
+  const headers = corpusHeaders()
   await p.query(
     `INSERT INTO dsh_sessions (id_key, id, header, created_at, parent_key, origin, cwd_key, inherited, next_seq)
-     SELECT sha256(convert_to(x.id, 'UTF8')), convert_to(x.id, 'UTF8'),
-            json_strip_nulls(json_build_object('version', 1, 'id', x.id, 'createdAt', x.created_at, 'cwd', x.cwd, 'parentSession', x.parent,
-                                               'isSeeded', x.seeded, 'delegationDepth', x.depth, 'origin', x.origin))::text,
-            x.created_at, CASE WHEN x.parent IS NULL THEN NULL ELSE sha256(convert_to(x.parent, 'UTF8')) END, x.origin,
+     SELECT sha256(convert_to(x.id, 'UTF8')), convert_to(x.id, 'UTF8'), x.header, x.created_at,
+            CASE WHEN x.parent IS NULL THEN NULL ELSE sha256(convert_to(x.parent, 'UTF8')) END, x.origin,
             CASE WHEN x.cwd IS NULL THEN NULL ELSE sha256(convert_to(x.cwd, 'UTF8')) END, 0, 0
-     FROM (
-       SELECT 'p' || f AS id, $1::bigint + f * 100 AS created_at, '/work/project-' || (f % 50) AS cwd, NULL::text AS parent, false AS seeded, 0 AS depth, NULL::text AS origin
-       FROM generate_series(0, $2 - 1) AS f
-       UNION ALL
-       SELECT 'p' || f || '-c' || c, $1::bigint + f * 100 + 1 + c, NULL, 'p' || f, c % 3 = 0, 1, 'subagent'
-       FROM generate_series(0, $2 - 1) AS f, generate_series(0, $3 - 1) AS c
-       UNION ALL
-       SELECT 'single-' || s, $1::bigint + s, NULL, NULL, false, 0, NULL FROM generate_series(0, $4 - 1) AS s
-     ) AS x`,
-    [base, FAMILIES, CHILDREN, SINGLES],
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS x(id, header, created_at, parent, origin, cwd)`,
+    [
+      headers.map((h) => h.id),
+      headers.map((h) => JSON.stringify(h)),
+      headers.map((h) => h.createdAt),
+      headers.map((h) => h.parentSession ?? null),
+      headers.map((h) => h.origin ?? null),
+      headers.map((h) => h.cwd ?? null),
+    ],
   )
   await p.query('ANALYZE dsh_sessions')
 }
