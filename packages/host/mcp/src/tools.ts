@@ -1,7 +1,9 @@
 import { isDshError } from '@dsh/context'
+import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentListBody } from '@dsh/protocol'
+import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
 import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
-import { createListAgentsTool, type SubagentCatalog } from '@dsh/tool-subagent-control'
+import { renderListAgents, type SubagentCatalog, toListAgentsRow } from '@dsh/tool-subagent-control'
 import { z } from 'zod'
 import { McpError } from './errors.js'
 import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
@@ -62,9 +64,12 @@ function need<T>(value: T | undefined, what: string): T {
 }
 
 /**
- * The read tools. Each returns exactly what the matching `dsh … --json`
- * command prints: `list_sessions` ↔ `dsh sessions`, `show_session` ↔ `dsh show`,
- * `list_agents` ↔ `dsh agents`, `search` ↔ `dsh search [--events]`.
+ * The read tools. Each answers (`structuredContent`) a wire body of
+ * `@dsh/protocol`, built by `@dsh/protocol/bodies` like the HTTP API's and
+ * `dsh … --json`'s: `list_sessions` a `SessionListPageBody` (`dsh sessions`,
+ * `GET /api/sessions`), `show_session` a `HistoryPageBody` (`dsh show`),
+ * `list_agents` a `SubagentListBody` (`dsh agents`, `GET /api/sessions/:id/subagents`),
+ * `search` a `SearchPageBody` with its `kind` (`dsh search [--events]`, `GET /api/search`).
  */
 export function readTools(services: McpServiceSource): McpTool[] {
   const query = (): SessionQuery => need(services.get('sessionQuery'), 'sessionQuery')
@@ -76,7 +81,8 @@ export function readTools(services: McpServiceSource): McpTool[] {
       inputSchema: jsonSchemaOf(listSessionsInput),
       async call(args, signal) {
         const input = parseInput('list_sessions', listSessionsInput, args)
-        return { result: (await query().listSessions(compact(input), signal)) as unknown as Record<string, unknown> }
+        const body: SessionListPageBody = wireSessionList(await query().listSessions(compact(input), signal))
+        return { result: body }
       },
     },
     {
@@ -86,7 +92,8 @@ export function readTools(services: McpServiceSource): McpTool[] {
       inputSchema: jsonSchemaOf(showSessionInput),
       async call(args, signal) {
         const { id, ...request } = parseInput('show_session', showSessionInput, args)
-        return { result: (await query().readHistory(id, compact(request), signal)) as unknown as Record<string, unknown> }
+        const body: HistoryPageBody = wireHistory(await query().readHistory(id, compact(request), signal))
+        return { result: body }
       },
     },
     {
@@ -96,9 +103,14 @@ export function readTools(services: McpServiceSource): McpTool[] {
       inputSchema: jsonSchemaOf(listAgentsInput),
       async call(args, signal) {
         const { id, scope = 'children' } = parseInput('list_agents', listAgentsInput, args)
-        const tool = createListAgentsTool(need(services.get('subagents'), 'subagents'))
-        const result = await tool.execute({ scope }, { agent: { id }, signal })
-        return { result: { parent: id, scope, rows: result.rows }, text: result.text }
+        const catalog = need(services.get('subagents'), 'subagents')
+        const entries = scope === 'descendants' ? await catalog.explainDescendants(id, signal) : await catalog.explainChildren(id, signal)
+        const body: SubagentListBody = wireSubagentList(id, scope, entries)
+        // The text is the list_agents rendering, with the messages queued for a busy child in this process.
+        const text = renderListAgents(
+          entries.map((entry) => toListAgentsRow(entry, entry.row.kind === 'child' ? (catalog.queuedCount?.(entry.row.id) ?? 0) : 0)),
+        )
+        return { result: body, text }
       },
     },
     {
@@ -109,10 +121,13 @@ export function readTools(services: McpServiceSource): McpTool[] {
       async call(args, signal) {
         const { kind = 'sessions', ...request } = parseInput('search', searchInput, args)
         const backend = query()
-        const search = kind === 'events' ? backend.searchEvents?.bind(backend) : backend.searchSessions?.bind(backend)
-        if (search === undefined)
+        if (backend.searchEvents === undefined || backend.searchSessions === undefined)
           throw new McpError('MCP_SERVICE_UNAVAILABLE', 'This root is open without a search index; search needs the SQLite query index.')
-        return { result: (await search(compact(request), signal)) as unknown as Record<string, unknown> }
+        const body: SearchPageBody =
+          kind === 'events'
+            ? wireEventSearch(await backend.searchEvents(compact(request), signal))
+            : wireSessionSearch(await backend.searchSessions(compact(request), signal))
+        return { result: body }
       },
     },
   ]

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
+import { historyPage, searchPage, sessionListPage, subagentList } from '@dsh/protocol'
 import { createListAgentsTool } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -62,27 +63,42 @@ describe('dsh MCP server', () => {
     for (const tool of tools) expect(tool.description?.length).toBeGreaterThan(40)
   })
 
-  it('answers each read tool with what the services (and so `dsh --json`) answer', async () => {
-    expect(await call('list_sessions', {})).toEqual(JSON.parse(JSON.stringify(await host.query.listSessions({}))))
-    expect(await call('list_sessions', { parentSession: parentId, limit: 1 })).toEqual(
-      JSON.parse(JSON.stringify(await host.query.listSessions({ parentSession: parentId, limit: 1 }))),
-    )
-    expect(await call('show_session', { id: parentId, limit: 2 })).toEqual(
-      JSON.parse(JSON.stringify(await host.query.readHistory(parentId, { limit: 2 }))),
-    )
+  it('answers each read tool with the protocol wire body of what the services answer (the HTTP API body, `dsh --json`)', async () => {
+    // The oracle is the protocol schema itself: each answer is the schema's
+    // parse of the service value (declared fields only, in schema order).
+    const listed = await call('list_sessions', {})
+    const all = await host.query.listSessions({})
+    expect(JSON.stringify(listed)).toBe(JSON.stringify(sessionListPage.parse({ sessions: all.records, nextCursor: all.nextCursor })))
+    expect(Object.keys(listed)).toEqual(['sessions'])
+    const first = await call('list_sessions', { parentSession: parentId, limit: 1 })
+    const firstPage = await host.query.listSessions({ parentSession: parentId, limit: 1 })
+    expect(first).toEqual(sessionListPage.parse({ sessions: firstPage.records, nextCursor: firstPage.nextCursor }))
+    expect(first).toMatchObject({ sessions: [expect.anything()], nextCursor: expect.any(String) })
+
+    const shown = await call('show_session', { id: parentId, limit: 2 })
+    expect(JSON.stringify(shown)).toBe(JSON.stringify(historyPage.parse(await host.query.readHistory(parentId, { limit: 2 }))))
 
     const agents = await call('list_agents', { id: parentId })
+    const explained = await host.subagents.explainChildren(parentId)
+    const rows = explained.map(({ row, parentId: p, depth, rung }) => ({ ...row, parentId: p, depth, rung }))
+    expect(JSON.stringify(agents)).toBe(JSON.stringify(subagentList.parse({ parentId, scope: 'children', rows })))
+    expect((agents.rows as { label?: string; rung: number; depth: number }[]).map((row) => [row.label, row.depth])).toEqual([
+      ['scout', 1],
+      ['fixer', 1],
+    ])
     const expected = await createListAgentsTool(host.subagents).execute({ scope: 'children' }, { agent: { id: parentId } })
-    expect(agents).toEqual({ parent: parentId, scope: 'children', rows: JSON.parse(JSON.stringify(expected.rows)) })
-    expect((agents.rows as { label?: string }[]).map((row) => row.label)).toEqual(['scout', 'fixer'])
-    const shown = await client.callTool({ name: 'list_agents', arguments: { id: parentId } })
-    expect(shown.content).toEqual([{ type: 'text', text: expected.text }])
+    const text = await client.callTool({ name: 'list_agents', arguments: { id: parentId } })
+    expect(text.content).toEqual([{ type: 'text', text: expected.text }])
 
     const hits = await call('search', { text: 'wombats' })
-    expect(hits).toEqual(JSON.parse(JSON.stringify(await host.query.searchSessions!({ text: 'wombats' }))))
+    const sessionHits = await host.query.searchSessions!({ text: 'wombats' })
+    expect(JSON.stringify(hits)).toBe(JSON.stringify(searchPage.parse({ kind: 'sessions', ...sessionHits })))
+    expect(hits.kind).toBe('sessions')
     expect((hits.hits as unknown[]).length).toBeGreaterThan(0)
     const events = await call('search', { text: 'wombat', kind: 'events' })
-    expect(events).toEqual(JSON.parse(JSON.stringify(await host.query.searchEvents!({ text: 'wombat' }))))
+    const eventHits = await host.query.searchEvents!({ text: 'wombat' })
+    expect(JSON.stringify(events)).toBe(JSON.stringify(searchPage.parse({ kind: 'events', ...eventHits })))
+    expect(events.kind).toBe('events')
   })
 
   it('turns bad input and failures into tool errors carrying our codes, and keeps serving', async () => {
@@ -106,7 +122,7 @@ describe('dsh MCP server', () => {
     expect(search.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
 
     // Still serving.
-    expect(((await call('list_sessions', {})).records as unknown[]).length).toBe(3)
+    expect(((await call('list_sessions', {})).sessions as unknown[]).length).toBe(3)
   })
 
   it('offers control tools only with allowControl, each taking the acting session', async () => {
