@@ -1,6 +1,6 @@
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { afterEach, describe, expect, it } from 'vitest'
-import { host, turn } from './helpers.js'
+import { host, keys, turn } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {
@@ -15,7 +15,7 @@ async function setup(options: Omit<Parameters<typeof host>[0], 'pool'> = {}) {
   return { ...h, db }
 }
 
-const KEYS = ['messages', 'turns'] as const
+const KEYS = [keys.messages, keys.turns]
 
 // The rules every cache backend shares are the behaviour suite of
 // `@dsh/session-projection-cache/testing` (behaviour.spec.ts); these are the
@@ -32,7 +32,7 @@ describe('postgres cachedSnapshot', () => {
     await cache.idle()
     expect(cache.metrics.writes).toBe(1)
     expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, [keys.turns])).toEqual({ [keys.turns]: 1 })
     // The other host's mirror follows the table (on NOTIFY by itself; refresh() makes it deterministic here).
     await other.cache.refresh()
     expect(other.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
@@ -44,22 +44,24 @@ describe('postgres cachedSnapshot', () => {
     turn(session, 1, 'hi')
     await cache.idle()
     const { rows } = await db.pool.query<{ seq: number; state: string }>(
-      "SELECT seq, state FROM dsh_projection_checkpoints WHERE key = 'messages'",
+      'SELECT seq, state FROM dsh_projection_checkpoints WHERE key = $1',
+      [keys.messages],
     )
     expect(rows).toEqual([{ seq: 3, state: '{"n":1,"last":"hi"}' }])
     for (const state of ['{not json', '{"n":-4,"last":7}', '[]']) {
-      await db.pool.query("UPDATE dsh_projection_checkpoints SET state = $1 WHERE key = 'messages'", [state])
+      await db.pool.query('UPDATE dsh_projection_checkpoints SET state = $1 WHERE key = $2', [state, keys.messages])
       await cache.refresh()
-      expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toThrow(
+      expect(() => cache.cachedSnapshot(session.header, session.inheritedEventCount, [keys.messages])).toThrow(
         expect.objectContaining({ code: 'SESSION_PROJECTION_CACHE_POISONED' }),
       )
     }
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['turns'])).toEqual({ turns: 1 })
-    await db.pool.query("UPDATE dsh_projection_checkpoints SET state = $1, identity = identity || 'x'::bytea WHERE key = 'messages'", [
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, [keys.turns])).toEqual({ [keys.turns]: 1 })
+    await db.pool.query("UPDATE dsh_projection_checkpoints SET state = $1, identity = identity || 'x'::bytea WHERE key = $2", [
       '{"n":1,"last":"hi"}',
+      keys.messages,
     ])
     await cache.refresh()
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, ['messages'])).toBeUndefined()
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, [keys.messages])).toBeUndefined()
   })
 
   it('never ahead of the log: over the whole PostgreSQL stack, every row seq is below the durable next offset', async () => {
@@ -85,7 +87,10 @@ describe('postgres cachedSnapshot', () => {
     await db.pool.query('DELETE FROM dsh_projection_checkpoints')
     await cache.refresh()
     // A deleted row is not seen by the refresh (it reads committed rows); the mirror lags, which is a correct checkpoint still.
-    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual({ messages: { n: 1, last: 'a' }, turns: 1 })
+    expect(cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual({
+      [keys.messages]: { n: 1, last: 'a' },
+      [keys.turns]: 1,
+    })
     await db.pool.query('DROP TABLE dsh_projection_checkpoints')
     turn(session, 2, 'b')
     await cache.idle()

@@ -79,15 +79,51 @@ function unit<S>(definition: {
   return definition as unknown as SessionProjectionUnit
 }
 
-interface HostOptions {
+/** The suite's projection units, for a backend's own tests: keys `testKeys.*`, not declared in `SessionProjectionStateMap`. */
+export const testUnits = { messages: messagesUnit, turns: turnsUnit, brittle: brittleUnit } as const
+export const testKeys = { messages: MESSAGES, turns: TURNS, brittle: BRITTLE } as const
+
+export interface CacheTestHostOptions {
+  /** Activates the cache plugin under test (after the store, `before` and the projection registry). */
+  activate(ctx: Context, throttle: CheckpointThrottle | undefined): Promise<void>
   readonly throttle?: CheckpointThrottle
+  /** Registered units; default `testUnits.messages` and `testUnits.turns`. */
   readonly units?: readonly SessionProjectionUnit[]
   /** Installed before the cache plugin: stands where persistence's flush listener sits. */
   readonly onFlush?: (session: Session) => unknown
+  /** Runs after the store is active, before the projection registry (e.g. to activate persistence). */
+  before?(ctx: Context): Promise<void>
   readonly idPrefix?: string
 }
 
-function turn(session: Session, no: number, text: string): void {
+/**
+ * A host for a cache backend's tests: a context with a recording logger
+ * (`warnings`), the session store (deterministic ids `<idPrefix>1, 2, …` and
+ * clock), the projection registry with `units`, then the cache plugin.
+ * The caller disposes `ctx`.
+ */
+export async function cacheTestHost(options: CacheTestHostOptions) {
+  const warnings: Array<{ message: string; error: unknown }> = []
+  const logger: Logger = {
+    warn: (message, error) => void warnings.push({ message, error }),
+    error: (message, error) => void warnings.push({ message, error }),
+  }
+  const ctx = new Context({ logger })
+  ctx.provide('logger', logger)
+  let n = 0
+  await ctx.activate(sessionStorePlugin({ clock: () => 1_700_000_000_000 + n, newId: () => `${options.idPrefix ?? 's'}${++n}` }))
+  if (options.onFlush) ctx.on('session/flush', options.onFlush)
+  await options.before?.(ctx)
+  await ctx.activate(sessionProjectionsPlugin())
+  const projections = ctx.require('sessionProjections')
+  for (const u of options.units ?? [messagesUnit, turnsUnit]) projections.register(u)
+  await options.activate(ctx, options.throttle)
+  const cache: SessionProjectionCache = ctx.require('sessionProjectionCache')
+  return { ctx, sessions: ctx.require('sessions'), projections, cache, warnings }
+}
+
+/** Appends one completed turn: start, a user message `text`, the reply `re: <text>`, end (4 events). */
+export function appendTurn(session: Session, no: number, text: string): void {
   session.append('turn/start', { turn: no })
   session.append('user/message', { text })
   session.append('assistant/message', { turn: no, text: `re: ${text}` })
@@ -107,27 +143,16 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
     return place
   }
 
-  async function host(place: P, options: HostOptions = {}) {
-    const warnings: Array<{ message: string; error: unknown }> = []
-    const logger: Logger = {
-      warn: (message, error) => void warnings.push({ message, error }),
-      error: (message, error) => void warnings.push({ message, error }),
-    }
-    const ctx = new Context({ logger })
-    cleanups.push(() => ctx.dispose())
-    ctx.provide('logger', logger)
-    let n = 0
-    await ctx.activate(sessionStorePlugin({ clock: () => 1_700_000_000_000 + n, newId: () => `${options.idPrefix ?? 's'}${++n}` }))
-    if (options.onFlush) ctx.on('session/flush', options.onFlush)
-    await ctx.activate(sessionProjectionsPlugin())
-    const projections = ctx.require('sessionProjections')
-    for (const u of options.units ?? [messagesUnit, turnsUnit]) projections.register(u)
-    await target.activate(ctx, place, options.throttle ?? { events: Infinity, ms: Infinity })
-    const cache: SessionProjectionCache = ctx.require('sessionProjectionCache')
-    return { ctx, sessions: ctx.require('sessions'), projections, cache, warnings }
+  async function host(place: P, options: Omit<CacheTestHostOptions, 'activate' | 'before'> = {}) {
+    const h = await cacheTestHost({
+      ...options,
+      activate: (ctx, throttle) => target.activate(ctx, place, throttle ?? { events: Infinity, ms: Infinity }),
+    })
+    cleanups.push(() => h.ctx.dispose())
+    return h
   }
 
-  async function setup(options: HostOptions = {}) {
+  async function setup(options: Omit<CacheTestHostOptions, 'activate' | 'before'> = {}) {
     const place = await freshPlace()
     return { place, ...(await host(place, options)) }
   }
@@ -140,7 +165,7 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
       const { sessions, projections, cache } = await setup()
       const session = sessions.create()
       expect(lookup(cache, session.header, 0, KEYS)).toBeUndefined()
-      turn(session, 1, 'hello')
+      appendTurn(session, 1, 'hello')
       await cache.idle()
       expect(cache.metrics.writes).toBe(1)
       expect(lookup(cache, session.header, 0, KEYS)).toEqual(projections.snapshot(session))
@@ -151,7 +176,7 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
     it('misses on another lifecycle of the same id, another cut, another stateVersion and an unregistered key', async () => {
       const { sessions, cache, place, ctx } = await setup()
       const session = sessions.create({ id: 'same' })
-      turn(session, 1, 'first life')
+      appendTurn(session, 1, 'first life')
       await cache.idle()
       const { header } = session
       expect(lookup(cache, header, 0, KEYS)).toBeDefined()
@@ -170,11 +195,11 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
     it('keeps one checkpoint per session: a new lifecycle of the id replaces the old rows', async () => {
       const { sessions, cache, place } = await setup()
       const first = sessions.create({ id: 'x', createdAt: 1 })
-      turn(first, 1, 'old')
-      turn(first, 2, 'older')
+      appendTurn(first, 1, 'old')
+      appendTurn(first, 2, 'older')
       await sessions.dispose('x')
       const second = sessions.create({ id: 'x', createdAt: 2 })
-      turn(second, 1, 'new')
+      appendTurn(second, 1, 'new')
       await cache.idle()
       expect(lookup(cache, first.header, 0, KEYS)).toBeUndefined()
       expect(lookup(cache, second.header, 0, KEYS)).toEqual({ [MESSAGES]: { n: 1, last: 'new' }, [TURNS]: 1 })
@@ -184,9 +209,9 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
     it('serves a seeded child by its exact cut', async () => {
       const { sessions, projections, cache } = await setup()
       const parent = sessions.create()
-      turn(parent, 1, 'p')
+      appendTurn(parent, 1, 'p')
       const child = sessions.fork(parent)
-      turn(child, 2, 'c')
+      appendTurn(child, 2, 'c')
       await cache.idle()
       expect(lookup(cache, child.header, 4, KEYS)).toEqual(projections.snapshot(child))
       expect(lookup(cache, child.header, 0, KEYS)).toBeUndefined()
@@ -211,7 +236,7 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
         },
       })
       const session = sessions.create()
-      turn(session, 1, 'a')
+      appendTurn(session, 1, 'a')
       await cache.idle()
       expect(cache.metrics).toMatchObject({ writes: 0, failedWrites: 1 })
       expect(lookup(cache, session.header, 0, KEYS)).toBeUndefined()
@@ -255,7 +280,7 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
       const { sessions, cache, ctx, place } = await setup()
       const cold = sessions.create()
       const live = sessions.create()
-      turn(cold, 1, 'a')
+      appendTurn(cold, 1, 'a')
       cold.append('user/message', { text: 'after the turn' })
       live.append('user/message', { text: 'never a turn/end' })
       await cache.idle()
@@ -273,12 +298,12 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
     it('the last write wins, even over a lifecycle with an identical header and a longer log', async () => {
       const { sessions, cache } = await setup()
       const first = sessions.create({ id: 'twin', createdAt: 5 })
-      turn(first, 1, 'a')
-      turn(first, 2, 'b')
+      appendTurn(first, 1, 'a')
+      appendTurn(first, 2, 'b')
       await sessions.dispose('twin')
       const second = sessions.create({ id: 'twin', createdAt: 5 })
       expect(second.header).toEqual(first.header)
-      turn(second, 1, 'only turn')
+      appendTurn(second, 1, 'only turn')
       await cache.idle()
       expect(lookup(cache, second.header, 0, KEYS)).toEqual({ [MESSAGES]: { n: 1, last: 'only turn' }, [TURNS]: 1 })
     })
@@ -287,7 +312,7 @@ export function checkpointCacheSuite<P>(name: string, target: CheckpointCacheTar
       const { sessions, cache } = await setup()
       const session = sessions.create()
       cache.close()
-      turn(session, 1, 'a')
+      appendTurn(session, 1, 'a')
       expect(await cache.writeCheckpoint(session)).toBe(false)
       expect(lookup(cache, session.header, 0, KEYS)).toBeUndefined()
     })

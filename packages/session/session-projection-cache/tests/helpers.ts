@@ -1,10 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Context, type Logger } from '@dsh/context'
-import { type Session, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
-import { type SessionProjectionUnit, sessionProjectionsPlugin, z } from '@dsh/session-projection'
+import type { Session, StoredSessionEvent } from '@dsh/session'
+import { type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { type CheckpointThrottle, sessionProjectionCachePlugin } from '../src/index.js'
+import { cacheTestHost } from '../src/testing.js'
 
 declare module '@dsh/session-projection' {
   interface SessionProjectionStateMap {
@@ -67,32 +67,17 @@ export interface HostOptions {
   readonly idPrefix?: string
 }
 
-export async function host(options: HostOptions) {
-  const warnings: Array<{ message: string; error: unknown }> = []
-  const logger: Logger = {
-    warn: (message, error) => void warnings.push({ message, error }),
-    error: (message, error) => void warnings.push({ message, error }),
-  }
-  const ctx = new Context({ logger })
-  ctx.provide('logger', logger)
-  let n = 0
-  await ctx.activate(sessionStorePlugin({ clock: () => 1_700_000_000_000 + n, newId: () => `${options.idPrefix ?? 's'}${++n}` }))
-  if (options.onFlush) ctx.on('session/flush', options.onFlush)
-  await ctx.activate(sessionProjectionsPlugin())
-  const projections = ctx.require('sessionProjections')
-  for (const unit of options.units ?? [messagesUnit, turnsUnit]) projections.register(unit)
-  await ctx.activate(
-    sessionProjectionCachePlugin({ path: options.path, ...(options.throttle === undefined ? {} : { throttle: options.throttle }) }),
-  )
-  return { ctx, sessions: ctx.require('sessions'), projections, cache: ctx.require('sessionProjectionCache'), warnings }
+/** The shared cache test host (`/testing`) with this package's typed units and the SQLite plugin on `path`. */
+export function host(options: HostOptions) {
+  const { path, units, ...rest } = options
+  return cacheTestHost({
+    ...rest,
+    units: (units ?? [messagesUnit, turnsUnit]) as readonly SessionProjectionUnit[],
+    activate: (ctx, throttle) => ctx.activate(sessionProjectionCachePlugin({ path, ...(throttle === undefined ? {} : { throttle }) })),
+  })
 }
 
-export function turn(session: Session, no: number, text: string): void {
-  session.append('turn/start', { turn: no })
-  session.append('user/message', { text })
-  session.append('assistant/message', { turn: no, text: `re: ${text}` })
-  session.append('turn/end', { turn: no, reason: 'completed' })
-}
+export { appendTurn as turn } from '../src/testing.js'
 
 export function copyEvents(session: Session): StoredSessionEvent[] {
   return session.events.map((e) => ({ ...e }))
