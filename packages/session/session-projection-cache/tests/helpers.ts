@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Session, StoredSessionEvent } from '@dsh/session'
+import type { Session } from '@dsh/session'
 import { type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { type CheckpointThrottle, sessionProjectionCachePlugin } from '../src/index.js'
 import { cacheTestHost } from '../src/testing.js'
@@ -10,12 +10,10 @@ declare module '@dsh/session-projection' {
   interface SessionProjectionStateMap {
     messages: { n: number; last: string | null }
     turns: { ended: number }
-    brittle: { n: number }
   }
   interface SessionProjectionMap {
     messages: { n: number; last: string | null }
     turns: number
-    brittle: number
   }
 }
 
@@ -38,21 +36,6 @@ export const turnsUnit: SessionProjectionUnit<'turns'> = {
   schema: z.object({ ended: z.number().int().nonnegative() }),
 }
 
-/** Throws on `tool/call`. */
-export const brittleUnit: SessionProjectionUnit<'brittle'> = {
-  key: 'brittle',
-  stateVersion: 1,
-  init: () => ({ n: 0 }),
-  apply: (state, event) => {
-    if (event.type === 'tool/call') throw new Error('brittle: no tool calls')
-    return { n: state.n + 1 }
-  },
-  view: (state) => state.n,
-  schema: z.object({ n: z.number() }),
-}
-
-export type TestUnit = SessionProjectionUnit<'messages'> | SessionProjectionUnit<'turns'> | SessionProjectionUnit<'brittle'>
-
 export function tempDir(): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'dsh-cache-'))
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
@@ -61,7 +44,7 @@ export function tempDir(): { dir: string; cleanup: () => void } {
 export interface HostOptions {
   readonly path: string
   readonly throttle?: CheckpointThrottle
-  readonly units?: ReadonlyArray<TestUnit>
+  readonly units?: ReadonlyArray<SessionProjectionUnit<'messages'> | SessionProjectionUnit<'turns'>>
   /** Installed before the cache plugin: stands where persistence's flush listener sits. */
   readonly onFlush?: (session: Session) => unknown
   readonly idPrefix?: string
@@ -78,7 +61,3 @@ export function host(options: HostOptions) {
 }
 
 export { appendTurn as turn } from '../src/testing.js'
-
-export function copyEvents(session: Session): StoredSessionEvent[] {
-  return session.events.map((e) => ({ ...e }))
-}
