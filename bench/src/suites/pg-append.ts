@@ -9,14 +9,14 @@
 // synchronous_commit on). Ratio = subject / baseline; target <= 1.3.
 import { parseSessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
-import pg from 'pg'
+import type pg from 'pg'
+import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
 import { type BenchDefinition, median, time } from '../harness.js'
 
 const APPENDS = 300
 const BATCH_BYTES = 1024
 
-let cluster: TestCluster | undefined
+let db: BenchPostgres | undefined
 let pool: pg.Pool | undefined
 let persistence: PostgresPersistence | undefined
 let next = 0
@@ -51,8 +51,8 @@ const definition: BenchDefinition = {
   compare: 'le',
   repeats: 7,
   async setup() {
-    cluster = await startTestCluster()
-    pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 4 })
+    db = await startBenchPostgres({ max: 4 })
+    pool = db.pool
     persistence = await createPostgresPersistence({ pool })
     await pool.query('CREATE TABLE bench_raw (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body bytea NOT NULL)')
     const sample = batch(0)
@@ -61,8 +61,7 @@ const definition: BenchDefinition = {
   },
   async teardown() {
     await persistence?.close()
-    await pool?.end()
-    await cluster?.stop()
+    await db?.close()
   },
   baseline: {
     label: 'raw parameterised INSERT of the same bytes + COMMIT (BEGIN, INSERT, COMMIT), same pool',

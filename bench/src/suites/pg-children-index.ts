@@ -14,16 +14,16 @@
 import { Context } from '@dsh/context'
 import { SessionId, SessionStore } from '@dsh/session'
 import { createPostgresPersistence, keyOf, type PostgresPersistence } from '@dsh/session-persistence-postgres'
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
-import pg from 'pg'
+import type pg from 'pg'
 import { CHILDREN, corpusHeaders, INDEXED_TARGET_MS, TARGET_PARENT, TOTAL } from '../fixtures/children-corpus.js'
+import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
 import { type BenchDefinition, median, time } from '../harness.js'
 
 const CALLS_PER_SAMPLE = 50
 
-let cluster: TestCluster | undefined
+let db: BenchPostgres | undefined
 let pool: pg.Pool | undefined
 let persistence: PostgresPersistence | undefined
 let indexed: PostgresSessionQuery | undefined
@@ -60,8 +60,8 @@ const definition: BenchDefinition = {
   ratio: 'baseline/subject',
   repeats: 5,
   async setup() {
-    cluster = await startTestCluster()
-    pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 4 })
+    db = await startBenchPostgres({ max: 4 })
+    pool = db.pool
     persistence = await createPostgresPersistence({ pool })
     await generate(pool)
     ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
@@ -93,8 +93,7 @@ const definition: BenchDefinition = {
     await indexed?.close()
     await ctx?.dispose()
     await persistence?.close()
-    await pool?.end()
-    await cluster?.stop()
+    await db?.close()
   },
   baseline: {
     label: 'full scan: persistence.list() of 100,000 header rows + filter',

@@ -12,20 +12,20 @@ import { Context } from '@dsh/context'
 import { sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { postgresProjectionCachePlugin } from '@dsh/session-projection-cache-postgres'
 import { postgresSessionQueryPlugin } from '@dsh/session-query-postgres'
 import { type SubagentDriver, subagentsPlugin } from '@dsh/subagent'
-import pg from 'pg'
+import type pg from 'pg'
 import { ChildListings, PARENT, quietLogger, spawnFamily } from '../fixtures/children.js'
+import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
 import type { BenchDefinition } from '../harness.js'
 
 const CHILDREN = 1_000
 const CHUNK_BYTES = 4 * 1024
 const CHUNKS = 16
 
-let cluster: TestCluster | undefined
+let db: BenchPostgres | undefined
 let pool: pg.Pool | undefined
 let ctx: Context | undefined
 const listings = new ChildListings('pg-list-children', CHILDREN, () => ctx)
@@ -80,8 +80,8 @@ const definition: BenchDefinition = {
   ratio: 'subject/baseline',
   repeats: 5,
   async setup() {
-    cluster = await startTestCluster({ settings: { fsync: 'off' } })
-    pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 8 })
+    db = await startBenchPostgres({ max: 8, settings: { fsync: 'off' } })
+    pool = db.pool
     console.log(`  pg-list-children: generating ${CHILDREN} children × ${(CHUNKS * CHUNK_BYTES) / 1024} KiB …`)
     await generate()
     // A fresh host: every child is cold; the cache's mirror loads from the table.
@@ -94,8 +94,7 @@ const definition: BenchDefinition = {
   },
   async teardown() {
     await ctx?.dispose()
-    await pool?.end()
-    await cluster?.stop()
+    await db?.close()
   },
   baseline: {
     label: 'warm PostgreSQL checkpoint cache (rung 2)',

@@ -7,14 +7,14 @@
 // Ratio = subject / baseline; target <= 0.35.
 import type { StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
-import pg from 'pg'
+import type pg from 'pg'
+import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
 import type { BenchDefinition } from '../harness.js'
 import { benchHeader, realisticTurns } from './inspect.js'
 
 const PLAINTEXT_BYTES = 20 * 1024 * 1024
 
-let cluster: TestCluster | undefined
+let db: BenchPostgres | undefined
 let pool: pg.Pool | undefined
 let persistence: PostgresPersistence | undefined
 let turns: StoredSessionEvent[][] = []
@@ -33,8 +33,8 @@ const definition: BenchDefinition = {
   compare: 'le',
   repeats: 3,
   async setup() {
-    cluster = await startTestCluster({ settings: { fsync: 'off' } })
-    pool = new pg.Pool({ connectionString: cluster.connectionString(), max: 2 })
+    db = await startBenchPostgres({ max: 2, settings: { fsync: 'off' } })
+    pool = db.pool
     persistence = await createPostgresPersistence({ pool })
     turns = realisticTurns(PLAINTEXT_BYTES, 11)
     plainBytes = turns.flat().reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e)) + 1, 0)
@@ -55,8 +55,7 @@ const definition: BenchDefinition = {
   },
   async teardown() {
     await persistence?.close()
-    await pool?.end()
-    await cluster?.stop()
+    await db?.close()
   },
   baseline: {
     label: 'plain JSONL of the same events',
