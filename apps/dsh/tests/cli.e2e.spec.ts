@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { derivedPaths } from '@dsh/host'
+import { historyPage, searchPage, sessionListPage, subagentList } from '@dsh/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 // Runs the built CLI as a user would (turbo builds it before tests).
@@ -119,7 +120,7 @@ describe('dsh on the demo root', () => {
     // session; without an index, a read-only listing reads headers and leaves the damaged one out.
     for (const file of Object.values(derivedPaths(copy))) for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true })
     const listed = JSON.parse((await dsh('sessions', '--root', copy, '--json')).stdout)
-    expect(listed.records.map((r: { header: { id: string } }) => r.header.id)).not.toContain('release-1.4.reviewer')
+    expect(listed.sessions.map((r: { header: { id: string } }) => r.header.id)).not.toContain('release-1.4.reviewer')
   })
 
   it('reindex --json reports counts', async () => {
@@ -131,27 +132,34 @@ describe('dsh on the demo root', () => {
     expect(result.stderr).toBe('')
   })
 
-  it('sessions, agents, show and search answer with --json', async () => {
+  it('sessions, agents, show and search answer with --json: the protocol wire bodies', async () => {
     const parent = await dsh('sessions', '--root', root, '--json')
-    const page = JSON.parse(parent.stdout)
-    expect(page.records).toHaveLength(7)
-    const children = JSON.parse((await dsh('sessions', '--root', root, '--parent', 'release-1.4', '--json')).stdout)
-    expect(children.records).toHaveLength(5)
-    const agents = JSON.parse((await dsh('agents', 'release-1.4', '--root', root, '--json')).stdout)
-    expect(agents.rows.map((r: { status?: string; reason?: string }) => r.status ?? r.reason).sort()).toEqual([
-      'idle',
-      'idle',
-      'idle',
-      'ready',
+    const page = sessionListPage.parse(JSON.parse(parent.stdout))
+    expect(page.sessions).toHaveLength(7)
+    const children = sessionListPage.parse(JSON.parse((await dsh('sessions', '--root', root, '--parent', 'release-1.4', '--json')).stdout))
+    expect(children.sessions).toHaveLength(5)
+    const agents = subagentList.parse(JSON.parse((await dsh('agents', 'release-1.4', '--root', root, '--json')).stdout))
+    expect(agents).toMatchObject({ parentId: 'release-1.4', scope: 'children' })
+    expect(agents.rows.map((r) => (r.kind === 'child' ? `${r.activity} ${r.mode}` : r.reason)).sort()).toEqual([
+      'inactive continuable',
+      'inactive continuable',
+      'inactive continuable',
+      'inactive one-shot',
       'unavailable',
     ])
+    expect(agents.rows.every((r) => r.parentId === 'release-1.4' && r.depth === 1)).toBe(true)
     const text = await dsh('agents', 'release-1.4', '--descendants', '--root', root)
     expect(text.stdout).toMatch(/^ {2}release-1\.4\.planner\.fact-checker {2}idle {2}continuable/m)
-    const shown = JSON.parse((await dsh('show', 'release-1.4.reviewer', '--root', root, '--json', '--limit', '3')).stdout)
+    const shown = historyPage.parse(
+      JSON.parse((await dsh('show', 'release-1.4.reviewer', '--root', root, '--json', '--limit', '3')).stdout),
+    )
     expect(shown.events).toHaveLength(3)
     expect(shown.inheritedEventCount).toBeGreaterThan(0)
-    const hits = JSON.parse((await dsh('search', 'skippable', '--events', '--root', root, '--json')).stdout)
+    const hits = searchPage.parse(JSON.parse((await dsh('search', 'skippable', '--events', '--root', root, '--json')).stdout))
+    expect(hits.kind).toBe('events')
     expect(hits.hits.length).toBeGreaterThan(0)
+    const sessionHits = searchPage.parse(JSON.parse((await dsh('search', 'skippable', '--root', root, '--json')).stdout))
+    expect(sessionHits.kind).toBe('sessions')
   })
 
   it('reports typed errors: unknown command, missing root, bad option value', async () => {
@@ -208,6 +216,37 @@ async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<
 
 describe('dsh serve', () => {
   const token = 'cli-test-token-0123456789'
+
+  it('answers each read request with the very body `dsh … --json` prints for it (one wire shape, two producers)', async () => {
+    const serving = await startServe([], { DSH_TOKEN: token })
+    try {
+      const get = async (path: string): Promise<unknown> => {
+        const response = await fetch(`${serving.info.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
+        expect(response.status, path).toBe(200)
+        return await response.json()
+      }
+      const cli = async (...args: string[]): Promise<unknown> => {
+        const result = await dsh(...args, '--root', root, '--json')
+        expect(result.code, result.stderr).toBe(0)
+        return JSON.parse(result.stdout)
+      }
+      const pairs: [string, string[]][] = [
+        ['/api/sessions?limit=3', ['sessions', '--limit', '3']],
+        ['/api/sessions?parentSession=release-1.4', ['sessions', '--parent', 'release-1.4']],
+        ['/api/sessions/release-1.4/history?limit=4', ['show', 'release-1.4', '--limit', '4']],
+        ['/api/sessions/release-1.4/subagents', ['agents', 'release-1.4']],
+        ['/api/sessions/release-1.4/subagents?scope=descendants', ['agents', 'release-1.4', '--descendants']],
+        ['/api/search?q=skippable', ['search', 'skippable']],
+        ['/api/search?q=skippable&kind=events', ['search', 'skippable', '--events']],
+      ]
+      for (const [path, args] of pairs) expect(await cli(...args), path).toEqual(await get(path))
+      // Not vacuous: the pages hold data, and a limited listing continues.
+      expect(await get('/api/sessions?limit=3')).toMatchObject({ sessions: [{}, {}, {}], nextCursor: expect.any(String) })
+      expect(((await get('/api/sessions/release-1.4/subagents?scope=descendants')) as { rows: unknown[] }).rows.length).toBeGreaterThan(5)
+    } finally {
+      expect(await serving.stop()).toBe(0)
+    }
+  }, 120_000)
 
   it('serves the API on loopback with the token from DSH_TOKEN and stops cleanly on SIGTERM', async () => {
     const serving = await startServe([], { DSH_TOKEN: token })

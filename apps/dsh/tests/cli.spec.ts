@@ -53,8 +53,8 @@ describe('printed text escapes controls and bidi characters', () => {
     // header, rule, two sessions, the count line
     expect(text.stdout.trimEnd().split('\n')).toHaveLength(5)
     expect(text.stdout).not.toMatch(/^forged/m)
-    const json = JSON.parse((await cli(['sessions', '--root', root, '--json'])).stdout) as { records: { header: { id: string } }[] }
-    expect(json.records.map((r) => r.header.id).sort()).toEqual([ESC_ID, childId].sort())
+    const json = JSON.parse((await cli(['sessions', '--root', root, '--json'])).stdout) as { sessions: { header: { id: string } }[] }
+    expect(json.sessions.map((r) => r.header.id).sort()).toEqual([ESC_ID, childId].sort())
   })
 
   it('show: id, type and event text are escaped', async () => {
@@ -232,7 +232,7 @@ describe('warnings from the host', () => {
     writeFileSync(indexFile, Buffer.alloc(8192, 0x5a))
     const result = await cli(['sessions', '--root', hostileRoot, '--json'])
     expect(result.code, result.stderr).toBe(0)
-    expect(JSON.parse(result.stdout).records.map((r: { header: { id: string } }) => r.header.id)).toEqual(['one'])
+    expect(JSON.parse(result.stdout).sessions.map((r: { header: { id: string } }) => r.header.id)).toEqual(['one'])
     expectSafe(result.stderr)
     expect(result.stderr).toContain('root\\x1b[2J\\u202e')
   })

@@ -3,13 +3,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
+import { searchPage, sessionListPage, subagentList } from '@dsh/protocol'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 
 // `dsh mcp` as an MCP client runs it: the SDK's own client spawns the built
 // CLI over stdio, on a root made by `dsh demo`, and every read tool answers
-// exactly what the matching `dsh … --json` command prints.
+// exactly what the matching `dsh … --json` command prints: the protocol's wire
+// body (the HTTP API's body for the same request; cli.e2e.spec.ts compares those).
 const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 
 let dir: string
@@ -60,9 +62,9 @@ beforeAll(async () => {
   root = join(dir, 'demo')
   const demo = await dsh('demo', '--json', '--root', root)
   expect(demo.code, demo.stderr).toBe(0)
-  const listed = (await json('sessions')) as { records: { header: { id: string; origin?: string } }[] }
+  const listed = (await json('sessions')) as { sessions: { header: { id: string; origin?: string } }[] }
   const parents = await Promise.all(
-    listed.records
+    listed.sessions
       .filter((record) => record.header.origin === undefined)
       .map(async (record) => ({
         id: record.header.id,
@@ -98,9 +100,11 @@ describe('dsh mcp', () => {
     expect(tools.find((tool) => tool.name === 'subagent')!.inputSchema.required).toEqual(expect.arrayContaining(['session', 'prompt']))
   }, 60_000)
 
-  it('answers each read tool with the data of the matching dsh --json command', async () => {
+  it('answers each read tool with the wire body the matching dsh --json command prints', async () => {
     const client = await connect()
-    expect(await structured(client, 'list_sessions', {})).toEqual(await json('sessions'))
+    const all = await structured(client, 'list_sessions', {})
+    expect(all).toEqual(await json('sessions'))
+    expect(sessionListPage.parse(all).sessions.length).toBeGreaterThan(3)
     expect(await structured(client, 'list_sessions', { origin: 'subagent', limit: 2 })).toEqual(
       await json('sessions', '--origin', 'subagent', '--limit', '2'),
     )
@@ -108,14 +112,19 @@ describe('dsh mcp', () => {
     expect(await structured(client, 'show_session', { id: parent, limit: 3 })).toEqual(await json('show', parent, '--limit', '3'))
     const agents = await structured(client, 'list_agents', { id: parent })
     expect(agents).toEqual(await json('agents', parent))
+    expect(subagentList.parse(agents)).toMatchObject({ parentId: parent, scope: 'children' })
     expect((agents as { rows: unknown[] }).rows.length).toBeGreaterThan(1)
     expect(await structured(client, 'list_agents', { id: parent, scope: 'descendants' })).toEqual(
       await json('agents', parent, '--descendants'),
     )
     const hits = await structured(client, 'search', { text: 'build' })
     expect(hits).toEqual(await json('search', 'build'))
-    expect((hits as { hits: unknown[] }).hits.length).toBeGreaterThan(0)
-    expect(await structured(client, 'search', { text: 'build', kind: 'events' })).toEqual(await json('search', 'build', '--events'))
+    const sessionHits = searchPage.parse(hits)
+    expect(sessionHits.kind).toBe('sessions')
+    expect(sessionHits.hits.length).toBeGreaterThan(0)
+    const events = await structured(client, 'search', { text: 'build', kind: 'events' })
+    expect(events).toEqual(await json('search', 'build', '--events'))
+    expect(searchPage.parse(events).kind).toBe('events')
   }, 120_000)
 
   it('answers bad input with a tool error carrying the code, and keeps serving', async () => {
@@ -127,7 +136,7 @@ describe('dsh mcp', () => {
     expect(control.structuredContent).toMatchObject({ error: { code: 'MCP_UNKNOWN_TOOL' } })
     const missing = await client.callTool({ name: 'list_agents', arguments: { id: 'no-such-session' } })
     expect(missing.isError ?? false).toBe(false)
-    expect(((await structured(client, 'list_sessions', {})) as { records: unknown[] }).records.length).toBeGreaterThan(3)
+    expect(((await structured(client, 'list_sessions', {})) as { sessions: unknown[] }).sessions.length).toBeGreaterThan(3)
   }, 60_000)
 
   it('with --allow-control, starts a child run by a model as the named session; only its ancestors may interrupt it', async () => {

@@ -142,7 +142,7 @@ describe('dsh run', () => {
 
     // The key is in no output and no event of any session in the root.
     const sessions = await dsh(['sessions', '--json', '--root', root])
-    const ids = (JSON.parse(sessions.stdout) as { records: { header: { id: string } }[] }).records.map((r) => r.header.id)
+    const ids = (JSON.parse(sessions.stdout) as { sessions: { header: { id: string } }[] }).sessions.map((r) => r.header.id)
     expect(ids).toHaveLength(3)
     const everything = [
       result.stdout,

@@ -33,7 +33,7 @@ describe('--store', () => {
   it('sessions, show and agents read a PostgreSQL store; text output stays escaped, --json exact', async () => {
     const listed = await cli(['sessions', '--store', url, '--json'])
     expect(listed.code, listed.stdout + listed.stderr).toBe(0)
-    expect((JSON.parse(listed.stdout) as { records: { header: { id: string } }[] }).records.map((r) => r.header.id).sort()).toEqual(
+    expect((JSON.parse(listed.stdout) as { sessions: { header: { id: string } }[] }).sessions.map((r) => r.header.id).sort()).toEqual(
       [HOSTILE, 'pg-child'].sort(),
     )
     const text = await cli(['sessions', '--store', url])

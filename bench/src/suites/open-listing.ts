@@ -38,14 +38,14 @@ const readyFile = join(fixture, 'ready.json')
 const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
 const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
 
-/** The baseline process: the index's first page with better-sqlite3 alone, records out as JSON. */
+/** The baseline process: the index's first page with better-sqlite3 alone, out as the wire body `dsh sessions --json` prints (`{ sessions }`). */
 const RAW_QUERY = `
 const Database = require(process.argv[1])
 const db = new Database(process.argv[2], { readonly: true })
 const rows = db.prepare('SELECT id, header, inherited, revision FROM sessions WHERE revision IS NOT NULL ORDER BY created_at, id LIMIT ?').all(Number(process.argv[3]) + 1)
 db.close()
 const records = rows.slice(0, Number(process.argv[3])).map((r) => ({ header: JSON.parse(r.header), inheritedEventCount: r.inherited, live: false, persisted: true, revision: r.revision }))
-process.stdout.write(JSON.stringify({ records }) + '\\n')
+process.stdout.write(JSON.stringify({ sessions: records }) + '\\n')
 `
 
 /**
@@ -63,7 +63,7 @@ const root = process.argv[1]
 const persistence = createJsonlPersistence({ root, readOnly: true })
 const query = await createSqliteSessionQuery({ sessions: new SessionStore(new Context()), persistence, path: defaultIndexPath(root) })
 const page = await query.listSessions({ limit: Number(process.argv[2]) })
-process.stdout.write(JSON.stringify(page) + '\\n')
+process.stdout.write(JSON.stringify({ sessions: page.records }) + '\\n')
 await query.close()
 await persistence.close()
 `
@@ -148,8 +148,8 @@ function moduleFiles(args: readonly string[]): number {
 }
 
 function pageIds(stdout: string): string[] {
-  const page = JSON.parse(stdout) as { records: Array<{ header: { id: string } }> }
-  return page.records.map((r) => r.header.id)
+  const page = JSON.parse(stdout) as { sessions: Array<{ header: { id: string } }> }
+  return page.sessions.map((r) => r.header.id)
 }
 
 const cliArgs = [cli, 'sessions', '--root', root, '--limit', String(PAGE), '--json']

@@ -1,22 +1,37 @@
+import type { SubagentListBody } from '@dsh/protocol'
+import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
-import { createListAgentsTool, renderListAgents } from '@dsh/tool-subagent-control'
+import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
 import { escapeTerminal } from '../terminal.js'
 
-/** A session's subagents, rendered as the model-visible list_agents tool renders them. Read-only. */
+/**
+ * A session's subagents. Read-only. The text is what the model-visible
+ * list_agents tool renders; `--json` prints the protocol's `SubagentListBody`
+ * (`{ parentId, scope, rows }`, each row with its depth and ladder rung), the
+ * body of `GET /api/sessions/:id/subagents` for the same scope.
+ */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
   const scope = command.flag('descendants') ? 'descendants' : 'children'
-  const result = await withReadHost(command, (host) => createListAgentsTool(host.subagents).execute({ scope }, { agent: { id } }), {}, io)
+  const entries = await withReadHost(
+    command,
+    (host) => (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id)),
+    {},
+    io,
+  )
   if (command.json) {
-    printJson({ parent: id, scope, rows: result.rows }, io.out)
+    const body: SubagentListBody = wireSubagentList(id, scope, entries)
+    printJson(body, io.out)
     return 0
   }
   // Ids are escaped before rendering (a newline in an id cannot forge a row);
   // each rendered line is escaped again for labels (idempotent on escaped text).
-  const text = renderListAgents(result.rows.map((row) => ({ ...row, id: escapeTerminal(row.id) as SessionId })))
+  // A read-only host runs no child, so no message is queued for one.
+  const rows = entries.map((entry) => toListAgentsRow(entry))
+  const text = renderListAgents(rows.map((row) => ({ ...row, id: escapeTerminal(row.id) as SessionId })))
   io.out.write(`${text.split('\n').map(escapeTerminal).join('\n')}\n`)
   return 0
 }

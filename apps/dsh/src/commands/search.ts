@@ -1,10 +1,16 @@
+import type { SearchPageBody } from '@dsh/protocol'
+import { wireEventSearch, wireSessionSearch } from '@dsh/protocol/bodies'
 import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { printJson, table } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
-/** Full-text search over sessions or events. Read-only: it needs an index that exists (`dsh reindex` builds one). */
+/**
+ * Full-text search over sessions or events. Read-only: it needs an index that
+ * exists (`dsh reindex` builds one). `--json` prints the protocol's
+ * `SearchPageBody` (with its `kind`), the body of `GET /api/search`.
+ */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const text = command.args.join(' ').trim()
   if (text.length === 0) throw new CliError('CLI_USAGE', "'dsh search' needs the text to look for.")
@@ -23,7 +29,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       }
       if (command.flag('events')) {
         const page = await query.searchEvents(request)
-        if (command.json) return printJson(page, io.out)
+        if (command.json) return printBody(wireEventSearch(page), io)
         io.out.write(
           `${table(
             ['session', 'seq', 'type', 'snippet'],
@@ -34,7 +40,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
       } else {
         const page = await query.searchSessions(request)
-        if (command.json) return printJson(page, io.out)
+        if (command.json) return printBody(wireSessionSearch(page), io)
         io.out.write(
           `${table(
             ['session', 'matches', 'origin', 'parent'],
@@ -53,4 +59,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     io,
   )
   return 0
+}
+
+function printBody(body: SearchPageBody, io: CommandIo): void {
+  printJson(body, io.out)
 }

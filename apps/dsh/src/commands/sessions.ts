@@ -1,10 +1,16 @@
+import type { SessionListPageBody } from '@dsh/protocol'
+import { wireSessionList } from '@dsh/protocol/bodies'
 import type { SessionListFilter } from '@dsh/session-query'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
 import { formatTime, printJson, table } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
-/** The live-preferred session list. Read-only: an existing root, nothing created. */
+/**
+ * The live-preferred session list. Read-only: an existing root, nothing
+ * created. `--json` prints the protocol's `SessionListPageBody`, the body of
+ * `GET /api/sessions` for the same filter.
+ */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command, '; filter with --parent, --origin, --cwd')
   const limit = intOption(command, 'limit')
@@ -21,7 +27,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   }
   const page = await withQueryHost(command, (host) => host.query.listSessions(filter), io)
   if (command.json) {
-    printJson(page, io.out)
+    const body: SessionListPageBody = wireSessionList(page)
+    printJson(body, io.out)
     return 0
   }
   io.out.write(

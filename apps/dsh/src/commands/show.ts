@@ -1,9 +1,14 @@
+import type { HistoryPageBody } from '@dsh/protocol'
+import { wireHistory } from '@dsh/protocol/bodies'
 import { type CommandIo, intOption, onePositional, type ParsedCommand } from '../command.js'
 import { formatTime, printJson } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
-/** A session's header and a page of history. Read-only. */
+/**
+ * A session's header and a page of history. Read-only. `--json` prints the
+ * protocol's `HistoryPageBody`, the body of the history routes.
+ */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
   const before = intOption(command, 'before')
@@ -14,7 +19,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     io,
   )
   if (command.json) {
-    printJson(page, io.out)
+    const body: HistoryPageBody = wireHistory(page)
+    printJson(body, io.out)
     return 0
   }
   const h = page.header
