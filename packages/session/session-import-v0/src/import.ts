@@ -307,7 +307,8 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
       }
       count += 1
       // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
-      await batcher.add(event, log.textLength, stored === undefined)
+      const appending = batcher.add(event, log.textLength, stored === undefined)
+      if (appending !== undefined) await appending
       throwIfAborted(signal)
     }
     if (count < inheritedEventCount) {
@@ -424,19 +425,28 @@ class Batcher {
     private readonly firstAtLeast: number,
   ) {}
 
-  /** Adds one event; a full batch is appended now (`eager`) or held until `finish`. */
-  async add(event: StoredSessionEvent, textLength: number, eager: boolean): Promise<void> {
-    const { batchEvents, batchBytes } = this.run
-    if (this.batch.length > 0 && this.added >= this.firstAtLeast && (this.batch.length >= batchEvents || this.bytes >= batchBytes)) {
+  /**
+   * Adds one event. When the batch was full it is appended first (`eager`;
+   * the promise to await is returned) or held until `finish` — synchronous
+   * otherwise, so most events cost no promise.
+   */
+  add(event: StoredSessionEvent, textLength: number, eager: boolean): Promise<void> | undefined {
+    let appending: Promise<void> | undefined
+    if (
+      this.batch.length > 0 &&
+      this.added >= this.firstAtLeast &&
+      (this.batch.length >= this.run.batchEvents || this.bytes >= this.run.batchBytes)
+    ) {
       const full = this.batch
       this.batch = []
       this.bytes = 0
-      if (eager) await this.append(full)
+      if (eager) appending = this.append(full)
       else this.held.push(full)
     }
     this.batch.push(event)
     this.bytes += textLength
     this.added += 1
+    return appending
   }
 
   /** Appends what is held and the last batch (a new session with no events at all: its header alone), and waits for every append. */
