@@ -41,11 +41,11 @@ function render(title: string, rows: readonly DemoRow[]): string {
   const body = table(
     ['id', 'kind', 'mode', 'label / reason', 'activity', 'served by'],
     rows.map((r) => [
-      `${'  '.repeat(Math.max(0, (r.depth ?? 1) - 1))}${r.id}`,
+      `${'  '.repeat(Math.max(0, r.depth - 1))}${r.id}`,
       r.kind,
-      r.mode ?? '-',
-      r.kind === 'diagnostic' ? `${r.reason}` : (r.label ?? '(no label)'),
-      r.activity ?? '-',
+      r.kind === 'diagnostic' ? '-' : r.mode,
+      r.kind === 'diagnostic' ? r.reason : (r.label ?? '(no label)'),
+      r.kind === 'diagnostic' ? '-' : r.activity,
       RUNG_TEXT[r.rung],
     ]),
   )

@@ -3,27 +3,21 @@ import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSyn
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createHost, derivedPaths, type Host } from '@dsh/host'
+import type { SubagentListRowBody } from '@dsh/protocol'
+import { wireSubagentRow } from '@dsh/protocol/bodies'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence, TRAILER_MAGIC } from '@dsh/session-persistence-jsonl'
-import { createScriptedDriver, type ExplainedSubagentEntry, type SubagentHandle } from '@dsh/subagent'
+import { createScriptedDriver, type SubagentHandle } from '@dsh/subagent'
 import { CliError } from '../errors.js'
 import { DEMO_IDS } from './ids.js'
 import { demoScript } from './scripts.js'
 
-/** One catalog row as the demo prints it (`dsh demo --json`). */
-export interface DemoRow {
-  readonly id: string
-  readonly parentId?: string
-  readonly depth?: number
-  readonly kind: 'child' | 'diagnostic'
-  readonly mode?: 'one-shot' | 'continuable'
-  readonly label?: string
-  readonly reason?: 'corrupt' | 'unsupported' | 'unavailable'
-  readonly activity?: 'running' | 'inactive'
-  readonly hasChildren?: boolean
-  /** 1 live watermark, 2 checkpoint cache, 3 one body read + fold. */
-  readonly rung: 1 | 2 | 3
-}
+/**
+ * One catalog row as the demo prints it (`dsh demo --json`): the protocol's
+ * catalog row (`SubagentListRowBody`: the entry, `parentId`, `depth` and the
+ * ladder `rung`), as `GET /api/sessions/:id/subagents` and `dsh agents --json` answer it.
+ */
+export type DemoRow = SubagentListRowBody
 
 export interface DemoResult {
   readonly root: string
@@ -140,25 +134,12 @@ async function withDemoHost<T>(root: string, hold: Promise<void>, run: (host: Ho
 }
 
 async function explain(host: Host): Promise<DemoRow[]> {
-  return (await host.subagents.explainDescendants(DEMO_IDS.parent)).map(toDemoRow)
-}
-
-export function toDemoRow(entry: ExplainedSubagentEntry): DemoRow {
-  const { row } = entry
-  const base = { id: row.id, parentId: entry.parentId, depth: entry.depth, kind: row.kind, rung: entry.rung }
-  if (row.kind === 'diagnostic') return { ...base, reason: row.reason }
-  return {
-    ...base,
-    mode: row.mode,
-    ...(row.label === undefined ? {} : { label: row.label }),
-    activity: row.activity,
-    hasChildren: row.hasChildren,
-  }
+  return (await host.subagents.explainDescendants(DEMO_IDS.parent)).map(wireSubagentRow)
 }
 
 /** The listings agree when every row matches apart from activity and the rung that served it. */
 function agree(listings: DemoResult['listings']): boolean {
-  const key = (rows: DemoRow[]): string => JSON.stringify(rows.map(({ activity: _a, rung: _r, ...rest }) => rest))
+  const key = (rows: DemoRow[]): string => JSON.stringify(rows.map((row) => ({ ...row, activity: undefined, rung: undefined })))
   return key(listings.live) === key(listings.coldCached) && key(listings.live) === key(listings.coldUncached)
 }
 
