@@ -10,14 +10,19 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!()
 })
 
-async function open(): Promise<{ persistence: PostgresPersistence; query: PostgresSessionQuery; other: PostgresSessionQuery }> {
+/** A fresh database with the session tables, one persistence over it and an empty store (all closed after the test). */
+async function base() {
   const db = await freshDatabase()
   cleanups.push(() => db.end())
   const persistence = await createPostgresPersistence({ pool: db.pool })
   cleanups.push(() => persistence.close())
   const ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
   cleanups.push(() => ctx.dispose())
-  const sessions = new SessionStore(ctx)
+  return { db, persistence, ctx, sessions: new SessionStore(ctx) }
+}
+
+async function open(): Promise<{ persistence: PostgresPersistence; query: PostgresSessionQuery; other: PostgresSessionQuery }> {
+  const { db, persistence, ctx, sessions } = await base()
   const logger = { warn: () => {}, error: () => {} }
   const query = await createPostgresSessionQuery({ pool: db.pool, sessions, persistence, logger })
   cleanups.push(() => query.close())
@@ -135,13 +140,7 @@ describe('postgres listing faults', () => {
 
 describe('postgres query schema', () => {
   it('refuses a newer search schema, and an unmigrated one when told not to migrate', async () => {
-    const db = await freshDatabase()
-    cleanups.push(() => db.end())
-    const persistence = await createPostgresPersistence({ pool: db.pool })
-    cleanups.push(() => persistence.close())
-    const ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
-    cleanups.push(() => ctx.dispose())
-    const sessions = new SessionStore(ctx)
+    const { db, persistence, sessions } = await base()
     await expect(createPostgresSessionQuery({ pool: db.pool, sessions, persistence, migrate: false })).rejects.toMatchObject({
       code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
     })
