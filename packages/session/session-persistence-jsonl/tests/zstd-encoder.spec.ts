@@ -1,11 +1,13 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { crc32 } from 'node:zlib'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { decompress as decompressAsync } from '@mongodb-js/zstd'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compressFrame, decompressFrames } from '../src/codec.js'
+import { skippableTrailer } from '../src/trailer.js'
 import { measureZstdFrame, rawZstdFrame, storedFramesContent } from '../src/zstd-frames.js'
 import { event, targetOf, tempDir } from './helpers.js'
 
@@ -110,4 +112,36 @@ describe('the libzstd encoder (zstd-napi)', () => {
       { numRuns: 25 },
     )
   }, 120_000)
+})
+
+describe('logs written before header units were stored', () => {
+  it('a compressed header unit still lists, inspects and takes appends (zstd-napi decodes it)', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-oldheader-')
+    try {
+      const p = createJsonlPersistence({ root: dir })
+      await p.append(targetOf('old'), [event(0, 'user/message', { text: 'written with a compressed header' })])
+      await p.close()
+      // Rewrite the header unit as the earlier code wrote it: a libzstd-compressed frame and its trailer.
+      const file = p.logPath('old')
+      const log = readFileSync(file)
+      const extent = measureZstdFrame(log, 0)
+      if (extent.status !== 'complete') throw new Error('no header frame')
+      const trailer = skippableTrailer.decode(log, extent.end)!
+      expect(trailer.kind).toBe('header')
+      const plain = storedFramesContent(log.subarray(0, extent.end))!
+      const body = compressFrame(plain)
+      expect(storedFramesContent(body)).toBeUndefined() // really compressed
+      const oldTrailer = skippableTrailer.encode({ ...trailer, bodyLength: body.length, bodyCrc: crc32(body) })
+      writeFileSync(file, Buffer.concat([body, oldTrailer, log.subarray(extent.end + skippableTrailer.size)]))
+
+      const again = createJsonlPersistence({ root: dir })
+      expect((await again.list()).map((r) => r.header.id)).toEqual(['old'])
+      await again.append(targetOf('old'), [event(1, 'user/message', { text: 'appended after' })])
+      expect((await again.inspect(SessionId('old'))).events.map((e) => e.seq)).toEqual([0, 1])
+      expect((await again.verify(SessionId('old'))).tornBytes).toBe(0)
+      await again.close()
+    } finally {
+      cleanup()
+    }
+  })
 })
