@@ -2,7 +2,7 @@ import { routes, SEARCH_PAGE_DEFAULT_LIMIT, searchTerms } from '@dsh/protocol'
 import type { SearchRequest } from '@dsh/session-query'
 import { ApiError } from './errors.js'
 import { jsonRoute } from './route.js'
-import { wireEventHit, wireSessionHit } from './wire.js'
+import { wireEventSearch, wireSessionSearch } from './wire.js'
 
 /**
  * `GET /api/search?q&kind=sessions|events&limit&cursor`: full-text search over
@@ -21,11 +21,11 @@ export const searchRoute = jsonRoute(routes.search, async ({ query, signal, serv
   if (kind === 'sessions') {
     if (sessionQuery.searchSessions === undefined) throw unavailable()
     const page = await sessionQuery.searchSessions(request, signal)
-    return { kind, hits: page.hits.map(wireSessionHit), ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor }) }
+    return wireSessionSearch(page)
   }
   if (sessionQuery.searchEvents === undefined) throw unavailable()
   const page = await sessionQuery.searchEvents(request, signal)
-  return { kind, hits: page.hits.map(wireEventHit), ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor }) }
+  return wireEventSearch(page)
 })
 
 function unavailable(): ApiError {

@@ -3,7 +3,7 @@ import type { HistoryPageRequest, SessionListFilter } from '@dsh/session-query'
 import { ApiError } from './errors.js'
 import { isSubagent } from './owner.js'
 import { jsonRoute } from './route.js'
-import { wireHistory, wireRecord } from './wire.js'
+import { wireHistory, wireSessionList } from './wire.js'
 
 /** `GET /api/sessions`: a page of the live-preferred corpus. */
 export const listSessionsRoute = jsonRoute(routes.listSessions, async ({ query, signal, services }) => {
@@ -21,7 +21,7 @@ export const listSessionsRoute = jsonRoute(routes.listSessions, async ({ query, 
     ...(cursor === undefined ? {} : { cursor }),
   }
   const page = await services.sessionQuery.listSessions(filter, signal)
-  return { sessions: page.records.map(wireRecord), ...(page.nextCursor === undefined ? {} : { nextCursor: page.nextCursor }) }
+  return wireSessionList(page)
 })
 
 /** The service request of a history route's `before` / `limit`. */

@@ -3,7 +3,7 @@ import { ApiError } from './errors.js'
 import { isListedChild, isNotFound } from './owner.js'
 import { jsonRoute } from './route.js'
 import { historyRequest } from './session-routes.js'
-import { wireHistory, wireSubagentRow } from './wire.js'
+import { wireHistory, wireSubagentList } from './wire.js'
 
 /** `GET /api/sessions/:id/subagents?scope=children|descendants`: the subagent catalog of a session, descendants in pre-order. */
 export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query, signal, services }) => {
@@ -12,7 +12,7 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
     scope === 'children'
       ? await services.subagents.explainChildren(params.id, signal)
       : await services.subagents.explainDescendants(params.id, signal)
-  return { parentId: params.id, scope, rows: rows.map(wireSubagentRow) }
+  return wireSubagentList(params.id, scope, rows)
 })
 
 /**

@@ -3,4 +3,4 @@
 // builder copies the declared fields only (a backend's internal fields never
 // reach the wire) and is typed by the protocol's inferred body type.
 
-export { wireEventHit, wireHistory, wireRecord, wireSessionHit, wireSubagentRow } from '@dsh/protocol/bodies'
+export { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
