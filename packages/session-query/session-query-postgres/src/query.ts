@@ -7,20 +7,18 @@ import {
   checkSearchGeneration,
   type EventSearchHit,
   encodeSearchCursor,
-  eventWindow,
   fromPersistenceError,
   guarded,
-  historyPage,
   indexFetchLimit,
   indexListPage,
   type LiveSessions,
   liveRecord,
   observe,
   type ParsedSearchRequest,
-  parseHistoryRequest,
   parseListFilter,
   parseSearchRequest,
-  parseWindowRequest,
+  readHistoryOf,
+  readWindowOf,
   type SearchPage,
   type SearchRequest,
   type SessionListFilter,
@@ -157,16 +155,12 @@ class PgSessionQuery implements PostgresSessionQuery {
     return observe({ sessions: this.#sessions, persistence: this.#persistence }, id, signal)
   }
 
-  async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
-    checkAborted(signal)
-    const parsed = parseHistoryRequest(request)
-    return historyPage(await this.observeSession(id, signal), parsed)
+  readHistory(id: string, request?: unknown, signal?: AbortSignal) {
+    return readHistoryOf((i, s) => this.observeSession(i, s), id, request, signal)
   }
 
-  async readWindow(id: string, request: unknown, signal?: AbortSignal) {
-    checkAborted(signal)
-    const parsed = parseWindowRequest(request)
-    return eventWindow(await this.observeSession(id, signal), parsed)
+  readWindow(id: string, request: unknown, signal?: AbortSignal) {
+    return readWindowOf((i, s) => this.observeSession(i, s), id, request, signal)
   }
 
   // ----------------------------------------------------------------- search

@@ -1,6 +1,6 @@
 import { PAGE_DEFAULT_LIMIT, PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { SessionQueryError } from './errors.js'
-import { invalidFilter } from './failures.js'
+import { checkAborted, invalidFilter } from './failures.js'
 import { isIndex, show } from './filter.js'
 import type { EventWindow, HistoryPage, SessionQueryObservation } from './types.js'
 
@@ -90,4 +90,34 @@ function plainObject<K extends string>(input: unknown, what: string, keys: reado
   for (const key of Object.keys(input))
     if (!(keys as readonly string[]).includes(key)) throw invalidFilter(`unknown field '${key}' in ${what}`)
   return input as { readonly [P in K]?: unknown }
+}
+
+/** How a backend observes one session (its `observeSession`). */
+export type ObserveSession = (id: string, signal: AbortSignal | undefined) => Promise<SessionQueryObservation>
+
+/**
+ * `readHistory` of every backend: the request is validated before anything
+ * is read (a bad request costs no observation), then one observation is paged.
+ */
+export async function readHistoryOf(
+  observeSession: ObserveSession,
+  id: string,
+  request: unknown,
+  signal: AbortSignal | undefined,
+): Promise<HistoryPage> {
+  checkAborted(signal)
+  const parsed = parseHistoryRequest(request)
+  return historyPage(await observeSession(id, signal), parsed)
+}
+
+/** `readWindow` of every backend: validated first, then one observation around the requested seq. */
+export async function readWindowOf(
+  observeSession: ObserveSession,
+  id: string,
+  request: unknown,
+  signal: AbortSignal | undefined,
+): Promise<EventWindow> {
+  checkAborted(signal)
+  const parsed = parseWindowRequest(request)
+  return eventWindow(await observeSession(id, signal), parsed)
 }

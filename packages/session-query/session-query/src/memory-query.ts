@@ -1,7 +1,7 @@
 import type { PersistedSessionRecord } from '@dsh/session-persistence'
 import { checkAborted, fromPersistenceError, guarded } from './failures.js'
 import { parseListFilter } from './filter.js'
-import { eventWindow, historyPage, parseHistoryRequest, parseWindowRequest } from './history.js'
+import { readHistoryOf, readWindowOf } from './history.js'
 import { mergeCorpus, pageOf } from './records.js'
 import { observe, type QuerySources } from './sources.js'
 import type { SessionQuery } from './types.js'
@@ -26,15 +26,11 @@ export function createSessionQuery(options: SessionQueryOptions): SessionQuery {
     observeSession(id, signal) {
       return observe(sources, id, signal)
     },
-    async readHistory(id, request, signal) {
-      checkAborted(signal)
-      const parsed = parseHistoryRequest(request)
-      return historyPage(await observe(sources, id, signal), parsed)
+    readHistory(id, request, signal) {
+      return readHistoryOf((i, s) => observe(sources, i, s), id, request, signal)
     },
-    async readWindow(id, request, signal) {
-      checkAborted(signal)
-      const parsed = parseWindowRequest(request)
-      return eventWindow(await observe(sources, id, signal), parsed)
+    readWindow(id, request, signal) {
+      return readWindowOf((i, s) => observe(sources, i, s), id, request, signal)
     },
   }
 }
