@@ -329,10 +329,10 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
       target.forkSource = header.parentSession as SessionHeader['id']
     }
   } catch (error) {
-    // A session this run created whose log turned out bad after its first append is taken back:
-    // a failed session is not left half imported. (A failed write or a cancel keeps what was written: the next run continues it.)
     // No append of this session outlives its import.
     await batcher.settle().catch(() => {})
+    // A session this run created whose log turned out bad after its first append is taken back:
+    // a failed session is not left half imported. (A failed write or a cancel keeps what was written: the next run continues it.)
     const readFault = error instanceof ImportV0Error && error.code !== 'IMPORT_V0_PERSISTENCE_FAILED' && error.code !== 'CANCELLED'
     if (readFault && stored === undefined && batcher.started > 0) {
       try {
