@@ -49,7 +49,8 @@ export async function applyMigrations(pool: pg.Pool, component: string, migratio
   const client = await pool.connect().catch((error: unknown) => {
     throw unavailable(pool as unknown as Parameters<typeof unavailable>[0], error)
   })
-  let from = 0
+  // The version before this call: read once, in the first transaction.
+  let from: number | undefined
   try {
     for (;;) {
       await client.query('BEGIN')
@@ -58,7 +59,7 @@ export async function applyMigrations(pool: pg.Pool, component: string, migratio
         await client.query(VERSION_TABLE)
         const { rows } = await client.query<{ version: number }>('SELECT version FROM dsh_schema_version WHERE component = $1', [component])
         const current = rows[0]?.version ?? 0
-        if (from === 0) from = current
+        from ??= current
         if (current > latest) {
           throw new PostgresPersistenceError(
             'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW',
