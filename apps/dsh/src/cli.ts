@@ -8,7 +8,7 @@ import { escapeTerminal } from './terminal.js'
 /** Options every command takes. */
 const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   root: { type: 'string', value: 'DIR', help: 'the session root (default ./.dsh; demo: ./.dsh-demo)' },
-  store: { type: 'string', value: 'URL', help: 'a PostgreSQL store (postgres://…) instead of a root; or DSH_STORE' },
+  store: { type: 'string', value: 'URL', help: 'a PostgreSQL store (postgres://…) instead of a root; or DSH_DATABASE_URL (DSH_STORE)' },
   json: { type: 'boolean', help: 'machine-readable output (errors too)' },
   help: { type: 'boolean', short: 'h', help: 'this help' },
 }
@@ -62,7 +62,7 @@ function parse(name: string, spec: CommandSpec, argv: readonly string[], io: Com
   if (stringValue('store') !== undefined && stringValue('root') !== undefined) {
     throw new CliError('CLI_USAGE', 'Give one place for the sessions: --root DIR or --store URL, not both.')
   }
-  // An explicit --root wins over DSH_STORE from the environment.
+  // An explicit --root wins over DSH_DATABASE_URL/DSH_STORE from the environment.
   const store = stringValue('root') === undefined ? storeOf(name, spec, stringValue('store'), io) : undefined
   return {
     name,
@@ -76,15 +76,16 @@ function parse(name: string, spec: CommandSpec, argv: readonly string[], io: Com
 }
 
 /**
- * The PostgreSQL store of a command: `--store`, else `DSH_STORE` (ignored by
- * commands that work on a local root only; `--store` given to one is
- * `CLI_USAGE`). A password on the command line works but warns: `ps` shows it.
+ * The PostgreSQL store of a command: `--store`, else `DSH_DATABASE_URL` or
+ * `DSH_STORE` (ignored by commands that work on a local root only, and by
+ * `demo`, which writes: it takes the flag only; `--store` given to a
+ * local-only command is `CLI_USAGE`). A password on the command line works but warns: `ps` shows it.
  */
 function storeOf(name: string, spec: CommandSpec, flag: string | undefined, io: CommandIo): string | undefined {
-  if (flag !== undefined && spec.store !== true) {
+  if (flag !== undefined && (spec.store === undefined || spec.store === false)) {
     throw new CliError('CLI_USAGE', `'dsh ${name}' works on a local session root; it does not take --store.`)
   }
-  const store = flag ?? (spec.store === true && io.env.DSH_STORE !== undefined && io.env.DSH_STORE !== '' ? io.env.DSH_STORE : undefined)
+  const store = flag ?? (spec.store === true ? storeFromEnv(io.env) : undefined)
   if (store === undefined) return undefined
   let url: URL
   try {
@@ -97,10 +98,25 @@ function storeOf(name: string, spec: CommandSpec, flag: string | undefined, io: 
   }
   if (flag !== undefined && url.password !== '') {
     io.err.write(
-      'dsh: warning: the --store URL holds a password that every local user sees in ps; use DSH_STORE, PGPASSWORD or ~/.pgpass instead.\n',
+      'dsh: warning: the --store URL holds a password that every local user sees in ps; use DSH_DATABASE_URL, PGPASSWORD or ~/.pgpass instead.\n',
     )
   }
   return store
+}
+
+/**
+ * The store named by the environment: `DSH_DATABASE_URL`, or `DSH_STORE`
+ * (the older name, still read). Both set to different URLs is ambiguous:
+ * `CLI_USAGE`, nothing is opened.
+ */
+function storeFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const set = (value: string | undefined): string | undefined => (value === undefined || value === '' ? undefined : value)
+  const database = set(env.DSH_DATABASE_URL)
+  const store = set(env.DSH_STORE)
+  if (database !== undefined && store !== undefined && database !== store) {
+    throw new CliError('CLI_USAGE', 'DSH_DATABASE_URL and DSH_STORE name different stores; unset one of them (or pass --store URL).')
+  }
+  return database ?? store
 }
 
 /** The first positional argument, skipping global options and the values of `--root` and `--store`. */

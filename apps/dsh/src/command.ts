@@ -26,8 +26,13 @@ export interface CommandSpec {
   /** Positional arguments, e.g. `<id>`. */
   readonly args?: string
   readonly options?: Readonly<Record<string, OptionSpec>>
-  /** The command also runs on a PostgreSQL store (`--store postgres://…` or `DSH_STORE`) through `openHost`/`withReadHost`. */
-  readonly store?: boolean
+  /**
+   * The command also runs on a PostgreSQL store: `true` takes `--store
+   * postgres://…` or the environment (`DSH_DATABASE_URL`, `DSH_STORE`);
+   * `'flag'` only an explicit `--store` (a command that would write demo data
+   * into whatever database the environment names).
+   */
+  readonly store?: boolean | 'flag'
   load(): Promise<CommandModule>
 }
 
@@ -37,7 +42,7 @@ export interface ParsedCommand {
   readonly json: boolean
   /** `--root` as given (undefined: the command's default). */
   readonly root: string | undefined
-  /** A PostgreSQL connection string from `--store` or `DSH_STORE`, for commands that support one. */
+  /** A PostgreSQL connection string from `--store`, `DSH_DATABASE_URL` or `DSH_STORE`, for commands that support one. */
   readonly store: string | undefined
   /** A string option of this command, if given. */
   string(name: string): string | undefined

@@ -10,6 +10,7 @@ const cursor: OptionSpec = { type: 'string', value: 'C', help: 'the next page (p
  */
 export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   demo: {
+    store: 'flag',
     summary: 'build a demo root and print its catalog live, cold with cache, cold without',
     load: () => import('./commands/demo.js'),
   },
@@ -50,6 +51,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     store: true,
     summary: 'check every log; exits 1 when any is corrupt',
     load: () => import('./commands/verify.js'),
+  },
+  migrate: {
+    store: true,
+    summary: 'create or upgrade the schema of a PostgreSQL store (--store or DSH_DATABASE_URL); idempotent',
+    load: () => import('./commands/migrate.js'),
   },
   reindex: {
     summary: 'rebuild the query index (progress bar on a TTY)',

@@ -8,9 +8,21 @@ import { DshError } from '@dsh/context'
  *   pointed at a non-empty directory it did not make. Nothing is created.
  * - `CLI_TOKEN_INVALID`: `serve`'s token file is missing, empty, not a regular
  *   file, or readable by group/others (it must be 0600).
+ * - `CLI_STORE_NOT_EMPTY`: `demo --store` on a database that holds sessions
+ *   the demo did not make (it only ever wipes its own). Nothing is changed.
+ * - `CLI_DEMO_FAILED`: the demo could not stage its scenario (its crash worker
+ *   exited before it was killed, or the killed worker's connections never
+ *   closed). Rerun; nothing outside the demo's own sessions was touched.
  * - `CLI_SEARCH_UNAVAILABLE`: `search` on a root without a query index (run
  *   `dsh reindex` once; read commands never build one).
  */
-export type CliErrorCode = 'CLI_USAGE' | 'CLI_UNKNOWN_COMMAND' | 'CLI_ROOT_INVALID' | 'CLI_TOKEN_INVALID' | 'CLI_SEARCH_UNAVAILABLE'
+export type CliErrorCode =
+  | 'CLI_USAGE'
+  | 'CLI_UNKNOWN_COMMAND'
+  | 'CLI_ROOT_INVALID'
+  | 'CLI_TOKEN_INVALID'
+  | 'CLI_STORE_NOT_EMPTY'
+  | 'CLI_DEMO_FAILED'
+  | 'CLI_SEARCH_UNAVAILABLE'
 
 export class CliError extends DshError<CliErrorCode> {}

@@ -17,7 +17,7 @@ export function rootOf(command: ParsedCommand): string {
 
 /**
  * Opens a host of the command's root with `create`, turning a bad root into
- * `CLI_ROOT_INVALID` with a hint; or, with `--store`/`DSH_STORE`, a host over
+ * `CLI_ROOT_INVALID` with a hint; or, with `--store`/`DSH_DATABASE_URL`, a host over
  * that PostgreSQL database (read-only: no migration, no writer lease; an
  * unmigrated database is refused, not changed). Warnings go to stderr when
  * `io` is given.

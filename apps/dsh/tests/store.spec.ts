@@ -74,8 +74,8 @@ describe('--store', () => {
 
   it('is refused where it cannot apply, with a root, or when it is not a postgres URL; a password on the command line warns', async () => {
     for (const args of [
-      ['demo', '--store', url],
       ['reindex', '--store', url],
+      ['import', '.', '--from', 'dsh-v0', '--store', url],
       ['sessions', '--store', url, '--root', '/tmp'],
       ['sessions', '--store', 'mysql://x/y'],
       ['sessions', '--store', 'not a url'],
@@ -92,5 +92,87 @@ describe('--store', () => {
     expect((await cli(['demo', '--help'], { DSH_STORE: url })).code).toBe(0)
     const local = await cli(['sessions', '--root', '/nonexistent-dsh-root', '--json'], { DSH_STORE: url })
     expect(JSON.parse(local.stdout).error.code).toBe('CLI_ROOT_INVALID')
+    const localToo = await cli(['sessions', '--root', '/nonexistent-dsh-root', '--json'], { DSH_DATABASE_URL: url })
+    expect(JSON.parse(localToo.stdout).error.code).toBe('CLI_ROOT_INVALID')
   }, 60_000)
+
+  it('DSH_DATABASE_URL names the store like DSH_STORE; the two naming different stores is a usage error', async () => {
+    const listed = await cli(['sessions', '--json'], { DSH_DATABASE_URL: url })
+    expect(listed.code, listed.stdout + listed.stderr).toBe(0)
+    expect((JSON.parse(listed.stdout) as { sessions: unknown[] }).sessions).toHaveLength(2)
+    expect((await cli(['sessions', '--json'], { DSH_DATABASE_URL: url, DSH_STORE: url })).code).toBe(0)
+    const other = new URL(url)
+    other.pathname = '/another'
+    const both = await cli(['sessions', '--json'], { DSH_DATABASE_URL: url, DSH_STORE: other.toString() })
+    expect(both.code).toBe(2)
+    expect(JSON.parse(both.stdout).error.code).toBe('CLI_USAGE')
+    // The flag wins over the environment.
+    expect((await cli(['sessions', '--store', url, '--json'], { DSH_DATABASE_URL: other.toString() })).code).toBe(0)
+  }, 60_000)
+})
+
+describe('dsh migrate', () => {
+  const tables = async (database: string): Promise<string[]> => {
+    const pool = new pg.Pool({ connectionString: database })
+    try {
+      const { rows } = await pool.query<{ name: string }>(
+        "select table_name as name from information_schema.tables where table_schema = 'public' order by 1",
+      )
+      return rows.map((r) => r.name)
+    } finally {
+      await pool.end()
+    }
+  }
+
+  it("creates the three backends' schemas on an empty database, says what it did, and a second run changes nothing", async () => {
+    const empty = await cluster.createDatabase()
+    const first = await cli(['migrate', '--store', empty, '--json'])
+    expect(first.code, first.stdout + first.stderr).toBe(0)
+    const report = JSON.parse(first.stdout) as { store: string; components: { component: string; from: number; to: number }[] }
+    expect(report.components.map((c) => c.component)).toEqual(['sessions', 'search', 'projection-cache'])
+    expect(
+      report.components.every((c) => c.from === 0 && c.to > 0),
+      first.stdout,
+    ).toBe(true)
+    expect(report.store).not.toContain('@')
+    const after = await tables(empty)
+    expect(after).toEqual(expect.arrayContaining(['dsh_sessions', 'dsh_batches', 'dsh_event_text', 'dsh_projection_checkpoints']))
+    // Idempotent (here through DSH_DATABASE_URL, in text).
+    const again = await cli(['migrate'], { DSH_DATABASE_URL: empty })
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toMatch(/^sessions: at version \d+ \(up to date\)$/m)
+    expect(again.stdout).toContain('Nothing to do:')
+    expect(await tables(empty)).toEqual(after)
+    // A migrated database serves the read commands (which never migrate).
+    const listed = await cli(['sessions', '--store', empty, '--json'])
+    expect(listed.code, listed.stdout).toBe(0)
+    expect(JSON.parse(listed.stdout).sessions).toEqual([])
+  }, 60_000)
+
+  it('refuses a database with a newer schema (typed, exit 1) and leaves it at its version', async () => {
+    const database = await cluster.createDatabase()
+    expect((await cli(['migrate', '--store', database])).code).toBe(0)
+    const pool = new pg.Pool({ connectionString: database })
+    try {
+      await pool.query("update dsh_schema_version set version = version + 5 where component = 'sessions'")
+      const { rows: before } = await pool.query('select component, version from dsh_schema_version order by 1')
+      const refused = await cli(['migrate', '--store', database, '--json'])
+      expect(refused.code).toBe(1)
+      const { error } = JSON.parse(refused.stdout) as { error: { code: string; message: string } }
+      expect(error.code).toBe('POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW')
+      expect(error.message).toMatch(/Upgrade dsh/)
+      const text = await cli(['migrate', '--store', database])
+      expect(text.stderr).toMatch(/newer than .*\(POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW\)/)
+      const { rows: after } = await pool.query('select component, version from dsh_schema_version order by 1')
+      expect(after).toEqual(before)
+    } finally {
+      await pool.end()
+    }
+  }, 60_000)
+
+  it('needs a store: without --store or the environment it is a usage error', async () => {
+    const result = await cli(['migrate', '--json'])
+    expect(result.code).toBe(2)
+    expect(JSON.parse(result.stdout).error).toMatchObject({ code: 'CLI_USAGE', message: expect.stringMatching(/DSH_DATABASE_URL/) })
+  })
 })

@@ -1,28 +1,38 @@
 #!/usr/bin/env node
 /**
  * Phase 0 of `dsh demo`, run as a separate process that the demo then kills
- * with SIGKILL: it writes the parent session, a one-shot child that completes
+ * with SIGKILL (over a root or a PostgreSQL store): it writes the parent session, a one-shot child that completes
  * (its log is corrupted afterwards) and a continuable child whose turn is
  * still open when the process dies. It runs without the projection cache, as
  * another runtime might, so no checkpoint of these children exists.
  */
-import { createHost } from '@dsh/host'
+import { createHost, type HostOptions } from '@dsh/host'
 import { createScriptedDriver } from '@dsh/subagent'
 import { DEMO_IDS } from './ids.js'
 import { demoScript } from './scripts.js'
+import { CRASH_WORKER_APPLICATION, CRASH_WORKER_STORE_ENV } from './worker-env.js'
 
-const root = process.argv[2]
-if (root === undefined) {
-  console.error('usage: crash-worker <root>')
+// `crash-worker root <dir>`, or `crash-worker store` with the URL in DSH_DEMO_STORE (argv shows in ps).
+const [kind, root] = process.argv.slice(2)
+const store = process.env[CRASH_WORKER_STORE_ENV]
+let place: Pick<HostOptions, 'root' | 'postgres'>
+if (kind === 'root' && root !== undefined) place = { root }
+else if (kind === 'store' && store !== undefined && store !== '') {
+  // Named connections: the demo waits for them to be gone after the SIGKILL (the server then has freed the leases).
+  const { default: pg } = await import('pg')
+  place = { postgres: { pool: new pg.Pool({ connectionString: store, application_name: CRASH_WORKER_APPLICATION }) } }
+} else {
+  console.error(`usage: crash-worker root <dir> | crash-worker store (URL in ${CRASH_WORKER_STORE_ENV})`)
   process.exit(2)
 }
 const host = await createHost({
-  root,
+  ...place,
   projectionCache: false,
   query: 'memory',
   driver: createScriptedDriver(demoScript(new Promise(() => {}))),
 })
-const parent = host.sessions.create({ id: DEMO_IDS.parent, cwd: host.root })
+// A root's sessions start in the root; a store's in the demo's working directory.
+const parent = host.sessions.create({ id: DEMO_IDS.parent, cwd: root ?? process.cwd() })
 parent.append('user/message', { text: 'Ship release 1.4: check the build, migrate the database, research and review.' })
 parent.append('turn/start', { turn: 1 })
 parent.append('assistant/message', { turn: 1, text: 'Delegating to subagents.' })

@@ -1,15 +1,15 @@
 import { spawn } from 'node:child_process'
-import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
-import { dirname, join, resolve } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { createHost, derivedPaths, type Host } from '@dsh/host'
+import { createHost, type Host } from '@dsh/host'
 import type { SubagentListRowBody } from '@dsh/protocol'
 import { wireSubagentRow } from '@dsh/protocol/bodies'
 import { SessionId } from '@dsh/session'
-import { createJsonlPersistence, TRAILER_MAGIC } from '@dsh/session-persistence-jsonl'
 import { createScriptedDriver, type SubagentHandle } from '@dsh/subagent'
 import { CliError } from '../errors.js'
+import { fileDemoPlace } from './file-place.js'
 import { DEMO_IDS } from './ids.js'
+import type { DemoPlace } from './place.js'
 import { demoScript } from './scripts.js'
 
 /**
@@ -20,6 +20,7 @@ import { demoScript } from './scripts.js'
 export type DemoRow = SubagentListRowBody
 
 export interface DemoResult {
+  /** The root directory, or the store's server and database (no credentials). */
   readonly root: string
   readonly parent: string
   readonly listings: { readonly live: DemoRow[]; readonly coldCached: DemoRow[]; readonly coldUncached: DemoRow[] }
@@ -27,14 +28,15 @@ export interface DemoResult {
   readonly agree: boolean
   /** What `load` repaired on the crashed child (turn/end interrupted), read after the listings. */
   readonly crashRepair: { readonly id: string; readonly repaired: boolean; readonly lastEvent: unknown }
-  /** The corrupted child's log, as `dsh verify` will name it. */
+  /** Where one byte of the corrupt child was flipped: its log file, or its stored batch. */
   readonly corruptedLog: string
 }
 
-const MARKER = '.dsh-demo-root'
-
 export interface DemoOptions {
-  readonly root: string
+  /** A local session root (wiped only if the demo made it) … */
+  readonly root?: string
+  /** … or a PostgreSQL store (refused unless it holds only the demo's sessions), with its printable location. */
+  readonly store?: { readonly connectionString: string; readonly location: string }
   readonly log?: (line: string) => void
 }
 
@@ -46,19 +48,31 @@ export interface DemoOptions {
  * again.
  */
 export async function runDemo(options: DemoOptions): Promise<DemoResult> {
-  const root = resolve(options.root)
-  const log = options.log ?? (() => {})
-  prepareRoot(root)
+  // pg loads only for a store.
+  const place =
+    options.store === undefined
+      ? fileDemoPlace(options.root ?? '.dsh-demo')
+      : (await import('./store-place.js')).storeDemoPlace(options.store.connectionString, options.store.location)
+  try {
+    return await runScenario(place, options.log ?? (() => {}))
+  } finally {
+    await place.close()
+  }
+}
+
+async function runScenario(place: DemoPlace, log: (line: string) => void): Promise<DemoResult> {
+  await place.prepare()
 
   log('phase 0: a separate runtime writes the parent and two children, then is killed with SIGKILL mid-turn')
-  await runCrashWorker(root)
-  const corruptedLog = corruptCommittedBatch(root, DEMO_IDS.corrupt)
+  await runCrashWorker(place)
+  await place.afterCrash()
+  const corruptedLog = await place.corrupt(DEMO_IDS.corrupt)
   log(`         flipped one byte inside a committed batch of ${DEMO_IDS.corrupt}`)
 
   log('phase 1: restart, resume the parent, spawn live children (fresh, fork, one-shot, continuable, a grandchild)')
   let release!: () => void
   const hold = new Promise<void>((r) => (release = r))
-  const live = await withDemoHost(root, hold, async (host) => {
+  const live = await withDemoHost(place, hold, async (host) => {
     const loaded = await host.persistence.load(SessionId(DEMO_IDS.parent))
     const parent = host.sessions.restore(loaded)
     parent.append('user/message', { text: 'Now research the format, review the plan, and plan the rollout.' })
@@ -108,24 +122,23 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   })
 
   log('phase 2: restart cold, with the checkpoint cache')
-  const coldCached = await withDemoHost(root, hold, explain)
+  const coldCached = await withDemoHost(place, hold, explain)
 
-  log('phase 3: delete the cache file and restart cold')
-  const cache = derivedPaths(root).projectionCache
-  for (const file of [cache, `${cache}-wal`, `${cache}-shm`]) rmSync(file, { force: true })
-  const coldUncached = await withDemoHost(root, hold, explain)
+  log('phase 3: delete the checkpoint cache and restart cold')
+  await place.dropCache()
+  const coldUncached = await withDemoHost(place, hold, explain)
 
-  const crashRepair = await withDemoHost(root, hold, async (host) => {
+  const crashRepair = await withDemoHost(place, hold, async (host) => {
     const loaded = await host.persistence.load(SessionId(DEMO_IDS.crashed))
     return { id: DEMO_IDS.crashed, repaired: loaded.repaired, lastEvent: loaded.events.at(-1) ?? null }
   })
 
   const listings = { live, coldCached, coldUncached }
-  return { root, parent: DEMO_IDS.parent, listings, agree: agree(listings), crashRepair, corruptedLog }
+  return { root: place.location, parent: DEMO_IDS.parent, listings, agree: agree(listings), crashRepair, corruptedLog }
 }
 
-async function withDemoHost<T>(root: string, hold: Promise<void>, run: (host: Host) => Promise<T>): Promise<T> {
-  const host = await createHost({ root, driver: createScriptedDriver(demoScript(hold)) })
+async function withDemoHost<T>(place: DemoPlace, hold: Promise<void>, run: (host: Host) => Promise<T>): Promise<T> {
+  const host = await createHost({ ...place.hostOptions(), driver: createScriptedDriver(demoScript(hold)) })
   try {
     return await run(host)
   } finally {
@@ -143,32 +156,11 @@ function agree(listings: DemoResult['listings']): boolean {
   return key(listings.live) === key(listings.coldCached) && key(listings.live) === key(listings.coldUncached)
 }
 
-/** A demo root is wiped only when it is one the demo made; anything else non-empty is refused. */
-function prepareRoot(root: string): void {
-  let isDirectory: boolean | undefined
-  try {
-    isDirectory = statSync(root).isDirectory()
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    if (code === 'ENOTDIR') throw new CliError('CLI_ROOT_INVALID', `${root} lies under a file; pass --root with a new directory.`)
-    if (code !== 'ENOENT') throw error
-  }
-  if (isDirectory === false) throw new CliError('CLI_ROOT_INVALID', `${root} is a file, not a directory; pass --root with a new directory.`)
-  if (isDirectory === true) {
-    const entries = readdirSync(root)
-    if (entries.length > 0 && !entries.includes(MARKER)) {
-      throw new CliError('CLI_ROOT_INVALID', `${root} is not empty and was not made by 'dsh demo'; pass --root with a new directory.`)
-    }
-    rmSync(root, { recursive: true, force: true })
-  }
-  mkdirSync(root, { recursive: true, mode: 0o700 })
-  writeFileSync(join(root, MARKER), 'made by dsh demo; the demo wipes and rebuilds this directory\n', { mode: 0o600 })
-}
-
-function runCrashWorker(root: string): Promise<void> {
+function runCrashWorker(place: DemoPlace): Promise<void> {
   const worker = join(dirname(fileURLToPath(import.meta.url)), 'crash-worker.js')
+  const { args, env } = place.worker()
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [worker, root], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [worker, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } })
     let out = ''
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', (chunk: string) => {
@@ -178,34 +170,9 @@ function runCrashWorker(root: string): Promise<void> {
     child.on('error', reject)
     child.on('exit', (code, signal) => {
       if (signal === 'SIGKILL' && out.includes('READY\n')) resolvePromise()
-      else reject(new Error(`The demo's crash worker exited early (code ${String(code)}, signal ${String(signal)}).`))
+      else reject(new CliError('CLI_DEMO_FAILED', `The demo's crash worker exited early (code ${String(code)}, signal ${String(signal)}).`))
     })
   })
-}
-
-/** Flips one byte inside the last committed data frame of `id`'s log (a real byte flip, as a disk would). */
-function corruptCommittedBatch(root: string, id: string): string {
-  const persistence = createJsonlPersistence({ root, readOnly: true })
-  const file = persistence.logPath(id)
-  void persistence.close()
-  const fd = openSync(file, 'r+')
-  try {
-    const bytes = Buffer.alloc(fstatSync(fd).size)
-    readSync(fd, bytes, 0, bytes.length, 0)
-    // Each batch is a data frame followed by its skippable trailer frame; the
-    // last trailer starts at the last occurrence of the trailer magic, so a
-    // few bytes before it lie inside the committed data frame it vouches for.
-    const magic = Buffer.alloc(4)
-    magic.writeUInt32LE(TRAILER_MAGIC)
-    const trailerStart = bytes.lastIndexOf(magic)
-    if (trailerStart < 16) throw new Error(`The demo could not find a committed batch in ${file}.`)
-    const at = trailerStart - 6
-    const byte = Buffer.from([bytes[at]! ^ 0x5a])
-    writeSync(fd, byte, 0, 1, at)
-  } finally {
-    closeSync(fd)
-  }
-  return file
 }
 
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {

@@ -1,0 +1,205 @@
+import { execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { createHost } from '@dsh/host'
+import { sessionListPage } from '@dsh/protocol'
+import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+// `dsh demo --store postgres://…` as a user runs it (the built CLI, real
+// processes, a real throwaway PostgreSQL cluster), then verify and serve on
+// the store it left.
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const run = promisify(execFile)
+
+async function dsh(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], {
+      maxBuffer: 16 * 1024 * 1024,
+      env: { ...process.env, DSH_STORE: '', DSH_DATABASE_URL: '', ...env },
+    })
+    return { code: 0, stdout, stderr }
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string }
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
+  }
+}
+
+interface Row {
+  id: string
+  kind: string
+  mode?: string
+  label?: string
+  reason?: string
+  activity?: string
+  depth?: number
+  hasChildren?: boolean
+  rung: number
+}
+interface Demo {
+  root: string
+  listings: { live: Row[]; coldCached: Row[]; coldUncached: Row[] }
+}
+
+let cluster: TestCluster
+let url: string
+let demo: Demo
+
+beforeAll(async () => {
+  cluster = await startTestCluster({ settings: { fsync: 'off' } })
+  url = await cluster.createDatabase()
+  const result = await dsh(['demo', '--store', url, '--json'])
+  expect(result.code, result.stdout + result.stderr).toBe(0)
+  demo = JSON.parse(result.stdout)
+}, 180_000)
+
+afterAll(async () => {
+  await cluster?.stop()
+})
+
+const strip = (rows: Row[]) => rows.map(({ activity: _a, rung: _r, ...rest }) => rest)
+
+describe('dsh demo --store', () => {
+  it('prints three listings from PostgreSQL that agree apart from activity and rung', () => {
+    expect(demo.root).toMatch(/^postgres/)
+    expect(demo.listings.live.length).toBeGreaterThanOrEqual(6)
+    expect(strip(demo.listings.coldCached)).toEqual(strip(demo.listings.live))
+    expect(strip(demo.listings.coldUncached)).toEqual(strip(demo.listings.live))
+  })
+
+  it('covers fresh and forked, one-shot and continuable children, a grandchild, a crashed and a corrupt child', () => {
+    const live = demo.listings.live
+    const byLabel = (label: string) => live.find((r) => r.label === label)
+    expect(byLabel('researcher')).toMatchObject({ kind: 'child', mode: 'continuable', activity: 'running', rung: 1 })
+    expect(byLabel('reviewer')).toMatchObject({ kind: 'child', mode: 'continuable', rung: 1 })
+    expect(byLabel('rollout-planner')).toMatchObject({ kind: 'child', mode: 'one-shot', hasChildren: true, rung: 1 })
+    expect(byLabel('fact-checker')).toMatchObject({ depth: 2, rung: 1 })
+    // Killed with SIGKILL mid-turn in another process: read cold.
+    expect(byLabel('migration-runner')).toMatchObject({ activity: 'inactive', rung: 3 })
+    // One byte of its stored batch flipped: its read fails typed, the catalog shows the diagnostic row.
+    expect(live.filter((r) => r.kind === 'diagnostic')).toEqual([
+      expect.objectContaining({ id: 'release-1.4.log-summarizer', reason: 'unavailable', rung: 3 }),
+    ])
+  })
+
+  it('serves the cold listing from the checkpoint rows when they exist and from body reads without them', () => {
+    const cachedRungs = Object.fromEntries(demo.listings.coldCached.map((r) => [r.label ?? r.id, r.rung]))
+    expect(cachedRungs).toMatchObject({ researcher: 2, reviewer: 2, 'rollout-planner': 2, 'fact-checker': 2 })
+    expect(demo.listings.coldUncached.every((r) => r.rung === 3)).toBe(true)
+    expect(demo.listings.coldCached.every((r) => r.activity !== 'running')).toBe(true)
+  })
+
+  it('text output names the store without credentials; a rerun rebuilds; the environment never sends the demo into a database', async () => {
+    const withPassword = new URL(url)
+    withPassword.password = 'not-shown'
+    // Rerunning on a database that holds only the demo's sessions rebuilds them.
+    const again = await dsh(['demo', '--store', withPassword.toString()])
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toContain(`Store: ${demo.root}`)
+    expect(again.stdout).not.toContain('not-shown')
+    expect(again.stderr).toMatch(/warning: the --store URL holds a password/)
+    expect(again.stdout).toContain('The three listings agree')
+    expect(again.stdout).toContain('verify --store <the same URL>')
+    // demo writes: it takes --store only, never DSH_DATABASE_URL/DSH_STORE.
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-store-demo-'))
+    try {
+      const local = await dsh(['demo', '--root', join(dir, 'root'), '--json'], { DSH_DATABASE_URL: url })
+      expect(local.code, local.stderr).toBe(0)
+      expect(JSON.parse(local.stdout).root).toBe(join(dir, 'root'))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 180_000)
+
+  it('refuses a database holding sessions it did not make, and changes nothing', async () => {
+    const other = await cluster.createDatabase()
+    const host = await createHost({ postgres: { connectionString: other } })
+    try {
+      host.sessions.create({ id: 'someone-elses', cwd: '/work' }).append('user/message', { text: 'keep me' })
+    } finally {
+      await host.dispose()
+    }
+    const refused = await dsh(['demo', '--store', other, '--json'])
+    expect(refused.code).toBe(1)
+    expect(JSON.parse(refused.stdout).error.code).toBe('CLI_STORE_NOT_EMPTY')
+    const listed = sessionListPage.parse(JSON.parse((await dsh(['sessions', '--store', other, '--json'])).stdout))
+    expect(listed.sessions.map((s) => s.header.id)).toEqual(['someone-elses'])
+  }, 120_000)
+})
+
+describe('dsh verify and serve on the demo store', () => {
+  it('verify --store exits 1 and names the corrupt child (through DSH_DATABASE_URL too)', async () => {
+    for (const [args, env] of [
+      [['verify', '--store', url, '--json'], {}],
+      [['verify', '--json'], { DSH_DATABASE_URL: url }],
+    ] as const) {
+      const result = await dsh([...args], env)
+      expect(result.code, result.stderr).toBe(1)
+      const report = JSON.parse(result.stdout) as { checked: number; corrupt: number; sessions: { id: string; status: string }[] }
+      expect(report).toMatchObject({ checked: 7, corrupt: 1 })
+      expect(report.sessions.filter((s) => s.status === 'corrupt').map((s) => s.id)).toEqual(['release-1.4.log-summarizer'])
+    }
+    const text = await dsh(['verify', '--store', url])
+    expect(text.code).toBe(1)
+    expect(text.stdout).toMatch(/1 of 7 logs failed verification: release-1\.4\.log-summarizer/)
+  }, 60_000)
+
+  it('serve --store answers GET /api/sessions (with the token) with the sessions `dsh sessions --store --json` prints', async () => {
+    const token = 'store-serve-token-0123456789'
+    const child = spawn(process.execPath, [bin, 'serve', '--json'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, DSH_STORE: '', DSH_DATABASE_URL: url, DSH_TOKEN: token },
+    })
+    let err = ''
+    child.stderr.setEncoding('utf8')
+    child.stderr.on('data', (chunk: string) => (err += chunk))
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    try {
+      const info = await new Promise<{ root: string; url: string }>((resolve, reject) => {
+        let out = ''
+        child.stdout.setEncoding('utf8')
+        child.stdout.on('data', (chunk: string) => {
+          out += chunk
+          try {
+            resolve(JSON.parse(out))
+          } catch {
+            // wait for the whole object
+          }
+        })
+        void exited.then((code) => reject(new Error(`serve exited early (${String(code)}): ${err}`)))
+      })
+      expect(info.root).toBe(demo.root)
+      expect((await fetch(`${info.url}/api/sessions`)).status).toBe(401)
+      const get = async (path: string): Promise<unknown> => {
+        const response = await fetch(`${info.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
+        expect(response.status, path).toBe(200)
+        return await response.json()
+      }
+      const cli = async (...args: string[]): Promise<unknown> => {
+        const result = await dsh([...args, '--store', url, '--json'])
+        expect(result.code, result.stderr).toBe(0)
+        return JSON.parse(result.stdout)
+      }
+      const all = sessionListPage.parse(await get('/api/sessions'))
+      expect(all.sessions.map((s) => s.header.id).sort()).toEqual([
+        'release-1.4',
+        'release-1.4.log-summarizer',
+        'release-1.4.migration-runner',
+        'release-1.4.planner',
+        'release-1.4.planner.fact-checker',
+        'release-1.4.researcher',
+        'release-1.4.reviewer',
+      ])
+      expect(await cli('sessions')).toEqual(all)
+      expect(await cli('sessions', '--parent', 'release-1.4')).toEqual(await get('/api/sessions?parentSession=release-1.4'))
+      expect(await cli('agents', 'release-1.4', '--descendants')).toEqual(
+        await get('/api/sessions/release-1.4/subagents?scope=descendants'),
+      )
+    } finally {
+      child.kill('SIGTERM')
+      expect(await exited).toBe(0)
+    }
+  }, 120_000)
+})
