@@ -1,7 +1,7 @@
 import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createHost, verifyPostgres } from '../src/index.js'
+import { createHost, migratePostgres, verifyPostgres } from '../src/index.js'
 
 // createHost({ postgres }) against a real throwaway PostgreSQL cluster:
 // persistence, cache and query over one pool, two hosts sharing a database.
@@ -104,4 +104,36 @@ describe('createHost({ postgres })', () => {
       await expect(createHost(options)).rejects.toMatchObject({ code: 'HOST_INVALID_OPTIONS' })
     }
   })
+})
+
+describe('migratePostgres', () => {
+  it('migrates the three backends once (sessions first), reports from → to, and leaves a read-only host able to open', async () => {
+    const url = await cluster.createDatabase()
+    const first = await migratePostgres({ connectionString: url })
+    expect(first.location).not.toContain('@')
+    expect(first.components.map((c) => c.component)).toEqual(['sessions', 'search', 'projection-cache'])
+    expect(first.components.every((c) => c.from === 0 && c.to > 0)).toBe(true)
+    const second = await migratePostgres({ connectionString: url })
+    expect(second.components).toEqual(first.components.map((c) => ({ ...c, from: c.to })))
+    const reader = await createHost({ postgres: { connectionString: url }, readOnly: true })
+    try {
+      expect(reader.cache).toBeDefined()
+      expect((await reader.query.listSessions({})).records).toEqual([])
+    } finally {
+      await reader.dispose()
+    }
+  }, 60_000)
+
+  it('refuses a newer schema typed and changes nothing; a pool the caller gives stays open', async () => {
+    const pool = new pg.Pool({ connectionString: await cluster.createDatabase() })
+    try {
+      await migratePostgres({ pool })
+      await pool.query("UPDATE dsh_schema_version SET version = version + 1 WHERE component = 'search'")
+      const before = (await pool.query('SELECT component, version FROM dsh_schema_version ORDER BY 1')).rows
+      await expect(migratePostgres({ pool })).rejects.toMatchObject({ code: 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW' })
+      expect((await pool.query('SELECT component, version FROM dsh_schema_version ORDER BY 1')).rows).toEqual(before)
+    } finally {
+      await pool.end()
+    }
+  }, 60_000)
 })
