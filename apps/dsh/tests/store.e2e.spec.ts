@@ -102,6 +102,13 @@ describe('dsh demo --store', () => {
     expect(again.stderr).toMatch(/warning: the --store URL holds a password/)
     expect(again.stdout).toContain('The three listings agree')
     expect(again.stdout).toContain('verify --store <the same URL>')
+    // The SIGKILLed child's open turn is closed by load() on the store; the damaged batch is named.
+    expect(again.stdout).toMatch(
+      /Crash repair: release-1\.4\.migration-runner was killed mid-turn; load\(\) closed its open turn with .*"turn\/end"/,
+    )
+    expect(again.stdout).toMatch(
+      /Corruption: one byte flipped in the batch of release-1\.4\.log-summarizer from seq \d+ \(dsh_batches\.body\)/,
+    )
     // demo writes: it takes --store only, never DSH_DATABASE_URL/DSH_STORE.
     const dir = mkdtempSync(join(tmpdir(), 'dsh-store-demo-'))
     try {

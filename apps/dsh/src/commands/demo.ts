@@ -2,6 +2,7 @@ import { resolve } from 'node:path'
 import { postgresLocation } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { type DemoRow, runDemo } from '../demo/run-demo.js'
+import { terminalLogger } from '../host-open.js'
 import { printJson, table } from '../output.js'
 import { safe } from '../terminal.js'
 
@@ -14,10 +15,11 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const json = command.json
   const log = json ? () => {} : (line: string) => io.err.write(safe`${line}\n`)
   const store = command.store
+  const logger = terminalLogger(io)
   const result = await runDemo(
     store === undefined
-      ? { root: resolve(command.root ?? DEFAULT_DEMO_ROOT), log }
-      : { store: { connectionString: store, location: postgresLocation({ connectionString: store }) }, log },
+      ? { root: resolve(command.root ?? DEFAULT_DEMO_ROOT), log, logger }
+      : { store: { connectionString: store, location: postgresLocation({ connectionString: store }) }, log, logger },
   )
   const where = store === undefined ? `--root ${result.root}` : '--store <the same URL>'
   if (json) {

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import type { Logger } from '@dsh/context'
 import { createHost, type Host } from '@dsh/host'
 import type { SubagentListRowBody } from '@dsh/protocol'
 import { wireSubagentRow } from '@dsh/protocol/bodies'
@@ -38,6 +39,8 @@ export interface DemoOptions {
   /** … or a PostgreSQL store (refused unless it holds only the demo's sessions), with its printable location. */
   readonly store?: { readonly connectionString: string; readonly location: string }
   readonly log?: (line: string) => void
+  /** Where the demo's hosts warn (the CLI: one escaped line each on stderr). The corrupt child is meant to draw warnings. */
+  readonly logger?: Logger
 }
 
 /**
@@ -52,15 +55,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const place =
     options.store === undefined
       ? fileDemoPlace(options.root ?? '.dsh-demo')
-      : (await import('./store-place.js')).storeDemoPlace(options.store.connectionString, options.store.location)
+      : (await import('./store-place.js')).storeDemoPlace(options.store.connectionString, options.store.location, options.logger)
   try {
-    return await runScenario(place, options.log ?? (() => {}))
+    return await runScenario(place, options.log ?? (() => {}), options.logger)
   } finally {
     await place.close()
   }
 }
 
-async function runScenario(place: DemoPlace, log: (line: string) => void): Promise<DemoResult> {
+async function runScenario(place: DemoPlace, log: (line: string) => void, logger: Logger | undefined): Promise<DemoResult> {
+  const withDemoHost = <T>(hold: Promise<void>, run: (host: Host) => Promise<T>): Promise<T> => withHost(place, logger, hold, run)
   await place.prepare()
 
   log('phase 0: a separate runtime writes the parent and two children, then is killed with SIGKILL mid-turn')
@@ -72,7 +76,7 @@ async function runScenario(place: DemoPlace, log: (line: string) => void): Promi
   log('phase 1: restart, resume the parent, spawn live children (fresh, fork, one-shot, continuable, a grandchild)')
   let release!: () => void
   const hold = new Promise<void>((r) => (release = r))
-  const live = await withDemoHost(place, hold, async (host) => {
+  const live = await withDemoHost(hold, async (host) => {
     const loaded = await host.persistence.load(SessionId(DEMO_IDS.parent))
     const parent = host.sessions.restore(loaded)
     parent.append('user/message', { text: 'Now research the format, review the plan, and plan the rollout.' })
@@ -122,13 +126,13 @@ async function runScenario(place: DemoPlace, log: (line: string) => void): Promi
   })
 
   log('phase 2: restart cold, with the checkpoint cache')
-  const coldCached = await withDemoHost(place, hold, explain)
+  const coldCached = await withDemoHost(hold, explain)
 
   log('phase 3: delete the checkpoint cache and restart cold')
   await place.dropCache()
-  const coldUncached = await withDemoHost(place, hold, explain)
+  const coldUncached = await withDemoHost(hold, explain)
 
-  const crashRepair = await withDemoHost(place, hold, async (host) => {
+  const crashRepair = await withDemoHost(hold, async (host) => {
     const loaded = await host.persistence.load(SessionId(DEMO_IDS.crashed))
     return { id: DEMO_IDS.crashed, repaired: loaded.repaired, lastEvent: loaded.events.at(-1) ?? null }
   })
@@ -137,8 +141,12 @@ async function runScenario(place: DemoPlace, log: (line: string) => void): Promi
   return { root: place.location, parent: DEMO_IDS.parent, listings, agree: agree(listings), crashRepair, corruptedLog }
 }
 
-async function withDemoHost<T>(place: DemoPlace, hold: Promise<void>, run: (host: Host) => Promise<T>): Promise<T> {
-  const host = await createHost({ ...place.hostOptions(), driver: createScriptedDriver(demoScript(hold)) })
+async function withHost<T>(place: DemoPlace, logger: Logger | undefined, hold: Promise<void>, run: (host: Host) => Promise<T>): Promise<T> {
+  const host = await createHost({
+    ...place.hostOptions(),
+    ...(logger === undefined ? {} : { logger }),
+    driver: createScriptedDriver(demoScript(hold)),
+  })
   try {
     return await run(host)
   } finally {

@@ -1,3 +1,4 @@
+import type { Logger } from '@dsh/context'
 import { createHost } from '@dsh/host'
 import { SessionId } from '@dsh/session'
 import pg from 'pg'
@@ -14,13 +15,13 @@ const DEMO_SESSION_IDS: readonly string[] = Object.values(DEMO_IDS)
  * purpose: flipping a byte of a stored batch and deleting checkpoint rows
  * (plain, parameterised SQL). It only ever deletes its own sessions.
  */
-export function storeDemoPlace(connectionString: string, location: string): DemoPlace {
+export function storeDemoPlace(connectionString: string, location: string, logger?: Logger): DemoPlace {
   const pool = new pg.Pool({ connectionString })
   return {
     location,
     prepare: async () => {
       // A writable host migrates the schema (all three backends) on open.
-      const host = await createHost({ postgres: { pool } })
+      const host = await createHost({ postgres: { pool }, ...(logger === undefined ? {} : { logger }) })
       try {
         const foreign = (await host.persistence.list()).map((h) => h.header.id as string).filter((id) => !DEMO_SESSION_IDS.includes(id))
         if (foreign.length > 0) {
