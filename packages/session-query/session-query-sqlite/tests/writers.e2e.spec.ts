@@ -11,17 +11,38 @@ const workers = join(fileURLToPath(new URL('.', import.meta.url)), 'workers')
 function run(
   script: string,
   args: readonly string[],
-): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; stdin: NodeJS.WritableStream } {
+): {
+  done: Promise<{ code: number | null; stdout: string; stderr: string }>
+  stdin: NodeJS.WritableStream
+  /** Resolves when the process has printed `line` on its own line (or rejects when it exits first). */
+  printed: (line: string) => Promise<void>
+} {
   const child = spawn(process.execPath, [join(workers, script), ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
+  const waiters: Array<() => void> = []
   child.stdout.on('data', (chunk) => {
     stdout += chunk
+    for (const wake of waiters.splice(0)) wake()
   })
   child.stderr.on('data', (chunk) => {
     stderr += chunk
   })
-  return { stdin: child.stdin, done: new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr }))) }
+  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('close', (code) => resolve({ code, stdout, stderr })),
+  )
+  const printed = async (line: string): Promise<void> => {
+    let exited = false
+    void done.then(() => {
+      exited = true
+      for (const wake of waiters.splice(0)) wake()
+    })
+    while (!stdout.split('\n').includes(line)) {
+      if (exited) throw new Error(`${script} exited before printing '${line}': ${stderr}`)
+      await new Promise<void>((wake) => waiters.push(wake))
+    }
+  }
+  return { stdin: child.stdin, done, printed }
 }
 
 it('four processes writing one root while a fifth tails it: the index equals one built from nothing', { timeout: 300_000 }, async () => {
@@ -30,6 +51,8 @@ it('four processes writing one root while a fifth tails it: the index equals one
   // The root exists before anyone reads it (the indexer opens it read-only).
   await createJsonlPersistence({ root }).close()
   const indexer = run('indexer.mjs', [root, join(dir, 'index.sqlite'), join(dir, 'fresh.sqlite')])
+  // Writers start once the indexer's tailing loop runs (a handshake, not a delay).
+  await indexer.printed('ready')
   const writers = ['a', 'b', 'c', 'd'].map((prefix) => run('writer.mjs', [root, prefix, '6', '8']))
   for (const writer of writers) {
     const result = await writer.done
@@ -40,7 +63,7 @@ it('four processes writing one root while a fifth tails it: the index equals one
   const result = await indexer.done
   expect(result.stderr).toBe('')
   expect(result.code).toBe(0)
-  const report = JSON.parse(result.stdout) as {
+  const report = JSON.parse(result.stdout.trim().split('\n').at(-1)!) as {
     equal: boolean
     reconciles: number
     sources: string[]

@@ -1,7 +1,8 @@
 // An index process: reconciles the SQLite index of a JSONL root again and
 // again while writers run, until told 'stop' on stdin; then reconciles once
 // more and compares every answer with an index built from nothing.
-// Prints one JSON line { equal, reconciles, sources, sessions, first, fresh }.
+// Prints 'ready' once its loop has reconciled, then one JSON line
+// { equal, reconciles, sources, sessions, first, fresh } at the end.
 // Usage: node indexer.mjs <root> <indexPath> <freshIndexPath>
 import { Context } from '@dsh/context'
 import { SessionStore } from '@dsh/session'
@@ -22,6 +23,9 @@ const sources = new Set()
 while (!stop) {
   sources.add((await query.reconcile()).source)
   reconciles++
+  // The test starts the writers only after this line, so the tailing loop is
+  // running while they write however slowly this process was scheduled.
+  if (reconciles === 1) process.stdout.write('ready\n')
   await new Promise((resolve) => setTimeout(resolve, 5))
 }
 sources.add((await query.reconcile()).source)
