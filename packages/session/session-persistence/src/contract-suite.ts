@@ -657,8 +657,10 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
         await p.append(target(a), events(2, 3))
         const result = await drain(p, cursor)
         expect(result).toMatchObject({ ids: ['a', 'b'], rescan: false })
-        // The same cursor can be read again (cursors are values, not consumed).
-        expect(await drain(p, cursor)).toEqual(result)
+        // The same cursor can be read again (cursors are values, not consumed):
+        // the same ids. The returned cursor is opaque and may have moved on a
+        // shared global feed (other writers to the same server), so it is not compared.
+        expect(await drain(p, cursor)).toMatchObject({ ids: result.ids, rescan: result.rescan })
       })
 
       it('a repairing load and an empty materialization are changes; reads and rejected appends are not', async () => {
