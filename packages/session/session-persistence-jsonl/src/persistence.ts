@@ -1,4 +1,4 @@
-import { constants, promises as fsp, fstatSync, mkdirSync, type Stats } from 'node:fs'
+import { constants, promises as fsp, fstatSync, lstatSync, mkdirSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
@@ -339,7 +339,8 @@ class JsonlSessionPersistence implements JsonlPersistence {
       this.#metrics.logOpens++
       const handle = await fsp.open(file, constants.O_RDWR)
       const headerCrc = crc32(headerLine)
-      const revision = revisionOf(headerCrc, await handle.stat())
+      // A synchronous fstat of the file just published is one cheap system call; an asynchronous one, a round trip.
+      const revision = revisionOf(headerCrc, fstatSync(handle.fd))
       const writer: Writer = {
         id,
         label,
@@ -469,6 +470,9 @@ class JsonlSessionPersistence implements JsonlPersistence {
     let handle: FileHandle
     try {
       this.#metrics.logOpens++
+      // A directory this call just created holds a log only if another writer took the lock first and published one:
+      // probe synchronously (an ENOENT from the thread pool costs a round trip, a time slice on a busy machine).
+      if (createdDir) lstatSync(file)
       handle = await fsp.open(file, constants.O_RDWR | constants.O_NOFOLLOW)
     } catch (error) {
       if (isErrno(error, 'ENOENT')) {
