@@ -52,14 +52,32 @@ const gc: () => void = (() => {
   return runInNewContext('gc') as () => void
 })()
 
+/** CPU this process used (all its threads), in microseconds. */
+function cpuMicros(): number {
+  const { user, system } = process.cpuUsage()
+  return user + system
+}
+
 /**
  * Before every sample of either side, outside its timing: a full GC (the
- * seed fills the heap) and `sync` (the previous sample's 20 MB copy and its
- * removal must not be written back during the next sample's fsyncs).
+ * seed fills the heap), `sync` (the previous sample's 20 MB copy and its
+ * removal must not be written back during the next sample's fsyncs), then a
+ * wait until V8's background threads are idle. `gc()` returns while the
+ * concurrent sweeping it started over the seed's heap is still running: that
+ * work used to land inside the next timed sample (measured: 5–34 ms of
+ * process CPU per fork right after `gc()`, 2.4–2.6 ms when the sweeping was
+ * over or with --no-concurrent-sweeping), a measurement error that inflated
+ * whichever side ran next. Bounded by a count of 5 ms windows, never by a
+ * deadline: idle means a window in which this process used under 0.5 ms of CPU.
  */
-function quiesce(): void {
+async function quiesce(): Promise<void> {
   gc()
   execFileSync('sync')
+  for (let window = 0; window < 100; window++) {
+    const before = cpuMicros()
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    if (cpuMicros() - before < 500) break
+  }
 }
 
 const definition: BenchDefinition = {
@@ -82,9 +100,9 @@ const definition: BenchDefinition = {
   },
   baseline: {
     label: 'cp (the command) of the source log file, then fsync of the copy and its directory',
-    run() {
+    async run() {
       const target = join(dir, `copy-${copies++}.jsonl.zst`)
-      quiesce()
+      await quiesce()
       return time(() => {
         execFileSync('cp', [sourceFile, target])
         for (const path of [target, dir]) {
@@ -103,7 +121,7 @@ const definition: BenchDefinition = {
       const header = Object.freeze({ ...benchHeader(id), isSeeded: true, parentSession: SessionId(SOURCE), delegationDepth: 1 })
       const batch = [...seed, ...ownEvents(cut)]
       const persistence = createJsonlPersistence({ root: dir })
-      quiesce()
+      await quiesce()
       const ms = await time(() =>
         persistence.append({ header, inheritedEventCount: cut as SessionLogOffset, forkSource: SessionId(SOURCE) }, batch),
       )
