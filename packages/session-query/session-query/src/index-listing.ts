@@ -1,9 +1,9 @@
 import type { Session, SessionId } from '@dsh/session'
-import type { SessionPersistence } from '@dsh/session-persistence'
+import type { PersistedSessionRecord, SessionPersistence } from '@dsh/session-persistence'
 import { checkAborted, fromPersistenceError, guarded } from './failures.js'
 import { matchesFilter, type ParsedListFilter } from './filter.js'
 import { liveRecord, pageOf } from './records.js'
-import type { LiveSessions } from './sources.js'
+import type { LiveSessions, QuerySources } from './sources.js'
 import type { SessionListPage, SessionQueryRecord } from './types.js'
 
 /**
@@ -60,4 +60,17 @@ export async function withLiveRevisions(
   )
   checkAborted(signal)
   return Object.freeze(out)
+}
+
+/** Header-only records of every persisted session (none without persistence). */
+export async function listPersisted(sources: QuerySources, signal: AbortSignal | undefined): Promise<PersistedSessionRecord[]> {
+  if (sources.persistence === undefined) return []
+  let records: PersistedSessionRecord[]
+  try {
+    records = await guarded(sources.persistence.list(signal), signal)
+  } catch (error) {
+    throw fromPersistenceError(error, undefined, signal)
+  }
+  checkAborted(signal)
+  return records
 }

@@ -1,7 +1,7 @@
-import type { PersistedSessionRecord } from '@dsh/session-persistence'
-import { checkAborted, fromPersistenceError, guarded } from './failures.js'
+import { checkAborted } from './failures.js'
 import { parseListFilter } from './filter.js'
 import { readHistoryOf, readWindowOf } from './history.js'
+import { listPersisted } from './index-listing.js'
 import { mergeCorpus, pageOf } from './records.js'
 import { observe, type QuerySources } from './sources.js'
 import type { SessionQuery } from './types.js'
@@ -33,17 +33,4 @@ export function createSessionQuery(options: SessionQueryOptions): SessionQuery {
       return readWindowOf((i, s) => observe(sources, i, s), id, request, signal)
     },
   }
-}
-
-/** Header-only records of every persisted session (none without persistence). */
-export async function listPersisted(sources: QuerySources, signal: AbortSignal | undefined): Promise<PersistedSessionRecord[]> {
-  if (sources.persistence === undefined) return []
-  let records: PersistedSessionRecord[]
-  try {
-    records = await guarded(sources.persistence.list(signal), signal)
-  } catch (error) {
-    throw fromPersistenceError(error, undefined, signal)
-  }
-  checkAborted(signal)
-  return records
 }
