@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 import { parseSessionHeader, type SessionHeader, SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import type { SessionQueryRecord } from '@dsh/session-query'
-import { eventText } from '@dsh/session-query'
+import { eventText } from '@dsh/session-query/backend'
 import type Database from 'better-sqlite3'
 
 /** What reconciliation needs to know about an indexed session. */
@@ -38,18 +37,19 @@ export class IndexDamageError extends Error {}
 
 /**
  * The synchronous face of the index database: prepared statements for
- * listing, header and body upkeep, and full-text search. Callers group writes
- * in `transaction`.
+ * header and body upkeep. Callers group writes in `transaction`. Each
+ * statement is prepared the first time it runs, so an open that finds
+ * nothing to do (a listing of an unchanged root) prepares only what it reads.
  */
 export class IndexStore {
   readonly db: Database.Database
-  readonly #stmt: ReturnType<typeof prepare>
+  readonly #stmt: Statements
   /** Set by writes that can move a search result (text added or dropped, a session entering or leaving search). */
   #moved = false
 
   constructor(db: Database.Database) {
     this.db = db
-    this.#stmt = prepare(db)
+    this.#stmt = lazyStatements(db)
   }
 
   /**
@@ -244,36 +244,45 @@ export class IndexStore {
   }
 }
 
-function prepare(db: Database.Database) {
-  return {
-    bump: db.prepare("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"),
-    getMeta: db.prepare('SELECT value FROM meta WHERE key = ?'),
-    setMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
-    addPending: db.prepare('INSERT OR IGNORE INTO pending (id) VALUES (?)'),
-    pending: db.prepare('SELECT id FROM pending'),
-    clearPending: db.prepare('DELETE FROM pending WHERE id = ?'),
-    states: db.prepare('SELECT id, revision, body_revision FROM sessions'),
-    get: db.prepare(
-      'SELECT sid, id, header, inherited, revision, body_revision, body_state, event_count, last_event, crc FROM sessions WHERE id = ?',
-    ),
-    insert: db.prepare(
-      'INSERT INTO sessions (id, created_at, parent, origin, cwd, header, inherited, revision, crc) VALUES (@id, @created_at, @parent, @origin, @cwd, @header, @inherited, @revision, @crc)',
-    ),
-    updateHeader: db.prepare(
-      'UPDATE sessions SET id = @id, created_at = @created_at, parent = @parent, origin = @origin, cwd = @cwd, header = @header, inherited = @inherited, revision = @revision, crc = @crc WHERE sid = @sid',
-    ),
-    resetBody: db.prepare(
-      "UPDATE sessions SET body_revision = NULL, body_state = 'indexed', event_count = 0, last_event = NULL WHERE sid = ?",
-    ),
-    updateBody: db.prepare(
-      'UPDATE sessions SET body_revision = @body_revision, body_state = @body_state, event_count = @event_count, last_event = @last_event WHERE sid = @sid',
-    ),
-    deleteSession: db.prepare('DELETE FROM sessions WHERE sid = ?'),
-    insertEvent: db.prepare('INSERT INTO events (sid, seq, type) VALUES (?, ?, ?)'),
-    insertText: db.prepare('INSERT INTO event_text (rowid, text) VALUES (?, ?)'),
-    deleteText: db.prepare('DELETE FROM event_text WHERE rowid IN (SELECT rowid FROM events WHERE sid = ?)'),
-    deleteEvents: db.prepare('DELETE FROM events WHERE sid = ?'),
+const STATEMENTS = {
+  bump: "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'",
+  getMeta: 'SELECT value FROM meta WHERE key = ?',
+  setMeta: 'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+  addPending: 'INSERT OR IGNORE INTO pending (id) VALUES (?)',
+  pending: 'SELECT id FROM pending',
+  clearPending: 'DELETE FROM pending WHERE id = ?',
+  states: 'SELECT id, revision, body_revision FROM sessions',
+  get: 'SELECT sid, id, header, inherited, revision, body_revision, body_state, event_count, last_event, crc FROM sessions WHERE id = ?',
+  insert:
+    'INSERT INTO sessions (id, created_at, parent, origin, cwd, header, inherited, revision, crc) VALUES (@id, @created_at, @parent, @origin, @cwd, @header, @inherited, @revision, @crc)',
+  updateHeader:
+    'UPDATE sessions SET id = @id, created_at = @created_at, parent = @parent, origin = @origin, cwd = @cwd, header = @header, inherited = @inherited, revision = @revision, crc = @crc WHERE sid = @sid',
+  resetBody: "UPDATE sessions SET body_revision = NULL, body_state = 'indexed', event_count = 0, last_event = NULL WHERE sid = ?",
+  updateBody:
+    'UPDATE sessions SET body_revision = @body_revision, body_state = @body_state, event_count = @event_count, last_event = @last_event WHERE sid = @sid',
+  deleteSession: 'DELETE FROM sessions WHERE sid = ?',
+  insertEvent: 'INSERT INTO events (sid, seq, type) VALUES (?, ?, ?)',
+  insertText: 'INSERT INTO event_text (rowid, text) VALUES (?, ?)',
+  deleteText: 'DELETE FROM event_text WHERE rowid IN (SELECT rowid FROM events WHERE sid = ?)',
+  deleteEvents: 'DELETE FROM events WHERE sid = ?',
+} as const
+
+type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement }
+
+/** The statements of `STATEMENTS` on `db`, each prepared at its first use and then kept as a plain property. */
+function lazyStatements(db: Database.Database): Statements {
+  const statements = {}
+  for (const [key, sql] of Object.entries(STATEMENTS)) {
+    Object.defineProperty(statements, key, {
+      configurable: true,
+      get() {
+        const statement = db.prepare(sql)
+        Object.defineProperty(statements, key, { value: statement })
+        return statement
+      },
+    })
   }
+  return statements as Statements
 }
 
 function headerColumns(header: SessionHeader, json: string, inherited: number) {
@@ -316,7 +325,10 @@ export function toRecord(row: ListedRow): SessionQueryRecord {
 
 /** Identifies one event well enough to tell whether an indexed prefix is still a prefix. */
 function digest(event: StoredSessionEvent): string {
-  return createHash('sha1')
+  // node:crypto is loaded at the first digest (a write), not by a listing.
+  return process
+    .getBuiltinModule('node:crypto')
+    .createHash('sha1')
     .update(JSON.stringify([event.type, event.seq, event.time, event.data]))
     .digest('base64url')
 }

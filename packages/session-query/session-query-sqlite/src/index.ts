@@ -1,4 +1,4 @@
-export { MAX_EVENT_TEXT } from '@dsh/session-query'
+export { MAX_EVENT_TEXT } from '@dsh/session-query/backend'
 export type { StatementBudget } from './budget.js'
 export { DEFAULT_BUDGET } from './budget.js'
 export type { SqliteSessionQueryPluginOptions } from './plugin.js'

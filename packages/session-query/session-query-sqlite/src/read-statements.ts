@@ -12,28 +12,6 @@ export interface ReadStatement {
   readonly params: readonly unknown[]
 }
 
-export interface EventHitRow {
-  readonly id: string
-  readonly seq: number
-  readonly type: string
-  readonly snippet: string
-  /** BM25 as FTS5 computes it: lower is better. */
-  readonly bm25: number
-}
-
-export interface SessionHitRow extends ListedRow {
-  readonly best: number
-  readonly matches: number
-}
-
-/** The search cursor generation, read in the same transaction as the search it stamps. */
-export const GENERATION: ReadStatement = { sql: "SELECT key, value FROM meta WHERE key IN ('epoch', 'generation')", params: [] }
-
-export function generationOf(rows: readonly unknown[]): string {
-  const meta = new Map((rows as Array<{ key: string; value: string }>).map((r) => [r.key, r.value]))
-  return `${meta.get('epoch') ?? '?'}.${meta.get('generation') ?? '?'}`
-}
-
 /**
  * Persisted rows matching `filter` in listing order after its cursor, at most
  * `fetch` of them (all when undefined). Uses the (parent|origin|cwd|
@@ -62,47 +40,4 @@ export function listStatement(filter: ParsedListFilter, fetch: number | undefine
 /** Checks and decodes listed rows (a row failing its checksum throws `IndexDamageError`). */
 export function listedRecords(rows: readonly unknown[]): SessionQueryRecord[] {
   return (rows as ListedRow[]).map(toRecord)
-}
-
-// Ties in BM25 are broken by session id (binary = code point order) and seq, so pages are deterministic.
-
-/** Matching events of persisted sessions and of the live sessions `liveIds`, best first. */
-export function searchEventsStatement(match: string, liveIds: readonly string[], limit: number, offset: number): ReadStatement {
-  return {
-    sql: `
-      SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS bm25
-      FROM event_text JOIN events e ON e.rowid = event_text.rowid JOIN sessions s ON s.sid = e.sid
-      WHERE event_text MATCH ? AND dsh_budget(event_text.rowid) AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
-      ORDER BY bm25, s.id, e.seq LIMIT ? OFFSET ?`,
-    params: [match, JSON.stringify(liveIds), limit, offset],
-  }
-}
-
-/**
- * Matching sessions ranked by their best event, with the number of matching
- * events. Rows of live sessions come back as they are indexed; the caller
- * replaces them with live records.
- */
-export function searchSessionsStatement(match: string, liveIds: readonly string[], limit: number, offset: number): ReadStatement {
-  return {
-    sql: `
-      WITH m AS MATERIALIZED (SELECT rowid, bm25(event_text) AS bm25 FROM event_text WHERE event_text MATCH ? AND dsh_budget(rowid))
-      SELECT s.id AS id, s.header AS header, s.inherited AS inherited, s.revision AS revision, s.crc AS crc, MIN(m.bm25) AS best, COUNT(*) AS matches
-      FROM m JOIN events e ON e.rowid = m.rowid JOIN sessions s ON s.sid = e.sid
-      WHERE s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?))
-      GROUP BY s.sid ORDER BY best, s.id LIMIT ? OFFSET ?`,
-    params: [match, JSON.stringify(liveIds), limit, offset],
-  }
-}
-
-export function sessionHits(
-  rows: readonly unknown[],
-  liveIds: ReadonlySet<string>,
-): Array<{ id: string; record: SessionQueryRecord | undefined; best: number; matches: number }> {
-  return (rows as SessionHitRow[]).map((row) => ({
-    id: row.id,
-    record: liveIds.has(row.id) ? undefined : toRecord(row),
-    best: row.best,
-    matches: row.matches,
-  }))
 }

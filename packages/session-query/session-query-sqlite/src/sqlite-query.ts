@@ -1,52 +1,50 @@
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { PersistedSessionRecord, SessionChanges, SessionPersistence, SessionSuffixObservation } from '@dsh/session-persistence'
+import type {
+  EventSearchHit,
+  IndexProgress,
+  LiveSessions,
+  ParsedSearchRequest,
+  SearchPage,
+  SearchRequest,
+  SessionListFilter,
+  SessionListPage,
+  SessionQuery,
+  SessionQueryRecord,
+  SessionSearchHit,
+} from '@dsh/session-query'
 import {
   checkAborted,
-  checkSearchGeneration,
-  createSessionQuery,
-  type EventSearchHit,
-  encodeSearchCursor,
   fromPersistenceError,
   guarded,
-  type IndexProgress,
   indexFetchLimit,
   indexListPage,
-  type LiveSessions,
   listPersisted,
-  liveRecord,
-  observe,
-  type ParsedSearchRequest,
   parseListFilter,
-  parseSearchRequest,
-  readHistoryOf,
-  readWindowOf,
-  type SearchPage,
-  type SearchRequest,
-  type SessionListFilter,
-  type SessionListPage,
-  type SessionQuery,
   SessionQueryError,
-  type SessionQueryRecord,
-  type SessionSearchHit,
   withLiveRevisions,
-} from '@dsh/session-query'
+} from '@dsh/session-query/backend'
 import { type BudgetedResult, createBudgetedReader, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
 import { IndexDamageError, IndexStore } from './index-store.js'
-import {
-  type EventHitRow,
-  GENERATION,
-  generationOf,
-  listedRecords,
-  listStatement,
-  type ReadStatement,
-  searchEventsStatement,
-  searchSessionsStatement,
-  sessionHits,
-} from './read-statements.js'
-import { WorkerReader } from './reader-worker.js'
+import { listedRecords, listStatement, type ReadStatement } from './read-statements.js'
+import type { WorkerReader } from './reader-worker.js'
 import { isDamage, openIndexFile, quickCheck, type RebuildReason, removeIndexFile } from './schema.js'
-import { ftsMatch, SEARCH_CURSOR_TAG } from './search.js'
+import type { EventHitRow } from './search.js'
+
+// What a listing never needs is loaded the first time something else does
+// (the module loader keeps it): `dsh sessions` then loads only the listing
+// path. The shared rules of search, history and the in-memory scan; the
+// search statements; the reader worker (worker mode only).
+const sharedRules = () => import('@dsh/session-query')
+const searchStatements = () => import('./search.js')
+const readerWorker = () => import('./reader-worker.js')
+
+/** What a search uses beyond the listing path, loaded at the first search. */
+interface SearchModules {
+  readonly rules: Awaited<ReturnType<typeof sharedRules>>
+  readonly statements: Awaited<ReturnType<typeof searchStatements>>
+}
 
 export interface SqliteSessionQueryOptions {
   readonly sessions: LiveSessions
@@ -178,7 +176,8 @@ class SqliteQuery implements SqliteSessionQuery {
   readonly path: string
   readonly #sessions: LiveSessions
   readonly #persistence: SessionPersistence
-  readonly #scan: SessionQuery
+  /** The in-memory scan a listing falls back on while the index is rebuilt or failing; made on first use. */
+  #scan: Promise<SessionQuery> | undefined
   readonly #options: SqliteSessionQueryOptions
   readonly #logger: Logger
   #store: IndexStore | undefined
@@ -197,8 +196,8 @@ class SqliteQuery implements SqliteSessionQuery {
   #closed = false
   #closing: Promise<void> | undefined
   readonly #budget: StatementBudget
-  /** Set in worker mode: request-serving reads go to the worker thread. */
-  readonly #worker: WorkerReader | undefined
+  /** Set in worker mode (at open): request-serving reads go to the worker thread. */
+  #worker: WorkerReader | undefined
   /** The budgeted runner on the main connection (inline mode); replaced with the store. */
   #inline: ReturnType<typeof createBudgetedReader> | undefined
   readonly #reads = { requests: 0, lastRowsStepped: 0, budgetExceeded: 0 }
@@ -209,9 +208,7 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#sessions = options.sessions
     this.#persistence = options.persistence
     this.#logger = options.logger ?? consoleLogger
-    this.#scan = createSessionQuery({ sessions: options.sessions, persistence: options.persistence })
     this.#budget = options.budget ?? DEFAULT_BUDGET
-    this.#worker = options.worker === true ? new WorkerReader(options.path, () => this.#closedError()) : undefined
     for (const session of options.sessions.list()) this.#lastLive.set(session.id, session)
     if (options.context !== undefined) {
       this.#unsubscribe.push(options.context.on('session/disposed', (session) => void this.#cold.set(session.id, session)))
@@ -219,6 +216,10 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   async open(signal: AbortSignal | undefined): Promise<void> {
+    if (this.#options.worker === true) {
+      const { WorkerReader } = await readerWorker()
+      this.#worker = new WorkerReader(this.path, () => this.#closedError())
+    }
     const opened = openIndexFile(this.path, { check: this.#options.check === true })
     this.#useStore(new IndexStore(opened.db))
     this.#rebuildReason = opened.rebuild
@@ -236,7 +237,7 @@ class SqliteQuery implements SqliteSessionQuery {
     await guarded(this.#beforeQuery(), signal)
     checkAborted(signal)
     const store = this.#store
-    if (this.#rebuilding !== undefined || store === undefined) return this.#scan.listSessions(filter, signal)
+    if (this.#rebuilding !== undefined || store === undefined) return (await this.#scanQuery()).listSessions(filter, signal)
     const live = this.#sessions.list()
     let persisted: SessionQueryRecord[]
     try {
@@ -246,29 +247,39 @@ class SqliteQuery implements SqliteSessionQuery {
       // Budget, cancellation and closing are answers; only a failing index falls back to a scan.
       if (isDshError(error)) throw error
       this.#indexFailed(error)
-      return this.#scan.listSessions(filter, signal)
+      return (await this.#scanQuery()).listSessions(filter, signal)
     }
     return indexListPage({ sessions: this.#sessions, persistence: this.#persistence }, parsed, persisted, live, signal)
   }
 
   // ------------------------------------------------------------ observations
 
-  observeSession(id: string, signal?: AbortSignal) {
+  async observeSession(id: string, signal?: AbortSignal) {
+    const { observe } = await sharedRules()
     return observe({ sessions: this.#sessions, persistence: this.#persistence }, id, signal)
   }
 
-  readHistory(id: string, request?: unknown, signal?: AbortSignal) {
+  async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
+    const { readHistoryOf } = await sharedRules()
     return readHistoryOf((i, s) => this.observeSession(i, s), id, request, signal)
   }
 
-  readWindow(id: string, request: unknown, signal?: AbortSignal) {
+  async readWindow(id: string, request: unknown, signal?: AbortSignal) {
+    const { readWindowOf } = await sharedRules()
     return readWindowOf((i, s) => this.observeSession(i, s), id, request, signal)
+  }
+
+  #scanQuery(): Promise<SessionQuery> {
+    this.#scan ??= sharedRules().then(({ createSessionQuery }) =>
+      createSessionQuery({ sessions: this.#sessions, persistence: this.#persistence }),
+    )
+    return this.#scan
   }
 
   // ----------------------------------------------------------------- search
 
   searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>> {
-    return this.#search(request, 'events', signal, searchEventsStatement, (found, search) => {
+    return this.#search(request, 'events', signal, (found, search) => {
       const rows = found as EventHitRow[]
       return {
         hits: rows
@@ -280,12 +291,12 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
-    return this.#search(request, 'sessions', signal, searchSessionsStatement, (found, search, liveIds) => {
-      const rows = sessionHits(found, liveIds)
+    return this.#search(request, 'sessions', signal, (found, search, liveIds, { rules, statements }) => {
+      const rows = statements.sessionHits(found, liveIds)
       const hits: SessionSearchHit[] = []
       for (const row of rows.slice(0, search.limit)) {
         const session = row.record === undefined ? this.#sessions.get(row.id) : undefined
-        const record = row.record ?? (session === undefined ? undefined : liveRecord(session, undefined))
+        const record = row.record ?? (session === undefined ? undefined : rules.liveRecord(session, undefined))
         // A live session that left between the scan and now is gone from the corpus as well.
         if (record !== undefined) hits.push(Object.freeze({ record, score: -row.best, matches: row.matches }))
       }
@@ -304,11 +315,18 @@ class SqliteQuery implements SqliteSessionQuery {
     request: SearchRequest,
     kind: 'sessions' | 'events',
     signal: AbortSignal | undefined,
-    statement: (match: string, liveIds: readonly string[], limit: number, offset: number) => ReadStatement,
-    shape: (rows: readonly unknown[], search: ParsedSearchRequest, liveIds: ReadonlySet<string>) => { hits: T[]; more: boolean },
+    shape: (
+      rows: readonly unknown[],
+      search: ParsedSearchRequest,
+      liveIds: ReadonlySet<string>,
+      modules: SearchModules,
+    ) => { hits: T[]; more: boolean },
   ): Promise<SearchPage<T>> {
     checkAborted(signal)
-    const search = parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
+    const [rules, statements] = await Promise.all([sharedRules(), searchStatements()])
+    const { SEARCH_CURSOR_TAG } = statements
+    const search = rules.parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
+    const statement = kind === 'events' ? statements.searchEventsStatement : statements.searchSessionsStatement
     for (let attempt = 0; ; attempt++) {
       await guarded(this.#beforeSearch(), signal)
       checkAborted(signal)
@@ -317,14 +335,16 @@ class SqliteQuery implements SqliteSessionQuery {
         const liveIds = this.#sessions.list().map((s) => s.id)
         // The generation is read in the search's own transaction: the cursor it stamps matches these hits.
         const [meta, found] = await this.#read(
-          [GENERATION, statement(ftsMatch(search.words), liveIds, search.limit + 1, search.offset)],
+          [statements.GENERATION, statement(statements.ftsMatch(search.words), liveIds, search.limit + 1, search.offset)],
           'search',
           signal,
         )
-        const generation = generationOf(meta!)
-        checkSearchGeneration(search, generation)
-        const { hits, more } = shape(found!, search, new Set(liveIds))
-        const nextCursor = more ? encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit) : undefined
+        const generation = statements.generationOf(meta!)
+        rules.checkSearchGeneration(search, generation)
+        const { hits, more } = shape(found!, search, new Set(liveIds), { rules, statements })
+        const nextCursor = more
+          ? rules.encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit)
+          : undefined
         return Object.freeze({ hits: Object.freeze(hits), ...(nextCursor === undefined ? {} : { nextCursor }) })
       } catch (error) {
         // Search has no scan to fall back on: rebuild the damaged index once and ask again.
