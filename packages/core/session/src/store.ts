@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { type Context, definePlugin } from '@dsh/context'
 import { SessionId, SessionLogOffset } from './brands.js'
 import { SessionError } from './errors.js'
@@ -67,7 +66,7 @@ export class SessionStore {
   constructor(ctx: Context, options: SessionStoreOptions = {}) {
     this.#ctx = ctx
     this.#clock = options.clock ?? Date.now
-    this.#newId = options.newId ?? randomUUID
+    this.#newId = options.newId ?? newSessionId
   }
 
   create(options: CreateSessionOptions = {}): Session {
@@ -224,3 +223,8 @@ export const sessionStorePlugin = (options: SessionStoreOptions = {}) =>
       ctx.provide('sessions', new SessionStore(ctx, options))
     },
   })
+
+/** A fresh random session id; node:crypto is loaded at the first one, not by importing the store (a listing makes none). */
+function newSessionId(): string {
+  return process.getBuiltinModule('node:crypto').randomUUID()
+}
