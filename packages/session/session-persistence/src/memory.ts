@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { interruptedTurnEnds } from './repair.js'
@@ -39,7 +38,8 @@ export class MemoryPersistenceStorage {
   readonly logs = new Map<string, StoredLog>()
   nextLifecycle = 1
   /** Identifies this storage's change feed: a cursor minted over another storage is foreign. */
-  readonly feedId = randomUUID()
+  // node:crypto when the first memory backend is made, not when this module is imported.
+  readonly feedId = process.getBuiltinModule('node:crypto').randomUUID()
   /** The change feed: one entry per durable change (create, batch, repair, delete), in commit order. */
   readonly changed: string[] = []
 }

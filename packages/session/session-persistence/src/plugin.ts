@@ -1,5 +1,5 @@
 import { definePlugin, type Plugin } from '@dsh/context'
-import { type PersistenceCoordinatorOptions, SessionPersistenceCoordinator } from './coordinator.js'
+import type { PersistenceCoordinatorOptions, SessionPersistenceCoordinator } from './coordinator.js'
 import { type SharedReadsOptions, withSharedReads } from './shared-reads.js'
 import type { SessionPersistence } from './types.js'
 
@@ -17,6 +17,8 @@ export interface SessionPersistencePluginOptions extends PersistenceCoordinatorO
  * Provides service `sessionPersistence` and persists every live session of
  * service `sessions`. On context disposal it flushes everything still pending,
  * then closes the backend (also when the flush failed, after reporting it).
+ * The coordinator's module is loaded at activation, not when this plugin is
+ * imported.
  */
 export function sessionPersistencePlugin(
   persistence: SessionPersistence,
@@ -25,7 +27,8 @@ export function sessionPersistencePlugin(
   return definePlugin({
     name: 'sessionPersistence',
     inject: { required: ['sessions'] },
-    activate(ctx) {
+    async activate(ctx) {
+      const { SessionPersistenceCoordinator } = await import('./coordinator.js')
       const service = options.sharedReads === false ? persistence : withSharedReads(persistence, options.sharedReads)
       const coordinator = new SessionPersistenceCoordinator(ctx, service, options)
       ctx.provide('sessionPersistence', service)
