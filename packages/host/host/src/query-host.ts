@@ -1,19 +1,14 @@
 import { existsSync } from 'node:fs'
 import { Context, isDshError, type Logger } from '@dsh/context'
 import { type SessionStore, sessionStorePlugin } from '@dsh/session'
-import { type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
+import type { SessionPersistence } from '@dsh/session-persistence'
+import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
-import { type IndexProgress, type SessionQuery, sessionQueryPlugin } from '@dsh/session-query'
+import type { IndexProgress, SessionQuery } from '@dsh/session-query'
 import { defaultIndexPath, type StatementBudget, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import type pg from 'pg'
 import { HostError } from './errors.js'
-import {
-  activatePostgresPersistence,
-  activatePostgresQuery,
-  openPostgresPool,
-  type PostgresHostOptions,
-  postgresLocation,
-} from './postgres.js'
+import type { PostgresHostOptions } from './postgres.js'
 import { prepareRoot } from './root.js'
 
 /**
@@ -101,7 +96,8 @@ export interface CompositionStage {
  * and cache) and `sessionQuery`. The caller activates the rest on the
  * returned context and disposes it if that fails; a failure here disposes
  * what was activated before rethrowing. Only the backends the options name
- * are loaded (PostgreSQL ones by dynamic import).
+ * are loaded: the PostgreSQL composition and the in-memory query backend by
+ * dynamic import, so a listing over a root's index loads neither.
  */
 export async function composeBase(
   options: QueryHostOptions & { readonly http?: unknown },
@@ -110,20 +106,23 @@ export async function composeBase(
   validate(options)
   const readOnly = options.readOnly === true
   const postgres = options.postgres
+  const pgHost = postgres === undefined ? undefined : await import('./postgres.js')
   const root =
-    postgres === undefined ? prepareRoot(options.root!, readOnly || options.requireExisting === true) : postgresLocation(postgres)
+    postgres === undefined || pgHost === undefined
+      ? prepareRoot(options.root!, readOnly || options.requireExisting === true)
+      : pgHost.postgresLocation(postgres)
   const ctx = new Context(options.logger === undefined ? {} : { logger: options.logger })
   try {
     if (options.logger !== undefined) ctx.provide('logger', options.logger)
     // One pool for persistence, cache and query (one database), closed last.
-    const pool = postgres === undefined ? undefined : await openPostgresPool(ctx, postgres)
+    const pool = postgres === undefined || pgHost === undefined ? undefined : await pgHost.openPostgresPool(ctx, postgres)
     await ctx.activate(sessionStorePlugin())
     let queryBackend: QueryHost['queryBackend']
-    if (postgres !== undefined && pool !== undefined) {
-      await activatePostgresPersistence(ctx, pool, postgres, readOnly)
+    if (postgres !== undefined && pgHost !== undefined && pool !== undefined) {
+      await pgHost.activatePostgresPersistence(ctx, pool, postgres, readOnly)
       await beforeQuery?.({ ctx, readOnly, root: undefined, pool })
-      if (options.query === 'memory') await ctx.activate(sessionQueryPlugin())
-      else await activatePostgresQuery(ctx, pool, postgres, readOnly)
+      if (options.query === 'memory') await ctx.activate(await memoryQueryPlugin())
+      else await pgHost.activatePostgresQuery(ctx, pool, postgres, readOnly)
       queryBackend = options.query === 'memory' ? 'memory' : 'postgres'
     } else {
       const jsonl = options.persistence === undefined || options.persistence === 'jsonl'
@@ -136,7 +135,7 @@ export async function composeBase(
       await beforeQuery?.({ ctx, readOnly, root, pool })
       await ctx.activate(
         queryBackend === 'memory'
-          ? sessionQueryPlugin()
+          ? await memoryQueryPlugin()
           : sqliteSessionQueryPlugin({
               path: index,
               worker: options.queryWorker ?? options.http !== undefined,
@@ -150,6 +149,12 @@ export async function composeBase(
     await ctx.dispose()
     throw error
   }
+}
+
+/** The in-memory query backend (no index): loaded only by a host that uses it. */
+async function memoryQueryPlugin() {
+  const { sessionQueryPlugin } = await import('@dsh/session-query')
+  return sessionQueryPlugin()
 }
 
 function openPersistence(root: string, options: QueryHostOptions, readOnly: boolean): SessionPersistence {
