@@ -1,6 +1,15 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
-import Database from 'better-sqlite3'
+import type BetterSqlite3 from 'better-sqlite3'
+
+/**
+ * better-sqlite3 is CommonJS: required, not imported. An ESM import of a
+ * CommonJS module makes Node load its CommonJS lexer and scan the module's
+ * source for named exports, a cost every command opening an index would pay.
+ */
+const Database: typeof BetterSqlite3 = createRequire(import.meta.url)('better-sqlite3')
+type Database = BetterSqlite3.Database
 
 /** Bumped whenever the layout changes: a file of another version is rebuilt. */
 export const INDEX_SCHEMA_VERSION = 2
@@ -67,7 +76,7 @@ const SCHEMA = `
 `
 
 export interface OpenedIndex {
-  readonly db: Database.Database
+  readonly db: Database
   /** Set when the file was created from nothing; the caller then runs a full reconciliation. */
   readonly rebuild?: RebuildReason
 }
@@ -98,7 +107,7 @@ export function openIndexFile(path: string, options: OpenIndexOptions = {}): Ope
     return { db: create(path), rebuild: 'missing' }
   }
   let reason: RebuildReason | undefined
-  let db: Database.Database | undefined
+  let db: Database | undefined
   try {
     makePrivate(path)
     db = new Database(path)
@@ -120,7 +129,7 @@ export function openIndexFile(path: string, options: OpenIndexOptions = {}): Ope
 }
 
 /** `quick_check` of an open index: `'ok'` or SQLite's first complaint. */
-export function quickCheck(db: Database.Database): string {
+export function quickCheck(db: Database): string {
   try {
     return String(db.pragma('quick_check', { simple: true }))
   } catch (error) {
@@ -133,7 +142,7 @@ export function removeIndexFile(path: string): void {
   for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true })
 }
 
-function create(path: string): Database.Database {
+function create(path: string): Database {
   // Created empty and private first: SQLite gives its -wal and -shm files the database file's mode.
   closeSync(openSync(path, 'wx', 0o600))
   const db = new Database(path)
@@ -160,7 +169,7 @@ function makePrivate(path: string): void {
   }
 }
 
-function tune(db: Database.Database): void {
+function tune(db: Database): void {
   db.pragma('journal_mode = WAL')
   // Derived data: losing the last transactions to a power cut only costs a
   // re-read, and damage is detected and rebuilt on open.
