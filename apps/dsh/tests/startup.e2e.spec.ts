@@ -65,8 +65,10 @@ it('dsh sessions, show and search on an existing root load the query host only (
     /@dsh\/protocol\/?$|\/wire\/protocol\/dist\/index\.js$/,
     /\/host\/host\/dist\/(index|host|verify|reindex|derived-check)\.js$/,
   ]
+  const loadedBy = new Map<string, string[]>()
   for (const args of [['sessions'], ['show', 'one'], ['search', 'catalog']]) {
     const loaded = await imports(...args, '--root', root, '--json')
+    loadedBy.set(args[0]!, loaded)
     expect(
       loaded.some((url) => url.endsWith('/host/host/dist/query.js')),
       args.join(' '),
@@ -81,4 +83,23 @@ it('dsh sessions, show and search on an existing root load the query host only (
         `${args.join(' ')}: ${pattern}`,
       ).toEqual([])
   }
+  // A listing loads the listing path only: no search statement or rule, history, in-memory scan,
+  // reader worker or PostgreSQL composition (each loaded at first use), and SQLite through require.
+  const listing = loadedBy.get('sessions')!
+  const notForListing = [
+    /session-query-sqlite\/dist\/(search|reader-worker)\.js$/,
+    /session-query\/dist\/(index|history|memory-query|search-request|search-terms|sources|plugin)\.js$/,
+    /\/host\/host\/dist\/postgres\.js$/,
+    /^node:worker_threads$/,
+  ]
+  for (const pattern of notForListing)
+    expect(
+      listing.filter((url) => pattern.test(url)),
+      `sessions: ${pattern}`,
+    ).toEqual([])
+  expect(listing.some((url) => /better-sqlite3\/lib\/index\.js$/.test(url))).toBe(true)
+  // The same modules arrive when a command needs them: search loads the search statements and rules.
+  const search = loadedBy.get('search')!
+  expect(search.some((url) => url.endsWith('/session-query-sqlite/dist/search.js'))).toBe(true)
+  expect(search.some((url) => url.endsWith('/session-query/dist/search-request.js'))).toBe(true)
 }, 120_000)
