@@ -1,0 +1,63 @@
+import { crc32 } from 'node:zlib'
+import type { StoredSessionEvent } from '@dsh/session'
+import type { LogCodec } from './codec.js'
+import { encodeEventLines } from './log-format.js'
+import { encodeUnitParts } from './log-units.js'
+
+/**
+ * Bulk appends: encoding a large batch unit with its compression on the
+ * libuv thread pool, so a caller appending megabytes at a time (an import:
+ * 2 MiB batches, 200 MiB of event lines for a 100 MiB harness session)
+ * does not spend the main thread on zstd while it could read the next batch.
+ * A live session's appends are small and stay synchronous (`encodeBody`:
+ * a pool round trip costs more than a small frame takes).
+ *
+ * Invariants:
+ * - The unit holds exactly the lines `encodeEventLines` writes and a trailer
+ *   of the same fields `encodeUnitParts` computes; only the compressed body's
+ *   bytes may differ (another libzstd binding, the same level): a standard
+ *   zstd frame without a checksum (nor, streamed, its content size: the
+ *   trailer records the plaintext length), read like every other
+ *   body by `decodeRun`, `scanLog` and `zstd -dc` (the trailer's CRC32s are
+ *   the integrity check).
+ * - Below `POOL_ENCODE_MIN` plaintext bytes, and for the plain encoding, the
+ *   unit is `encodeUnitParts`'s, byte for byte.
+ * - The plaintext's CRC32 is computed on the calling thread while the pool
+ *   compresses; nothing is written here (the caller writes and syncs).
+ *
+ * Used by the append path (`#writeBatchNow`, `#create` in `persistence.ts`)
+ * in place of `encodeUnitParts(codec, encodeEventLines(events), 'batch', …)`.
+ */
+
+/** Plaintext bytes from which a batch body is compressed on the pool (the size from which reads decode there too: `SYNC_DECODE_MAX`). */
+export const POOL_ENCODE_MIN = 256 * 1024
+
+/** Loaded on the first large batch only (a process that appends small batches never loads it; see `codec.ts`). */
+let mongodbZstd: Promise<typeof import('@mongodb-js/zstd')> | undefined
+
+/** One batch unit `[body, trailer]` for `events` starting at `firstSeq`; large zstd bodies are compressed on the libuv pool. */
+export async function encodeBatchUnit(
+  codec: LogCodec,
+  events: readonly StoredSessionEvent[],
+  firstSeq: number,
+): Promise<[body: Buffer, trailer: Buffer]> {
+  const plain = encodeEventLines(events)
+  if (codec.compression !== 'zstd' || plain.length < POOL_ENCODE_MIN) return encodeUnitParts(codec, plain, 'batch', firstSeq, events.length)
+  mongodbZstd ??= import('@mongodb-js/zstd')
+  // libzstd's default level (3), as `encodeBody`.
+  const compressing = mongodbZstd.then((zstd) => zstd.compress(plain))
+  // Observed below; never an unhandled rejection while the CRC is computed.
+  compressing.catch(() => {})
+  const plainCrc = crc32(plain)
+  const body = await compressing
+  const trailer = codec.trailer.encode({
+    kind: 'batch',
+    plainLength: plain.length,
+    plainCrc,
+    bodyLength: body.length,
+    bodyCrc: crc32(body),
+    firstSeq,
+    count: events.length,
+  })
+  return [body, trailer]
+}
