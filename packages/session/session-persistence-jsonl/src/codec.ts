@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module'
 import type { Compressor, Decompressor } from 'zstd-napi'
+import { LOG_FILE_NAMES } from './root-marker.js'
 import { LINE_TRAILER_PREFIX, lineTrailer, skippableTrailer, type TrailerFormat } from './trailer.js'
 import { type FrameExtent, measureZstdFrame, rawZstdFrame, storedFramesContent } from './zstd-frames.js'
 
@@ -111,7 +112,7 @@ const zstdCodec: LogCodec = (() => {
   const trailerSize = skippableTrailer.size
   return {
     compression: 'zstd',
-    logFileName: 'log.jsonl.zst',
+    logFileName: LOG_FILE_NAMES.zstd,
     trailer: skippableTrailer,
     encodeBody: compressFrame,
     encodeHeaderBody: rawZstdFrame,
@@ -147,7 +148,7 @@ const EVENT_LINE_START = Buffer.from('{"type":')
 
 const plainCodec: LogCodec = {
   compression: 'none',
-  logFileName: 'log.jsonl',
+  logFileName: LOG_FILE_NAMES.none,
   trailer: lineTrailer,
   encodeBody: (plain) => plain,
   encodeHeaderBody: (plain) => plain,

@@ -1,5 +1,5 @@
 import { DshError } from '@dsh/context'
-import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/session-persistence'
+import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/session-persistence/backend'
 
 /**
  * Failures of opening a root, before any session is touched. Operations on
@@ -29,6 +29,11 @@ export function persistenceError(
 
 export function notFound(id: string): Error {
   return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session ${labelOf(id)} is not persisted here.`, { details: { id } })
+}
+
+/** Any operation on a backend after `close()`. */
+export function closedError(root: string): Error {
+  return persistenceError('SESSION_PERSISTENCE_CLOSED', `This persistence backend (${root}) has been closed; create a new one.`)
 }
 
 export function ioError(what: string, cause: unknown): Error {

@@ -1,5 +1,6 @@
 export { JOURNAL_FILE } from './change-journal.js'
 export type { JsonlCompression } from './codec.js'
+export { createJsonlPersistence } from './create.js'
 export type { JsonlPersistenceErrorCode } from './errors.js'
 export { JsonlPersistenceError } from './errors.js'
 export { decodeSessionDirName, encodeSessionDirName, MAX_DIRECT_NAME } from './id-encoding.js'
@@ -11,6 +12,5 @@ export type {
   JsonlPersistenceOptions,
   LogVerification,
 } from './persistence.js'
-export { createJsonlPersistence } from './persistence.js'
 export { MARKER_FILE } from './root-marker.js'
 export { TRAILER_MAGIC } from './trailer.js'

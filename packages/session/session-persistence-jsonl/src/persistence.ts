@@ -1,7 +1,7 @@
 import { constants, promises as fsp, fstatSync, lstatSync, mkdirSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { hostname } from 'node:os'
-import { isAbsolute, join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import { type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
@@ -12,17 +12,20 @@ import type {
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,
-  SessionChangeCursor,
-  SessionChanges,
   SessionObservation,
   SessionPersistence,
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
-import { persistenceCancelled as cancelled, checkAppend, interruptedTurnEnds, SessionPersistenceError } from '@dsh/session-persistence'
-import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
+import {
+  persistenceCancelled as cancelled,
+  checkAppend,
+  interruptedTurnEnds,
+  SessionPersistenceError,
+} from '@dsh/session-persistence/backend'
+import type { JournalWriter } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
-import { ioError, JsonlPersistenceError, labelOf, notFound, persistenceError } from './errors.js'
+import { closedError, ioError, labelOf, notFound, persistenceError } from './errors.js'
 import { assertReferenceableSync, type ForkIo, locateCutSync, registerDependantSync } from './fork-refs.js'
 import {
   fdatasyncFd,
@@ -41,7 +44,6 @@ import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type 
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
-import { openRoot } from './root-marker.js'
 import { WriterLock } from './writer-lock.js'
 
 export interface JsonlPersistenceOptions {
@@ -150,12 +152,29 @@ const REFS_DIR = 'refs'
 /** Present while a delete of the session is deciding; a fork does not reference a session being deleted. */
 const DELETING_FILE = 'deleting'
 
-/** Creates the embedded default backend over `options.root` (see the package README). */
-export function createJsonlPersistence(options: JsonlPersistenceOptions): JsonlPersistence {
-  return new JsonlSessionPersistence(options)
+/**
+ * What the backend's front (`create.ts`) has opened before this module is
+ * loaded: the root (its marker read or created), its change journal and the
+ * metrics both sides count into.
+ */
+export interface OpenedRoot {
+  readonly root: string
+  readonly compression: JsonlCompression
+  readonly readOnly: boolean
+  readonly metrics: JsonlPersistenceMetrics
+  /** The journal writer of a writable backend (the front closes it after `close()`). */
+  readonly journal: JournalWriter | undefined
 }
 
-class JsonlSessionPersistence implements JsonlPersistence {
+/** Every operation that touches a log; the change feed and the journal's check stay with the front. */
+export type LogBackend = Omit<JsonlPersistence, 'changes' | 'verifyChangeJournal'>
+
+/** The log side of the embedded default backend, loaded by `createJsonlPersistence`'s front at its first operation on a log. */
+export function openLogBackend(options: JsonlPersistenceOptions, opened: OpenedRoot): LogBackend {
+  return new JsonlSessionPersistence(options, opened)
+}
+
+class JsonlSessionPersistence implements LogBackend {
   readonly root: string
   readonly compression: JsonlCompression
   readonly readOnly: boolean
@@ -163,16 +182,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
   readonly #clock: () => number
   readonly #maxOpenWriters: number
   readonly #listConcurrency: number
-  readonly #metrics: JsonlPersistenceMetrics = {
-    headerReads: 0,
-    bodyReads: 0,
-    bytesRead: 0,
-    appends: 0,
-    rescans: 0,
-    logOpens: 0,
-    tailVerifications: 0,
-    inlineSyncs: 0,
-  }
+  readonly #metrics: JsonlPersistenceMetrics
   /** Batches being written now (any session): a batch syncs inline only when it is the only one. */
   #batchesInFlight = 0
   /** Appends begin/end records around every change of a log (writable instances). */
@@ -188,26 +198,17 @@ class JsonlSessionPersistence implements JsonlPersistence {
   readonly #evicting = new Set<string>()
   #closed = false
 
-  constructor(options: JsonlPersistenceOptions) {
-    if (typeof options.root !== 'string' || options.root.length === 0) {
-      throw new JsonlPersistenceError('JSONL_PERSISTENCE_INVALID_OPTIONS', 'createJsonlPersistence needs a root directory path.')
-    }
-    const requested = options.compression
-    if (requested !== undefined && requested !== 'zstd' && requested !== 'none') {
-      throw new JsonlPersistenceError(
-        'JSONL_PERSISTENCE_INVALID_OPTIONS',
-        `compression must be 'zstd' or 'none', got ${JSON.stringify(requested)}.`,
-      )
-    }
-    this.root = isAbsolute(options.root) ? options.root : resolve(options.root)
-    this.readOnly = options.readOnly === true
+  constructor(options: JsonlPersistenceOptions, opened: OpenedRoot) {
+    this.root = opened.root
+    this.compression = opened.compression
+    this.readOnly = opened.readOnly
+    this.#metrics = opened.metrics
+    this.#journal = opened.journal
     this.#clock = options.clock ?? Date.now
     this.#maxOpenWriters = Math.max(1, options.maxOpenWriters ?? 256)
     this.#listConcurrency = Math.max(1, options.listConcurrency ?? 16)
-    this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
     this.#codec = createCodec(this.compression)
     this.#reader = new LogReader(this.root, this.#codec, this.#metrics)
-    this.#journal = this.readOnly ? undefined : new JournalWriter(this.root)
   }
 
   /** What the synchronous fork helpers need (see `fork-refs.ts`). */
@@ -934,17 +935,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
     })
   }
 
-  async verifyChangeJournal(): Promise<ChangeJournalVerification> {
-    this.#assertOpen()
-    const checked = await checkJournal(this.root)
-    return Object.freeze({
-      ok: checked.ok,
-      ...(checked.reason === undefined ? {} : { reason: checked.reason }),
-      records: checked.records,
-      rescans: this.#metrics.rescans,
-    })
-  }
-
   async #readLog(
     id: SessionId,
     signal: AbortSignal | undefined,
@@ -1019,15 +1009,6 @@ class JsonlSessionPersistence implements JsonlPersistence {
     if (result !== undefined) return result
     const { observation } = await this.#readLog(id, signal)
     return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
-  }
-
-  async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
-    this.#assertOpen()
-    throwIfAborted(signal, cancelled)
-    const result = await readJournalChanges(this.root, since)
-    throwIfAborted(signal, cancelled)
-    if (result.rescan) this.#metrics.rescans++
-    return Object.freeze({ ids: Object.freeze(result.ids as SessionId[]), cursor: result.cursor, rescan: result.rescan })
   }
 
   /** The revision, from the log's header unit (its CRC) and file metadata; no body is read. */
@@ -1154,6 +1135,7 @@ class JsonlSessionPersistence implements JsonlPersistence {
 
   // ------------------------------------------------------------- lifecycle
 
+  /** Releases every writer (lock and log); the front closes the journal after. */
   async close(): Promise<void> {
     this.#closed = true
     while (this.#chains.size > 0) await Promise.all(this.#chains.values())
@@ -1168,14 +1150,12 @@ class JsonlSessionPersistence implements JsonlPersistence {
         }
       }),
     )
-    this.#journal?.close()
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw ioError('close session logs', (failed as PromiseRejectedResult).reason)
   }
 
   #assertOpen(): void {
-    if (this.#closed)
-      throw persistenceError('SESSION_PERSISTENCE_CLOSED', `This persistence backend (${this.root}) has been closed; create a new one.`)
+    if (this.#closed) throw closedError(this.root)
   }
 
   #assertWritable(): void {

@@ -6,6 +6,13 @@ import { isErrno, tempSibling } from './fs-io.js'
 
 /** The file at a root that records its format and encoding (its name has a dot, so it never looks like a session directory). */
 export const MARKER_FILE = 'dsh-persistence.json'
+
+/**
+ * The log file in each session directory, named by the root's encoding (one
+ * root holds one encoding). Known without loading the codec, so that a backend
+ * that only follows the change feed can still say where a log is (`logPath`).
+ */
+export const LOG_FILE_NAMES: Readonly<Record<JsonlCompression, string>> = Object.freeze({ zstd: 'log.jsonl.zst', none: 'log.jsonl' })
 const FORMAT = 'dsh-session-persistence-jsonl'
 const VERSION = 1
 

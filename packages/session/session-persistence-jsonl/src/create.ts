@@ -1,0 +1,197 @@
+import { isAbsolute, join, resolve } from 'node:path'
+import { throwIfAborted } from '@dsh/context'
+import type { SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type {
+  AppendResult,
+  AppendTarget,
+  DeleteOptions,
+  LoadedSession,
+  PersistedSessionRecord,
+  SessionChangeCursor,
+  SessionChanges,
+  SessionObservation,
+  SessionRevision,
+  SessionSuffixObservation,
+} from '@dsh/session-persistence'
+import { persistenceCancelled as cancelled } from '@dsh/session-persistence/backend'
+import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
+import type { JsonlCompression } from './codec.js'
+import { closedError, JsonlPersistenceError } from './errors.js'
+import { encodeSessionDirName } from './id-encoding.js'
+import type {
+  ChangeJournalVerification,
+  DamagedLog,
+  JsonlPersistence,
+  JsonlPersistenceMetrics,
+  JsonlPersistenceOptions,
+  LogBackend,
+  LogVerification,
+} from './persistence.js'
+import { LOG_FILE_NAMES, openRoot } from './root-marker.js'
+
+/**
+ * The backend's front: what opening a root, following its change feed and
+ * closing cost, and nothing more.
+ *
+ * Invariants: opening a root reads (or creates) its marker and, when
+ * writable, opens its change journal — synchronously, so a bad root fails at
+ * `createJsonlPersistence` — and loads none of the log modules (codec, zstd
+ * frames, log format, scanner, reader, forks, writer lock; `persistence.ts`
+ * and what it imports). `changes()`, `verifyChangeJournal()`, `logPath()`,
+ * `metrics` and `close()` are answered here. The first operation that touches
+ * a log loads them with one dynamic import shared by every later operation;
+ * operations run in the order they were called, as if nothing were loaded
+ * lazily. A `dsh sessions` on an unchanged root thus loads 8 of the
+ * package's modules instead of all of them (`tests/lazy-modules.e2e.spec.ts`).
+ */
+
+/** Creates the embedded default backend over `options.root` (see the package README). */
+export function createJsonlPersistence(options: JsonlPersistenceOptions): JsonlPersistence {
+  return new JsonlPersistenceFront(options)
+}
+
+class JsonlPersistenceFront implements JsonlPersistence {
+  readonly root: string
+  readonly compression: JsonlCompression
+  readonly readOnly: boolean
+  readonly #options: JsonlPersistenceOptions
+  readonly #logFileName: string
+  /** Counted by both sides: the front counts rescans, the log side everything else. */
+  readonly #metrics: JsonlPersistenceMetrics = {
+    headerReads: 0,
+    bodyReads: 0,
+    bytesRead: 0,
+    appends: 0,
+    rescans: 0,
+    logOpens: 0,
+    tailVerifications: 0,
+    inlineSyncs: 0,
+  }
+  /** Appends begin/end records around every change of a log (writable instances); opened now so followers of a new root see its first change. */
+  readonly #journal: JournalWriter | undefined
+  /** The log side, once its modules are loaded (see `persistence.ts`). */
+  #backend: Promise<LogBackend> | undefined
+  #loaded: LogBackend | undefined
+  #closed = false
+
+  constructor(options: JsonlPersistenceOptions) {
+    if (typeof options?.root !== 'string' || options.root.length === 0) {
+      throw new JsonlPersistenceError('JSONL_PERSISTENCE_INVALID_OPTIONS', 'createJsonlPersistence needs a root directory path.')
+    }
+    const requested = options.compression
+    if (requested !== undefined && requested !== 'zstd' && requested !== 'none') {
+      throw new JsonlPersistenceError(
+        'JSONL_PERSISTENCE_INVALID_OPTIONS',
+        `compression must be 'zstd' or 'none', got ${JSON.stringify(requested)}.`,
+      )
+    }
+    this.#options = options
+    this.root = isAbsolute(options.root) ? options.root : resolve(options.root)
+    this.readOnly = options.readOnly === true
+    this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
+    this.#logFileName = LOG_FILE_NAMES[this.compression]
+    this.#journal = this.readOnly ? undefined : new JournalWriter(this.root)
+  }
+
+  get metrics(): Readonly<JsonlPersistenceMetrics> {
+    return this.#metrics
+  }
+
+  logPath(id: string): string {
+    return join(this.root, encodeSessionDirName(id), this.#logFileName)
+  }
+
+  damagedLogs(): readonly DamagedLog[] {
+    // Only `list()` finds damaged logs, and it loads the log side.
+    return this.#loaded?.damagedLogs() ?? []
+  }
+
+  // ------------------------------------------------- the log side, on first use
+
+  append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    return this.#logs((b) => b.append(target, events))
+  }
+
+  load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession> {
+    return this.#logs((b) => b.load(id, signal))
+  }
+
+  delete(id: SessionId, options?: DeleteOptions): Promise<boolean> {
+    return this.#logs((b) => b.delete(id, options))
+  }
+
+  list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
+    return this.#logs((b) => b.list(signal))
+  }
+
+  inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {
+    return this.#logs((b) => b.inspect(id, signal))
+  }
+
+  inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
+    return this.#logs((b) => b.inspectFrom(id, from, signal))
+  }
+
+  stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
+    return this.#logs((b) => b.stat(id, signal))
+  }
+
+  verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
+    return this.#logs((b) => b.verify(id, signal))
+  }
+
+  /** Runs `operation` on the log side, loading it first if needed (one import shared by every caller). */
+  #logs<T>(operation: (backend: LogBackend) => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(closedError(this.root))
+    this.#backend ??= import('./persistence.js').then((m) => {
+      this.#loaded = m.openLogBackend(this.#options, {
+        root: this.root,
+        compression: this.compression,
+        readOnly: this.readOnly,
+        metrics: this.#metrics,
+        journal: this.#journal,
+      })
+      return this.#loaded
+    })
+    return this.#backend.then(operation)
+  }
+
+  // ------------------------------------------------------------ the change feed
+
+  /** Reads only the root's journal, never a log (see `change-journal.ts`). */
+  async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
+    this.#assertOpen()
+    throwIfAborted(signal, cancelled)
+    const result = await readJournalChanges(this.root, since)
+    throwIfAborted(signal, cancelled)
+    if (result.rescan) this.#metrics.rescans++
+    return Object.freeze({ ids: Object.freeze(result.ids as SessionId[]), cursor: result.cursor, rescan: result.rescan })
+  }
+
+  async verifyChangeJournal(): Promise<ChangeJournalVerification> {
+    this.#assertOpen()
+    const checked = await checkJournal(this.root)
+    return Object.freeze({
+      ok: checked.ok,
+      ...(checked.reason === undefined ? {} : { reason: checked.reason }),
+      records: checked.records,
+      rescans: this.#metrics.rescans,
+    })
+  }
+
+  // ------------------------------------------------------------------ lifecycle
+
+  /** Waits for operations already called, releases every writer, then closes the journal (their `end` records written first). */
+  async close(): Promise<void> {
+    this.#closed = true
+    try {
+      if (this.#backend !== undefined) await (await this.#backend).close()
+    } finally {
+      this.#journal?.close()
+    }
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw closedError(this.root)
+  }
+}

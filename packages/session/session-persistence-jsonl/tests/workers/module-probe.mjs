@@ -1,0 +1,42 @@
+// Reports which modules of the built package a fresh process has loaded
+// after using it one way. Prints one JSON line: { modules: [...], result }.
+// argv: root mode [cursor] — 'open' (open read-only, changes(), close()),
+// 'open-writable' (the same, writable), 'list' (changes(), then list()).
+// Modules are counted by a resolve hook registered before the package is
+// imported: it appends every URL the loader resolves to a file, synchronously
+// on the hooks thread, before the import it serves can finish — so the file
+// is complete when the awaited operations are (no waiting for messages).
+import { readFileSync, rmSync } from 'node:fs'
+import { register } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+const record = join(tmpdir(), `dsh-module-probe-${process.pid}.txt`)
+register(
+  `data:text/javascript,${encodeURIComponent(`
+import { appendFileSync } from 'node:fs'
+let record
+export function initialize(data) { record = data.record }
+export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context)
+  appendFileSync(record, resolved.url + '\\n')
+  return resolved
+}`)}`,
+  { data: { record } },
+)
+
+const [root, mode, since] = process.argv.slice(2)
+const { createJsonlPersistence } = await import('@dsh/session-persistence-jsonl')
+const persistence = createJsonlPersistence({ root, readOnly: mode !== 'open-writable' })
+const feed = await persistence.changes(since)
+const result = { changed: feed.ids.length, rescan: feed.rescan }
+if (mode === 'list') result.listed = (await persistence.list()).length
+else if (mode !== 'open' && mode !== 'open-writable') throw new Error(`unknown mode ${mode}`)
+await persistence.close()
+const seen = new Set(readFileSync(record, 'utf8').split('\n'))
+rmSync(record, { force: true })
+const modules = [...seen]
+  .filter((url) => url.includes('/session-persistence-jsonl/dist/'))
+  .map((url) => url.slice(url.lastIndexOf('/') + 1))
+  .sort()
+process.stdout.write(`${JSON.stringify({ modules, result })}\n`)
