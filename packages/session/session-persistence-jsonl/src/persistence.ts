@@ -44,7 +44,7 @@ import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type 
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
-import { WriterLock } from './writer-lock.js'
+import { liveHolder, WriterLock } from './writer-lock.js'
 
 export interface JsonlPersistenceOptions {
   /** The root directory; created (0700) if missing, unless `readOnly`. One root holds one encoding. */
@@ -848,6 +848,19 @@ class JsonlSessionPersistence implements LogBackend {
           `Session ${labelOf(id)} may be referenced by the fork stored in ${join(this.root, name)}, whose log cannot be read (${(error as Error).message}); delete that fork explicitly first.`,
           { cause: error, details: { id } },
         )
+      }
+      if (physical === undefined) {
+        // No published log: a fork that never completed — or one whose creator (holding the child's lock) checked
+        // this source's `deleting` marker before it was written, and is about to publish. Removing that registration
+        // would let the fork appear referencing a deleted source: while its creator lives, the source is kept.
+        const creator = await liveHolder(join(this.root, name, LOCK_FILE))
+        if (creator !== undefined) {
+          throw persistenceError(
+            'SESSION_PERSISTENCE_REFERENCED',
+            `Session ${labelOf(id)} is being forked (the fork in ${join(this.root, name)} is being created by process ${creator.pid} on ${creator.host}); retry the delete once that fork is stored or has failed.`,
+            { details: { id, pid: creator.pid, host: creator.host } },
+          )
+        }
       }
       if (physical?.fork?.source === id && physical.fork.logId === logId) live.push(physical.header.id)
       else await fsp.unlink(path).catch(() => {})

@@ -163,6 +163,17 @@ export class WriterLock {
 }
 
 /**
+ * The process holding the lock at `path`, when it is alive (a holder on
+ * another host counts as alive); `undefined` when there is no lock or its
+ * holder died. For deciding whether a session without a published log is a
+ * creation still in progress (its creator holds the lock) or a stale one.
+ */
+export async function liveHolder(path: string): Promise<{ readonly pid: number; readonly host: string } | undefined> {
+  const holder = await readOwner(path)
+  return holder !== undefined && isAlive(holder) ? { pid: holder.pid, host: holder.host } : undefined
+}
+
+/**
  * Publishes `data` at `path` without overwriting (a temporary file hard-linked
  * into place) and keeps the file open: the held descriptor is the lock's
  * inode. `undefined` when `path` exists. No fsync: a lock only matters while
