@@ -141,11 +141,16 @@ function writeAllAsync(fd: number, data: Buffer): Promise<void> {
  * (appends) or shrinks back (truncating a torn or failed batch), so size and
  * modification time change with every durable change; the header CRC —
  * covering a random per-log id — keeps a deleted and re-created session from
- * repeating a revision even when the inode number is reused.
+ * repeating a revision even when the inode number is reused. A padded log
+ * (version 3) does not change size when appended to, and its modification
+ * time is neither durable (fdatasync) nor finer than the kernel's clock tick,
+ * so its revision also carries `slotEnd`: the committed end its newest end
+ * slot names, written with every append (see `log-padding.ts`).
  */
-export function revisionOf(headerCrc: number, stats: Stats): string {
+export function revisionOf(headerCrc: number, stats: Stats, slotEnd?: number): string {
   // mtimeMs keeps sub-microsecond precision; kernel file times tick far more coarsely.
-  return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeMs}`
+  const base = `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeMs}`
+  return slotEnd === undefined ? base : `${base}.${slotEnd.toString(36)}`
 }
 
 // The append path uses the callback API on the raw descriptor: each durable

@@ -12,12 +12,20 @@ import { SessionPersistenceError } from '@dsh/session-persistence'
 /** The physical header line's format tag and version. */
 export const LOG_FORMAT = 'dsh-session-log'
 /**
- * Version 2 (written since forks became references): `logId` is part of the
- * contract (a fork's reference names it) and an optional `fork` reference.
- * Version 1 logs (same fields, never a `fork`) still read.
+ * Version 3 (written since appends overwrite a preallocated tail): the same
+ * header as version 2, and a zstd log may end with one padding frame (a
+ * skippable frame holding zeros and two end slots; see `log-padding.ts`)
+ * that appends overwrite. Version 2 (written since forks became references):
+ * `logId` is part of the contract (a fork's reference names it) and an
+ * optional `fork` reference. Version 1 logs (same fields, never a `fork`)
+ * still read. Versions 1 and 2 are appended to as they were written: never
+ * padded.
  */
-export const LOG_FORMAT_VERSION = 2
-const READABLE_VERSIONS: readonly unknown[] = [1, 2]
+export const LOG_FORMAT_VERSION = 3
+const READABLE_VERSIONS: readonly unknown[] = [1, 2, 3]
+
+/** The first version whose zstd logs may end with padding. */
+export const PADDED_FORMAT_VERSION = 3
 
 /**
  * What a fork's log says about the prefix it inherits instead of storing it:
@@ -44,6 +52,8 @@ export interface PhysicalHeader {
   /** Random per log file (16 hex digits): the log's identity. */
   readonly logId: string
   readonly fork?: ForkReference
+  /** The header's `formatVersion` as read (absent on a header about to be written: `LOG_FORMAT_VERSION`). */
+  readonly formatVersion?: number
 }
 
 /** A new log's identity. */
@@ -90,7 +100,7 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
     return {
       ok: false,
       unsupported: true,
-      reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads versions ${READABLE_VERSIONS.join(' and ')})`,
+      reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads versions ${READABLE_VERSIONS.join(', ')})`,
     }
   }
   if (typeof line.header === 'object' && line.header !== null && (line.header as { version?: unknown }).version !== 1) {
@@ -105,11 +115,12 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
   try {
     const header = parseSessionHeader(line.header)
     const inheritedEventCount = SessionLogOffset(line.inheritedEventCount)
-    if (line.fork === undefined) return { ok: true, value: { header, inheritedEventCount, logId: line.logId } }
+    const formatVersion = line.formatVersion as number
+    if (line.fork === undefined) return { ok: true, value: { header, inheritedEventCount, logId: line.logId, formatVersion } }
     if (line.formatVersion === 1) return { ok: false, unsupported: false, reason: 'a version 1 header cannot carry a fork reference' }
     const fork = parseFork(line.fork, inheritedEventCount)
     if (typeof fork === 'string') return { ok: false, unsupported: false, reason: fork }
-    return { ok: true, value: { header, inheritedEventCount, logId: line.logId, fork } }
+    return { ok: true, value: { header, inheritedEventCount, logId: line.logId, fork, formatVersion } }
   } catch (error) {
     return { ok: false, unsupported: false, reason: (error as Error).message }
   }

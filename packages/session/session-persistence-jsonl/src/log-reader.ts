@@ -10,8 +10,10 @@ import { ioError, labelOf, persistenceError } from './errors.js'
 import { isErrno, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
-import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, scanLog } from './log-scan.js'
+import { mayBePadded, newestSlot, PAD_HEADER_BYTES, padContentSize, SLOTS_BYTES, slotEndOf, trailerCheckOf } from './log-padding.js'
+import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
 import type { JsonlPersistenceMetrics } from './persistence.js'
+import type { TrailerFields } from './trailer.js'
 
 /** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
 const HEADER_PREFIX_BYTES = 512
@@ -24,6 +26,20 @@ export interface OwnRead {
   readonly scan: LogScan
   readonly buf: Buffer
   readonly stats: Stats
+  /** The newest end slot's committed end when the log read in full ends with padding (part of its revision). */
+  readonly slotEnd: number | undefined
+}
+
+/** Where a log's committed part ends, and (padded logs) where its padding ends and the newest slot's generation. */
+export interface VerifiedTail {
+  readonly committedEnd: number
+  readonly nextSeq: number
+  /** The file's size: `committedEnd` when the log has no padding. */
+  readonly fileEnd: number
+  /** The newest end slot's generation (0 without padding). */
+  readonly generation: number
+  /** The committed end as the newest slot names it (part of the revision); `undefined` without padding. */
+  readonly slotEnd: number | undefined
 }
 
 /**
@@ -46,26 +62,20 @@ export class LogReader {
   }
 
   /**
-   * The committed end and next seq of a log whose last bytes are a complete,
-   * consistent batch: its trailer (self-checked), its stored body (CRC32),
-   * its frame extent and its plaintext (decoded, CRC32). `undefined` when the
-   * tail is anything else (the caller scans the whole log).
+   * The committed end and next seq of a log whose tail is a complete,
+   * consistent batch — at the end of the file, or (a padded log) at the end
+   * named by the newest end slot and confirmed by the padding frame there:
+   * its trailer (self-checked), its stored body (CRC32), its frame extent
+   * and its plaintext (decoded, CRC32). `undefined` when the tail is anything
+   * else (the caller scans the whole log).
    */
-  async verifyTail(
-    handle: FileHandle,
-    size: number,
-    headerEnd: number,
-    firstSeq: number,
-    file: string,
-  ): Promise<{ committedEnd: number; nextSeq: number } | undefined> {
-    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq }
+  async verifyTail(handle: FileHandle, size: number, headerEnd: number, firstSeq: number, file: string): Promise<VerifiedTail | undefined> {
+    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq, fileEnd: size, generation: 0, slotEnd: undefined }
     const trailerSize = this.codec.trailer.size
-    if (size < headerEnd + trailerSize) return undefined
-    const trailerBuf = await this.countedRead(handle, size - trailerSize, trailerSize)
-    const trailer = this.codec.trailer.decode(trailerBuf, 0)
-    if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0) return undefined
-    const bodyStart = size - trailerSize - trailer.bodyLength
-    if (bodyStart < headerEnd || trailer.firstSeq < firstSeq) return undefined
+    const last = (await this.paddedTail(handle, size, headerEnd)) ?? (await this.trailerAtEnd(handle, size, headerEnd))
+    if (last === undefined || last.trailer.firstSeq < firstSeq) return undefined
+    const { trailer, tail } = last
+    const bodyStart = tail.committedEnd - trailerSize - trailer.bodyLength
     const unitBuf = await this.countedRead(handle, bodyStart, trailer.bodyLength + trailerSize)
     const body = unitBuf.subarray(0, trailer.bodyLength)
     const extent = this.codec.measureBody(unitBuf, 0)
@@ -76,38 +86,97 @@ export class LogReader {
     if (plain === undefined || plain.length !== trailer.plainLength || crc32(plain) !== trailer.plainCrc) {
       throw corrupt(file, bodyStart, 'the last committed batch does not decode to what its trailer records')
     }
-    return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
+    return tail
   }
 
-  /** The committed end and next seq when the log ends with a valid batch trailer (self-checked). */
-  async lastTrailer(handle: FileHandle, size: number, headerEnd: number): Promise<{ committedEnd: number; nextSeq: number } | undefined> {
+  /** The committed end and next seq when the log ends with a valid batch trailer (self-checked), or with padding whose newest slot agrees with the trailer before it. */
+  async lastTrailer(handle: FileHandle, size: number, headerEnd: number): Promise<VerifiedTail | undefined> {
+    return ((await this.paddedTail(handle, size, headerEnd)) ?? (await this.trailerAtEnd(handle, size, headerEnd)))?.tail
+  }
+
+  /** The last batch's trailer when it ends the file. */
+  private async trailerAtEnd(
+    handle: FileHandle,
+    size: number,
+    headerEnd: number,
+  ): Promise<{ trailer: TrailerFields; tail: VerifiedTail } | undefined> {
     const trailerSize = this.codec.trailer.size
     if (size < headerEnd + trailerSize) return undefined
     const trailer = this.codec.trailer.decode(await this.countedRead(handle, size - trailerSize, trailerSize), 0)
     if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0 || size - trailerSize - trailer.bodyLength < headerEnd)
       return undefined
-    return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
+    return {
+      trailer,
+      tail: { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count, fileEnd: size, generation: 0, slotEnd: undefined },
+    }
+  }
+
+  /**
+   * The tail of a padded log (see `log-padding.ts`): the newest valid end
+   * slot, confirmed by a padding frame starting at its end and reaching the
+   * end of the file, and by the batch trailer before it (self-checked, the
+   * CRC the slot recorded, the slot's next seq). Two small reads.
+   */
+  private async paddedTail(
+    handle: FileHandle,
+    size: number,
+    headerEnd: number,
+  ): Promise<{ trailer: TrailerFields; tail: VerifiedTail } | undefined> {
+    const trailerSize = this.codec.trailer.size
+    if (!mayBePadded(this.codec.compression, size) || size < headerEnd + trailerSize + PAD_HEADER_BYTES + SLOTS_BYTES) return undefined
+    const slot = newestSlot(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
+    if (slot === undefined || slot.end < headerEnd + trailerSize || slot.end + PAD_HEADER_BYTES + SLOTS_BYTES > size) return undefined
+    const around = await this.countedRead(handle, slot.end - trailerSize, trailerSize + PAD_HEADER_BYTES)
+    // The padding frame must start at the slot's end and reach the end of the file.
+    if (slot.end + PAD_HEADER_BYTES + (padContentSize(around, trailerSize) ?? -1) !== size) return undefined
+    const trailer = this.codec.trailer.decode(around, 0)
+    if (
+      trailer === undefined ||
+      trailer.kind !== 'batch' ||
+      trailer.count === 0 ||
+      trailerCheckOf(around.subarray(0, trailerSize)) !== slot.trailerCheck ||
+      trailer.firstSeq + trailer.count !== slot.nextSeq ||
+      slot.end - trailerSize - trailer.bodyLength < headerEnd
+    )
+      return undefined
+    return {
+      trailer,
+      tail: { committedEnd: slot.end, nextSeq: slot.nextSeq, fileEnd: size, generation: slot.generation, slotEnd: slot.end },
+    }
   }
 
   /** Reads a log's own units in full and checks their structure (every CRC); `upTo` bounds the read (a writer's committed end). */
   async readOwnFrom(handle: FileHandle, file: string, upTo: number | undefined, signal: AbortSignal | undefined): Promise<OwnRead> {
     let buf: Buffer
     let stats: Stats
-    // A concurrent truncation (crash repair by another process) can make the
-    // read come up short; read again from a fresh size.
-    for (let attempt = 0; ; attempt++) {
-      stats = await handle.stat()
-      const size = upTo ?? Number(stats.size)
-      buf = await this.countedRead(handle, 0, size)
-      if (buf.length === size || attempt >= 3) break
+    let physical: PhysicalHeader
+    let scan: LogScan
+    for (let raced = 0; ; raced++) {
+      // A concurrent truncation (crash repair by another process) can make the
+      // read come up short; read again from a fresh size.
+      for (let attempt = 0; ; attempt++) {
+        stats = await handle.stat()
+        const size = upTo ?? Number(stats.size)
+        buf = await this.countedRead(handle, 0, size)
+        if (buf.length === size || attempt >= 3) break
+      }
+      this.metrics.bodyReads++
+      throwIfAborted(signal, cancelled)
+      const header = locateHeader(buf, this.codec, file, true)
+      if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
+      physical = await decodeHeader(buf, header, this.codec, file)
+      try {
+        scan = await scanLog(buf, this.codec, file, physical.fork?.cut ?? 0)
+        break
+      } catch (error) {
+        // An append in flight writes into the padding while it is read: damage stays, a race does not.
+        if (raced > 0 || (error as SessionPersistenceError).details?.reason !== PADDING_DAMAGED) throw error
+      }
     }
-    this.metrics.bodyReads++
-    throwIfAborted(signal, cancelled)
-    const header = locateHeader(buf, this.codec, file, true)
-    if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
-    const physical = await decodeHeader(buf, header, this.codec, file)
-    const scan = await scanLog(buf, this.codec, file, physical.fork?.cut ?? 0)
-    return { physical, scan, buf, stats }
+    // The same slot `readHeaderUnit` reads for `stat` and `list`, so all of them report one revision.
+    const slotEnd =
+      upTo === undefined && mayBePadded(this.codec.compression, buf.length) ? slotEndOf(buf.subarray(buf.length - SLOTS_BYTES)) : undefined
+    return { physical, scan, buf, stats, slotEnd }
   }
 
   /** Every committed event of a log read in full: a fork's inherited prefix (resolved through its chain) and its own events. */
@@ -235,7 +304,7 @@ export class LogReader {
     const fakeHeader = units[0] as LogUnit
     const events = await decodeEvents(
       run,
-      { header: fakeHeader, batches: units, committedEnd: run.length, nextSeq: seq },
+      { header: fakeHeader, batches: units, committedEnd: run.length, nextSeq: seq, paddingBytes: 0 },
       this.codec,
       file,
       () => throwIfAborted(signal, cancelled),
@@ -285,14 +354,29 @@ export class LogReader {
     }
   }
 
-  /** Reads a bounded prefix holding the header unit (growing it only for an unusually large header). */
-  async readHeaderUnit(handle: FileHandle, size: number, file: string): Promise<{ buf: Buffer; unit: LogUnit }> {
+  /**
+   * Reads a bounded prefix holding the header unit (growing it only for an
+   * unusually large header), and, when the log may be padded, its newest end
+   * slot's committed end (`slotEnd`, part of the revision: a padded log's
+   * size does not change with an append). Unverified: a stale or torn slot
+   * only makes a revision differ, never repeat.
+   */
+  async readHeaderUnit(
+    handle: FileHandle,
+    size: number,
+    file: string,
+  ): Promise<{ buf: Buffer; unit: LogUnit; slotEnd: number | undefined }> {
     this.metrics.headerReads++
     let length = Math.min(size, HEADER_PREFIX_BYTES)
     for (;;) {
       const buf = await this.countedRead(handle, 0, length)
       const unit = locateHeader(buf, this.codec, file, buf.length >= size)
-      if (unit !== 'more') return { buf, unit }
+      if (unit !== 'more') {
+        const slotEnd = mayBePadded(this.codec.compression, size)
+          ? slotEndOf(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
+          : undefined
+        return { buf, unit, slotEnd }
+      }
       length = Math.min(size, length * 4)
     }
   }

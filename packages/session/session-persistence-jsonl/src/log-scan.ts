@@ -3,6 +3,7 @@ import type { StoredSessionEvent } from '@dsh/session'
 import type { LogCodec, UnitRange } from './codec.js'
 import { persistenceError } from './errors.js'
 import { type PhysicalHeader, parseEventLines, parseHeaderLine } from './log-format.js'
+import { paddingFrameEnd, paddingIntact } from './log-padding.js'
 import type { TrailerFields } from './trailer.js'
 
 /** A structurally complete unit: its body and the trailer that closes it. */
@@ -14,11 +15,16 @@ export interface LogScan {
   readonly header: LogUnit
   /** Every committed batch, in order. */
   readonly batches: readonly LogUnit[]
-  /** Where the committed log ends; bytes after it are a torn tail. */
+  /** Where the committed log ends; bytes after it are padding (`paddingBytes`) or a torn tail. */
   readonly committedEnd: number
   /** The stored next offset. */
   readonly nextSeq: number
+  /** Bytes of the valid padding frame after `committedEnd` (0: none; see `log-padding.ts`); bytes after it are a torn tail. */
+  readonly paddingBytes: number
 }
+
+/** The reason `scanLog` gives for damaged padding (a reader racing an append may see it once: it reads again). */
+export const PADDING_DAMAGED = 'the padding after the committed end holds bytes no writer leaves there'
 
 /** Decoded runs stay below this many plaintext bytes, bounding peak memory on huge logs. */
 const RUN_PLAIN_BYTES = 8 * 1024 * 1024
@@ -80,17 +86,32 @@ export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, 
  *    committed batch follow, which a torn write cannot produce;
  * 3. its body is complete and decodes, and the bytes after it are close to
  *    the trailer that body would have — a committed batch whose trailer was
- *    damaged.
+ *    damaged — and the write went past that trailer: the log ends exactly
+ *    there, or bytes follow that are not the zeros of a padding it was
+ *    written into (a committed batch is followed by the end of the log, the
+ *    next unit or its padding frame's header, never by zeros).
  * Otherwise it is a torn tail: ignored by reads, truncated by `load`.
  */
 export async function scanLog(buf: Buffer, codec: LogCodec, file: string, firstSeq = 0): Promise<LogScan> {
   const header = locateHeader(buf, codec, file, true)
   if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
   const trailerSize = codec.trailer.size
+  // Only zstd logs are padded (version 3); accepting padding in older logs
+  // changes nothing for them: none was ever written there.
+  const padded = codec.compression === 'zstd'
   const batches: LogUnit[] = []
   let pos = header.bodyEnd + trailerSize
   let nextSeq = firstSeq
+  let paddingBytes = 0
   while (pos < buf.length) {
+    // A padding frame ends the committed log (never a torn write: a torn
+    // append overwrote this frame's header first); bytes after it are a torn tail.
+    const padEnd = padded ? paddingFrameEnd(buf, pos) : undefined
+    if (padEnd !== undefined) {
+      if (!paddingIntact(buf, pos, padEnd)) throw corrupt(file, pos, PADDING_DAMAGED)
+      paddingBytes = padEnd - pos
+      break
+    }
     const extent = codec.measureBody(buf, pos)
     if (extent.status === 'complete') {
       const trailer = codec.trailer.decode(buf, extent.end)
@@ -118,12 +139,15 @@ export async function scanLog(buf: Buffer, codec: LogCodec, file: string, firstS
     if (await hasDamagedTrailer(buf, pos, nextSeq, codec)) throw corrupt(file, pos, 'the trailer of a complete batch is damaged')
     break
   }
-  return { header, batches, committedEnd: pos, nextSeq }
+  return { header, batches, committedEnd: pos, nextSeq, paddingBytes }
 }
 
 async function hasDamagedTrailer(buf: Buffer, pos: number, firstSeq: number, codec: LogCodec): Promise<boolean> {
   const extent = codec.measureBodyByContent(buf, pos)
   if (extent.status !== 'complete' || extent.end + codec.trailer.size > buf.length) return false
+  // A torn append into padding: zeros follow where its trailer should have ended.
+  const after = extent.end + codec.trailer.size
+  if (after < buf.length && isZero(buf, after, Math.min(buf.length, after + 8))) return false
   let plain: Buffer
   try {
     plain = await codec.decodeBody(buf.subarray(pos, extent.end))
@@ -144,6 +168,11 @@ async function hasDamagedTrailer(buf: Buffer, pos: number, firstSeq: number, cod
   let same = 0
   for (let i = 0; i < expected.length; i++) if (buf[extent.end + i] === expected[i]) same++
   return same * 2 >= expected.length
+}
+
+function isZero(buf: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (buf[i] !== 0) return false
+  return true
 }
 
 /** Decodes units (in runs) and checks each plaintext against its trailer's length and CRC. */

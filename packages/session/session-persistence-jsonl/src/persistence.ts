@@ -41,6 +41,7 @@ import {
 } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
+import { padsLog, planPaddedAppend } from './log-padding.js'
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
@@ -141,6 +142,10 @@ interface Writer {
   /** Where the header unit ends (the first batch starts). */
   headerEnd: number
   committedEnd: number
+  /** The file's size: `committedEnd`, or beyond it when the log ends with padding (`log-padding.ts`). */
+  fileEnd: number
+  /** The newest end slot's generation (0 without padding). */
+  generation: number
   nextSeq: number
   /** The log's current revision; only this writer changes the file while it holds the lock. */
   revision: SessionRevision
@@ -353,6 +358,8 @@ class JsonlSessionPersistence implements LogBackend {
         headerCrc,
         headerEnd: headerUnit.length,
         committedEnd: data.length,
+        fileEnd: data.length,
+        generation: 0,
         nextSeq: events.length,
         revision,
       }
@@ -383,12 +390,18 @@ class JsonlSessionPersistence implements LogBackend {
     await writer.lock.verify(writer.label)
     const parts = encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
     const fd = writer.handle.fd
+    // Version 3 zstd logs: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
+    const padded = padsLog(this.#codec.compression, writer.physical)
+      ? planPaddedAppend(writer, parts[0], parts[1], writer.nextSeq + events.length)
+      : undefined
     let stats: Stats
     const op = this.#beginChange(writer.id)
     try {
-      await writevAt(fd, parts, writer.committedEnd)
+      if (padded === undefined) await writevAt(fd, parts, writer.committedEnd)
+      else for (const [at, bytes] of padded.writes) await writevAt(fd, bytes, at)
       // A lone small batch syncs inline (no thread-pool round trip); batches of several sessions at once overlap on the pool.
-      const inline = this.#batchesInFlight === 1 && parts[0].length + parts[1].length <= SYNC_WRITE_MAX
+      // (A padding growth counts its zeros: what the sync flushes.)
+      const inline = this.#batchesInFlight === 1 && (padded?.bytes ?? parts[0].length + parts[1].length) <= SYNC_WRITE_MAX
       await fdatasyncFd(fd, inline)
       if (inline) this.#metrics.inlineSyncs++
       // A synchronous fstat of an open, just-synced file is a cheap system call
@@ -398,6 +411,9 @@ class JsonlSessionPersistence implements LogBackend {
       try {
         await writer.handle.truncate(writer.committedEnd)
         await writer.handle.sync()
+        // The padding went with the truncation; the next append grows it again.
+        writer.fileEnd = writer.committedEnd
+        writer.generation = 0
       } catch {
         // The file may now hold part of the batch: forget this writer so the
         // next operation rescans (and truncates) the log from disk.
@@ -412,8 +428,10 @@ class JsonlSessionPersistence implements LogBackend {
       this.#endChange(writer.id, op)
     }
     writer.committedEnd += parts[0].length + parts[1].length
+    writer.fileEnd = padded?.tail.fileEnd ?? writer.committedEnd
+    writer.generation = padded?.tail.generation ?? 0
     writer.nextSeq += events.length
-    writer.revision = revisionOf(writer.headerCrc, stats)
+    writer.revision = revisionOf(writer.headerCrc, stats, padded === undefined ? undefined : writer.committedEnd)
     this.#metrics.appends++
   }
 
@@ -509,7 +527,8 @@ class JsonlSessionPersistence implements LogBackend {
         const buf = await this.#reader.countedRead(handle, 0, size)
         this.#metrics.bodyReads++
         const scan = await scanLog(buf, this.#codec, file, firstSeq)
-        tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
+        // Padding after a torn or unconfirmed tail goes with it (the next append grows it again).
+        tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, fileEnd: scan.committedEnd, generation: 0, slotEnd: undefined }
         if (scan.committedEnd < size) {
           // A torn tail left by a crashed writer: never committed, so removing it loses nothing.
           await this.#journaled(id, async () => {
@@ -522,7 +541,7 @@ class JsonlSessionPersistence implements LogBackend {
         this.#metrics.tailVerifications++
       }
       const headerCrc = unit.trailer.plainCrc
-      const revision = revisionOf(headerCrc, await handle.stat())
+      const revision = revisionOf(headerCrc, await handle.stat(), tail.slotEnd)
       const writer: Writer = {
         id,
         label,
@@ -534,6 +553,8 @@ class JsonlSessionPersistence implements LogBackend {
         headerCrc,
         headerEnd,
         committedEnd: tail.committedEnd,
+        fileEnd: tail.fileEnd,
+        generation: tail.generation,
         nextSeq: tail.nextSeq,
         revision,
       }
@@ -922,6 +943,8 @@ class JsonlSessionPersistence implements LogBackend {
     w.headerCrc = crc32(headerLine)
     w.headerEnd = headerUnit.length
     w.committedEnd = data.length
+    w.fileEnd = data.length
+    w.generation = 0
     w.revision = revisionOf(w.headerCrc, await w.handle.stat())
     await this.#unregisterDependant(fork.source, childId)
   }
@@ -967,14 +990,15 @@ class JsonlSessionPersistence implements LogBackend {
     if (own.physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(own.physical.header.id)}`)
     const events = await this.#reader.joinedEvents(own, file, signal)
     throwIfAborted(signal, cancelled)
-    const revision = revisionOf(own.scan.header.trailer.plainCrc, own.stats)
+    const revision = revisionOf(own.scan.header.trailer.plainCrc, own.stats, own.slotEnd)
     const observation = Object.freeze({
       header: own.physical.header,
       inheritedEventCount: own.physical.inheritedEventCount,
       events: Object.freeze(events),
       revision,
     })
-    return { observation, committedEnd: own.scan.committedEnd, size: own.buf.length, fork: own.physical.fork }
+    // A valid padding frame after the committed end is not a torn tail.
+    return { observation, committedEnd: own.scan.committedEnd, size: own.buf.length - own.scan.paddingBytes, fork: own.physical.fork }
   }
 
   /**
@@ -997,7 +1021,7 @@ class JsonlSessionPersistence implements LogBackend {
     try {
       const stats = await handle.stat()
       const size = Number(stats.size)
-      const { buf: headBuf, unit } = await this.#reader.readHeaderUnit(handle, size, file)
+      const { buf: headBuf, unit, slotEnd } = await this.#reader.readHeaderUnit(handle, size, file)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const firstSeq = physical.fork?.cut ?? 0
@@ -1010,7 +1034,7 @@ class JsonlSessionPersistence implements LogBackend {
           result = Object.freeze({
             header: physical.header,
             inheritedEventCount: physical.inheritedEventCount,
-            revision: revisionOf(unit.trailer.plainCrc, stats),
+            revision: revisionOf(unit.trailer.plainCrc, stats, slotEnd),
             from,
             events: Object.freeze(events),
           })
@@ -1034,9 +1058,9 @@ class JsonlSessionPersistence implements LogBackend {
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
-      const { unit } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
+      const { unit, slotEnd } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       throwIfAborted(signal, cancelled)
-      return revisionOf(unit.trailer.plainCrc, stats)
+      return revisionOf(unit.trailer.plainCrc, stats, slotEnd)
     } finally {
       await handle.close()
     }
@@ -1111,7 +1135,7 @@ class JsonlSessionPersistence implements LogBackend {
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
-      const { buf, unit } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
+      const { buf, unit, slotEnd } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       const physical = await decodeHeader(buf, unit, this.#codec, file)
       if (encodeSessionDirName(physical.header.id) !== name) {
         throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}, which is not stored in this directory`)
@@ -1119,7 +1143,7 @@ class JsonlSessionPersistence implements LogBackend {
       return Object.freeze({
         header: physical.header,
         inheritedEventCount: physical.inheritedEventCount,
-        revision: revisionOf(unit.trailer.plainCrc, stats),
+        revision: revisionOf(unit.trailer.plainCrc, stats, slotEnd),
       })
     } finally {
       await handle.close()

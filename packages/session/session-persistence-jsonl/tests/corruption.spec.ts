@@ -12,8 +12,10 @@ const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as 
 interface Fixture {
   readonly p: JsonlPersistence
   readonly file: string
-  /** Log bytes after each durable append (index 0: after the first). */
+  /** Log bytes after each durable append (index 0: after the first); zstd logs end with padding from the second. */
   readonly snapshots: Buffer[]
+  /** The committed end after each durable append (where its padding starts, if any). */
+  readonly ends: number[]
   readonly batches: StoredSessionEvent[][]
   /** Where the first batch starts (the header unit ends). */
   readonly headerEnd: number
@@ -28,9 +30,11 @@ async function fixture(compression: JsonlCompression): Promise<Fixture> {
   const file = writer.logPath(ID)
   const headerEnd = statSync(file).size
   const snapshots: Buffer[] = []
+  const ends: number[] = []
   for (const batch of batches) {
     await writer.append(targetOf(ID), batch)
     snapshots.push(readFileSync(file))
+    ends.push((await writer.verify(ID)).committedBytes)
   }
   // Release the writer lock: the tests read with `p` and write with fresh instances.
   await writer.close()
@@ -39,6 +43,7 @@ async function fixture(compression: JsonlCompression): Promise<Fixture> {
     p,
     file,
     snapshots,
+    ends,
     batches,
     headerEnd,
     cleanup: async () => {
@@ -60,6 +65,24 @@ async function outcome(
   )
 }
 
+/**
+ * The log after the last append was torn after `torn` bytes: the log before
+ * it with that prefix of the append's write in place (over the padding of a
+ * padded log, at the end of a plain one).
+ */
+function tornLast(f: Fixture, torn: number): Buffer {
+  const before = f.snapshots.at(-2)!
+  const at = f.ends.at(-2)!
+  const written = f.snapshots.at(-1)!.subarray(at, at + torn)
+  const out = Buffer.alloc(Math.max(before.length, at + torn))
+  before.copy(out)
+  written.copy(out, at)
+  return out
+}
+
+/** Bytes of the last append's batch (frame and trailer). */
+const lastUnit = (f: Fixture): number => f.ends.at(-1)! - f.ends.at(-2)!
+
 function flipped(bytes: Buffer, at: number, mask = 0xff): Buffer {
   const copy = Buffer.from(bytes)
   copy[at]! ^= mask
@@ -78,25 +101,24 @@ for (const compression of ['zstd', 'none'] as const) {
 
     it('flipping any single byte of a committed batch (data or trailer) makes inspect reject with CORRUPT', async () => {
       const whole = f.snapshots.at(-1)!
+      const end = f.ends.at(-1)!
       const outcomes = new Map<string, number>()
-      for (let at = f.headerEnd; at < whole.length; at++) {
+      for (let at = f.headerEnd; at < end; at++) {
         const result = await outcome(f.p, f.file, flipped(whole, at))
         const key = 'code' in result ? result.code : 'returned events'
         outcomes.set(key, (outcomes.get(key) ?? 0) + 1)
       }
-      expect(Object.fromEntries(outcomes)).toEqual({ SESSION_PERSISTENCE_CORRUPT: whole.length - f.headerEnd })
+      expect(Object.fromEntries(outcomes)).toEqual({ SESSION_PERSISTENCE_CORRUPT: end - f.headerEnd })
     }, 180_000) // bounded by counts (every byte, fixed runs); the timeout only guards a hang
 
     it('any single-byte change (random masks) in a committed batch is CORRUPT, also with a torn tail behind it', async () => {
-      const committed = f.snapshots.at(-2)!
-      const next = f.snapshots.at(-1)!
       await fc.assert(
         fc.asyncProperty(
-          fc.integer({ min: f.headerEnd, max: committed.length - 1 }),
+          fc.integer({ min: f.headerEnd, max: f.ends.at(-2)! - 1 }),
           fc.integer({ min: 1, max: 255 }),
-          fc.integer({ min: 0, max: next.length - committed.length - 1 }),
+          fc.integer({ min: 0, max: lastUnit(f) - 1 }),
           async (at, mask, torn) => {
-            const bytes = flipped(next.subarray(0, committed.length + torn), at, mask)
+            const bytes = flipped(tornLast(f, torn), at, mask)
             expect(await outcome(f.p, f.file, bytes)).toEqual({ code: 'SESSION_PERSISTENCE_CORRUPT' })
           },
         ),
@@ -119,12 +141,11 @@ for (const compression of ['zstd', 'none'] as const) {
     })
 
     it('a torn final batch is ignored by reads, whatever its bytes, and never reported as corruption', async () => {
-      const committed = f.snapshots.at(-2)!
-      const next = f.snapshots.at(-1)!
+      const committedEnd = f.ends.at(-2)!
       const expected = plain(f.batches.slice(0, -1).flat())
-      const tornLengths = next.length - committed.length
+      const tornLengths = lastUnit(f)
       for (let torn = 1; torn < tornLengths; torn++) {
-        const bytes = next.subarray(0, committed.length + torn)
+        const bytes = tornLast(f, torn)
         const result = await outcome(f.p, f.file, bytes)
         expect('events' in result && plain(result.events)).toEqual(expected)
       }
@@ -140,9 +161,9 @@ for (const compression of ['zstd', 'none'] as const) {
         tornLengths - 10,
         tornLengths - 1,
       ].filter((t) => t > 0 && t < tornLengths)) {
-        for (let at = committed.length; at < committed.length + torn; at++) {
+        for (let at = committedEnd; at < committedEnd + torn; at++) {
           for (const mask of [0xff, 0x01, 0x80]) {
-            const result = await outcome(f.p, f.file, flipped(next.subarray(0, committed.length + torn), at, mask))
+            const result = await outcome(f.p, f.file, flipped(tornLast(f, torn), at, mask))
             expect('events' in result && plain(result.events)).toEqual(expected)
           }
         }
@@ -150,13 +171,19 @@ for (const compression of ['zstd', 'none'] as const) {
     }, 180_000) // bounded by counts (every byte, fixed runs); the timeout only guards a hang
 
     it('verify reports the torn tail in bytes and the committed events, and changes nothing', async () => {
-      const committed = f.snapshots.at(-2)!
       const next = f.snapshots.at(-1)!
-      const torn = Math.max(1, Math.floor((next.length - committed.length) / 2))
-      const bytes = Buffer.from(next.subarray(0, committed.length + torn))
+      const torn = Math.max(1, Math.floor(lastUnit(f) / 2))
+      const bytes = tornLast(f, torn)
       writeFileSync(f.file, bytes)
       const report = await f.p.verify(ID)
-      expect(report).toEqual({ id: ID, events: f.batches.slice(0, -1).flat().length, committedBytes: committed.length, tornBytes: torn })
+      // Everything after the committed end is torn tail: the torn write, and the padding it no longer ends with.
+      const committedEnd = f.ends.at(-2)!
+      expect(report).toEqual({
+        id: ID,
+        events: f.batches.slice(0, -1).flat().length,
+        committedBytes: committedEnd,
+        tornBytes: bytes.length - committedEnd,
+      })
       expect(readFileSync(f.file).equals(bytes)).toBe(true)
       writeFileSync(f.file, next)
       expect((await f.p.verify(ID)).tornBytes).toBe(0)
@@ -166,13 +193,12 @@ for (const compression of ['zstd', 'none'] as const) {
     })
 
     it('load truncates a torn tail (committed data untouched) and a reopened backend reads the same log', async () => {
-      const committed = f.snapshots.at(-2)!
-      const next = f.snapshots.at(-1)!
-      writeFileSync(f.file, next.subarray(0, committed.length + 7))
+      writeFileSync(f.file, tornLast(f, 7))
       const fresh = createJsonlPersistence({ root: f.p.root, compression })
       const loaded = await fresh.load(ID)
       expect(loaded.repaired).toBe(true)
-      expect(readFileSync(f.file).equals(committed)).toBe(true)
+      // Truncated to the committed end (a padded log's padding goes with the torn tail).
+      expect(readFileSync(f.file).equals(f.snapshots.at(-2)!.subarray(0, f.ends.at(-2)!))).toBe(true)
       expect(plain(loaded.events)).toEqual(plain(f.batches.slice(0, -1).flat()))
       await fresh.close()
       const again = createJsonlPersistence({ root: f.p.root, compression })
@@ -184,15 +210,13 @@ for (const compression of ['zstd', 'none'] as const) {
     })
 
     it('an append after a torn tail continues the committed log', async () => {
-      const committed = f.snapshots.at(-2)!
-      const next = f.snapshots.at(-1)!
-      writeFileSync(f.file, next.subarray(0, next.length - 3))
+      writeFileSync(f.file, tornLast(f, lastUnit(f) - 3))
       const fresh = createJsonlPersistence({ root: f.p.root, compression })
       const resumeAt = f.batches.slice(0, -1).flat().length
       const result = await fresh.append(targetOf(ID), eventsFrom(resumeAt, 2))
       expect(result.nextSeq).toBe(resumeAt + 2)
       expect((await fresh.inspect(ID)).events.map((e) => e.seq)).toEqual(Array.from({ length: resumeAt + 2 }, (_, i) => i))
-      expect(statSync(f.file).size).toBeGreaterThan(committed.length)
+      expect(statSync(f.file).size).toBeGreaterThan(f.ends.at(-2)!)
       await fresh.close()
     })
 
@@ -209,7 +233,8 @@ for (const compression of ['zstd', 'none'] as const) {
         // every full read still reports the damage.
         await fresh.append(targetOf(ID), eventsFrom(14, 1))
         expect(fresh.metrics.tailVerifications).toBe(2) // load's open, then the append's
-        expect(readFileSync(f.file).subarray(0, damaged.length).equals(damaged)).toBe(true)
+        const end = f.ends.at(-1)!
+        expect(readFileSync(f.file).subarray(0, end).equals(damaged.subarray(0, end))).toBe(true)
         await expect(fresh.inspect(ID)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
       } finally {
         await fresh.close()
