@@ -287,30 +287,33 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
   const storedCount = stored?.events.length ?? 0
   let count = 0
   try {
-    for (let event = log.next(); event !== undefined; event = log.next()) {
-      if (count < storedCount) {
-        if (!sameEvent((stored as SessionObservation).events[count] as StoredSessionEvent, event)) {
-          throw new SessionFailure(
-            count,
-            'IMPORT_V0_CONFLICT',
-            `Event ${count} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`,
-          )
+    // Frames decode on the thread pool ahead of the reader: `next()` returns what is decoded, `more()` waits for the rest.
+    do {
+      for (let event = log.next(); event !== undefined; event = log.next()) {
+        if (count < storedCount) {
+          if (!sameEvent((stored as SessionObservation).events[count] as StoredSessionEvent, event)) {
+            throw new SessionFailure(
+              count,
+              'IMPORT_V0_CONFLICT',
+              `Event ${count} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`,
+            )
+          }
+          count += 1
+          continue
+        }
+        if (source !== undefined && count < inheritedEventCount && sourceMatches) {
+          sourceMatches = count < source.length && sameEvent(source[count] as StoredSessionEvent, event)
+        }
+        if (count === inheritedEventCount && source !== undefined && sourceMatches && batcher.started === 0) {
+          target.forkSource = header.parentSession as SessionHeader['id']
         }
         count += 1
-        continue
+        // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
+        const appending = batcher.add(event, log.textLength, stored === undefined)
+        if (appending !== undefined) await appending
+        throwIfAborted(signal)
       }
-      if (source !== undefined && count < inheritedEventCount && sourceMatches) {
-        sourceMatches = count < source.length && sameEvent(source[count] as StoredSessionEvent, event)
-      }
-      if (count === inheritedEventCount && source !== undefined && sourceMatches && batcher.started === 0) {
-        target.forkSource = header.parentSession as SessionHeader['id']
-      }
-      count += 1
-      // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
-      const appending = batcher.add(event, log.textLength, stored === undefined)
-      if (appending !== undefined) await appending
-      throwIfAborted(signal)
-    }
+    } while (await log.more())
     if (count < inheritedEventCount) {
       throw new SessionFailure(
         count,

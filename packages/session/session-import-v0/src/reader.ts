@@ -4,7 +4,7 @@ import { expandRow, isRowType, type RowMemberMaker, v0RowMember } from './chunk-
 import { ImportV0Error } from './errors.js'
 import { decodeSegment, NO_CWD_DIR, PLAIN_LOG, type V0Compression, v0LogPath, ZSTD_LOG } from './layout.js'
 import { parseHeaderLine, type V0Event, type V0Header } from './v0-types.js'
-import { decodeFrames } from './zstd-frames.js'
+import { decodeFrames, decodeSpan, decodeTornTail, type FrameScan, PooledFrames, scanFrames } from './zstd-frames.js'
 
 /**
  * Reading a v0 root. Reads never write: files are opened read-only and
@@ -82,15 +82,19 @@ async function subdirs(dir: string): Promise<string[]> {
 
 /** Reads one v0 log whole (every event in memory; an import streams instead, see `openV0Log`). */
 export async function readV0Log(root: string, entry: V0LogEntry): Promise<V0Log> {
-  return drain(await openV0Log(root, entry))
+  const reader = new V0EventReader(await readLogBytes(entry), entry.compression, entry.path, V0_EVENTS)
+  assertPlaced(root, reader.header, entry)
+  return drain(reader)
 }
 
 /**
- * Opens one v0 log for reading its events in order. Every frame is decoded
- * and checked (checksums, damage, placement, the header) before this
- * returns; the lines are parsed later, a slice at a time, as `next()` asks
- * for events — so a fault in a line (bad JSON, a seq gap, a bad row) is
- * thrown by the `next()` that reaches it, after the events before it.
+ * Opens one v0 log for reading its events in order. The file and its header
+ * frame are read and checked before this returns; the other frames are
+ * decoded on the libuv thread pool a few at a time ahead of the reader, and
+ * their lines parsed a slice at a time as `next()` asks for events — so a
+ * fault (a frame that does not decode, bad JSON, a seq gap, a bad row) is
+ * thrown by the `next()` or `more()` that reaches it, after the events
+ * before it. Read with `do { for (e = next(); e; e = next()) … } while (await more())`.
  */
 export async function openV0Log(root: string, entry: V0LogEntry): Promise<V0EventReader>
 export async function openV0Log<E extends Sequenced>(root: string, entry: V0LogEntry, make: EventMaker<E>): Promise<V0EventReader<E>>
@@ -99,15 +103,17 @@ export async function openV0Log<E extends Sequenced>(
   entry: V0LogEntry,
   make?: EventMaker<E>,
 ): Promise<V0EventReader<E | V0Event>> {
-  let bytes: Buffer
+  const reader = new V0EventReader<E | V0Event>(await readLogBytes(entry), entry.compression, entry.path, make ?? V0_EVENTS, true)
+  assertPlaced(root, reader.header, entry)
+  return reader
+}
+
+async function readLogBytes(entry: V0LogEntry): Promise<Buffer> {
   try {
-    bytes = await fsp.readFile(entry.path)
+    return await fsp.readFile(entry.path)
   } catch (error) {
     throw new ImportV0Error('IMPORT_V0_IO', `Cannot read ${entry.path}: ${(error as Error).message}`, { cause: error })
   }
-  const reader = new V0EventReader<E | V0Event>(bytes, entry.compression, entry.path, make ?? V0_EVENTS)
-  assertPlaced(root, reader.header, entry)
-  return reader
 }
 
 /** Refuses a log that is not where its header's id and cwd put it (the harness refuses it too). */
@@ -163,12 +169,19 @@ interface Span {
 
 /**
  * The events of one v0 log, in order, parsed on demand about `TEXT_SLICE`
- * of text at a time (rows expanded). Holds the decoded plaintext, never
- * every event: an import converts and appends as it reads.
+ * of text at a time (rows expanded). Holds decoded plaintext, never every
+ * event: an import converts and appends as it reads.
  *
- * Invariants: `next()` returns seq 0, 1, 2, … and then `undefined`; a fault
- * in a complete line is thrown when reached, never skipped; the complete
- * lines of a torn tail come last, the torn bytes are only counted.
+ * Read whole (`pooled` false): every frame is decoded on the calling thread
+ * and checked when the reader is made, and `next()` returns `undefined` only
+ * at the end. Pooled: frame 0 (the header) is decoded here, the others on
+ * the libuv pool ahead of the reader; `next()` returns `undefined` when the
+ * frames decoded so far are used up, and `more()` waits for the next ones
+ * (false at the end).
+ *
+ * Invariants: the events come as seq 0, 1, 2, …; a fault in a complete
+ * frame or line is thrown when reached, never skipped; the complete lines
+ * of a torn tail come last, the torn bytes are only counted.
  */
 export class V0EventReader<E extends Sequenced = V0Event> {
   readonly header: V0Header
@@ -182,38 +195,41 @@ export class V0EventReader<E extends Sequenced = V0Event> {
   private lengths: number[] = []
   private at = 0
   private fault: unknown
+  /** A fault in the frames after the decoded text queued now. */
+  private faultAfter: ImportV0Error | undefined
+  /** Frames still decoding on the pool, and the torn tail to read after them. */
+  private pool: PooledFrames | undefined
+  private tornTail: { readonly scan: NonNullable<FrameScan['torn']>; readonly index: number } | undefined
 
   constructor(
     bytes: Buffer,
     readonly compression: V0Compression,
     readonly path: string,
     make: EventMaker<E>,
+    pooled = false,
   ) {
     const parser = new LineParser(make)
     this.parser = parser
     if (compression === 'zstd') {
-      const { frames, plain, ends, torn, tornBytes } = decodeFrames(bytes)
-      const first = frames[0]
-      if (first === undefined) {
-        throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
-      }
-      if (first.length === 0 || first.indexOf(0x0a) !== first.length - 1) {
-        throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'Frame 0 must hold exactly the header line.')
-      }
-      parser.header(first.toString('utf8', 0, first.length - 1))
-      // Every later frame is whole lines; then the frames' plaintext is read as one run of lines.
-      for (let i = 1; i < ends.length; i++) {
-        const end = ends[i] as number
-        if (end === ends[i - 1]) continue
-        if (plain[end - 1] !== 0x0a) {
-          throw new ImportV0Error('IMPORT_V0_BAD_JSON', `Frame ${i} is complete but ends inside a line (a batch is whole lines).`, {
-            details: { frame: i },
-          })
+      const scan = scanFrames(bytes)
+      const { spans, torn } = scan
+      if (pooled && spans.length > 0 && spans.every((span) => span.content !== null)) {
+        this.readHeaderFrame(decodeSpan(bytes, spans, 0))
+        if (spans.length > 1) this.pool = new PooledFrames(bytes, spans, 1)
+        if (torn !== undefined) this.tornTail = { scan: torn, index: spans.length }
+        this.tornBytes = torn?.rest.length ?? 0
+      } else {
+        const { frames, plain, ends, torn: tornPlain, tornBytes } = decodeFrames(bytes)
+        const first = frames[0]
+        if (first === undefined) {
+          throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
         }
+        this.readHeaderFrame(first)
+        this.addFrames(plain, 0, ends)
+        if (this.faultAfter !== undefined) throw this.faultAfter
+        this.tornBytes = tornBytes
+        if (tornPlain !== undefined) this.addTorn(tornPlain)
       }
-      this.spans.push({ bytes: plain, at: ends[0] as number, end: plain.length })
-      this.tornBytes = tornBytes
-      if (torn !== undefined) this.spans.push({ bytes: torn, at: 0, end: torn.lastIndexOf(0x0a) + 1 })
     } else {
       const headerEnd = bytes.indexOf(0x0a)
       if (headerEnd < 0)
@@ -231,7 +247,11 @@ export class V0EventReader<E extends Sequenced = V0Event> {
     return this.parser.packedRows
   }
 
-  /** The next event (seq = the number returned before it), or `undefined` after the last. Throws `ImportV0Error` at a bad line. */
+  /**
+   * The next event (seq = the number returned before it), or `undefined`
+   * when the frames decoded so far are used up (at the end, unless `more()`
+   * says otherwise). Throws `ImportV0Error` at a bad line.
+   */
   next(): E | undefined {
     while (this.at === this.buffered.length) {
       if (this.fault !== undefined) throw this.fault
@@ -242,9 +262,83 @@ export class V0EventReader<E extends Sequenced = V0Event> {
     return this.buffered[i]
   }
 
-  /** Parses the next slice of whole lines into the buffer; false at the end. */
+  /**
+   * After `next()` returned `undefined`: waits for the next frames decoded on
+   * the pool (true: `next()` has more to return) — false at the end of the
+   * log. Throws `ImportV0Error` at a frame that does not decode.
+   */
+  async more(): Promise<boolean> {
+    if (this.fault !== undefined) throw this.fault
+    try {
+      if (this.faultAfter !== undefined) throw this.faultAfter
+      const group = await this.pool?.take()
+      if (group !== undefined) {
+        this.addFrames(group.plain, group.first, group.ends)
+        return true
+      }
+      this.pool = undefined
+      const tail = this.tornTail
+      if (tail === undefined) return false
+      this.tornTail = undefined
+      this.addTorn(decodeTornTail(tail.scan, tail.index).torn)
+      return true
+    } catch (error) {
+      this.fault = error
+      this.pool = undefined
+      this.tornTail = undefined
+      throw error
+    }
+  }
+
+  /** Frame 0: exactly the header line. */
+  private readHeaderFrame(first: Buffer): void {
+    if (first.length === 0 || first.indexOf(0x0a) !== first.length - 1) {
+      throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'Frame 0 must hold exactly the header line.')
+    }
+    this.parser.header(first.toString('utf8', 0, first.length - 1))
+  }
+
+  /**
+   * Queues the lines of decoded frames: frame `first + i` ends at `ends[i]`
+   * in `plain`, which starts with frame `first`. Frame 0 (the header) is
+   * skipped; every later frame is whole lines, so the frames' plaintext is
+   * read as one run of lines.
+   */
+  private addFrames(plain: Buffer, first: number, ends: readonly number[]): void {
+    let start = 0
+    let from = 0
+    for (let i = 0; i < ends.length; i++) {
+      const end = ends[i] as number
+      const frame = first + i
+      if (frame === 0) start = end
+      else if (end !== from && plain[end - 1] !== 0x0a) {
+        // The lines of the frames before it are read first (`more()` throws this once they are used up).
+        this.faultAfter = new ImportV0Error(
+          'IMPORT_V0_BAD_JSON',
+          `Frame ${frame} is complete but ends inside a line (a batch is whole lines).`,
+          {
+            details: { frame },
+          },
+        )
+        break
+      }
+      from = end
+    }
+    this.spans.push({ bytes: plain, at: start, end: from })
+  }
+
+  /** The complete lines of what a torn final frame decoded to. */
+  private addTorn(torn: Buffer): void {
+    this.spans.push({ bytes: torn, at: 0, end: torn.lastIndexOf(0x0a) + 1 })
+  }
+
+  /** Parses the next slice of whole lines into the buffer; false when the decoded text is used up. */
   private parseSlice(): boolean {
-    const span = this.spans.find((s) => s.at < s.end)
+    let span = this.spans[0]
+    while (span !== undefined && span.at >= span.end) {
+      this.spans.shift()
+      span = this.spans[0]
+    }
     if (span === undefined) return false
     const { bytes, at, end } = span
     let cut = end
@@ -262,6 +356,8 @@ export class V0EventReader<E extends Sequenced = V0Event> {
       // The events before the bad line are returned first; the fault is thrown when they are used up.
       this.fault = error
       this.spans.length = 0
+      this.pool = undefined
+      this.tornTail = undefined
     }
     return true
   }

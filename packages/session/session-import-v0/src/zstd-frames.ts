@@ -40,16 +40,29 @@ function dctx(): Binding.DCtx {
   return sharedDctx
 }
 
+/** Where one complete frame is in the log, and the plaintext size its header states (`null`: not stated). */
+export interface FrameSpan {
+  readonly offset: number
+  readonly size: number
+  readonly content: number | null
+}
+
+/** The complete frames of a log, found from their headers alone (nothing decoded), and an incomplete last one. */
+export interface FrameScan {
+  readonly spans: FrameSpan[]
+  /** The incomplete final frame (`rest` = its bytes, possibly fewer than 4), or `undefined` when the log ends on a frame boundary. */
+  readonly torn: { readonly rest: Buffer; readonly offset: number } | undefined
+}
+
 /**
- * Splits and decodes the frames of a v0 zstd log (at most `maxFrames` complete
- * ones). Throws `ImportV0Error` with a frame-level code. Frames whose header
- * states their content size (as every harness frame does) decode straight
- * into one shared buffer, without a copy per frame.
+ * Finds the complete frames of a v0 zstd log (at most `maxFrames`) without
+ * decoding them. Throws `ImportV0Error` for bytes that are not a zstd frame
+ * where one must start.
  */
-export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY): DecodedFrames {
-  const spans: { offset: number; size: number; content: number | null }[] = []
+export function scanFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY): FrameScan {
+  const spans: FrameSpan[] = []
   let offset = 0
-  let torn: { rest: Buffer; offset: number } | undefined
+  let torn: FrameScan['torn']
   while (offset < bytes.length && spans.length < maxFrames) {
     const rest = bytes.subarray(offset)
     if (rest.length < 4) {
@@ -90,25 +103,30 @@ export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY
     spans.push({ offset, size, content })
     offset += size
   }
+  return { spans, torn }
+}
+
+/**
+ * Splits and decodes the frames of a v0 zstd log (at most `maxFrames` complete
+ * ones), on the calling thread. Throws `ImportV0Error` with a frame-level code.
+ * Frames whose header states their content size (as every harness frame does)
+ * decode straight into one shared buffer, without a copy per frame.
+ */
+export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY): DecodedFrames {
+  const { spans, torn } = scanFrames(bytes, maxFrames)
   const ctx = dctx()
   const known = spans.every((span) => span.content !== null)
   let plain: Buffer
   const ends: number[] = []
   if (known) {
-    plain = Buffer.allocUnsafe(spans.reduce((n, span) => n + (span.content as number), 0))
+    plain = decodeKnown(bytes, spans, 0, spans.length)
     let at = 0
-    spans.forEach((span, index) => {
-      at += decodeInto(
-        ctx,
-        bytes.subarray(span.offset, span.offset + span.size),
-        plain.subarray(at, at + (span.content as number)),
-        span.offset,
-        index,
-      )
+    for (const span of spans) {
+      at += span.content as number
       ends.push(at)
-    })
+    }
   } else {
-    const parts = spans.map((span, index) => decodeComplete(ctx, bytes.subarray(span.offset, span.offset + span.size), span.offset, index))
+    const parts = spans.map((_, index) => decodeSpan(bytes, spans, index))
     plain = Buffer.concat(parts)
     let at = 0
     for (const part of parts) {
@@ -118,8 +136,164 @@ export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY
   }
   const frames = ends.map((end, i) => plain.subarray(i === 0 ? 0 : (ends[i - 1] as number), end))
   if (torn === undefined) return { frames, plain, ends, torn: undefined, tornBytes: 0 }
-  if (torn.rest.length < 4) return { frames, plain, ends, torn: Buffer.alloc(0), tornBytes: torn.rest.length }
-  return { frames, plain, ends, ...decodeTorn(ctx, torn.rest, torn.offset, spans.length) }
+  return { frames, plain, ends, ...decodeTornTail(torn, spans.length, ctx) }
+}
+
+/** The plaintext of one complete frame, decoded on the calling thread. */
+export function decodeSpan(bytes: Buffer, spans: readonly FrameSpan[], index: number): Buffer {
+  const span = spans[index] as FrameSpan
+  return decodeComplete(dctx(), bytes.subarray(span.offset, span.offset + span.size), span.offset, index)
+}
+
+/**
+ * Frames `[from, to)` (every one stating its content size) decoded on the
+ * calling thread into one buffer. `onFault`: called with the typed error of
+ * the first frame that does not decode and how many bytes of `plain` the
+ * frames before it filled (without it, the error is thrown).
+ */
+function decodeKnown(
+  bytes: Buffer,
+  spans: readonly FrameSpan[],
+  from: number,
+  to: number,
+  onFault?: (error: unknown, decoded: number) => void,
+): Buffer {
+  const ctx = dctx()
+  let total = 0
+  for (let i = from; i < to; i++) total += (spans[i] as FrameSpan).content as number
+  const plain = Buffer.allocUnsafe(total)
+  let at = 0
+  for (let i = from; i < to; i++) {
+    const span = spans[i] as FrameSpan
+    const content = span.content as number
+    try {
+      at += decodeInto(ctx, bytes.subarray(span.offset, span.offset + span.size), plain.subarray(at, at + content), span.offset, i)
+    } catch (error) {
+      if (onFault === undefined) throw error
+      onFault(error, at)
+      return plain.subarray(0, at)
+    }
+  }
+  return plain
+}
+
+/** What the incomplete final frame decodes to before the tear (complete lines are the caller's to keep). */
+export function decodeTornTail(
+  torn: NonNullable<FrameScan['torn']>,
+  index: number,
+  ctx: Binding.DCtx = dctx(),
+): { torn: Buffer; tornBytes: number } {
+  if (torn.rest.length < 4) return { torn: Buffer.alloc(0), tornBytes: torn.rest.length }
+  return decodeTorn(ctx, torn.rest, torn.offset, index)
+}
+
+/** Plaintext bytes of the frames one pool call decodes (a frame larger than this is decoded alone). */
+export const POOL_GROUP_BYTES = 2 * 1024 * 1024
+/** Groups decoding on the pool while the caller reads the one before them. */
+const POOL_AHEAD = 2
+
+/** Loaded by the first log read on the pool (`@mongodb-js/zstd`: libzstd on the libuv thread pool). */
+let mongodbZstd: Promise<typeof import('@mongodb-js/zstd')> | undefined
+
+/** Plaintext of consecutive complete frames: frame `first + i` ends at `ends[i]` in `plain`. */
+export interface DecodedGroup {
+  readonly first: number
+  readonly plain: Buffer
+  readonly ends: readonly number[]
+}
+
+/** A group whose frames decode up to a bad one: those before it, and its typed error (thrown by the next `take()`). */
+interface GroupResult extends DecodedGroup {
+  readonly fault?: { readonly error: unknown }
+}
+
+/**
+ * Complete frames decoded on the libuv thread pool, in order, a group of
+ * about `POOL_GROUP_BYTES` of plaintext per call and `POOL_AHEAD` groups in
+ * flight, so the frames after those being read decode on another core.
+ * Every frame must state its content size (as every harness frame does).
+ *
+ * Invariants: groups come back in log order, each frame's plaintext exactly
+ * the size its header states, its content checksum checked by libzstd; a
+ * group that fails is decoded again frame by frame on the calling thread, so
+ * the error is the same typed one `decodeFrames` throws for that frame.
+ */
+export class PooledFrames {
+  private nextFrame: number
+  private readonly inFlight: Promise<GroupResult>[] = []
+  private fault: { readonly error: unknown } | undefined
+
+  constructor(
+    private readonly bytes: Buffer,
+    private readonly spans: readonly FrameSpan[],
+    from: number,
+  ) {
+    this.nextFrame = from
+    this.start()
+  }
+
+  /**
+   * The next group of frames, or `undefined` after the last. Throws
+   * `ImportV0Error` for a frame that does not decode — after a group holding
+   * the frames before it in its group was returned, as a whole read would.
+   */
+  async take(): Promise<DecodedGroup | undefined> {
+    if (this.fault !== undefined) throw this.fault.error
+    const pending = this.inFlight.shift()
+    this.start()
+    const group = await pending
+    if (group?.fault !== undefined) {
+      this.fault = group.fault
+      this.inFlight.length = 0
+      if (group.ends.length === 0) throw group.fault.error
+    }
+    return group
+  }
+
+  private start(): void {
+    while (this.fault === undefined && this.inFlight.length < POOL_AHEAD && this.nextFrame < this.spans.length) {
+      const first = this.nextFrame
+      let to = first
+      let plain = 0
+      while (to < this.spans.length && (to === first || plain < POOL_GROUP_BYTES)) {
+        plain += (this.spans[to] as FrameSpan).content as number
+        to++
+      }
+      this.nextFrame = to
+      const group = this.decode(first, to, plain)
+      // Observed by take(); never an unhandled rejection while an earlier group is read (or after the reader stopped).
+      group.catch(() => {})
+      this.inFlight.push(group)
+    }
+  }
+
+  private async decode(first: number, to: number, total: number): Promise<GroupResult> {
+    const from = this.spans[first] as FrameSpan
+    const last = this.spans[to - 1] as FrameSpan
+    let plain: Buffer | undefined
+    try {
+      mongodbZstd ??= import('@mongodb-js/zstd')
+      plain = await (await mongodbZstd).decompress(this.bytes.subarray(from.offset, last.offset + last.size))
+    } catch {
+      plain = undefined
+    }
+    let fault: GroupResult['fault']
+    // The pool's error names no frame: decoding the group here finds its first bad frame and that frame's typed error.
+    if (plain?.length !== total) {
+      plain = decodeKnown(this.bytes, this.spans, first, to, (error) => {
+        fault = { error }
+      })
+    }
+    const ends: number[] = []
+    let at = 0
+    for (let i = first; i < to; i++) {
+      const end = at + ((this.spans[i] as FrameSpan).content as number)
+      if (end > plain.length) break
+      at = end
+      ends.push(at)
+    }
+    return fault === undefined ? { first, plain, ends } : { first, plain, ends, fault }
+  }
 }
 
 function decodeInto(ctx: Binding.DCtx, frame: Buffer, out: Buffer, offset: number, index: number): number {

@@ -6,6 +6,7 @@ import { DSH_EVENTS } from '../src/convert.js'
 import {
   decodeFrames,
   decodeSegment,
+  encodeFrame,
   encodeSegment,
   headerLineText,
   ImportV0Error,
@@ -21,6 +22,7 @@ import {
   writeV0Log,
 } from '../src/index.js'
 import { openV0Log, TEXT_SLICE } from '../src/reader.js'
+import { POOL_GROUP_BYTES, scanFrames } from '../src/zstd-frames.js'
 import { CWD, flipByte, flipped, healthyFixtures, PARENT, plainLines, T0, tempDir, V0Builder, writeRoot } from './fixtures.js'
 
 const dirs: string[] = []
@@ -146,7 +148,8 @@ describe('v0 frames and lines', () => {
     const path = await writeV0Log(root, { id: 'r', createdAt: T0, delegationDepth: 0 }, b.batches)
     const reader = await openV0Log(root, { path, compression: 'zstd', dirId: 'r' }, DSH_EVENTS)
     const events = []
-    for (let event = reader.next(); event !== undefined; event = reader.next()) events.push(event)
+    do for (let event = reader.next(); event !== undefined; event = reader.next()) events.push(event)
+    while (await reader.more())
     expect(reader.packedRows).toBe(5)
     expect(events).toEqual(b.events.map(toDshEvent))
     expect(events.every((e) => Object.isFrozen(e) && Object.isFrozen(e.data))).toBe(true)
@@ -226,6 +229,62 @@ describe('v0 frames and lines', () => {
       expect(log.events.length).toBe(b.events.length)
       expect(log.events.map((e) => e.seq)).toEqual(b.events.map((e) => e.seq))
       expect((log.events[1]!.data as { blob: string }).blob.length).toBe(TEXT_SLICE + 1000)
+    }
+  }, 60_000)
+
+  it('reads frames decoded on the pool ahead of it: the events a whole read gives, a damaged late frame after the events before it', async () => {
+    // 12 frames of about a third of a pool group each (several groups), then a torn 13th.
+    const b = new V0Builder()
+    for (let turn = 1; turn <= 13; turn++) {
+      b.add('x/pad', { turn, pad: `${turn}`.repeat(Math.floor(POOL_GROUP_BYTES / 3)) })
+      b.turn(turn, 'q', `answer ${turn}`)
+    }
+    const root = dir('dsh-pooled')
+    const path = await writeV0Log(root, { id: 'p', createdAt: T0, delegationDepth: 0 }, b.batches, { packChunks: true })
+    const full = readFileSync(path)
+    const { spans } = scanFrames(full)
+    expect(spans).toHaveLength(14)
+    const last = spans[13]!
+    const read = async (bytes: Buffer): Promise<{ events: number[]; code?: string; tornBytes: number }> => {
+      writeFileSync(path, bytes)
+      const reader = await openV0Log(root, { path, compression: 'zstd', dirId: 'p' })
+      const events: number[] = []
+      try {
+        do for (let event = reader.next(); event !== undefined; event = reader.next()) events.push(event.seq)
+        while (await reader.more())
+      } catch (error) {
+        return { events, code: (error as ImportV0Error).code, tornBytes: reader.tornBytes }
+      }
+      return { events, tornBytes: reader.tornBytes }
+    }
+    const torn = full.subarray(0, last.offset + Math.floor(last.size / 2))
+    const whole = parseV0Log(torn, 'zstd')
+    expect(whole.events.length).toBeGreaterThan(0)
+    expect(await read(torn)).toEqual({ events: whole.events.map((e) => e.seq), tornBytes: whole.tornBytes })
+    const untorn = await read(full)
+    expect(untorn.events).toEqual(b.events.map((e) => e.seq))
+    // A frame's checksum, a byte of its frame header: the same typed reasons as a whole read, after every event of the frames
+    // before it (frame 10 starts a pool group, frame 11 is inside one).
+    for (const frame of [10, 11]) {
+      const before = b.batches.slice(0, frame - 1).flat().length
+      const span = spans[frame]!
+      for (const [at, mask, expected] of [
+        [span.offset + span.size - 1, 0x01, 'IMPORT_V0_CHECKSUM_MISMATCH'],
+        [span.offset + 6, 0x06, 'IMPORT_V0_DAMAGED_FRAME'],
+      ] as const) {
+        const damaged = flipped(full, at, mask)
+        expect(code(() => parseV0Log(damaged, 'zstd'))).toBe(expected)
+        expect(await read(damaged)).toEqual({ events: b.events.slice(0, before).map((e) => e.seq), code: expected, tornBytes: 0 })
+      }
+      // A frame that decodes but ends inside a line.
+      const plain = decodeFrames(full).frames[frame]!
+      const cut = Buffer.concat([
+        full.subarray(0, span.offset),
+        encodeFrame(plain.subarray(0, plain.length - 1)),
+        full.subarray(span.offset + span.size),
+      ])
+      expect(code(() => parseV0Log(cut, 'zstd'))).toBe('IMPORT_V0_BAD_JSON')
+      expect(await read(cut)).toEqual({ events: b.events.slice(0, before).map((e) => e.seq), code: 'IMPORT_V0_BAD_JSON', tornBytes: 0 })
     }
   }, 60_000)
 

@@ -7,6 +7,7 @@ import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogBytes, v0LogPath, writeV0Log } from '../src/index.js'
 import { TEXT_SLICE } from '../src/reader.js'
+import { POOL_GROUP_BYTES, scanFrames } from '../src/zstd-frames.js'
 import {
   CORRUPT_DESCRIPTOR,
   ESCAPED,
@@ -352,6 +353,34 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     expect(p.metrics.appends).toBe(appends)
     expect((await p.inspect(SessionId('late'))).events).toEqual(before.events)
   })
+
+  it('takes back a new session whose late frame turns out damaged after its first appends (frames decode ahead on the pool)', async () => {
+    const root = tempDir('late-frame')
+    dirs.push(root)
+    const b = new V0Builder()
+    // Frames of a third of a pool group each: frame 8 is decoded only after batches of the frames before it were appended.
+    for (let turn = 1; turn <= 9; turn++) {
+      b.add('x/pad', { turn, pad: 'z'.repeat(Math.floor(POOL_GROUP_BYTES / 3)) })
+      b.turn(turn, 'q', `answer ${turn}`)
+    }
+    const path = await writeV0Log(root, { id: 'late-frame', createdAt: T0, cwd: '/srv/late', delegationDepth: 0 }, b.batches)
+    const good = readFileSync(path)
+    const frame8 = scanFrames(good).spans[8]!
+    flipByte(path, frame8.offset + frame8.size - 1, 0x01)
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p, batchEvents: 4 })
+    expect(report.sessions[0]).toMatchObject({
+      id: 'late-frame',
+      status: 'failed',
+      events: b.batches.slice(0, 7).flat().length,
+      reason: { code: 'IMPORT_V0_CHECKSUM_MISMATCH' },
+    })
+    expect(p.metrics.appends).toBeGreaterThan(2)
+    expect(await p.stat(SessionId('late-frame'))).toBeUndefined()
+    writeFileSync(path, good)
+    expect(await importV0({ from: root, persistence: p })).toMatchObject({ imported: 1, failed: 0 })
+    expect((await p.inspect(SessionId('late-frame'))).events).toEqual(b.events.map(toDshEvent))
+  }, 60_000)
 
   it('hands persistence deep-frozen events and refuses a -0 (it would come back as 0)', async () => {
     const root = tempDir('minus-zero')
