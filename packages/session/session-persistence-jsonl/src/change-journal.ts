@@ -32,6 +32,14 @@ import { isErrno, tempSibling } from './fs-io.js'
  *   interleave; after each write the writer checks that the journal path
  *   still names the file it wrote to, and writes the record again to the
  *   current journal if it does not (a deleted or replaced journal).
+ * - `end` records are held until the next turn of the event loop (or the
+ *   next record written). A `begin` for a session whose `end` is still held
+ *   writes nothing: it drops that `end` and continues its operation, once
+ *   the path is checked to still name the file holding the operation's
+ *   `begin` (else it writes a new `begin` as above). So back-to-back changes
+ *   of one session (a burst of appends) are one operation, one `begin` before
+ *   the first change and one `end` after the last: every change still lies
+ *   between a written `begin` and its `end`.
  * - A reader reports an id when it reads its `begin`, keeps it pending (and
  *   reports it again on every call) until it reads the matching `end` or finds
  *   the writer process dead, and then reports it once more. So every change
@@ -70,6 +78,12 @@ interface JournalRecord {
   readonly id: string
   readonly op: string
   readonly writer: WriterIdentity
+}
+
+/** An `end` record not yet written. */
+interface HeldEnd {
+  readonly id: string
+  readonly op: string
 }
 
 interface Pending {
@@ -114,12 +128,13 @@ export class JournalWriter {
   #counter = 0
   readonly #instance = randomBytes(6).toString('hex')
   /**
-   * `end` records not yet written: they ride along with the next `begin` (one
-   * write per append under load) or are written on the next turn of the event
-   * loop. Until then a follower keeps reporting the id (over-reporting, never
-   * missing); if the process dies first, its death resolves them.
+   * `end` records not yet written: they ride along with the next `begin`, are
+   * taken back by a `begin` of the same session (its operation continues),
+   * or are written on the next turn of the event loop. Until then a follower
+   * keeps reporting the id (over-reporting, never missing); if the process
+   * dies first, its death resolves them.
    */
-  #ends: Buffer[] = []
+  #ends: HeldEnd[] = []
   #flushScheduled = false
   #closed = false
 
@@ -137,15 +152,16 @@ export class JournalWriter {
 
   /** Records the intent to change `id`; returns the operation token for `end`. Throws `SESSION_PERSISTENCE_IO` (before anything changed). */
   begin(id: string): string {
-    const op = `${this.#instance}.${(this.#counter++).toString(36)}`
     try {
+      // A change right after another of the same session continues its operation (see the invariants).
+      const held = this.#ends.findIndex((end) => end.id === id)
+      if (held !== -1 && this.#stillCurrent()) return this.#ends.splice(held, 1)[0]!.op
+      const op = `${this.#instance}.${(this.#counter++).toString(36)}`
       const ends = this.#ends
       this.#ends = []
-      this.#append(
-        ends.length === 0
-          ? encodeRecord({ kind: 'b', id, op, writer: ownIdentity })
-          : Buffer.concat([...ends, encodeRecord({ kind: 'b', id, op, writer: ownIdentity })]),
-      )
+      const record = encodeRecord({ kind: 'b', id, op, writer: ownIdentity })
+      this.#append(ends.length === 0 ? record : Buffer.concat([...ends.map(encodeEnd), record]))
+      return op
     } catch (error) {
       throw persistenceError(
         'SESSION_PERSISTENCE_IO',
@@ -153,7 +169,6 @@ export class JournalWriter {
         { cause: error },
       )
     }
-    return op
   }
 
   /**
@@ -162,7 +177,7 @@ export class JournalWriter {
    * it) until this record or the writer's death.
    */
   end(id: string, op: string): void {
-    this.#ends.push(encodeRecord({ kind: 'e', id, op, writer: ownIdentity }))
+    this.#ends.push({ id, op })
     if (this.#flushScheduled) return
     this.#flushScheduled = true
     setImmediate(() => {
@@ -177,7 +192,7 @@ export class JournalWriter {
     const ends = this.#ends
     this.#ends = []
     try {
-      this.#append(Buffer.concat(ends))
+      this.#append(Buffer.concat(ends.map(encodeEnd)))
     } catch {
       // Readers keep reporting the ids while this process lives, then once more.
     }
@@ -200,19 +215,19 @@ export class JournalWriter {
   /** Appends whole frames with one write (concurrent writers never interleave within one `O_APPEND` write). */
   #append(frame: Buffer): void {
     for (let attempt = 0; attempt < 4; attempt++) {
-      const fd = this.#open()
-      writeAll(fd, frame)
-      let ino: number | undefined
-      try {
-        ino = statSync(this.path).ino
-      } catch (error) {
-        if (!isErrno(error, 'ENOENT')) throw error
-      }
-      if (ino === this.#ino) return
+      writeAll(this.#open(), frame)
+      if (this.#stillCurrent()) return
       // The journal was deleted or replaced while we held it: write to the current one too.
       this.#closeFd()
     }
     throw new Error('the change journal keeps being replaced')
+  }
+
+  /** Whether the journal path still names the file this writer holds open (not deleted, moved or replaced). */
+  #stillCurrent(): boolean {
+    if (this.#fd === undefined) return false
+    const stats = statSync(this.path, { throwIfNoEntry: false })
+    return stats !== undefined && stats.ino === this.#ino
   }
 
   #open(): number {
@@ -275,6 +290,10 @@ function decodeHeader(buf: Buffer): string | undefined {
   if (buf.length < HEADER_BYTES || buf.readUInt32LE(0) !== HEADER_MAGIC || buf.readUInt32LE(4) !== JOURNAL_VERSION) return undefined
   if (crc32(buf.subarray(0, 24)) !== buf.readUInt32LE(24)) return undefined
   return buf.toString('hex', 8, 24)
+}
+
+function encodeEnd({ id, op }: HeldEnd): Buffer {
+  return encodeRecord({ kind: 'e', id, op, writer: ownIdentity })
 }
 
 function encodeRecord(record: JournalRecord): Buffer {

@@ -1,8 +1,9 @@
-import { appendFileSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+import { appendFileSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { SessionId, SessionLogOffset } from '@dsh/session'
 import { createJsonlPersistence, JOURNAL_FILE, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
+import { checkJournal, JournalWriter, readJournalChanges } from '../src/change-journal.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 const open: JsonlPersistence[] = []
@@ -87,8 +88,12 @@ describe('the JSONL change journal', () => {
     const { cursor } = await reader.changes()
     const size = readFileSync(journal).length
     truncateSync(journal, 32)
-    // Regrow with other records beyond the old size.
-    for (let i = 0; i < 8; i++) await writer.append(targetOf('b'), eventsFrom(3 + i, 1))
+    // Regrow with other records beyond the old size (a turn of the event loop after each append writes its end:
+    // back-to-back appends of one session would be one operation, one begin and one end).
+    for (let i = 0; i < 8; i++) {
+      await writer.append(targetOf('b'), eventsFrom(3 + i, 1))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
     expect(readFileSync(journal).length).toBeGreaterThan(size)
     expect((await reader.changes(cursor)).rescan).toBe(true)
   })
@@ -140,6 +145,49 @@ describe('the JSONL change journal', () => {
     expect(first.rescan).toBe(true)
     await writer.append(targetOf('b'), eventsFrom(3, 1))
     expect(await reader.changes(first.cursor)).toMatchObject({ ids: ['b'], rescan: false })
+  })
+
+  it('back-to-back changes of one session are one operation: one begin before the first, one end after the last', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-feed-')
+    cleanups.push(cleanup)
+    const path = join(dir, JOURNAL_FILE)
+    const journal = new JournalWriter(dir)
+    const { cursor } = await readJournalChanges(dir, undefined)
+    const op = journal.begin('s')
+    const size = statSync(path).size
+    journal.end('s', op)
+    // The end is held; a begin of the same session takes it back and continues the operation, writing nothing.
+    for (let i = 0; i < 5; i++) {
+      expect(journal.begin('s')).toBe(op)
+      journal.end('s', op)
+    }
+    expect(statSync(path).size).toBe(size)
+    // Another session's begin carries the held end along.
+    const other = journal.begin('t')
+    expect(other).not.toBe(op)
+    journal.end('t', other)
+    journal.close()
+    expect(await checkJournal(dir)).toMatchObject({ ok: true, records: 4 })
+    expect(sorted((await readJournalChanges(dir, cursor)).ids)).toEqual(['s', 't'])
+  })
+
+  it('a continued operation whose journal was moved away writes a new begin to the current journal', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-feed-')
+    cleanups.push(cleanup)
+    const path = join(dir, JOURNAL_FILE)
+    const journal = new JournalWriter(dir)
+    const op = journal.begin('s')
+    journal.end('s', op)
+    renameSync(path, `${path}.moved`)
+    // The held begin is in the moved file, which no follower reads: the change is announced in a new journal.
+    const next = journal.begin('s')
+    expect(next).not.toBe(op)
+    const first = await readJournalChanges(dir, undefined)
+    expect(first.rescan).toBe(true)
+    // In flight at the rescan (its begin is in the new journal): reported when it ends.
+    journal.end('s', next)
+    expect(await readJournalChanges(dir, first.cursor)).toMatchObject({ ids: ['s'], rescan: false })
+    journal.close()
   })
 
   it('the journal and every file are private (0600)', async () => {
