@@ -84,13 +84,15 @@ it('dsh sessions, show and search on an existing root load the query host only (
       ).toEqual([])
   }
   // A listing loads the listing path only: no search statement or rule, history, in-memory scan,
-  // reader worker or PostgreSQL composition (each loaded at first use), and SQLite through require.
+  // reader worker or PostgreSQL composition (each loaded at first use), and SQLite through require,
+  // its addon by path (not through the `bindings` package's lookup).
   const listing = loadedBy.get('sessions')!
   const notForListing = [
     /session-query-sqlite\/dist\/(search|reader-worker)\.js$/,
     /session-query\/dist\/(index|history|memory-query|search-request|search-terms|sources|plugin)\.js$/,
     /\/host\/host\/dist\/postgres\.js$/,
     /^node:worker_threads$/,
+    /\/bindings\/bindings\.js$/,
   ]
   for (const pattern of notForListing)
     expect(
@@ -98,6 +100,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
       `sessions: ${pattern}`,
     ).toEqual([])
   expect(listing.some((url) => /better-sqlite3\/lib\/index\.js$/.test(url))).toBe(true)
+  expect(listing.some((url) => /better-sqlite3\/build\/Release\/better_sqlite3\.node$/.test(url))).toBe(true)
   // The same modules arrive when a command needs them: search loads the search statements and rules.
   const search = loadedBy.get('search')!
   expect(search.some((url) => url.endsWith('/session-query-sqlite/dist/search.js'))).toBe(true)
