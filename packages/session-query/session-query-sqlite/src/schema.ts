@@ -13,16 +13,19 @@ const Database: typeof BetterSqlite3 = require('better-sqlite3')
 type Database = BetterSqlite3.Database
 
 /**
- * The addon better-sqlite3 installed (`build/Release/better_sqlite3.node`
- * beside its `lib/`), handed to it as `nativeBinding`; `undefined` where an
- * install put it elsewhere, and better-sqlite3 then finds it as usual. Its
- * usual lookup (the `bindings` package) walks a stack trace and tries build
- * directories with a failing `require` each: about 1.5 ms of every command
- * that opens an index (`dsh sessions` on an unchanged root, in process).
+ * The addon better-sqlite3 installed, handed to it as `nativeBinding`: the
+ * first of `build/`, `build/Debug/`, `build/Release/` (beside its `lib/`)
+ * holding `better_sqlite3.node`, the order its own lookup tries them in;
+ * `undefined` where an install put it elsewhere, and better-sqlite3 then
+ * finds it as usual. That lookup (the `bindings` package) walks a stack
+ * trace and tries each directory with a failing `require`: about 1.5 ms of
+ * every command that opens an index (`dsh sessions` on an unchanged root).
  */
 export function installedAddon(packageMain: string): string | undefined {
-  const path = join(dirname(packageMain), '..', 'build', 'Release', 'better_sqlite3.node')
-  return existsSync(path) ? path : undefined
+  const build = join(dirname(packageMain), '..', 'build')
+  return [build, join(build, 'Debug'), join(build, 'Release')]
+    .map((dir) => join(dir, 'better_sqlite3.node'))
+    .find((path) => existsSync(path))
 }
 
 const nativeBinding = installedAddon(require.resolve('better-sqlite3'))

@@ -8,10 +8,7 @@ import { tempDir } from './helpers.js'
 
 const main = createRequire(import.meta.url).resolve('better-sqlite3')
 
-it('finds the addon better-sqlite3 installed beside its lib/, so that opening an index skips the bindings lookup', () => {
-  const addon = installedAddon(main)
-  expect(addon).toMatch(/[/\\]build[/\\]Release[/\\]better_sqlite3\.node$/)
-  // The very file better-sqlite3's own lookup loads (its first existing candidate).
+it('finds the addon better-sqlite3 installed, the very file its own lookup loads, so that opening an index skips that lookup', () => {
   const found = execFileSync(
     process.execPath,
     [
@@ -20,12 +17,26 @@ it('finds the addon better-sqlite3 installed beside its lib/, so that opening an
     ],
     { encoding: 'utf8' },
   ).trim()
-  expect(addon).toBe(found)
+  expect(found).toMatch(/better_sqlite3\.node$/)
+  expect(installedAddon(main)).toBe(found)
 })
 
-it('gives no addon for a package installed without build/Release (better-sqlite3 then looks it up itself)', () => {
-  const dir = tempDir()
-  mkdirSync(join(dir, 'lib'))
-  writeFileSync(join(dir, 'lib', 'index.js'), '')
-  expect(installedAddon(join(dir, 'lib', 'index.js'))).toBeUndefined()
+it('tries build/, build/Debug/ and build/Release/ in the order better-sqlite3 does; none of them: no addon (it looks it up itself)', () => {
+  const root = tempDir()
+  const lib = join(root, 'lib', 'index.js')
+  mkdirSync(join(root, 'lib'))
+  writeFileSync(lib, '')
+  expect(installedAddon(lib)).toBeUndefined()
+  const place = (...dirs: string[]): string => {
+    mkdirSync(join(root, 'build', ...dirs), { recursive: true })
+    const file = join(root, 'build', ...dirs, 'better_sqlite3.node')
+    writeFileSync(file, '')
+    return file
+  }
+  const release = place('Release')
+  expect(installedAddon(lib)).toBe(release)
+  const debug = place('Debug')
+  expect(installedAddon(lib)).toBe(debug)
+  const linked = place()
+  expect(installedAddon(lib)).toBe(linked)
 })
