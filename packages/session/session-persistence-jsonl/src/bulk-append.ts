@@ -25,8 +25,10 @@ import { encodeUnitParts } from './log-units.js'
  * - The plaintext's CRC32 is computed on the calling thread while the pool
  *   compresses; nothing is written here (the caller writes and syncs).
  *
- * Used by the append path (`#writeBatchNow`, `#create` in `persistence.ts`)
- * in place of `encodeUnitParts(codec, encodeEventLines(events), 'batch', …)`.
+ * Used by the append path (`#writeBatchNow` and `#create` in
+ * `persistence.ts`, through `#encodeBatch`): a batch whose lines reach
+ * `POOL_ENCODE_MIN` bytes is encoded by `encodeOnPool`, every other batch by
+ * `encodeUnitParts` (no pool round trip, no extra await).
  */
 
 /** Plaintext bytes from which a batch body is compressed on the pool (the size from which reads decode there too: `SYNC_DECODE_MAX`). */
@@ -35,6 +37,11 @@ export const POOL_ENCODE_MIN = 256 * 1024
 /** Loaded on the first large batch only (a process that appends small batches never loads it; see `codec.ts`). */
 let mongodbZstd: Promise<typeof import('@mongodb-js/zstd')> | undefined
 
+/** Whether a batch whose lines take `plainLength` bytes is compressed on the libuv pool (`encodeOnPool`). */
+export function encodesOnPool(codec: LogCodec, plainLength: number): boolean {
+  return codec.compression === 'zstd' && plainLength >= POOL_ENCODE_MIN
+}
+
 /** One batch unit `[body, trailer]` for `events` starting at `firstSeq`; large zstd bodies are compressed on the libuv pool. */
 export async function encodeBatchUnit(
   codec: LogCodec,
@@ -42,7 +49,17 @@ export async function encodeBatchUnit(
   firstSeq: number,
 ): Promise<[body: Buffer, trailer: Buffer]> {
   const plain = encodeEventLines(events)
-  if (codec.compression !== 'zstd' || plain.length < POOL_ENCODE_MIN) return encodeUnitParts(codec, plain, 'batch', firstSeq, events.length)
+  if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, events.length)
+  return encodeOnPool(codec, plain, firstSeq, events.length)
+}
+
+/** The unit of a batch of `count` events whose lines are `plain` (`encodesOnPool`): zstd on the pool, the CRC32 here meanwhile. */
+export async function encodeOnPool(
+  codec: LogCodec,
+  plain: Buffer,
+  firstSeq: number,
+  count: number,
+): Promise<[body: Buffer, trailer: Buffer]> {
   mongodbZstd ??= import('@mongodb-js/zstd')
   // libzstd's default level (3), as `encodeBody`.
   const compressing = mongodbZstd.then((zstd) => zstd.compress(plain))
@@ -57,7 +74,7 @@ export async function encodeBatchUnit(
     bodyLength: body.length,
     bodyCrc: crc32(body),
     firstSeq,
-    count: events.length,
+    count,
   })
   return [body, trailer]
 }

@@ -23,6 +23,7 @@ import {
   interruptedTurnEnds,
   SessionPersistenceError,
 } from '@dsh/session-persistence/backend'
+import { encodeOnPool, encodesOnPool } from './bulk-append.js'
 import type { JournalWriter } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { closedError, ioError, labelOf, notFound, persistenceError } from './errors.js'
@@ -329,7 +330,10 @@ class JsonlSessionPersistence implements LogBackend {
       const headerLine = encodeHeaderLine(physical)
       const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
       const parts = [headerUnit]
-      if (own.length > 0) parts.push(encodeUnit(this.#codec, encodeEventLines(own), 'batch', firstSeq, own.length))
+      if (own.length > 0) {
+        const batch = this.#encodeBatch(own, firstSeq)
+        parts.push(...(Array.isArray(batch) ? batch : await batch))
+      }
       const data = Buffer.concat(parts)
       const file = join(dir, this.#codec.logFileName)
       const published = await this.#journaled(id, async () => {
@@ -388,7 +392,8 @@ class JsonlSessionPersistence implements LogBackend {
 
   async #writeBatchNow(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     await writer.lock.verify(writer.label)
-    const parts = encodeUnitParts(this.#codec, encodeEventLines(events), 'batch', writer.nextSeq, events.length)
+    const batch = this.#encodeBatch(events, writer.nextSeq)
+    const parts = Array.isArray(batch) ? batch : await batch
     const fd = writer.handle.fd
     // Version 3 zstd logs: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
     const padded = padsLog(this.#codec.compression, writer.physical)
@@ -433,6 +438,17 @@ class JsonlSessionPersistence implements LogBackend {
     writer.nextSeq += events.length
     writer.revision = revisionOf(writer.headerCrc, stats, padded === undefined ? undefined : writer.committedEnd)
     this.#metrics.appends++
+  }
+
+  /**
+   * A batch unit `[body, trailer]`: synchronously for all but large zstd
+   * batches, whose body is compressed on the libuv pool (`bulk-append.ts`;
+   * a pool round trip costs more than a small frame takes).
+   */
+  #encodeBatch(events: readonly StoredSessionEvent[], firstSeq: number): [Buffer, Buffer] | Promise<[Buffer, Buffer]> {
+    const plain = encodeEventLines(events)
+    if (!encodesOnPool(this.#codec, plain.length)) return encodeUnitParts(this.#codec, plain, 'batch', firstSeq, events.length)
+    return encodeOnPool(this.#codec, plain, firstSeq, events.length)
   }
 
   /**
@@ -915,9 +931,7 @@ class JsonlSessionPersistence implements LogBackend {
     }
     const headerLine = encodeHeaderLine(physical)
     const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
-    const data = Buffer.concat(
-      events.length > 0 ? [headerUnit, encodeUnit(this.#codec, encodeEventLines(events), 'batch', 0, events.length)] : [headerUnit],
-    )
+    const data = Buffer.concat(events.length > 0 ? [headerUnit, ...(await this.#encodeBatch(events, 0))] : [headerUnit])
     const temp = tempSibling(writer.file)
     const tempHandle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
     try {

@@ -1,13 +1,21 @@
 import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { crc32 } from 'node:zlib'
-import type { StoredSessionEvent } from '@dsh/session'
-import { describe, expect, it } from 'vitest'
+import { SessionId, type StoredSessionEvent } from '@dsh/session'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, describe, expect, it } from 'vitest'
 import { encodeBatchUnit, POOL_ENCODE_MIN } from '../src/bulk-append.js'
 import { createCodec } from '../src/codec.js'
 import { encodeEventLines, parseEventLines } from '../src/log-format.js'
+import { scanLog } from '../src/log-scan.js'
 import { encodeUnitParts } from '../src/log-units.js'
-import { eventsFrom } from './helpers.js'
+import { eventsFrom, targetOf, tempDir } from './helpers.js'
+
+const cleanups: Array<() => void> = []
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
 
 const binding = createRequire(import.meta.url)('zstd-napi/binding.js') as { getFrameContentSize(frame: Uint8Array): number | null }
 
@@ -70,4 +78,63 @@ describe('encodeBatchUnit: large batches compressed on the libuv pool', () => {
     events.push({ type: 'x', seq: events.length, time: 1, data: { bad: Number.NaN } } as unknown as StoredSessionEvent)
     await expect(encodeBatchUnit(createCodec('zstd'), events, 0)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_INVALID_EVENT' })
   })
+})
+
+describe('the append path encodes large batches on the pool', () => {
+  /** The batches of a log as stored: each body's frame content size (null: streamed, i.e. encoded on the pool) and trailer. */
+  async function storedBatches(file: string) {
+    const codec = createCodec('zstd')
+    const buf = readFileSync(file)
+    const scan = await scanLog(buf, codec, file)
+    return scan.batches.map((unit) => ({
+      contentSize: binding.getFrameContentSize(buf.subarray(unit.bodyStart, unit.bodyEnd)),
+      trailer: unit.trailer,
+    }))
+  }
+
+  it('appends and first appends (create) of >= 256 KiB of lines go through encodeOnPool; small ones stay synchronous; every reader reads the same events', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-bulk-')
+    cleanups.push(cleanup)
+    const codec = createCodec('zstd')
+    const p = createJsonlPersistence({ root: dir })
+    // `big`: created with a large first batch, then a small one and a large one; `small`: small batches only.
+    const first = batchOf(0, 2 * POOL_ENCODE_MIN)
+    const second = eventsFrom(first.length, 3)
+    const third = batchOf(first.length + 3, 2 * POOL_ENCODE_MIN)
+    const batches = [first, second, third]
+    for (const events of batches) await p.append(targetOf('big'), events)
+    await p.append(targetOf('small'), eventsFrom(0, 5))
+    await p.append(targetOf('small'), eventsFrom(5, 5))
+
+    const stored = await storedBatches(p.logPath('big'))
+    expect(stored.map((b) => b.contentSize === null)).toEqual([true, false, true])
+    const small = await storedBatches(p.logPath('small'))
+    expect(small.map((b) => b.contentSize === null)).toEqual([false, false])
+    // The same lines and plaintext fields as the synchronous encoding (only the compressed body's bytes differ).
+    let seq = 0
+    for (const [index, events] of batches.entries()) {
+      const [, syncTrailer] = encodeUnitParts(codec, encodeEventLines(events), 'batch', seq, events.length)
+      const expected = codec.trailer.decode(syncTrailer, 0)!
+      expect(stored[index]!.trailer).toMatchObject({
+        plainLength: expected.plainLength,
+        plainCrc: expected.plainCrc,
+        firstSeq: seq,
+        count: events.length,
+      })
+      seq += events.length
+    }
+    const all = batches.flat()
+    const inspected = await p.inspect(SessionId('big'))
+    expect(inspected.events).toEqual(all)
+    await p.close()
+    // A fresh process's view (tail check, full read) and the zstd CLI read the same events.
+    const fresh = createJsonlPersistence({ root: dir })
+    await fresh.append(targetOf('big'), eventsFrom(all.length, 1))
+    expect(fresh.metrics.tailVerifications).toBe(1)
+    expect((await fresh.inspect(SessionId('big'))).events).toEqual([...all, ...eventsFrom(all.length, 1)])
+    await fresh.close()
+    const lines = execFileSync('zstd', ['-dc', p.logPath('big')], { maxBuffer: 64 * 1024 * 1024 })
+    const text = encodeEventLines([...all, ...eventsFrom(all.length, 1)])
+    expect(lines.subarray(lines.indexOf(0x0a) + 1).equals(text)).toBe(true)
+  }, 60_000)
 })
