@@ -136,21 +136,36 @@ function writeAllAsync(fd: number, data: Buffer): Promise<void> {
   })
 }
 
+/** What a padded log's newest end slot says of its content (see `log-padding.ts`): the revision of such a log. */
+export interface RevisionSlot {
+  /** The committed end. */
+  readonly end: number
+  /** The CRC32 the last batch's trailer carries (it covers that batch's body CRC). */
+  readonly trailerCheck: number
+}
+
 /**
- * The opaque revision of a log file. Within one log the file only grows
- * (appends) or shrinks back (truncating a torn or failed batch), so size and
- * modification time change with every durable change; the header CRC —
- * covering a random per-log id — keeps a deleted and re-created session from
- * repeating a revision even when the inode number is reused. A padded log
- * (version 3) does not change size when appended to, and its modification
- * time is neither durable (fdatasync) nor finer than the kernel's clock tick,
- * so its revision also carries `slotEnd`: the committed end its newest end
- * slot names, written with every append (see `log-padding.ts`).
+ * The opaque revision of a log file. The header CRC — covering a random
+ * per-log id — keeps a deleted and re-created session from repeating a
+ * revision even when the inode number is reused. Within one log the file only
+ * grows (appends) or shrinks back (truncating a torn or failed batch), so
+ * for a log without padding size and modification time change with every
+ * durable change. A padded log (version 3) does not change size when
+ * appended to, and its modification time is neither durable (fdatasync) nor
+ * finer than the kernel's clock tick, so its revision is the newest end
+ * slot's instead (`slot`: written with every append): the committed end and
+ * the last trailer's CRC — what the log holds, not when it was written — with
+ * the inode and size (a writer knows all of them without a `stat`).
  */
-export function revisionOf(headerCrc: number, stats: Stats, slotEnd?: number): string {
+export function revisionOf(headerCrc: number, stats: Pick<Stats, 'ino' | 'size' | 'mtimeMs'>, slot?: RevisionSlot): string {
+  if (slot !== undefined) return paddedRevisionOf(headerCrc, stats.ino, stats.size, slot)
   // mtimeMs keeps sub-microsecond precision; kernel file times tick far more coarsely.
-  const base = `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeMs}`
-  return slotEnd === undefined ? base : `${base}.${slotEnd.toString(36)}`
+  return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeMs}`
+}
+
+/** The revision of a padded log (see `revisionOf`). */
+export function paddedRevisionOf(headerCrc: number, ino: number, size: number, slot: RevisionSlot): string {
+  return `${(headerCrc >>> 0).toString(36)}.${ino.toString(36)}.${size.toString(36)}.${slot.end.toString(36)}.${(slot.trailerCheck >>> 0).toString(36)}`
 }
 
 // The append path uses the callback API on the raw descriptor: each durable

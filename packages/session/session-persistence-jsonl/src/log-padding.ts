@@ -1,4 +1,5 @@
 import { crc32 } from 'node:zlib'
+import type { RevisionSlot } from './fs-io.js'
 import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
 
 /**
@@ -211,7 +212,8 @@ export function mayBePadded(compression: string, size: number): boolean {
   return compression === 'zstd' && size >= BLOCK && size % BLOCK === 0
 }
 
-/** The slot-derived part of a padded log's revision, for `revisionOf`. */
-export function slotEndOf(lastBytes: Buffer): number | undefined {
-  return newestSlot(lastBytes)?.end
+/** The slot-derived part of a padded log's revision, for `revisionOf` (the last 64 bytes of the file; `undefined`: no valid slot). */
+export function revisionSlotOf(lastBytes: Buffer): RevisionSlot | undefined {
+  const slot = newestSlot(lastBytes)
+  return slot === undefined ? undefined : { end: slot.end, trailerCheck: slot.trailerCheck }
 }

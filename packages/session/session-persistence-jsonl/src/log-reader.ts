@@ -7,10 +7,10 @@ import type { StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled as cancelled, SessionPersistenceError } from '@dsh/session-persistence'
 import type { LogCodec } from './codec.js'
 import { ioError, labelOf, persistenceError } from './errors.js'
-import { isErrno, readAt } from './fs-io.js'
+import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
-import { mayBePadded, newestSlot, PAD_HEADER_BYTES, padContentSize, SLOTS_BYTES, slotEndOf, trailerCheckOf } from './log-padding.js'
+import { mayBePadded, newestSlot, PAD_HEADER_BYTES, padContentSize, revisionSlotOf, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
 import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
 import type { JsonlPersistenceMetrics } from './persistence.js'
 import type { TrailerFields } from './trailer.js'
@@ -26,8 +26,8 @@ export interface OwnRead {
   readonly scan: LogScan
   readonly buf: Buffer
   readonly stats: Stats
-  /** The newest end slot's committed end when the log read in full ends with padding (part of its revision). */
-  readonly slotEnd: number | undefined
+  /** The newest end slot when the log read in full ends with padding (its revision). */
+  readonly slot: RevisionSlot | undefined
 }
 
 /** Where a log's committed part ends, and (padded logs) where its padding ends and the newest slot's generation. */
@@ -38,8 +38,8 @@ export interface VerifiedTail {
   readonly fileEnd: number
   /** The newest end slot's generation (0 without padding). */
   readonly generation: number
-  /** The committed end as the newest slot names it (part of the revision); `undefined` without padding. */
-  readonly slotEnd: number | undefined
+  /** The newest slot (the revision); `undefined` without padding. */
+  readonly slot: RevisionSlot | undefined
 }
 
 /**
@@ -70,7 +70,7 @@ export class LogReader {
    * else (the caller scans the whole log).
    */
   async verifyTail(handle: FileHandle, size: number, headerEnd: number, firstSeq: number, file: string): Promise<VerifiedTail | undefined> {
-    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq, fileEnd: size, generation: 0, slotEnd: undefined }
+    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq, fileEnd: size, generation: 0, slot: undefined }
     const trailerSize = this.codec.trailer.size
     const last = (await this.paddedTail(handle, size, headerEnd)) ?? (await this.trailerAtEnd(handle, size, headerEnd))
     if (last === undefined || last.trailer.firstSeq < firstSeq) return undefined
@@ -107,7 +107,7 @@ export class LogReader {
       return undefined
     return {
       trailer,
-      tail: { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count, fileEnd: size, generation: 0, slotEnd: undefined },
+      tail: { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count, fileEnd: size, generation: 0, slot: undefined },
     }
   }
 
@@ -141,7 +141,13 @@ export class LogReader {
       return undefined
     return {
       trailer,
-      tail: { committedEnd: slot.end, nextSeq: slot.nextSeq, fileEnd: size, generation: slot.generation, slotEnd: slot.end },
+      tail: {
+        committedEnd: slot.end,
+        nextSeq: slot.nextSeq,
+        fileEnd: size,
+        generation: slot.generation,
+        slot: { end: slot.end, trailerCheck: slot.trailerCheck },
+      },
     }
   }
 
@@ -174,9 +180,11 @@ export class LogReader {
       }
     }
     // The same slot `readHeaderUnit` reads for `stat` and `list`, so all of them report one revision.
-    const slotEnd =
-      upTo === undefined && mayBePadded(this.codec.compression, buf.length) ? slotEndOf(buf.subarray(buf.length - SLOTS_BYTES)) : undefined
-    return { physical, scan, buf, stats, slotEnd }
+    const slot =
+      upTo === undefined && mayBePadded(this.codec.compression, buf.length)
+        ? revisionSlotOf(buf.subarray(buf.length - SLOTS_BYTES))
+        : undefined
+    return { physical, scan, buf, stats, slot }
   }
 
   /** Every committed event of a log read in full: a fork's inherited prefix (resolved through its chain) and its own events. */
@@ -357,25 +365,24 @@ export class LogReader {
   /**
    * Reads a bounded prefix holding the header unit (growing it only for an
    * unusually large header), and, when the log may be padded, its newest end
-   * slot's committed end (`slotEnd`, part of the revision: a padded log's
-   * size does not change with an append). Unverified: a stale or torn slot
-   * only makes a revision differ, never repeat.
+   * slot (`slot`, the revision: a padded log's size does not change with an
+   * append). Unverified: a torn slot only makes a revision differ.
    */
   async readHeaderUnit(
     handle: FileHandle,
     size: number,
     file: string,
-  ): Promise<{ buf: Buffer; unit: LogUnit; slotEnd: number | undefined }> {
+  ): Promise<{ buf: Buffer; unit: LogUnit; slot: RevisionSlot | undefined }> {
     this.metrics.headerReads++
     let length = Math.min(size, HEADER_PREFIX_BYTES)
     for (;;) {
       const buf = await this.countedRead(handle, 0, length)
       const unit = locateHeader(buf, this.codec, file, buf.length >= size)
       if (unit !== 'more') {
-        const slotEnd = mayBePadded(this.codec.compression, size)
-          ? slotEndOf(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
+        const slot = mayBePadded(this.codec.compression, size)
+          ? revisionSlotOf(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
           : undefined
-        return { buf, unit, slotEnd }
+        return { buf, unit, slot }
       }
       length = Math.min(size, length * 4)
     }

@@ -33,6 +33,7 @@ import {
   fsyncDir,
   isErrno,
   isLiveTemp,
+  paddedRevisionOf,
   publishNew,
   revisionOf,
   SYNC_WRITE_MAX,
@@ -42,7 +43,7 @@ import {
 } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
-import { padsLog, planPaddedAppend } from './log-padding.js'
+import { padsLog, planPaddedAppend, trailerCheckOf } from './log-padding.js'
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit, encodeUnitParts } from './log-units.js'
@@ -147,6 +148,8 @@ interface Writer {
   fileEnd: number
   /** The newest end slot's generation (0 without padding). */
   generation: number
+  /** The log file's inode (part of the revision: a padded append computes it without a `stat`). */
+  ino: number
   nextSeq: number
   /** The log's current revision; only this writer changes the file while it holds the lock. */
   revision: SessionRevision
@@ -350,7 +353,8 @@ class JsonlSessionPersistence implements LogBackend {
       const handle = await fsp.open(file, constants.O_RDWR)
       const headerCrc = crc32(headerLine)
       // A synchronous fstat of the file just published is one cheap system call; an asynchronous one, a round trip.
-      const revision = revisionOf(headerCrc, fstatSync(handle.fd))
+      const stats = fstatSync(handle.fd)
+      const revision = revisionOf(headerCrc, stats)
       const writer: Writer = {
         id,
         label,
@@ -364,6 +368,7 @@ class JsonlSessionPersistence implements LogBackend {
         committedEnd: data.length,
         fileEnd: data.length,
         generation: 0,
+        ino: stats.ino,
         nextSeq: events.length,
         revision,
       }
@@ -391,7 +396,7 @@ class JsonlSessionPersistence implements LogBackend {
   }
 
   async #writeBatchNow(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
-    await writer.lock.verify(writer.label)
+    if (writer.lock.verifyDue()) await writer.lock.verify(writer.label)
     const batch = this.#encodeBatch(events, writer.nextSeq)
     const parts = Array.isArray(batch) ? batch : await batch
     const fd = writer.handle.fd
@@ -399,7 +404,7 @@ class JsonlSessionPersistence implements LogBackend {
     const padded = padsLog(this.#codec.compression, writer.physical)
       ? planPaddedAppend(writer, parts[0], parts[1], writer.nextSeq + events.length)
       : undefined
-    let stats: Stats
+    let stats: Stats | undefined
     const op = this.#beginChange(writer.id)
     try {
       if (padded === undefined) await writevAt(fd, parts, writer.committedEnd)
@@ -409,9 +414,9 @@ class JsonlSessionPersistence implements LogBackend {
       const inline = this.#batchesInFlight === 1 && (padded?.bytes ?? parts[0].length + parts[1].length) <= SYNC_WRITE_MAX
       await fdatasyncFd(fd, inline)
       if (inline) this.#metrics.inlineSyncs++
-      // A synchronous fstat of an open, just-synced file is a cheap system call
-      // (the inode is in memory); an asynchronous one costs a round trip.
-      stats = fstatSync(fd)
+      // A padded log's revision is its new end slot's (no stat: see `revisionOf`). Otherwise a synchronous
+      // fstat of an open, just-synced file is a cheap system call (the inode is in memory); an asynchronous one, a round trip.
+      if (padded === undefined) stats = fstatSync(fd)
     } catch (error) {
       try {
         await writer.handle.truncate(writer.committedEnd)
@@ -436,7 +441,13 @@ class JsonlSessionPersistence implements LogBackend {
     writer.fileEnd = padded?.tail.fileEnd ?? writer.committedEnd
     writer.generation = padded?.tail.generation ?? 0
     writer.nextSeq += events.length
-    writer.revision = revisionOf(writer.headerCrc, stats, padded === undefined ? undefined : writer.committedEnd)
+    writer.revision =
+      stats === undefined
+        ? paddedRevisionOf(writer.headerCrc, writer.ino, writer.fileEnd, {
+            end: writer.committedEnd,
+            trailerCheck: trailerCheckOf(parts[1]),
+          })
+        : revisionOf(writer.headerCrc, stats)
     this.#metrics.appends++
   }
 
@@ -544,7 +555,7 @@ class JsonlSessionPersistence implements LogBackend {
         this.#metrics.bodyReads++
         const scan = await scanLog(buf, this.#codec, file, firstSeq)
         // Padding after a torn or unconfirmed tail goes with it (the next append grows it again).
-        tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, fileEnd: scan.committedEnd, generation: 0, slotEnd: undefined }
+        tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, fileEnd: scan.committedEnd, generation: 0, slot: undefined }
         if (scan.committedEnd < size) {
           // A torn tail left by a crashed writer: never committed, so removing it loses nothing.
           await this.#journaled(id, async () => {
@@ -557,7 +568,8 @@ class JsonlSessionPersistence implements LogBackend {
         this.#metrics.tailVerifications++
       }
       const headerCrc = unit.trailer.plainCrc
-      const revision = revisionOf(headerCrc, await handle.stat(), tail.slotEnd)
+      const stats = await handle.stat()
+      const revision = revisionOf(headerCrc, stats, tail.slot)
       const writer: Writer = {
         id,
         label,
@@ -571,6 +583,7 @@ class JsonlSessionPersistence implements LogBackend {
         committedEnd: tail.committedEnd,
         fileEnd: tail.fileEnd,
         generation: tail.generation,
+        ino: stats.ino,
         nextSeq: tail.nextSeq,
         revision,
       }
@@ -959,7 +972,9 @@ class JsonlSessionPersistence implements LogBackend {
     w.committedEnd = data.length
     w.fileEnd = data.length
     w.generation = 0
-    w.revision = revisionOf(w.headerCrc, await w.handle.stat())
+    const stats = await w.handle.stat()
+    w.ino = stats.ino
+    w.revision = revisionOf(w.headerCrc, stats)
     await this.#unregisterDependant(fork.source, childId)
   }
 
@@ -1004,7 +1019,7 @@ class JsonlSessionPersistence implements LogBackend {
     if (own.physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(own.physical.header.id)}`)
     const events = await this.#reader.joinedEvents(own, file, signal)
     throwIfAborted(signal, cancelled)
-    const revision = revisionOf(own.scan.header.trailer.plainCrc, own.stats, own.slotEnd)
+    const revision = revisionOf(own.scan.header.trailer.plainCrc, own.stats, own.slot)
     const observation = Object.freeze({
       header: own.physical.header,
       inheritedEventCount: own.physical.inheritedEventCount,
@@ -1035,7 +1050,7 @@ class JsonlSessionPersistence implements LogBackend {
     try {
       const stats = await handle.stat()
       const size = Number(stats.size)
-      const { buf: headBuf, unit, slotEnd } = await this.#reader.readHeaderUnit(handle, size, file)
+      const { buf: headBuf, unit, slot } = await this.#reader.readHeaderUnit(handle, size, file)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const firstSeq = physical.fork?.cut ?? 0
@@ -1048,7 +1063,7 @@ class JsonlSessionPersistence implements LogBackend {
           result = Object.freeze({
             header: physical.header,
             inheritedEventCount: physical.inheritedEventCount,
-            revision: revisionOf(unit.trailer.plainCrc, stats, slotEnd),
+            revision: revisionOf(unit.trailer.plainCrc, stats, slot),
             from,
             events: Object.freeze(events),
           })
@@ -1072,9 +1087,9 @@ class JsonlSessionPersistence implements LogBackend {
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
-      const { unit, slotEnd } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
+      const { unit, slot } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       throwIfAborted(signal, cancelled)
-      return revisionOf(unit.trailer.plainCrc, stats, slotEnd)
+      return revisionOf(unit.trailer.plainCrc, stats, slot)
     } finally {
       await handle.close()
     }
@@ -1149,7 +1164,7 @@ class JsonlSessionPersistence implements LogBackend {
     if (handle === undefined) return undefined
     try {
       const stats = await handle.stat()
-      const { buf, unit, slotEnd } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
+      const { buf, unit, slot } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       const physical = await decodeHeader(buf, unit, this.#codec, file)
       if (encodeSessionDirName(physical.header.id) !== name) {
         throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}, which is not stored in this directory`)
@@ -1157,7 +1172,7 @@ class JsonlSessionPersistence implements LogBackend {
       return Object.freeze({
         header: physical.header,
         inheritedEventCount: physical.inheritedEventCount,
-        revision: revisionOf(unit.trailer.plainCrc, stats, slotEnd),
+        revision: revisionOf(unit.trailer.plainCrc, stats, slot),
       })
     } finally {
       await handle.close()

@@ -36,6 +36,8 @@ registry[HELD_KEY] ??= new Set<string>()
 const held = registry[HELD_KEY] as Set<string>
 
 const ownStart = processStart(process.pid)
+/** How often a writer re-checks that its lock file is still its own. */
+const VERIFY_INTERVAL_MS = 1000
 
 /**
  * The cross-process single-writer lock of one session directory: a file
@@ -117,12 +119,17 @@ export class WriterLock {
     )
   }
 
+  /** Whether `verify` would check now (a synchronous test: an append that need not check awaits nothing). */
+  verifyDue(intervalMs = VERIFY_INTERVAL_MS): boolean {
+    return this.#released || Date.now() - this.#verifiedAt >= intervalMs
+  }
+
   /**
    * Throws `SESSION_PERSISTENCE_LOCKED` when the lock file no longer is ours
    * (removed by hand, or taken over by a process that judged it stale).
    * Checked at most every `intervalMs` so appends stay cheap.
    */
-  async verify(sessionLabel: string, intervalMs = 1000): Promise<void> {
+  async verify(sessionLabel: string, intervalMs = VERIFY_INTERVAL_MS): Promise<void> {
     if (this.#released) throw persistenceError('SESSION_PERSISTENCE_LOCKED', `Session ${sessionLabel}: the writer lock was released.`)
     const now = Date.now()
     if (now - this.#verifiedAt < intervalMs) return

@@ -63,15 +63,17 @@ describe('padding (log format version 3, zstd)', () => {
     let appended = 6
     const revisions = new Set<string>([(await p.stat(SessionId(ID)))!])
     for (let i = 0; i < 8; i++) {
-      await p.append(targetOf(ID), eventsFrom(appended, 2))
+      const appendedRevision = (await p.append(targetOf(ID), eventsFrom(appended, 2))).revision
       appended += 2
       expect(statSync(file).size).toBe(size)
       buf = readFileSync(file)
       const next = paddingStart(buf)!
       expect(next).toBeGreaterThan(end)
       end = next
-      // A revision changes with every append although the size does not, and every reader reports the same one.
+      // A revision changes with every append although the size does not, and every reader reports the one
+      // the append returned (which the writer computed from the slot it wrote, without a stat).
       const revision = (await p.stat(SessionId(ID)))!
+      expect(revision).toBe(appendedRevision)
       expect(revisions.has(revision)).toBe(false)
       revisions.add(revision)
       expect((await p.list()).map((r) => r.revision)).toEqual([revision])
