@@ -148,16 +148,10 @@ export function decodeSpan(bytes: Buffer, spans: readonly FrameSpan[], index: nu
 /**
  * Frames `[from, to)` (every one stating its content size) decoded on the
  * calling thread into one buffer. `onFault`: called with the typed error of
- * the first frame that does not decode and how many bytes of `plain` the
- * frames before it filled (without it, the error is thrown).
+ * the first frame that does not decode, the frames before it being returned
+ * (without it, the error is thrown).
  */
-function decodeKnown(
-  bytes: Buffer,
-  spans: readonly FrameSpan[],
-  from: number,
-  to: number,
-  onFault?: (error: unknown, decoded: number) => void,
-): Buffer {
+function decodeKnown(bytes: Buffer, spans: readonly FrameSpan[], from: number, to: number, onFault?: (error: unknown) => void): Buffer {
   const ctx = dctx()
   let total = 0
   for (let i = from; i < to; i++) total += (spans[i] as FrameSpan).content as number
@@ -170,7 +164,7 @@ function decodeKnown(
       at += decodeInto(ctx, bytes.subarray(span.offset, span.offset + span.size), plain.subarray(at, at + content), span.offset, i)
     } catch (error) {
       if (onFault === undefined) throw error
-      onFault(error, at)
+      onFault(error)
       return plain.subarray(0, at)
     }
   }
