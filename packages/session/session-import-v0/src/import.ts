@@ -1,5 +1,6 @@
 import { promises as fsp } from 'node:fs'
 import { resolve } from 'node:path'
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { SessionHeader, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import type { AppendTarget, SessionObservation, SessionPersistence } from '@dsh/session-persistence'
 import { DSH_EVENTS, toDshHeader } from './convert.js'
@@ -91,6 +92,15 @@ export interface ImportV0Report {
 
 const DEFAULT_BATCH = 65536
 const DEFAULT_BATCH_BYTES = 512 * 1024
+/**
+ * Reading yields to the event loop every this many events (a power of two).
+ * Otherwise it would yield only when a batch is full, and the append in
+ * flight could not go on meanwhile (its compression, write and sync finish
+ * in I/O callbacks), nor a cancel be seen. 100 MiB session, four sets of
+ * 5-6 interleaved runs: wall medians 0.1-0.5 s lower, GC 0.04-0.16 s lower
+ * (the batch being written is dropped sooner); ~600 yields of ~20 µs.
+ */
+export const YIELD_EVERY = 2048
 
 /** What a dry run without a persistence compares against: nothing is stored. */
 const EMPTY: Pick<SessionPersistence, 'stat' | 'inspect' | 'append' | 'delete'> = {
@@ -313,6 +323,7 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
         // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
         const appending = batcher.add(event, log.textLength, stored === undefined)
         if (appending !== undefined) await appending
+        else if ((count & (YIELD_EVERY - 1)) === 0) await yieldToEventLoop()
         throwIfAborted(signal)
       }
     } while (await log.more())

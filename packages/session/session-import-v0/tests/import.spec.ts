@@ -5,6 +5,7 @@ import { SessionId } from '@dsh/session'
 import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { YIELD_EVERY } from '../src/import.js'
 import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogBytes, v0LogPath, writeV0Log } from '../src/index.js'
 import { TEXT_SLICE } from '../src/reader.js'
 import { POOL_GROUP_BYTES, scanFrames } from '../src/zstd-frames.js'
@@ -453,5 +454,42 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     expect(single.appends).toBe(expected)
     expect(q.metrics.appends - before).toBe(expected)
     await expect(importV0({ from: root, persistence: q, batchBytes: 0 })).rejects.toMatchObject({ code: 'IMPORT_V0_INVALID_OPTION' })
+  })
+})
+
+describe('importV0 while an append is in flight', () => {
+  it('lets the event loop run while it reads: an append completes and a cancel is seen within YIELD_EVERY events, not at the next batch', async () => {
+    const root = tempDir('yield')
+    dirs.push(root)
+    const b = new V0Builder()
+    for (let i = 0; i < 20 * YIELD_EVERY; i++) b.add('x/tick', { i })
+    b.flush()
+    await writeV0Log(root, { id: 'ticks', createdAt: T0, cwd: '/srv/ticks', delegationDepth: 0 }, b.batches, { packChunks: false })
+    const p = createMemoryPersistence()
+    const controller = new AbortController()
+    const calls: number[] = []
+    // Each append resolves a turn of the event loop later; once one has, the import is cancelled, again a turn later.
+    const target = {
+      stat: (id, signal) => p.stat(id, signal),
+      inspect: (id, signal) => p.inspect(id, signal),
+      delete: (id) => p.delete(id),
+      append: async (t, events) => {
+        calls.push(events.length)
+        await new Promise((resolve) => setImmediate(resolve))
+        const result = await p.append(t, events)
+        setImmediate(() => controller.abort())
+        return result
+      },
+    } as Pick<SessionPersistence, 'stat' | 'inspect' | 'delete' | 'append'> as SessionPersistence
+    const batch = 8 * YIELD_EVERY
+    await expect(
+      importV0({ from: root, persistence: target, batchEvents: batch, batchBytes: 2 ** 30, signal: controller.signal }),
+    ).rejects.toMatchObject({
+      code: 'CANCELLED',
+    })
+    // Reading yields while the second batch fills, so the first append completes and the cancel is seen before that batch
+    // is full; an import that yielded only at full batches would have started the second append (and the third).
+    expect(calls).toEqual([batch])
+    expect((await p.inspect(SessionId('ticks'))).events).toHaveLength(batch)
   })
 })
