@@ -142,6 +142,13 @@ export interface RevisionSlot {
   readonly end: number
   /** The CRC32 the last batch's trailer carries (it covers that batch's body CRC). */
   readonly trailerCheck: number
+  /**
+   * Whether an intact padding frame starts at `end` and reaches the end of
+   * the file. When not, the slot is stale — a writer died (or is still
+   * running) between the write of its batch and that of the next slot — and
+   * the log may hold a batch the slot does not name.
+   */
+  readonly settled: boolean
 }
 
 /**
@@ -156,15 +163,24 @@ export interface RevisionSlot {
  * slot's instead (`slot`: written with every append): the committed end and
  * the last trailer's CRC — what the log holds, not when it was written — with
  * the inode and size (a writer knows all of them without a `stat`).
+ *
+ * A stale slot (`settled: false`) may sit behind a batch it does not name, so
+ * its revision must differ from the one the writer returned for that slot
+ * (followers then read the log again): the slot's form, then `~` and the
+ * modification time — no other form holds a `~`, and the stale slot and the
+ * mtime keep two unsettled states of one log apart.
  */
 export function revisionOf(headerCrc: number, stats: Pick<Stats, 'ino' | 'size' | 'mtimeMs'>, slot?: RevisionSlot): string {
-  if (slot !== undefined) return paddedRevisionOf(headerCrc, stats.ino, stats.size, slot)
+  if (slot !== undefined) {
+    const padded = paddedRevisionOf(headerCrc, stats.ino, stats.size, slot)
+    return slot.settled ? padded : `${padded}~${stats.mtimeMs}`
+  }
   // mtimeMs keeps sub-microsecond precision; kernel file times tick far more coarsely.
   return `${(headerCrc >>> 0).toString(36)}.${stats.ino.toString(36)}.${stats.size.toString(36)}.${stats.mtimeMs}`
 }
 
-/** The revision of a padded log (see `revisionOf`). */
-export function paddedRevisionOf(headerCrc: number, ino: number, size: number, slot: RevisionSlot): string {
+/** The revision of a padded log whose newest slot is settled (see `revisionOf`): what a writer computes from the slot it wrote. */
+export function paddedRevisionOf(headerCrc: number, ino: number, size: number, slot: Pick<RevisionSlot, 'end' | 'trailerCheck'>): string {
   return `${(headerCrc >>> 0).toString(36)}.${ino.toString(36)}.${size.toString(36)}.${slot.end.toString(36)}.${(slot.trailerCheck >>> 0).toString(36)}`
 }
 

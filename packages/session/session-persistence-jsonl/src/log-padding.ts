@@ -39,6 +39,15 @@ import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
  *    slots: any other byte there is damage (`SESSION_PERSISTENCE_CORRUPT`),
  *    as a flipped byte anywhere else in a log is. Bytes after the padding
  *    frame (never written by a writer) are a torn tail.
+ * 7. Revisions (`revisionOf`): a padded log's size does not change with an
+ *    append, so its revision is its newest slot's — but a writer killed
+ *    between its batch write and its slot write leaves a complete batch
+ *    behind a stale slot (and a reader can see that state while an append is
+ *    in flight). So a reader trusts a slot for the revision only when an
+ *    intact pad header starts at the slot's `end` and reaches exactly the
+ *    end of the file (8 bytes read there: an append overwrote the header at
+ *    its committed end with its batch); otherwise the revision is marked
+ *    unsettled, never one a writer returned, so followers read the log again.
  */
 
 /** The padding frame's magic (a zstd skippable frame, distinct from the trailers' 0x184D2A5D). */
@@ -212,8 +221,14 @@ export function mayBePadded(compression: string, size: number): boolean {
   return compression === 'zstd' && size >= BLOCK && size % BLOCK === 0
 }
 
-/** The slot-derived part of a padded log's revision, for `revisionOf` (the last 64 bytes of the file; `undefined`: no valid slot). */
-export function revisionSlotOf(lastBytes: Buffer): RevisionSlot | undefined {
-  const slot = newestSlot(lastBytes)
-  return slot === undefined ? undefined : { end: slot.end, trailerCheck: slot.trailerCheck }
+/**
+ * The slot-derived part of a padded log's revision, for `revisionOf`
+ * (invariant 7): `slot` is the newest valid slot of a file of `size` bytes,
+ * `padHeader` the (up to) 8 bytes at its `end`; the slot is settled only
+ * when they start a padding frame reaching exactly `size`.
+ */
+export function revisionSlotOf(slot: EndSlot, padHeader: Buffer, size: number): RevisionSlot {
+  const content = padContentSize(padHeader, 0)
+  const settled = content !== undefined && slot.end + PAD_HEADER_BYTES + content === size
+  return { end: slot.end, trailerCheck: slot.trailerCheck, settled }
 }

@@ -146,7 +146,7 @@ export class LogReader {
         nextSeq: slot.nextSeq,
         fileEnd: size,
         generation: slot.generation,
-        slot: { end: slot.end, trailerCheck: slot.trailerCheck },
+        slot: { end: slot.end, trailerCheck: slot.trailerCheck, settled: true },
       },
     }
   }
@@ -179,11 +179,10 @@ export class LogReader {
         if (raced > 0 || (error as SessionPersistenceError).details?.reason !== PADDING_DAMAGED) throw error
       }
     }
-    // The same slot `readHeaderUnit` reads for `stat` and `list`, so all of them report one revision.
-    const slot =
-      upTo === undefined && mayBePadded(this.codec.compression, buf.length)
-        ? revisionSlotOf(buf.subarray(buf.length - SLOTS_BYTES))
-        : undefined
+    // The same slot, checked the same way, as `readHeaderUnit` for `stat` and `list`: all of them report one revision.
+    const newest =
+      upTo === undefined && mayBePadded(this.codec.compression, buf.length) ? newestSlot(buf.subarray(buf.length - SLOTS_BYTES)) : undefined
+    const slot = newest && revisionSlotOf(newest, buf.subarray(newest.end, newest.end + PAD_HEADER_BYTES), buf.length)
     return { physical, scan, buf, stats, slot }
   }
 
@@ -366,7 +365,9 @@ export class LogReader {
    * Reads a bounded prefix holding the header unit (growing it only for an
    * unusually large header), and, when the log may be padded, its newest end
    * slot (`slot`, the revision: a padded log's size does not change with an
-   * append). Unverified: a torn slot only makes a revision differ.
+   * append) and the 8 bytes at the slot's end, which settle it or not
+   * (`log-padding.ts`, invariant 7). Otherwise unverified: a torn slot only
+   * makes a revision differ.
    */
   async readHeaderUnit(
     handle: FileHandle,
@@ -379,10 +380,15 @@ export class LogReader {
       const buf = await this.countedRead(handle, 0, length)
       const unit = locateHeader(buf, this.codec, file, buf.length >= size)
       if (unit !== 'more') {
-        const slot = mayBePadded(this.codec.compression, size)
-          ? revisionSlotOf(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
+        const newest = mayBePadded(this.codec.compression, size)
+          ? newestSlot(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
           : undefined
-        return { buf, unit, slot }
+        // A slot whose end leaves no room for a padding frame is stale without a read.
+        const padHeader =
+          newest === undefined || newest.end + PAD_HEADER_BYTES + SLOTS_BYTES > size
+            ? Buffer.alloc(0)
+            : await this.countedRead(handle, newest.end, PAD_HEADER_BYTES)
+        return { buf, unit, slot: newest && revisionSlotOf(newest, padHeader, size) }
       }
       length = Math.min(size, length * 4)
     }

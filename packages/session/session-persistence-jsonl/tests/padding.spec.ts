@@ -87,6 +87,52 @@ describe('padding (log format version 3, zstd)', () => {
     expect(lines.slice(1).map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual(seqs(appended))
   })
 
+  it('a stale end slot (writer killed between its batch write and its slot write) does not hide the batch from revisions', async () => {
+    const p = backend()
+    await p.append(targetOf(ID), eventsFrom(0, 3))
+    const before = (await p.append(targetOf(ID), eventsFrom(3, 3))).revision // the growth: padded now
+    const file = p.logPath(ID)
+    const size = statSync(file).size
+    const slots = readFileSync(file).subarray(size - SLOTS_BYTES)
+    const third = (await p.append(targetOf(ID), eventsFrom(6, 2))).revision // into the padding
+    await p.close()
+    expect(statSync(file).size).toBe(size)
+    // What a SIGKILL between the append's two writes leaves: the batch and its new pad header, the old slots.
+    const bytes = readFileSync(file)
+    slots.copy(bytes, size - SLOTS_BYTES)
+    writeFileSync(file, bytes)
+    const reader = backend(p.root)
+    const revision = (await reader.stat(SessionId(ID)))!
+    // Never the revision a writer returned for the stale slot (nor any other padded one): followers read the log again.
+    expect(revision).not.toBe(before)
+    expect(revision).not.toBe(third)
+    expect(revision).toContain('~')
+    // Every reader reports the same one, and the content behind it holds the third batch.
+    expect((await reader.list()).map((r) => r.revision)).toEqual([revision])
+    const inspected = await reader.inspect(SessionId(ID))
+    expect(inspected.revision).toBe(revision)
+    expect(inspected.events.map((e) => e.seq)).toEqual(seqs(8))
+    expect((await reader.inspectFrom(SessionId(ID), 6 as never)).revision).toBe(revision)
+    expect((await reader.load(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(8))
+    // The writer truncated the unconfirmed padding; its next append pads the log again and readers agree with it.
+    const next = (await reader.append(targetOf(ID), eventsFrom(8, 2))).revision
+    expect(next).not.toContain('~')
+    expect(await reader.stat(SessionId(ID))).toBe(next)
+    expect((await reader.list()).map((r) => r.revision)).toEqual([next])
+  })
+
+  it("a padded log's revision costs the header prefix, the slots and the 8-byte pad header at the newest slot's end", async () => {
+    const p = backend()
+    for (let b = 0; b < 4; b++) await p.append(targetOf(ID), eventsFrom(b * 3, 3))
+    const appended = (await p.append(targetOf(ID), eventsFrom(12, 3))).revision
+    await p.close()
+    const reader = backend(p.root)
+    const { size } = statSync(p.logPath(ID))
+    expect(await reader.stat(SessionId(ID))).toBe(appended)
+    // The header prefix (the whole small log, at most 512 bytes), the two slots and the pad header at the slot's end.
+    expect(reader.metrics.bytesRead).toBe(Math.min(512, size) + SLOTS_BYTES + 8)
+  })
+
   it('grows when a batch does not fit: zeros written up to a new 4 KiB boundary, at most 1 MiB beyond the batch, every event kept', async () => {
     const p = backend()
     await p.append(targetOf(ID), eventsFrom(0, 1))
