@@ -375,14 +375,15 @@ export class LogReader {
     file: string,
   ): Promise<{ buf: Buffer; unit: LogUnit; slot: RevisionSlot | undefined }> {
     this.metrics.headerReads++
+    // The slots are read alongside the prefix (two reads in flight on the pool, not one after the other).
+    const slots = mayBePadded(this.codec.compression, size) ? this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES) : undefined
+    slots?.catch(() => {}) // awaited below, unless the header fails first
     let length = Math.min(size, HEADER_PREFIX_BYTES)
     for (;;) {
       const buf = await this.countedRead(handle, 0, length)
       const unit = locateHeader(buf, this.codec, file, buf.length >= size)
       if (unit !== 'more') {
-        const newest = mayBePadded(this.codec.compression, size)
-          ? newestSlot(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
-          : undefined
+        const newest = slots && newestSlot(await slots)
         // A slot whose end leaves no room for a padding frame is stale without a read.
         const padHeader =
           newest === undefined || newest.end + PAD_HEADER_BYTES + SLOTS_BYTES > size
@@ -408,6 +409,11 @@ export class LogReader {
    * entry (`SESSION_PERSISTENCE_CORRUPT`), exactly as `list` reports it.
    */
   async openForRead(file: string): Promise<FileHandle | undefined> {
+    return (await this.openWithStats(file))?.handle
+  }
+
+  /** `openForRead`, with the file's metadata its regular-file check took (a caller that needs the size stats once, not twice). */
+  async openWithStats(file: string): Promise<{ handle: FileHandle; stats: Stats } | undefined> {
     this.metrics.logOpens++
     await this.assertSessionDir(dirname(file))
     let handle: FileHandle
@@ -419,11 +425,12 @@ export class LogReader {
         throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
       throw ioError(`open ${file}`, error)
     }
-    if (!(await handle.stat()).isFile()) {
+    const stats = await handle.stat()
+    if (!stats.isFile()) {
       await handle.close()
       throw corrupt(file, 0, 'the log is not a regular file (a directory where the log should be?)')
     }
-    return handle
+    return { handle, stats }
   }
 
   /** The session directory must be a real directory inside the root (absent is fine: the caller reports absence). */

@@ -1044,11 +1044,11 @@ class JsonlSessionPersistence implements LogBackend {
     SessionLogOffset(from)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await this.#reader.openForRead(file)
-    if (handle === undefined) throw notFound(id)
+    const opened = await this.#reader.openWithStats(file)
+    if (opened === undefined) throw notFound(id)
+    const { handle, stats } = opened
     let result: SessionSuffixObservation | undefined
     try {
-      const stats = await handle.stat()
       const size = Number(stats.size)
       const { buf: headBuf, unit, slot } = await this.#reader.readHeaderUnit(handle, size, file)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
@@ -1083,10 +1083,10 @@ class JsonlSessionPersistence implements LogBackend {
     assertStorableId(id)
     throwIfAborted(signal, cancelled)
     const file = this.logPath(id)
-    const handle = await this.#reader.openForRead(file)
-    if (handle === undefined) return undefined
+    const opened = await this.#reader.openWithStats(file)
+    if (opened === undefined) return undefined
+    const { handle, stats } = opened
     try {
-      const stats = await handle.stat()
       const { unit, slot } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       throwIfAborted(signal, cancelled)
       return revisionOf(unit.trailer.plainCrc, stats, slot)
@@ -1160,10 +1160,10 @@ class JsonlSessionPersistence implements LogBackend {
   async #readRecord(name: string): Promise<PersistedSessionRecord | undefined> {
     const file = join(this.root, name, this.#codec.logFileName)
     // A directory without a published log is a creation that never completed (or a delete in progress): not persisted.
-    const handle = await this.#reader.openForRead(file)
-    if (handle === undefined) return undefined
+    const opened = await this.#reader.openWithStats(file)
+    if (opened === undefined) return undefined
+    const { handle, stats } = opened
     try {
-      const stats = await handle.stat()
       const { buf, unit, slot } = await this.#reader.readHeaderUnit(handle, Number(stats.size), file)
       const physical = await decodeHeader(buf, unit, this.#codec, file)
       if (encodeSessionDirName(physical.header.id) !== name) {
