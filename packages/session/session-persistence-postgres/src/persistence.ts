@@ -336,7 +336,7 @@ class PgPersistence implements PostgresPersistence {
     if (!isStorableId(id)) return false
     const stored = storedId(id)
     try {
-      const client = await this.#writer.lease(stored)
+      await this.#writer.lease(stored)
       const dependants = options.materializeDependants === true ? await this.#dependants(stored) : []
       const statement = `WITH s AS (DELETE FROM dsh_sessions WHERE id_key = $1 RETURNING sid),
          c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
@@ -346,7 +346,7 @@ class PgPersistence implements PostgresPersistence {
         if (dependants.length === 0) {
           ;({ rows } = await this.#writer.run<{ sid: string }>(stored, statement, [stored.key, stored.bytes]))
         } else {
-          rows = await this.#deleteMaterializing(client, stored, dependants, statement)
+          rows = await this.#deleteMaterializing(stored, dependants, statement)
         }
       } catch (error) {
         if ((error as { code?: string }).code === '23503') {
@@ -381,17 +381,11 @@ class PgPersistence implements PostgresPersistence {
    * drops its reference, then deletes the source, in one transaction on the
    * writer connection. The dependants' events and revisions do not change.
    */
-  async #deleteMaterializing(
-    client: pg.PoolClient,
-    source: StoredId,
-    dependants: readonly SessionRow[],
-    statement: string,
-  ): Promise<{ sid: string }[]> {
+  async #deleteMaterializing(source: StoredId, dependants: readonly SessionRow[], statement: string): Promise<{ sid: string }[]> {
     const prefixes = await Promise.all(
       dependants.map(async (d) => ({ d, events: await this.#reader.events(source.id, d, 0, d.inherited) })),
     )
-    await client.query('BEGIN')
-    try {
+    return this.#writer.transaction(source, async (query) => {
       for (const { d, events } of prefixes) {
         if (events.length !== d.inherited)
           throw persistenceError(
@@ -400,20 +394,20 @@ class PgPersistence implements PostgresPersistence {
             { details: { id: source.id } },
           )
         const batch = encodeBatch(events)
-        await client.query(
-          'INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6)',
-          [d.sid, 0, batch.count, batch.plainLength, batch.checksum, batch.body],
-        )
-        await client.query('UPDATE dsh_sessions SET fork_sid = NULL, fork_checksum = NULL WHERE sid = $1', [d.sid])
-        await client.query('INSERT INTO dsh_changes (id) SELECT id FROM dsh_sessions WHERE sid = $1', [d.sid])
+        await query('INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6)', [
+          d.sid,
+          0,
+          batch.count,
+          batch.plainLength,
+          batch.checksum,
+          batch.body,
+        ])
+        await query('UPDATE dsh_sessions SET fork_sid = NULL, fork_checksum = NULL WHERE sid = $1', [d.sid])
+        await query('INSERT INTO dsh_changes (id) SELECT id FROM dsh_sessions WHERE sid = $1', [d.sid])
       }
-      const { rows } = await client.query<{ sid: string }>(statement, [source.key, source.bytes])
-      await client.query('COMMIT')
+      const { rows } = await query<{ sid: string }>(statement, [source.key, source.bytes])
       return rows
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw error
-    }
+    })
   }
 
   // ------------------------------------------------------------------- reads

@@ -2,6 +2,9 @@ import type pg from 'pg'
 import { ioError, persistenceError } from './errors.js'
 import type { StoredId } from './ids.js'
 
+/** What a transaction's body may run: statements on the writer connection, inside the transaction. */
+export type WriterQuery = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<pg.QueryResult<R>>
+
 /**
  * The writer connection of one persistence instance: one pooled connection,
  * checked out for the instance's lifetime, that holds every session lease
@@ -13,11 +16,18 @@ import type { StoredId } from './ids.js'
  * next write opens a new connection and must win the lease again, so a
  * session taken over by another host in between answers `LOCKED`, never a
  * second writer.
+ *
+ * One statement at a time: writes of many sessions share the connection, and
+ * every use of it (connect, lease, write, transaction, release, close) runs in
+ * `#serial`, one after another, never on pg's own query queue (deprecated in
+ * pg 8, gone in pg 9). A transaction holds the connection for its whole
+ * length, so no other session's statement can land inside it.
  */
 export class WriterConnection {
   readonly #pool: pg.Pool
   #client: pg.PoolClient | undefined
-  #connecting: Promise<pg.PoolClient> | undefined
+  /** Settles when the last queued use of the connection has; the next one starts after it. */
+  #tail: Promise<unknown> = Promise.resolve()
   /** Leases held on `#client` (lock key → session id), least recently used first; cleared with it. */
   #held = new Map<string, string>()
   readonly #maxLeases: number
@@ -38,18 +48,22 @@ export class WriterConnection {
     this.#onRelease = onRelease
   }
 
-  /** The connection, (re)opened when needed. */
-  async client(): Promise<pg.PoolClient> {
-    if (this.#closed)
-      throw persistenceError('SESSION_PERSISTENCE_CLOSED', 'This PostgreSQL persistence instance is closed; open a new one.')
-    if (this.#client !== undefined) return this.#client
-    this.#connecting ??= this.#connect().finally(() => {
-      this.#connecting = undefined
-    })
-    return this.#connecting
+  /**
+   * Runs `work` alone on the connection, after every use queued before it
+   * has settled (whatever its outcome). Refused once the instance is closed;
+   * uses queued before `close` still run, then `close` gives the leases back.
+   */
+  #serial<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(closedError())
+    const result = this.#tail.then(work)
+    this.#tail = result.then(noop, noop)
+    return result
   }
 
-  async #connect(): Promise<pg.PoolClient> {
+  /** The connection, (re)opened when needed. Only inside `#serial`. */
+  async #connection(): Promise<pg.PoolClient> {
+    if (this.#client !== undefined) return this.#client
+    if (this.#closed) throw closedError()
     let client: pg.PoolClient
     try {
       client = await this.#pool.connect()
@@ -62,7 +76,7 @@ export class WriterConnection {
     client.on('end', lost)
     if (this.#closed) {
       client.release(true)
-      throw persistenceError('SESSION_PERSISTENCE_CLOSED', 'This PostgreSQL persistence instance is closed; open a new one.')
+      throw closedError()
     }
     this.#client = client
     this.#held = new Map()
@@ -84,8 +98,15 @@ export class WriterConnection {
    * Takes the session's lease on the writer connection (no-op when held).
    * Another holder anywhere gives `SESSION_PERSISTENCE_LOCKED`.
    */
-  async lease(id: StoredId): Promise<pg.PoolClient> {
-    const client = await this.client()
+  lease(id: StoredId): Promise<void> {
+    return this.#serial(async () => {
+      await this.#lease(id)
+    })
+  }
+
+  /** `lease`, inside `#serial`: the connection that holds the lease. */
+  async #lease(id: StoredId): Promise<pg.PoolClient> {
+    const client = await this.#connection()
     if (this.#held.has(id.lock)) {
       // Most recently used last.
       this.#held.delete(id.lock)
@@ -129,10 +150,12 @@ export class WriterConnection {
   }
 
   /** Gives a lease back (after a delete). */
-  async release(id: StoredId): Promise<void> {
-    const client = this.#client
-    if (client === undefined || !this.#held.delete(id.lock)) return
-    await client.query('SELECT pg_advisory_unlock($1::bigint)', [id.lock]).catch(() => {})
+  release(id: StoredId): Promise<void> {
+    return this.#serial(async () => {
+      const client = this.#client
+      if (client === undefined || !this.#held.delete(id.lock)) return
+      await client.query('SELECT pg_advisory_unlock($1::bigint)', [id.lock]).catch(() => {})
+    })
   }
 
   /** Whether this instance holds the session's lease right now. */
@@ -145,14 +168,38 @@ export class WriterConnection {
    * drops the connection and its leases. A `name` prepares the statement once
    * per connection (the server parses and plans it once, not per append).
    */
-  async run<R extends pg.QueryResultRow>(id: StoredId, text: string, values: unknown[], name?: string): Promise<pg.QueryResult<R>> {
-    const client = await this.lease(id)
-    try {
-      return await client.query<R>(name === undefined ? { text, values } : { name, text, values })
-    } catch (error) {
-      this.#failed(client, error)
-      throw error
-    }
+  run<R extends pg.QueryResultRow>(id: StoredId, text: string, values: unknown[], name?: string): Promise<pg.QueryResult<R>> {
+    return this.#serial(async () => {
+      const client = await this.#lease(id)
+      try {
+        return await client.query<R>(name === undefined ? { text, values } : { name, text, values })
+      } catch (error) {
+        this.#failed(client, error)
+        throw error
+      }
+    })
+  }
+
+  /**
+   * Runs `body` in one transaction on the leased connection, which it holds
+   * alone until COMMIT or ROLLBACK. A body that throws rolls back; a
+   * ROLLBACK that fails means the connection is gone, and it is dropped with
+   * its leases.
+   */
+  transaction<T>(id: StoredId, body: (query: WriterQuery) => Promise<T>): Promise<T> {
+    return this.#serial(async () => {
+      const client = await this.#lease(id)
+      const query: WriterQuery = (text, values) => client.query(text, values)
+      try {
+        await client.query('BEGIN')
+        const result = await body(query)
+        await client.query('COMMIT')
+        return result
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => this.#failed(client, rollbackError))
+        throw error
+      }
+    })
   }
 
   /** A statement failed: if the connection is gone (or in doubt), drop it and its leases. */
@@ -163,17 +210,28 @@ export class WriterConnection {
   }
 
   /**
-   * Gives every lease back, then ends the connection. The explicit unlock
-   * makes the leases free when `close` resolves; ending the connection alone
-   * frees them only once the server notices.
+   * Gives every lease back, then ends the connection, after the uses queued
+   * before it. The explicit unlock makes the leases free when `close`
+   * resolves; ending the connection alone frees them only once the server
+   * notices.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    if (this.#closed) return this.#tail.then(noop)
+    const done = this.#serial(async () => {
+      const client = this.#client
+      this.#client = undefined
+      this.#held = new Map()
+      if (client === undefined) return
+      await client.query('SELECT pg_advisory_unlock_all()').catch(() => {})
+      client.release(true)
+    })
     this.#closed = true
-    const client = this.#client ?? (await this.#connecting?.catch(() => undefined))
-    this.#client = undefined
-    this.#held = new Map()
-    if (client === undefined) return
-    await client.query('SELECT pg_advisory_unlock_all()').catch(() => {})
-    client.release(true)
+    return done
   }
 }
+
+function closedError() {
+  return persistenceError('SESSION_PERSISTENCE_CLOSED', 'This PostgreSQL persistence instance is closed; open a new one.')
+}
+
+function noop(): void {}
