@@ -30,8 +30,7 @@ const pinned = '12.4.2'
 const localPnpm = join(root, 'node_modules', '.bin', 'pnpm')
 const args = ['install', existsSync(join(root, 'pnpm-lock.yaml')) ? '--frozen-lockfile' : '--no-frozen-lockfile']
 const [cmd, cmdArgs] = existsSync(localPnpm) ? [localPnpm, args] : ['npx', ['-y', `pnpm@${pinned}`, ...args]]
-ensureChromium()
-ensurePostgres()
+ensureDebianPackages()
 
 try {
   execFileSync(cmd, cmdArgs, { cwd: root, env, stdio: ['ignore', 'inherit', 'inherit'] })
@@ -40,43 +39,35 @@ try {
   process.exit(1)
 }
 
-// The browser tests drive Debian's Chromium through playwright-core (never a
-// downloaded browser). Install it when missing and we may (root + apt-get).
-function ensureChromium() {
-  if (existsSync('/usr/bin/chromium') || process.env.DSH_SKIP_CHROMIUM_INSTALL === '1') return
+// Debian packages the tests call, installed when missing and we may (root +
+// apt-get), with one apt-get run for all of them; `DSH_SKIP_<NAME>_INSTALL=1`
+// skips one. The browser tests drive Debian's Chromium through playwright-core
+// (never a downloaded browser); the PostgreSQL backends' tests and benchmarks
+// start a throwaway cluster with PostgreSQL 15 (initdb/pg_ctl, run as the
+// postgres user); the JSONL tests read logs back with the `zstd` CLI and kill
+// writers at a chosen system call with `strace` (its fault injection).
+function ensureDebianPackages() {
+  const wanted = [
+    { name: 'chromium', file: '/usr/bin/chromium', purpose: 'the browser test' },
+    { name: 'postgresql', file: '/usr/lib/postgresql/15/bin/initdb', purpose: 'the PostgreSQL tests' },
+    { name: 'zstd', file: '/usr/bin/zstd', purpose: 'the JSONL format tests' },
+    { name: 'strace', file: '/usr/bin/strace', purpose: 'the JSONL crash tests' },
+  ].filter((p) => !existsSync(p.file) && process.env[`DSH_SKIP_${p.name.toUpperCase()}_INSTALL`] !== '1')
+  if (wanted.length === 0) return
+  const names = wanted.map((p) => p.name).join(' ')
   const canApt = typeof process.getuid === 'function' && process.getuid() === 0 && existsSync('/usr/bin/apt-get')
   if (!canApt) {
-    console.warn('dsh setup: /usr/bin/chromium is missing; the browser test needs it (Debian: apt-get install chromium).')
+    for (const p of wanted) console.warn(`dsh setup: ${p.file} is missing, needed by ${p.purpose} (Debian: apt-get install ${p.name}).`)
     return
   }
-  console.log('dsh setup: installing Debian chromium for the browser tests …')
+  console.log(`dsh setup: installing Debian ${names} for ${wanted.map((p) => p.purpose).join(', ')} …`)
   const quiet = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }
   try {
     execFileSync('apt-get', ['update', '-qq'], quiet)
-    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], quiet)
+    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...wanted.map((p) => p.name)], quiet)
   } catch (error) {
-    console.warn(`dsh setup: installing chromium failed (${error.status ?? error.message}); the browser test will fail.`)
-  }
-}
-
-// The PostgreSQL backends' tests and benchmarks start a throwaway cluster with
-// Debian's PostgreSQL 15 (initdb/pg_ctl in /usr/lib/postgresql/15/bin, run as
-// the postgres user). Install it when missing and we may (root + apt-get).
-function ensurePostgres() {
-  if (existsSync('/usr/lib/postgresql/15/bin/initdb') || process.env.DSH_SKIP_POSTGRES_INSTALL === '1') return
-  const canApt = typeof process.getuid === 'function' && process.getuid() === 0 && existsSync('/usr/bin/apt-get')
-  if (!canApt) {
     console.warn(
-      'dsh setup: /usr/lib/postgresql/15/bin/initdb is missing; the PostgreSQL tests need it (Debian: apt-get install postgresql).',
+      `dsh setup: installing ${names} failed (${error.status ?? error.message}); ${wanted.map((p) => p.purpose).join(', ')} will fail.`,
     )
-    return
-  }
-  console.log('dsh setup: installing Debian postgresql for the PostgreSQL backend tests …')
-  const quiet = { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }
-  try {
-    execFileSync('apt-get', ['update', '-qq'], quiet)
-    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'postgresql'], quiet)
-  } catch (error) {
-    console.warn(`dsh setup: installing postgresql failed (${error.status ?? error.message}); the PostgreSQL tests will fail.`)
   }
 }
