@@ -3,7 +3,7 @@
 // (then prints `done` and exits) or it is killed. Prints `ready` once open.
 // argv: root writerTag ids(comma-separated) maxOps
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { deltaOf, headerOf, line } from './shared.mjs'
+import { chunkEvents, headerOf, line, storedLength } from './shared.mjs'
 
 const [root, writer, idList, maxOpsText] = process.argv.slice(2)
 const ids = idList.split(',')
@@ -12,14 +12,7 @@ const persistence = createJsonlPersistence({ root })
 const next = new Map()
 
 async function nextOf(id) {
-  if (!next.has(id)) {
-    try {
-      next.set(id, (await persistence.load(id)).events.length)
-    } catch (error) {
-      if (error.code !== 'SESSION_PERSISTENCE_NOT_FOUND') throw error
-      next.set(id, 0)
-    }
-  }
+  if (!next.has(id)) next.set(id, await storedLength(persistence, id))
   return next.get(id)
 }
 
@@ -35,19 +28,7 @@ try {
       continue
     }
     const size = 1 + Math.floor(Math.random() ** 3 * 60)
-    const events = []
-    for (let i = 0; i < size; i++) {
-      const seq = from + i
-      events.push(
-        Object.freeze({
-          type: 'assistant/chunk',
-          seq,
-          time: 1_700_000_000_000 + seq,
-          data: Object.freeze({ turn: 1, index: seq, delta: deltaOf(writer, seq) }),
-        }),
-      )
-    }
-    const result = await persistence.append({ header: headerOf(id), inheritedEventCount: 0 }, events)
+    const result = await persistence.append({ header: headerOf(id), inheritedEventCount: 0 }, chunkEvents(writer, from, size))
     next.set(id, result.nextSeq)
   }
   await persistence.close()

@@ -19,3 +19,30 @@ export function headerOf(id) {
 export function line(text) {
   process.stdout.write(`${text}\n`)
 }
+
+/** `size` frozen chunk events from `from` on, as `writer` stores them (their deltas from `deltaOf`). */
+export function chunkEvents(writer, from, size) {
+  const events = []
+  for (let i = 0; i < size; i++) {
+    const seq = from + i
+    events.push(
+      Object.freeze({
+        type: 'assistant/chunk',
+        seq,
+        time: 1_700_000_000_000 + seq,
+        data: Object.freeze({ turn: 1, index: seq, delta: deltaOf(writer, seq) }),
+      }),
+    )
+  }
+  return events
+}
+
+/** How many events the stored session `id` holds (0 when it does not exist); loading repairs what a killed writer left. */
+export async function storedLength(persistence, id) {
+  try {
+    return (await persistence.load(id)).events.length
+  } catch (error) {
+    if (error.code !== 'SESSION_PERSISTENCE_NOT_FOUND') throw error
+    return 0
+  }
+}

@@ -6,7 +6,7 @@
 // argv: root writerTag ids(comma-separated) maxAppends
 import { createInterface } from 'node:readline'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { deltaOf, headerOf, line } from './shared.mjs'
+import { chunkEvents, headerOf, line, storedLength } from './shared.mjs'
 
 const [root, writer, idList, maxAppendsText] = process.argv.slice(2)
 const ids = idList.split(',')
@@ -22,12 +22,7 @@ async function step(text) {
 
 try {
   for (const id of ids) {
-    try {
-      next.set(id, (await persistence.load(id)).events.length)
-    } catch (error) {
-      if (error.code !== 'SESSION_PERSISTENCE_NOT_FOUND') throw error
-      next.set(id, 0)
-    }
+    next.set(id, await storedLength(persistence, id))
   }
   await step('ready')
   for (let appends = 0; appends < maxAppends; appends++) {
@@ -35,19 +30,7 @@ try {
     const from = next.get(id)
     // Mostly small batches (into the padding), sometimes large ones (the padding grows).
     const size = 1 + Math.floor(Math.random() ** 3 * 80)
-    const events = []
-    for (let i = 0; i < size; i++) {
-      const seq = from + i
-      events.push(
-        Object.freeze({
-          type: 'assistant/chunk',
-          seq,
-          time: 1_700_000_000_000 + seq,
-          data: Object.freeze({ turn: 1, index: seq, delta: deltaOf(writer, seq) }),
-        }),
-      )
-    }
-    const result = await persistence.append({ header: headerOf(id), inheritedEventCount: 0 }, events)
+    const result = await persistence.append({ header: headerOf(id), inheritedEventCount: 0 }, chunkEvents(writer, from, size))
     next.set(id, result.nextSeq)
     await step(`ack ${id} ${result.nextSeq}`)
   }
