@@ -1,11 +1,12 @@
 import { Context } from '@dsh/context'
-import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
+import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence, keyOf, type PostgresPersistence } from '@dsh/session-persistence-postgres'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import fc from 'fast-check'
 import type pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
+import { events, target } from './fixtures.js'
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {
@@ -23,21 +24,6 @@ async function open(pool: pg.Pool): Promise<PostgresPersistence> {
   cleanups.push(() => persistence.close())
   return persistence
 }
-
-function header(id: string) {
-  return parseSessionHeader({ version: 1, id, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0 })
-}
-
-function events(from: number, count: number, tag = 'e'): StoredSessionEvent[] {
-  return Array.from({ length: count }, (_, i) => ({
-    type: 'user/message',
-    seq: SessionSeq(from + i),
-    time: from + i,
-    data: { text: `${tag}${from + i}` },
-  }))
-}
-
-const target = (id: string) => ({ header: header(id), inheritedEventCount: SessionLogOffset(0) })
 
 /**
  * Holds the session row locked from another connection, so that an append

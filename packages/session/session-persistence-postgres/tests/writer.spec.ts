@@ -1,8 +1,9 @@
-import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { SessionId, SessionLogOffset } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import type pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
+import { events, header, target } from './fixtures.js'
 
 // The writer connection is shared by every session an instance writes; its
 // statements must run one at a time (pg 8.23 warns when a query is queued
@@ -22,28 +23,6 @@ async function open(): Promise<{ pool: pg.Pool; persistence: PostgresPersistence
   cleanups.push(() => persistence.close())
   return { pool: db.pool, persistence }
 }
-
-function header(id: string, parentSession?: string) {
-  return parseSessionHeader({
-    version: 1,
-    id,
-    createdAt: 1_700_000_000_000,
-    isSeeded: parentSession !== undefined,
-    delegationDepth: parentSession === undefined ? 0 : 1,
-    ...(parentSession === undefined ? {} : { parentSession }),
-  })
-}
-
-function events(from: number, count: number, tag: string): StoredSessionEvent[] {
-  return Array.from({ length: count }, (_, i) => ({
-    type: 'user/message',
-    seq: SessionSeq(from + i),
-    time: from + i,
-    data: { text: `${tag}${from + i}` },
-  }))
-}
-
-const target = (id: string) => ({ header: header(id), inheritedEventCount: SessionLogOffset(0) })
 
 /** Records the process's warnings while `work` runs (and the ticks after it, when they are emitted). */
 async function warningsDuring(work: () => Promise<void>): Promise<string[]> {

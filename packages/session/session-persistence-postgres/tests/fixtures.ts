@@ -1,0 +1,28 @@
+import { parseSessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+
+// Sessions and events the PostgreSQL backend's own tests write.
+
+/** A root session's header, or a seeded child's when `parentSession` is given. */
+export function header(id: string, parentSession?: string) {
+  return parseSessionHeader({
+    version: 1,
+    id,
+    createdAt: 1_700_000_000_000,
+    isSeeded: parentSession !== undefined,
+    delegationDepth: parentSession === undefined ? 0 : 1,
+    ...(parentSession === undefined ? {} : { parentSession }),
+  })
+}
+
+/** `count` user messages from `from` on, their text `${tag}${seq}`. */
+export function events(from: number, count: number, tag = 'e'): StoredSessionEvent[] {
+  return Array.from({ length: count }, (_, i) => ({
+    type: 'user/message',
+    seq: SessionSeq(from + i),
+    time: from + i,
+    data: { text: `${tag}${from + i}` },
+  }))
+}
+
+/** The append target of root session `id`. */
+export const target = (id: string) => ({ header: header(id), inheritedEventCount: SessionLogOffset(0) })
