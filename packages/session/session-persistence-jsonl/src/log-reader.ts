@@ -10,7 +10,7 @@ import { ioError, labelOf, persistenceError } from './errors.js'
 import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
-import { mayBePadded, newestSlot, PAD_HEADER_BYTES, padContentSize, revisionSlotOf, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
+import { mayBePadded, newestSlot, PAD_HEADER_BYTES, revisionSlotOf, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
 import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
 import type { JsonlPersistenceMetrics } from './persistence.js'
 import type { TrailerFields } from './trailer.js'
@@ -127,8 +127,9 @@ export class LogReader {
     const slot = newestSlot(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
     if (slot === undefined || slot.end < headerEnd + trailerSize || slot.end + PAD_HEADER_BYTES + SLOTS_BYTES > size) return undefined
     const around = await this.countedRead(handle, slot.end - trailerSize, trailerSize + PAD_HEADER_BYTES)
-    // The padding frame must start at the slot's end and reach the end of the file.
-    if (slot.end + PAD_HEADER_BYTES + (padContentSize(around, trailerSize) ?? -1) !== size) return undefined
+    // The padding frame must start at the slot's end and reach the end of the file (the slot is settled).
+    const revision = revisionSlotOf(slot, around.subarray(trailerSize), size)
+    if (!revision.settled) return undefined
     const trailer = this.codec.trailer.decode(around, 0)
     if (
       trailer === undefined ||
@@ -146,7 +147,7 @@ export class LogReader {
         nextSeq: slot.nextSeq,
         fileEnd: size,
         generation: slot.generation,
-        slot: { end: slot.end, trailerCheck: slot.trailerCheck, settled: true },
+        slot: revision,
       },
     }
   }
