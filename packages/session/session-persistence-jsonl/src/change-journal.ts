@@ -15,7 +15,6 @@ import {
   writeSync,
 } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { persistenceError } from './errors.js'
@@ -114,7 +113,12 @@ export interface JournalChanges {
 }
 
 const CURSOR_PREFIX = 'j1.'
-const ownIdentity: WriterIdentity = [hostname(), process.pid, processStart(process.pid)]
+/** This process's identity in records: computed at the first write or liveness check (a follower that finds nothing in flight loads no `node:os` and reads no /proc file). */
+let ownIdentityValue: WriterIdentity | undefined
+function ownIdentity(): WriterIdentity {
+  ownIdentityValue ??= [process.getBuiltinModule('node:os').hostname(), process.pid, processStart(process.pid)]
+  return ownIdentityValue
+}
 const bootId = readBootId()
 
 /** The open writers of each journal in this process: a reader here first writes their held `end` records (exact in-process answers). */
@@ -159,7 +163,7 @@ export class JournalWriter {
       const op = `${this.#instance}.${(this.#counter++).toString(36)}`
       const ends = this.#ends
       this.#ends = []
-      const record = encodeRecord({ kind: 'b', id, op, writer: ownIdentity })
+      const record = encodeRecord({ kind: 'b', id, op, writer: ownIdentity() })
       this.#append(ends.length === 0 ? record : Buffer.concat([...ends.map(encodeEnd), record]))
       return op
     } catch (error) {
@@ -293,7 +297,7 @@ function decodeHeader(buf: Buffer): string | undefined {
 }
 
 function encodeEnd({ id, op }: HeldEnd): Buffer {
-  return encodeRecord({ kind: 'e', id, op, writer: ownIdentity })
+  return encodeRecord({ kind: 'e', id, op, writer: ownIdentity() })
 }
 
 function encodeRecord(record: JournalRecord): Buffer {
@@ -535,8 +539,9 @@ function isCount(value: unknown): value is number {
 
 /** Whether the writer of a record may still be running (another host: assumed alive). */
 function writerAlive([host, pid, start]: WriterIdentity): boolean {
-  if (host !== ownIdentity[0]) return true
-  if (pid === process.pid) return start === ownIdentity[2]
+  const own = ownIdentity()
+  if (host !== own[0]) return true
+  if (pid === process.pid) return start === own[2]
   try {
     process.kill(pid, 0)
   } catch (error) {
