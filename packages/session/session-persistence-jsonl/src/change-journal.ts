@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import {
   closeSync,
   constants,
@@ -18,7 +17,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { persistenceError } from './errors.js'
-import { isErrno, tempSibling } from './fs-io.js'
+import { isErrno, randomHex, tempSibling } from './fs-io.js'
 
 /**
  * The root's change journal: the JSONL backend's change feed.
@@ -130,7 +129,7 @@ export class JournalWriter {
   #fd: number | undefined
   #ino = -1
   #counter = 0
-  readonly #instance = randomBytes(6).toString('hex')
+  readonly #instance = randomHex(6)
   /**
    * `end` records not yet written: they ride along with the next `begin`, are
    * taken back by a `begin` of the same session (its operation continues),
@@ -266,7 +265,7 @@ function createJournal(path: string, replace: boolean): void {
   const header = Buffer.alloc(HEADER_BYTES)
   header.writeUInt32LE(HEADER_MAGIC, 0)
   header.writeUInt32LE(JOURNAL_VERSION, 4)
-  randomBytes(16).copy(header, 8)
+  header.write(randomHex(16), 8, 'hex')
   header.writeUInt32LE(crc32(header.subarray(0, 24)), 24)
   const temp = tempSibling(path)
   const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import {
   closeSync,
   constants,
@@ -54,9 +53,17 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+/**
+ * `n` random bytes as hex. node:crypto is loaded at the first call (a write),
+ * not when a listing imports this module: it costs a new process ~2.5 ms.
+ */
+export function randomHex(n: number): string {
+  return process.getBuiltinModule('node:crypto').randomBytes(n).toString('hex')
+}
+
 /** A unique sibling name for temporary files (never matches a session directory name: it has a dot). */
 export function tempSibling(path: string): string {
-  return join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`)
+  return join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomHex(6)}`)
 }
 
 /** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import { persistenceError } from './errors.js'
 
 /**
@@ -48,7 +47,8 @@ export function encodeSessionDirName(id: string): string {
     } else {
       for (const byte of Buffer.from(char, 'utf8')) out += `_${byte.toString(16).padStart(2, '0')}`
     }
-    if (out.length > MAX_DIRECT_NAME) return `=${createHash('sha256').update(id, 'utf8').digest('hex')}`
+    if (out.length > MAX_DIRECT_NAME)
+      return `=${process.getBuiltinModule('node:crypto').createHash('sha256').update(id, 'utf8').digest('hex')}`
   }
   return out
 }
