@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import { invalidCursor } from './failures.js'
 import type { RecordKey } from './order.js'
 
@@ -40,7 +39,7 @@ export function decodeCursor(cursor: unknown, keys: readonly string[]): Record<s
 
 /** A short stable digest binding a cursor to the request it continues. */
 export function requestDigest(parts: readonly unknown[]): string {
-  return createHash('sha256').update(JSON.stringify(parts)).digest('base64url').slice(0, 22)
+  return process.getBuiltinModule('node:crypto').createHash('sha256').update(JSON.stringify(parts)).digest('base64url').slice(0, 22)
 }
 
 /** Encodes the keyset position after `key` for the listing request with digest `digest`. */

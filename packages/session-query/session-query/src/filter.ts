@@ -25,13 +25,21 @@ const FILTER_KEYS = new Set(['parentSession', 'origin', 'cwd', 'createdAt', 'lim
 const RANGE_KEYS = new Set(['from', 'to'])
 
 /**
+ * `requestDigest([null, null, null, null, null])`, the digest of a listing
+ * without filters, written out: a plain `dsh sessions` then loads no
+ * node:crypto (~2.5 ms of a new process). A test checks it against the
+ * computed one.
+ */
+export const UNFILTERED_DIGEST = 'kxhTbHqPl1jzMp2pWAkEt-'
+
+/**
  * Validates an untrusted listing filter (the HTTP host passes query
  * parameters through). Unknown fields and wrong types are
  * `SESSION_QUERY_INVALID_FILTER`; a cursor that is not one this filter issued
  * is `SESSION_QUERY_INVALID_CURSOR`.
  */
 export function parseListFilter(input: unknown): ParsedListFilter {
-  if (input === undefined) return { digest: requestDigest([null, null, null, null, null]) }
+  if (input === undefined) return { digest: UNFILTERED_DIGEST }
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw invalidFilter('the filter must be an object')
   const raw = input as Record<string, unknown>
   for (const key of Object.keys(raw)) if (!FILTER_KEYS.has(key)) throw invalidFilter(`unknown filter field '${key}'`)
@@ -58,7 +66,8 @@ export function parseListFilter(input: unknown): ParsedListFilter {
       throw invalidFilter(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}, got ${show(raw.limit)}`)
     limit = raw.limit
   }
-  const digest = requestDigest([parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null])
+  const parts = [parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null]
+  const digest = parts.every((part) => part === null) ? UNFILTERED_DIGEST : requestDigest(parts)
   const after = raw.cursor === undefined ? undefined : decodeListCursor(raw.cursor, digest)
   return {
     digest,
