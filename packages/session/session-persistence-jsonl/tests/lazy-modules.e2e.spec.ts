@@ -11,18 +11,24 @@ import { eventsFrom, targetOf, tempDir } from './helpers.js'
  * unchanged index: open, `changes(cursor)`, `close()` — loads only the
  * backend's front and what it uses; the log modules load at the first
  * operation on a log. Checked in a fresh process running the built package,
- * by the modules its loader resolved (a resolve hook; counts, not timings).
- * The `list` mode shows the probe sees the log modules when they load (so the
- * first cases could fail).
+ * by the files its loader resolved (a resolve hook; counts, not timings): the
+ * build bundles the package into the entry chunk `index.js` (the front) and
+ * the lazy chunk `persistence.js` (the log side, loaded by the front's one
+ * `import()`); the source modules each chunk holds are read from its source
+ * map. The `list` mode shows the probe sees the log chunk when it loads (so
+ * the first cases could fail).
  */
 const here = dirname(fileURLToPath(import.meta.url))
 
 beforeAll(() => {
-  if (!existsSync(join(here, '..', 'dist', 'create.js')))
+  if (!existsSync(join(here, '..', 'dist', 'persistence.js')))
     throw new Error('Build first: npx turbo run build --filter=@dsh/session-persistence-jsonl...')
 })
 
 interface Probe {
+  /** The package's dist files the process loaded. */
+  readonly chunks: string[]
+  /** The source modules those files hold (`create.ts` as `create.js`). */
   readonly modules: string[]
   readonly result: Record<string, unknown>
 }
@@ -33,8 +39,8 @@ function probe(root: string, mode: 'open' | 'open-writable' | 'list', since?: st
   return JSON.parse(out.trim().split('\n').at(-1)!) as Probe
 }
 
-/** What opening, following the feed and closing need: the front, the root marker, the journal and their helpers. */
-const FRONT = ['change-journal.js', 'create.js', 'errors.js', 'fs-io.js', 'id-encoding.js', 'index.js', 'root-marker.js', 'trailer.js']
+/** What opening, following the feed and closing need: the front, the root marker, the journal and their helpers (index.ts only re-exports). */
+const FRONT = ['change-journal.js', 'create.js', 'errors.js', 'fs-io.js', 'id-encoding.js', 'root-marker.js', 'trailer.js']
 /** The log side (a module added to it later loads with it). */
 const LOG_MODULES = [
   'codec.js',
@@ -66,22 +72,25 @@ async function populatedRoot(sessions: number): Promise<{ root: string; cursor: 
 describe('the log modules load on first use', () => {
   it('open, changes(cursor) and close() of an unchanged root load only the front', async () => {
     const { root, cursor } = await populatedRoot(6)
-    const { modules, result } = probe(root, 'open', cursor)
+    const { chunks, modules, result } = probe(root, 'open', cursor)
     expect(result).toEqual({ changed: 0, rescan: false })
+    expect(chunks).toEqual(['index.js'])
     expect(modules).toEqual(FRONT)
   }, 300_000)
 
   it('a writable open (its change journal opened) and a rescan load only the front too', async () => {
     const { root } = await populatedRoot(3)
-    const { modules, result } = probe(root, 'open-writable')
+    const { chunks, modules, result } = probe(root, 'open-writable')
     expect(result).toEqual({ changed: 0, rescan: true })
+    expect(chunks).toEqual(['index.js'])
     expect(modules).toEqual(FRONT)
   }, 300_000)
 
   it('the first operation on a log loads the log modules (the probe sees them)', async () => {
     const { root, cursor } = await populatedRoot(4)
-    const { modules, result } = probe(root, 'list', cursor)
+    const { chunks, modules, result } = probe(root, 'list', cursor)
     expect(result).toEqual({ changed: 0, rescan: false, listed: 4 })
+    expect(chunks).toEqual(['index.js', 'persistence.js'])
     expect(modules).toEqual(expect.arrayContaining([...FRONT, ...LOG_MODULES]))
   }, 300_000)
 })

@@ -1,5 +1,7 @@
-// Reports which modules of the built package a fresh process has loaded
-// after using it one way. Prints one JSON line: { modules: [...], result }.
+// Reports which files of the built package a fresh process has loaded after
+// using it one way, and which of the package's source modules those files
+// hold (the build bundles src modules into a few chunks; each chunk's source
+// map names them). Prints one JSON line: { chunks: [...], modules: [...], result }.
 // argv: root mode [cursor] — 'open' (open read-only, changes(), close()),
 // 'open-writable' (the same, writable), 'list' (changes(), then list()).
 // Modules are counted by a resolve hook registered before the package is
@@ -35,8 +37,10 @@ else if (mode !== 'open' && mode !== 'open-writable') throw new Error(`unknown m
 await persistence.close()
 const seen = new Set(readFileSync(record, 'utf8').split('\n'))
 rmSync(record, { force: true })
-const modules = [...seen]
-  .filter((url) => url.includes('/session-persistence-jsonl/dist/'))
-  .map((url) => url.slice(url.lastIndexOf('/') + 1))
+const loaded = [...seen].filter((url) => url.includes('/session-persistence-jsonl/dist/'))
+const chunks = loaded.map((url) => url.slice(url.lastIndexOf('/dist/') + 6)).sort()
+const modules = loaded
+  .flatMap((url) => JSON.parse(readFileSync(new URL(`${url}.map`), 'utf8')).sources)
+  .map((source) => source.slice(source.lastIndexOf('/') + 1).replace(/\.ts$/, '.js'))
   .sort()
-process.stdout.write(`${JSON.stringify({ modules, result })}\n`)
+process.stdout.write(`${JSON.stringify({ chunks, modules, result })}\n`)

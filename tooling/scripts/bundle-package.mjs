@@ -1,0 +1,240 @@
+// Bundles one workspace package's compiled dist/ with rolldown, run from the
+// package's directory after tsc (its `build` script):
+//   tsc -p tsconfig.build.json && node <repo>/tooling/scripts/bundle-package.mjs [extra entries…]
+// Why: Node 20's ESM loader pays ~0.3-0.5 ms for each module file (resolution,
+// read, compile, link) and a short CLI command loaded some 60 of ours; bundled,
+// each package is a few files.
+//
+// - Entries: every dist file the `exports` map and `bin` name, plus the dist
+//   paths given as arguments (files run by path, e.g. a worker). Each keeps its
+//   exact path, so `exports`, `bin` and path lookups still work.
+// - Only relative imports are bundled: other @dsh packages, third-party
+//   packages and `node:` builtins stay external, so each package is still one
+//   module instance per process and its dependency declarations are unchanged.
+// - A dynamic `import()` inside the package stays lazy: its own chunk, at the
+//   path of the module it loads (`commands/sessions.js`). Modules several
+//   entries or lazy chunks share go to a chunk named `<first module>-shared.js`,
+//   or to an entry's chunk when whatever loads them loads that entry's modules
+//   anyway (see chunkNamesOf). Names are deterministic, never hashes.
+// - `import.meta.url` still names the module's own dist file (see
+//   withModuleUrls), so `new URL('./x.js', import.meta.url)` works as before.
+// - tsc's .d.ts files stay as they are; every .js/.js.map tsc wrote is replaced
+//   by the bundle's chunks and maps (which lead back to src/*.ts), so no stale
+//   per-file module is left in dist or a packed tarball.
+// - Any rolldown warning but INEFFECTIVE_DYNAMIC_IMPORT, and chunks that
+//   import each other in a cycle, fail the build.
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { dirname, join, relative, resolve, sep } from 'node:path'
+import { rolldown } from 'rolldown'
+
+const dist = resolve('dist')
+const manifest = JSON.parse(readFileSync('package.json', 'utf8'))
+
+/** Every string an `exports` map (or `bin`) leads to, for the conditions Node would follow to a dist file. */
+function targets(value) {
+  if (typeof value === 'string') return [value]
+  if (value === null || typeof value !== 'object') return []
+  return Object.entries(value).flatMap(([key, inner]) => (key === 'types' || key === '@dsh/source' ? [] : targets(inner)))
+}
+
+const entryPaths = new Set(
+  [...targets(manifest.exports), ...targets(manifest.bin), ...process.argv.slice(2).map((path) => `./dist/${path}`)]
+    .filter((path) => path.endsWith('.js'))
+    .map((path) => resolve(path)),
+)
+for (const path of entryPaths) {
+  if (!path.startsWith(dist + sep)) throw new Error(`bundle-package: entry ${path} is not under ${dist}`)
+  if (!existsSync(path)) throw new Error(`bundle-package: entry ${path} does not exist (run tsc first)`)
+}
+
+function walk(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    return statSync(path).isDirectory() ? walk(path) : [path]
+  })
+}
+
+/** Entries run as programs (`#!`): rolldown keeps their code in their own file only when no group claims it. */
+const executables = new Set([...entryPaths].filter((path) => readFileSync(path, 'utf8').startsWith('#!')))
+const nameOf = (path) => relative(dist, path).replace(/\.js$/, '').split(sep).join('/')
+const input = Object.fromEntries([...entryPaths].map((path) => [nameOf(path), path]))
+
+/**
+ * `import.meta.url` keeps naming the module's own dist file wherever the
+ * bundle puts its code: each module's is replaced by a token at load, and each
+ * token by that file's URL, relative to its chunk's, when the chunk is written.
+ */
+const URL_TOKEN = '__dsh_module_url__:'
+function withModuleUrls(code, chunkFileName) {
+  const out = code.replace(/(["'])__dsh_module_url__:([^"']+)\1/g, (_, _quote, target) => {
+    let path = relative(dirname(join(dist, chunkFileName)), join(dist, target))
+      .split(sep)
+      .join('/')
+    if (!path.startsWith('.')) path = `./${path}`
+    return `new URL(${JSON.stringify(path)}, import.meta.url).href`
+  })
+  if (out.includes(URL_TOKEN)) throw new Error(`bundle-package: ${chunkFileName} holds an import.meta.url token it could not replace`)
+  return out
+}
+
+const bundle = await rolldown({
+  input,
+  cwd: process.cwd(),
+  platform: 'node',
+  preserveEntrySignatures: 'allow-extension',
+  external: (id) => !id.startsWith('.') && !id.startsWith('/'),
+  logLevel: 'warn',
+  onLog(level, log, handler) {
+    // A module that is imported both statically and by `import()` (INEFFECTIVE_DYNAMIC_IMPORT) was
+    // never lazy for the static importers; it stays with them. Any other warning fails the build.
+    if (level === 'warn' && log.code !== 'INEFFECTIVE_DYNAMIC_IMPORT') throw new Error(`bundle-package: ${log.message}`)
+    if (level === 'warn') return
+    handler(level, log)
+  },
+  plugins: [
+    {
+      // tsc's output and its source map, so the bundle's map leads back to src/*.ts.
+      name: 'tsc-output',
+      load(id) {
+        if (!id.endsWith('.js')) return null
+        const code = readFileSync(id, 'utf8')
+          .replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n')
+          .replaceAll('import.meta.url', JSON.stringify(`${URL_TOKEN}${nameOf(id)}.js`))
+        const mapPath = `${id}.map`
+        if (!existsSync(mapPath)) return code
+        const map = JSON.parse(readFileSync(mapPath, 'utf8'))
+        map.sources = map.sources.map((source) => resolve(dirname(id), map.sourceRoot ?? '', source))
+        delete map.sourceRoot
+        return { code, map }
+      },
+    },
+  ],
+})
+
+/**
+ * The chunk each module goes to, by the roots that load it: an entry, or a
+ * module loaded by `import()` (a lazy root). A root "reaches" the modules its
+ * static imports lead to (stopping at other entries, which are chunks of their
+ * own), less those that are always loaded before it (for a lazy root: what
+ * every chunk that imports it has loaded). Modules reached by the same set of
+ * roots share one chunk: a single root's chunk is named after it (so
+ * `commands/sessions.js` stays where it was); a set's after its first module.
+ * A module reached by several roots goes to the chunk of one of them when that
+ * root's other modules are loaded by all the others anyway (e.g. an `exports`
+ * entry that another entry's modules include).
+ */
+function chunkNamesOf(context) {
+  const info = (id) => context.getModuleInfo(id)
+  const ours = (id) => id.startsWith(dist + sep)
+  const entryIds = new Set(Object.values(input))
+  const lazyRoots = new Set()
+  const reach = new Map()
+  const reachOf = (root) => {
+    if (!reach.has(root)) {
+      const seen = new Set([root])
+      for (const id of seen) {
+        for (const next of info(id)?.importedIds ?? []) if (ours(next) && !entryIds.has(next)) seen.add(next)
+        for (const next of info(id)?.dynamicallyImportedIds ?? []) if (ours(next) && !entryIds.has(next)) lazyRoots.add(next)
+      }
+      reach.set(root, seen)
+    }
+    return reach.get(root)
+  }
+  for (const entry of entryIds) reachOf(entry)
+  for (const root of lazyRoots) reachOf(root)
+  const roots = [...entryIds, ...lazyRoots]
+  const loadedBefore = new Map(roots.map((root) => [root, new Set()]))
+  for (let changed = true, rounds = 0; changed && rounds < 10; rounds++) {
+    changed = false
+    for (const root of lazyRoots) {
+      let before
+      for (const importer of info(root)?.dynamicImporters ?? []) {
+        // Loaded whenever the importer is: everything that every root reaching the importer has loaded.
+        let withImporter
+        for (const other of roots) {
+          if (other === root || !reach.get(other).has(importer)) continue
+          const loaded = new Set([...reach.get(other), ...loadedBefore.get(other)])
+          withImporter = withImporter === undefined ? loaded : new Set([...withImporter].filter((id) => loaded.has(id)))
+        }
+        withImporter ??= new Set()
+        before = before === undefined ? withImporter : new Set([...before].filter((id) => withImporter.has(id)))
+      }
+      before ??= new Set()
+      if (before.size !== loadedBefore.get(root).size) changed = true
+      loadedBefore.set(root, before)
+    }
+  }
+  const rootsOf = new Map()
+  for (const root of roots)
+    for (const id of reach.get(root)) if (!loadedBefore.get(root).has(id)) rootsOf.set(id, [...(rootsOf.get(id) ?? []), root])
+  const loadsAll = (root, others) => {
+    const mine = [...reach.get(root)].filter((id) => id !== root)
+    return others.every((other) => mine.every((id) => reach.get(other).has(id) || loadedBefore.get(other).has(id)))
+  }
+  const names = new Map()
+  const shared = new Map()
+  for (const id of [...rootsOf.keys()].sort()) {
+    const owners = rootsOf.get(id)
+    const owner =
+      owners.length === 1 ? owners[0] : owners.find((root) => entryIds.has(root) && !executables.has(root) && loadsAll(root, owners))
+    // A bin's and a lazy root's own modules are left to rolldown, which puts them in that root's chunk
+    // (a group of the same name would be a second file beside it).
+    if (owner !== undefined) {
+      if (entryIds.has(owner) && !executables.has(owner)) names.set(id, nameOf(owner))
+    } else {
+      const key = owners.join('\n')
+      if (!shared.has(key)) shared.set(key, `${nameOf(id)}-shared`)
+      names.set(id, shared.get(key))
+    }
+  }
+  return names
+}
+let chunkNames
+function chunkNameOf(id, context) {
+  chunkNames ??= chunkNamesOf(context)
+  return chunkNames.get(id) ?? null
+}
+
+const { output } = await bundle.generate({
+  format: 'es',
+  sourcemap: true,
+  codeSplitting: {
+    groups: [
+      {
+        debugName: 'modules by the roots that load them',
+        name: chunkNameOf,
+        includeDependenciesRecursively: false,
+      },
+    ],
+  },
+  entryFileNames: '[name].js',
+  // A lazy chunk keeps the path of the module it loads (`commands/sessions.js`); a shared one is named after its first module.
+  chunkFileNames: (chunk) => {
+    if (chunk.isDynamicEntry && chunk.facadeModuleId) return `${nameOf(chunk.facadeModuleId)}.js`
+    const [first] = chunk.moduleIds.filter((id) => id.startsWith(dist + sep)).sort()
+    if (chunk.name.endsWith('-shared') || first === undefined) return `${chunk.name}.js`
+    return `${nameOf(first)}-shared.js`
+  },
+})
+await bundle.close()
+
+// Chunks that import each other in a cycle could run a module before one it needs: refuse them.
+const importsOf = new Map(output.filter((file) => file.type === 'chunk').map((chunk) => [chunk.fileName, chunk.imports]))
+const done = new Set()
+function visit(name, path) {
+  if (path.includes(name)) throw new Error(`bundle-package: chunks import each other in a cycle: ${[...path, name].join(' -> ')}`)
+  if (done.has(name)) return
+  for (const next of importsOf.get(name) ?? []) visit(next, [...path, name])
+  done.add(name)
+}
+for (const name of importsOf.keys()) visit(name, [])
+
+for (const path of walk(dist)) if (path.endsWith('.js') || path.endsWith('.js.map')) rmSync(path)
+for (const file of output) {
+  const path = join(dist, file.fileName)
+  mkdirSync(dirname(path), { recursive: true })
+  if (file.type === 'chunk') {
+    writeFileSync(path, withModuleUrls(file.code, file.fileName))
+    if (file.map) writeFileSync(`${path}.map`, file.map.toString())
+  } else writeFileSync(path, file.source)
+}
