@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-import { quietOnBrokenPipe } from './broken-pipe.js'
+import { guardedStderr, quietOnBrokenPipe } from './broken-pipe.js'
 import { runCli } from './cli.js'
 
 quietOnBrokenPipe(process.stdout, (message) => {
-  if (!process.stderr.destroyed) process.stderr.write(message)
+  const stderr = guardedStderr()
+  if (!stderr.destroyed) stderr.write(message)
 })
-quietOnBrokenPipe(process.stderr, () => {})
 
 const code = await runCli(process.argv.slice(2))
 // A write error reported above keeps its status 1; otherwise the command's own.

@@ -18,3 +18,19 @@ export function quietOnBrokenPipe(stream: NodeJS.WriteStream, report: (message: 
     report(`dsh: cannot write output (${error.code ?? error.message}).\n`)
   })
 }
+
+let stderrGuarded = false
+
+/**
+ * `process.stderr` with the guard above installed, at its first use: the
+ * stream is made when first touched, and making it for a pipe loads
+ * node:net (a listing that prints nothing on stderr never pays for it).
+ */
+export function guardedStderr(): NodeJS.WriteStream {
+  const stream = process.stderr
+  if (!stderrGuarded) {
+    stderrGuarded = true
+    quietOnBrokenPipe(stream, () => {})
+  }
+  return stream
+}

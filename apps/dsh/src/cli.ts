@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { isDshError } from '@dsh/context'
+import { guardedStderr } from './broken-pipe.js'
 import type { CommandIo, CommandSpec, OptionSpec, ParsedCommand } from './command.js'
 import { COMMANDS } from './commands.js'
 import { CliError } from './errors.js'
@@ -165,5 +166,12 @@ function optionLines(specs: Readonly<Record<string, OptionSpec>>): string {
 }
 
 function defaultIo(): CommandIo {
-  return { out: process.stdout, err: process.stderr, env: process.env }
+  // stderr on first use (see guardedStderr): most commands never write to it.
+  return {
+    out: process.stdout,
+    get err() {
+      return guardedStderr()
+    },
+    env: process.env,
+  }
 }
