@@ -108,6 +108,37 @@ const bundle = await rolldown({
         return { code, map }
       },
     },
+    {
+      // Bundling must not make loading an entry or a lazy chunk load more of the world: the external
+      // imports its chunk and the chunks it imports statically bring are ones its unbundled module
+      // reached through static imports, or (a lazy chunk) that the chunk importing it had loaded.
+      name: 'no-new-external-loads',
+      generateBundle(_options, files) {
+        const chunks = Object.values(files).filter((file) => file.type === 'chunk')
+        const byName = new Map(chunks.map((chunk) => [chunk.fileName, chunk]))
+        const closure = (start, next) => {
+          const seen = new Set([start])
+          for (const item of seen) for (const more of next(item)) seen.add(more)
+          return seen
+        }
+        const externalsOf = (chunk) =>
+          [...closure(chunk.fileName, (name) => byName.get(name)?.imports ?? [])].filter((name) => !byName.has(name))
+        for (const chunk of chunks) {
+          if (!chunk.facadeModuleId) continue
+          const allowed = closure(chunk.facadeModuleId, (id) =>
+            id.startsWith(dist + sep) ? (this.getModuleInfo(id)?.importedIds ?? []) : [],
+          )
+          const importers = (chunk.isEntry ? [] : (this.getModuleInfo(chunk.facadeModuleId)?.dynamicImporters ?? [])).map((id) => {
+            const home = chunks.find((other) => other.moduleIds.includes(id))
+            return home === undefined ? [] : externalsOf(home)
+          })
+          const added = externalsOf(chunk).filter(
+            (name) => !allowed.has(name) && !(importers.length > 0 && importers.every((had) => had.includes(name))),
+          )
+          if (added.length > 0) throw new Error(`bundle-package: loading ${chunk.fileName} would now also load ${added.join(', ')}`)
+        }
+      },
+    },
   ],
 })
 
@@ -120,7 +151,7 @@ const bundle = await rolldown({
  * roots share one chunk: a single root's chunk is named after it (so
  * `commands/sessions.js` stays where it was); a set's after its first module.
  * A module reached by several roots goes to the chunk of one of them when that
- * root's other modules are loaded by all the others anyway (e.g. an `exports`
+ * root's other modules and external imports are loaded by all the others anyway (e.g. an `exports`
  * entry that another entry's modules include).
  */
 function chunkNamesOf(context) {
@@ -133,7 +164,8 @@ function chunkNamesOf(context) {
     if (!reach.has(root)) {
       const seen = new Set([root])
       for (const id of seen) {
-        for (const next of info(id)?.importedIds ?? []) if (ours(next) && !entryIds.has(next)) seen.add(next)
+        // External imports are kept too (not followed): they are part of what loading a root costs.
+        for (const next of info(id)?.importedIds ?? []) if (!ours(next) || !entryIds.has(next)) seen.add(next)
         for (const next of info(id)?.dynamicallyImportedIds ?? []) if (ours(next) && !entryIds.has(next)) lazyRoots.add(next)
       }
       reach.set(root, seen)
@@ -166,7 +198,7 @@ function chunkNamesOf(context) {
   }
   const rootsOf = new Map()
   for (const root of roots)
-    for (const id of reach.get(root)) if (!loadedBefore.get(root).has(id)) rootsOf.set(id, [...(rootsOf.get(id) ?? []), root])
+    for (const id of reach.get(root)) if (ours(id) && !loadedBefore.get(root).has(id)) rootsOf.set(id, [...(rootsOf.get(id) ?? []), root])
   const loadsAll = (root, others) => {
     const mine = [...reach.get(root)].filter((id) => id !== root)
     return others.every((other) => mine.every((id) => reach.get(other).has(id) || loadedBefore.get(other).has(id)))
