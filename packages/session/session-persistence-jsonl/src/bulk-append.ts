@@ -25,10 +25,11 @@ import { encodeUnitParts } from './log-units.js'
  * - The plaintext's CRC32 is computed on the calling thread while the pool
  *   compresses; nothing is written here (the caller writes and syncs).
  *
- * Used by the append path (`#writeBatchNow` and `#create` in
- * `persistence.ts`, through `#encodeBatch`): a batch whose lines reach
- * `POOL_ENCODE_MIN` bytes is encoded by `encodeOnPool`, every other batch by
- * `encodeUnitParts` (no pool round trip, no extra await).
+ * Used by the append path (`#writeBatchNow`, `#create` and
+ * materialization in `persistence.ts`) through `encodeBatchUnit`: a batch
+ * whose lines reach `POOL_ENCODE_MIN` bytes is encoded by `encodeOnPool`,
+ * every other batch by `encodeUnitParts` (no pool round trip, no extra
+ * await).
  */
 
 /** Plaintext bytes from which a batch body is compressed on the pool (the size from which reads decode there too: `SYNC_DECODE_MAX`). */
@@ -42,12 +43,16 @@ export function encodesOnPool(codec: LogCodec, plainLength: number): boolean {
   return codec.compression === 'zstd' && plainLength >= POOL_ENCODE_MIN
 }
 
-/** One batch unit `[body, trailer]` for `events` starting at `firstSeq`; large zstd bodies are compressed on the libuv pool. */
-export async function encodeBatchUnit(
+/**
+ * One batch unit `[body, trailer]` for `events` starting at `firstSeq`:
+ * synchronously for all but large zstd batches, whose body is compressed on
+ * the libuv pool (a pool round trip costs more than a small frame takes).
+ */
+export function encodeBatchUnit(
   codec: LogCodec,
   events: readonly StoredSessionEvent[],
   firstSeq: number,
-): Promise<[body: Buffer, trailer: Buffer]> {
+): [body: Buffer, trailer: Buffer] | Promise<[body: Buffer, trailer: Buffer]> {
   const plain = encodeEventLines(events)
   if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, events.length)
   return encodeOnPool(codec, plain, firstSeq, events.length)

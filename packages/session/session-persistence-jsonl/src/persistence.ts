@@ -23,7 +23,7 @@ import {
   interruptedTurnEnds,
   SessionPersistenceError,
 } from '@dsh/session-persistence/backend'
-import { encodeOnPool, encodesOnPool } from './bulk-append.js'
+import { encodeBatchUnit } from './bulk-append.js'
 import type { JournalWriter } from './change-journal.js'
 import { createCodec, type JsonlCompression, type LogCodec } from './codec.js'
 import { closedError, ioError, labelOf, notFound, persistenceError } from './errors.js'
@@ -42,11 +42,11 @@ import {
   writevAt,
 } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
-import { encodeEventLines, encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
+import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
 import { padsLog, planPaddedAppend, trailerCheckOf } from './log-padding.js'
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
-import { encodeUnit, encodeUnitParts } from './log-units.js'
+import { encodeUnit } from './log-units.js'
 import { liveHolder, WriterLock } from './writer-lock.js'
 
 export interface JsonlPersistenceOptions {
@@ -334,7 +334,7 @@ class JsonlSessionPersistence implements LogBackend {
       const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
       const parts = [headerUnit]
       if (own.length > 0) {
-        const batch = this.#encodeBatch(own, firstSeq)
+        const batch = encodeBatchUnit(this.#codec, own, firstSeq)
         parts.push(...(Array.isArray(batch) ? batch : await batch))
       }
       const data = Buffer.concat(parts)
@@ -397,7 +397,7 @@ class JsonlSessionPersistence implements LogBackend {
 
   async #writeBatchNow(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     if (writer.lock.verifyDue()) await writer.lock.verify(writer.label)
-    const batch = this.#encodeBatch(events, writer.nextSeq)
+    const batch = encodeBatchUnit(this.#codec, events, writer.nextSeq)
     const parts = Array.isArray(batch) ? batch : await batch
     const fd = writer.handle.fd
     // Version 3 zstd logs: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
@@ -449,17 +449,6 @@ class JsonlSessionPersistence implements LogBackend {
           })
         : revisionOf(writer.headerCrc, stats)
     this.#metrics.appends++
-  }
-
-  /**
-   * A batch unit `[body, trailer]`: synchronously for all but large zstd
-   * batches, whose body is compressed on the libuv pool (`bulk-append.ts`;
-   * a pool round trip costs more than a small frame takes).
-   */
-  #encodeBatch(events: readonly StoredSessionEvent[], firstSeq: number): [Buffer, Buffer] | Promise<[Buffer, Buffer]> {
-    const plain = encodeEventLines(events)
-    if (!encodesOnPool(this.#codec, plain.length)) return encodeUnitParts(this.#codec, plain, 'batch', firstSeq, events.length)
-    return encodeOnPool(this.#codec, plain, firstSeq, events.length)
   }
 
   /**
@@ -944,7 +933,7 @@ class JsonlSessionPersistence implements LogBackend {
     }
     const headerLine = encodeHeaderLine(physical)
     const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
-    const data = Buffer.concat(events.length > 0 ? [headerUnit, ...(await this.#encodeBatch(events, 0))] : [headerUnit])
+    const data = Buffer.concat(events.length > 0 ? [headerUnit, ...(await encodeBatchUnit(this.#codec, events, 0))] : [headerUnit])
     const temp = tempSibling(writer.file)
     const tempHandle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
     try {

@@ -76,7 +76,9 @@ describe('encodeBatchUnit: large batches compressed on the libuv pool', () => {
   it('refuses events that cannot be stored losslessly, as the synchronous path does (typed, before compressing)', async () => {
     const events = [...batchOf(0, POOL_ENCODE_MIN)]
     events.push({ type: 'x', seq: events.length, time: 1, data: { bad: Number.NaN } } as unknown as StoredSessionEvent)
-    await expect(encodeBatchUnit(createCodec('zstd'), events, 0)).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_INVALID_EVENT' })
+    await expect(Promise.resolve().then(() => encodeBatchUnit(createCodec('zstd'), events, 0))).rejects.toMatchObject({
+      code: 'SESSION_PERSISTENCE_INVALID_EVENT',
+    })
   })
 })
 
