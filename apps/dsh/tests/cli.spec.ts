@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, derivedPaths } from '@dsh/host'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { rootWithOneSession } from './support/root.js'
 import { cli } from './support/run.js'
 
 // The CLI in this process over real roots: hostile ids, labels and text are
@@ -222,12 +223,8 @@ describe('warnings from the host', () => {
 
   it('a damaged index under a hostile path is reported escaped while sessions still answers', async () => {
     const hostileRoot = join(dir, 'root\x1b[2J\u202e')
-    const host = await createHost({ root: hostileRoot })
-    const session = host.sessions.create({ id: 'one' })
-    session.append('user/message', { text: 'x' })
-    await host.sessions.flush(session)
+    await rootWithOneSession(hostileRoot, 'x')
     const indexFile = derivedPaths(hostileRoot).index
-    await host.dispose()
     for (const suffix of ['-wal', '-shm']) rmSync(indexFile + suffix, { force: true })
     writeFileSync(indexFile, Buffer.alloc(8192, 0x5a))
     const result = await cli(['sessions', '--root', hostileRoot, '--json'])

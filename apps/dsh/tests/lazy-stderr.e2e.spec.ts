@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { createHost } from '@dsh/host'
 import { afterAll, expect, it } from 'vitest'
+import { rootWithOneSession } from './support/root.js'
 
 // The CLI makes process.stderr only when it writes to it: making the stream
 // for a pipe loads node:net, which a listing that prints nothing there does
@@ -26,14 +26,7 @@ async function run(name: string, ...args: string[]): Promise<{ code: number; std
 
 it('a listing of an unchanged root never touches stderr', async () => {
   const root = join(dir, 'root')
-  const host = await createHost({ root })
-  try {
-    const session = host.sessions.create({ id: 'one' })
-    session.append('user/message', { text: 'listed' })
-    await host.sessions.flush(session)
-  } finally {
-    await host.dispose()
-  }
+  await rootWithOneSession(root, 'listed')
   // The first listing brings the index up to date (it reads the new log); the second is a plain listing.
   expect((await run('first', 'sessions', '--json', '--root', root)).code).toBe(0)
   const listed = await run('listing', 'sessions', '--json', '--root', root)

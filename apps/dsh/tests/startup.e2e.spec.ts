@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { createHost } from '@dsh/host'
 import { afterAll, expect, it } from 'vitest'
+import { rootWithOneSession } from './support/root.js'
 
 // The built CLI loads a command's modules only when that command runs: every
 // module URL a process resolves is traced (tests/support/trace-imports.mjs).
@@ -71,14 +71,7 @@ it('a read command loads its own module and the host, but not the HTTP API', asy
 
 it('dsh sessions, show and search on an existing root load the query host only (no projections, cache, subagents, zod or verify)', async () => {
   const root = join(dir, 'root')
-  const host = await createHost({ root })
-  try {
-    const session = host.sessions.create({ id: 'one' })
-    session.append('user/message', { text: 'listed without the catalog' })
-    await host.sessions.flush(session)
-  } finally {
-    await host.dispose()
-  }
+  await rootWithOneSession(root, 'listed without the catalog')
   const lighter = [
     /session-projection/,
     /\/subagent\//,
