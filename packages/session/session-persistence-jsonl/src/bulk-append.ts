@@ -1,13 +1,13 @@
 import { crc32 } from 'node:zlib'
 import type { StoredSessionEvent } from '@dsh/session'
 import type { LogCodec } from './codec.js'
-import { encodeEventLines } from './log-format.js'
+import { encodeEventLines, packsLog } from './log-format.js'
 import { encodeUnitParts } from './log-units.js'
 
 /**
  * Bulk appends: encoding a large batch unit with its compression on the
  * libuv thread pool, so a caller appending megabytes at a time (an import:
- * 2 MiB batches, 200 MiB of event lines for a 100 MiB harness session)
+ * 512 KiB batches, 100 MiB of event lines for a 100 MiB harness session)
  * does not spend the main thread on zstd while it could read the next batch.
  * A live session's appends are small and stay synchronous (`encodeBody`:
  * a pool round trip costs more than a small frame takes).
@@ -44,16 +44,19 @@ export function encodesOnPool(codec: LogCodec, plainLength: number): boolean {
 }
 
 /**
- * One batch unit `[body, trailer]` for `events` starting at `firstSeq`:
- * synchronously for all but large zstd batches, whose body is compressed on
- * the libuv pool (a pool round trip costs more than a small frame takes).
+ * One batch unit `[body, trailer]` for `events` starting at `firstSeq`, for
+ * the log whose physical header is `log` (its version decides whether runs
+ * are packed: `packsLog`): synchronously for all but large zstd batches,
+ * whose body is compressed on the libuv pool (a pool round trip costs more
+ * than a small frame takes).
  */
 export function encodeBatchUnit(
   codec: LogCodec,
+  log: { readonly formatVersion?: number },
   events: readonly StoredSessionEvent[],
   firstSeq: number,
 ): [body: Buffer, trailer: Buffer] | Promise<[body: Buffer, trailer: Buffer]> {
-  const plain = encodeEventLines(events)
+  const plain = encodeEventLines(events, packsLog(codec.compression, log))
   if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, events.length)
   return encodeOnPool(codec, plain, firstSeq, events.length)
 }

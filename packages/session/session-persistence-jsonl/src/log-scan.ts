@@ -2,7 +2,7 @@ import { crc32 } from 'node:zlib'
 import type { StoredSessionEvent } from '@dsh/session'
 import type { LogCodec, UnitRange } from './codec.js'
 import { persistenceError } from './errors.js'
-import { type PhysicalHeader, parseEventLines, parseHeaderLine } from './log-format.js'
+import { countEventLines, type PhysicalHeader, parseEventLines, parseHeaderLine } from './log-format.js'
 import { paddingFrameEnd, paddingIntact } from './log-padding.js'
 import type { TrailerFields } from './trailer.js'
 
@@ -154,8 +154,7 @@ async function hasDamagedTrailer(buf: Buffer, pos: number, firstSeq: number, cod
   } catch {
     return false
   }
-  let count = 0
-  for (let at = plain.indexOf(0x0a); at !== -1; at = plain.indexOf(0x0a, at + 1)) count++
+  const count = countEventLines(plain)
   const expected = codec.trailer.encode({
     kind: 'batch',
     plainLength: plain.length,

@@ -334,7 +334,7 @@ class JsonlSessionPersistence implements LogBackend {
       const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
       const parts = [headerUnit]
       if (own.length > 0) {
-        const batch = encodeBatchUnit(this.#codec, own, firstSeq)
+        const batch = encodeBatchUnit(this.#codec, physical, own, firstSeq)
         parts.push(...(Array.isArray(batch) ? batch : await batch))
       }
       const data = Buffer.concat(parts)
@@ -397,7 +397,7 @@ class JsonlSessionPersistence implements LogBackend {
 
   async #writeBatchNow(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
     if (writer.lock.verifyDue()) await writer.lock.verify(writer.label)
-    const batch = encodeBatchUnit(this.#codec, events, writer.nextSeq)
+    const batch = encodeBatchUnit(this.#codec, writer.physical, events, writer.nextSeq)
     const parts = Array.isArray(batch) ? batch : await batch
     const fd = writer.handle.fd
     // Version 3 zstd logs: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
@@ -933,7 +933,9 @@ class JsonlSessionPersistence implements LogBackend {
     }
     const headerLine = encodeHeaderLine(physical)
     const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
-    const data = Buffer.concat(events.length > 0 ? [headerUnit, ...(await encodeBatchUnit(this.#codec, events, 0))] : [headerUnit])
+    const data = Buffer.concat(
+      events.length > 0 ? [headerUnit, ...(await encodeBatchUnit(this.#codec, physical, events, 0))] : [headerUnit],
+    )
     const temp = tempSibling(writer.file)
     const tempHandle = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
     try {

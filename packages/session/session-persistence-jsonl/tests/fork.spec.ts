@@ -60,7 +60,7 @@ for (const compression of ['zstd', 'none'] as const) {
         formatVersion: number
         fork: { source: string; cut: number; logId: string; end: number; batchCrc: number }
       }
-      expect(header.formatVersion).toBe(3)
+      expect(header.formatVersion).toBe(4)
       expect(header.fork).toMatchObject({ source: 'src', cut: 12 })
       expect(header.fork.end).toBeLessThan(srcLog.length)
       expect(lines.slice(1).map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual([12, 13, 14])
@@ -229,7 +229,7 @@ describe('format versions', () => {
     const bytes = readFileSync(file)
     const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
     const headerLine = text.slice(0, text.indexOf('\n') + 1)
-    const v1 = Buffer.from(headerLine.replace('"formatVersion":3', '"formatVersion":1'))
+    const v1 = Buffer.from(headerLine.replace('"formatVersion":4', '"formatVersion":1'))
     expect(v1.toString()).toContain('"formatVersion":1')
     const { encodeUnit } = await import('../src/log-units.js')
     const { createCodec } = await import('../src/codec.js')
@@ -243,7 +243,7 @@ describe('format versions', () => {
     expect((await reader.inspect(SessionId('old'))).events).toHaveLength(4)
     // A version 1 header carrying a fork reference is not a log this format ever wrote.
     const physical: PhysicalHeader = { header: headerOf('x'), inheritedEventCount: SessionLogOffset(0), logId: 'a' }
-    expect(encodeHeaderLine(physical).toString()).toContain('"formatVersion":3')
+    expect(encodeHeaderLine(physical).toString()).toContain('"formatVersion":4')
   })
 })
 

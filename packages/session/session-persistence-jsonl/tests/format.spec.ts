@@ -30,8 +30,33 @@ function skippableFrames(buf: Buffer): Array<{ at: number; payload: Buffer }> {
   return out
 }
 
+/**
+ * The events of event lines, each packed line (format version 4) expanded as
+ * the README's format section describes it — written here from that
+ * description, not with the package's reader.
+ */
+function eventsOfLines(lines: readonly string[]): unknown[] {
+  return lines.flatMap((line) => {
+    const event = JSON.parse(line) as {
+      type: string
+      seq: number
+      time: number
+      data?: unknown
+      run?: { dt: number[]; data: Record<string, unknown> }
+    }
+    const run = event.run
+    if (run === undefined) return [event]
+    let time = event.time
+    return Array.from({ length: run.dt.length + 1 }, (_, k) => {
+      if (k > 0) time += run.dt[k - 1]!
+      const data = Object.fromEntries(Object.entries(run.data).map(([key, value]) => [key, Array.isArray(value) ? value[k] : value]))
+      return { type: event.type, seq: event.seq + k, time, data }
+    })
+  })
+}
+
 describe('the zstd log is a standard zstd stream', () => {
-  it('`zstd -dc` prints the header line, then every event as a JSON line', async () => {
+  it('`zstd -dc` prints the header line, then every event as a JSON line (a run of like events as one packed line)', async () => {
     const dir = root()
     const p = createJsonlPersistence({ root: dir })
     const target = targetOf('zstd-cli', 2, { isSeeded: true, parentSession: 'parent' as SessionId, cwd: '/work' })
@@ -48,7 +73,10 @@ describe('the zstd log is a standard zstd stream', () => {
     const header = JSON.parse(lines[0]!) as { header: unknown; inheritedEventCount: number }
     expect(header.header).toEqual(target.header)
     expect(header.inheritedEventCount).toBe(2)
-    expect(lines.slice(1).map((l) => JSON.parse(l) as unknown)).toEqual(JSON.parse(JSON.stringify(all)))
+    expect(eventsOfLines(lines.slice(1))).toEqual(JSON.parse(JSON.stringify(all)))
+    // Each run of three chunks (deep-frozen, as a Session hands them over) is one line.
+    expect(lines.filter((l) => l.includes('"run":{"dt":[1,1],'))).toHaveLength(7)
+    expect(lines.length - 1).toBe(all.length - 7 * 2)
     // The CLI also checks the stream's integrity.
     execFileSync('zstd', ['-q', '-t', file])
   })
@@ -71,7 +99,7 @@ describe('the zstd log is a standard zstd stream', () => {
       const start = trailers[i]!.at + 8 + trailers[i]!.payload.length
       const frame = buf.subarray(start, trailers[i + 1]!.at)
       const plain = await decompress(frame)
-      expect(plain.toString('utf8')).toBe(batch.map((e) => `${JSON.stringify(e)}\n`).join(''))
+      expect(eventsOfLines(plain.toString('utf8').split('\n').slice(0, -1))).toEqual(JSON.parse(JSON.stringify(batch)))
       const payload = trailers[i + 1]!.payload
       // Trailer payload: kind, version, 0, plaintext CRC32, frame CRC32, count, plaintext length, frame length, first seq, self-check.
       expect(payload).toHaveLength(44)
@@ -84,7 +112,7 @@ describe('the zstd log is a standard zstd stream', () => {
       expect(Number(payload.readBigUInt64LE(32))).toBe(batch[0]!.seq)
       expect(payload.readUInt32LE(40)).toBe(crc32(buf.subarray(trailers[i + 1]!.at, trailers[i + 1]!.at + 48)))
     }
-    // Version 3: from the second append on, the log ends with one padding frame (a skippable frame reaching the end of the file).
+    // From the second append on (version 3 on), the log ends with one padding frame (a skippable frame reaching the end of the file).
     const padAt = trailers.at(-1)!.at + 52
     expect(buf.readUInt32LE(padAt)).toBe(0x184d2a5e)
     expect(padAt + 8 + buf.readUInt32LE(padAt + 4)).toBe(buf.length)

@@ -83,7 +83,7 @@ describe('padding (log format version 3, zstd)', () => {
     // zstd itself reads the padded log: the header line, then every event (the padding frame is skipped).
     const lines = execFileSync('zstd', ['-dc', file]).toString('utf8').trimEnd().split('\n')
     expect(lines).toHaveLength(1 + appended)
-    expect(JSON.parse(lines[0]!)).toMatchObject({ formatVersion: 3, header: { id: ID } })
+    expect(JSON.parse(lines[0]!)).toMatchObject({ formatVersion: 4, header: { id: ID } })
     expect(lines.slice(1).map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual(seqs(appended))
   })
 
@@ -277,7 +277,7 @@ describe('padding (log format version 3, zstd)', () => {
     const physical = JSON.parse(line) as { logId: string; header: PhysicalHeader['header']; inheritedEventCount: number }
     const v3Header = encodeUnit(codec, encodeHeaderLine({ ...physical, inheritedEventCount: 0 as never }), 'header', 0, 0)
     expect(bytes.subarray(0, v3Header.length).equals(v3Header)).toBe(true)
-    const v2Line = Buffer.from(line.replace('"formatVersion":3', '"formatVersion":2'))
+    const v2Line = Buffer.from(line.replace('"formatVersion":4', '"formatVersion":2'))
     const v2 = Buffer.concat([encodeUnit(codec, v2Line, 'header', 0, 0), bytes.subarray(v3Header.length)])
     writeFileSync(file, v2)
     const writer = backend(p.root)

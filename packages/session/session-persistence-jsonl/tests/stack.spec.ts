@@ -64,7 +64,7 @@ describe('with the coordinator: live sessions persisted to files and resumed', (
           .split('\n')
         // A fork is stored by reference: its header, then only its own events (seq 3 on).
         expect(lines).toHaveLength(1 + 4)
-        expect(JSON.parse(lines[0]!)).toMatchObject({ formatVersion: 3, fork: { source: 'parent', cut: 3 } })
+        expect(JSON.parse(lines[0]!)).toMatchObject({ formatVersion: 4, fork: { source: 'parent', cut: 3 } })
         expect(lines.slice(1).map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual([3, 4, 5, 6])
       }
       await reader.close()

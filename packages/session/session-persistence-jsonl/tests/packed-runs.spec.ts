@@ -1,0 +1,118 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { SessionId, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import type { AppendTarget } from '@dsh/session-persistence'
+import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createCodec } from '../src/codec.js'
+import { encodeUnit } from '../src/log-units.js'
+import { targetOf, tempDir } from './helpers.js'
+
+// Packed lines (log format version 4, see `encodeEventLines`) through the store:
+// which logs get them, and forks whose cut falls inside one.
+
+const open: JsonlPersistence[] = []
+const cleanups: Array<() => void> = []
+afterEach(async () => {
+  for (const p of open.splice(0)) await p.close()
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
+
+function backend(dir?: string, compression: JsonlCompression = 'zstd'): JsonlPersistence {
+  let root = dir
+  if (root === undefined) {
+    const made = tempDir('dsh-jsonl-packed-')
+    cleanups.push(made.cleanup)
+    root = made.dir
+  }
+  const p = createJsonlPersistence({ root, compression })
+  open.push(p)
+  return p
+}
+
+/** `count` streamed chunks from `first`, deep-frozen as a Session hands them over: one run. */
+function chunks(first: number, count: number, turn = 1): StoredSessionEvent[] {
+  return Array.from({ length: count }, (_, i) =>
+    Object.freeze({
+      type: 'assistant/chunk',
+      seq: (first + i) as SessionSeq,
+      time: 1_760_000_000_000 + 3 * (first + i),
+      data: Object.freeze({ turn, index: 0, delta: `tök ${first + i} ` }),
+    }),
+  )
+}
+
+/** The log's lines after the header (`zstd -dc` for a zstd log). */
+function eventLines(p: JsonlPersistence, id: string, compression: JsonlCompression = 'zstd'): string[] {
+  const file = p.logPath(id)
+  const text = compression === 'zstd' ? execFileSync('zstd', ['-dc', file]).toString('utf8') : readFileSync(file, 'utf8')
+  return text.split('\n').filter((line) => line.startsWith('{"type":'))
+}
+
+const plain = (events: readonly StoredSessionEvent[]): unknown => JSON.parse(JSON.stringify(events))
+
+function forkTarget(id: string, cut: number, source: string): AppendTarget {
+  return { ...targetOf(id, cut, { isSeeded: true, parentSession: SessionId(source) }), forkSource: SessionId(source) }
+}
+
+describe('packed runs in the store', () => {
+  it('a version 4 zstd log stores a run as one line and every reader gets the events back', async () => {
+    const p = backend()
+    await p.append(targetOf('s'), chunks(0, 50))
+    await p.append(targetOf('s'), chunks(50, 7))
+    expect(eventLines(p, 's')).toHaveLength(2)
+    const fresh = backend(p.root)
+    expect(plain((await fresh.inspect(SessionId('s'))).events)).toEqual(plain(chunks(0, 57)))
+    expect(await fresh.verify(SessionId('s'))).toMatchObject({ events: 57, tornBytes: 0 })
+    expect((await fresh.inspectFrom(SessionId('s'), 52 as never)).events.map((e) => e.seq)).toEqual([52, 53, 54, 55, 56])
+  })
+
+  it("compression 'none' keeps one line per event (fixtures and line tools)", async () => {
+    const p = backend(undefined, 'none')
+    await p.append(targetOf('s'), chunks(0, 20))
+    expect(eventLines(p, 's', 'none')).toHaveLength(20)
+  })
+
+  it('a version 3 log is appended to as it was written: one line per event, still version 3', async () => {
+    const p = backend()
+    await p.append(targetOf('old'), chunks(0, 4))
+    await p.close()
+    // Rewrite the log as version 3 wrote it: the header says 3, the batch has one line per event.
+    const file = p.logPath('old')
+    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
+    const headerLine = text.slice(0, text.indexOf('\n') + 1)
+    const codec = createCodec('zstd')
+    const v3Header = Buffer.from(headerLine.replace('"formatVersion":4', '"formatVersion":3'))
+    const v3Lines = Buffer.from(
+      chunks(0, 4)
+        .map((e) => `${JSON.stringify(e)}\n`)
+        .join(''),
+    )
+    writeFileSync(file, Buffer.concat([encodeUnit(codec, v3Header, 'header', 0, 0), encodeUnit(codec, v3Lines, 'batch', 0, 4)]))
+
+    const writer = backend(p.root)
+    expect(plain((await writer.inspect(SessionId('old'))).events)).toEqual(plain(chunks(0, 4)))
+    await writer.append(targetOf('old'), chunks(4, 10))
+    await writer.append(targetOf('old'), chunks(14, 10))
+    const after = execFileSync('zstd', ['-dc', file]).toString('utf8')
+    expect(after.startsWith(v3Header.toString())).toBe(true)
+    expect(eventLines(writer, 'old')).toHaveLength(24)
+    expect(after).not.toContain('"run":')
+    expect(plain((await backend(p.root).inspect(SessionId('old'))).events)).toEqual(plain(chunks(0, 24)))
+  })
+
+  it('a fork cut inside a packed run inherits exactly the prefix; materialized, it keeps every event', async () => {
+    const p = backend()
+    await p.append(targetOf('src'), chunks(0, 30))
+    const source = (await p.inspect(SessionId('src'))).events
+    await p.append(forkTarget('kid', 17, 'src'), [...source.slice(0, 17), ...chunks(17, 5, 2)])
+    const expected = plain([...chunks(0, 17), ...chunks(17, 5, 2)])
+    const fresh = backend(p.root)
+    expect(plain((await fresh.inspect(SessionId('kid'))).events)).toEqual(expected)
+    // The child's log holds its own five events, as one packed line.
+    expect(eventLines(fresh, 'kid')).toHaveLength(1)
+    expect(await p.delete(SessionId('src'), { materializeDependants: true })).toBe(true)
+    expect(eventLines(p, 'kid')).toHaveLength(1)
+    expect(plain((await backend(p.root).inspect(SessionId('kid'))).events)).toEqual(expected)
+  })
+})
