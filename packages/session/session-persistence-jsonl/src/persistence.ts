@@ -409,9 +409,11 @@ class JsonlSessionPersistence implements LogBackend {
     try {
       if (padded === undefined) await writevAt(fd, parts, writer.committedEnd)
       else for (const [at, bytes] of padded.writes) await writevAt(fd, bytes, at)
-      // A lone small batch syncs inline (no thread-pool round trip); batches of several sessions at once overlap on the pool.
+      // A lone small batch syncs inline (no thread-pool round trip); batches of several sessions at once overlap on the pool,
+      // and so does a batch compressed there (large: its caller, an import, reads on meanwhile).
       // (A padding growth counts its zeros: what the sync flushes.)
-      const inline = this.#batchesInFlight === 1 && (padded?.bytes ?? parts[0].length + parts[1].length) <= SYNC_WRITE_MAX
+      const inline =
+        Array.isArray(batch) && this.#batchesInFlight === 1 && (padded?.bytes ?? parts[0].length + parts[1].length) <= SYNC_WRITE_MAX
       await fdatasyncFd(fd, inline)
       if (inline) this.#metrics.inlineSyncs++
       // A padded log's revision is its new end slot's (no stat: see `revisionOf`). Otherwise a synchronous

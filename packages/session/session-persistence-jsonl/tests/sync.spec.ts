@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { statSync } from 'node:fs'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -41,5 +42,18 @@ describe('where a durable append syncs (fdatasync inline or on the pool)', () =>
     await p.append(targetOf('a'), [event(1, 'tool/result', { output: randomBytes(384 * 1024).toString('base64') })])
     expect(p.metrics.inlineSyncs).toBe(0)
     expect((await p.inspect(SessionId('a'))).events).toHaveLength(2)
+  })
+
+  it('a batch compressed on the pool (>= 256 KiB of lines) syncs there too, however small it is stored', async () => {
+    const p = fresh()
+    await p.append(targetOf('a'), eventsFrom(0, 1))
+    const lines = Array.from({ length: 3000 }, (_, i) => event(1 + i, 'tool/progress', { text: 'the same line of output, again '.repeat(4) }))
+    await p.append(targetOf('a'), lines)
+    // Stored well below 256 KiB (it compresses), so only where it was compressed sends its sync to the pool.
+    expect(statSync(p.logPath('a')).size).toBeLessThan(64 * 1024)
+    expect(p.metrics.inlineSyncs).toBe(0)
+    await p.append(targetOf('a'), eventsFrom(3001, 2))
+    expect(p.metrics.inlineSyncs).toBe(1)
+    expect((await p.inspect(SessionId('a'))).events).toHaveLength(3003)
   })
 })
