@@ -47,7 +47,9 @@ describe('where a durable append syncs (fdatasync inline or on the pool)', () =>
   it('a batch compressed on the pool (>= 256 KiB of lines) syncs there too, however small it is stored', async () => {
     const p = fresh()
     await p.append(targetOf('a'), eventsFrom(0, 1))
-    const lines = Array.from({ length: 3000 }, (_, i) => event(1 + i, 'tool/progress', { text: 'the same line of output, again '.repeat(4) }))
+    const lines = Array.from({ length: 3000 }, (_, i) =>
+      event(1 + i, 'tool/progress', { text: 'the same line of output, again '.repeat(4) }),
+    )
     await p.append(targetOf('a'), lines)
     // Stored well below 256 KiB (it compresses), so only where it was compressed sends its sync to the pool.
     expect(statSync(p.logPath('a')).size).toBeLessThan(64 * 1024)
