@@ -184,9 +184,8 @@ function parseFork(raw: unknown, cut: number): ForkReference | string {
  *   call and split into lines, instead of one call and one string per event;
  * - a frozen event of exactly those four keys is stringified as it is (no
  *   wrapper object);
- * - the text becomes bytes `LINES_CHUNK` characters at a time rather than
- *   as one long concatenated string (flattening and encoding a 2 MiB rope
- *   at once costs more).
+ * - each line's text is written as UTF-8 straight into the batch's buffer
+ *   (`LineBytes`), never concatenated into a rope that must be flattened.
  */
 export function encodeEventLines(events: readonly StoredSessionEvent[], pack = false): Buffer {
   const out = new LineBytes()
@@ -196,7 +195,7 @@ export function encodeEventLines(events: readonly StoredSessionEvent[], pack = f
     const packed = pack ? packRunAt(events, i) : undefined
     if (packed !== undefined) {
       if (run.length > 0) run = out.addFlatRun(run)
-      out.add(`${packed.line}\n`)
+      out.line(packed.line)
       i = packed.end
       continue
     }
@@ -207,7 +206,7 @@ export function encodeEventLines(events: readonly StoredSessionEvent[], pack = f
       continue
     }
     if (run.length > 0) run = out.addFlatRun(run)
-    out.add(`${encodeLine(event)}\n`)
+    out.line(encodeLine(event))
   }
   if (run.length > 0) out.addFlatRun(run)
   return out.bytes()
@@ -286,38 +285,47 @@ function encodeLine(event: StoredSessionEvent): string {
   return JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data })
 }
 
-/** Characters of event lines encoded to bytes at a time (`encodeEventLines`). */
-const LINES_CHUNK = 64 * 1024
 /** Flat events stringified in one call at most. */
 const FLAT_RUN_MAX = 512
 
-/** Event lines collected as text and encoded to UTF-8 a chunk at a time. */
+/**
+ * Event lines written as UTF-8 straight into one growing buffer: each line's
+ * text (flat, fresh from `JSON.stringify`) is encoded once where it goes, never
+ * concatenated into a rope that must be flattened first.
+ */
 class LineBytes {
-  private parts: Buffer[] | undefined
-  private text = ''
+  private buf = Buffer.allocUnsafe(LINES_INITIAL)
+  private length = 0
 
-  /** Adds text made of whole lines. */
-  add(lines: string): void {
-    this.text += lines
-    if (this.text.length >= LINES_CHUNK) {
-      this.parts ??= []
-      this.parts.push(Buffer.from(this.text, 'utf8'))
-      this.text = ''
-    }
+  /** Adds one line's text and its newline. */
+  line(text: string): void {
+    // A UTF-16 code unit takes at most 3 bytes in UTF-8 (a surrogate pair: 4 for 2).
+    const room = text.length * 3 + 1
+    if (this.length + room > this.buf.length) this.grow(room)
+    this.length += this.buf.write(text, this.length, 'utf8')
+    this.buf[this.length++] = 0x0a
   }
 
   /** Adds the lines of a run of flat events (`encodeFlatRun`); returns a new empty run. */
   addFlatRun(run: readonly StoredSessionEvent[]): StoredSessionEvent[] {
-    this.add(encodeFlatRun(run))
+    this.line(encodeFlatRun(run))
     return []
   }
 
   bytes(): Buffer {
-    if (this.parts === undefined) return Buffer.from(this.text, 'utf8')
-    if (this.text.length > 0) this.parts.push(Buffer.from(this.text, 'utf8'))
-    return Buffer.concat(this.parts)
+    // A buffer mostly unused is not kept alive with the batch (it may wait for the pool): copy what was written.
+    return this.length * 2 < this.buf.length ? Buffer.from(this.buf.subarray(0, this.length)) : this.buf.subarray(0, this.length)
+  }
+
+  private grow(room: number): void {
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + room))
+    this.buf.copy(next, 0, 0, this.length)
+    this.buf = next
   }
 }
+
+/** Bytes a batch's lines start with room for. */
+const LINES_INITIAL = 4096
 
 /**
  * The lines of a run of flat events, from one `JSON.stringify` of the run:
@@ -331,10 +339,10 @@ class LineBytes {
  * the same) falls back to one line per event.
  */
 function encodeFlatRun(run: readonly StoredSessionEvent[]): string {
-  if (run.length === 1) return `${JSON.stringify(run[0])}\n`
+  if (run.length === 1) return JSON.stringify(run[0])
   const pieces = JSON.stringify(run).slice(1, -1).split(FLAT_BOUNDARY)
-  if (pieces.length !== run.length) return run.map((event) => `${encodeLine(event)}\n`).join('')
-  return `${pieces.join(FLAT_LINE_START)}\n`
+  if (pieces.length !== run.length) return run.map((event) => encodeLine(event)).join('\n')
+  return pieces.join(FLAT_LINE_START)
 }
 
 const FLAT_BOUNDARY = ',{"type":'
