@@ -164,7 +164,7 @@ export interface RevisionSlot {
  * revision even when the inode number is reused. Within one log the file only
  * grows (appends) or shrinks back (truncating a torn or failed batch), so
  * for a log without padding size and modification time change with every
- * durable change. A padded log (version 3) does not change size when
+ * durable change. A padded log (version 3 on) does not change size when
  * appended to, and its modification time is neither durable (fdatasync) nor
  * finer than the kernel's clock tick, so its revision is the newest end
  * slot's instead (`slot`: written with every append): the committed end and

@@ -3,7 +3,7 @@ import type { RevisionSlot } from './fs-io.js'
 import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
 
 /**
- * The preallocated tail of a version 3 zstd log (see the README's format
+ * The preallocated tail of a zstd log of version 3 on (see the README's format
  * section). Invariants, in the order a reader relies on them:
  *
  * 1. A padded log is `[header unit][batch units…][padding]`, where the

@@ -96,7 +96,7 @@ export async function scanLog(buf: Buffer, codec: LogCodec, file: string, firstS
   const header = locateHeader(buf, codec, file, true)
   if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
   const trailerSize = codec.trailer.size
-  // Only zstd logs are padded (version 3); accepting padding in older logs
+  // Only zstd logs are padded (version 3 on); accepting padding in older logs
   // changes nothing for them: none was ever written there.
   const padded = codec.compression === 'zstd'
   const batches: LogUnit[] = []

@@ -400,7 +400,7 @@ class JsonlSessionPersistence implements LogBackend {
     const batch = encodeBatchUnit(this.#codec, writer.physical, events, writer.nextSeq)
     const parts = Array.isArray(batch) ? batch : await batch
     const fd = writer.handle.fd
-    // Version 3 zstd logs: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
+    // Zstd logs of version 3 on: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
     const padded = padsLog(this.#codec.compression, writer.physical)
       ? planPaddedAppend(writer, parts[0], parts[1], writer.nextSeq + events.length)
       : undefined
