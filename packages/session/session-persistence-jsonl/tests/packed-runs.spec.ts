@@ -115,4 +115,28 @@ describe('packed runs in the store', () => {
     expect(eventLines(p, 'kid')).toHaveLength(1)
     expect(plain((await backend(p.root).inspect(SessionId('kid'))).events)).toEqual(expected)
   })
+
+  it('a log of a newer format is refused, typed, by every read and by append, and left as it is', async () => {
+    const p = backend()
+    await p.append(targetOf('new'), chunks(0, 4))
+    await p.append(targetOf('other'), chunks(0, 2))
+    await p.close()
+    const file = p.logPath('new')
+    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
+    const headerLine = text.slice(0, text.indexOf('\n') + 1)
+    const codec = createCodec('zstd')
+    const v5 = encodeUnit(codec, Buffer.from(headerLine.replace('"formatVersion":4', '"formatVersion":5')), 'header', 0, 0)
+    const batches = readFileSync(file).subarray(encodeUnit(codec, Buffer.from(headerLine), 'header', 0, 0).length)
+    writeFileSync(file, Buffer.concat([v5, batches]))
+    const before = readFileSync(file)
+
+    const reader = backend(p.root)
+    const unsupported = { code: 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION' }
+    await expect(reader.inspect(SessionId('new'))).rejects.toMatchObject(unsupported)
+    await expect(reader.append(targetOf('new'), chunks(4, 1))).rejects.toMatchObject(unsupported)
+    // Listing the root leaves it out and reports it; the other session lists as usual.
+    expect((await reader.list()).map((entry) => entry.header.id)).toEqual(['other'])
+    expect(reader.damagedLogs()).toEqual([expect.objectContaining({ id: 'new', code: 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION' })])
+    expect(readFileSync(file).equals(before)).toBe(true)
+  })
 })
