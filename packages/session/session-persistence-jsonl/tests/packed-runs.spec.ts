@@ -49,6 +49,20 @@ function eventLines(p: JsonlPersistence, id: string, compression: JsonlCompressi
   return text.split('\n').filter((line) => line.startsWith('{"type":'))
 }
 
+/**
+ * A zstd log's header line rewritten to say `formatVersion` (as a build of
+ * that version wrote it), its header unit, and the log's bytes after its
+ * original header unit.
+ */
+function headerUnitAs(file: string, formatVersion: number): { line: Buffer; header: Buffer; rest: Buffer } {
+  const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
+  const headerLine = text.slice(0, text.indexOf('\n') + 1)
+  const codec = createCodec('zstd')
+  const rewritten = Buffer.from(headerLine.replace('"formatVersion":4', `"formatVersion":${formatVersion}`))
+  const original = encodeUnit(codec, Buffer.from(headerLine), 'header', 0, 0)
+  return { line: rewritten, header: encodeUnit(codec, rewritten, 'header', 0, 0), rest: readFileSync(file).subarray(original.length) }
+}
+
 const plain = (events: readonly StoredSessionEvent[]): unknown => JSON.parse(JSON.stringify(events))
 
 function forkTarget(id: string, cut: number, source: string): AppendTarget {
@@ -79,16 +93,13 @@ describe('packed runs in the store', () => {
     await p.close()
     // Rewrite the log as version 3 wrote it: the header says 3, the batch has one line per event.
     const file = p.logPath('old')
-    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
-    const headerLine = text.slice(0, text.indexOf('\n') + 1)
-    const codec = createCodec('zstd')
-    const v3Header = Buffer.from(headerLine.replace('"formatVersion":4', '"formatVersion":3'))
+    const { line: v3Header, header: v3HeaderUnit } = headerUnitAs(file, 3)
     const v3Lines = Buffer.from(
       chunks(0, 4)
         .map((e) => `${JSON.stringify(e)}\n`)
         .join(''),
     )
-    writeFileSync(file, Buffer.concat([encodeUnit(codec, v3Header, 'header', 0, 0), encodeUnit(codec, v3Lines, 'batch', 0, 4)]))
+    writeFileSync(file, Buffer.concat([v3HeaderUnit, encodeUnit(createCodec('zstd'), v3Lines, 'batch', 0, 4)]))
 
     const writer = backend(p.root)
     expect(plain((await writer.inspect(SessionId('old'))).events)).toEqual(plain(chunks(0, 4)))
@@ -122,11 +133,7 @@ describe('packed runs in the store', () => {
     await p.append(targetOf('other'), chunks(0, 2))
     await p.close()
     const file = p.logPath('new')
-    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
-    const headerLine = text.slice(0, text.indexOf('\n') + 1)
-    const codec = createCodec('zstd')
-    const v5 = encodeUnit(codec, Buffer.from(headerLine.replace('"formatVersion":4', '"formatVersion":5')), 'header', 0, 0)
-    const batches = readFileSync(file).subarray(encodeUnit(codec, Buffer.from(headerLine), 'header', 0, 0).length)
+    const { header: v5, rest: batches } = headerUnitAs(file, 5)
     writeFileSync(file, Buffer.concat([v5, batches]))
     const before = readFileSync(file)
 
