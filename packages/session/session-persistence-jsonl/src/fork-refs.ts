@@ -8,6 +8,7 @@ import { isErrno } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import { type ForkReference, type PhysicalHeader, parseHeaderLine } from './log-format.js'
 import { corrupt, locateHeader } from './log-scan.js'
+import { lastBatch, tailSync } from './log-tail.js'
 
 /**
  * Creating a fork by reference, synchronously: the few small reads and
@@ -79,12 +80,12 @@ export function locateCutSync(
     try {
       const size = fstatSync(fd).size
       const { physical, headerEnd } = readHeaderSync(io, fd, size, file)
-      const tail = lastTrailerSync(io, fd, size, headerEnd)
-      if (tail === undefined) {
+      const last = tailSync(lastBatch(io.codec, size, headerEnd), (position, length) => readExact(io, fd, position, length))
+      if (last === undefined) {
         closeSync(fd)
         return undefined
       }
-      source = { fd, physical, headerEnd, ...tail }
+      source = { fd, physical, headerEnd, committedEnd: last.tail.committedEnd, nextSeq: last.tail.nextSeq }
     } catch (error) {
       closeSync(fd)
       throw error
@@ -238,15 +239,6 @@ function readHeaderSync(io: ForkIo, fd: number, size: number, file: string): { p
     }
     return { physical: parsed.value, headerEnd: unit.bodyEnd + io.codec.trailer.size }
   }
-}
-
-function lastTrailerSync(io: ForkIo, fd: number, size: number, headerEnd: number): { committedEnd: number; nextSeq: number } | undefined {
-  const trailerSize = io.codec.trailer.size
-  if (size < headerEnd + trailerSize) return undefined
-  const trailer = io.codec.trailer.decode(readExact(io, fd, size - trailerSize, trailerSize), 0)
-  if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0 || size - trailerSize - trailer.bodyLength < headerEnd)
-    return undefined
-  return { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count }
 }
 
 function readExact(io: ForkIo, fd: number, position: number, length: number, header = false): Buffer {

@@ -10,10 +10,10 @@ import { ioError, labelOf, persistenceError } from './errors.js'
 import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
-import { mayBePadded, newestSlot, PAD_HEADER_BYTES, revisionSlotOf, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
+import { mayBePadded, newestSlot, PAD_HEADER_BYTES, revisionSlotOf, SLOTS_BYTES } from './log-padding.js'
 import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
+import { type LastBatch, lastBatch, tailAsync, type VerifiedTail } from './log-tail.js'
 import type { JsonlPersistenceMetrics } from './persistence.js'
-import type { TrailerFields } from './trailer.js'
 
 /** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
 const HEADER_PREFIX_BYTES = 512
@@ -27,18 +27,6 @@ export interface OwnRead {
   readonly buf: Buffer
   readonly stats: Stats
   /** The newest end slot when the log read in full ends with padding (its revision). */
-  readonly slot: RevisionSlot | undefined
-}
-
-/** Where a log's committed part ends, and (padded logs) where its padding ends and the newest slot's generation. */
-export interface VerifiedTail {
-  readonly committedEnd: number
-  readonly nextSeq: number
-  /** The file's size: `committedEnd` when the log has no padding. */
-  readonly fileEnd: number
-  /** The newest end slot's generation (0 without padding). */
-  readonly generation: number
-  /** The newest slot (the revision); `undefined` without padding. */
   readonly slot: RevisionSlot | undefined
 }
 
@@ -72,7 +60,7 @@ export class LogReader {
   async verifyTail(handle: FileHandle, size: number, headerEnd: number, firstSeq: number, file: string): Promise<VerifiedTail | undefined> {
     if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq, fileEnd: size, generation: 0, slot: undefined }
     const trailerSize = this.codec.trailer.size
-    const last = (await this.paddedTail(handle, size, headerEnd)) ?? (await this.trailerAtEnd(handle, size, headerEnd))
+    const last = await this.lastBatch(handle, size, headerEnd)
     if (last === undefined || last.trailer.firstSeq < firstSeq) return undefined
     const { trailer, tail } = last
     const bodyStart = tail.committedEnd - trailerSize - trailer.bodyLength
@@ -91,65 +79,11 @@ export class LogReader {
 
   /** The committed end and next seq when the log ends with a valid batch trailer (self-checked), or with padding whose newest slot agrees with the trailer before it. */
   async lastTrailer(handle: FileHandle, size: number, headerEnd: number): Promise<VerifiedTail | undefined> {
-    return ((await this.paddedTail(handle, size, headerEnd)) ?? (await this.trailerAtEnd(handle, size, headerEnd)))?.tail
+    return (await this.lastBatch(handle, size, headerEnd))?.tail
   }
 
-  /** The last batch's trailer when it ends the file. */
-  private async trailerAtEnd(
-    handle: FileHandle,
-    size: number,
-    headerEnd: number,
-  ): Promise<{ trailer: TrailerFields; tail: VerifiedTail } | undefined> {
-    const trailerSize = this.codec.trailer.size
-    if (size < headerEnd + trailerSize) return undefined
-    const trailer = this.codec.trailer.decode(await this.countedRead(handle, size - trailerSize, trailerSize), 0)
-    if (trailer === undefined || trailer.kind !== 'batch' || trailer.count === 0 || size - trailerSize - trailer.bodyLength < headerEnd)
-      return undefined
-    return {
-      trailer,
-      tail: { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count, fileEnd: size, generation: 0, slot: undefined },
-    }
-  }
-
-  /**
-   * The tail of a padded log (see `log-padding.ts`): the newest valid end
-   * slot, confirmed by a padding frame starting at its end and reaching the
-   * end of the file, and by the batch trailer before it (self-checked, the
-   * CRC the slot recorded, the slot's next seq). Two small reads.
-   */
-  private async paddedTail(
-    handle: FileHandle,
-    size: number,
-    headerEnd: number,
-  ): Promise<{ trailer: TrailerFields; tail: VerifiedTail } | undefined> {
-    const trailerSize = this.codec.trailer.size
-    if (!mayBePadded(this.codec.compression, size) || size < headerEnd + trailerSize + PAD_HEADER_BYTES + SLOTS_BYTES) return undefined
-    const slot = newestSlot(await this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES))
-    if (slot === undefined || slot.end < headerEnd + trailerSize || slot.end + PAD_HEADER_BYTES + SLOTS_BYTES > size) return undefined
-    const around = await this.countedRead(handle, slot.end - trailerSize, trailerSize + PAD_HEADER_BYTES)
-    // The padding frame must start at the slot's end and reach the end of the file (the slot is settled).
-    const revision = revisionSlotOf(slot, around.subarray(trailerSize), size)
-    if (!revision.settled) return undefined
-    const trailer = this.codec.trailer.decode(around, 0)
-    if (
-      trailer === undefined ||
-      trailer.kind !== 'batch' ||
-      trailer.count === 0 ||
-      trailerCheckOf(around.subarray(0, trailerSize)) !== slot.trailerCheck ||
-      trailer.firstSeq + trailer.count !== slot.nextSeq ||
-      slot.end - trailerSize - trailer.bodyLength < headerEnd
-    )
-      return undefined
-    return {
-      trailer,
-      tail: {
-        committedEnd: slot.end,
-        nextSeq: slot.nextSeq,
-        fileEnd: size,
-        generation: slot.generation,
-        slot: revision,
-      },
-    }
+  private lastBatch(handle: FileHandle, size: number, headerEnd: number): Promise<LastBatch | undefined> {
+    return tailAsync(lastBatch(this.codec, size, headerEnd), (position, length) => this.countedRead(handle, position, length))
   }
 
   /** Reads a log's own units in full and checks their structure (every CRC); `upTo` bounds the read (a writer's committed end). */

@@ -93,6 +93,24 @@ for (const compression of ['zstd', 'none'] as const) {
       expect(reader.metrics.bodyReads).toBe(0)
     })
 
+    it('a fresh backend forks an appended-to (padded) source from its header and tail alone, one read of each', async () => {
+      const dir = root()
+      const p = backend(dir, compression)
+      for (let b = 0; b < 6; b++) await p.append(targetOf('src'), eventsFrom(b * 5, 5))
+      const seed = (await p.inspect(SessionId('src'))).events.slice(0, 12)
+      await p.close()
+      const srcBytes = statSync(p.logPath('src')).size
+      if (compression === 'zstd') expect(srcBytes % 4096).toBe(0) // padded: the tail is found through its end slots
+      const forker = backend(dir, compression)
+      await forker.append(forkTarget('kid', 12, 'src'), [...seed, ...eventsFrom(12, 2, 9)])
+      // The cut located from the source's header and its last trailers (a second header read checks, just before the
+      // link, that the source was not re-created) — never a fallback that reads the header again or the body.
+      expect(forker.metrics.headerReads).toBe(2)
+      expect(forker.metrics.bodyReads).toBe(0)
+      expect(forker.metrics.bytesRead).toBeLessThan(Math.min(2048, srcBytes))
+      expect((await forker.inspect(SessionId('kid'))).events.map((e) => e.seq)).toEqual(Array.from({ length: 14 }, (_, i) => i))
+    })
+
     it('a fork of a fork resolves the chain, also with a cut inside the parent own inherited prefix', async () => {
       const p = backend(root(), compression)
       const { expected } = await sourceAndFork(p, 7)
