@@ -3,6 +3,7 @@ import {
   constants,
   fdatasync,
   fdatasyncSync,
+  promises as fsp,
   fsync,
   linkSync,
   openSync,
@@ -92,41 +93,50 @@ export function isLiveTemp(name: string): boolean {
 /**
  * Publishes `data` at `path` atomically and without overwriting: written to a
  * temporary file, fsynced, hard-linked into place (`link` fails with EEXIST
- * instead of replacing), then the directory is fsynced. Returns false when
- * `path` already exists. `beforeLink` (e.g. other directories' fsyncs) is
- * awaited after the temporary file is durable and before it is linked. `durable: false` skips the fsyncs, for files that
- * only matter while their writer lives (locks).
+ * instead of replacing), then the directory is fsynced. `beforeLink` (e.g.
+ * other directories' fsyncs) is awaited after the temporary file is durable
+ * and before it is linked. Returns a handle open for reading and writing on
+ * the published file — opened on the temporary name while the fsync runs, so
+ * the caller's writer needs no reopen after the link — or `undefined` when
+ * `path` already exists.
  */
-export async function publishNew(path: string, data: Buffer, durable = true, beforeLink?: Promise<unknown>): Promise<boolean> {
+export async function publishNew(path: string, data: Buffer, beforeLink?: Promise<unknown>): Promise<FileHandle | undefined> {
   // Creating, linking and unlinking a small file are cheap system calls, made
-  // synchronously; only the fsyncs wait on the thread pool.
+  // synchronously; only the fsyncs and the handle's open wait on the thread pool.
   const temp = tempSibling(path)
   const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+  const handle = fsp.open(temp, constants.O_RDWR)
+  handle.catch(() => {}) // awaited below; a failed open must not count as unhandled meanwhile
+  let published = false
   try {
     try {
       if (data.length > SYNC_WRITE_MAX) await writeAllAsync(fd, data)
       else for (let done = 0; done < data.length; ) done += writeSync(fd, data, done, data.length - done, done)
-      if (durable) await fsyncFd(fd)
+      await fsyncFd(fd)
     } finally {
       closeSync(fd)
       // Whatever must be durable before the file appears (run concurrently with its write and fsync).
       await beforeLink
     }
+    await handle
     try {
       linkSync(temp, path)
     } catch (error) {
-      if (isErrno(error, 'EEXIST')) return false
+      if (isErrno(error, 'EEXIST')) return undefined
       throw error
     }
+    await fsyncDir(dirname(path))
+    published = true
+    return await handle
   } finally {
     try {
       unlinkSync(temp)
     } catch {
       // already gone
     }
+    // Not published (exists, or failed): the handle, if it opened, is of a file no one will write.
+    if (!published) await handle.then((h) => h.close()).catch(() => {})
   }
-  if (durable) await fsyncDir(dirname(path))
-  return true
 }
 
 /** Writes all of `data` from offset 0 on the thread pool (large files). */

@@ -342,15 +342,15 @@ class JsonlSessionPersistence implements LogBackend {
       const published = await this.#journaled(id, async () => {
         // A source being deleted, or deleted and re-created, since it was located is not referenced.
         if (fork) assertReferenceableSync(this.#forkIo, fork, label, DELETING_FILE)
-        return publishNew(file, data, true, Promise.all([rootSync, registered]))
+        return publishNew(file, data, Promise.all([rootSync, registered]))
       })
-      if (!published) {
+      if (published === undefined) {
         throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, {
           details: { id },
         })
       }
       this.#metrics.logOpens++
-      const handle = await fsp.open(file, constants.O_RDWR)
+      const handle = published
       const headerCrc = crc32(headerLine)
       // A synchronous fstat of the file just published is one cheap system call; an asynchronous one, a round trip.
       const stats = fstatSync(handle.fd)

@@ -137,6 +137,8 @@ describe('the JSONL change journal', () => {
 
   it('a writer whose journal was deleted under it writes to the new one: nothing is lost', async () => {
     const { writer, reader, journal } = await fixture()
+    // The fixture's last end record goes out on the next turn of the event loop; once it has, the journal is deleted.
+    await new Promise(setImmediate)
     rmSync(journal)
     const { cursor } = await reader.changes()
     await writer.append(targetOf('a'), eventsFrom(3, 1))
