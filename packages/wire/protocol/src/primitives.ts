@@ -8,6 +8,18 @@ import { ID_MAX_LENGTH, PARAM_MAX_LENGTH } from './limits.js'
 /** A non-negative safe integer (a count, an offset, an epoch in ms). */
 export const nonNegativeInt = z.number().int().nonnegative()
 
+const jsonCheck = z.json()
+
+/**
+ * A JSON value (event data, a projection view), checked as `z.json()` checks
+ * it but passed on as it is, never rebuilt: `z.json()`'s output assigns each
+ * member to a new object, which drops an own `__proto__` key (legal JSON, kept
+ * by the store and by `JSON.parse`) and copies the whole value.
+ */
+export const jsonValue = z.custom<z.infer<typeof jsonCheck>>((value) => jsonCheck.safeParse(value).success, {
+  error: 'is not a JSON value',
+})
+
 /** A session id in an answer: any non-empty string. */
 export const sessionId = z.string().min(1)
 

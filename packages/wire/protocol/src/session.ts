@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { PAGE_MAX_LIMIT } from './limits.js'
-import { choiceParam, idParam, intParam, nonNegativeInt, sessionId, textParam } from './primitives.js'
+import { choiceParam, idParam, intParam, jsonValue, nonNegativeInt, sessionId, textParam } from './primitives.js'
 
 /**
  * The logical session header (`SessionHeader` of `@dsh/session`, which keeps
@@ -51,7 +51,7 @@ export const storedEvent = z.object({
   type: z.string().min(1),
   seq: nonNegativeInt,
   time: z.number(),
-  data: z.json(),
+  data: jsonValue,
 })
 
 /** A page of history, ascending by seq; `nextBefore` continues towards the start of the log. */

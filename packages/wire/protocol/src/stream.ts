@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { sessionId } from './primitives.js'
+import { jsonValue, sessionId } from './primitives.js'
 
 // Server-Sent Events of `GET /api/sessions/:id/stream`. Each message is one
 // `event:` name and one `data:` line of JSON.
@@ -13,7 +13,7 @@ export const streamProjection = z.object({
   key: z.string().min(1),
   seq: z.number().int().min(-1),
   /** The new view; absent when the key became absent (its unit failed for this session). */
-  view: z.json().optional(),
+  view: jsonValue.optional(),
 })
 
 /**

@@ -70,6 +70,17 @@ describe('response schemas', () => {
     expect(errorBody.safeParse({ code: '', message: 'x' }).success).toBe(false)
   })
 
+  it('pass event data and projection views on as they are: an own __proto__ key (legal JSON) is kept', () => {
+    const data = JSON.parse('{"__proto__":0,"nested":[{"__proto__":{"x":1}}]}') as unknown
+    const parsed = storedEvent.parse({ type: 'x', seq: 0, time: 0, data })
+    expect(JSON.stringify(parsed.data)).toBe('{"__proto__":0,"nested":[{"__proto__":{"x":1}}]}')
+    const view = streamEvent.parse({ event: 'projection', data: { sessionId: 's', key: 'k', seq: 0, view: data } })
+    expect(JSON.stringify(view.event === 'projection' && view.data.view)).toBe(JSON.stringify(data))
+    // Still JSON only.
+    for (const bad of [Number.NaN, new Date(0), { a: undefined }, [() => 1]])
+      expect(storedEvent.safeParse({ type: 'x', seq: 0, time: 0, data: bad }).success).toBe(false)
+  })
+
   it('strip fields a backend carries internally, so they never reach the wire', () => {
     expect(sessionHeader.parse({ ...header, internalPath: '/srv/dsh/child-1' })).not.toHaveProperty('internalPath')
   })
