@@ -140,19 +140,40 @@ class JsonlPersistenceFront implements JsonlPersistence {
     return this.#logs((b) => b.verify(id, signal))
   }
 
-  /** Runs `operation` on the log side, loading it first if needed (one import shared by every caller). */
+  /**
+   * Runs `operation` on the log side, loading it first if needed (one import
+   * shared by every caller). Once loaded, an operation is called at once, on
+   * the caller's turn — so an append takes its events as they are when it is
+   * called — and before that, in call order: `#loaded` is set by the first
+   * reaction to the load, ahead of every operation queued behind it, so a
+   * later call can never overtake an earlier one.
+   */
   #logs<T>(operation: (backend: LogBackend) => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(closedError(this.root))
-    this.#backend ??= import('./persistence.js').then((m) => {
-      this.#loaded = m.openLogBackend(this.#options, {
-        root: this.root,
-        compression: this.compression,
-        readOnly: this.readOnly,
-        metrics: this.#metrics,
-        journal: this.#journal,
-      })
-      return this.#loaded
-    })
+    if (this.#loaded !== undefined) {
+      try {
+        return operation(this.#loaded)
+      } catch (error) {
+        return Promise.reject(error as Error)
+      }
+    }
+    if (this.#backend === undefined) {
+      this.#backend = import('./persistence.js').then((m) =>
+        m.openLogBackend(this.#options, {
+          root: this.root,
+          compression: this.compression,
+          readOnly: this.readOnly,
+          metrics: this.#metrics,
+          journal: this.#journal,
+        }),
+      )
+      this.#backend.then(
+        (backend) => {
+          this.#loaded = backend
+        },
+        () => {},
+      )
+    }
     return this.#backend.then(operation)
   }
 
