@@ -42,7 +42,7 @@ import {
   writevAt,
 } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
-import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
+import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader, packsLog } from './log-format.js'
 import { padsLog, planPaddedAppend, trailerCheckOf } from './log-padding.js'
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
@@ -131,6 +131,16 @@ export interface DamagedLog {
 }
 
 /** What a resumed or appended-to session needs between appends: the held lock, the open log and where it ends. */
+/** A batch encoded for a log, waiting to be written (`#writeBatch`). */
+interface EncodedBatch {
+  /** Its first event's envelope (what is checked against the log in turn when it was encoded early: `#appendEncoded`). */
+  readonly first: StoredSessionEvent
+  readonly count: number
+  /** Whether runs were packed (the log's version decides: `packsLog`). */
+  readonly packed: boolean
+  readonly unit: ReturnType<typeof encodeBatchUnit>
+}
+
 interface Writer {
   readonly id: string
   readonly label: string
@@ -267,6 +277,8 @@ class JsonlSessionPersistence implements LogBackend {
       return Promise.reject(error as Error)
     }
     const id = target.header.id
+    const early = this.#encodeEarly(target, events)
+    if (early !== undefined) return this.#serial(id, () => this.#appendEncoded(target, early))
     return this.#serial(id, async () => {
       let writer = this.#writers.get(id)
       if (writer === undefined) {
@@ -280,9 +292,90 @@ class JsonlSessionPersistence implements LogBackend {
         inheritedEventCount: writer.physical.inheritedEventCount,
         nextSeq: writer.nextSeq,
       })
-      if (events.length > 0) await this.#writeBatch(writer, events)
+      if (events.length > 0) await this.#writeBatch(writer, this.#encode(writer, events))
       return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
     })
+  }
+
+  /**
+   * A batch that continues a session whose queue is busy (an earlier append
+   * of it is still being written and synced) is checked and encoded now, on
+   * the caller's turn: its lines are serialised here and its body compressed
+   * on the pool while the earlier batch waits for its fsync, and its events
+   * are not kept alive while it waits (a caller keeping two batches in
+   * flight, an import, so overlaps each batch's encoding with the previous
+   * one's write). Nothing of the events is read after this call, so a caller
+   * changing them later changes nothing. In turn, what depends on the log —
+   * the header's lifecycle, the inherited count, the first seq being the
+   * log's next — is checked with the first event's envelope as it was here
+   * (`#appendEncoded`). Only a batch starting past seq 0 is taken (a log
+   * deleted meanwhile is then refused, never re-created from it); one that
+   * fails a check here is left to the ordinary path, which throws the same
+   * error in turn, in order.
+   */
+  #encodeEarly(target: AppendTarget, events: readonly StoredSessionEvent[]): EncodedBatch | undefined {
+    const id = target.header.id
+    const writer = this.#writers.get(id)
+    const first = events[0]
+    if (
+      writer === undefined ||
+      this.#evicting.has(id) ||
+      !this.#chains.has(id) ||
+      first === undefined ||
+      !Number.isSafeInteger(first.seq) ||
+      first.seq <= 0
+    )
+      return undefined
+    try {
+      checkAppend(target, events, { header: target.header, inheritedEventCount: target.inheritedEventCount, nextSeq: first.seq })
+      const encoded = this.#encode(writer, events)
+      // Observed in turn; never an unhandled rejection meanwhile.
+      if (!Array.isArray(encoded.unit)) encoded.unit.catch(() => {})
+      return encoded
+    } catch {
+      return undefined
+    }
+  }
+
+  /** In turn, a batch `#encodeEarly` checked and encoded: only what depends on the log is left to check. */
+  async #appendEncoded(target: AppendTarget, batch: EncodedBatch): Promise<AppendResult> {
+    const id = target.header.id
+    let writer = this.#writers.get(id)
+    if (writer === undefined) {
+      // Dropped after an earlier batch's write failed (an eviction queued before this call is excluded there): reopened,
+      // and checked as any append is. A log deleted meanwhile is not re-created from a continuation (seq > 0).
+      const opened = await this.#openWriter(id, 'existing')
+      if (opened.kind !== 'writer') {
+        checkAppend(target, [batch.first], undefined)
+        throw notFound(id)
+      }
+      writer = opened.writer
+    }
+    checkAppend(target, [batch.first], {
+      header: writer.physical.header,
+      inheritedEventCount: writer.physical.inheritedEventCount,
+      nextSeq: writer.nextSeq,
+    })
+    if (packsLog(this.#codec.compression, writer.physical) !== batch.packed) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `Session ${writer.label} was re-created in another log format while a batch waited for its turn; nothing was appended.`,
+        { details: { id } },
+      )
+    }
+    await this.#writeBatch(writer, batch)
+    return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
+  }
+
+  /** A batch's unit for `writer`'s log (packed runs or not, as the log's version says). */
+  #encode(writer: Writer, events: readonly StoredSessionEvent[]): EncodedBatch {
+    const { type, seq, time } = events[0]!
+    return {
+      first: Object.freeze({ type, seq, time, data: null }),
+      count: events.length,
+      packed: packsLog(this.#codec.compression, writer.physical),
+      unit: encodeBatchUnit(this.#codec, writer.physical, events, events[0]!.seq),
+    }
   }
 
   /**
@@ -386,23 +479,22 @@ class JsonlSessionPersistence implements LogBackend {
   }
 
   /** Durable append: write + fsync; on failure the file is truncated back to its committed end and the error rethrown. */
-  async #writeBatch(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
+  async #writeBatch(writer: Writer, batch: EncodedBatch): Promise<void> {
     this.#batchesInFlight++
     try {
-      await this.#writeBatchNow(writer, events)
+      await this.#writeBatchNow(writer, batch)
     } finally {
       this.#batchesInFlight--
     }
   }
 
-  async #writeBatchNow(writer: Writer, events: readonly StoredSessionEvent[]): Promise<void> {
+  async #writeBatchNow(writer: Writer, { count, unit }: EncodedBatch): Promise<void> {
     if (writer.lock.verifyDue()) await writer.lock.verify(writer.label)
-    const batch = encodeBatchUnit(this.#codec, writer.physical, events, writer.nextSeq)
-    const parts = Array.isArray(batch) ? batch : await batch
+    const parts = Array.isArray(unit) ? unit : await unit
     const fd = writer.handle.fd
     // Zstd logs of version 3 on: the batch overwrites the preallocated padding (no size change, so the sync flushes data only).
     const padded = padsLog(this.#codec.compression, writer.physical)
-      ? planPaddedAppend(writer, parts[0], parts[1], writer.nextSeq + events.length)
+      ? planPaddedAppend(writer, parts[0], parts[1], writer.nextSeq + count)
       : undefined
     let stats: Stats | undefined
     const op = this.#beginChange(writer.id)
@@ -413,7 +505,7 @@ class JsonlSessionPersistence implements LogBackend {
       // and so does a batch compressed there (large: its caller, an import, reads on meanwhile).
       // (A padding growth counts its zeros: what the sync flushes.)
       const inline =
-        Array.isArray(batch) && this.#batchesInFlight === 1 && (padded?.bytes ?? parts[0].length + parts[1].length) <= SYNC_WRITE_MAX
+        Array.isArray(unit) && this.#batchesInFlight === 1 && (padded?.bytes ?? parts[0].length + parts[1].length) <= SYNC_WRITE_MAX
       await fdatasyncFd(fd, inline)
       if (inline) this.#metrics.inlineSyncs++
       // A padded log's revision is its new end slot's (no stat: see `revisionOf`). Otherwise a synchronous
@@ -442,7 +534,7 @@ class JsonlSessionPersistence implements LogBackend {
     writer.committedEnd += parts[0].length + parts[1].length
     writer.fileEnd = padded?.tail.fileEnd ?? writer.committedEnd
     writer.generation = padded?.tail.generation ?? 0
-    writer.nextSeq += events.length
+    writer.nextSeq += count
     writer.revision =
       stats === undefined
         ? paddedRevisionOf(writer.headerCrc, writer.ino, writer.fileEnd, {
@@ -646,7 +738,7 @@ class JsonlSessionPersistence implements LogBackend {
       }
       const repairs = interruptedTurnEnds(events, this.#clock())
       if (repairs.length > 0) {
-        await this.#writeBatch(writer, repairs)
+        await this.#writeBatch(writer, this.#encode(writer, repairs))
         events.push(...repairs)
         repaired = true
       }
