@@ -429,7 +429,9 @@ class Batcher {
   /** Appends started, and appends done. */
   started = 0
   appends = 0
+  /** The last append started (it settles after every earlier one), and the one before it. */
   private inFlight: Promise<void> | undefined
+  private older: Promise<void> | undefined
   private batch: StoredSessionEvent[] = []
   private bytes = 0
   private added = 0
@@ -473,28 +475,37 @@ class Batcher {
     await this.settle()
   }
 
-  /** Waits for the append in flight (its failure is thrown here). */
+  /** Waits for the appends in flight (the first failure is thrown here). */
   async settle(): Promise<void> {
     const pending = this.inFlight
     this.inFlight = undefined
+    this.older = undefined
     await pending
   }
 
   /**
-   * Starts one append once the previous one is done: at most one is in
-   * flight, so the next batch is read and converted while this one's write
-   * and fsync wait on the thread pool (appends of one session stay in order).
+   * Starts one append with at most one other in flight: while the previous
+   * batch is written and synced, this one is serialised and compressed (a
+   * JSONL backend encodes a batch when it is queued behind another), and the
+   * next is read and converted (appends of one session stay in order: the
+   * backend queues them). A failure is reported for the first batch that
+   * failed.
    */
   private async append(events: StoredSessionEvent[]): Promise<void> {
     if (this.run.dryRun) return
-    await this.settle()
+    const older = this.older
+    this.older = undefined
+    await older
     throwIfAborted(this.run.signal)
     this.started += 1
-    const pending = this.run.persistence.append(this.target, events).then(
-      () => {
-        this.appends += 1
-      },
-      (error: unknown) => {
+    const previous = this.inFlight
+    const appended = this.run.persistence.append(this.target, events)
+    appended.catch(() => {})
+    const pending = (async () => {
+      await previous
+      try {
+        await appended
+      } catch (error) {
         if (isCancel(error, this.run.signal)) throw error
         const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
         throw new SessionFailure(
@@ -503,10 +514,12 @@ class Batcher {
           `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
           error,
         )
-      },
-    )
+      }
+      this.appends += 1
+    })()
     // Observed by the next settle(); never an unhandled rejection meanwhile.
     pending.catch(() => {})
+    this.older = previous
     this.inFlight = pending
   }
 }
