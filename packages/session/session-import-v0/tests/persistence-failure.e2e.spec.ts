@@ -1,0 +1,193 @@
+import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { closeSync, mkdirSync, openSync, readdirSync, rmSync, statfsSync, truncateSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
+import { SessionId } from '@dsh/session'
+import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { afterEach, describe, expect, it } from 'vitest'
+import { importV0, toDshEvent, writeV0Log } from '../src/index.js'
+import { T0, tempDir, V0Builder } from './fixtures.js'
+
+/**
+ * A disk that fills up in the middle of importing one session, for real: a
+ * 16 MiB tmpfs mounted for the test (we run as root here and in CI; a machine
+ * where the mount is refused fails the test with the reason, it is never
+ * skipped), filled with a filler file until only BUDGET bytes are free. The
+ * v0 session (in a normal temp dir) holds ~4 MiB of random base64 that zstd
+ * cannot shrink below the budget, so dozens of append batches are made and
+ * one of them hits ENOSPC after several were committed.
+ *
+ * What `importV0` documents, and this proves with the real JSONL backend:
+ * per-session faults never stop the run (the promise resolves, the session is
+ * `failed` with `IMPORT_V0_PERSISTENCE_FAILED`); a failed write keeps what was
+ * written ("the next run continues from what was written"), so the store
+ * holds a contiguous, verified prefix of the converted events and nothing
+ * acknowledged is lost; once there is space the next run appends exactly the
+ * rest (`updated`), and the run after that finds it `unchanged`.
+ */
+
+const MOUNT_SIZE = '16m'
+/** What is left free for the first run: the root, its journal and a few batches fit; the session (~3 MiB stored) does not. */
+const BUDGET = 1024 * 1024
+const TURNS = 64
+/** Random base64 per turn (one user message each): ~48 KiB of entropy, ~4 MiB of text in all. */
+const NOISE_CHARS = 64 * 1024
+/** Every turn's big message fills a batch: one append per turn, dozens in all. */
+const BATCH_BYTES = 32 * 1024
+const ID = 'full-disk'
+
+function mountTmpfs(dir: string): void {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${MOUNT_SIZE},mode=0700`, 'tmpfs', dir], { stdio: 'pipe' })
+  } catch (error) {
+    const detail = (error as { stderr?: Buffer }).stderr?.toString().trim() || (error as Error).message
+    throw new Error(
+      `This test needs to mount a ${MOUNT_SIZE} tmpfs (run as root, or with CAP_SYS_ADMIN; CI runs as root): mount -t tmpfs failed: ${detail}`,
+    )
+  }
+}
+
+function unmount(dir: string): void {
+  try {
+    execFileSync('umount', [dir], { stdio: 'pipe' })
+  } catch {
+    execFileSync('umount', ['-l', dir], { stdio: 'pipe' })
+  }
+}
+
+/** Writes `path` until the file system refuses a page; returns the bytes written. */
+function fill(path: string): number {
+  const fd = openSync(path, 'w', 0o600)
+  let total = 0
+  try {
+    for (const chunk of [64 * 1024, 4096, 1]) {
+      const data = Buffer.alloc(chunk, 0x61)
+      for (;;) {
+        try {
+          total += writeSync(fd, data)
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
+          break
+        }
+      }
+    }
+  } finally {
+    closeSync(fd)
+  }
+  return total
+}
+
+function freeBytes(dir: string): number {
+  const stats = statfsSync(dir)
+  return stats.bavail * stats.bsize
+}
+
+/** Deterministic text zstd cannot compress much: base64 of a SHA-256 counter stream. */
+function noise(seed: string, chars: number): string {
+  const blocks: Buffer[] = []
+  for (let i = 0, bytes = 0; bytes * 4 < chars * 3; i++, bytes += 32) blocks.push(createHash('sha256').update(`${seed}:${i}`).digest())
+  return Buffer.concat(blocks).toString('base64').slice(0, chars)
+}
+
+/** Everything under `dir`, relative, sorted. */
+function listing(dir: string): string[] {
+  return (readdirSync(dir, { recursive: true }) as string[]).sort()
+}
+
+const cleanups: (() => Promise<void> | void)[] = []
+afterEach(async () => {
+  // Last registered first: persistences close, then the tmpfs is unmounted, then the temp dirs go.
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC on a real tmpfs)', () => {
+  it('reports the session failed with IMPORT_V0_PERSISTENCE_FAILED, keeps a verified prefix, and the next run with space completes it', async () => {
+    // The v0 source, in a normal temp dir.
+    const from = tempDir('enospc-src')
+    cleanups.push(() => rmSync(from, { recursive: true, force: true }))
+    const b = new V0Builder()
+    for (let turn = 1; turn <= TURNS; turn++) b.turn(turn, noise(`turn-${turn}`, NOISE_CHARS), `Answer ${turn}.`, { tool: turn % 4 === 0 })
+    await writeV0Log(from, { id: ID, createdAt: T0, cwd: '/srv/full-disk', delegationDepth: 0 }, b.batches)
+    const converted = b.events.map(toDshEvent)
+    const total = converted.length
+    const dry = await importV0({ from, dryRun: true, batchBytes: BATCH_BYTES })
+    expect(dry.sessions).toEqual([expect.objectContaining({ id: ID, status: 'imported', events: total, appended: total })])
+
+    // The target: a real tmpfs, filled until only BUDGET bytes are left.
+    const base = tempDir('enospc-mnt')
+    cleanups.push(() => rmSync(base, { recursive: true, force: true }))
+    const mount = join(base, 'mnt')
+    mkdirSync(mount, { mode: 0o700 })
+    mountTmpfs(mount)
+    cleanups.push(() => unmount(mount))
+    const root = join(mount, 'root')
+    const filler = join(mount, 'filler')
+    const filled = fill(filler)
+    expect(freeBytes(mount)).toBe(0)
+    truncateSync(filler, filled - BUDGET)
+    expect(freeBytes(mount)).toBe(BUDGET)
+    const opened: JsonlPersistence[] = []
+    cleanups.push(async () => {
+      for (const p of opened) await p.close().catch(() => undefined)
+    })
+    const open = (readOnly = false): JsonlPersistence => {
+      const p = createJsonlPersistence({ root, ...(readOnly ? { readOnly } : {}) })
+      opened.push(p)
+      return p
+    }
+
+    // Run 1: the disk fills up after some batches were committed. The run resolves; the session is failed, typed.
+    const first = open()
+    const failedRun = await importV0({ from, persistence: first, batchBytes: BATCH_BYTES })
+    expect(failedRun).toMatchObject({ dryRun: false, imported: 0, updated: 0, unchanged: 0, failed: 1 })
+    expect(failedRun.sessions).toHaveLength(1)
+    const failure = failedRun.sessions[0]
+    expect(failure).toMatchObject({
+      id: ID,
+      status: 'failed',
+      appended: 0,
+      reason: {
+        code: 'IMPORT_V0_PERSISTENCE_FAILED',
+        message: expect.stringMatching(/SESSION_PERSISTENCE_IO.*ENOSPC.*the next run continues from what was written/s),
+      },
+    })
+    const committedBatches = first.metrics.appends
+    expect(committedBatches).toBeGreaterThan(1) // it failed mid-session, not at the first write
+    await first.close()
+
+    // What was acknowledged is kept and consistent: a contiguous prefix of the converted events, no torn bytes,
+    // no temporary file or lock left behind.
+    const reader = open(true)
+    expect(await reader.stat(SessionId(ID))).toBeDefined()
+    const kept = await reader.inspect(SessionId(ID))
+    const n = kept.events.length
+    expect(n).toBeGreaterThan(0)
+    expect(n).toBeLessThan(total)
+    expect(kept.events.map((e) => e.seq)).toEqual(Array.from({ length: n }, (_, i) => i))
+    expect(kept.events).toEqual(converted.slice(0, n))
+    expect(await reader.verify(SessionId(ID))).toMatchObject({ events: n, tornBytes: 0 })
+    expect(listing(root).filter((name) => name.includes('.tmp-') || name.endsWith('writer.lock'))).toEqual([])
+
+    // Run 2, with space again: only the rest is appended, and the session is whole.
+    rmSync(filler)
+    const second = open()
+    const resumed = await importV0({ from, persistence: second, batchBytes: BATCH_BYTES })
+    expect(resumed).toMatchObject({ imported: 0, updated: 1, unchanged: 0, failed: 0 })
+    expect(resumed.sessions).toEqual([expect.objectContaining({ id: ID, status: 'updated', events: total, appended: total - n })])
+    expect(resumed.sessions[0]?.reason).toBeUndefined()
+    expect(resumed.appends).toBeGreaterThan(0)
+    await second.close()
+    const whole = open(true)
+    const stored = await whole.inspect(SessionId(ID))
+    expect(stored.events).toHaveLength(dry.sessions[0]?.events as number)
+    expect(stored.events).toEqual(converted)
+    expect(await whole.verify(SessionId(ID))).toMatchObject({ events: total, tornBytes: 0 })
+
+    // Run 3: nothing left to do.
+    const third = open()
+    const again = await importV0({ from, persistence: third, batchBytes: BATCH_BYTES })
+    expect(again).toMatchObject({ imported: 0, updated: 0, unchanged: 1, failed: 0, appends: 0 })
+    expect(again.sessions).toEqual([expect.objectContaining({ id: ID, status: 'unchanged', events: total, appended: 0 })])
+    expect(third.metrics.appends).toBe(0)
+  }, 120_000)
+})
