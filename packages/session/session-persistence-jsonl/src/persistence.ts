@@ -279,22 +279,35 @@ class JsonlSessionPersistence implements LogBackend {
     const id = target.header.id
     const early = this.#encodeEarly(target, events)
     if (early !== undefined) return this.#serial(id, () => this.#appendEncoded(target, early))
-    return this.#serial(id, async () => {
-      let writer = this.#writers.get(id)
-      if (writer === undefined) {
-        const opened = await this.#openWriter(id, 'create')
-        if (opened.kind === 'absent') return this.#create(opened.dir, opened.lock, target, events, opened.rootSync)
-        if (opened.kind === 'missing') throw notFound(id)
-        writer = opened.writer
-      }
-      checkAppend(target, events, {
-        header: writer.physical.header,
-        inheritedEventCount: writer.physical.inheritedEventCount,
-        nextSeq: writer.nextSeq,
-      })
-      if (events.length > 0) await this.#writeBatch(writer, this.#encode(writer, events))
-      return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
+    return this.#serial(id, () => this.#appendInTurn(target, events))
+  }
+
+  /**
+   * In turn: the batch checked against the log and encoded. The write's
+   * promise is returned, not awaited, so the events are not kept alive while
+   * the batch is compressed, written and synced.
+   */
+  async #appendInTurn(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+    const id = target.header.id
+    let writer = this.#writers.get(id)
+    if (writer === undefined) {
+      const opened = await this.#openWriter(id, 'create')
+      if (opened.kind === 'absent') return this.#create(opened.dir, opened.lock, target, events, opened.rootSync)
+      if (opened.kind === 'missing') throw notFound(id)
+      writer = opened.writer
+    }
+    checkAppend(target, events, {
+      header: writer.physical.header,
+      inheritedEventCount: writer.physical.inheritedEventCount,
+      nextSeq: writer.nextSeq,
     })
+    if (events.length === 0) return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
+    return this.#appendWritten(writer, this.#encode(writer, events))
+  }
+
+  async #appendWritten(writer: Writer, batch: EncodedBatch): Promise<AppendResult> {
+    await this.#writeBatch(writer, batch)
+    return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
   }
 
   /**
@@ -363,8 +376,7 @@ class JsonlSessionPersistence implements LogBackend {
         { details: { id } },
       )
     }
-    await this.#writeBatch(writer, batch)
-    return { revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset }
+    return this.#appendWritten(writer, batch)
   }
 
   /** A batch's unit for `writer`'s log (packed runs or not, as the log's version says). */
