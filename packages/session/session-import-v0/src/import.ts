@@ -68,7 +68,12 @@ export interface SessionImportResult {
   readonly status: SessionImportStatus
   /** Events the v0 log holds (committed, rows expanded). */
   readonly events: number
-  /** Events appended by this run (would be, with `dryRun`). */
+  /**
+   * Events appended by this run (would be, with `dryRun`). For a failed
+   * session, the events of its appends that were committed and kept (a
+   * failed write keeps them, and the next run continues from them); 0 when
+   * nothing was written or this run took the session back.
+   */
   readonly appended: number
   /** The imported source this fork was appended as a reference to. */
   readonly forkSource?: string
@@ -85,7 +90,7 @@ export interface ImportV0Report {
   readonly updated: number
   readonly unchanged: number
   readonly failed: number
-  /** Append batches this run made (0 with `dryRun`). */
+  /** Append batches this run committed, those a failed session kept included (0 with `dryRun`). */
   readonly appends: number
   readonly sessions: readonly SessionImportResult[]
 }
@@ -146,10 +151,14 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
   throwIfAborted(signal)
   const entries = await listV0Logs(from)
   const results: SessionImportResult[] = []
-  const fail = (entry: V0LogEntry, error: unknown, id?: string, events = 0): void => {
+  let appends = 0
+  const fail = (entry: V0LogEntry, error: unknown, id?: string): void => {
     if (isCancel(error, signal)) throw importCancelled()
     const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
-    results.push({ ...(id === undefined ? {} : { id }), path: entry.path, status: 'failed', events, appended: 0, reason })
+    // What the session's committed appends left stored counts as written by this run: the next run continues from it.
+    const { events, kept } = error instanceof SessionFailure ? error : { events: 0, kept: NOTHING_KEPT }
+    appends += kept.appends
+    results.push({ ...(id === undefined ? {} : { id }), path: entry.path, status: 'failed', events, appended: kept.appended, reason })
   }
 
   // Phase 1: headers only, to order parents before their forks and to catch duplicates and misplaced logs.
@@ -185,7 +194,6 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
   const total = results.length + ordered.length
   options.onProgress?.({ done: results.length, total })
 
-  let appends = 0
   for (const candidate of ordered) {
     throwIfAborted(signal)
     const id = candidate.header.id
@@ -194,7 +202,7 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
       appends += outcome.appends
       results.push(outcome.result)
     } catch (error) {
-      fail(candidate.entry, error, id, error instanceof SessionFailure ? error.events : 0)
+      fail(candidate.entry, error, id)
     }
     options.onProgress?.({ done: results.length, total, id })
   }
@@ -241,13 +249,22 @@ function parentsFirst(candidates: readonly Candidate[]): Candidate[] {
   )
 }
 
-/** A per-session failure that knows how many events the v0 log held. */
+/** What a session's committed appends left stored: their batches and the events those held. */
+interface Kept {
+  readonly appends: number
+  readonly appended: number
+}
+
+const NOTHING_KEPT: Kept = { appends: 0, appended: 0 }
+
+/** A per-session failure that knows how many events the v0 log held, and what this run's appends of the session left stored. */
 class SessionFailure extends ImportV0Error {
   constructor(
     readonly events: number,
     code: ImportV0ErrorCode,
     message: string,
     cause?: unknown,
+    readonly kept: Kept = NOTHING_KEPT,
   ) {
     super(code, message, cause === undefined ? undefined : { cause })
   }
@@ -278,6 +295,8 @@ interface RunContext {
  * - Stored session: the stored prefix is compared event by event as it is
  *   read; the suffix is appended only once the log has been read cleanly to
  *   its end, so a conflict or a fault leaves the dsh session as it was.
+ * - A failed write (either kind of session) keeps the batches committed
+ *   before it; the failure carries them (`kept`), as the report counts them.
  */
 async function importOne(candidate: Candidate, run: RunContext): Promise<{ result: SessionImportResult; appends: number }> {
   const { persistence, signal } = run
@@ -344,9 +363,12 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     if (source !== undefined && sourceMatches && inheritedEventCount === count && batcher.started === 0) {
       target.forkSource = header.parentSession as SessionHeader['id']
     }
+    // An update's held suffix, a new session's last batch: a failed write here is reported as one while reading is.
+    if (stored === undefined || count !== storedCount) await batcher.finish()
   } catch (error) {
-    // No append of this session outlives its import.
+    // No append of this session outlives its import: each one was committed or refused when this returns.
     await batcher.settle().catch(() => {})
+    let kept: Kept = { appends: batcher.appends, appended: batcher.appendedEvents }
     // A session this run created whose log turned out bad after its first append is taken back:
     // a failed session is not left half imported. (A failed write or a cancel keeps what was written: the next run continues it.)
     const readFault = error instanceof ImportV0Error && error.code !== 'IMPORT_V0_PERSISTENCE_FAILED' && error.code !== 'CANCELLED'
@@ -359,18 +381,21 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
           error.code,
           `${error.message} The ${batcher.started} batches imported before it could not be removed (${(cause as Error).message}): delete the dsh session ${JSON.stringify(id)} before importing it again.`,
           error,
+          kept,
         )
       }
+      kept = NOTHING_KEPT
     }
-    // A fault in a line is reported with the number of events read before it.
-    if (error instanceof ImportV0Error && !(error instanceof SessionFailure) && error.code !== 'CANCELLED') {
-      throw new SessionFailure(count, error.code, error.message, error)
-    }
-    throw error
+    // A cancel stops the run (nothing is reported).
+    if (error instanceof Error && 'code' in error && error.code === 'CANCELLED') throw error
+    // A fault in a line is reported with the number of events read before it; a failed write, with the events the batcher
+    // had taken; and either with what the session's committed appends left stored.
+    if (error instanceof SessionFailure) throw new SessionFailure(error.events, error.code, error.message, error.cause, kept)
+    const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
+    throw new SessionFailure(error instanceof ImportV0Error ? count : 0, reason.code, reason.message, error, kept)
   }
   const base = { id, path: log.path, events: count, ...(log.tornBytes > 0 ? { tornBytes: log.tornBytes } : {}) }
   if (stored !== undefined && count === storedCount) return { result: { ...base, status: 'unchanged', appended: 0 }, appends: 0 }
-  await batcher.finish()
   const forkSource = target.forkSource
   return {
     result: {
@@ -426,10 +451,11 @@ async function forkSourceCandidate(
  * the byte bound keeps one batch's serialised text small.
  */
 class Batcher {
-  /** Appends started, and appends done. */
+  /** Appends started, appends committed (their promise fulfilled), and the events those held. */
   started = 0
   appends = 0
-  /** The last append started (it settles after every earlier one), and the one before it. */
+  appendedEvents = 0
+  /** The last append started (it settles once it and every earlier one settled), and the one before it. */
   private inFlight: Promise<void> | undefined
   private older: Promise<void> | undefined
   private batch: StoredSessionEvent[] = []
@@ -475,7 +501,7 @@ class Batcher {
     await this.settle()
   }
 
-  /** Waits for the appends in flight (the first failure is thrown here). */
+  /** Waits until every append started has been committed or refused (the first failure is thrown here). */
   async settle(): Promise<void> {
     const pending = this.inFlight
     this.inFlight = undefined
@@ -489,7 +515,8 @@ class Batcher {
    * JSONL backend encodes a batch when it is queued behind another), and the
    * next is read and converted (appends of one session stay in order: the
    * backend queues them). A failure is reported for the first batch that
-   * failed.
+   * failed, once the later one in flight settled too (a backend refuses what
+   * was queued behind a failed batch of the session).
    */
   private async append(events: StoredSessionEvent[]): Promise<void> {
     if (this.run.dryRun) return
@@ -499,23 +526,26 @@ class Batcher {
     throwIfAborted(this.run.signal)
     this.started += 1
     const previous = this.inFlight
-    const appended = this.run.persistence.append(this.target, events)
+    const size = events.length
+    // Counted when committed (not `events`: the closure would keep them alive until then).
+    const appended = this.run.persistence.append(this.target, events).then(() => {
+      this.appends += 1
+      this.appendedEvents += size
+    })
     appended.catch(() => {})
     const pending = (async () => {
-      await previous
-      try {
-        await appended
-      } catch (error) {
-        if (isCancel(error, this.run.signal)) throw error
-        const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
-        throw new SessionFailure(
-          this.added,
-          'IMPORT_V0_PERSISTENCE_FAILED',
-          `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
-          error,
-        )
-      }
-      this.appends += 1
+      const [before, own] = await Promise.allSettled([previous, appended])
+      if (before.status === 'rejected') throw before.reason
+      if (own.status === 'fulfilled') return
+      const error: unknown = own.reason
+      if (isCancel(error, this.run.signal)) throw error
+      const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
+      throw new SessionFailure(
+        this.added,
+        'IMPORT_V0_PERSISTENCE_FAILED',
+        `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
+        error,
+      )
     })()
     // Observed by the next settle(); never an unhandled rejection meanwhile.
     pending.catch(() => {})

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
-import { importV0, toDshEvent, writeV0Log } from '../src/index.js'
+import { appendV0Batch, importV0, toDshEvent, writeV0Log } from '../src/index.js'
 import { T0, tempDir, V0Builder } from './fixtures.js'
 
 /**
@@ -22,8 +22,11 @@ import { T0, tempDir, V0Builder } from './fixtures.js'
  * `failed` with `IMPORT_V0_PERSISTENCE_FAILED`); a failed write keeps what was
  * written ("the next run continues from what was written"), so the store
  * holds a contiguous, verified prefix of the converted events and nothing
- * acknowledged is lost; once there is space the next run appends exactly the
- * rest (`updated`), and the run after that finds it `unchanged`.
+ * acknowledged is lost; the report counts what was kept as written by the
+ * run (the session's `appended`, the run's `appends`); once there is space
+ * the next run appends exactly the rest (`updated`), and the run after that
+ * finds it `unchanged`. The same holds for an update, whose new events are
+ * held until the v0 log was read to its end and then appended in batches.
  */
 
 const MOUNT_SIZE = '16m'
@@ -35,6 +38,10 @@ const NOISE_CHARS = 64 * 1024
 /** Every turn's big message fills a batch: one append per turn, dozens in all. */
 const BATCH_BYTES = 32 * 1024
 const ID = 'full-disk'
+/** The update case: a session of BEFORE_TURNS imported with space, grown by GROWN_TURNS, then left UPDATE_BUDGET (a third of the growth). */
+const BEFORE_TURNS = 16
+const GROWN_TURNS = 32
+const UPDATE_BUDGET = 512 * 1024
 
 function mountTmpfs(dir: string): void {
   try {
@@ -100,6 +107,42 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
+/** A JSONL root on a fresh tmpfs: `leave(bytes)` fills the tmpfs until only `bytes` are free, `unfill()` frees it again. */
+function jsonlOnTmpfs(prefix: string): {
+  root: string
+  open: (readOnly?: boolean) => JsonlPersistence
+  leave: (bytes: number) => void
+  unfill: () => void
+} {
+  const base = tempDir(prefix)
+  cleanups.push(() => rmSync(base, { recursive: true, force: true }))
+  const mount = join(base, 'mnt')
+  mkdirSync(mount, { mode: 0o700 })
+  mountTmpfs(mount)
+  cleanups.push(() => unmount(mount))
+  const root = join(mount, 'root')
+  const filler = join(mount, 'filler')
+  const opened: JsonlPersistence[] = []
+  cleanups.push(async () => {
+    for (const p of opened) await p.close().catch(() => undefined)
+  })
+  return {
+    root,
+    open: (readOnly = false) => {
+      const p = createJsonlPersistence({ root, ...(readOnly ? { readOnly } : {}) })
+      opened.push(p)
+      return p
+    },
+    leave: (bytes) => {
+      const filled = fill(filler)
+      expect(freeBytes(mount)).toBe(0)
+      truncateSync(filler, filled - bytes)
+      expect(freeBytes(mount)).toBe(bytes)
+    },
+    unfill: () => rmSync(filler),
+  }
+}
+
 describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC on a real tmpfs)', () => {
   it('reports the session failed with IMPORT_V0_PERSISTENCE_FAILED, keeps a verified prefix, and the next run with space completes it', async () => {
     // The v0 source, in a normal temp dir.
@@ -114,27 +157,8 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     expect(dry.sessions).toEqual([expect.objectContaining({ id: ID, status: 'imported', events: total, appended: total })])
 
     // The target: a real tmpfs, filled until only BUDGET bytes are left.
-    const base = tempDir('enospc-mnt')
-    cleanups.push(() => rmSync(base, { recursive: true, force: true }))
-    const mount = join(base, 'mnt')
-    mkdirSync(mount, { mode: 0o700 })
-    mountTmpfs(mount)
-    cleanups.push(() => unmount(mount))
-    const root = join(mount, 'root')
-    const filler = join(mount, 'filler')
-    const filled = fill(filler)
-    expect(freeBytes(mount)).toBe(0)
-    truncateSync(filler, filled - BUDGET)
-    expect(freeBytes(mount)).toBe(BUDGET)
-    const opened: JsonlPersistence[] = []
-    cleanups.push(async () => {
-      for (const p of opened) await p.close().catch(() => undefined)
-    })
-    const open = (readOnly = false): JsonlPersistence => {
-      const p = createJsonlPersistence({ root, ...(readOnly ? { readOnly } : {}) })
-      opened.push(p)
-      return p
-    }
+    const { root, open, leave, unfill } = jsonlOnTmpfs('enospc-mnt')
+    leave(BUDGET)
 
     // Run 1: the disk fills up after some batches were committed. The run resolves; the session is failed, typed.
     const first = open()
@@ -145,7 +169,6 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     expect(failure).toMatchObject({
       id: ID,
       status: 'failed',
-      appended: 0,
       reason: {
         code: 'IMPORT_V0_PERSISTENCE_FAILED',
         message: expect.stringMatching(/SESSION_PERSISTENCE_IO.*ENOSPC.*the next run continues from what was written/s),
@@ -153,6 +176,8 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     })
     const committedBatches = first.metrics.appends
     expect(committedBatches).toBeGreaterThan(1) // it failed mid-session, not at the first write
+    // The run reports the batches it committed (and kept) as its own, not 0.
+    expect(failedRun.appends).toBe(committedBatches)
     await first.close()
 
     // What was acknowledged is kept and consistent: a contiguous prefix of the converted events, no torn bytes,
@@ -167,15 +192,18 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     expect(kept.events).toEqual(converted.slice(0, n))
     expect(await reader.verify(SessionId(ID))).toMatchObject({ events: n, tornBytes: 0 })
     expect(listing(root).filter((name) => name.includes('.tmp-') || name.endsWith('writer.lock'))).toEqual([])
+    // The failed session's `appended` is exactly what a fresh reader finds stored: the events this run wrote and kept.
+    expect(failure?.appended).toBe(n)
 
     // Run 2, with space again: only the rest is appended, and the session is whole.
-    rmSync(filler)
+    unfill()
     const second = open()
     const resumed = await importV0({ from, persistence: second, batchBytes: BATCH_BYTES })
     expect(resumed).toMatchObject({ imported: 0, updated: 1, unchanged: 0, failed: 0 })
     expect(resumed.sessions).toEqual([expect.objectContaining({ id: ID, status: 'updated', events: total, appended: total - n })])
     expect(resumed.sessions[0]?.reason).toBeUndefined()
     expect(resumed.appends).toBeGreaterThan(0)
+    expect(resumed.appends).toBe(second.metrics.appends)
     await second.close()
     const whole = open(true)
     const stored = await whole.inspect(SessionId(ID))
@@ -189,5 +217,74 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     expect(again).toMatchObject({ imported: 0, updated: 0, unchanged: 1, failed: 0, appends: 0 })
     expect(again.sessions).toEqual([expect.objectContaining({ id: ID, status: 'unchanged', events: total, appended: 0 })])
     expect(third.metrics.appends).toBe(0)
+  }, 120_000)
+
+  it('reports an update whose held suffix hits ENOSPC part-way as failed with what it kept, and the next run completes it', async () => {
+    const from = tempDir('enospc-update-src')
+    cleanups.push(() => rmSync(from, { recursive: true, force: true }))
+    const header = { id: ID, createdAt: T0, cwd: '/srv/full-disk', delegationDepth: 0 }
+    const b = new V0Builder()
+    for (let turn = 1; turn <= BEFORE_TURNS; turn++)
+      b.turn(turn, noise(`turn-${turn}`, NOISE_CHARS), `Answer ${turn}.`, { tool: turn % 4 === 0 })
+    const path = await writeV0Log(from, header, b.batches)
+    const before = b.events.length
+    const { open, leave, unfill } = jsonlOnTmpfs('enospc-update-mnt')
+
+    // Run 1, with space: the whole session.
+    const first = open()
+    const imported = await importV0({ from, persistence: first, batchBytes: BATCH_BYTES })
+    expect(imported).toMatchObject({ imported: 1, failed: 0 })
+    expect(imported.sessions).toEqual([expect.objectContaining({ id: ID, status: 'imported', events: before, appended: before })])
+    await first.close()
+
+    // The session grows in the harness: one v0 batch (frame) per turn, about three times what will be left free.
+    for (let turn = BEFORE_TURNS + 1; turn <= BEFORE_TURNS + GROWN_TURNS; turn++) {
+      const start = b.events.length
+      b.turn(turn, noise(`turn-${turn}`, NOISE_CHARS), `Answer ${turn}.`, { tool: turn % 4 === 0 })
+      await appendV0Batch(path, b.events.slice(start))
+    }
+    const converted = b.events.map(toDshEvent)
+    const total = converted.length
+
+    // Run 2: the held suffix is appended at the end, batch by batch, until the disk is full.
+    leave(UPDATE_BUDGET)
+    const second = open()
+    const failedRun = await importV0({ from, persistence: second, batchBytes: BATCH_BYTES })
+    expect(failedRun).toMatchObject({ imported: 0, updated: 0, unchanged: 0, failed: 1 })
+    const failure = failedRun.sessions[0]
+    expect(failure).toMatchObject({
+      id: ID,
+      status: 'failed',
+      reason: {
+        code: 'IMPORT_V0_PERSISTENCE_FAILED',
+        message: expect.stringMatching(/SESSION_PERSISTENCE_IO.*ENOSPC.*the next run continues from what was written/s),
+      },
+    })
+    const committedBatches = second.metrics.appends
+    expect(committedBatches).toBeGreaterThan(1) // part of the suffix was written, not none of it
+    expect(failedRun.appends).toBe(committedBatches)
+    await second.close()
+
+    // What it kept: a verified, contiguous prefix longer than the imported one, exactly `appended` events longer.
+    const reader = open(true)
+    const kept = await reader.inspect(SessionId(ID))
+    const m = kept.events.length
+    expect(m).toBeGreaterThan(before)
+    expect(m).toBeLessThan(total)
+    expect(kept.events).toEqual(converted.slice(0, m))
+    expect(await reader.verify(SessionId(ID))).toMatchObject({ events: m, tornBytes: 0 })
+    expect(failure?.appended).toBe(m - before)
+
+    // Run 3, with space again: the rest.
+    unfill()
+    const third = open()
+    const resumed = await importV0({ from, persistence: third, batchBytes: BATCH_BYTES })
+    expect(resumed).toMatchObject({ imported: 0, updated: 1, unchanged: 0, failed: 0 })
+    expect(resumed.sessions).toEqual([expect.objectContaining({ id: ID, status: 'updated', events: total, appended: total - m })])
+    expect(resumed.appends).toBe(third.metrics.appends)
+    await third.close()
+    const whole = open(true)
+    expect((await whole.inspect(SessionId(ID))).events).toEqual(converted)
+    expect(await whole.verify(SessionId(ID))).toMatchObject({ events: total, tornBytes: 0 })
   }, 120_000)
 })
