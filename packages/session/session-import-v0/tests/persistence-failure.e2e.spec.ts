@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { closeSync, mkdirSync, openSync, readdirSync, rmSync, statfsSync, truncateSync, writeSync } from 'node:fs'
+import { mkdirSync, readdirSync, rmSync, statfsSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { fill, mountTmpfs, unmount } from '@dsh/tooling/tmpfs'
 import { afterEach, describe, expect, it } from 'vitest'
 import { appendV0Batch, importV0, toDshEvent, writeV0Log } from '../src/index.js'
 import { T0, tempDir, V0Builder } from './fixtures.js'
@@ -43,47 +43,6 @@ const BEFORE_TURNS = 16
 const GROWN_TURNS = 32
 const UPDATE_BUDGET = 512 * 1024
 
-function mountTmpfs(dir: string): void {
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${MOUNT_SIZE},mode=0700`, 'tmpfs', dir], { stdio: 'pipe' })
-  } catch (error) {
-    const detail = (error as { stderr?: Buffer }).stderr?.toString().trim() || (error as Error).message
-    throw new Error(
-      `This test needs to mount a ${MOUNT_SIZE} tmpfs (run as root, or with CAP_SYS_ADMIN; CI runs as root): mount -t tmpfs failed: ${detail}`,
-    )
-  }
-}
-
-function unmount(dir: string): void {
-  try {
-    execFileSync('umount', [dir], { stdio: 'pipe' })
-  } catch {
-    execFileSync('umount', ['-l', dir], { stdio: 'pipe' })
-  }
-}
-
-/** Writes `path` until the file system refuses a page; returns the bytes written. */
-function fill(path: string): number {
-  const fd = openSync(path, 'w', 0o600)
-  let total = 0
-  try {
-    for (const chunk of [64 * 1024, 4096, 1]) {
-      const data = Buffer.alloc(chunk, 0x61)
-      for (;;) {
-        try {
-          total += writeSync(fd, data)
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-          break
-        }
-      }
-    }
-  } finally {
-    closeSync(fd)
-  }
-  return total
-}
-
 function freeBytes(dir: string): number {
   const stats = statfsSync(dir)
   return stats.bavail * stats.bsize
@@ -118,7 +77,7 @@ function jsonlOnTmpfs(prefix: string): {
   cleanups.push(() => rmSync(base, { recursive: true, force: true }))
   const mount = join(base, 'mnt')
   mkdirSync(mount, { mode: 0o700 })
-  mountTmpfs(mount)
+  mountTmpfs(mount, MOUNT_SIZE)
   cleanups.push(() => unmount(mount))
   const root = join(mount, 'root')
   const filler = join(mount, 'filler')
@@ -143,6 +102,20 @@ function jsonlOnTmpfs(prefix: string): {
   }
 }
 
+/** The run's one session, failed because the disk filled up (typed, and telling the next run continues). */
+function fullDiskFailure(report: Awaited<ReturnType<typeof importV0>>): Awaited<ReturnType<typeof importV0>>['sessions'][number] {
+  const failure = report.sessions[0]
+  expect(failure).toMatchObject({
+    id: ID,
+    status: 'failed',
+    reason: {
+      code: 'IMPORT_V0_PERSISTENCE_FAILED',
+      message: expect.stringMatching(/SESSION_PERSISTENCE_IO.*ENOSPC.*the next run continues from what was written/s),
+    },
+  })
+  return failure!
+}
+
 describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC on a real tmpfs)', () => {
   it('reports the session failed with IMPORT_V0_PERSISTENCE_FAILED, keeps a verified prefix, and the next run with space completes it', async () => {
     // The v0 source, in a normal temp dir.
@@ -165,15 +138,7 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     const failedRun = await importV0({ from, persistence: first, batchBytes: BATCH_BYTES })
     expect(failedRun).toMatchObject({ dryRun: false, imported: 0, updated: 0, unchanged: 0, failed: 1 })
     expect(failedRun.sessions).toHaveLength(1)
-    const failure = failedRun.sessions[0]
-    expect(failure).toMatchObject({
-      id: ID,
-      status: 'failed',
-      reason: {
-        code: 'IMPORT_V0_PERSISTENCE_FAILED',
-        message: expect.stringMatching(/SESSION_PERSISTENCE_IO.*ENOSPC.*the next run continues from what was written/s),
-      },
-    })
+    const failure = fullDiskFailure(failedRun)
     const committedBatches = first.metrics.appends
     expect(committedBatches).toBeGreaterThan(1) // it failed mid-session, not at the first write
     // The run reports the batches it committed (and kept) as its own, not 0.
@@ -251,15 +216,7 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     const second = open()
     const failedRun = await importV0({ from, persistence: second, batchBytes: BATCH_BYTES })
     expect(failedRun).toMatchObject({ imported: 0, updated: 0, unchanged: 0, failed: 1 })
-    const failure = failedRun.sessions[0]
-    expect(failure).toMatchObject({
-      id: ID,
-      status: 'failed',
-      reason: {
-        code: 'IMPORT_V0_PERSISTENCE_FAILED',
-        message: expect.stringMatching(/SESSION_PERSISTENCE_IO.*ENOSPC.*the next run continues from what was written/s),
-      },
-    })
+    const failure = fullDiskFailure(failedRun)
     const committedBatches = second.metrics.appends
     expect(committedBatches).toBeGreaterThan(1) // part of the suffix was written, not none of it
     expect(failedRun.appends).toBe(committedBatches)

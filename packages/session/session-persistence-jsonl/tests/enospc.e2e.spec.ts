@@ -1,60 +1,11 @@
-import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { closeSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs'
+import { mkdirSync, readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { fill, mountTmpfs, unmount } from '@dsh/tooling/tmpfs'
 import { describe, expect, it } from 'vitest'
 import { event, eventsFrom, targetOf, tempDir } from './helpers.js'
-
-/**
- * A full disk, for real: a fresh 2 MiB tmpfs mounted for the test (we run as
- * root here and in CI; a machine where the mount is refused fails the test
- * with the reason, it is never skipped). Creating a session, taking a
- * writer lock and appending each reject with `SESSION_PERSISTENCE_IO`, leave
- * no directory, lock or temporary file behind, and lose no acknowledged
- * event.
- */
-function mountTmpfs(dir: string): void {
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m,mode=0700', 'tmpfs', dir], { stdio: 'pipe' })
-  } catch (error) {
-    const detail = (error as { stderr?: Buffer }).stderr?.toString().trim() || (error as Error).message
-    throw new Error(
-      `This test needs to mount a 2 MiB tmpfs (run as root, or with CAP_SYS_ADMIN; CI runs as root): mount -t tmpfs failed: ${detail}`,
-    )
-  }
-}
-
-function unmount(dir: string): void {
-  try {
-    execFileSync('umount', [dir], { stdio: 'pipe' })
-  } catch {
-    execFileSync('umount', ['-l', dir], { stdio: 'pipe' })
-  }
-}
-
-/** Writes `path` until the file system refuses a page; returns the bytes written. */
-function fill(path: string): number {
-  const fd = openSync(path, 'w', 0o600)
-  let total = 0
-  try {
-    for (const chunk of [64 * 1024, 4096, 1]) {
-      const data = Buffer.alloc(chunk, 0x61)
-      for (;;) {
-        try {
-          total += writeSync(fd, data)
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
-          break
-        }
-      }
-    }
-  } finally {
-    closeSync(fd)
-  }
-  return total
-}
 
 /** Everything under `dir`, relative, sorted (temporary and lock files included). */
 function listing(dir: string): string[] {
@@ -66,12 +17,18 @@ function bigBatch(first: number): ReturnType<typeof eventsFrom> {
   return [event(first, 'tool/result', { output: randomBytes(768 * 1024).toString('base64') })]
 }
 
+/**
+ * A full disk, for real: a fresh 2 MiB tmpfs mounted for the test
+ * (`@dsh/tooling/tmpfs`). Creating a session, taking a writer lock and
+ * appending each reject with `SESSION_PERSISTENCE_IO`, leave no directory,
+ * lock or temporary file behind, and lose no acknowledged event.
+ */
 describe('a full disk (ENOSPC on a 2 MiB tmpfs)', () => {
   it('create, lock and append reject with SESSION_PERSISTENCE_IO, leave no directory or lock, and lose nothing acknowledged', async () => {
     const { dir, cleanup } = tempDir('dsh-jsonl-enospc-')
     const mount = join(dir, 'mnt')
     mkdirSync(mount, { mode: 0o700 })
-    mountTmpfs(mount)
+    mountTmpfs(mount, '2m')
     const open: JsonlPersistence[] = []
     try {
       const root = join(mount, 'root')
