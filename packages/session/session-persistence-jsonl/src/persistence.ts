@@ -130,7 +130,6 @@ export interface DamagedLog {
   readonly message: string
 }
 
-/** What a resumed or appended-to session needs between appends: the held lock, the open log and where it ends. */
 /** A batch encoded for a log, waiting to be written (`#writeBatch`). */
 interface EncodedBatch {
   /** Its first event's envelope (what is checked against the log in turn when it was encoded early: `#appendEncoded`). */
@@ -141,6 +140,7 @@ interface EncodedBatch {
   readonly unit: ReturnType<typeof encodeBatchUnit>
 }
 
+/** What a resumed or appended-to session needs between appends: the held lock, the open log and where it ends. */
 interface Writer {
   readonly id: string
   readonly label: string
