@@ -388,9 +388,12 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     }
     // A cancel stops the run (nothing is reported).
     if (error instanceof Error && 'code' in error && error.code === 'CANCELLED') throw error
-    // A fault in a line is reported with the number of events read before it; a failed write, with the events the batcher
-    // had taken; and either with what the session's committed appends left stored.
-    if (error instanceof SessionFailure) throw new SessionFailure(error.events, error.code, error.message, error.cause, kept)
+    // A fault in a line is reported with the number of events read before it, a failed write with the events read when it
+    // failed (an update's stored prefix included), and either with what the session's committed appends left stored.
+    if (error instanceof SessionFailure) {
+      const events = error.code === 'IMPORT_V0_PERSISTENCE_FAILED' ? count : error.events
+      throw new SessionFailure(events, error.code, error.message, error.cause, kept)
+    }
     const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
     throw new SessionFailure(error instanceof ImportV0Error ? count : 0, reason.code, reason.message, error, kept)
   }

@@ -217,6 +217,8 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     const failedRun = await importV0({ from, persistence: second, batchBytes: BATCH_BYTES })
     expect(failedRun).toMatchObject({ imported: 0, updated: 0, unchanged: 0, failed: 1 })
     const failure = fullDiskFailure(failedRun)
+    // An update's suffix is held until the log was read to its end: every event was read when the write failed.
+    expect(failure.events).toBe(total)
     const committedBatches = second.metrics.appends
     expect(committedBatches).toBeGreaterThan(1) // part of the suffix was written, not none of it
     expect(failedRun.appends).toBe(committedBatches)
