@@ -388,12 +388,9 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     }
     // A cancel stops the run (nothing is reported).
     if (error instanceof Error && 'code' in error && error.code === 'CANCELLED') throw error
-    // A fault in a line is reported with the number of events read before it, a failed write with the events read when it
-    // failed (an update's stored prefix included), and either with what the session's committed appends left stored.
-    if (error instanceof SessionFailure) {
-      const events = error.code === 'IMPORT_V0_PERSISTENCE_FAILED' ? count : error.events
-      throw new SessionFailure(events, error.code, error.message, error.cause, kept)
-    }
+    // Any failure is reported with the events read when it happened (before a faulty line; an update's stored prefix
+    // included) and with what the session's committed appends left stored.
+    if (error instanceof SessionFailure) throw new SessionFailure(count, error.code, error.message, error.cause, kept)
     const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
     throw new SessionFailure(error instanceof ImportV0Error ? count : 0, reason.code, reason.message, error, kept)
   }
@@ -544,7 +541,7 @@ class Batcher {
       if (isCancel(error, this.run.signal)) throw error
       const code = error instanceof Error && 'code' in error ? String(error.code) : 'UNKNOWN'
       throw new SessionFailure(
-        this.added,
+        0, // the events read so far: set by importOne, which counts them
         'IMPORT_V0_PERSISTENCE_FAILED',
         `Writing the imported session failed (${code}: ${(error as Error).message}); the next run continues from what was written.`,
         error,
