@@ -1,5 +1,5 @@
 import { crc32 } from 'node:zlib'
-import type { StoredSessionEvent } from '@dsh/session'
+import { type AppendedEvent, appendedEventCount } from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
 import { encodeEventLines, packsLog } from './log-format.js'
 import { encodeUnitParts } from './log-units.js'
@@ -53,12 +53,13 @@ export function encodesOnPool(codec: LogCodec, plainLength: number): boolean {
 export function encodeBatchUnit(
   codec: LogCodec,
   log: { readonly formatVersion?: number },
-  events: readonly StoredSessionEvent[],
+  events: readonly AppendedEvent[],
   firstSeq: number,
 ): [body: Buffer, trailer: Buffer] | Promise<[body: Buffer, trailer: Buffer]> {
   const plain = encodeEventLines(events, packsLog(codec.compression, log))
-  if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, events.length)
-  return encodeOnPool(codec, plain, firstSeq, events.length)
+  const count = appendedEventCount(events)
+  if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, count)
+  return encodeOnPool(codec, plain, firstSeq, count)
 }
 
 /** The unit of a batch of `count` events whose lines are `plain` (`encodesOnPool`): zstd on the pool, the CRC32 here meanwhile. */

@@ -1,7 +1,8 @@
 import { isAbsolute, join, resolve } from 'node:path'
 import { throwIfAborted } from '@dsh/context'
-import type { SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { SessionId, SessionLogOffset } from '@dsh/session'
 import type {
+  AppendedEvent,
   AppendResult,
   AppendTarget,
   DeleteOptions,
@@ -108,7 +109,7 @@ class JsonlPersistenceFront implements JsonlPersistence {
 
   // ------------------------------------------------- the log side, on first use
 
-  append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  append(target: AppendTarget, events: readonly AppendedEvent[]): Promise<AppendResult> {
     return this.#logs((b) => b.append(target, events))
   }
 

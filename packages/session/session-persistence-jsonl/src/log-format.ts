@@ -8,6 +8,7 @@ import {
   type StoredSessionEvent,
 } from '@dsh/session'
 import { SessionPersistenceError } from '@dsh/session-persistence'
+import { type AppendedEvent, isEventRun, type StoredEventRun } from '@dsh/session-persistence/backend'
 
 /** The physical header line's format tag and version. */
 export const LOG_FORMAT = 'dsh-session-log'
@@ -176,7 +177,10 @@ function parseFork(raw: unknown, cut: number): ForkReference | string {
  * `parseEventLines` expands it back to the same events. A stream of text
  * deltas, most of a transcript, is stored without repeating its envelope:
  * the 1.2 M streamed chunks of a 100 MiB harness session take 28 MiB of
- * lines instead of 137 MiB.
+ * lines instead of 137 MiB. A run appended as columns (`StoredEventRun`,
+ * checked by `checkAppend`) is such lines already: `eventRunLines` writes
+ * its columns as given, none of its events made (a log that does not pack
+ * is given the run's events instead).
  *
  * What makes the rest cheaper (a bulk import writes ~100 MiB of lines for
  * a 100 MiB v0 session; see `encodeFlatRun`):
@@ -187,11 +191,18 @@ function parseFork(raw: unknown, cut: number): ForkReference | string {
  * - each line's text is written as UTF-8 straight into the batch's buffer
  *   (`LineBytes`), never concatenated into a rope that must be flattened.
  */
-export function encodeEventLines(events: readonly StoredSessionEvent[], pack = false): Buffer {
+export function encodeEventLines(events: readonly AppendedEvent[], pack = false): Buffer {
   const out = new LineBytes()
   let run: StoredSessionEvent[] = []
   for (let i = 0; i < events.length; ) {
     const event = events[i]!
+    if (isEventRun(event)) {
+      if (!pack) throw new Error('encodeEventLines: a log that does not pack runs is given their events (expandEventRuns)')
+      i++
+      if (run.length > 0) run = out.addFlatRun(run)
+      for (const line of eventRunLines(event)) out.line(line)
+      continue
+    }
     const packed = pack ? packRunAt(events, i) : undefined
     if (packed !== undefined) {
       if (run.length > 0) run = out.addFlatRun(run)
@@ -216,6 +227,32 @@ export function encodeEventLines(events: readonly StoredSessionEvent[], pack = f
 const PACKED_RUN_MAX = 1024
 
 /**
+ * The lines of an appended run (`StoredEventRun`, checked by `checkAppend`):
+ * packed lines of its columns as given, `PACKED_RUN_MAX` events at most each,
+ * none of its events made or walked; a last single event is a line of its
+ * own (a packed line stands for 2 events at least). Never joined with the
+ * events around it.
+ */
+function* eventRunLines(item: StoredEventRun): Generator<string> {
+  const { dt, data } = item.run
+  const count = dt.length + 1
+  let time = item.time
+  for (let from = 0; from < count; from += PACKED_RUN_MAX) {
+    const n = Math.min(PACKED_RUN_MAX, count - from)
+    const whole = n === count
+    const columns: Record<string, unknown> = {}
+    for (const key of Object.keys(data)) {
+      const column = data[key]
+      columns[key] = !Array.isArray(column) ? column : n === 1 ? column[from] : whole ? column : column.slice(from, from + n)
+    }
+    const seq = item.seq + from
+    if (n === 1) yield JSON.stringify({ type: item.type, seq, time, data: columns })
+    else yield JSON.stringify({ type: item.type, seq, time, run: { dt: whole ? dt : dt.slice(from, from + n - 1), data: columns } })
+    for (let k = from; k < from + n && k < dt.length; k++) time += dt[k]!
+  }
+}
+
+/**
  * The packed line (without its newline) of the longest run of 2 to
  * `PACKED_RUN_MAX` events starting at `events[i]`, and where the run ends
  * (exclusive); `undefined` when no such run starts there. A run is flat
@@ -225,8 +262,8 @@ const PACKED_RUN_MAX = 1024
  * whose gaps are safe integers too (so the times add back exactly). Each
  * event's data is walked once: checked and collected into its columns.
  */
-function packRunAt(events: readonly StoredSessionEvent[], i: number): { line: string; end: number } | undefined {
-  const first = events[i]!
+function packRunAt(events: readonly AppendedEvent[], i: number): { line: string; end: number } | undefined {
+  const first = events[i] as StoredSessionEvent
   if (events[i + 1]?.type !== first.type || !Number.isSafeInteger(first.time) || !isFlatEvent(first)) return undefined
   const data = first.data
   if (typeof data !== 'object' || data === null) return undefined
@@ -238,6 +275,7 @@ function packRunAt(events: readonly StoredSessionEvent[], i: number): { line: st
   let end = i + 1
   for (; end < last; end++) {
     const event = events[end]!
+    if (isEventRun(event)) break
     const gap = event.time - events[end - 1]!.time
     if (event.type !== first.type || !Number.isSafeInteger(event.time) || !Number.isSafeInteger(gap)) break
     if (!Object.isFrozen(event) || !isCanonicalEvent(event) || !collectColumns(event.data, keys, columns)) break

@@ -18,8 +18,11 @@ import type {
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import {
+  type AppendedEvent,
+  appendedEventCount,
   persistenceCancelled as cancelled,
   checkAppend,
+  expandEventRuns,
   interruptedTurnEnds,
   SessionPersistenceError,
 } from '@dsh/session-persistence/backend'
@@ -266,7 +269,7 @@ class JsonlSessionPersistence implements LogBackend {
 
   // ---------------------------------------------------------------- writes
 
-  append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  append(target: AppendTarget, events: readonly AppendedEvent[]): Promise<AppendResult> {
     try {
       this.#assertWritable()
       assertStorableId(target?.header?.id)
@@ -287,7 +290,7 @@ class JsonlSessionPersistence implements LogBackend {
    * promise is returned, not awaited, so the events are not kept alive while
    * the batch is compressed, written and synced.
    */
-  async #appendInTurn(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  async #appendInTurn(target: AppendTarget, events: readonly AppendedEvent[]): Promise<AppendResult> {
     const id = target.header.id
     let writer = this.#writers.get(id)
     if (writer === undefined) {
@@ -326,7 +329,7 @@ class JsonlSessionPersistence implements LogBackend {
    * fails a check here is left to the ordinary path, which throws the same
    * error in turn, in order.
    */
-  #encodeEarly(target: AppendTarget, events: readonly StoredSessionEvent[]): EncodedBatch | undefined {
+  #encodeEarly(target: AppendTarget, events: readonly AppendedEvent[]): EncodedBatch | undefined {
     const id = target.header.id
     const writer = this.#writers.get(id)
     const first = events[0]
@@ -380,13 +383,16 @@ class JsonlSessionPersistence implements LogBackend {
   }
 
   /** A batch's unit for `writer`'s log (packed runs or not, as the log's version says). */
-  #encode(writer: Writer, events: readonly StoredSessionEvent[]): EncodedBatch {
-    const { type, seq, time } = events[0]!
+  #encode(writer: Writer, items: readonly AppendedEvent[]): EncodedBatch {
+    const { type, seq, time } = items[0]!
+    const packed = packsLog(this.#codec.compression, writer.physical)
+    // A log that packs writes a run's columns as they are; any other gets its events.
+    const events = packed ? items : expandEventRuns(writer.id, items)
     return {
       first: Object.freeze({ type, seq, time, data: null }),
-      count: events.length,
-      packed: packsLog(this.#codec.compression, writer.physical),
-      unit: encodeBatchUnit(this.#codec, writer.physical, events, events[0]!.seq),
+      count: appendedEventCount(events),
+      packed,
+      unit: encodeBatchUnit(this.#codec, writer.physical, events, seq),
     }
   }
 
@@ -399,12 +405,14 @@ class JsonlSessionPersistence implements LogBackend {
     dir: string,
     lock: WriterLock,
     target: AppendTarget,
-    events: readonly StoredSessionEvent[],
+    items: readonly AppendedEvent[],
     rootSync: Promise<void>,
   ): Promise<AppendResult> {
     const id = target.header.id
     const label = labelOf(id)
     try {
+      // A first batch is sliced at the cut by seq (a fork by reference stores only its own events): its runs are expanded.
+      const events = expandEventRuns(id, items)
       const cut = target.inheritedEventCount
       const byReference = target.forkSource !== undefined && target.forkSource !== id && cut > 0 && events.length >= cut
       if (byReference) {

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { SessionId, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
-import type { AppendTarget } from '@dsh/session-persistence'
+import { type AppendTarget, expandEventRuns, type StoredEventRun } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createCodec } from '../src/codec.js'
@@ -79,6 +79,52 @@ describe('packed runs in the store', () => {
     expect(plain((await fresh.inspect(SessionId('s'))).events)).toEqual(plain(chunks(0, 57)))
     expect(await fresh.verify(SessionId('s'))).toMatchObject({ events: 57, tornBytes: 0 })
     expect((await fresh.inspectFrom(SessionId('s'), 52 as never)).events.map((e) => e.seq)).toEqual([52, 53, 54, 55, 56])
+  })
+
+  it('an appended event run is written as its columns, 1024 events a line at most, and read back as its events', async () => {
+    const p = backend()
+    const none = backend(undefined, 'none')
+    const count = 2 * 1024 + 1
+    const run: StoredEventRun = {
+      type: 'assistant/chunk',
+      seq: 1 as SessionSeq,
+      time: 1_760_000_000_000,
+      run: {
+        dt: Array.from({ length: count - 1 }, (_, k) => k % 5),
+        data: { turn: 1, index: 0, delta: Array.from({ length: count }, (_, k) => `d${k}`) },
+      },
+    }
+    const first = chunks(0, 1)
+    const after = (seq: number): StoredEventRun => ({
+      type: 'x',
+      seq: seq as SessionSeq,
+      time: 1,
+      run: { dt: [2], data: { v: [true, null] } },
+    })
+    for (const q of [p, none]) {
+      await q.append(targetOf('s'), first)
+      await q.append(targetOf('s'), [run, ...chunks(count + 1, 1)])
+      // Queued behind an append in flight: checked and encoded at the call.
+      await Promise.all([q.append(targetOf('s'), chunks(count + 2, 1)), q.append(targetOf('s'), [after(count + 3)])])
+    }
+    const expected = plain([...first, ...expandEventRuns('s', [run]), ...chunks(count + 1, 2), ...expandEventRuns('s', [after(count + 3)])])
+    const lines = eventLines(p, 's')
+    // The event, two packed lines of 1024, the run's last event alone, the event after it; then the two queued batches.
+    expect(lines.map((line) => (line.includes('"run":') ? 'run' : 'event'))).toEqual([
+      'event',
+      'run',
+      'run',
+      'event',
+      'event',
+      'event',
+      'run',
+    ])
+    expect(eventLines(none, 's', 'none')).toHaveLength(count + 5)
+    for (const q of [p, none]) {
+      const fresh = backend(q.root, q === p ? 'zstd' : 'none')
+      expect(plain((await fresh.inspect(SessionId('s'))).events)).toEqual(expected)
+      expect(await fresh.verify(SessionId('s'))).toMatchObject({ events: count + 5, tornBytes: 0 })
+    }
   })
 
   it("compression 'none' keeps one line per event (fixtures and line tools)", async () => {

@@ -1,10 +1,12 @@
 import { raceAbort } from '@dsh/context'
 import { type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import {
+  type AppendedEvent,
   type AppendResult,
   type AppendTarget,
   checkAppend,
   type DeleteOptions,
+  expandEventRuns,
   interruptedTurnEnds,
   type LoadedSession,
   type PersistedSessionRecord,
@@ -111,8 +113,10 @@ class PgPersistence implements PostgresPersistence {
 
   // ------------------------------------------------------------------ writes
 
-  async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  async append(target: AppendTarget, items: readonly AppendedEvent[]): Promise<AppendResult> {
     this.#assertWritable()
+    // A batch row holds event lines: runs are expanded, then checked as any events are.
+    const events = expandEventRuns(target.header.id, items)
     let state = this.#states.get(target.header.id)
     const id = state?.stored ?? storedId(target.header.id)
     if (state === undefined || !this.#writer.holds(id)) {

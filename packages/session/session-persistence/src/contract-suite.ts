@@ -8,6 +8,7 @@ import {
   type StoredSessionEvent,
 } from '@dsh/session'
 import { afterEach, describe, expect, it } from 'vitest'
+import { type AppendedEvent, expandEventRuns, type StoredEventRun } from './event-runs.js'
 import type { AppendTarget, PersistenceMetrics, SessionPersistence } from './types.js'
 
 /**
@@ -830,6 +831,95 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
         expect(observation.inheritedEventCount).toBe(3)
         await p.append({ ...target(child, 3) }, events(4, 1, 'after'))
         expect((await p.inspect(child.id)).events).toHaveLength(5)
+      })
+    })
+
+    describe('event runs', () => {
+      function run(seq: number, type: string, dt: number[], data: Record<string, unknown>, time = T0 + seq): StoredEventRun {
+        return { type, seq: SessionSeq(seq), time, run: { dt, data: data as StoredEventRun['run']['data'] } }
+      }
+
+      it('stores a run as exactly the events it stands for, beside events, across batches and a reopen', async () => {
+        const harness = await fresh()
+        const p = harness.persistence
+        const h = header('runs')
+        const long = 1500
+        const batches: AppendedEvent[][] = [
+          [
+            event(0, 'user/message', { text: 'hi' }),
+            run(1, 'assistant/chunk', [1, 2, 0, 5], { turn: 1, index: [0, 1, 2, 3, 4], delta: ['a', '', 'q"uote\n', '🧪 \u2028', 'e'] }),
+            event(6, 'assistant/message', { text: 'done' }),
+          ],
+          [run(7, 'single', [], { v: null }), run(8, 'shared', [3, 3], { a: true, b: -1.5, c: 'same' })],
+          [
+            run(
+              11,
+              'long',
+              Array.from({ length: long - 1 }, (_, k) => k % 7),
+              { n: Array.from({ length: long }, (_, k) => k), flag: false },
+            ),
+          ],
+        ]
+        let nextSeq = 0
+        for (const batch of batches) nextSeq = (await p.append(target(h), batch)).nextSeq
+        expect(nextSeq).toBe(11 + long)
+        const expected = batches.flatMap((batch) => expandEventRuns(h.id, batch))
+        expect(expected).toHaveLength(11 + long)
+        expect(plain(expected.slice(1, 6))).toEqual([
+          { type: 'assistant/chunk', seq: 1, time: T0 + 1, data: { turn: 1, index: 0, delta: 'a' } },
+          { type: 'assistant/chunk', seq: 2, time: T0 + 2, data: { turn: 1, index: 1, delta: '' } },
+          { type: 'assistant/chunk', seq: 3, time: T0 + 4, data: { turn: 1, index: 2, delta: 'q"uote\n' } },
+          { type: 'assistant/chunk', seq: 4, time: T0 + 4, data: { turn: 1, index: 3, delta: '🧪 \u2028' } },
+          { type: 'assistant/chunk', seq: 5, time: T0 + 9, data: { turn: 1, index: 4, delta: 'e' } },
+        ])
+        const whole = await p.inspect(h.id)
+        expect(plain(whole.events)).toEqual(plain(expected))
+        expect(isDeepFrozen(whole.events)).toBe(true)
+        const suffix = await p.inspectFrom(h.id, SessionLogOffset(3))
+        expect(plain(suffix.events)).toEqual(plain(expected.slice(3)))
+        const reopened = await harness.reopen()
+        expect(plain((await reopened.inspect(h.id)).events)).toEqual(plain(expected))
+        expect((await reopened.append(target(h), [run(11 + long, 'after', [1], { x: [1, 2] })])).nextSeq).toBe(13 + long)
+      })
+
+      it('a first batch of runs carries the inherited prefix', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('seeded-runs', { isSeeded: true, parentSession: 'p' })
+        await expectCode(p.append(target(h, 4), [run(0, 'seed', [1, 1], { i: [0, 1, 2] })]), 'SESSION_PERSISTENCE_CONFLICT')
+        expect(await p.stat(h.id)).toBeUndefined()
+        expect((await p.append(target(h, 4), [run(0, 'seed', [1, 1, 1, 1], { i: [0, 1, 2, 3, 4] })])).nextSeq).toBe(5)
+        expect((await p.inspectFrom(h.id, SessionLogOffset(4))).events.map((e) => e.seq)).toEqual([4])
+      })
+
+      it('refuses a run at another seq (conflict) or one its events could not be stored as (invalid), storing nothing of the batch', async () => {
+        const { persistence: p } = await fresh()
+        const h = header('bad-runs')
+        await expectCode(p.append(target(h), [run(1, 't', [1], { v: [1, 2] })]), 'SESSION_PERSISTENCE_CONFLICT')
+        await p.append(target(h), events(0, 2))
+        const before = await p.stat(h.id)
+        const bad: AppendedEvent[] = [
+          run(2, '', [1], { v: 1 }),
+          run(2, 't', [0.5], { v: 1 }),
+          run(2, 't', [1], { v: 1 }, T0 + 0.5),
+          run(2, 't', [Number.MAX_SAFE_INTEGER], { v: 1 }),
+          run(2, 't', [1], { v: [1] }),
+          run(2, 't', [1], { v: [1, Number.NaN] }),
+          run(2, 't', [1], { v: -0 }),
+          run(2, 't', [1], { v: { nested: true } }),
+          run(2, 't', [1], { v: [[1], [2]] }),
+          run(2, 't', [1], JSON.parse('{"__proto__": 1}') as Record<string, unknown>),
+          { ...run(2, 't', [1], { v: 1 }), data: { v: 1 } } as AppendedEvent,
+          { type: 't', seq: SessionSeq(2), time: T0, run: { dt: 'no', data: {} } } as unknown as AppendedEvent,
+        ]
+        for (const item of bad) {
+          await expectCode(
+            p.append(target(h), [event(2, 'ok', 1), { ...item, seq: SessionSeq(3) } as AppendedEvent]),
+            'SESSION_PERSISTENCE_INVALID_EVENT',
+          )
+          await expectCode(p.append(target(h), [item]), 'SESSION_PERSISTENCE_INVALID_EVENT')
+        }
+        expect(await p.stat(h.id)).toBe(before)
+        expect((await p.inspect(h.id)).events).toHaveLength(2)
       })
     })
 

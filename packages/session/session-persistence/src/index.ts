@@ -2,6 +2,8 @@ export type { CoordinatorSessionStatus, PersistenceCoordinatorOptions } from './
 export { SessionPersistenceCoordinator } from './coordinator.js'
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, SessionPersistenceError } from './errors.js'
+export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
+export { appendedEventCount, expandEventRuns, isEventRun } from './event-runs.js'
 export type { MemoryPersistenceOptions } from './memory.js'
 export { createMemoryPersistence, MemoryPersistenceStorage } from './memory.js'
 export type { SessionPersistencePluginOptions } from './plugin.js'

@@ -1,5 +1,6 @@
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
+import { type AppendedEvent, expandEventRuns } from './event-runs.js'
 import { interruptedTurnEnds } from './repair.js'
 import type {
   AppendResult,
@@ -78,13 +79,14 @@ class MemoryPersistence implements SessionPersistence {
     return this.#metrics
   }
 
-  async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  async append(target: AppendTarget, items: readonly AppendedEvent[]): Promise<AppendResult> {
     await this.#io()
     // Everything from the check to the commit runs without an await, so
     // concurrent appends see each other's effects (one wins, the other conflicts).
     const id = target.header.id
     const existing = this.#storage.logs.get(id)
-    checkAppend(target, events, existing === undefined ? undefined : { ...existing.writer, nextSeq: existing.nextSeq })
+    checkAppend(target, items, existing === undefined ? undefined : { ...existing.writer, nextSeq: existing.nextSeq })
+    const events = expandEventRuns(id, items)
     let log = existing
     if (log === undefined) {
       log = {

@@ -1,6 +1,7 @@
 import { raceAbort, throwIfAborted } from '@dsh/context'
-import type { SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { SessionId, SessionLogOffset } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
+import type { AppendedEvent } from './event-runs.js'
 import type {
   AppendResult,
   AppendTarget,
@@ -107,7 +108,7 @@ class SharedReads implements SharedReadsPersistence {
     return raceAbort(shared, signal, persistenceCancelled)
   }
 
-  async append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
+  async append(target: AppendTarget, events: readonly AppendedEvent[]): Promise<AppendResult> {
     try {
       return await this.backend.append(target, events)
     } finally {

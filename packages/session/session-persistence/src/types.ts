@@ -1,4 +1,5 @@
 import type { SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { AppendedEvent } from './event-runs.js'
 
 /**
  * An opaque token that changes whenever a session's durable log changes.
@@ -119,9 +120,11 @@ export interface SessionPersistence {
    * Makes `events` durable; resolves only when they are. The first event's
    * seq must equal the stored next offset (else `SESSION_PERSISTENCE_CONFLICT`).
    * The first append materializes the session: its header is written with the
-   * first batch, atomically. An empty batch only materializes.
+   * first batch, atomically. An empty batch only materializes. An item may be
+   * a run of events given as columns (`StoredEventRun`): it is stored and read
+   * back as exactly the events it stands for.
    */
-  append(target: AppendTarget, events: readonly StoredSessionEvent[]): Promise<AppendResult>
+  append(target: AppendTarget, events: readonly AppendedEvent[]): Promise<AppendResult>
   /** Header-only records of every persisted session; reads only header frames. */
   list(signal?: AbortSignal): Promise<PersistedSessionRecord[]>
   /** Every committed event; never mutates storage. `SESSION_PERSISTENCE_NOT_FOUND` when absent. */
