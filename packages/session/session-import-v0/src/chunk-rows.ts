@@ -56,8 +56,26 @@ export const v0RowMember: RowMemberMaker<V0Event> = (type, seq, time, data, delt
   return new RowMember(seq, time, { turn: data.turn as number, step: data.step as number, chunk })
 }
 
-/** Validates a row and appends its member events (made by `make`) to `out`. `line` is the 1-based line number for messages. */
-export function expandRow<E>(row: Json, type: RowType, line: number, out: E[], make: RowMemberMaker<E>): void {
+/**
+ * Makes one item standing for every member of a validated row (`members` the
+ * text or argument pieces, `dt` the gaps), or returns `undefined` to have the
+ * members made one by one by a `RowMemberMaker`.
+ */
+export type RowMaker<E> = (
+  type: RowType,
+  seq0: number,
+  time0: number,
+  data: Readonly<Json>,
+  members: readonly string[],
+  dt: readonly number[],
+) => E | undefined
+
+/**
+ * Validates a row and appends its members to `out`: one item for them all
+ * when `makeRow` makes it, else one event each (made by `make`). Returns the
+ * number of members. `line` is the 1-based line number for messages.
+ */
+export function expandRow<E>(row: Json, type: RowType, line: number, out: E[], make: RowMemberMaker<E>, makeRow?: RowMaker<E>): number {
   if (!exactKeys(row, ['type', 'seq0', 'time0', 'data'])) malformed(type, 'the envelope must be exactly {type, seq0, time0, data}', line)
   const { seq0, time0, data } = row
   if (!Number.isSafeInteger(seq0) || (seq0 as number) < 0) malformed(type, 'seq0 must be a non-negative safe integer', line)
@@ -83,14 +101,22 @@ export function expandRow<E>(row: Json, type: RowType, line: number, out: E[], m
     malformed(type, `dt must hold ${members.length - 1} safe-integer gaps`, line)
   }
   if (!Number.isSafeInteger((seq0 as number) + members.length - 1)) malformed(type, 'member seqs leave the safe-integer range', line)
+  let last = time0 as number
+  for (const gap of dt as number[]) {
+    last += gap
+    if (!Number.isSafeInteger(last)) malformed(type, 'member times leave the safe-integer range', line)
+  }
+  const whole = makeRow?.(type, seq0 as number, time0 as number, data, members as string[], dt as number[])
+  if (whole !== undefined) {
+    out.push(whole)
+    return members.length
+  }
   let time = time0 as number
   for (let k = 0; k < members.length; k++) {
-    if (k > 0) {
-      time += dt[k - 1] as number
-      if (!Number.isSafeInteger(time)) malformed(type, 'member times leave the safe-integer range', line)
-    }
+    if (k > 0) time += dt[k - 1] as number
     out.push(make(type, (seq0 as number) + k, time, data, members[k] as string))
   }
+  return members.length
 }
 
 /**

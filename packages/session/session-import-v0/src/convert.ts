@@ -8,7 +8,8 @@ import {
   type StoredSessionEvent,
   type TurnEndReason,
 } from '@dsh/session'
-import { RowMember, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
+import type { AppendedEvent } from '@dsh/session-persistence'
+import { type RowMaker, RowMember, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
 import { ImportV0Error } from './errors.js'
 import type { EventMaker } from './reader.js'
 import type { V0Event, V0Header } from './v0-types.js'
@@ -244,8 +245,23 @@ export const dshRowMember: RowMemberMaker<StoredSessionEvent> = (type, seq, time
   return Object.freeze({ type: 'assistant/chunk', seq: seq as SessionSeq, time, data: Object.freeze(converted) })
 }
 
-/** What an import reads a v0 log as: dsh events, converted as they are parsed. */
-export const DSH_EVENTS: EventMaker<StoredSessionEvent> = { line: toDshEvent, member: dshRowMember }
+/**
+ * A `text-chunks` row of step 0 as one run of the `assistant/chunk` events
+ * `dshRowMember` makes of its members (`StoredEventRun`): its texts and gaps
+ * are the run's columns, so no member event is made (a JSONL log stores the
+ * run as it is; most events of a harness log are such members). Any other
+ * row, or one whose numbers a run would refuse (-0, or an infinity parsed
+ * from 1e400, refused member by member as before): `undefined`.
+ */
+export const dshRow: RowMaker<AppendedEvent> = (type, seq0, time0, data, members, dt) => {
+  const { turn, step, index } = data as { turn: number; step: number; index: number }
+  if (type !== 'text-chunks' || step !== 0 || Object.is(step, -0)) return undefined
+  if (!Number.isFinite(turn) || Object.is(turn, -0) || !Number.isFinite(index) || Object.is(index, -0)) return undefined
+  return { type: 'assistant/chunk', seq: seq0 as SessionSeq, time: time0, run: { dt, data: { turn, index, delta: members } } }
+}
+
+/** What an import reads a v0 log as: dsh events, converted as they are parsed, and runs of them. */
+export const DSH_EVENTS: EventMaker<AppendedEvent> = { line: toDshEvent, member: dshRowMember, row: dshRow }
 
 /**
  * Freezes an event whose data came from `JSON.parse` (plain objects and

@@ -2,7 +2,15 @@ import { promises as fsp } from 'node:fs'
 import { resolve } from 'node:path'
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { SessionHeader, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
-import type { AppendTarget, SessionObservation, SessionPersistence } from '@dsh/session-persistence'
+import {
+  type AppendedEvent,
+  type AppendTarget,
+  appendedEventCount,
+  expandEventRuns,
+  isEventRun,
+  type SessionObservation,
+  type SessionPersistence,
+} from '@dsh/session-persistence'
 import { DSH_EVENTS, toDshHeader } from './convert.js'
 import { ImportV0Error, type ImportV0ErrorCode, importCancelled, throwIfAborted } from './errors.js'
 import { readV0Header } from './header-read.js'
@@ -320,30 +328,37 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
   try {
     // Frames decode on the thread pool ahead of the reader: `next()` returns what is decoded, `more()` waits for the rest.
     do {
-      for (let event = log.next(); event !== undefined; event = log.next()) {
-        if (count < storedCount) {
-          if (!sameEvent((stored as SessionObservation).events[count] as StoredSessionEvent, event)) {
-            throw new SessionFailure(
-              count,
-              'IMPORT_V0_CONFLICT',
-              `Event ${count} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`,
-            )
+      for (let item = log.next(); item !== undefined; item = log.next()) {
+        // The stored prefix and the inherited seed are compared event by event: a run there is taken as its events.
+        const pieces = isEventRun(item) && (count < storedCount || count < inheritedEventCount) ? expandEventRuns(id, [item]) : [item]
+        const textLength = log.textLength / pieces.length
+        for (const event of pieces) {
+          if (count < storedCount) {
+            if (isEventRun(event) || !sameEvent((stored as SessionObservation).events[count] as StoredSessionEvent, event)) {
+              throw new SessionFailure(
+                count,
+                'IMPORT_V0_CONFLICT',
+                `Event ${count} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`,
+              )
+            }
+            count += 1
+            continue
           }
-          count += 1
-          continue
+          if (source !== undefined && count < inheritedEventCount && sourceMatches) {
+            sourceMatches = count < source.length && !isEventRun(event) && sameEvent(source[count] as StoredSessionEvent, event)
+          }
+          if (count === inheritedEventCount && source !== undefined && sourceMatches && batcher.started === 0) {
+            target.forkSource = header.parentSession as SessionHeader['id']
+          }
+          const size = isEventRun(event) ? event.run.dt.length + 1 : 1
+          const before = count
+          count += size
+          // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
+          const appending = batcher.add(event, size, textLength, stored === undefined)
+          if (appending !== undefined) await appending
+          else if (Math.floor(before / YIELD_EVERY) !== Math.floor(count / YIELD_EVERY)) await yieldToEventLoop()
+          throwIfAborted(signal)
         }
-        if (source !== undefined && count < inheritedEventCount && sourceMatches) {
-          sourceMatches = count < source.length && sameEvent(source[count] as StoredSessionEvent, event)
-        }
-        if (count === inheritedEventCount && source !== undefined && sourceMatches && batcher.started === 0) {
-          target.forkSource = header.parentSession as SessionHeader['id']
-        }
-        count += 1
-        // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
-        const appending = batcher.add(event, log.textLength, stored === undefined)
-        if (appending !== undefined) await appending
-        else if ((count & (YIELD_EVERY - 1)) === 0) await yieldToEventLoop()
-        throwIfAborted(signal)
       }
     } while (await log.more())
     if (count < inheritedEventCount) {
@@ -446,8 +461,9 @@ async function forkSourceCandidate(
 
 /**
  * Append batches: up to `batchEvents` events and about `batchBytes` of source
- * text each; the first batch holds at least `firstAtLeast` events (a new
- * fork's whole inherited prefix). Fewer, larger batches mean fewer fsyncs;
+ * text each (a run of events is never split: a batch closes before the item
+ * that finds it full); the first batch holds at least `firstAtLeast` events
+ * (a new fork's whole inherited prefix). Fewer, larger batches mean fewer fsyncs;
  * the byte bound keeps one batch's serialised text small.
  */
 class Batcher {
@@ -458,10 +474,12 @@ class Batcher {
   /** The last append started (it settles once it and every earlier one settled), and the one before it. */
   private inFlight: Promise<void> | undefined
   private older: Promise<void> | undefined
-  private batch: StoredSessionEvent[] = []
+  private batch: AppendedEvent[] = []
+  /** Events (a run counts its own) and source text in `batch`; events added so far. */
+  private events = 0
   private bytes = 0
   private added = 0
-  private readonly held: StoredSessionEvent[][] = []
+  private readonly held: AppendedEvent[][] = []
 
   constructor(
     private readonly run: RunContext,
@@ -470,26 +488,28 @@ class Batcher {
   ) {}
 
   /**
-   * Adds one event. When the batch was full it is appended first (`eager`;
-   * the promise to await is returned) or held until `finish` — synchronous
-   * otherwise, so most events cost no promise.
+   * Adds one event, or a run of `size` events. When the batch was full it is
+   * appended first (`eager`; the promise to await is returned) or held until
+   * `finish` — synchronous otherwise, so most events cost no promise.
    */
-  add(event: StoredSessionEvent, textLength: number, eager: boolean): Promise<void> | undefined {
+  add(event: AppendedEvent, size: number, textLength: number, eager: boolean): Promise<void> | undefined {
     let appending: Promise<void> | undefined
     if (
       this.batch.length > 0 &&
       this.added >= this.firstAtLeast &&
-      (this.batch.length >= this.run.batchEvents || this.bytes >= this.run.batchBytes)
+      (this.events >= this.run.batchEvents || this.bytes >= this.run.batchBytes)
     ) {
       const full = this.batch
       this.batch = []
+      this.events = 0
       this.bytes = 0
       if (eager) appending = this.append(full)
       else this.held.push(full)
     }
     this.batch.push(event)
+    this.events += size
     this.bytes += textLength
-    this.added += 1
+    this.added += size
     return appending
   }
 
@@ -497,6 +517,7 @@ class Batcher {
   async finish(): Promise<void> {
     if (this.batch.length > 0 || (this.started === 0 && this.held.length === 0)) this.held.push(this.batch)
     this.batch = []
+    this.events = 0
     for (const batch of this.held.splice(0)) await this.append(batch)
     await this.settle()
   }
@@ -518,7 +539,7 @@ class Batcher {
    * failed, once the later one in flight settled too (a backend refuses what
    * was queued behind a failed batch of the session).
    */
-  private async append(events: StoredSessionEvent[]): Promise<void> {
+  private async append(events: AppendedEvent[]): Promise<void> {
     if (this.run.dryRun) return
     const older = this.older
     this.older = undefined
@@ -526,7 +547,7 @@ class Batcher {
     throwIfAborted(this.run.signal)
     this.started += 1
     const previous = this.inFlight
-    const size = events.length
+    const size = appendedEventCount(events)
     // Counted when committed (not `events`: the closure would keep them alive until then).
     const appended = this.run.persistence.append(this.target, events).then(() => {
       this.appends += 1

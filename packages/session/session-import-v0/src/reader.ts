@@ -1,6 +1,6 @@
 import { promises as fsp } from 'node:fs'
 import { join } from 'node:path'
-import { expandRow, isRowType, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
+import { expandRow, isRowType, type RowMaker, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
 import { ImportV0Error } from './errors.js'
 import { decodeSegment, NO_CWD_DIR, PLAIN_LOG, type V0Compression, v0LogPath, ZSTD_LOG } from './layout.js'
 import { parseHeaderLine, type V0Event, type V0Header } from './v0-types.js'
@@ -158,6 +158,8 @@ export const TEXT_SLICE = 128 * 1024
 export interface EventMaker<E> {
   readonly line: (event: V0Event) => E
   readonly member: RowMemberMaker<E>
+  /** One item for a whole row where it can (an import: a run of events given as columns; see `expandRow`). */
+  readonly row?: RowMaker<E>
 }
 
 /** Anything with the seq it is read at. */
@@ -404,10 +406,12 @@ class LineParser<E extends Sequenced> {
       const first = events.length
       if (isRowType(record.type)) {
         this.packedRows += 1
-        expandRow(record, record.type, this.line, events, this.make.member)
+        const members = expandRow(record, record.type, this.line, events, this.make.member, this.make.row)
         const share = Math.ceil(lineText.length / (events.length - first))
         for (let i = first; i < events.length; i++) lengths.push(share)
-        this.checkSeqs(events, first)
+        // Members are seq0, seq0 + 1, … by construction (one item may stand for them all): seq0 is checked.
+        this.checkSeq(record.seq0)
+        this.nextSeq += members - 1
         continue
       }
       if (typeof record.type !== 'string' || record.type.length === 0 || typeof record.time !== 'number' || !Number.isFinite(record.time)) {
@@ -424,10 +428,6 @@ class LineParser<E extends Sequenced> {
       events.push(this.make.line(record as unknown as V0Event))
       lengths.push(lineText.length)
     }
-  }
-
-  private checkSeqs(events: readonly E[], from: number): void {
-    for (let i = from; i < events.length; i++) this.checkSeq((events[i] as E).seq)
   }
 
   private checkSeq(seq: unknown): void {

@@ -5,6 +5,7 @@ import { SessionId } from '@dsh/session'
 import { createMemoryPersistence, type SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { packChunkRuns } from '../src/chunk-rows.js'
 import { YIELD_EVERY } from '../src/import.js'
 import { appendV0Batch, type ImportV0Report, importV0, toDshEvent, v0LogBytes, v0LogPath, writeV0Log } from '../src/index.js'
 import { TEXT_SLICE } from '../src/reader.js'
@@ -12,6 +13,7 @@ import { POOL_GROUP_BYTES, scanFrames } from '../src/zstd-frames.js'
 import {
   CORRUPT_DESCRIPTOR,
   ESCAPED,
+  type Fixture,
   FORKED_CONTINUABLE,
   FORKED_ONE_SHOT,
   FRESH_CONTINUABLE,
@@ -73,6 +75,32 @@ function snapshot(dir: string): Record<string, string> {
 /** The inherited cut of a fixture session. */
 function fixtureCut(id: string | undefined): number {
   return healthyFixtures().find((f) => f.header.id === id)?.header.seedLength ?? 0
+}
+
+/**
+ * The items an import reads from `fixture`'s events at seq `from` on: one per
+ * event, one per packed `text-chunks` row of step 0 that starts there (a run),
+ * one per member of any other row.
+ */
+function itemsFrom(fixture: Fixture, from: number): number {
+  let items = 0
+  for (const batch of fixture.builder.batches) {
+    const records = (fixture.packChunks ? packChunkRuns(batch) : batch) as {
+      type: string
+      seq?: number
+      seq0?: number
+      data: { step?: number; texts?: unknown[]; args?: unknown[] }
+    }[]
+    for (const record of records) {
+      if (record.seq !== undefined) items += record.seq >= from ? 1 : 0
+      else if (record.type === 'text-chunks' && record.data.step === 0 && record.seq0! >= from) items += 1
+      else {
+        const members = (record.data.texts ?? record.data.args)!.length
+        for (let k = 0; k < members; k++) items += record.seq0! + k >= from ? 1 : 0
+      }
+    }
+  }
+  return items
 }
 
 function byId(report: ImportV0Report, id: string) {
@@ -435,7 +463,7 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
   })
 
   it('imports in append batches, the first batch of a fork holding its whole inherited prefix', async () => {
-    const { root } = await v0Root()
+    const { root, fixtures } = await v0Root()
     const p = persistence()
     const report = await importV0({ from: root, persistence: p, batchEvents: 5 })
     expect(report.failed).toBe(0)
@@ -446,11 +474,16 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     expect((await p.inspect(SessionId(PARENT))).events).toHaveLength(parent.events)
     expect(byId(report, CORRUPT_DESCRIPTOR).status).toBe('imported')
 
-    // By source text: a 1-byte budget makes every batch one event, except a fork's first (its whole inherited prefix).
+    // By source text: a 1-byte budget makes every batch one item — an event, or a text row of step 0 read as one run
+    // of events — except a fork's first (its whole inherited prefix, as events).
     const q = persistence()
     const before = q.metrics.appends
     const single = await importV0({ from: root, persistence: q, batchBytes: 1 })
-    const expected = single.sessions.reduce((n, s) => n + (s.forkSource === undefined ? s.events : s.events - (fixtureCut(s.id) - 1)), 0)
+    const expected = single.sessions.reduce((n, s) => {
+      const cut = fixtureCut(s.id)
+      return n + (cut > 0 ? 1 : 0) + itemsFrom(fixtures.find((f) => f.header.id === s.id)!, cut)
+    }, 0)
+    expect(single.sessions.some((s) => itemsFrom(fixtures.find((f) => f.header.id === s.id)!, 0) < s.events)).toBe(true)
     expect(single.appends).toBe(expected)
     expect(q.metrics.appends - before).toBe(expected)
     await expect(importV0({ from: root, persistence: q, batchBytes: 0 })).rejects.toMatchObject({ code: 'IMPORT_V0_INVALID_OPTION' })
