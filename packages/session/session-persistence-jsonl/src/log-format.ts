@@ -8,7 +8,7 @@ import {
   type StoredSessionEvent,
 } from '@dsh/session'
 import { SessionPersistenceError } from '@dsh/session-persistence'
-import { type AppendedEvent, isEventRun, type StoredEventRun } from '@dsh/session-persistence/backend'
+import { type AppendedEvent, type FlatValue, isEventRun, type StoredEventRun } from '@dsh/session-persistence/backend'
 
 /** The physical header line's format tag and version. */
 export const LOG_FORMAT = 'dsh-session-log'
@@ -206,7 +206,7 @@ export function encodeEventLines(events: readonly AppendedEvent[], pack = false)
     const packed = pack ? packRunAt(events, i) : undefined
     if (packed !== undefined) {
       if (run.length > 0) run = out.addFlatRun(run)
-      out.line(packed.line)
+      for (const line of eventRunLines(packed.run)) out.line(line)
       i = packed.end
       continue
     }
@@ -253,16 +253,16 @@ function* eventRunLines(item: StoredEventRun): Generator<string> {
 }
 
 /**
- * The packed line (without its newline) of the longest run of 2 to
- * `PACKED_RUN_MAX` events starting at `events[i]`, and where the run ends
- * (exclusive); `undefined` when no such run starts there. A run is flat
+ * The longest run of 2 to `PACKED_RUN_MAX` events starting at `events[i]`,
+ * as columns (`StoredEventRun`: its packed line is `eventRunLines`'), and
+ * where it ends (exclusive); `undefined` when no such run starts there. A run is flat
  * events (`isFlatEvent`) of one type whose data are objects with the first
  * one's keys in its order (never `__proto__`, which a parsed object would
  * hold as an own key but an assignment would not), at safe-integer times
  * whose gaps are safe integers too (so the times add back exactly). Each
  * event's data is walked once: checked and collected into its columns.
  */
-function packRunAt(events: readonly AppendedEvent[], i: number): { line: string; end: number } | undefined {
+function packRunAt(events: readonly AppendedEvent[], i: number): { run: StoredEventRun; end: number } | undefined {
   const first = events[i] as StoredSessionEvent
   if (events[i + 1]?.type !== first.type || !Number.isSafeInteger(first.time) || !isFlatEvent(first)) return undefined
   const data = first.data
@@ -283,7 +283,7 @@ function packRunAt(events: readonly AppendedEvent[], i: number): { line: string;
   }
   const n = end - i
   if (n < 2) return undefined
-  const packed: Record<string, unknown> = {}
+  const packed: Record<string, FlatValue | FlatValue[]> = {}
   for (let k = 0; k < keys.length; k++) {
     const column = columns[k]!
     // A member that failed part way may have added values: drop them.
@@ -291,9 +291,9 @@ function packRunAt(events: readonly AppendedEvent[], i: number): { line: string;
     const shared = column[0]
     let same = 1
     while (same < n && column[same] === shared) same++
-    packed[keys[k]!] = same === n ? shared : column
+    packed[keys[k]!] = (same === n ? shared : column) as FlatValue | FlatValue[]
   }
-  return { line: JSON.stringify({ type: first.type, seq: first.seq, time: first.time, run: { dt, data: packed } }), end }
+  return { run: { type: first.type, seq: first.seq, time: first.time, run: { dt, data: packed } }, end }
 }
 
 /**
