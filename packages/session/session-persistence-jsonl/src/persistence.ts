@@ -24,6 +24,7 @@ import {
   checkAppend,
   expandEventRuns,
   interruptedTurnEnds,
+  isEventRun,
   SessionPersistenceError,
 } from '@dsh/session-persistence/backend'
 import { encodeBatchUnit } from './bulk-append.js'
@@ -411,9 +412,13 @@ class JsonlSessionPersistence implements LogBackend {
     const id = target.header.id
     const label = labelOf(id)
     try {
-      // A first batch is sliced at the cut by seq (a fork by reference stores only its own events): its runs are expanded.
-      const events = expandEventRuns(id, items)
       const cut = target.inheritedEventCount
+      // The batch is sliced at the cut by index (a fork by reference stores only its own events): a batch whose item at
+      // cut - 1 is not the event of seq cut - 1 (a run in the seed, or a bad batch) is taken as its events, as is any batch
+      // of a log that does not pack runs. Never a walk of a fork's whole seed.
+      const atCut = items[cut - 1]
+      const aligned = cut === 0 || (atCut !== undefined && !isEventRun(atCut) && atCut.seq === cut - 1)
+      const events = aligned && packsLog(this.#codec.compression, {}) ? items : expandEventRuns(id, items)
       const byReference = target.forkSource !== undefined && target.forkSource !== id && cut > 0 && events.length >= cut
       if (byReference) {
         // The inherited prefix is not stored (the source holds it, verified on every read):
@@ -443,6 +448,7 @@ class JsonlSessionPersistence implements LogBackend {
       const physical: PhysicalHeader = { header: target.header, inheritedEventCount: cut, logId: newLogId(), ...(fork ? { fork } : {}) }
       const own = fork ? events.slice(cut) : events
       const firstSeq = fork ? cut : 0
+      const nextSeq = firstSeq + appendedEventCount(own)
       const headerLine = encodeHeaderLine(physical)
       const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
       const parts = [headerUnit]
@@ -482,12 +488,12 @@ class JsonlSessionPersistence implements LogBackend {
         fileEnd: data.length,
         generation: 0,
         ino: stats.ino,
-        nextSeq: events.length,
+        nextSeq,
         revision,
       }
       this.#remember(writer)
       if (events.length > 0) this.#metrics.appends++
-      return { revision, nextSeq: events.length as SessionLogOffset }
+      return { revision, nextSeq: nextSeq as SessionLogOffset }
     } catch (error) {
       if (!this.#writers.has(id)) {
         // A rejected first append leaves nothing behind, not even the directory.

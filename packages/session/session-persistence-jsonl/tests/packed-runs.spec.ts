@@ -127,6 +127,38 @@ describe('packed runs in the store', () => {
     }
   })
 
+  it("a fork's first batch may hold runs, in its own events (written as given) or in its seed (taken as events): stored by reference", async () => {
+    const p = backend()
+    await p.append(targetOf('src'), chunks(0, 30))
+    const seed = (await p.inspect(SessionId('src'))).events.slice(0, 17)
+    const ownRun = (seq: number): StoredEventRun => ({
+      type: 'assistant/chunk',
+      seq: seq as SessionSeq,
+      time: 1_760_000_001_000,
+      run: { dt: [1, 1, 1], data: { turn: 2, index: 0, delta: ['o', 'w', 'n', '!'] } },
+    })
+    // The seed's first 10 events as one run (the index at the cut no longer names seq 16).
+    const seedRun: StoredEventRun = {
+      type: 'assistant/chunk',
+      seq: 0 as SessionSeq,
+      time: seed[0]!.time,
+      run: {
+        dt: seed.slice(1, 10).map((e, k) => e.time - seed[k]!.time),
+        data: { turn: 1, index: 0, delta: seed.slice(0, 10).map((e) => (e.data as { delta: string }).delta) },
+      },
+    }
+    await p.append(forkTarget('own', 17, 'src'), [...seed, ownRun(17)])
+    await p.append(forkTarget('seeded', 17, 'src'), [seedRun, ...seed.slice(10), ownRun(17)])
+    const expected = plain([...chunks(0, 17), ...expandEventRuns('own', [ownRun(17)])])
+    const fresh = backend(p.root)
+    for (const id of ['own', 'seeded']) {
+      expect(plain((await fresh.inspect(SessionId(id))).events)).toEqual(expected)
+      // By reference: the log holds the fork's own four events, one packed line.
+      expect(eventLines(fresh, id)).toHaveLength(1)
+    }
+    await expect(p.delete(SessionId('src'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_REFERENCED' })
+  })
+
   it("compression 'none' keeps one line per event (fixtures and line tools)", async () => {
     const p = backend(undefined, 'none')
     await p.append(targetOf('s'), chunks(0, 20))
