@@ -908,6 +908,7 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
           run(2, 't', [1], { v: { nested: true } }),
           run(2, 't', [1], { v: [[1], [2]] }),
           run(2, 't', [1], JSON.parse('{"__proto__": 1}') as Record<string, unknown>),
+          run(2, 't', [1], { v: Object.assign(['a', 'b'], { toJSON: () => 'not the values' }) }),
           { ...run(2, 't', [1], { v: 1 }), data: { v: 1 } } as AppendedEvent,
           { type: 't', seq: SessionSeq(2), time: T0, run: { dt: 'no', data: {} } } as unknown as AppendedEvent,
         ]

@@ -14,7 +14,8 @@ import { SessionPersistenceError } from './errors.js'
  * Why: most of a transcript is a stream of small deltas of one type, and a
  * producer may already hold them as columns (a v0 `text-chunks` row is one).
  * Made into events, each one is allocated, frozen, checked and (by a backend
- * that packs) taken apart into columns again: a fifth of a 100 MiB import.
+ * that packs) taken apart into columns again: a quarter of the time of a
+ * 100 MiB import.
  */
 
 /** What an event of a run holds under one key: a JSON value that is not an array or object. */
@@ -116,7 +117,7 @@ export function checkEventRun(id: string, item: StoredEventRun, expectedSeq: num
   const run: unknown = item.run
   if (typeof run !== 'object' || run === null) invalid('its run is not an object')
   const { dt, data } = run as Record<string, unknown>
-  if (!Array.isArray(dt)) invalid('its gaps (run.dt) are not an array')
+  if (!isPlainArray(dt)) invalid('its gaps (run.dt) are not a plain array')
   const gaps = dt as unknown[]
   const count = gaps.length + 1
   if (!Number.isSafeInteger(expectedSeq + count - 1)) invalid('its seqs leave the safe-integer range')
@@ -132,6 +133,7 @@ export function checkEventRun(id: string, item: StoredEventRun, expectedSeq: num
   for (const key of Object.keys(data as object)) {
     if (key === '__proto__') invalid("its data holds a '__proto__' key")
     const value: unknown = (data as Record<string, unknown>)[key]
+    if (Array.isArray(value) && !isPlainArray(value)) invalid(`data '${key}' is not a plain array`)
     if (!Array.isArray(value)) {
       if (!isFlatValue(value)) invalid(`data '${key}' is not a string, finite number, boolean, null or an array of those`)
       continue
@@ -141,6 +143,11 @@ export function checkEventRun(id: string, item: StoredEventRun, expectedSeq: num
       if (!isFlatValue(member)) invalid(`data '${key}' holds a value that is not a string, finite number, boolean or null`)
   }
   return count
+}
+
+/** An array `JSON.stringify` writes element by element: no subclass, no `toJSON` of its own. */
+function isPlainArray(value: unknown): value is unknown[] {
+  return Array.isArray(value) && Object.getPrototypeOf(value) === Array.prototype && !Object.hasOwn(value, 'toJSON')
 }
 
 function isFlatValue(value: unknown): value is FlatValue {
