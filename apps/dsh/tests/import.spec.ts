@@ -1,0 +1,178 @@
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { listV0Logs, readV0Log, type V0Event, type V0Header, writeV0Log } from '@dsh/session-import-v0'
+import { afterEach, describe, expect, it } from 'vitest'
+import { cli } from './support/run.js'
+
+// `dsh import --from dsh-v0` and `dsh export --to dsh-v0` end to end through the CLI (issue 16): a harness root
+// with a parent, a fresh and a forked subagent (streamed text packed into rows, as the harness writes it) and a
+// damaged log; then `dsh agents`, `dsh show`, a round trip and a second run.
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+function tempDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `dsh-cli-${name}-`))
+  dirs.push(dir)
+  return dir
+}
+
+const T0 = 1_760_000_000_000
+const PARENT = 'release-plan'
+
+/** Harness-shaped events, one batch (frame) per turn. */
+class Turns {
+  readonly batches: V0Event[][] = []
+  private seq = 0
+  private clock: number
+
+  constructor(start = T0, seed: readonly V0Event[][] = []) {
+    this.clock = start
+    for (const batch of seed) {
+      this.batches.push(batch)
+      this.seq += batch.length
+      this.clock = batch.at(-1)!.time
+    }
+  }
+
+  get events(): V0Event[] {
+    return this.batches.flat()
+  }
+
+  turn(turn: number, prompt: string, answer: string, descriptor?: unknown): this {
+    const events: V0Event[] = []
+    const add = (type: string, data: unknown, extras: Partial<V0Event> = {}): number => {
+      this.clock += 7
+      events.push({ type, seq: this.seq, time: this.clock, data, ...extras })
+      return this.seq++
+    }
+    add('turn/start', { turn })
+    if (descriptor !== undefined) add('subagent/descriptor', descriptor)
+    add(
+      'user/message',
+      { id: `u${turn}`, role: 'user', content: [{ type: 'text', text: prompt }], source: { kind: 'user' } },
+      { surfaceOp: 'append' },
+    )
+    add('step/start', { turn, step: 0 })
+    const chunks = [add('assistant/chunk', { turn, step: 0, chunk: { type: 'block-start', index: 0, blockType: 'text' } })]
+    for (const piece of answer.match(/.{1,5}/gs) ?? [])
+      chunks.push(add('assistant/chunk', { turn, step: 0, chunk: { type: 'text-delta', index: 0, text: piece } }))
+    chunks.push(add('assistant/chunk', { turn, step: 0, chunk: { type: 'finish', reason: { kind: 'stop' } } }))
+    add(
+      'assistant/message',
+      {
+        turn,
+        step: 0,
+        message: {
+          id: `a${turn}`,
+          role: 'assistant',
+          content: [{ type: 'text', text: answer }],
+          source: { kind: 'model', provider: 'deepseek', model: 'deepseek-chat' },
+        },
+      },
+      { sourceEventSeqs: chunks, surfaceOp: 'append' },
+    )
+    add('step/end', { turn, step: 0 })
+    add('turn/end', { turn, reason: { kind: 'completed' } })
+    this.batches.push(events)
+    return this
+  }
+}
+
+async function harnessRoot(): Promise<{ from: string; parent: Turns; forked: Turns; parentLog: string }> {
+  const from = tempDir('v0')
+  const parent = new Turns().turn(1, 'Plan the release.', 'Three steps: freeze, test, tag.').turn(2, 'Go on.', 'Frozen and tested.')
+  const child = (id: string, extra: Partial<V0Header> = {}): V0Header => ({
+    id,
+    createdAt: T0 + 1000,
+    cwd: '/work',
+    parentSession: PARENT,
+    origin: 'subagent',
+    delegationDepth: 1,
+    ...extra,
+  })
+  const fresh = new Turns(T0 + 1000).turn(1, 'Find the changelog.', 'It is in docs/.', {
+    version: 2,
+    mode: 'continuable',
+    provider: 'inprocess',
+    label: 'researcher',
+  })
+  const forked = new Turns(T0, parent.batches).turn(3, 'Summarize.', 'Release planned and half done.', {
+    version: 2,
+    mode: 'one-shot',
+    provider: 'fork',
+    label: 'summarize',
+  })
+  const parentLog = await writeV0Log(from, { id: PARENT, createdAt: T0, cwd: '/work', delegationDepth: 0 }, parent.batches)
+  await writeV0Log(from, child('researcher-1'), fresh.batches)
+  await writeV0Log(from, child('summarize-1', { seedLength: parent.events.length }), forked.batches)
+  // A byte flipped in the last frame of another session: its checksum fails.
+  const damaged = await writeV0Log(
+    from,
+    { id: 'damaged', createdAt: T0 + 2000, delegationDepth: 0 },
+    new Turns(T0 + 2000).turn(1, 'Hi.', 'Hello there.').batches,
+  )
+  const bytes = readFileSync(damaged)
+  bytes[bytes.length - 10] = bytes[bytes.length - 10]! ^ 0x40
+  writeFileSync(damaged, bytes)
+  return { from, parent, forked, parentLog }
+}
+
+describe('dsh import --from dsh-v0 / dsh export --to dsh-v0', () => {
+  it('imports a harness root: the subagent tree, every event, a typed failure (exit 1), a round trip and a second run that writes nothing', async () => {
+    const { from, parent, forked, parentLog } = await harnessRoot()
+    // The harness packs streamed text into rows (what the import appends as event runs).
+    expect(execFileSync('zstd', ['-dc', parentLog]).toString()).toContain('{"type":"text-chunks"')
+    const root = join(tempDir('dsh'), 'root')
+
+    const first = await cli(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])
+    expect(first.code, first.stderr).toBe(1)
+    const report = JSON.parse(first.stdout)
+    expect(report).toMatchObject({ imported: 3, updated: 0, unchanged: 0, failed: 1 })
+    const byId = new Map(report.sessions.map((s: { id: string }) => [s.id, s]))
+    expect(byId.get('damaged')).toMatchObject({ status: 'failed', reason: { code: expect.stringMatching(/^IMPORT_V0_/) } })
+    expect(byId.get(PARENT)).toMatchObject({ status: 'imported', events: parent.events.length, appended: parent.events.length })
+    expect(byId.get('summarize-1')).toMatchObject({ status: 'imported', events: forked.events.length, forkSource: PARENT })
+
+    const agents = await cli(['agents', PARENT, '--root', root, '--json'])
+    expect(agents.code, agents.stderr).toBe(0)
+    const rows = (JSON.parse(agents.stdout).rows as { id: string; mode?: string; label?: string }[]).sort((a, b) => (a.id < b.id ? -1 : 1))
+    expect(rows).toEqual([
+      expect.objectContaining({ id: 'researcher-1', mode: 'continuable', label: 'researcher' }),
+      expect.objectContaining({ id: 'summarize-1', mode: 'one-shot', label: 'summarize' }),
+    ])
+
+    // Every event, the inherited prefix included; the streamed text arrives as its deltas.
+    const show = await cli(['show', 'summarize-1', '--root', root, '--json', '--limit', '1000'])
+    expect(show.code, show.stderr).toBe(0)
+    const shown = JSON.parse(show.stdout).events as { type: string; data: { delta?: string } }[]
+    expect(shown).toHaveLength(forked.events.length)
+    expect(
+      shown
+        .filter((e) => e.type === 'assistant/chunk' && e.data.delta !== undefined)
+        .map((e) => e.data.delta)
+        .join(''),
+    ).toBe('Three steps: freeze, test, tag.Frozen and tested.Release planned and half done.')
+
+    // Export, then read both logs as the harness would: event for event equal (the parent's text came as packed rows).
+    const out = tempDir('out')
+    const exported = await cli(['export', PARENT, 'summarize-1', '--to', 'dsh-v0', out, '--root', root, '--json'])
+    expect(exported.code, exported.stderr).toBe(0)
+    for (const id of [PARENT, 'summarize-1']) {
+      const read = async (dir: string) => {
+        const entry = (await listV0Logs(dir)).find((e) => e.dirId === id)!
+        return readV0Log(dir, entry)
+      }
+      const [a, b] = [await read(from), await read(out)]
+      expect(b.header).toEqual(a.header)
+      expect(b.events).toEqual(a.events)
+    }
+
+    const second = await cli(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])
+    expect(second.code).toBe(1)
+    expect(JSON.parse(second.stdout)).toMatchObject({ imported: 0, updated: 0, unchanged: 3, failed: 1, appends: 0 })
+  })
+})
