@@ -10,6 +10,7 @@ import {
   isEventRun,
   type SessionObservation,
   type SessionPersistence,
+  type StoredEventRun,
 } from '@dsh/session-persistence'
 import { DSH_EVENTS, toDshHeader } from './convert.js'
 import { ImportV0Error, type ImportV0ErrorCode, importCancelled, throwIfAborted } from './errors.js'
@@ -329,7 +330,20 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     // Frames decode on the thread pool ahead of the reader: `next()` returns what is decoded, `more()` waits for the rest.
     do {
       for (let item = log.next(); item !== undefined; item = log.next()) {
-        // The stored prefix and the inherited seed are compared event by event: a run there is taken as its events.
+        // A run wholly inside the stored prefix is compared column by column, none of its events made.
+        if (isEventRun(item) && count + item.run.dt.length + 1 <= storedCount) {
+          const same = matchingRunPrefix((stored as SessionObservation).events, count, item)
+          count += same
+          if (same <= item.run.dt.length) {
+            throw new SessionFailure(
+              count,
+              'IMPORT_V0_CONFLICT',
+              `Event ${count} was imported earlier with other content than the v0 log holds now: the already-imported prefix changed.`,
+            )
+          }
+          continue
+        }
+        // Elsewhere the stored prefix and the inherited seed are compared event by event: a run there is taken as its events.
         const pieces = isEventRun(item) && (count < storedCount || count < inheritedEventCount) ? expandEventRuns(id, [item]) : [item]
         const textLength = log.textLength / pieces.length
         for (const event of pieces) {
@@ -439,6 +453,32 @@ function compareHeaders(
     return `The dsh session inherits ${stored.inheritedEventCount} events, the v0 header says ${inheritedEventCount}.`
   }
   return undefined
+}
+
+/**
+ * How many of the events `item` stands for equal `events[at]`, `events[at + 1]`, …
+ * in order (as `sameEvent` would find them): its columns are compared with
+ * each event's data as they are, none of its events made.
+ */
+function matchingRunPrefix(events: readonly StoredSessionEvent[], at: number, item: StoredEventRun): number {
+  const { type, run } = item
+  const keys = Object.keys(run.data)
+  let time = item.time
+  for (let k = 0; k <= run.dt.length; k++) {
+    if (k > 0) time += run.dt[k - 1] as number
+    const event = events[at + k]
+    if (event === undefined || event.type !== type || event.seq !== item.seq + k || event.time !== time) return k
+    const data = event.data
+    if (typeof data !== 'object' || data === null || Array.isArray(data)) return k
+    let c = 0
+    for (const key in data) {
+      const column = run.data[key]
+      if (key !== keys[c] || (data as Record<string, unknown>)[key] !== (Array.isArray(column) ? column[k] : column)) return k
+      c++
+    }
+    if (c !== keys.length) return k
+  }
+  return run.dt.length + 1
 }
 
 function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {

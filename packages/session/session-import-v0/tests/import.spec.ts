@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -276,6 +277,32 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
       code: 'IMPORT_V0_CONFLICT',
       message: expect.stringMatching(/createdAt/),
     })
+  })
+
+  it('finds a changed delta inside a packed text row of the imported prefix, at its own seq', async () => {
+    const { root, fixtures } = await v0Root()
+    const p = persistence()
+    await importV0({ from: root, persistence: p })
+    const parent = fixtures.find((f) => f.header.id === PARENT)!
+    const before = await p.inspect(SessionId(PARENT))
+    // The harness log rewritten with one streamed piece of turn 2 changed (still packed into its row).
+    const isDelta = (e: { data: unknown }) => {
+      const data = e.data as { turn?: number; chunk?: { type?: string } }
+      return data.turn === 2 && data.chunk?.type === 'text-delta'
+    }
+    const target = parent.builder.events.filter(isDelta)[1]!
+    const batches = parent.builder.batches.map((batch) =>
+      batch.map((e) =>
+        e.seq === target.seq ? { ...e, data: { ...(e.data as object), chunk: { type: 'text-delta', index: 0, text: 'EDITED' } } } : e,
+      ),
+    )
+    rmSync(parent.path!)
+    await writeV0Log(root, parent.header, batches)
+    expect(execFileSync('zstd', ['-dc', parent.path!]).toString()).toContain('"EDITED"')
+    const report = await importV0({ from: root, persistence: p })
+    expect(byId(report, PARENT)).toMatchObject({ status: 'failed', events: target.seq, reason: { code: 'IMPORT_V0_CONFLICT' } })
+    expect(byId(report, PARENT).reason?.message).toContain(`Event ${target.seq} was imported earlier with other content`)
+    expect((await p.inspect(SessionId(PARENT))).events).toEqual(before.events)
   })
 
   it('reports per-session faults with typed reasons and imports everything else, torn tails included', async () => {
