@@ -6,6 +6,7 @@ import {
   type AppendedEvent,
   type AppendTarget,
   appendedEventCount,
+  eventCount,
   expandEventRuns,
   isEventRun,
   type SessionObservation,
@@ -331,10 +332,10 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
     do {
       for (let item = log.next(); item !== undefined; item = log.next()) {
         // A run wholly inside the stored prefix is compared column by column, none of its events made.
-        if (isEventRun(item) && count + item.run.dt.length + 1 <= storedCount) {
+        if (isEventRun(item) && count + eventCount(item) <= storedCount) {
           const same = matchingRunPrefix((stored as SessionObservation).events, count, item)
           count += same
-          if (same <= item.run.dt.length) {
+          if (same < eventCount(item)) {
             throw new SessionFailure(
               count,
               'IMPORT_V0_CONFLICT',
@@ -364,7 +365,7 @@ async function importOne(candidate: Candidate, run: RunContext): Promise<{ resul
           if (count === inheritedEventCount && source !== undefined && sourceMatches && batcher.started === 0) {
             target.forkSource = header.parentSession as SessionHeader['id']
           }
-          const size = isEventRun(event) ? event.run.dt.length + 1 : 1
+          const size = eventCount(event)
           const before = count
           count += size
           // An update holds its suffix until the log has been read to its end; a new session appends as batches fill.
@@ -478,7 +479,7 @@ function matchingRunPrefix(events: readonly StoredSessionEvent[], at: number, it
     }
     if (c !== keys.length) return k
   }
-  return run.dt.length + 1
+  return eventCount(item)
 }
 
 function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {

@@ -55,9 +55,9 @@ export function encodeBatchUnit(
   log: { readonly formatVersion?: number },
   events: readonly AppendedEvent[],
   firstSeq: number,
+  count = appendedEventCount(events),
 ): [body: Buffer, trailer: Buffer] | Promise<[body: Buffer, trailer: Buffer]> {
   const plain = encodeEventLines(events, packsLog(codec.compression, log))
-  const count = appendedEventCount(events)
   if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, count)
   return encodeOnPool(codec, plain, firstSeq, count)
 }

@@ -389,11 +389,12 @@ class JsonlSessionPersistence implements LogBackend {
     const packed = packsLog(this.#codec.compression, writer.physical)
     // A log that packs writes a run's columns as they are; any other gets its events.
     const events = packed ? items : expandEventRuns(writer.id, items)
+    const count = appendedEventCount(events)
     return {
       first: Object.freeze({ type, seq, time, data: null }),
-      count: appendedEventCount(events),
+      count,
       packed,
-      unit: encodeBatchUnit(this.#codec, writer.physical, events, seq),
+      unit: encodeBatchUnit(this.#codec, writer.physical, events, seq, count),
     }
   }
 
@@ -453,7 +454,7 @@ class JsonlSessionPersistence implements LogBackend {
       const headerUnit = encodeUnit(this.#codec, headerLine, 'header', 0, 0)
       const parts = [headerUnit]
       if (own.length > 0) {
-        const batch = encodeBatchUnit(this.#codec, physical, own, firstSeq)
+        const batch = encodeBatchUnit(this.#codec, physical, own, firstSeq, nextSeq - firstSeq)
         parts.push(...(Array.isArray(batch) ? batch : await batch))
       }
       const data = Buffer.concat(parts)

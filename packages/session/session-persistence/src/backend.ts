@@ -7,7 +7,7 @@
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
-export { appendedEventCount, expandEventRuns, isEventRun } from './event-runs.js'
+export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
 export { interruptedTurnEnds } from './repair.js'
 export type { StoredAppendState } from './validate.js'
 export { checkAppend } from './validate.js'

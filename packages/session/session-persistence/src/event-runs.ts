@@ -46,10 +46,15 @@ export function isEventRun(item: AppendedEvent): item is StoredEventRun {
   return typeof item === 'object' && item !== null && Object.hasOwn(item, 'run')
 }
 
+/** How many events `item` stands for: 1 for an event, its length for a run. */
+export function eventCount(item: AppendedEvent): number {
+  return isEventRun(item) ? item.run.dt.length + 1 : 1
+}
+
 /** How many events `items` stand for. */
 export function appendedEventCount(items: readonly AppendedEvent[]): number {
   let count = 0
-  for (const item of items) count += isEventRun(item) ? item.run.dt.length + 1 : 1
+  for (const item of items) count += eventCount(item)
   return count
 }
 
