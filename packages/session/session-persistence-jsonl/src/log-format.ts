@@ -193,6 +193,15 @@ function parseFork(raw: unknown, cut: number): ForkReference | string {
  */
 export function encodeEventLines(events: readonly AppendedEvent[], pack = false): Buffer {
   const out = new LineBytes()
+  try {
+    writeEventLines(out, events, pack)
+    return out.bytes()
+  } finally {
+    out.release()
+  }
+}
+
+function writeEventLines(out: LineBytes, events: readonly AppendedEvent[], pack: boolean): void {
   let run: StoredSessionEvent[] = []
   for (let i = 0; i < events.length; ) {
     const event = events[i]!
@@ -206,7 +215,8 @@ export function encodeEventLines(events: readonly AppendedEvent[], pack = false)
     const packed = pack ? packRunAt(events, i) : undefined
     if (packed !== undefined) {
       if (run.length > 0) run = out.addFlatRun(run)
-      for (const line of eventRunLines(packed.run)) out.line(line)
+      // packRunAt builds the run exactly as its one packed line reads (2 to PACKED_RUN_MAX events, fresh plain objects).
+      out.line(JSON.stringify(packed.run))
       i = packed.end
       continue
     }
@@ -220,7 +230,6 @@ export function encodeEventLines(events: readonly AppendedEvent[], pack = false)
     out.line(encodeLine(event))
   }
   if (run.length > 0) out.addFlatRun(run)
-  return out.bytes()
 }
 
 /** Events one packed line stands for at most. */
@@ -254,8 +263,9 @@ function* eventRunLines(item: StoredEventRun): Generator<string> {
 
 /**
  * The longest run of 2 to `PACKED_RUN_MAX` events starting at `events[i]`,
- * as columns (`StoredEventRun`: its packed line is `eventRunLines`'), and
- * where it ends (exclusive); `undefined` when no such run starts there. A run is flat
+ * as columns (`StoredEventRun`, built in the order its packed line lists
+ * its fields, so that line is `JSON.stringify` of it: `eventRunLines`'
+ * line for it, without rebuilding it), and where it ends (exclusive); `undefined` when no such run starts there. A run is flat
  * events (`isFlatEvent`) of one type whose data are objects with the first
  * one's keys in its order (never `__proto__`, which a parsed object would
  * hold as an own key but an assignment would not), at safe-integer times
@@ -329,11 +339,22 @@ const FLAT_RUN_MAX = 512
 /**
  * Event lines written as UTF-8 straight into one growing buffer: each line's
  * text (flat, fresh from `JSON.stringify`) is encoded once where it goes, never
- * concatenated into a rope that must be flattened first.
+ * concatenated into a rope that must be flattened first. A batch starts in the
+ * module's scratch buffer (encoding is synchronous, so one batch at a time
+ * uses it) and leaves with a copy of its bytes: a small durable append then
+ * allocates one pooled slice, not a fresh 4 KiB buffer and a copy.
  */
 class LineBytes {
-  private buf = Buffer.allocUnsafe(LINES_INITIAL)
+  private buf: Buffer
   private length = 0
+
+  constructor() {
+    if (scratchInUse) this.buf = Buffer.allocUnsafe(LINES_INITIAL)
+    else {
+      scratchInUse = true
+      this.buf = scratch
+    }
+  }
 
   /** Adds one line's text and its newline. */
   line(text: string): void {
@@ -350,20 +371,31 @@ class LineBytes {
     return []
   }
 
+  /** The lines, in a buffer of their own (never the scratch buffer). */
   bytes(): Buffer {
+    const lines = this.buf.subarray(0, this.length)
     // A buffer mostly unused is not kept alive with the batch (it may wait for the pool): copy what was written.
-    return this.length * 2 < this.buf.length ? Buffer.from(this.buf.subarray(0, this.length)) : this.buf.subarray(0, this.length)
+    return this.buf === scratch || this.length * 2 < this.buf.length ? Buffer.from(lines) : lines
+  }
+
+  /** Frees the scratch buffer for the next batch (after `bytes`, or when encoding threw). */
+  release(): void {
+    if (this.buf === scratch) scratchInUse = false
   }
 
   private grow(room: number): void {
     const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + room))
     this.buf.copy(next, 0, 0, this.length)
+    this.release()
     this.buf = next
   }
 }
 
-/** Bytes a batch's lines start with room for. */
-const LINES_INITIAL = 4096
+/** Bytes a batch's lines start with room for (the scratch buffer's size). */
+const LINES_INITIAL = 16 * 1024
+const scratch = Buffer.allocUnsafe(LINES_INITIAL)
+/** True while a batch is being written into `scratch` (a getter reached while encoding gets a buffer of its own). */
+let scratchInUse = false
 
 /**
  * The lines of a run of flat events, from one `JSON.stringify` of the run:

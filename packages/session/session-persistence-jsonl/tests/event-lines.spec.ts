@@ -122,6 +122,44 @@ describe('encodeEventLines', () => {
     ] as unknown as StoredSessionEvent[]
     expect(() => encodeEventLines(events)).toThrow(expect.objectContaining({ code: 'SESSION_PERSISTENCE_INVALID_EVENT' }))
   })
+
+  it('keeps each batch its own bytes: after a batch that threw, and when encoding one batch encodes another', () => {
+    const small = (seq: number, text: string) =>
+      deepFreeze({ type: 'user/message', seq, time: 1_760_000_000_000 + seq, data: { text } }) as unknown as StoredSessionEvent
+    const first = encodeEventLines([small(0, 'first')])
+    // A batch that throws half way leaves nothing behind for the next one.
+    const bad = [
+      small(1, 'written then refused'),
+      { type: 'a', seq: 2, time: 2, data: { x: Number.NaN } },
+    ] as unknown as StoredSessionEvent[]
+    expect(() => encodeEventLines(bad)).toThrow(expect.objectContaining({ code: 'SESSION_PERSISTENCE_INVALID_EVENT' }))
+    const after = encodeEventLines([small(3, 'after')])
+    expect(after.equals(reference([small(3, 'after')]))).toBe(true)
+    // An unfrozen event's data is read while the outer batch is being written: a getter there encodes a batch of its own.
+    let inner: Buffer | undefined
+    const outer = [
+      small(4, 'outer before'),
+      {
+        type: 'a',
+        seq: 5,
+        time: 5,
+        data: {
+          get text() {
+            inner = encodeEventLines([small(9, 'inner')])
+            return 'outer getter'
+          },
+        },
+      },
+      small(6, 'outer after'),
+    ] as unknown as StoredSessionEvent[]
+    const outerLines = encodeEventLines(outer).toString('utf8')
+    expect(inner?.equals(reference([small(9, 'inner')]))).toBe(true)
+    expect(outerLines).toBe(
+      `${JSON.stringify(small(4, 'outer before'))}\n${JSON.stringify({ type: 'a', seq: 5, time: 5, data: { text: 'outer getter' } })}\n${JSON.stringify(small(6, 'outer after'))}\n`,
+    )
+    // Earlier results were copies: later batches changed none of them.
+    expect(first.equals(reference([small(0, 'first')]))).toBe(true)
+  })
 })
 
 /** Lines of a batch, parsed (a packed line stays one object). */
