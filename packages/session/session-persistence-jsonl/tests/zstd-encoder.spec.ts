@@ -6,7 +6,7 @@ import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { decompress as decompressAsync } from '@mongodb-js/zstd'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { compressFrame, decompressFrames } from '../src/codec.js'
+import { compressFrame, decompressFrames, RAW_BODY_MAX } from '../src/codec.js'
 import { skippableTrailer } from '../src/trailer.js'
 import { measureZstdFrame, rawZstdFrame, storedFramesContent } from '../src/zstd-frames.js'
 import { event, targetOf, tempDir } from './helpers.js'
@@ -140,6 +140,45 @@ describe('logs written before header units were stored', () => {
       expect((await again.inspect(SessionId('old'))).events.map((e) => e.seq)).toEqual([0, 1])
       expect((await again.verify(SessionId('old'))).tornBytes).toBe(0)
       await again.close()
+    } finally {
+      cleanup()
+    }
+  })
+})
+
+describe('batch bodies: raw-block frames below RAW_BODY_MAX plaintext bytes, libzstd frames from there', () => {
+  it('stores a small batch uncompressed and a larger one compressed; both read back, through zstd -dc too', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-rawbody-')
+    try {
+      const p = createJsonlPersistence({ root: dir })
+      const text = (seq: number, bytes: number) => event(seq, 'user/message', { text: `${seq}:`.padEnd(bytes, 'abc ') })
+      // Header, then bodies of ~200 B, ~RAW_BODY_MAX - 100 B, ~RAW_BODY_MAX + 100 B and ~8 KiB of lines (the second append pads the log).
+      const batches = [[text(0, 150)], [text(1, RAW_BODY_MAX - 160)], [text(2, RAW_BODY_MAX + 40)], [text(3, 8000)]]
+      for (const batch of batches) await p.append(targetOf('raw'), batch)
+      await p.close()
+
+      const log = readFileSync(p.logPath('raw'))
+      const bodies: Array<{ plainLength: number; stored: boolean }> = []
+      for (let pos = 0; ; ) {
+        const extent = measureZstdFrame(log, pos)
+        if (extent.status !== 'complete') break
+        const trailer = skippableTrailer.decode(log, extent.end)
+        if (trailer === undefined) break // the padding frame
+        if (trailer.kind === 'batch')
+          bodies.push({ plainLength: trailer.plainLength, stored: storedFramesContent(log.subarray(pos, extent.end)) !== undefined })
+        pos = extent.end + skippableTrailer.size
+      }
+      expect(bodies.map((b) => b.plainLength < RAW_BODY_MAX)).toEqual([true, true, false, false])
+      expect(bodies.map((b) => b.stored)).toEqual([true, true, false, false])
+
+      const again = createJsonlPersistence({ root: dir, readOnly: true })
+      expect((await again.inspect(SessionId('raw'))).events).toEqual(batches.flat())
+      await again.close()
+      const lines = execFileSync('zstd', ['-dc', p.logPath('raw')])
+        .toString('utf8')
+        .trim()
+        .split('\n')
+      expect(lines.slice(1).map((line) => JSON.parse(line))).toEqual(batches.flat())
     } finally {
       cleanup()
     }
