@@ -153,17 +153,17 @@ function writeAllAsync(fd: number, data: Buffer): Promise<void> {
   })
 }
 
-/** What a padded log's newest end slot says of its content (see `log-padding.ts`): the revision of such a log. */
+/** Where a padded log's committed part ends, found from its newest end slot (see `log-padding.ts`): the revision of such a log. */
 export interface RevisionSlot {
   /** The committed end. */
   readonly end: number
   /** The CRC32 the last batch's trailer carries (it covers that batch's body CRC). */
   readonly trailerCheck: number
   /**
-   * Whether an intact padding frame starts at `end` and reaches the end of
-   * the file. When not, the slot is stale — a writer died (or is still
-   * running) between the write of its batch and that of the next slot — and
-   * the log may hold a batch the slot does not name.
+   * Whether the walk from the slot reached an intact padding frame starting
+   * at `end` and reaching the end of the file. When not — a torn or damaged
+   * tail, or an append in flight — `end` is the slot's, and the log may hold
+   * batches past it.
    */
   readonly settled: boolean
 }

@@ -1,5 +1,4 @@
 import { crc32 } from 'node:zlib'
-import type { RevisionSlot } from './fs-io.js'
 import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
 
 /**
@@ -11,17 +10,29 @@ import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
  *    that reaches exactly the end of the file. Its content is ignored by
  *    every zstd decoder, so `zstd -dc` reads a padded log like any other.
  * 2. The padding's content is zeros, except its last 64 bytes: two 32-byte
- *    end slots. A slot names the committed end (where the padding frame
- *    starts), the next seq, the CRC32 field of the last batch's trailer and a
- *    generation; it carries its own CRC32. The valid slot with the highest
- *    generation is the newest. Slots are written after the batch, so a slot
- *    is only trusted once the pad header at its `end` and the trailer before
- *    it agree with it — and the batch before it decodes (the tail check).
+ *    end slots. A slot names a committed end (a unit boundary: the end of a
+ *    batch), the next seq there, the CRC32 field of that batch's trailer and
+ *    a generation; it carries its own CRC32. The valid slot with the highest
+ *    generation is the newest: a checkpoint at most `checkpointDistance`
+ *    (16 KiB, or an eighth of a smaller log) of units before the committed
+ *    end (logs written before checkpoints have it at the committed end,
+ *    which is the same rule with nothing to walk).
+ *    A reader finds the committed end from it: it checks the trailer before
+ *    the slot's end against the slot, then walks the units after it
+ *    (structure, trailer, seq) to the padding frame's header, which must
+ *    reach the end of the file (`walkToPadding`); the tail check then
+ *    decodes the last batch. Anything else there is not trusted (the caller
+ *    scans the log).
  * 3. An append that fits overwrites the padding from its start with
- *    `[batch frame][trailer][new pad header]` in one write, writes the next
- *    slot (alternating, generation + 1), then ONE `fdatasync`. Neither write
- *    changes the file's size or allocates a block, so on ext4 the sync is a
- *    pure data flush (no journal commit): what SQLite's reused WAL gets.
+ *    `[batch frame][trailer][new pad header]` in ONE write, then ONE
+ *    `fdatasync`: one range, usually one block, flushed. Only when the
+ *    committed end would pass the newest slot's by more than
+ *    `checkpointDistance` does it also write the next slot (alternating,
+ *    generation + 1) before the sync. Neither write changes the file's size
+ *    or allocates a block, so on ext4 the sync is a pure data flush (no
+ *    journal commit): what SQLite's reused WAL gets. The slot is written in
+ *    the same sync as its batch, so the newest durable slot never names an
+ *    end past the durable units.
  * 4. An append that does not fit grows the padding: the same bytes, then
  *    zeros and both slots up to a new size written with real writes (so the
  *    blocks are initialized, never "unwritten" extents), then one sync — the
@@ -40,14 +51,14 @@ import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
  *    as a flipped byte anywhere else in a log is. Bytes after the padding
  *    frame (never written by a writer) are a torn tail.
  * 7. Revisions (`revisionOf`): a padded log's size does not change with an
- *    append, so its revision is its newest slot's — but a writer killed
- *    between its batch write and its slot write leaves a complete batch
- *    behind a stale slot (and a reader can see that state while an append is
- *    in flight). So a reader trusts a slot for the revision only when an
- *    intact pad header starts at the slot's `end` and reaches exactly the
- *    end of the file (8 bytes read there: an append overwrote the header at
- *    its committed end with its batch); otherwise the revision is marked
- *    unsettled, never one a writer returned, so followers read the log again.
+ *    append, so its revision is its committed end and last trailer's CRC
+ *    field, found by the walk from the newest slot — what the writer
+ *    computes from its own state. A reader can see a log while an append is
+ *    in flight (a unit half written where the walk goes); when the walk does
+ *    not end at an intact pad header reaching exactly the end of the file
+ *    (an append overwrote the header at its committed end with its batch),
+ *    the revision is marked unsettled, never one a writer returned, so
+ *    followers read the log again.
  */
 
 /** The padding frame's magic (a zstd skippable frame, distinct from the trailers' 0x184D2A5D). */
@@ -66,6 +77,19 @@ const BLOCK = 4096
 export const MAX_PAD_GROWTH = 1024 * 1024
 /** Growth adds about this fraction of the log's committed size. */
 const GROWTH_DIVISOR = 16
+/**
+ * The newest slot trails the committed end by at most this many bytes of
+ * units (invariant 2): a reader walks at most this far (a few dozen small
+ * batches) from it, and all but about one small append in twenty write one
+ * range, not the batch and a slot in another block (about 5% of a durable
+ * 1 KiB append, paired with SQLite: `bench append-sqlite`).
+ */
+export const CHECKPOINT_BYTES = 16 * 1024
+
+/** How far the newest slot may trail a committed end of `end` bytes: `CHECKPOINT_BYTES`, or an eighth of a smaller log (so a walk never reads most of one). */
+export function checkpointDistance(end: number): number {
+  return Math.min(CHECKPOINT_BYTES, Math.floor(end / 8))
+}
 
 /** Where a log's bytes end: `fileEnd === committedEnd` when it has no padding. */
 export interface PaddedTail {
@@ -73,6 +97,8 @@ export interface PaddedTail {
   readonly fileEnd: number
   /** The newest slot's generation (0 when there is no padding). */
   readonly generation: number
+  /** The end the newest slot names (`committedEnd` when there is no padding). */
+  readonly checkpoint: number
 }
 
 export interface EndSlot {
@@ -174,20 +200,24 @@ export interface PaddedWrite {
 export function planPaddedAppend(tail: PaddedTail, body: Buffer, trailer: Buffer, nextSeq: number): PaddedWrite {
   const unit = body.length + trailer.length
   const end = tail.committedEnd + unit
-  const generation = tail.generation + 1
-  const slot = encodeSlot({ generation, end, nextSeq, trailerCheck: trailerCheckOf(trailer) })
   if (tail.fileEnd > tail.committedEnd && end + MIN_PADDING <= tail.fileEnd) {
+    const batch: [number, Buffer[]] = [tail.committedEnd, [body, trailer, encodePadHeader(tail.fileEnd - end - PAD_HEADER_BYTES)]]
+    // Within a checkpoint of the newest slot: the batch is the only write (invariant 3).
+    if (end - tail.checkpoint <= checkpointDistance(end)) {
+      return { writes: [batch], grows: false, bytes: unit + PAD_HEADER_BYTES, tail: { ...tail, committedEnd: end } }
+    }
+    const generation = tail.generation + 1
+    const slot = encodeSlot({ generation, end, nextSeq, trailerCheck: trailerCheckOf(trailer) })
     const slotAt = tail.fileEnd - SLOTS_BYTES + (generation & 1) * SLOT_BYTES
     return {
-      writes: [
-        [tail.committedEnd, [body, trailer, encodePadHeader(tail.fileEnd - end - PAD_HEADER_BYTES)]],
-        [slotAt, [slot]],
-      ],
+      writes: [batch, [slotAt, [slot]]],
       grows: false,
       bytes: unit + PAD_HEADER_BYTES + SLOT_BYTES,
-      tail: { committedEnd: end, fileEnd: tail.fileEnd, generation },
+      tail: { committedEnd: end, fileEnd: tail.fileEnd, generation, checkpoint: end },
     }
   }
+  const generation = tail.generation + 1
+  const slot = encodeSlot({ generation, end, nextSeq, trailerCheck: trailerCheckOf(trailer) })
   const growth = Math.min(MAX_PAD_GROWTH, Math.floor(end / GROWTH_DIVISOR))
   const fileEnd = Math.ceil((end + MIN_PADDING + growth) / BLOCK) * BLOCK
   const zeros = Buffer.alloc(fileEnd - end - MIN_PADDING)
@@ -198,7 +228,7 @@ export function planPaddedAppend(tail: PaddedTail, body: Buffer, trailer: Buffer
     writes: [[tail.committedEnd, [body, trailer, encodePadHeader(fileEnd - end - PAD_HEADER_BYTES), zeros, ...slots]]],
     grows: true,
     bytes: fileEnd - tail.committedEnd,
-    tail: { committedEnd: end, fileEnd, generation },
+    tail: { committedEnd: end, fileEnd, generation, checkpoint: end },
   }
 }
 
@@ -219,16 +249,4 @@ export function padsLog(compression: string, physical: { readonly formatVersion?
 /** Whether a file of this size may be a padded log (padding always ends on a 4 KiB boundary): a cheap filter before reading slots. */
 export function mayBePadded(compression: string, size: number): boolean {
   return compression === 'zstd' && size >= BLOCK && size % BLOCK === 0
-}
-
-/**
- * The slot-derived part of a padded log's revision, for `revisionOf`
- * (invariant 7): `slot` is the newest valid slot of a file of `size` bytes,
- * `padHeader` the (up to) 8 bytes at its `end`; the slot is settled only
- * when they start a padding frame reaching exactly `size`.
- */
-export function revisionSlotOf(slot: EndSlot, padHeader: Buffer, size: number): RevisionSlot {
-  const content = padContentSize(padHeader, 0)
-  const settled = content !== undefined && slot.end + PAD_HEADER_BYTES + content === size
-  return { end: slot.end, trailerCheck: slot.trailerCheck, settled }
 }

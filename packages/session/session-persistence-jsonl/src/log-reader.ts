@@ -10,9 +10,9 @@ import { ioError, labelOf, persistenceError } from './errors.js'
 import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
-import { mayBePadded, newestSlot, PAD_HEADER_BYTES, revisionSlotOf, SLOTS_BYTES } from './log-padding.js'
+import { mayBePadded, SLOTS_BYTES } from './log-padding.js'
 import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
-import { type LastBatch, lastBatch, tailAsync, type VerifiedTail } from './log-tail.js'
+import { type LastBatch, lastBatch, tailAsync, tailSync, type VerifiedTail, walkToPadding } from './log-tail.js'
 import type { JsonlPersistenceMetrics } from './persistence.js'
 
 /** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
@@ -58,7 +58,8 @@ export class LogReader {
    * else (the caller scans the whole log).
    */
   async verifyTail(handle: FileHandle, size: number, headerEnd: number, firstSeq: number, file: string): Promise<VerifiedTail | undefined> {
-    if (size === headerEnd) return { committedEnd: size, nextSeq: firstSeq, fileEnd: size, generation: 0, slot: undefined }
+    if (size === headerEnd)
+      return { committedEnd: size, nextSeq: firstSeq, fileEnd: size, generation: 0, checkpoint: size, slot: undefined }
     const trailerSize = this.codec.trailer.size
     const last = await this.lastBatch(handle, size, headerEnd)
     if (last === undefined || last.trailer.firstSeq < firstSeq) return undefined
@@ -114,10 +115,13 @@ export class LogReader {
         if (raced > 0 || (error as SessionPersistenceError).details?.reason !== PADDING_DAMAGED) throw error
       }
     }
-    // The same slot, checked the same way, as `readHeaderUnit` for `stat` and `list`: all of them report one revision.
-    const newest =
-      upTo === undefined && mayBePadded(this.codec.compression, buf.length) ? newestSlot(buf.subarray(buf.length - SLOTS_BYTES)) : undefined
-    const slot = newest && revisionSlotOf(newest, buf.subarray(newest.end, newest.end + PAD_HEADER_BYTES), buf.length)
+    // The same walk from the same slot as `readHeaderUnit` for `stat` and `list`: all of them report one revision.
+    const headerEnd = scan.header.bodyEnd + this.codec.trailer.size
+    const slot =
+      upTo === undefined
+        ? tailSync(walkToPadding(this.codec, buf.length, headerEnd), (position, length) => buf.subarray(position, position + length))
+            ?.revision
+        : undefined
     return { physical, scan, buf, stats, slot }
   }
 
@@ -299,8 +303,8 @@ export class LogReader {
   /**
    * Reads a bounded prefix holding the header unit (growing it only for an
    * unusually large header), and, when the log may be padded, its newest end
-   * slot (`slot`, the revision: a padded log's size does not change with an
-   * append) and the 8 bytes at the slot's end, which settle it or not
+   * slot and the walk from it to the committed end (`slot`, the revision: a
+   * padded log's size does not change with an append), settled or not
    * (`log-padding.ts`, invariant 7). Otherwise unverified: a torn slot only
    * makes a revision differ.
    */
@@ -318,13 +322,13 @@ export class LogReader {
       const buf = await this.countedRead(handle, 0, length)
       const unit = locateHeader(buf, this.codec, file, buf.length >= size)
       if (unit !== 'more') {
-        const newest = slots && newestSlot(await slots)
-        // A slot whose end leaves no room for a padding frame is stale without a read.
-        const padHeader =
-          newest === undefined || newest.end + PAD_HEADER_BYTES + SLOTS_BYTES > size
-            ? Buffer.alloc(0)
-            : await this.countedRead(handle, newest.end, PAD_HEADER_BYTES)
-        return { buf, unit, slot: newest && revisionSlotOf(newest, padHeader, size) }
+        if (slots === undefined) return { buf, unit, slot: undefined }
+        // The walk's first read is the slots read above.
+        const walk = walkToPadding(this.codec, size, unit.bodyEnd + this.codec.trailer.size)
+        const found = await tailAsync(walk, (position, length) =>
+          position === size - SLOTS_BYTES && length === SLOTS_BYTES ? slots : this.countedRead(handle, position, length),
+        )
+        return { buf, unit, slot: found?.revision }
       }
       length = Math.min(size, length * 4)
     }

@@ -1,6 +1,6 @@
 import type { LogCodec } from './codec.js'
 import type { RevisionSlot } from './fs-io.js'
-import { mayBePadded, newestSlot, PAD_HEADER_BYTES, revisionSlotOf, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
+import { type EndSlot, mayBePadded, newestSlot, PAD_HEADER_BYTES, padContentSize, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
 import type { TrailerFields } from './trailer.js'
 
 /**
@@ -20,7 +20,9 @@ export interface VerifiedTail {
   readonly fileEnd: number
   /** The newest end slot's generation (0 without padding). */
   readonly generation: number
-  /** The newest slot (the revision); `undefined` without padding. */
+  /** The end the newest slot names (`committedEnd` without padding). */
+  readonly checkpoint: number
+  /** The revision at the committed end (padded logs); `undefined` without padding. */
   readonly slot: RevisionSlot | undefined
 }
 
@@ -45,34 +47,96 @@ export function* lastBatch(codec: LogCodec, size: number, headerEnd: number): Ta
   return (yield* paddedTail(codec, size, headerEnd)) ?? (yield* trailerAtEnd(codec, size, headerEnd))
 }
 
+/** Where the walk from a padded log's newest slot ended (`walkToPadding`). */
+export interface PaddedEnd {
+  readonly slot: EndSlot
+  /** The end reached and the last trailer's CRC field; settled when a padding frame starts there and reaches the end of the file. */
+  readonly revision: RevisionSlot
+  readonly nextSeq: number
+  /** The last batch's trailer (self-checked), when settled. */
+  readonly trailer: TrailerFields | undefined
+}
+
 /**
- * The tail of a padded log (see `log-padding.ts`): the newest valid end
- * slot, confirmed by a padding frame starting at its end and reaching the
- * end of the file, and by the batch trailer before it (self-checked, the
- * CRC the slot recorded, the slot's next seq).
+ * The committed end of a padded log of `size` bytes (see `log-padding.ts`,
+ * invariant 2): from the newest valid end slot, whose batch trailer must
+ * agree with it (self-checked, the CRC field the slot recorded, the slot's
+ * next seq), over the units written after it — each a complete body by its
+ * structure and a self-checked batch trailer of its length continuing the
+ * seqs — to a padding frame header reaching exactly the end of the file. A
+ * fresh slot costs two small reads; a slot behind, reads of what was
+ * appended since (at most `checkpointDistance`: 1 KiB, then doubling). Unsettled (the slot's end, not trusted) when the walk
+ * meets anything else: a torn or damaged tail, or an append in flight;
+ * `undefined` without a valid slot.
  */
-function* paddedTail(codec: LogCodec, size: number, headerEnd: number): TailSearch {
+export function* walkToPadding(codec: LogCodec, size: number, headerEnd: number): Generator<TailRead, PaddedEnd | undefined, Buffer> {
   const trailerSize = codec.trailer.size
   if (!mayBePadded(codec.compression, size) || size < headerEnd + trailerSize + PAD_HEADER_BYTES + SLOTS_BYTES) return undefined
   const slot = newestSlot(yield [size - SLOTS_BYTES, SLOTS_BYTES])
-  if (slot === undefined || slot.end < headerEnd + trailerSize || slot.end + PAD_HEADER_BYTES + SLOTS_BYTES > size) return undefined
-  const around = yield [slot.end - trailerSize, trailerSize + PAD_HEADER_BYTES]
-  // The padding frame must start at the slot's end and reach the end of the file (the slot is settled).
-  const revision = revisionSlotOf(slot, around.subarray(trailerSize), size)
-  if (!revision.settled) return undefined
-  const trailer = codec.trailer.decode(around, 0)
+  if (slot === undefined) return undefined
+  const unsettled: PaddedEnd = {
+    slot,
+    revision: { end: slot.end, trailerCheck: slot.trailerCheck, settled: false },
+    nextSeq: slot.nextSeq,
+    trailer: undefined,
+  }
+  // Units and the padding frame's header lie before the slots.
+  const limit = size - SLOTS_BYTES
+  if (slot.end < headerEnd + trailerSize || slot.end + PAD_HEADER_BYTES > limit) return unsettled
+  let buf = yield [slot.end - trailerSize, trailerSize + PAD_HEADER_BYTES]
+  let base = slot.end - trailerSize
+  let trailer = codec.trailer.decode(buf, 0)
   if (
     trailer === undefined ||
     trailer.kind !== 'batch' ||
     trailer.count === 0 ||
-    trailerCheckOf(around.subarray(0, trailerSize)) !== slot.trailerCheck ||
+    trailerCheckOf(buf.subarray(0, trailerSize)) !== slot.trailerCheck ||
     trailer.firstSeq + trailer.count !== slot.nextSeq ||
     slot.end - trailerSize - trailer.bodyLength < headerEnd
   )
-    return undefined
+    return unsettled
+  let end = slot.end
+  let nextSeq = slot.nextSeq
+  let trailerCheck = slot.trailerCheck
+  for (;;) {
+    const at = end - base
+    const content = padContentSize(buf, at)
+    if (content !== undefined && end + PAD_HEADER_BYTES + content === size) {
+      return { slot, revision: { end, trailerCheck, settled: true }, nextSeq, trailer }
+    }
+    const extent = content === undefined ? codec.measureBody(buf, at) : undefined
+    if (extent?.status === 'incomplete' || (extent?.status === 'complete' && extent.end + trailerSize > buf.length)) {
+      // The unit (or the padding frame's header) goes on past what was read: read on from its start.
+      const had = buf.length - at
+      if (base + buf.length >= limit) return unsettled
+      buf = yield [end, Math.min(limit - end, Math.max(WALK_READ, 2 * had))]
+      base = end
+      // A file that shrank meanwhile (the read came back no longer): not trusted.
+      if (buf.length <= had) return unsettled
+      continue
+    }
+    if (extent?.status !== 'complete') return unsettled
+    const next = codec.trailer.decode(buf, extent.end)
+    if (next === undefined || next.kind !== 'batch' || next.count === 0 || next.bodyLength !== extent.end - at || next.firstSeq !== nextSeq)
+      return unsettled
+    trailer = next
+    trailerCheck = trailerCheckOf(buf.subarray(extent.end, extent.end + trailerSize))
+    nextSeq += next.count
+    end = base + extent.end + trailerSize
+  }
+}
+
+/** The walk's first read after the slot's end: a few small batches (it doubles while a unit goes on past it). */
+const WALK_READ = 1024
+
+/** The tail of a padded log: where the walk from its newest slot settles (`walkToPadding`). */
+function* paddedTail(codec: LogCodec, size: number, headerEnd: number): TailSearch {
+  const found = yield* walkToPadding(codec, size, headerEnd)
+  if (found === undefined || !found.revision.settled || found.trailer === undefined) return undefined
+  const { slot, revision, nextSeq, trailer } = found
   return {
     trailer,
-    tail: { committedEnd: slot.end, nextSeq: slot.nextSeq, fileEnd: size, generation: slot.generation, slot: revision },
+    tail: { committedEnd: revision.end, nextSeq, fileEnd: size, generation: slot.generation, checkpoint: slot.end, slot: revision },
   }
 }
 
@@ -85,22 +149,29 @@ function* trailerAtEnd(codec: LogCodec, size: number, headerEnd: number): TailSe
     return undefined
   return {
     trailer,
-    tail: { committedEnd: size, nextSeq: trailer.firstSeq + trailer.count, fileEnd: size, generation: 0, slot: undefined },
+    tail: {
+      committedEnd: size,
+      nextSeq: trailer.firstSeq + trailer.count,
+      fileEnd: size,
+      generation: 0,
+      checkpoint: size,
+      slot: undefined,
+    },
   }
 }
 
 /** Runs a search with synchronous reads. */
-export function tailSync(search: TailSearch, read: (position: number, length: number) => Buffer): LastBatch | undefined {
+export function tailSync<T>(search: Generator<TailRead, T, Buffer>, read: (position: number, length: number) => Buffer): T {
   let step = search.next()
   while (!step.done) step = search.next(read(...step.value))
   return step.value
 }
 
 /** Runs a search with asynchronous reads. */
-export async function tailAsync(
-  search: TailSearch,
+export async function tailAsync<T>(
+  search: Generator<TailRead, T, Buffer>,
   read: (position: number, length: number) => Promise<Buffer>,
-): Promise<LastBatch | undefined> {
+): Promise<T> {
   let step = search.next()
   while (!step.done) step = search.next(await read(...step.value))
   return step.value

@@ -162,6 +162,8 @@ interface Writer {
   fileEnd: number
   /** The newest end slot's generation (0 without padding). */
   generation: number
+  /** The end the newest slot names (`committedEnd` without padding): a slot is written again past `CHECKPOINT_BYTES` from it. */
+  checkpoint: number
   /** The log file's inode (part of the revision: a padded append computes it without a `stat`). */
   ino: number
   nextSeq: number
@@ -488,6 +490,7 @@ class JsonlSessionPersistence implements LogBackend {
         committedEnd: data.length,
         fileEnd: data.length,
         generation: 0,
+        checkpoint: data.length,
         ino: stats.ino,
         nextSeq,
         revision,
@@ -545,6 +548,7 @@ class JsonlSessionPersistence implements LogBackend {
         // The padding went with the truncation; the next append grows it again.
         writer.fileEnd = writer.committedEnd
         writer.generation = 0
+        writer.checkpoint = writer.committedEnd
       } catch {
         // The file may now hold part of the batch: forget this writer so the
         // next operation rescans (and truncates) the log from disk.
@@ -561,6 +565,7 @@ class JsonlSessionPersistence implements LogBackend {
     writer.committedEnd += parts[0].length + parts[1].length
     writer.fileEnd = padded?.tail.fileEnd ?? writer.committedEnd
     writer.generation = padded?.tail.generation ?? 0
+    writer.checkpoint = padded?.tail.checkpoint ?? writer.committedEnd
     writer.nextSeq += count
     writer.revision =
       stats === undefined
@@ -665,7 +670,14 @@ class JsonlSessionPersistence implements LogBackend {
         this.#metrics.bodyReads++
         const scan = await scanLog(buf, this.#codec, file, firstSeq)
         // Padding after a torn or unconfirmed tail goes with it (the next append grows it again).
-        tail = { committedEnd: scan.committedEnd, nextSeq: scan.nextSeq, fileEnd: scan.committedEnd, generation: 0, slot: undefined }
+        tail = {
+          committedEnd: scan.committedEnd,
+          nextSeq: scan.nextSeq,
+          fileEnd: scan.committedEnd,
+          generation: 0,
+          checkpoint: scan.committedEnd,
+          slot: undefined,
+        }
         if (scan.committedEnd < size) {
           // A torn tail left by a crashed writer: never committed, so removing it loses nothing.
           await this.#journaled(id, async () => {
@@ -693,6 +705,7 @@ class JsonlSessionPersistence implements LogBackend {
         committedEnd: tail.committedEnd,
         fileEnd: tail.fileEnd,
         generation: tail.generation,
+        checkpoint: tail.checkpoint,
         ino: stats.ino,
         nextSeq: tail.nextSeq,
         revision,
@@ -1084,6 +1097,7 @@ class JsonlSessionPersistence implements LogBackend {
     w.committedEnd = data.length
     w.fileEnd = data.length
     w.generation = 0
+    w.checkpoint = data.length
     const stats = await w.handle.stat()
     w.ino = stats.ino
     w.revision = revisionOf(w.headerCrc, stats)

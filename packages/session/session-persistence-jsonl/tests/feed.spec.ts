@@ -4,6 +4,7 @@ import { SessionId, SessionLogOffset } from '@dsh/session'
 import { createJsonlPersistence, JOURNAL_FILE, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
 import { checkJournal, JournalWriter, readJournalChanges } from '../src/change-journal.js'
+import { checkpointDistance } from '../src/log-padding.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 const open: JsonlPersistence[] = []
@@ -212,7 +213,9 @@ describe('appends from a fresh process verify the tail only', () => {
     await fresh.append(targetOf('big'), eventsFrom(4000, 1))
     expect(fresh.metrics.tailVerifications).toBe(1)
     expect(fresh.metrics.bodyReads).toBe(0)
-    expect(fresh.metrics.bytesRead).toBeLessThan(size / 20)
+    // The header prefix, the units after the newest end slot (at most an eighth of the log: checkpointDistance) and the last batch.
+    expect(fresh.metrics.bytesRead).toBeLessThan(checkpointDistance(size) + 4096)
+    expect(fresh.metrics.bytesRead).toBeLessThan(size / 4)
     // A conflicting append is still refused (the tail says where the log ends).
     await expect(fresh.append(targetOf('big'), eventsFrom(4000, 1))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CONFLICT' })
     expect((await fresh.inspect(SessionId('big'))).events).toHaveLength(4001)
@@ -230,7 +233,9 @@ describe('appends from a fresh process verify the tail only', () => {
     const suffix = await reader.inspectFrom(SessionId('big'), SessionLogOffset(3990))
     expect(suffix.events.map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => 3990 + i))
     expect(reader.metrics.bodyReads).toBe(0)
-    expect(reader.metrics.bytesRead).toBeLessThan(size / 20)
+    // The tail (as above) and the batches holding the suffix.
+    expect(reader.metrics.bytesRead).toBeLessThan(checkpointDistance(size) + 4096)
+    expect(reader.metrics.bytesRead).toBeLessThan(size / 4)
     const whole = await reader.inspect(SessionId('big'))
     expect(JSON.stringify(suffix.events)).toBe(JSON.stringify(whole.events.slice(3990)))
     expect(suffix.revision).toBe(whole.revision)

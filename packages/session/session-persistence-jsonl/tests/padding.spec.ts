@@ -6,7 +6,7 @@ import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-pers
 import { afterEach, describe, expect, it } from 'vitest'
 import { createCodec } from '../src/codec.js'
 import { encodeHeaderLine, type PhysicalHeader } from '../src/log-format.js'
-import { MAX_PAD_GROWTH, PAD_MAGIC, SLOTS_BYTES } from '../src/log-padding.js'
+import { CHECKPOINT_BYTES, checkpointDistance, MAX_PAD_GROWTH, newestSlot, PAD_MAGIC, SLOTS_BYTES } from '../src/log-padding.js'
 import { encodeUnit } from '../src/log-units.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
@@ -39,6 +39,11 @@ function paddingStart(buf: Buffer): number | undefined {
     if (at + 8 + buf.readUInt32LE(at + 4) === buf.length) return at
   }
   return undefined
+}
+
+/** The committed end the newest end slot names (a checkpoint at or before the committed end). */
+function slotEnd(buf: Buffer): number {
+  return newestSlot(buf.subarray(buf.length - SLOTS_BYTES))!.end
 }
 
 describe('padding (log format version 3, zstd)', () => {
@@ -87,50 +92,90 @@ describe('padding (log format version 3, zstd)', () => {
     expect(lines.slice(1).map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual(seqs(appended))
   })
 
-  it('a stale end slot (writer killed between its batch write and its slot write) does not hide the batch from revisions', async () => {
+  it('an end slot behind the committed end (a checkpoint, or a writer killed before its slot write) hides no batch: readers walk on to the end', async () => {
     const p = backend()
     await p.append(targetOf(ID), eventsFrom(0, 3))
-    const before = (await p.append(targetOf(ID), eventsFrom(3, 3))).revision // the growth: padded now
+    await p.append(targetOf(ID), eventsFrom(3, 3)) // the growth: padded now
     const file = p.logPath(ID)
     const size = statSync(file).size
     const slots = readFileSync(file).subarray(size - SLOTS_BYTES)
-    const third = (await p.append(targetOf(ID), eventsFrom(6, 2))).revision // into the padding
+    const third = (await p.append(targetOf(ID), eventsFrom(6, 2))).revision // into the padding, past an eighth of this small log
     await p.close()
     expect(statSync(file).size).toBe(size)
-    // What a SIGKILL between the append's two writes leaves: the batch and its new pad header, the old slots.
     const bytes = readFileSync(file)
+    expect(bytes.subarray(size - SLOTS_BYTES).equals(slots)).toBe(false) // it wrote a slot
+    // What a SIGKILL between the append's two writes leaves: the batch and its new pad header, the old slots.
     slots.copy(bytes, size - SLOTS_BYTES)
     writeFileSync(file, bytes)
+    expect(slotEnd(bytes)).toBeLessThan(paddingStart(bytes)!)
     const reader = backend(p.root)
-    const revision = (await reader.stat(SessionId(ID)))!
-    // Never the revision a writer returned for the stale slot (nor any other padded one): followers read the log again.
-    expect(revision).not.toBe(before)
-    expect(revision).not.toBe(third)
-    expect(revision).toContain('~')
-    // Every reader reports the same one, and the content behind it holds the third batch.
-    expect((await reader.list()).map((r) => r.revision)).toEqual([revision])
+    // Every reader walks from the slot to the padding and reports the revision the writer returned.
+    expect(await reader.stat(SessionId(ID))).toBe(third)
+    expect((await reader.list()).map((r) => r.revision)).toEqual([third])
     const inspected = await reader.inspect(SessionId(ID))
-    expect(inspected.revision).toBe(revision)
+    expect(inspected.revision).toBe(third)
     expect(inspected.events.map((e) => e.seq)).toEqual(seqs(8))
-    expect((await reader.inspectFrom(SessionId(ID), 6 as never)).revision).toBe(revision)
-    expect((await reader.load(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(8))
-    // The writer truncated the unconfirmed padding; its next append pads the log again and readers agree with it.
+    expect((await reader.inspectFrom(SessionId(ID), 6 as never)).revision).toBe(third)
+    const loaded = await reader.load(SessionId(ID))
+    expect(loaded.repaired).toBe(false)
+    expect(loaded.events.map((e) => e.seq)).toEqual(seqs(8))
+    // The writer found the same end (nothing truncated) and appends on in the padding; readers agree with it.
     const next = (await reader.append(targetOf(ID), eventsFrom(8, 2))).revision
-    expect(next).not.toContain('~')
+    expect(statSync(file).size).toBe(size)
     expect(await reader.stat(SessionId(ID))).toBe(next)
     expect((await reader.list()).map((r) => r.revision)).toEqual([next])
+    expect(reader.metrics.tailVerifications).toBe(1)
   })
 
-  it("a padded log's revision costs the header prefix, the slots and the 8-byte pad header at the newest slot's end", async () => {
+  it('a small append writes its batch alone; a slot is written again only past a checkpoint distance (16 KiB, or an eighth of a small log)', async () => {
+    const p = backend()
+    // A log past 128 KiB, so the distance is CHECKPOINT_BYTES (count-bounded: at most 400 batches of 100 events).
+    const file = p.logPath(ID)
+    let seq = 0
+    for (let b = 0; b < 400 && (b < 2 || paddingStart(readFileSync(file))! <= 8 * CHECKPOINT_BYTES); b++) {
+      await p.append(targetOf(ID), eventsFrom(seq, 100))
+      seq += 100
+    }
+    let buf = readFileSync(file)
+    expect(paddingStart(buf)!).toBeGreaterThan(8 * CHECKPOINT_BYTES)
+    let slots = buf.subarray(buf.length - SLOTS_BYTES)
+    let slotWrites = 0
+    const start = paddingStart(buf)!
+    // Count-bounded: 120 small appends (~0.5-1 KiB stored each).
+    for (let i = 0; i < 120; i++) {
+      const size = buf.length
+      await p.append(targetOf(ID), eventsFrom(seq, 10))
+      seq += 10
+      buf = readFileSync(file)
+      // A growth writes both slots; an append into the padding, only past the distance.
+      const now = buf.subarray(buf.length - SLOTS_BYTES)
+      if (buf.length !== size || !now.equals(slots)) slotWrites++
+      slots = now
+      // The newest slot never trails the committed end by more than the distance.
+      expect(paddingStart(buf)! - slotEnd(buf)).toBeLessThanOrEqual(checkpointDistance(paddingStart(buf)!))
+    }
+    const appended = paddingStart(buf)! - start
+    expect(appended).toBeGreaterThan(2 * CHECKPOINT_BYTES)
+    // Growths (about every 1/16 of the log) and checkpoints: a few of the 120 appends, never most of them.
+    expect(slotWrites).toBeGreaterThanOrEqual(Math.floor(appended / CHECKPOINT_BYTES))
+    expect(slotWrites).toBeLessThan(120 / 4)
+    const fresh = backend(p.root)
+    expect((await fresh.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(seq))
+  })
+
+  it("a padded log's revision costs the header prefix, the slots, and the units appended since the newest slot", async () => {
     const p = backend()
     for (let b = 0; b < 4; b++) await p.append(targetOf(ID), eventsFrom(b * 3, 3))
     const appended = (await p.append(targetOf(ID), eventsFrom(12, 3))).revision
     await p.close()
     const reader = backend(p.root)
-    const { size } = statSync(p.logPath(ID))
+    const buf = readFileSync(p.logPath(ID))
+    const walked = paddingStart(buf)! - slotEnd(buf)
     expect(await reader.stat(SessionId(ID))).toBe(appended)
-    // The header prefix (the whole small log, at most 512 bytes), the two slots and the pad header at the slot's end.
-    expect(reader.metrics.bytesRead).toBe(Math.min(512, size) + SLOTS_BYTES + 8)
+    // The header prefix (the whole small log, at most 512 bytes), the two slots, the trailer and pad header at the
+    // slot's end, then the units after it (reads of 1 KiB, doubling while a unit goes on past one).
+    expect(reader.metrics.bytesRead).toBeLessThanOrEqual(Math.min(512, buf.length) + SLOTS_BYTES + 60 + Math.max(1024, 2 * walked))
+    expect(reader.metrics.bytesRead).toBeLessThan(buf.length)
   })
 
   it('grows when a batch does not fit: zeros written up to a new 4 KiB boundary, at most 1 MiB beyond the batch, every event kept', async () => {
