@@ -208,17 +208,22 @@ export function paddedRevisionOf(headerCrc: number, ino: number, size: number, s
 /** Batches up to this size are written synchronously: a copy into the page cache costs less than a thread-pool round trip. */
 export const SYNC_WRITE_MAX = 256 * 1024
 
+/** Writes all of `parts` at `position` on the calling thread (small writes: see `SYNC_WRITE_MAX`). */
+export function writevAtSync(fd: number, parts: readonly Buffer[], position: number): void {
+  let buffers = parts
+  let at = position
+  while (buffers.length > 0) {
+    const written = writevSync(fd, buffers, at)
+    at += written
+    buffers = remainder(buffers, written)
+  }
+}
+
 /** Writes all of `parts` at `position` with as few `writev` calls as possible. */
 export function writevAt(fd: number, parts: readonly Buffer[], position: number): Promise<void> {
   if (parts.reduce((n, p) => n + p.length, 0) <= SYNC_WRITE_MAX) {
     try {
-      let buffers = parts
-      let at = position
-      while (buffers.length > 0) {
-        const written = writevSync(fd, buffers, at)
-        at += written
-        buffers = remainder(buffers, written)
-      }
+      writevAtSync(fd, parts, position)
       return Promise.resolve()
     } catch (error) {
       return Promise.reject(error as Error)

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { statSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -27,13 +27,35 @@ describe('where a durable append syncs (fdatasync inline or on the pool)', () =>
     expect((await p.inspect(SessionId('a'))).events).toHaveLength(23)
   })
 
-  it('batches of several sessions at once sync on the pool (their flushes overlap)', async () => {
+  it('a lone small append is written and synced before append returns (no queue turn)', async () => {
+    const p = fresh()
+    await p.append(targetOf('a'), eventsFrom(0, 3))
+    await p.append(targetOf('a'), eventsFrom(3, 2)) // padded from here on
+    const file = p.logPath('a')
+    const before = readFileSync(file)
+    const pending = p.append(targetOf('a'), eventsFrom(5, 2))
+    // Synchronously after the call: the batch is in the file and counted as an inline sync.
+    expect(readFileSync(file).equals(before)).toBe(false)
+    expect(p.metrics.inlineSyncs).toBe(2)
+    expect((await pending).nextSeq).toBe(7)
+    // A second append in the same turn is queued (its events are encoded now, written in turn).
+    const first = p.append(targetOf('a'), eventsFrom(7, 1))
+    const afterFirst = readFileSync(file)
+    const second = p.append(targetOf('a'), eventsFrom(8, 1))
+    expect(readFileSync(file).equals(afterFirst)).toBe(true)
+    expect([(await first).nextSeq, (await second).nextSeq]).toEqual([8, 9])
+    expect((await p.inspect(SessionId('a'))).events.map((e) => e.seq)).toEqual(Array.from({ length: 9 }, (_, i) => i))
+  })
+
+  it('batches of several sessions at once: the first syncs on its turn, the rest overlap their flushes on the pool', async () => {
     const p = fresh()
     const ids = ['a', 'b', 'c', 'd']
     for (const id of ids) await p.append(targetOf(id), eventsFrom(0, 1))
-    await Promise.all(ids.map((id) => p.append(targetOf(id), eventsFrom(1, 2))))
-    expect(p.metrics.inlineSyncs).toBe(0)
-    for (const id of ids) expect((await p.inspect(SessionId(id))).events).toHaveLength(3)
+    for (const id of ids) await p.append(targetOf(id), eventsFrom(1, 1)) // padded, each synced on its turn
+    const inline = p.metrics.inlineSyncs
+    await Promise.all(ids.map((id) => p.append(targetOf(id), eventsFrom(2, 2))))
+    expect(p.metrics.inlineSyncs - inline).toBe(1)
+    for (const id of ids) expect((await p.inspect(SessionId(id))).events).toHaveLength(4)
   })
 
   it('a batch larger than 256 KiB stored syncs on the pool', async () => {
