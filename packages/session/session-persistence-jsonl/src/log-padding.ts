@@ -14,7 +14,7 @@ import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
  *    batch), the next seq there, the CRC32 field of that batch's trailer and
  *    a generation; it carries its own CRC32. The valid slot with the highest
  *    generation is the newest: a checkpoint at most `checkpointDistance`
- *    (16 KiB, or an eighth of a smaller log) of units before the committed
+ *    (16 KiB, or a sixteenth of a smaller log) of units before the committed
  *    end (logs written before checkpoints have it at the committed end,
  *    which is the same rule with nothing to walk).
  *    A reader finds the committed end from it: it checks the trailer before
@@ -80,15 +80,15 @@ const GROWTH_DIVISOR = 16
 /**
  * The newest slot trails the committed end by at most this many bytes of
  * units (invariant 2): a reader walks at most this far (a few dozen small
- * batches) from it, and all but about one small append in twenty write one
+ * batches) from it, in one read, and all but about one small append in twenty write one
  * range, not the batch and a slot in another block (about 5% of a durable
  * 1 KiB append, paired with SQLite: `bench append-sqlite`).
  */
 export const CHECKPOINT_BYTES = 16 * 1024
 
-/** How far the newest slot may trail a committed end of `end` bytes: `CHECKPOINT_BYTES`, or an eighth of a smaller log (so a walk never reads most of one). */
+/** How far the newest slot may trail a committed end of `end` bytes: `CHECKPOINT_BYTES`, or a sixteenth of a smaller log (so a walk reads little of one). */
 export function checkpointDistance(end: number): number {
-  return Math.min(CHECKPOINT_BYTES, Math.floor(end / 8))
+  return Math.min(CHECKPOINT_BYTES, Math.floor(end / 16))
 }
 
 /** Where a log's bytes end: `fileEnd === committedEnd` when it has no padding. */

@@ -274,7 +274,7 @@ export class LogReader {
     try {
       const size = Number((await handle.stat()).size)
       if (size < fork.end) throw broken('the source log is shorter than the referenced prefix')
-      const { buf, unit } = await this.readHeaderUnit(handle, size, file).catch((error: unknown) => {
+      const { buf, unit } = await this.readHeaderUnit(handle, size, file, false).catch((error: unknown) => {
         throw broken((error as Error).message)
       })
       const physical = await decodeHeader(buf, unit, this.codec, file).catch((error: unknown) => {
@@ -293,7 +293,7 @@ export class LogReader {
     const handle = await this.openForRead(file)
     if (handle === undefined) return undefined
     try {
-      const { buf, unit } = await this.readHeaderUnit(handle, Number((await handle.stat()).size), file)
+      const { buf, unit } = await this.readHeaderUnit(handle, Number((await handle.stat()).size), file, false)
       return await decodeHeader(buf, unit, this.codec, file)
     } finally {
       await handle.close()
@@ -306,16 +306,19 @@ export class LogReader {
    * slot and the walk from it to the committed end (`slot`, the revision: a
    * padded log's size does not change with an append), settled or not
    * (`log-padding.ts`, invariant 7). Otherwise unverified: a torn slot only
-   * makes a revision differ.
+   * makes a revision differ. `revision: false` (a caller that finds the end
+   * its own way, or needs only the header) reads no slot.
    */
   async readHeaderUnit(
     handle: FileHandle,
     size: number,
     file: string,
+    revision = true,
   ): Promise<{ buf: Buffer; unit: LogUnit; slot: RevisionSlot | undefined }> {
     this.metrics.headerReads++
     // The slots are read alongside the prefix (two reads in flight on the pool, not one after the other).
-    const slots = mayBePadded(this.codec.compression, size) ? this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES) : undefined
+    const slots =
+      revision && mayBePadded(this.codec.compression, size) ? this.countedRead(handle, size - SLOTS_BYTES, SLOTS_BYTES) : undefined
     slots?.catch(() => {}) // awaited below, unless the header fails first
     let length = Math.min(size, HEADER_PREFIX_BYTES)
     for (;;) {

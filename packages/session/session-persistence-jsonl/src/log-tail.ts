@@ -1,6 +1,15 @@
 import type { LogCodec } from './codec.js'
 import type { RevisionSlot } from './fs-io.js'
-import { type EndSlot, mayBePadded, newestSlot, PAD_HEADER_BYTES, padContentSize, SLOTS_BYTES, trailerCheckOf } from './log-padding.js'
+import {
+  checkpointDistance,
+  type EndSlot,
+  mayBePadded,
+  newestSlot,
+  PAD_HEADER_BYTES,
+  padContentSize,
+  SLOTS_BYTES,
+  trailerCheckOf,
+} from './log-padding.js'
 import type { TrailerFields } from './trailer.js'
 
 /**
@@ -64,8 +73,8 @@ export interface PaddedEnd {
  * next seq), over the units written after it — each a complete body by its
  * structure and a self-checked batch trailer of its length continuing the
  * seqs — to a padding frame header reaching exactly the end of the file. A
- * fresh slot costs two small reads; a slot behind, reads of what was
- * appended since (at most `checkpointDistance`: 1 KiB, then doubling). Unsettled (the slot's end, not trusted) when the walk
+ * fresh slot costs two small reads; a slot behind, one more read of the
+ * most a writer leaves after it (`checkpointDistance`). Unsettled (the slot's end, not trusted) when the walk
  * meets anything else: a torn or damaged tail, or an append in flight;
  * `undefined` without a valid slot.
  */
@@ -95,6 +104,8 @@ export function* walkToPadding(codec: LogCodec, size: number, headerEnd: number)
     slot.end - trailerSize - trailer.bodyLength < headerEnd
   )
     return unsettled
+  // What a writer leaves after the slot fits one read (more only behind a torn newest slot: doubling).
+  const walkRead = checkpointDistance(size) + PAD_HEADER_BYTES
   let end = slot.end
   let nextSeq = slot.nextSeq
   let trailerCheck = slot.trailerCheck
@@ -109,7 +120,7 @@ export function* walkToPadding(codec: LogCodec, size: number, headerEnd: number)
       // The unit (or the padding frame's header) goes on past what was read: read on from its start.
       const had = buf.length - at
       if (base + buf.length >= limit) return unsettled
-      buf = yield [end, Math.min(limit - end, Math.max(WALK_READ, 2 * had))]
+      buf = yield [end, Math.min(limit - end, Math.max(walkRead, 2 * had))]
       base = end
       // A file that shrank meanwhile (the read came back no longer): not trusted.
       if (buf.length <= had) return unsettled
@@ -125,9 +136,6 @@ export function* walkToPadding(codec: LogCodec, size: number, headerEnd: number)
     end = base + extent.end + trailerSize
   }
 }
-
-/** The walk's first read after the slot's end: a few small batches (it doubles while a unit goes on past it). */
-const WALK_READ = 1024
 
 /** The tail of a padded log: where the walk from its newest slot settles (`walkToPadding`). */
 function* paddedTail(codec: LogCodec, size: number, headerEnd: number): TailSearch {

@@ -747,7 +747,8 @@ class JsonlSessionPersistence implements LogBackend {
     }
     try {
       const size = (await handle.stat()).size
-      const { buf: headBuf, unit } = await this.#reader.readHeaderUnit(handle, size, file)
+      // The tail check below finds the end (and the revision) itself.
+      const { buf: headBuf, unit } = await this.#reader.readHeaderUnit(handle, size, file, false)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const headerEnd = unit.bodyEnd + this.#codec.trailer.size
@@ -1033,7 +1034,7 @@ class JsonlSessionPersistence implements LogBackend {
     try {
       if (live === undefined) {
         const size = (await handle.stat()).size
-        const { buf, unit } = await this.#reader.readHeaderUnit(handle, size, file)
+        const { buf, unit } = await this.#reader.readHeaderUnit(handle, size, file, false)
         physical = await decodeHeader(buf, unit, this.#codec, file)
         headerEnd = unit.bodyEnd + this.#codec.trailer.size
         // Locating the cut needs only where the committed log ends: a valid final trailer says so
@@ -1267,7 +1268,8 @@ class JsonlSessionPersistence implements LogBackend {
     let result: SessionSuffixObservation | undefined
     try {
       const size = Number(stats.size)
-      const { buf: headBuf, unit, slot } = await this.#reader.readHeaderUnit(handle, size, file)
+      // The tail check below finds the end and the revision (the same walk as `stat`'s).
+      const { buf: headBuf, unit } = await this.#reader.readHeaderUnit(handle, size, file, false)
       const physical = await decodeHeader(headBuf, unit, this.#codec, file)
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const firstSeq = physical.fork?.cut ?? 0
@@ -1280,7 +1282,7 @@ class JsonlSessionPersistence implements LogBackend {
           result = Object.freeze({
             header: physical.header,
             inheritedEventCount: physical.inheritedEventCount,
-            revision: revisionOf(unit.trailer.plainCrc, stats, slot),
+            revision: revisionOf(unit.trailer.plainCrc, stats, tail.slot),
             from,
             events: Object.freeze(events),
           })

@@ -213,7 +213,7 @@ describe('appends from a fresh process verify the tail only', () => {
     await fresh.append(targetOf('big'), eventsFrom(4000, 1))
     expect(fresh.metrics.tailVerifications).toBe(1)
     expect(fresh.metrics.bodyReads).toBe(0)
-    // The header prefix, the units after the newest end slot (at most an eighth of the log: checkpointDistance) and the last batch.
+    // The header prefix, the units after the newest end slot (at most a sixteenth of the log: checkpointDistance) and the last batch.
     expect(fresh.metrics.bytesRead).toBeLessThan(checkpointDistance(size) + 4096)
     expect(fresh.metrics.bytesRead).toBeLessThan(size / 4)
     // A conflicting append is still refused (the tail says where the log ends).

@@ -90,7 +90,7 @@ for (const compression of ['zstd', 'none'] as const) {
       expect(suffix.events.map((e) => e.seq)).toEqual([20, 21, 22, 23])
       const kidBytes = statSync(p.logPath('kid')).size
       const srcBytes = statSync(p.logPath('src')).size
-      // The child's log, the source's header prefix (512 B), its slots and the walk from them (at most an eighth of
+      // The child's log, the source's header prefix (512 B), its slots and the walk from them (at most a sixteenth of
       // its log: checkpointDistance), and a trailer; not the source's 200 events.
       expect(reader.metrics.bytesRead).toBeLessThanOrEqual(kidBytes * 2 + 1024 + 124 + Math.max(1024, 2 * checkpointDistance(srcBytes)))
       expect(reader.metrics.bytesRead).toBeLessThan(kidBytes + srcBytes / 2)

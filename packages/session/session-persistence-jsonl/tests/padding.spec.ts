@@ -99,7 +99,7 @@ describe('padding (log format version 3, zstd)', () => {
     const file = p.logPath(ID)
     const size = statSync(file).size
     const slots = readFileSync(file).subarray(size - SLOTS_BYTES)
-    const third = (await p.append(targetOf(ID), eventsFrom(6, 2))).revision // into the padding, past an eighth of this small log
+    const third = (await p.append(targetOf(ID), eventsFrom(6, 2))).revision // into the padding, past a sixteenth of this small log
     await p.close()
     expect(statSync(file).size).toBe(size)
     const bytes = readFileSync(file)
@@ -127,7 +127,7 @@ describe('padding (log format version 3, zstd)', () => {
     expect(reader.metrics.tailVerifications).toBe(1)
   })
 
-  it('a small append writes its batch alone; a slot is written again only past a checkpoint distance (16 KiB, or an eighth of a small log)', async () => {
+  it('a small append writes its batch alone; a slot is written again only past a checkpoint distance (16 KiB, or a sixteenth of a small log)', async () => {
     const p = backend()
     // A log past 128 KiB, so the distance is CHECKPOINT_BYTES (count-bounded: at most 400 batches of 100 events).
     const file = p.logPath(ID)
@@ -163,19 +163,34 @@ describe('padding (log format version 3, zstd)', () => {
     expect((await fresh.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(seq))
   })
 
-  it("a padded log's revision costs the header prefix, the slots, and the units appended since the newest slot", async () => {
+  it("a padded log's revision costs the header prefix, the slots, and one read of the units appended since the newest slot", async () => {
     const p = backend()
-    for (let b = 0; b < 4; b++) await p.append(targetOf(ID), eventsFrom(b * 3, 3))
-    const appended = (await p.append(targetOf(ID), eventsFrom(12, 3))).revision
+    const file = p.logPath(ID)
+    let seq = 0
+    // A log of 64 KiB or more (count-bounded), then small appends until the newest slot is behind the end.
+    for (let b = 0; b < 400 && (b < 2 || statSync(file).size < 64 * 1024); b++) {
+      await p.append(targetOf(ID), eventsFrom(seq, 50))
+      seq += 50
+    }
+    let appended = ''
+    for (let i = 0; i < 50; i++) {
+      appended = (await p.append(targetOf(ID), eventsFrom(seq, 3))).revision
+      seq += 3
+      const now = readFileSync(file)
+      if (paddingStart(now)! > slotEnd(now)) break
+    }
     await p.close()
-    const reader = backend(p.root)
-    const buf = readFileSync(p.logPath(ID))
+    const buf = readFileSync(file)
     const walked = paddingStart(buf)! - slotEnd(buf)
+    expect(walked).toBeGreaterThan(0)
+    expect(walked).toBeLessThanOrEqual(checkpointDistance(buf.length))
+    const reader = backend(p.root)
     expect(await reader.stat(SessionId(ID))).toBe(appended)
-    // The header prefix (the whole small log, at most 512 bytes), the two slots, the trailer and pad header at the
-    // slot's end, then the units after it (reads of 1 KiB, doubling while a unit goes on past one).
-    expect(reader.metrics.bytesRead).toBeLessThanOrEqual(Math.min(512, buf.length) + SLOTS_BYTES + 60 + Math.max(1024, 2 * walked))
-    expect(reader.metrics.bytesRead).toBeLessThan(buf.length)
+    // The header prefix, the two slots, the trailer and pad header at the slot's end, then one read of the most a
+    // writer leaves after a slot (checkpointDistance, and the pad header after it), or up to the slots.
+    const walkRead = Math.min(buf.length - SLOTS_BYTES - slotEnd(buf), checkpointDistance(buf.length) + 8)
+    expect(reader.metrics.bytesRead).toBe(512 + SLOTS_BYTES + 60 + walkRead)
+    expect(reader.metrics.bytesRead).toBeLessThan(buf.length / 8)
   })
 
   it('grows when a batch does not fit: zeros written up to a new 4 KiB boundary, at most 1 MiB beyond the batch, every event kept', async () => {
