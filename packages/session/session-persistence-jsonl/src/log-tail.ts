@@ -74,9 +74,9 @@ export interface PaddedEnd {
  * structure and a self-checked batch trailer of its length continuing the
  * seqs — to a padding frame header reaching exactly the end of the file. A
  * fresh slot costs two small reads; a slot behind, one more read of the
- * most a writer leaves after it (`checkpointDistance`). Unsettled (the slot's end, not trusted) when the walk
- * meets anything else: a torn or damaged tail, or an append in flight;
- * `undefined` without a valid slot.
+ * most a writer leaves after it (`checkpointDistance`). Unsettled (the
+ * slot's end, not trusted) when the walk meets anything else: a torn or
+ * damaged tail, or an append in flight; `undefined` without a valid slot.
  */
 export function* walkToPadding(codec: LogCodec, size: number, headerEnd: number): Generator<TailRead, PaddedEnd | undefined, Buffer> {
   const trailerSize = codec.trailer.size

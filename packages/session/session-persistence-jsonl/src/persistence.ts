@@ -163,7 +163,7 @@ interface Writer {
   fileEnd: number
   /** The newest end slot's generation (0 without padding). */
   generation: number
-  /** The end the newest slot names (`committedEnd` without padding): a slot is written again past `CHECKPOINT_BYTES` from it. */
+  /** The end the newest slot names (`committedEnd` without padding): a slot is written again past `checkpointDistance` from it. */
   checkpoint: number
   /** The log file's inode (part of the revision: a padded append computes it without a `stat`). */
   ino: number
