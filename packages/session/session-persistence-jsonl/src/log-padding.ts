@@ -32,7 +32,11 @@ import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
  *    or allocates a block, so on ext4 the sync is a pure data flush (no
  *    journal commit): what SQLite's reused WAL gets. The slot is written in
  *    the same sync as its batch, so the newest durable slot never names an
- *    end past the durable units.
+ *    end past the durable units. A writer releasing its log in order (close,
+ *    eviction) writes the next slot at the committed end, every batch before
+ *    it already synced (`planSettledSlot`; the write itself is not synced):
+ *    a log at rest reads with nothing to walk, and a crash that loses or
+ *    tears that write leaves the previous slot, in the other place.
  * 4. An append that does not fit grows the padding: the same bytes, then
  *    zeros and both slots up to a new size written with real writes (so the
  *    blocks are initialized, never "unwritten" extents), then one sync — the
@@ -239,6 +243,25 @@ function writeU64(out: Buffer, value: number, at: number): void {
 
 function readU64(buf: Buffer, at: number): number {
   return buf.readUInt32LE(at + 4) * 0x1_0000_0000 + buf.readUInt32LE(at)
+}
+
+/**
+ * The slot that brings a padded log's newest slot to its committed end
+ * (invariant 3: a writer releasing the log in order), and the tail after it;
+ * `undefined` when there is no padding or the newest slot names that end.
+ */
+export function planSettledSlot(
+  tail: PaddedTail,
+  nextSeq: number,
+  trailerCheck: number,
+): { readonly at: number; readonly slot: Buffer; readonly tail: PaddedTail } | undefined {
+  if (tail.fileEnd === tail.committedEnd || tail.checkpoint === tail.committedEnd) return undefined
+  const generation = tail.generation + 1
+  return {
+    at: tail.fileEnd - SLOTS_BYTES + (generation & 1) * SLOT_BYTES,
+    slot: encodeSlot({ generation, end: tail.committedEnd, nextSeq, trailerCheck }),
+    tail: { ...tail, generation, checkpoint: tail.committedEnd },
+  }
 }
 
 /** Whether appends to this log use padding: zstd logs of version 3 and later (older versions are appended to as written). */

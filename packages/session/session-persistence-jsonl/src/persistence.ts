@@ -48,7 +48,7 @@ import {
 } from './fs-io.js'
 import { assertStorableId, decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader, packsLog } from './log-format.js'
-import { type PaddedWrite, padsLog, planPaddedAppend, trailerCheckOf } from './log-padding.js'
+import { type PaddedWrite, padsLog, planPaddedAppend, planSettledSlot, trailerCheckOf } from './log-padding.js'
 import { LogReader, MAX_FORK_DEPTH, type OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit } from './log-units.js'
@@ -165,6 +165,8 @@ interface Writer {
   generation: number
   /** The end the newest slot names (`committedEnd` without padding): a slot is written again past `checkpointDistance` from it. */
   checkpoint: number
+  /** The last batch trailer's CRC field (what a slot at the committed end records; 0 while the log has no padding). */
+  trailerCheck: number
   /** The log file's inode (part of the revision: a padded append computes it without a `stat`). */
   ino: number
   nextSeq: number
@@ -566,6 +568,7 @@ class JsonlSessionPersistence implements LogBackend {
         fileEnd: data.length,
         generation: 0,
         checkpoint: data.length,
+        trailerCheck: 0,
         ino: stats.ino,
         nextSeq,
         revision,
@@ -657,6 +660,7 @@ class JsonlSessionPersistence implements LogBackend {
     writer.fileEnd = padded?.tail.fileEnd ?? writer.committedEnd
     writer.generation = padded?.tail.generation ?? 0
     writer.checkpoint = padded?.tail.checkpoint ?? writer.committedEnd
+    writer.trailerCheck = trailerCheckOf(parts[1])
     writer.nextSeq += count
     writer.revision =
       stats === undefined
@@ -798,6 +802,7 @@ class JsonlSessionPersistence implements LogBackend {
         fileEnd: tail.fileEnd,
         generation: tail.generation,
         checkpoint: tail.checkpoint,
+        trailerCheck: tail.slot?.trailerCheck ?? 0,
         ino: stats.ino,
         nextSeq: tail.nextSeq,
         revision,
@@ -821,7 +826,34 @@ class JsonlSessionPersistence implements LogBackend {
       // Released through the session's own chain, after anything already queued on it.
       this.#evicting.add(otherId)
       excess--
-      void this.#serial(otherId, () => this.#dropWriter(other)).catch(() => {})
+      void this.#serial(otherId, () => this.#release(other)).catch(() => {})
+    }
+  }
+
+  /** Releases a writer in order (eviction, close): its log's newest slot brought to the committed end first (`#settleSlot`). */
+  async #release(writer: Writer): Promise<void> {
+    await this.#settleSlot(writer)
+    await this.#dropWriter(writer)
+  }
+
+  /**
+   * Writes the slot that names the committed end when the newest names an
+   * earlier one (`planSettledSlot`), so the log at rest reads with nothing
+   * to walk. Every batch is synced already and the slot is a hint, so the
+   * write is not synced; it is skipped when the lock is no longer ours, and
+   * a failure costs readers only a walk.
+   */
+  async #settleSlot(writer: Writer): Promise<void> {
+    if (!padsLog(this.#codec.compression, writer.physical)) return
+    const settle = planSettledSlot(writer, writer.nextSeq, writer.trailerCheck)
+    if (settle === undefined) return
+    try {
+      await writer.lock.verify(writer.label, 0)
+      writevAtSync(writer.handle.fd, [settle.slot], settle.at)
+      writer.generation = settle.tail.generation
+      writer.checkpoint = settle.tail.checkpoint
+    } catch {
+      // Readers walk from the previous slot.
     }
   }
 
@@ -1190,6 +1222,7 @@ class JsonlSessionPersistence implements LogBackend {
     w.fileEnd = data.length
     w.generation = 0
     w.checkpoint = data.length
+    w.trailerCheck = 0
     const stats = await w.handle.stat()
     w.ino = stats.ino
     w.revision = revisionOf(w.headerCrc, stats)
@@ -1428,6 +1461,7 @@ class JsonlSessionPersistence implements LogBackend {
     this.#writers.clear()
     const results = await Promise.allSettled(
       writers.map(async (w) => {
+        await this.#settleSlot(w)
         try {
           await w.handle.close()
         } finally {

@@ -3,7 +3,7 @@ import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { SessionId, type StoredSessionEvent } from '@dsh/session'
 import type { AppendTarget } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createCodec } from '../src/codec.js'
 import { encodeHeaderLine, type PhysicalHeader } from '../src/log-format.js'
 import { CHECKPOINT_BYTES, checkpointDistance, MAX_PAD_GROWTH, newestSlot, PAD_MAGIC, SLOTS_BYTES } from '../src/log-padding.js'
@@ -163,7 +163,7 @@ describe('padding (log format version 3, zstd)', () => {
     expect((await fresh.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(seq))
   })
 
-  it("a padded log's revision costs the header prefix, the slots, and one read of the units appended since the newest slot", async () => {
+  it("a padded log's revision costs the header prefix, the slots, and one read of the units after a slot behind; none once its writer closed", async () => {
     const p = backend()
     const file = p.logPath(ID)
     let seq = 0
@@ -179,8 +179,8 @@ describe('padding (log format version 3, zstd)', () => {
       const now = readFileSync(file)
       if (paddingStart(now)! > slotEnd(now)) break
     }
-    await p.close()
-    const buf = readFileSync(file)
+    // While the writer holds the log (or after it was killed), the newest slot is behind the end.
+    let buf = readFileSync(file)
     const walked = paddingStart(buf)! - slotEnd(buf)
     expect(walked).toBeGreaterThan(0)
     expect(walked).toBeLessThanOrEqual(checkpointDistance(buf.length))
@@ -191,6 +191,36 @@ describe('padding (log format version 3, zstd)', () => {
     const walkRead = Math.min(buf.length - SLOTS_BYTES - slotEnd(buf), checkpointDistance(buf.length) + 8)
     expect(reader.metrics.bytesRead).toBe(512 + SLOTS_BYTES + 60 + walkRead)
     expect(reader.metrics.bytesRead).toBeLessThan(buf.length / 8)
+    // Closing the writer brings the newest slot to the end (not synced: a hint); then a revision reads nothing more.
+    await p.close()
+    buf = readFileSync(file)
+    expect(slotEnd(buf)).toBe(paddingStart(buf))
+    const later = backend(p.root)
+    expect(await later.stat(SessionId(ID))).toBe(appended)
+    expect(later.metrics.bytesRead).toBe(512 + SLOTS_BYTES + 60)
+    expect((await later.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(seq))
+  })
+
+  it('a writer evicted beyond maxOpenWriters brings its newest slot to the end too', async () => {
+    const { dir } = tempDir()
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+    const p = createJsonlPersistence({ root: dir, maxOpenWriters: 1 })
+    cleanups.push(() => p.close())
+    const file = p.logPath(ID)
+    let seq = 0
+    for (let b = 0; b < 400 && (b < 2 || statSync(file).size < 64 * 1024); b++) {
+      await p.append(targetOf(ID), eventsFrom(seq, 50))
+      seq += 50
+    }
+    for (let i = 0; i < 50 && paddingStart(readFileSync(file))! === slotEnd(readFileSync(file)); i++) {
+      await p.append(targetOf(ID), eventsFrom(seq, 3))
+      seq += 3
+    }
+    expect(paddingStart(readFileSync(file))!).toBeGreaterThan(slotEnd(readFileSync(file)))
+    // Opening another session's writer evicts this one (through its own queue).
+    await p.append(targetOf('other'), eventsFrom(0, 3))
+    await vi.waitFor(() => expect(slotEnd(readFileSync(file))).toBe(paddingStart(readFileSync(file))), { timeout: 30_000 })
+    expect((await p.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(seq))
   })
 
   it('grows when a batch does not fit: zeros written up to a new 4 KiB boundary, at most 1 MiB beyond the batch, every event kept', async () => {
