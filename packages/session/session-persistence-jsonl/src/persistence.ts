@@ -666,7 +666,7 @@ class JsonlSessionPersistence implements LogBackend {
       stats === undefined
         ? paddedRevisionOf(writer.headerCrc, writer.ino, writer.fileEnd, {
             end: writer.committedEnd,
-            trailerCheck: trailerCheckOf(parts[1]),
+            trailerCheck: writer.trailerCheck,
           })
         : revisionOf(writer.headerCrc, stats)
     this.#metrics.appends++
