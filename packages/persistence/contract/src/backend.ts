@@ -5,7 +5,7 @@
 // coordinator or the in-memory backend. The same module files as the main entry: one place for
 // each rule, two doors.
 export type { SessionPersistenceErrorCode } from './errors.js'
-export { persistenceCancelled, SessionPersistenceError } from './errors.js'
+export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
 export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
 export { interruptedTurnEnds } from './repair.js'

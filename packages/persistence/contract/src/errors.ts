@@ -24,6 +24,15 @@ export type SessionPersistenceErrorCode =
 
 export class SessionPersistenceError extends DshError<SessionPersistenceErrorCode> {}
 
+/** A contract error (`SESSION_PERSISTENCE_*` / `CANCELLED`) with an optional cause and details: what every backend throws. */
+export function persistenceError(
+  code: SessionPersistenceErrorCode,
+  message: string,
+  options?: { cause?: unknown; details?: Record<string, unknown> },
+): SessionPersistenceError {
+  return new SessionPersistenceError(code, message, options)
+}
+
 /** The `CANCELLED` error every persistence read rejects with after its signal aborted. */
 export function persistenceCancelled(): SessionPersistenceError {
   return new SessionPersistenceError('CANCELLED', 'The persistence operation was cancelled by its caller (AbortSignal aborted).')
