@@ -12,7 +12,7 @@ export { indexFetchLimit, indexListPage, listPersisted, withLiveRevisions } from
 export type { SessionQueryOptions } from './memory-query.js'
 export { createSessionQuery } from './memory-query.js'
 export type { RecordKey } from './order.js'
-export { compareCodePoints, compareKeys, keyOf } from './order.js'
+export { compareKeys, keyOf } from './order.js'
 export { sessionQueryPlugin } from './plugin.js'
 export { liveRecord, mergeCorpus, pageOf, persistedRecord } from './records.js'
 export type { ParsedSearchRequest, SearchKind } from './search-request.js'

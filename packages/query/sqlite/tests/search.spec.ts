@@ -1,7 +1,7 @@
 import { join } from 'node:path'
-import { SessionSeq } from '@dsh/session'
+import { compareSessionIds, SessionSeq } from '@dsh/session'
 import { createMemoryPersistence } from '@dsh/session-persistence'
-import { compareCodePoints, type EventSearchHit } from '@dsh/session-query'
+import type { EventSearchHit } from '@dsh/session-query'
 import { describe, expect, it } from 'vitest'
 import { code, header, message, openQuery, persist, store, tempDir } from './helpers.js'
 
@@ -34,7 +34,7 @@ async function setup() {
 function ordered(hits: readonly EventSearchHit[]): void {
   for (let i = 1; i < hits.length; i++) {
     const [p, h] = [hits[i - 1]!, hits[i]!]
-    const cmp = p.score !== h.score ? h.score - p.score : compareCodePoints(p.id, h.id) || p.seq - h.seq
+    const cmp = p.score !== h.score ? h.score - p.score : compareSessionIds(p.id, h.id) || p.seq - h.seq
     expect(cmp, `${p.id}#${p.seq} before ${h.id}#${h.seq}`).toBeLessThan(0)
   }
 }
@@ -73,7 +73,7 @@ describe('full-text search', () => {
     expect(page.hits.find((h) => h.record.header.id === 'b')).toMatchObject({ matches: 1, record: { live: false, persisted: true } })
     for (let i = 1; i < page.hits.length; i++) {
       const [p, h] = [page.hits[i - 1]!, page.hits[i]!]
-      expect(p.score > h.score || (p.score === h.score && compareCodePoints(p.record.header.id, h.record.header.id) < 0)).toBe(true)
+      expect(p.score > h.score || (p.score === h.score && compareSessionIds(p.record.header.id, h.record.header.id) < 0)).toBe(true)
     }
   })
 
