@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { parseSessionHeader, SessionLogOffset, SessionSeq } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { describePersistenceContract, type PersistenceContractHarness } from '../src/contract-suite.js'
 import type { SessionPersistence } from '../src/index.js'
 import { createMemoryPersistence, MemoryPersistenceStorage } from '../src/index.js'
+import { describePersistenceContract, type PersistenceContractHarness } from '../src/testing/index.js'
 
 // Roots of the in-memory backend are keys into this registry of storages.
 const storages = new Map<string, MemoryPersistenceStorage>()

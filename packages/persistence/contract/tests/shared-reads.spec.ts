@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { parseSessionHeader, SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { describePersistenceContract } from '../src/contract-suite.js'
 import {
   type AppendTarget,
   createMemoryPersistence,
@@ -9,6 +8,7 @@ import {
   type SessionPersistence,
   withSharedReads,
 } from '../src/index.js'
+import { describePersistenceContract } from '../src/testing/index.js'
 import { deferred, FaultyPersistence } from './support.js'
 
 function target(id: string, createdAt = 1_700_000_000_000): AppendTarget {

@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest'
+import type { SessionPersistence } from '../types.js'
+import { aborted, event, events, expectCode, type FreshHarness, header, snapshot, target } from './fixtures.js'
+
+/** `changes`: the cursor protocol, exactness across instances, and the cost of an unchanged storage. */
+export function describeChangeFeed(fresh: FreshHarness): void {
+  describe('change feed', () => {
+    async function drain(p: SessionPersistence, cursor: string): Promise<{ ids: string[]; cursor: string; rescan: boolean }> {
+      const result = await p.changes(cursor)
+      return { ids: [...result.ids].sort(), cursor: result.cursor, rescan: result.rescan }
+    }
+
+    it('without a cursor asks for one rescan, then follows: create, append, delete and re-create each seen exactly once', async () => {
+      const { persistence: p } = await fresh()
+      const other = header('bystander')
+      await p.append(target(other), events(0, 2))
+      const first = await p.changes()
+      expect(first.rescan).toBe(true)
+      expect(typeof first.cursor).toBe('string')
+      let cursor = first.cursor
+      const h = header('fed')
+      const step = async (): Promise<string[]> => {
+        const result = await drain(p, cursor)
+        expect(result.rescan).toBe(false)
+        cursor = result.cursor
+        return result.ids
+      }
+      expect(await step()).toEqual([])
+      await p.append(target(h), events(0, 2))
+      expect(await step()).toEqual(['fed'])
+      expect(await step()).toEqual([])
+      await p.append(target(h), events(2, 2))
+      expect(await step()).toEqual(['fed'])
+      expect(await p.delete(h.id)).toBe(true)
+      expect(await step()).toEqual(['fed'])
+      await p.append(target(h), events(0, 1, 'again'))
+      expect(await step()).toEqual(['fed'])
+      expect(await step()).toEqual([])
+    })
+
+    it('reports each changed id once per call, however often it changed, and only changed ids', async () => {
+      const { persistence: p } = await fresh()
+      const a = header('a')
+      const b = header('b')
+      const c = header('c')
+      await p.append(target(c), events(0, 1))
+      const { cursor } = await p.changes()
+      await p.append(target(a), [])
+      await p.append(target(a), events(0, 2))
+      await p.append(target(b), events(0, 1))
+      await p.append(target(a), events(2, 3))
+      const result = await drain(p, cursor)
+      expect(result).toMatchObject({ ids: ['a', 'b'], rescan: false })
+      // The same cursor can be read again (cursors are values, not consumed):
+      // the same ids. The returned cursor is opaque and may have moved on a
+      // shared global feed (other writers to the same server), so it is not compared.
+      expect(await drain(p, cursor)).toMatchObject({ ids: result.ids, rescan: result.rescan })
+    })
+
+    it('a repairing load and an empty materialization are changes; reads and rejected appends are not', async () => {
+      const { persistence: p } = await fresh()
+      const h = header('repair-feed')
+      await p.append(target(h), [event(0, 'turn/start', { turn: 1 })])
+      let { cursor } = await p.changes()
+      await p.inspect(h.id)
+      await p.list()
+      await p.stat(h.id)
+      await expectCode(p.append(target(h), events(5, 1)), 'SESSION_PERSISTENCE_CONFLICT')
+      const quiet = await drain(p, cursor)
+      expect(quiet.rescan).toBe(false)
+      // A rejected append may be reported (the feed may over-report), never missed; a read never is.
+      expect(quiet.ids.filter((id) => id !== 'repair-feed')).toEqual([])
+      cursor = quiet.cursor
+      expect((await p.load(h.id)).repaired).toBe(true)
+      expect(await drain(p, cursor)).toMatchObject({ ids: ['repair-feed'], rescan: false })
+      const e = header('empty-feed')
+      cursor = (await p.changes()).cursor
+      await p.append(target(e), [])
+      expect((await drain(p, cursor)).ids).toEqual(['empty-feed'])
+    })
+
+    it('follows writes of another instance over the same storage, and across a reopen', async () => {
+      const harness = await fresh()
+      const reader = await fresh({ root: harness.root })
+      const { cursor } = await reader.persistence.changes()
+      await harness.persistence.append(target(header('x')), events(0, 2))
+      const seen = await drain(reader.persistence, cursor)
+      expect(seen).toMatchObject({ ids: ['x'], rescan: false })
+      const p = await harness.reopen()
+      await p.append(target(header('x')), events(2, 1))
+      await p.append(target(header('y')), events(0, 1))
+      expect(await drain(reader.persistence, seen.cursor)).toMatchObject({ ids: ['x', 'y'], rescan: false })
+      expect(await drain(p, seen.cursor)).toMatchObject({ ids: ['x', 'y'], rescan: false })
+    })
+
+    it('a malformed or foreign cursor means one rescan, never an error or a wrong answer', async () => {
+      const { persistence: p } = await fresh()
+      const other = await fresh()
+      await p.append(target(header('m')), events(0, 1))
+      const before = snapshot(p).rescans
+      for (const bad of ['', 'garbage', (await other.persistence.changes()).cursor]) {
+        const result = await p.changes(bad)
+        expect(result.rescan).toBe(true)
+        expect(await drain(p, result.cursor)).toMatchObject({ ids: [], rescan: false })
+      }
+      if (before !== undefined) expect(snapshot(p).rescans! - before).toBe(3)
+    })
+
+    it('an unchanged storage answers from the feed alone: no header or body read', async () => {
+      const harness = await fresh()
+      for (let i = 0; i < 5; i++) await harness.persistence.append(target(header(`quiet-${i}`)), events(0, 2))
+      const { cursor } = await harness.persistence.changes()
+      const p = await harness.reopen()
+      const start = snapshot(p)
+      expect(await drain(p, cursor)).toMatchObject({ ids: [], rescan: false })
+      const end = snapshot(p)
+      expect(end.headerReads - start.headerReads).toBe(0)
+      expect(end.bodyReads - start.bodyReads).toBe(0)
+      if (start.logOpens !== undefined) expect(end.logOpens).toBe(start.logOpens)
+    })
+
+    it('rejects with CANCELLED after its signal aborted', async () => {
+      const { persistence: p } = await fresh()
+      await expectCode(p.changes(undefined, aborted()), 'CANCELLED')
+    })
+  })
+}

@@ -1,0 +1,88 @@
+import { type JsonValue, parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { expect } from 'vitest'
+import type { AppendTarget, PersistenceMetrics, SessionPersistence } from '../types.js'
+
+/**
+ * One backend instance over one storage root, as the contract suite drives it.
+ * A file backend's `root` is a directory; an in-memory backend's is any key
+ * naming its shared storage.
+ */
+export interface PersistenceContractHarness {
+  /** The instance the test starts with. */
+  readonly persistence: SessionPersistence
+  /** Where the storage lives; `factory({ root })` opens another instance over it. */
+  readonly root: string
+  /**
+   * Closes the most recent instance of this harness and opens a new one over
+   * the same storage (a process restart). Resolves to the new instance.
+   */
+  reopen(): Promise<SessionPersistence>
+  /**
+   * Closes this harness's instances. A harness created without `root` owns its
+   * storage and removes it; one opened over an existing `root` leaves it.
+   */
+  cleanup(): Promise<void>
+}
+
+export interface PersistenceContractFactoryOptions {
+  /** Open over this existing storage instead of a fresh, empty one. */
+  readonly root?: string
+}
+
+/** Creates a backend over a fresh, empty storage root (or over `options.root`). */
+export type PersistenceContractFactory = (
+  options?: PersistenceContractFactoryOptions,
+) => Promise<PersistenceContractHarness> | PersistenceContractHarness
+
+/** Opens a harness that the suite cleans up after the test. */
+export type FreshHarness = (options?: PersistenceContractFactoryOptions) => Promise<PersistenceContractHarness>
+
+export const T0 = 1_700_000_000_000
+
+/** A valid logical header for tests; `overrides` may change any field. */
+export function header(id: string, overrides: Record<string, unknown> = {}): SessionHeader {
+  return parseSessionHeader({ version: 1, id, createdAt: T0, isSeeded: false, delegationDepth: 0, ...overrides })
+}
+
+export function target(h: SessionHeader, inheritedEventCount = 0): AppendTarget {
+  return { header: h, inheritedEventCount: SessionLogOffset(inheritedEventCount) }
+}
+
+export function event(seq: number, type: string, data: JsonValue, time: number = T0 + seq): StoredSessionEvent {
+  return { type, seq: SessionSeq(seq), time, data }
+}
+
+/** `count` plain events starting at `from`: a user message, then chunks. */
+export function events(from: number, count: number, tag = 'e'): StoredSessionEvent[] {
+  return Array.from({ length: count }, (_, i) =>
+    event(
+      from + i,
+      i === 0 ? 'user/message' : 'assistant/chunk',
+      i === 0 ? { text: `${tag}${from}` } : { turn: 1, index: i, delta: `${tag}${from + i}` },
+    ),
+  )
+}
+
+export function snapshot(p: SessionPersistence): PersistenceMetrics {
+  return { ...p.metrics }
+}
+
+export function plain(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value)) as unknown
+}
+
+export async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
+  await expect(promise).rejects.toMatchObject({ code })
+}
+
+export function aborted(): AbortSignal {
+  const controller = new AbortController()
+  controller.abort()
+  return controller.signal
+}
+
+export function isDeepFrozen(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true
+  if (!Object.isFrozen(value)) return false
+  return Object.values(value).every(isDeepFrozen)
+}
