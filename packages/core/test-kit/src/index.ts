@@ -1,0 +1,7 @@
+export type { HeaderFields } from './header.js'
+export { HEADER_CREATED_AT, headerOf } from './header.js'
+export { prng } from './prng.js'
+export type { TempDir, TempDirOptions } from './temp-dir.js'
+export { tempDir } from './temp-dir.js'
+export type { TextSource } from './transcript.js'
+export { realisticTurns, textSource } from './transcript.js'
