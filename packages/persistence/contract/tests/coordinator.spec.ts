@@ -1,10 +1,11 @@
 import { parseSessionHeader, type Session, SessionId, SessionLogOffset } from '@dsh/session'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createMemoryPersistence, type PersistenceCoordinatorOptions, SessionPersistenceCoordinator } from '../src/index.js'
 import { deferred, sleep, testHost, until } from './support.js'
 
 const cleanups: Array<() => Promise<void>> = []
 afterEach(async () => {
+  vi.useRealTimers()
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
@@ -17,6 +18,14 @@ function setup(options: PersistenceCoordinatorOptions = {}) {
     await host.ctx.dispose()
   })
   return { ...host, coordinator }
+}
+
+/**
+ * Fakes the coordinator's write-behind and retry timers only: the in-memory
+ * backend yields with `setImmediate`, which keeps running for real.
+ */
+function fakeTimers(): void {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
 }
 
 function chat(session: Session, turn: number, chunks: number): void {
@@ -44,15 +53,31 @@ describe('write-behind batching', () => {
   })
 
   it('holds events for the configured window; a flush writes them at once', async () => {
+    fakeTimers()
     const host = setup({ writeBehindMs: 60_000 })
     const session = host.sessions.create()
     chat(session, 1, 3)
-    await sleep(30)
+    await vi.advanceTimersByTimeAsync(59_999)
     expect(host.backend.attempts).toEqual([])
     expect(await host.backend.inner.stat(session.id)).toBeUndefined()
     await host.sessions.flush(session)
     expect(host.backend.attempts).toHaveLength(1)
     expect(await stored(host, session.id)).toHaveLength(6)
+    // The flush took the window's place: no write is left scheduled.
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('writes held events as one batch when the window ends, without a flush', async () => {
+    fakeTimers()
+    const host = setup({ writeBehindMs: 60_000 })
+    const session = host.sessions.create()
+    chat(session, 1, 3)
+    await vi.advanceTimersByTimeAsync(59_999)
+    expect(host.backend.attempts).toEqual([])
+    const attempted = host.backend.attempted(1)
+    await vi.advanceTimersByTimeAsync(1)
+    await attempted
+    expect(host.backend.attempts.map((a) => a.seqs)).toEqual([[0, 1, 2, 3, 4, 5]])
   })
 
   it('materializes a session created without events', async () => {
@@ -98,9 +123,12 @@ describe('the flush barrier', () => {
     const flushing = host.sessions.flush(session).then(() => {
       flushed = true
     })
-    await sleep(20)
-    expect(flushed).toBe(false)
+    // The batch's append has started and waits at the gate. The backend's
+    // stat yields a full event-loop turn, so a flush that did not wait for
+    // the append would have settled by the time it answers.
+    await host.backend.attempted(1)
     expect(await host.backend.inner.stat(session.id)).toBeUndefined()
+    expect(flushed).toBe(false)
     gate.resolve()
     await flushing
     expect(await stored(host, session.id)).toHaveLength(7)
@@ -213,18 +241,24 @@ describe('failed batches', () => {
   })
 
   it('a real conflict stalls the session instead of retrying forever; an explicit flush tries again', async () => {
+    fakeTimers()
     const host = setup({ writeBehindMs: 1 })
     // Another lifecycle already owns the id in storage.
     const other = parseSessionHeader({ version: 1, id: 'taken', createdAt: 1, isSeeded: false, delegationDepth: 0 })
     await host.backend.inner.append({ header: other, inheritedEventCount: SessionLogOffset(0) }, [])
     const session = host.sessions.create({ id: 'taken', createdAt: 2 })
     session.append('user/message', { text: 'mine' })
-    await until(() => host.coordinator.status('taken')?.stalled === true)
+    const logged = host.logger.nextMessage()
+    await vi.advanceTimersToNextTimerAsync()
+    // The first failure is reported as one retrying cannot fix.
+    expect(await logged).toMatchObject({ level: 'error', message: expect.stringContaining("session 'taken'") })
+    expect(host.coordinator.status('taken')?.stalled).toBe(true)
     const attempts = host.backend.attempts.length
-    await sleep(40)
-    expect(host.backend.attempts.length).toBe(attempts)
     expect(attempts).toBeGreaterThan(0)
-    expect(host.logger.errors.some((e) => e.includes("session 'taken'"))).toBe(true)
+    // No retry is scheduled, and none comes however long the clock runs (retries back off from 2 to 10 ms here).
+    expect(vi.getTimerCount()).toBe(0)
+    await vi.advanceTimersByTimeAsync(60_000)
+    expect(host.backend.attempts.length).toBe(attempts)
     await expect(host.sessions.flush(session)).rejects.toMatchObject({
       code: 'SESSION_FLUSH_FAILED',
       cause: { code: 'SESSION_PERSISTENCE_CONFLICT' },
@@ -311,13 +345,18 @@ describe('adoption', () => {
 
 describe('close', () => {
   it('flushes what is pending, stops listening and leaves the backend open', async () => {
-    const host = setup({ writeBehindMs: 60_000 })
+    fakeTimers()
+    const host = setup({ writeBehindMs: 1 })
     const session = host.sessions.create()
     chat(session, 1, 1)
     await host.coordinator.close()
     expect(await stored(host, session.id)).toHaveLength(4)
+    const attempts = host.backend.attempts.length
     session.append('user/message', { text: 'after close' })
-    await sleep(10)
+    // A listening coordinator would have scheduled a write 1 ms out; a closed one schedules none.
+    expect(vi.getTimerCount()).toBe(0)
+    await vi.advanceTimersByTimeAsync(60_000)
+    expect(host.backend.attempts.length).toBe(attempts)
     expect(await stored(host, session.id)).toHaveLength(4)
   })
 

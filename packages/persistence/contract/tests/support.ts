@@ -43,6 +43,7 @@ export class FaultyPersistence implements SessionPersistence {
   appendGate: Promise<void> | undefined
   /** While set, inspections read, then wait for it before answering. */
   inspectGate: Promise<void> | undefined
+  #attemptWaiters: Array<{ count: number; resolve: () => void }> = []
 
   constructor(inner: SessionPersistence) {
     this.inner = inner
@@ -62,6 +63,12 @@ export class FaultyPersistence implements SessionPersistence {
     this.#lostAcks += count
   }
 
+  /** Resolves once `count` appends were attempted in all (at once when they were). */
+  attempted(count: number): Promise<void> {
+    if (this.attempts.length >= count) return Promise.resolve()
+    return new Promise((resolve) => this.#attemptWaiters.push({ count, resolve }))
+  }
+
   /** Ids and seqs of the attempts that carried events, in order. */
   get batches(): Array<{ id: string; seqs: number[] }> {
     return this.attempts.filter((a) => a.seqs.length > 0).map(({ id, seqs }) => ({ id, seqs }))
@@ -71,6 +78,11 @@ export class FaultyPersistence implements SessionPersistence {
     const attempt: { id: string; seqs: number[]; ok?: boolean } = { id: target.header.id, seqs: events.map((e) => e.seq) }
     this.attempts.push(attempt)
     attempt.ok = false
+    this.#attemptWaiters = this.#attemptWaiters.filter((waiter) => {
+      if (this.attempts.length < waiter.count) return true
+      waiter.resolve()
+      return false
+    })
     if (this.appendGate) await this.appendGate
     const code = this.#failures.shift()
     if (code !== undefined) throw new SessionPersistenceError(code, `injected ${code}`)
@@ -123,12 +135,30 @@ export class FaultyPersistence implements SessionPersistence {
 export interface CapturingLogger extends Logger {
   readonly warnings: string[]
   readonly errors: string[]
+  /** Resolves with the next warning or error logged after the call. */
+  nextMessage(): Promise<{ level: 'warn' | 'error'; message: string }>
 }
 
 export function capturingLogger(): CapturingLogger {
   const warnings: string[] = []
   const errors: string[] = []
-  return { warnings, errors, warn: (message) => void warnings.push(message), error: (message) => void errors.push(message) }
+  const waiters: Array<(logged: { level: 'warn' | 'error'; message: string }) => void> = []
+  const notify = (level: 'warn' | 'error', message: string) => {
+    for (const resolve of waiters.splice(0)) resolve({ level, message })
+  }
+  return {
+    warnings,
+    errors,
+    warn: (message) => {
+      warnings.push(message)
+      notify('warn', message)
+    },
+    error: (message) => {
+      errors.push(message)
+      notify('error', message)
+    },
+    nextMessage: () => new Promise((resolve) => waiters.push(resolve)),
+  }
 }
 
 /** A context with a session store and a fresh in-memory backend behind a fault injector. */
