@@ -1,22 +1,19 @@
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { listV0Logs, readV0Log, type V0Event, type V0Header, writeV0Log } from '@dsh/session-import-v0'
-import { afterEach, describe, expect, it } from 'vitest'
+import { tempDir } from '@dsh/test-kit'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { cli } from './support/run.js'
 
 // `dsh import --from dsh-v0` and `dsh export --to dsh-v0` end to end through the CLI (issue 16): a harness root
 // with a parent, a fresh and a forked subagent (streamed text packed into rows, as the harness writes it) and a
 // damaged log; then `dsh agents`, `dsh show`, a round trip and a second run.
 
-const dirs: string[] = []
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
-function tempDir(name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `dsh-cli-${name}-`))
-  dirs.push(dir)
+/** A fresh directory named after `name`, removed when the current test finishes. */
+function scratchDir(name: string): string {
+  const { dir, cleanup } = tempDir(`dsh-cli-${name}-`)
+  onTestFinished(cleanup)
   return dir
 }
 
@@ -83,7 +80,7 @@ class Turns {
 }
 
 async function harnessRoot(): Promise<{ from: string; parent: Turns; forked: Turns; parentLog: string }> {
-  const from = tempDir('v0')
+  const from = scratchDir('v0')
   const parent = new Turns().turn(1, 'Plan the release.', 'Three steps: freeze, test, tag.').turn(2, 'Go on.', 'Frozen and tested.')
   const child = (id: string, extra: Partial<V0Header> = {}): V0Header => ({
     id,
@@ -126,7 +123,7 @@ describe('dsh import --from dsh-v0 / dsh export --to dsh-v0', () => {
     const { from, parent, forked, parentLog } = await harnessRoot()
     // The harness packs streamed text into rows (what the import appends as event runs).
     expect(execFileSync('zstd', ['-dc', parentLog]).toString()).toContain('{"type":"text-chunks"')
-    const root = join(tempDir('dsh'), 'root')
+    const root = join(scratchDir('dsh'), 'root')
 
     const first = await cli(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])
     expect(first.code, first.stderr).toBe(1)
@@ -158,7 +155,7 @@ describe('dsh import --from dsh-v0 / dsh export --to dsh-v0', () => {
     ).toBe('Three steps: freeze, test, tag.Frozen and tested.Release planned and half done.')
 
     // Export, then read both logs as the harness would: event for event equal (the parent's text came as packed rows).
-    const out = tempDir('out')
+    const out = scratchDir('out')
     const exported = await cli(['export', PARENT, 'summarize-1', '--to', 'dsh-v0', out, '--root', root, '--json'])
     expect(exported.code, exported.stderr).toBe(0)
     for (const id of [PARENT, 'summarize-1']) {

@@ -1,8 +1,8 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
-import { afterEach, describe, expect, it } from 'vitest'
+import { tempDir } from '@dsh/test-kit'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import {
   checkDerivedFiles,
   createHost,
@@ -14,15 +14,12 @@ import {
   verifyRoot,
 } from '../src/index.js'
 
-const dirs: string[] = []
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-host-'))
-  dirs.push(dir)
+/** A fresh directory, removed when the current test finishes. */
+function scratchDir(): string {
+  const { dir, cleanup } = tempDir('dsh-host-')
+  onTestFinished(cleanup)
   return dir
 }
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
 
 /** Every path under `dir`, recursively, so "nothing was created" is checked by listing before and after. */
 function listTree(dir: string): string[] {
@@ -53,7 +50,7 @@ async function populate(root: string): Promise<{ parent: string; child: string }
 
 describe('createHost', () => {
   it('composes the embedded defaults: a catalog that survives a cold restart, derived files under the root, private modes', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)
     expect(statSync(root).mode & 0o777).toBe(0o700)
     const host = await createHost({ root })
@@ -82,7 +79,7 @@ describe('createHost', () => {
   })
 
   it('read-only: opens an existing root, creates nothing, and falls back to memory without an index', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)
     // Drop the derived files (and their WAL/shm companions) a writable host made.
     for (const file of Object.values(derivedPaths(root))) for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true })
@@ -100,7 +97,7 @@ describe('createHost', () => {
   })
 
   it('read-only: refuses a directory that is not a dsh root, and a missing one, without creating a file', async () => {
-    const dir = tempDir()
+    const dir = scratchDir()
     writeFileSync(join(dir, 'notes.txt'), 'not sessions')
     const before = listTree(dir)
     await expectCode(createHost({ root: dir, readOnly: true }), 'HOST_ROOT_INVALID')
@@ -112,14 +109,14 @@ describe('createHost', () => {
   })
 
   it('a file as the root, or under a file, is HOST_ROOT_INVALID (not a raw ENOTDIR)', async () => {
-    const file = join(tempDir(), 'a-file')
+    const file = join(scratchDir(), 'a-file')
     writeFileSync(file, 'x')
     await expectCode(createHost({ root: file }), 'HOST_ROOT_INVALID')
     await expectCode(createHost({ root: join(file, 'below') }), 'HOST_ROOT_INVALID')
   })
 
   it('bad options are HOST_INVALID_OPTIONS', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     await expectCode(createHost({ root, query: 'mongo' as 'memory' }), 'HOST_INVALID_OPTIONS')
     await expectCode(createHost({ root: '' }), 'HOST_INVALID_OPTIONS')
     await expectCode(createHost({ root, readOnly: true, compression: 'none' }), 'HOST_INVALID_OPTIONS')
@@ -129,7 +126,7 @@ describe('createHost', () => {
   })
 
   it('the HTTP API is a plugin: served on loopback with token auth, closed by dispose', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)
     const token = 'host-test-token-0123456789'
     let host: Host | undefined = await createHost({ root, http: { token } })
@@ -160,7 +157,7 @@ describe('createHost', () => {
 
 describe('verifyRoot and rebuildIndex', () => {
   it('verify reports every log; rebuild indexes them; neither writes a log', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)
     const report = await verifyRoot(root)
     expect(report.logs.map((l) => [l.id, l.status]).sort()).toEqual(
@@ -176,16 +173,17 @@ describe('verifyRoot and rebuildIndex', () => {
 
 describe('rootPermissionWarning', () => {
   it('warns when group or others can read the root, and not for 0700', () => {
-    const root = join(tempDir(), 'open')
+    const root = join(scratchDir(), 'open')
     mkdirSync(root, { mode: 0o755 })
     expect(rootPermissionWarning(root)).toMatch(/readable by other users \(mode 755\).*chmod 700/)
-    mkdirSync(join(tempDir(), 'private'), { mode: 0o700 })
-    expect(rootPermissionWarning(join(dirs.at(-1)!, 'private'))).toBeUndefined()
+    const privateRoot = join(scratchDir(), 'private')
+    mkdirSync(privateRoot, { mode: 0o700 })
+    expect(rootPermissionWarning(privateRoot)).toBeUndefined()
     expect(rootPermissionWarning(join(root, 'missing'))).toBeUndefined()
   })
 
   it('covers the derived directory through the root: enter-only roots warn, a private root keeps exposed derived files unreachable', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     await populate(root)
     const derived = join(root, '.dsh')
     expect(statSync(derived).mode & 0o777).toBe(0o700)
@@ -199,7 +197,7 @@ describe('rootPermissionWarning', () => {
 
 describe('requireExisting', () => {
   it('opens an existing root writable, and refuses a directory that is not one without creating anything', async () => {
-    const dir = tempDir()
+    const dir = scratchDir()
     const before = listTree(dir)
     await expectCode(createHost({ root: dir, requireExisting: true }), 'HOST_ROOT_INVALID')
     expect(listTree(dir)).toEqual(before)
@@ -217,7 +215,7 @@ describe('requireExisting', () => {
 
 describe('checkDerivedFiles', () => {
   it('quick_checks the index and the cache that exist, and creates none that do not', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     await populate(root)
     const checks = await checkDerivedFiles(root)
     expect(checks.index).toEqual({ file: derivedPaths(root).index, status: 'ok' })
@@ -227,6 +225,6 @@ describe('checkDerivedFiles', () => {
     const absent = await checkDerivedFiles(root)
     expect([absent.index.status, absent.projectionCache.status]).toEqual(['absent', 'absent'])
     expect(listTree(root)).toEqual(before)
-    await expectCode(checkDerivedFiles(tempDir()), 'HOST_ROOT_INVALID')
+    await expectCode(checkDerivedFiles(scratchDir()), 'HOST_ROOT_INVALID')
   })
 })

@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
-import { afterEach, describe, expect, it } from 'vitest'
+import { tempDir } from '@dsh/test-kit'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { createHost, derivedPaths } from '../src/index.js'
 import { createQueryHost } from '../src/query.js'
 
@@ -10,15 +10,12 @@ import { createQueryHost } from '../src/query.js'
 // query): it must answer exactly as a full host does, with the same root
 // checks, and nothing more (no projections, cache, subagents or HTTP).
 
-const dirs: string[] = []
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-query-host-'))
-  dirs.push(dir)
+/** A fresh directory, removed when the current test finishes. */
+function scratchDir(): string {
+  const { dir, cleanup } = tempDir('dsh-query-host-')
+  onTestFinished(cleanup)
   return dir
 }
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
 
 const listTree = (dir: string): string[] => readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()
 
@@ -50,7 +47,7 @@ async function populate(root: string): Promise<{ parent: string; child: string }
 
 describe('createQueryHost', () => {
   it('answers listings, history and search exactly as a read-only full host, and creates nothing', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)
     const before = listTree(root)
     const full = await createHost({ root, readOnly: true })
@@ -86,7 +83,7 @@ describe('createQueryHost', () => {
   })
 
   it('read-only without an index answers from memory, and creates no index', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     await populate(root)
     const index = derivedPaths(root).index
     for (const suffix of ['', '-wal', '-shm']) rmSync(index + suffix, { force: true })
@@ -101,7 +98,7 @@ describe('createQueryHost', () => {
   })
 
   it('a writable query host over a new root builds the index and lists what a full host wrote after it', async () => {
-    const root = join(tempDir(), 'root')
+    const root = join(scratchDir(), 'root')
     const first = await createQueryHost({ root })
     try {
       expect(first.queryBackend).toBe('sqlite')
@@ -120,7 +117,7 @@ describe('createQueryHost', () => {
   })
 
   it('same root checks and option errors as createHost, and nothing created', async () => {
-    const dir = tempDir()
+    const dir = scratchDir()
     writeFileSync(join(dir, 'notes.txt'), 'not sessions')
     const before = listTree(dir)
     expect(await codeOf(createQueryHost({ root: dir, readOnly: true }))).toBe('HOST_ROOT_INVALID')

@@ -1,11 +1,11 @@
+import { tempDir } from '@dsh/test-kit'
 import Database from 'better-sqlite3'
 import { projectionCachePath, sessionProjectionCachePlugin } from '../src/index.js'
 import { checkpointCacheSuite } from '../src/testing.js'
-import { tempDir } from './helpers.js'
 
 checkpointCacheSuite('sqlite', {
   async place() {
-    const { dir, cleanup } = tempDir()
+    const { dir, cleanup } = tempDir('dsh-cache-')
     return { place: projectionCachePath(dir), close: cleanup }
   },
   activate: (ctx, path, throttle) => ctx.activate(sessionProjectionCachePlugin({ path, throttle })),

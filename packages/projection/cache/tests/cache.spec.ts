@@ -2,10 +2,11 @@ import { existsSync, statSync } from 'node:fs'
 import { Context } from '@dsh/context'
 import { type Session, sessionStorePlugin } from '@dsh/session'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
+import { tempDir } from '@dsh/test-kit'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { projectionCachePath, sessionProjectionCachePlugin } from '../src/index.js'
-import { host, tempDir, turn } from './helpers.js'
+import { host, turn } from './helpers.js'
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {
@@ -13,7 +14,7 @@ afterEach(async () => {
 })
 
 async function setup(options: Omit<Parameters<typeof host>[0], 'path'> = {}) {
-  const { dir, cleanup } = tempDir()
+  const { dir, cleanup } = tempDir('dsh-cache-')
   const path = projectionCachePath(dir)
   const h = await host({ path, throttle: { events: Infinity, ms: Infinity }, ...options })
   cleanups.push(cleanup, () => h.ctx.dispose())
@@ -106,7 +107,7 @@ describe('sessionProjectionCachePlugin', () => {
   })
 
   it('keeps its database under the session root', async () => {
-    const { dir, cleanup } = tempDir()
+    const { dir, cleanup } = tempDir('dsh-cache-')
     cleanups.push(cleanup)
     const ctx = new Context()
     cleanups.push(() => ctx.dispose())

@@ -6,10 +6,10 @@ import { Context } from '@dsh/context'
 import { type SessionId, SessionLogOffset } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { createProjectionRegistry } from '@dsh/session-projection'
+import { tempDir } from '@dsh/test-kit'
 import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { projectionCachePath, SqliteProjectionCache } from '../src/index.js'
-import { tempDir } from './helpers.js'
 // @ts-expect-error -- a plain .mjs module shared with the worker process
 import { countUnit as sharedUnit } from './workers/units.mjs'
 
@@ -23,7 +23,7 @@ declare module '@dsh/session-projection' {
 }
 
 const here = dirname(fileURLToPath(import.meta.url))
-const { dir: root, cleanup } = tempDir()
+const { dir: root, cleanup } = tempDir('dsh-cache-')
 const cachePath = projectionCachePath(root)
 
 beforeAll(() => {

@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Session } from '@dsh/session'
 import { type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { type CheckpointThrottle, sessionProjectionCachePlugin } from '../src/index.js'
@@ -34,11 +31,6 @@ export const turnsUnit: SessionProjectionUnit<'turns'> = {
   apply: (state, event) => (event.type === 'turn/end' ? { ended: state.ended + 1 } : state),
   view: (state) => state.ended,
   schema: z.object({ ended: z.number().int().nonnegative() }),
-}
-
-export function tempDir(): { dir: string; cleanup: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-cache-'))
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
 }
 
 export interface HostOptions {

@@ -2,12 +2,13 @@ import { join } from 'node:path'
 import { Context } from '@dsh/context'
 import { parseSessionHeader, Session, type SessionHeader, SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { createProjectionRegistry } from '@dsh/session-projection'
+import { headerOf, tempDir } from '@dsh/test-kit'
 import fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
 import { checkpointIdentity, SqliteProjectionCache } from '../src/index.js'
-import { messagesUnit, tempDir, turnsUnit } from './helpers.js'
+import { messagesUnit, turnsUnit } from './helpers.js'
 
-const { dir, cleanup } = tempDir()
+const { dir, cleanup } = tempDir('dsh-cache-')
 const projections = createProjectionRegistry(new Context())
 projections.register(messagesUnit)
 projections.register(turnsUnit)
@@ -19,8 +20,8 @@ afterAll(() => {
 
 const KEYS = ['messages', 'turns'] as const
 
-/** Any valid header of session `id`: every witness field varies. */
-function headerOf(id: string): fc.Arbitrary<SessionHeader> {
+/** Any valid header of session `id`: every witness field varies (a subagent always names its parent). */
+function anyHeaderOf(id: string): fc.Arbitrary<SessionHeader> {
   return fc
     .record({
       createdAt: fc.nat({ max: 5 }),
@@ -31,18 +32,7 @@ function headerOf(id: string): fc.Arbitrary<SessionHeader> {
       origin: fc.option(fc.constant('subagent' as const), { nil: undefined }),
       agentPreset: fc.option(fc.constantFrom('x', 'y'), { nil: undefined }),
     })
-    .map((fields) => {
-      const raw: Record<string, unknown> = {
-        version: 1,
-        id,
-        createdAt: fields.createdAt,
-        isSeeded: fields.isSeeded,
-        delegationDepth: fields.delegationDepth,
-      }
-      for (const key of ['cwd', 'parentSession', 'origin', 'agentPreset'] as const) if (fields[key] !== undefined) raw[key] = fields[key]
-      if (raw.origin !== undefined && raw.parentSession === undefined) raw.parentSession = 'p1'
-      return parseSessionHeader(raw)
-    })
+    .map((fields) => headerOf(id, fields.origin === undefined ? fields : { ...fields, parentSession: fields.parentSession ?? 'p1' }))
 }
 
 /** A lifecycle: a header, its own distinguishable log, and its exact cut. */
@@ -53,7 +43,7 @@ interface Life {
 }
 
 function lifeOf(id: string, tag: number): fc.Arbitrary<Life> {
-  return fc.tuple(headerOf(id), fc.nat({ max: 4 }), fc.nat({ max: 4 })).map(([header, count, cutSeed]) => {
+  return fc.tuple(anyHeaderOf(id), fc.nat({ max: 4 }), fc.nat({ max: 4 })).map(([header, count, cutSeed]) => {
     const events = Array.from({ length: count }, (_, seq) => ({
       type: 'user/message',
       seq: seq as never,
@@ -71,7 +61,7 @@ describe('cachedSnapshot never answers for another lifecycle', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 5 }).chain((n) => fc.tuple(...Array.from({ length: n }, (_, tag) => lifeOf('placeholder', tag)))),
-        headerOf('probe'),
+        anyHeaderOf('probe'),
         fc.nat({ max: 4 }),
         (lives, probeFields, probeCut) => {
           run++

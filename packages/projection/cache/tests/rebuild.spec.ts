@@ -2,10 +2,11 @@ import { copyFileSync, existsSync, readFileSync, rmSync, statSync, truncateSync,
 import { join } from 'node:path'
 import { type SessionHeader, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import type { ProjectionSnapshot } from '@dsh/session-projection'
+import { tempDir } from '@dsh/test-kit'
 import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CACHE_SCHEMA_VERSION, SqliteProjectionCache } from '../src/index.js'
-import { host, tempDir, turn } from './helpers.js'
+import { host, turn } from './helpers.js'
 
 const KEYS = ['messages', 'turns'] as const
 
@@ -15,7 +16,7 @@ interface Recorded {
   readonly events: readonly StoredSessionEvent[]
 }
 
-const { dir, cleanup } = tempDir()
+const { dir, cleanup } = tempDir('dsh-cache-')
 const pristine = join(dir, 'pristine.sqlite')
 const recorded: Recorded[] = []
 
