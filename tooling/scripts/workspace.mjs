@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url'
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
-/** `{ dir, manifest }` for every workspace package, sorted by directory. */
-export function workspacePackages() {
-  const yaml = readFileSync(join(repoRoot, 'pnpm-workspace.yaml'), 'utf8')
+/** `{ dir, manifest }` for every workspace package under `root`, sorted by directory (`dir` is relative to `root`). */
+export function workspacePackages(root = repoRoot) {
+  const yaml = readFileSync(join(root, 'pnpm-workspace.yaml'), 'utf8')
   const globs = []
   let inPackages = false
   for (const line of yaml.split('\n')) {
@@ -28,7 +28,7 @@ export function workspacePackages() {
       const next = []
       for (const base of current) {
         if (part === '*') {
-          const full = join(repoRoot, base)
+          const full = join(root, base)
           if (!existsSync(full)) continue
           for (const entry of readdirSync(full, { withFileTypes: true }))
             if (entry.isDirectory() && entry.name !== 'node_modules') next.push(join(base, entry.name))
@@ -39,7 +39,7 @@ export function workspacePackages() {
     dirs.push(...current)
   }
   return dirs
-    .filter((dir) => existsSync(join(repoRoot, dir, 'package.json')))
+    .filter((dir) => existsSync(join(root, dir, 'package.json')))
     .sort()
-    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(repoRoot, dir, 'package.json'), 'utf8')) }))
+    .map((dir) => ({ dir, manifest: JSON.parse(readFileSync(join(root, dir, 'package.json'), 'utf8')) }))
 }
