@@ -2,6 +2,7 @@ import { Context } from '@dsh/context'
 import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
+import { idOrderContract } from './contract-id-order.js'
 import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_MAX_LIMIT } from './search-terms.js'
 import type { EventSearchHit, SessionQuery, SessionQueryRecord } from './types.js'
 
@@ -335,6 +336,15 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
       const query = await e.open()
       expect(ids((await query.listSessions()).records)).toEqual(['kept'])
       expect(await code(query.observeSession('gone'))).toBe('SESSION_QUERY_NOT_FOUND')
+    })
+
+    idOrderContract({
+      env,
+      openQuery: options.openQuery,
+      header,
+      persist,
+      messages,
+      search: options.search === true,
     })
 
     if (options.corruptible === true) {
