@@ -20,8 +20,8 @@ import { join } from 'node:path'
 import type { SessionLogOffset, SessionSeq, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import Database from 'better-sqlite3'
+import { benchHeader } from '../fixtures/transcript.js'
 import { type BenchDefinition, median } from '../harness.js'
-import { benchHeader } from './inspect.js'
 
 const TARGET = 1.0
 /** Paired rounds per batch size (medians over them). */

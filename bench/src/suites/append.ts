@@ -17,8 +17,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SessionLogOffset, SessionSeq, StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { benchHeader } from '../fixtures/transcript.js'
 import { type BenchDefinition, median } from '../harness.js'
-import { benchHeader } from './inspect.js'
 
 /** Appends per sample. */
 const APPENDS = 300

@@ -6,9 +6,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { Session, type SessionHeader, SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { Session, type SessionHeader, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { createProjectionRegistry, type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { projectionCachePath, SqliteProjectionCache } from '@dsh/session-projection-cache'
+import { headerOf } from '@dsh/test-kit'
 import Database from 'better-sqlite3'
 import { type BenchDefinition, time } from '../harness.js'
 
@@ -88,14 +89,11 @@ function fill(): void {
   // The writing process: each session's final checkpoint, as when it went cold.
   const writer = new SqliteProjectionCache(options)
   for (let i = 0; i < SESSIONS; i++) {
-    const header: SessionHeader = Object.freeze({
-      version: 1,
-      id: SessionId(`child-${i}`),
+    const header = headerOf(`child-${i}`, {
       createdAt: 1_700_000_000_000 + i,
-      isSeeded: false,
       delegationDepth: 1,
       origin: 'subagent',
-      parentSession: SessionId('parent'),
+      parentSession: 'parent',
     })
     const session = new Session({ header, events: eventsFor(i) })
     if (!writer.writeColdRows(session, projections.checkpoint(session))) throw new Error('bench setup: a checkpoint write failed')

@@ -19,8 +19,9 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { SessionId, type SessionLogOffset, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { realisticTurns } from '@dsh/test-kit'
+import { benchHeader, persistTurns } from '../fixtures/transcript.js'
 import { type BenchDefinition, time } from '../harness.js'
-import { benchHeader, persistTurns, realisticTurns } from './inspect.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
 const SOURCE = 'bench-fork-source'

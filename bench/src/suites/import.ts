@@ -18,62 +18,21 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { importV0, packChunkRuns, type V0Event, writeV0Log } from '@dsh/session-import-v0'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { prng, textSource } from '@dsh/test-kit'
 import { decompress } from 'zstd-napi'
 import { type BenchDefinition, median, time } from '../harness.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
 const ID = 'bench-import'
 
-/** A deterministic pseudo-random source (so every run imports the same session). */
-function random(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /**
  * Turns of a harness session, one array per turn (= one append batch = one
  * frame). Stops once the lines the harness writes for them (delta runs packed
  * into rows) add up to `plaintextBytes`.
  */
-export function harnessTurns(plaintextBytes: number, seed = 16): V0Event[][] {
-  const rand = random(seed)
-  const syllables = [
-    'ka',
-    'to',
-    're',
-    'mi',
-    'sen',
-    'dar',
-    'lo',
-    've',
-    'qu',
-    'in',
-    'ex',
-    'con',
-    'fig',
-    'port',
-    'al',
-    'ter',
-    'pro',
-    'cess',
-    'val',
-    'ue',
-  ]
-  const vocabulary = Array.from({ length: 3000 }, (_, i) => {
-    let word = ''
-    for (let n = 1 + (i % 3) + Math.floor(rand() * 2); n > 0; n--) word += syllables[Math.floor(rand() * syllables.length)]!
-    return word
-  })
-  const word = (): string => vocabulary[Math.floor(vocabulary.length * rand() ** 3)]!
-  const words = (n: number): string => Array.from({ length: n }, word).join(' ')
-  const codeLine = (): string =>
-    `${'  '.repeat(Math.floor(rand() * 4))}${rand() < 0.3 ? 'const' : rand() < 0.5 ? 'return' : 'if'} ${word()}_${word()} = ${word()}(${word()}, ${Math.floor(rand() * 1000)})${rand() < 0.5 ? ';' : ' {'}`
+function harnessTurns(plaintextBytes: number, seed = 16): V0Event[][] {
+  const rand = prng(seed)
+  const { word, words, codeLine } = textSource(rand)
   const system = Array.from({ length: 120 }, () => words(12)).join('\n')
   const tools = ['read_file', 'bash', 'grep', 'edit'].map((name) => ({
     name,

@@ -14,141 +14,14 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import {
-  SESSION_HEADER_VERSION,
-  type SessionHeader,
-  type SessionId,
-  type SessionLogOffset,
-  type SessionSeq,
-  type StoredSessionEvent,
-} from '@dsh/session'
-import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
+import type { SessionId } from '@dsh/session'
+import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { realisticTurns } from '@dsh/test-kit'
 import { decompress } from '@mongodb-js/zstd'
+import { persistTurns } from '../fixtures/transcript.js'
 import { type BenchDefinition, benchRoot, time } from '../harness.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
-
-/** A deterministic pseudo-random source (so every run measures the same transcript). */
-function random(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-/**
- * Turns of a coding-agent session as `[events of one turn]`: the user asks,
- * the assistant streams 40–400 chunks of one to a few words (Zipf-distributed
- * vocabulary, like model output), calls a tool or two whose results are
- * code-like text, then finishes the message and the turn. Stops once the
- * JSON lines add up to `plaintextBytes`.
- */
-export function realisticTurns(plaintextBytes: number, seed = 7): StoredSessionEvent[][] {
-  const rand = random(seed)
-  const syllables = [
-    'ka',
-    'to',
-    're',
-    'mi',
-    'sen',
-    'dar',
-    'lo',
-    've',
-    'qu',
-    'in',
-    'ex',
-    'con',
-    'fig',
-    'port',
-    'al',
-    'ter',
-    'pro',
-    'cess',
-    'val',
-    'ue',
-  ]
-  const vocabulary = Array.from({ length: 3000 }, (_, i) => {
-    let word = ''
-    for (let n = 1 + (i % 3) + Math.floor(rand() * 2); n > 0; n--) word += syllables[Math.floor(rand() * syllables.length)]!
-    return word
-  })
-  // Zipf-like: common words far more often than rare ones.
-  const word = (): string => vocabulary[Math.floor(vocabulary.length * rand() ** 3)]!
-  const words = (n: number): string => Array.from({ length: n }, word).join(' ')
-  const codeLine = (): string =>
-    `${'  '.repeat(Math.floor(rand() * 4))}${rand() < 0.3 ? 'const' : rand() < 0.5 ? 'return' : 'if'} ${word()}_${word()} = ${word()}(${word()}, ${Math.floor(rand() * 1000)})${rand() < 0.5 ? ';' : ' {'}`
-  const turns: StoredSessionEvent[][] = []
-  let seq = 0
-  let time = 1_700_000_000_000
-  let bytes = 0
-  const event = (into: StoredSessionEvent[], type: string, data: StoredSessionEvent['data']): void => {
-    time += 1 + Math.floor(rand() * 40)
-    const e = Object.freeze({ type, seq: seq++ as SessionSeq, time, data: Object.freeze(data) })
-    bytes += JSON.stringify(e).length + 1
-    into.push(e)
-  }
-  for (let turn = 1; bytes < plaintextBytes; turn++) {
-    const events: StoredSessionEvent[] = []
-    event(events, 'turn/start', { turn })
-    event(events, 'user/message', { text: words(8 + Math.floor(rand() * 40)) })
-    const chunks = 40 + Math.floor(rand() * 360)
-    let text = ''
-    for (let index = 0; index < chunks; index++) {
-      const delta = (index === 0 ? '' : ' ') + words(1 + Math.floor(rand() * 4))
-      text += delta
-      event(events, 'assistant/chunk', { turn, index, delta })
-      if (index === chunks >> 1) {
-        for (let call = 0; call < 1 + Math.floor(rand() * 2); call++) {
-          const callId = `call_${turn}_${call}`
-          event(events, 'tool/call', {
-            turn,
-            callId,
-            name: ['read_file', 'bash', 'grep', 'edit'][Math.floor(rand() * 4)]!,
-            arguments: { path: `/work/src/${word()}/${word()}.ts`, pattern: word() },
-          })
-          event(events, 'tool/result', {
-            turn,
-            callId,
-            content: Array.from({ length: 20 + Math.floor(rand() * 120) }, codeLine).join('\n'),
-          })
-        }
-      }
-    }
-    event(events, 'assistant/message', { turn, text, usage: { input: 1000 + Math.floor(rand() * 50_000), output: chunks * 3 } })
-    event(events, 'turn/end', { turn, reason: 'completed' })
-    turns.push(events)
-  }
-  return turns
-}
-
-export function benchHeader(id: string): SessionHeader {
-  return Object.freeze({
-    version: SESSION_HEADER_VERSION,
-    id: id as SessionId,
-    createdAt: 1_700_000_000_000,
-    isSeeded: false,
-    delegationDepth: 0,
-    cwd: '/work',
-  })
-}
-
-/** Persists `turns` (one append per turn, as the coordinator batches them) and returns the log file. */
-export async function persistTurns(
-  root: string,
-  id: string,
-  turns: readonly StoredSessionEvent[][],
-  compression: JsonlCompression = 'zstd',
-): Promise<string> {
-  const persistence = createJsonlPersistence({ root, compression })
-  const target = { header: benchHeader(id), inheritedEventCount: 0 as SessionLogOffset }
-  for (const events of turns) await persistence.append(target, events)
-  await persistence.close()
-  return persistence.logPath(id)
-}
 
 const ID = 'bench-inspect'
 let dir = ''

@@ -21,9 +21,10 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore } from '@dsh/session'
+import { SessionLogOffset, SessionSeq, SessionStore } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { createSqliteSessionQuery, defaultIndexPath, type ReconcileReport } from '@dsh/session-query-sqlite'
+import { headerOf } from '@dsh/test-kit'
 import { type BenchDefinition, benchRoot, median, time } from '../harness.js'
 import { childrenIndexFixture } from './children-index.js'
 
@@ -89,14 +90,7 @@ async function buildFixture(): Promise<void> {
     Array.from({ length: 16 }, async () => {
       while (next < SESSIONS) {
         const i = next++
-        const header = parseSessionHeader({
-          version: 1,
-          id: `s${String(i).padStart(5, '0')}`,
-          createdAt: base + i,
-          isSeeded: false,
-          delegationDepth: 0,
-          cwd: `/work/p${i % 20}`,
-        })
+        const header = headerOf(`s${String(i).padStart(5, '0')}`, { createdAt: base + i, cwd: `/work/p${i % 20}` })
         await writer.append({ header, inheritedEventCount: SessionLogOffset(0) }, [
           { type: 'user/message', seq: SessionSeq(0), time: base + i, data: { text: `question number ${i} about the listing` } },
         ])

@@ -18,8 +18,9 @@
 // and the append a few percent slower, and the block ratio ranged 0.97-1.51
 // between runs of unchanged code; it is still measured and reported under
 // `extra` (`blockRatio`).
-import { parseSessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { headerOf } from '@dsh/test-kit'
 import type pg from 'pg'
 import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
 import { type BenchDefinition, median, time } from '../harness.js'
@@ -33,7 +34,7 @@ let persistence: PostgresPersistence | undefined
 let next = 0
 let plain = Buffer.alloc(0)
 const target = {
-  header: parseSessionHeader({ version: 1, id: 'bench-append', createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0 }),
+  header: headerOf('bench-append'),
   inheritedEventCount: SessionLogOffset(0),
 }
 const perAppend: { raw: number[]; autocommit: number[]; durable: number[]; blockRaw: number[]; blockDurable: number[] } = {

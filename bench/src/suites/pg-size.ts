@@ -7,10 +7,11 @@
 // Ratio = subject / baseline; target <= 0.35.
 import type { StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { realisticTurns } from '@dsh/test-kit'
 import type pg from 'pg'
 import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
+import { benchHeader } from '../fixtures/transcript.js'
 import type { BenchDefinition } from '../harness.js'
-import { benchHeader, realisticTurns } from './inspect.js'
 
 const PLAINTEXT_BYTES = 20 * 1024 * 1024
 

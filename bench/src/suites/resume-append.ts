@@ -12,8 +12,9 @@ import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, statSync, writeSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
+import { realisticTurns } from '@dsh/test-kit'
+import { benchHeader, persistTurns } from '../fixtures/transcript.js'
 import { type BenchDefinition, benchRoot, time } from '../harness.js'
-import { benchHeader, persistTurns, realisticTurns } from './inspect.js'
 
 const PLAINTEXT_BYTES = 100 * 1024 * 1024
 const ID = 'bench-resume'

@@ -8,8 +8,9 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { StoredSessionEvent } from '@dsh/session'
+import { realisticTurns } from '@dsh/test-kit'
+import { persistTurns } from '../fixtures/transcript.js'
 import type { BenchDefinition } from '../harness.js'
-import { persistTurns, realisticTurns } from './inspect.js'
 
 const PLAINTEXT_BYTES = 20 * 1024 * 1024
 
