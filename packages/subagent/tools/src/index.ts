@@ -8,6 +8,25 @@ export {
 } from './close-agent.js'
 export type { ToolSubagentControlErrorCode } from './errors.js'
 export { ToolSubagentControlError } from './errors.js'
+export type {
+  HarnessInterruptAgentResult,
+  HarnessReportResult,
+  HarnessSendMessageResult,
+} from './harness-control.js'
+export {
+  createHarnessInterruptAgentTool,
+  createHarnessReportTool,
+  createHarnessSendMessageTool,
+  harnessInterruptAgentDescription,
+  harnessInterruptAgentInputSchema,
+  harnessReportDescription,
+  harnessReportInputSchema,
+  harnessSendMessageDescription,
+  harnessSendMessageInputSchema,
+} from './harness-control.js'
+export { harnessNotices, harnessNoticeText, waitForChildSettlement } from './harness-delivery.js'
+export type { HarnessSubagentInput, HarnessSubagentResult } from './harness-subagent.js'
+export { createHarnessSubagentTool, harnessSubagentDescription, harnessSubagentInputSchema } from './harness-subagent.js'
 export type { InterruptAgentResult } from './interrupt-agent.js'
 export {
   createInterruptAgentTool,
@@ -17,12 +36,14 @@ export {
   renderInterruptAgent,
 } from './interrupt-agent.js'
 export type {
+  ListAgentsEntry,
   ListAgentsExecuteContext,
+  ListAgentsFormat,
   ListAgentsInput,
   ListAgentsResult,
-  ListAgentsRow,
-  ListAgentsStatus,
+  ListAgentsScope,
   ListAgentsTool,
+  ListAgentsToolOptions,
   SubagentCatalog,
 } from './list-agents.js'
 export {
@@ -31,11 +52,14 @@ export {
   listAgentsDescription,
   listAgentsInputSchema,
   listAgentsJsonSchema,
+  listAgentsTableDescription,
   parseListAgentsInput,
-  renderListAgents,
-  statusOf,
-  toListAgentsRow,
+  renderListAgentsEntries,
+  residencyOf,
+  toListAgentsEntries,
 } from './list-agents.js'
+export type { ListAgentsRow, ListAgentsStatus, ListAgentsTableResult } from './list-agents-table.js'
+export { renderListAgents, statusOf, toListAgentsRow } from './list-agents-table.js'
 export type { ReportResult } from './report.js'
 export { createReportTool, REPORT_TOOL_NAME, reportDescription, reportInputSchema } from './report.js'
 export type { SendMessageInput, SendMessageResult } from './send-message.js'
@@ -55,8 +79,8 @@ export {
   subagentToolDescription,
 } from './subagent-tool.js'
 export type { SubagentControl, SubagentControlTool, ToolExecuteContext, ToolResult } from './tool.js'
-export type { SubagentControlToolName, SubagentControlToolsOptions } from './tools.js'
-export { SUBAGENT_CONTROL_TOOL_NAMES, subagentControlTools } from './tools.js'
+export type { SubagentControlDialect, SubagentControlToolName, SubagentControlToolsOptions } from './tools.js'
+export { HARNESS_CONTROL_TOOL_NAMES, SUBAGENT_CONTROL_DIALECTS, SUBAGENT_CONTROL_TOOL_NAMES, subagentControlTools } from './tools.js'
 export type { WaitAgentsInput, WaitAgentsResult } from './wait-agents.js'
 export {
   createWaitAgentsTool,

@@ -109,8 +109,8 @@ function errorBody(error: unknown): { code: string; message: string } {
   return { code: isDshError(error) ? error.code : 'SUBAGENT_RUN_FAILED', message: error instanceof Error ? error.message : String(error) }
 }
 
-/** The `subagent` tool: start a child (one-shot awaited, or continuable returned at once). */
-export function createSubagentTool(control: SubagentControl) {
+/** The `subagent` tool: start a child (one-shot awaited, or continuable returned at once); `provider`, when given, goes into its descriptor. */
+export function createSubagentTool(control: SubagentControl, options: { readonly provider?: string } = {}) {
   return defineTool({
     name: SUBAGENT_TOOL_NAME,
     description: subagentToolDescription,
@@ -132,6 +132,7 @@ export function createSubagentTool(control: SubagentControl) {
         context: input.context ?? 'fresh',
         prompt: input.prompt,
         ...(input.label === undefined ? {} : { label: input.label }),
+        ...(options.provider === undefined ? {} : { provider: options.provider }),
         ...(Object.keys(settings).length === 0 ? {} : { settings }),
       })
       const base = { id: handle.id, mode, ...(input.label === undefined ? {} : { label: input.label }) }

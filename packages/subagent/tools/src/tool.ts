@@ -6,7 +6,7 @@ import { ToolSubagentControlError } from './errors.js'
 /** What the control tools drive: the `subagents` service (a `SubagentRuntime`). */
 export type SubagentControl = Pick<
   SubagentRuntime,
-  'spawn' | 'send' | 'wait' | 'interrupt' | 'close' | 'report' | 'explainChildren' | 'explainDescendants' | 'queuedCount'
+  'spawn' | 'send' | 'wait' | 'interrupt' | 'close' | 'report' | 'explainChildren' | 'explainDescendants' | 'queuedCount' | 'isRunning'
 >
 
 /** The calling agent: its live session (or, for listing only, anything with its id). */

@@ -308,7 +308,7 @@ describe('delegation end to end, over real JSONL files and two restarts', () => 
       text: 'watcher: resume please',
     })
     const parent3 = await restoreParent(third, 'parent')
-    const listed = await createListAgentsTool(third.runtime).execute({}, { agent: parent3 })
+    const listed = await createListAgentsTool(third.runtime, { format: 'table' }).execute({}, { agent: parent3 })
     expect(listed.text).toBe(
       [
         `${counter}  ready  one-shot  "counter"`,
@@ -316,6 +316,9 @@ describe('delegation end to end, over real JSONL files and two restarts', () => 
         `${watcher}  idle  continuable  "watcher"`,
       ].join('\n'),
     )
+    // As the model sees it: the continuable children, both in storage only.
+    const seen = await createListAgentsTool(third.runtime).execute({}, { agent: parent3 })
+    expect(seen.text).toBe([`${reviewer} [ready] — reviewer`, `${watcher} [ready] — watcher`].join('\n'))
     await third.ctx.dispose()
   }, 120_000)
 })

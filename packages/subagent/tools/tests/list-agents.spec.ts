@@ -5,7 +5,16 @@ import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery } from '@dsh/session-query'
 import { createScriptedDriver, type ScriptStep, SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createListAgentsTool, type ListAgentsTool, listAgentsDescription, listAgentsJsonSchema, renderListAgents } from '../src/index.js'
+import {
+  createListAgentsTool,
+  type ListAgentsTableResult,
+  type ListAgentsTool,
+  listAgentsDescription,
+  listAgentsJsonSchema,
+  listAgentsTableDescription,
+  renderListAgents,
+  renderListAgentsEntries,
+} from '../src/index.js'
 
 let ctx: Context | undefined
 afterEach(async () => {
@@ -14,7 +23,7 @@ afterEach(async () => {
 })
 
 /** A real host: store, projections, memory persistence, memory query, subagents with a scripted driver. */
-async function host(): Promise<{ ctx: Context; tool: ListAgentsTool; parent: Session }> {
+async function host(): Promise<{ ctx: Context; tool: ListAgentsTool<ListAgentsTableResult>; parent: Session }> {
   ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
   let now = 1_700_000_000_000
   await ctx.activate(sessionStorePlugin({ clock: () => now++ }))
@@ -26,7 +35,7 @@ async function host(): Promise<{ ctx: Context; tool: ListAgentsTool; parent: Ses
   const script = (label: string | undefined): ScriptStep[] =>
     label === 'watcher' ? [{ kind: 'until', promise: held }] : [{ kind: 'message', text: 'done' }]
   await ctx.activate(subagentsPlugin({ driver: createScriptedDriver((run) => script(run.identity?.label)) }))
-  const tool = createListAgentsTool(ctx.require('subagents'))
+  const tool = createListAgentsTool(ctx.require('subagents'), { format: 'table' })
   const parent = ctx.require('sessions').create({ id: 'parent' })
   return { ctx, tool, parent }
 }
@@ -48,7 +57,7 @@ async function family(c: Context, parent: Session): Promise<void> {
   await sessions.dispose(reviewer.id)
 }
 
-describe('list_agents', () => {
+describe('list_agents, table format', () => {
   it('pins its name, description and JSON Schema', () => {
     expect(listAgentsJsonSchema).toEqual({
       $schema: 'https://json-schema.org/draft/2020-12/schema',
@@ -62,9 +71,12 @@ describe('list_agents', () => {
       },
       additionalProperties: false,
     })
-    expect(listAgentsDescription).toContain("'running'")
-    expect(listAgentsDescription).toContain("'idle'")
-    expect(listAgentsDescription).toContain("'ready'")
+    for (const description of [listAgentsDescription, listAgentsTableDescription]) {
+      expect(description).toContain("'running'")
+      expect(description).toContain("'idle'")
+      expect(description).toContain("'ready'")
+    }
+    expect(renderListAgentsEntries([], 'children')).toBe('(no subagents)')
   })
 
   it('says (no subagents) when there are none', async () => {
@@ -172,7 +184,7 @@ describe('list_agents', () => {
       { get: ((name: string) => (name === 'sessionQuery' ? undefined : c.get(name as never))) as never },
       { driver: createScriptedDriver() },
     )
-    await expect(createListAgentsTool(noQuery).execute({}, { agent: parent })).rejects.toMatchObject({
+    await expect(createListAgentsTool(noQuery, { format: 'table' }).execute({}, { agent: parent })).rejects.toMatchObject({
       code: 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE',
     })
     await expect(tool.execute({}, { agent: parent, signal: AbortSignal.abort() })).rejects.toMatchObject({ code: 'CANCELLED' })

@@ -409,7 +409,7 @@ describe('subagent', () => {
 
 describe('send_message, wait_agents, interrupt_agent, close_agent', () => {
   it('queues for a busy child, starts an idle one, and waits for both', async () => {
-    const { tool, parent, held } = await host()
+    const { runtime, tool, parent, held } = await host()
     const busy = (await tool('subagent').execute(
       { prompt: 'work', label: 'held busy', mode: 'continuable' },
       { agent: parent },
@@ -422,7 +422,9 @@ describe('send_message, wait_agents, interrupt_agent, close_agent', () => {
       position: 1,
     })
     const list = await tool('list_agents').execute({}, { agent: parent })
-    expect(list.text).toBe(`${busy.id}  running (1 queued)  continuable  "held busy"`)
+    expect(list.text).toBe(`${busy.id} [running] — held busy`)
+    const table = await createListAgentsTool(runtime, { format: 'table' }).execute({}, { agent: parent })
+    expect(table.text).toBe(`${busy.id}  running (1 queued)  continuable  "held busy"`)
     const timedOut = await tool('wait_agents').execute({ ids: [busy.id], timeout_seconds: 0.05 }, { agent: parent })
     expect(timedOut.text).toBe(`${busy.id}  running (1 queued)  (not finished before the timeout)`)
     held.open()

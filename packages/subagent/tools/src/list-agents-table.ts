@@ -1,0 +1,83 @@
+import type { SessionId } from '@dsh/session'
+import type { ExplainedSubagentEntry, SubagentListEntry } from '@dsh/subagent'
+
+/** A child's status in the table: live (`running`), a settled continuable (`idle`), a settled one-shot (`ready`). */
+export type ListAgentsStatus = 'running' | 'idle' | 'ready'
+
+/** One row of the table: every child, one-shot included, with its mode, tree position and queue. */
+export type ListAgentsRow =
+  | {
+      readonly kind: 'child'
+      readonly id: SessionId
+      readonly status: ListAgentsStatus
+      readonly mode: 'one-shot' | 'continuable'
+      readonly label?: string
+      readonly hasChildren: boolean
+      readonly parentId: SessionId
+      readonly depth: number
+      /** Messages queued for it behind its running turn (present only when > 0). */
+      readonly queued?: number
+    }
+  | {
+      readonly kind: 'diagnostic'
+      readonly id: SessionId
+      readonly reason: 'corrupt' | 'unsupported' | 'unavailable'
+      readonly parentId: SessionId
+      readonly depth: number
+    }
+
+/** What the `table` format of `list_agents` resolves. */
+export interface ListAgentsTableResult {
+  readonly text: string
+  readonly rows: readonly ListAgentsRow[]
+}
+
+/**
+ * The table's status: a live child is `running`; a settled continuable one
+ * is `idle` (its parent may resume it); a settled one-shot is `ready` (it
+ * has finished and its result can be read).
+ */
+export function statusOf(row: Extract<SubagentListEntry, { kind: 'child' }>): ListAgentsStatus {
+  if (row.activity === 'running') return 'running'
+  return row.mode === 'continuable' ? 'idle' : 'ready'
+}
+
+export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0): ListAgentsRow {
+  const { row, parentId, depth } = entry
+  if (row.kind === 'diagnostic') return Object.freeze({ kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth })
+  return Object.freeze({
+    kind: 'child',
+    id: row.id,
+    status: statusOf(row),
+    mode: row.mode,
+    ...(row.label === undefined ? {} : { label: row.label }),
+    hasChildren: row.hasChildren,
+    parentId,
+    depth,
+    ...(queued > 0 ? { queued } : {}),
+  })
+}
+
+const DIAGNOSTIC_TEXT: Record<'corrupt' | 'unsupported' | 'unavailable', string> = {
+  corrupt: 'corrupt (its record is damaged; it cannot be resumed)',
+  unsupported: 'unsupported (written by a newer version)',
+  unavailable: 'unavailable (could not be read just now; list again to retry)',
+}
+
+/**
+ * The table (what `dsh agents` prints): one line per row, indented two spaces
+ * per level below the caller, `<id>  <status>  <mode>  <label>[  +subagents]`
+ * or `<id>  diagnostic: <reason>`; `(no subagents)` when empty.
+ */
+export function renderListAgents(rows: readonly ListAgentsRow[]): string {
+  if (rows.length === 0) return '(no subagents)'
+  return rows
+    .map((row) => {
+      const indent = '  '.repeat(Math.max(0, row.depth - 1))
+      if (row.kind === 'diagnostic') return `${indent}${row.id}  diagnostic: ${DIAGNOSTIC_TEXT[row.reason]}`
+      const label = row.label === undefined ? '(no label)' : JSON.stringify(row.label)
+      const status = row.queued === undefined ? row.status : `${row.status} (${row.queued} queued)`
+      return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${row.hasChildren ? '  +subagents' : ''}`
+    })
+    .join('\n')
+}
