@@ -1,13 +1,13 @@
-import { cpSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { cpSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
 import type { SqliteSessionQuery } from '@dsh/session-query-sqlite'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { tempDir } from '@dsh/test-kit'
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { createHost, type Host } from '../src/index.js'
 import { writeSearchCorpus } from '../src/testing/index.js'
 
-// Issue 11: one search must not stall the host. A host serving HTTP runs the
+// One search must not stall the host. A host serving HTTP runs the
 // SQLite index's request-serving statements in a worker thread, so while a
 // search is stepping through every event that holds "the", the event loop
 // (shared here by the server and this test's client) keeps answering.
@@ -19,18 +19,19 @@ const SESSIONS = 40
 const EVENTS = 2_500
 
 let corpus: string
-const dirs: string[] = []
+const cleanups: Array<() => void> = []
 
 beforeAll(async () => {
-  corpus = join(mkdtempSync(join(tmpdir(), 'dsh-worker-corpus-')), 'root')
-  dirs.push(join(corpus, '..'))
+  const { dir, cleanup } = tempDir('dsh-worker-corpus-')
+  cleanups.push(cleanup)
+  corpus = join(dir, 'root')
   await writeSearchCorpus(corpus, { sessions: SESSIONS, events: EVENTS })
 }, 300_000)
 
 /** A fresh copy of the corpus (index included) for one test. */
 function freshRoot(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-worker-'))
-  dirs.push(dir)
+  const { dir, cleanup } = tempDir('dsh-worker-')
+  cleanups.push(cleanup)
   const root = join(dir, 'root')
   cpSync(corpus, root, { recursive: true })
   return root
@@ -42,7 +43,7 @@ afterEach(async () => {
   host = undefined
 })
 afterAll(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+  for (const cleanup of cleanups.splice(0)) cleanup()
 })
 
 const auth = { authorization: `Bearer ${TOKEN}` }
@@ -143,7 +144,9 @@ describe('createHost({ http }): request-serving SQLite work off the event loop',
 
 describe('createHost: query options are checked', () => {
   it.each([[{ ms: 0 }], [{ ms: 1.5 }], [{ ms: 100, rows: -1 }]])('refuses queryBudget %j with HOST_INVALID_OPTIONS', async (budget) => {
-    const error = await createHost({ root: join(mkdtempSync(join(tmpdir(), 'dsh-worker-')), 'r'), queryBudget: budget }).catch((e) => e)
+    const { dir, cleanup } = tempDir('dsh-worker-')
+    onTestFinished(cleanup)
+    const error = await createHost({ root: join(dir, 'r'), queryBudget: budget }).catch((e) => e)
     expect(isDshError(error, 'HOST_INVALID_OPTIONS')).toBe(true)
   })
 

@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { afterEach, expect, it } from 'vitest'
+import { tempDir } from '@dsh/test-kit'
+import { expect, it, onTestFinished } from 'vitest'
 
 // The README examples, extracted and run by Node against the built package
 // (turbo builds before tests): the script sits inside the package, so
@@ -11,10 +11,6 @@ import { afterEach, expect, it } from 'vitest'
 // consumer test (tooling/scripts/consumer-test.mjs) runs the root README's
 // example again from packed tarballs outside the workspace.
 const pkg = join(import.meta.dirname, '..')
-const dirs: string[] = []
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
 
 /** The first ```js block after `heading`. */
 function exampleUnder(markdown: string, heading: string): string {
@@ -26,8 +22,8 @@ function exampleUnder(markdown: string, heading: string): string {
 
 async function runExample(code: string): Promise<unknown[]> {
   expect(code).toContain("from '@dsh/host'")
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-readme-'))
-  dirs.push(dir)
+  const { dir, cleanup } = tempDir('dsh-readme-')
+  onTestFinished(cleanup)
   const script = join(pkg, `.readme-example-${process.pid}.mjs`)
   writeFileSync(script, code)
   try {
