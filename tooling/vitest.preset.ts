@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
 // Tests run against package sources: the `@dsh/source` export condition maps
@@ -28,7 +29,12 @@ export default defineConfig({
     testTimeout: timeout,
     hookTimeout: timeout,
     pool: 'forks',
-    // Packages are scaffolded before their tests land; an empty package (or lane) passes.
-    passWithNoTests: true,
+    // A run that finds no test file fails: a package without tests, or a
+    // filter or include that matches nothing, is a mistake to see. The e2e
+    // lane runs only in packages that have e2e files (test-lanes.mjs).
+    passWithNoTests: false,
+    // Process warnings (leaks, deprecations) fail the test or file they
+    // happen in.
+    setupFiles: [fileURLToPath(new URL('./vitest.setup.ts', import.meta.url))],
   },
 })

@@ -5,10 +5,13 @@
 // others' results), so the closing count covers everything; the exit code is
 // non-zero when any step failed. The e2e lane runs fewer packages at once:
 // its tests start processes, servers and a browser, and must not starve each
-// other on a small machine.
+// other on a small machine, and only in packages that have e2e files (the
+// preset fails a run that finds no test file).
 import { spawnSync } from 'node:child_process'
+import { readdirSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
-import { repoRoot } from './workspace.mjs'
+import { join } from 'node:path'
+import { repoRoot, workspacePackages } from './workspace.mjs'
 
 const turbo = (args, env = {}) => {
   const result = spawnSync('npx', ['turbo', 'run', ...args], { cwd: repoRoot, stdio: 'inherit', env: { ...process.env, ...env } })
@@ -20,5 +23,16 @@ if (turbo(['build', 'typecheck', '--continue']) !== 0) {
   process.exitCode = 1
 }
 const unit = turbo(['test', '--continue'], { DSH_TEST_LANE: 'unit' })
-const e2e = turbo(['test', '--continue', `--concurrency=${Math.max(1, Math.floor(availableParallelism() / 2))}`], { DSH_TEST_LANE: 'e2e' })
+const hasE2e = ({ dir }) => {
+  try {
+    return readdirSync(join(repoRoot, dir, 'tests'), { recursive: true }).some((name) => String(name).endsWith('.e2e.spec.ts'))
+  } catch {
+    return false
+  }
+}
+const e2eFilters = workspacePackages()
+  .filter(hasE2e)
+  .map(({ manifest }) => `--filter=${manifest.name}`)
+const concurrency = `--concurrency=${Math.max(1, Math.floor(availableParallelism() / 2))}`
+const e2e = e2eFilters.length === 0 ? 0 : turbo(['test', '--continue', concurrency, ...e2eFilters], { DSH_TEST_LANE: 'e2e' })
 if (unit !== 0 || e2e !== 0) process.exitCode = 1
