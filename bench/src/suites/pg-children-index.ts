@@ -13,7 +13,8 @@
 // the persistence contract.
 import { Context } from '@dsh/context'
 import { SessionId, SessionStore } from '@dsh/session'
-import { createPostgresPersistence, keyOf, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { keyOf } from '@dsh/session-persistence-postgres/backend'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
 import type pg from 'pg'

@@ -1,7 +1,7 @@
 import { crc32 } from 'node:zlib'
 import { SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { persistenceError } from '@dsh/session-persistence/backend'
 import { compress, decompress } from 'zstd-napi'
-import { persistenceError } from './errors.js'
 
 /** One batch as its row stores it. */
 export interface EncodedBatch {

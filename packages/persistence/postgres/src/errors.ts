@@ -1,5 +1,5 @@
 import { DshError } from '@dsh/context'
-import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/session-persistence'
+import { persistenceError, type SessionPersistenceError } from '@dsh/session-persistence/backend'
 
 /**
  * Failures of opening a database, before any session is touched. Operations
@@ -19,15 +19,6 @@ export type PostgresPersistenceErrorCode =
   | 'POSTGRES_PERSISTENCE_TEST_CLUSTER'
 
 export class PostgresPersistenceError extends DshError<PostgresPersistenceErrorCode> {}
-
-/** A contract error (`SESSION_PERSISTENCE_*` / `CANCELLED`). */
-export function persistenceError(
-  code: SessionPersistenceErrorCode,
-  message: string,
-  options?: { cause?: unknown; details?: Record<string, unknown> },
-): SessionPersistenceError {
-  return new SessionPersistenceError(code, message, options)
-}
 
 /** SQLSTATEs the server answers with when a statement, not the data, failed. */
 const TIMEOUT_STATES = new Set(['57014', '55P03', '25P03'])

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { SessionId } from '@dsh/session'
-import { persistenceError } from './errors.js'
+import { persistenceError } from '@dsh/session-persistence/backend'
 
 /** The bytes and keys of one session id as the tables store it. */
 export interface StoredId {

@@ -1,11 +1,10 @@
+// `@dsh/session-persistence-postgres`: what an application opens and
+// operates. What another PostgreSQL backend package needs to share the pool
+// and the tables is `./backend`; the test cluster is `./testing`.
 export type { ChangeSubscription } from './change-feed.js'
-export { subscribeChanges } from './change-feed.js'
 export type { PostgresPersistenceErrorCode } from './errors.js'
 export { PostgresPersistenceError } from './errors.js'
-export { keyOf } from './ids.js'
-export { revisionOf } from './log-reader.js'
-export type { Migration, MigrationReport, SchemaComponent } from './migrations.js'
-export { applyMigrations, defineSchema, requireSchema, schemaVersion } from './migrations.js'
-export { createPostgresPersistence, watchPool } from './persistence.js'
-export { CHANGES_CHANNEL, migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT, SESSIONS_SCHEMA } from './schema.js'
+export type { MigrationReport } from './migrations.js'
+export { createPostgresPersistence } from './persistence.js'
+export { migrate } from './schema.js'
 export type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceOptions } from './types.js'

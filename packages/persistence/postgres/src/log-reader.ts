@@ -1,8 +1,9 @@
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import type { PersistenceMetrics, SessionRevision, SessionSuffixObservation } from '@dsh/session-persistence'
+import { persistenceError } from '@dsh/session-persistence/backend'
 import type pg from 'pg'
 import { type BatchRow, decodeBatch } from './batch-codec.js'
-import { ioError, persistenceError } from './errors.js'
+import { ioError } from './errors.js'
 import { keyOf } from './ids.js'
 
 /** A session row as reads and writes select it. */

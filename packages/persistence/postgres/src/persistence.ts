@@ -1,31 +1,38 @@
 import { raceAbort } from '@dsh/context'
 import { type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import type {
+  AppendedEvent,
+  AppendResult,
+  AppendTarget,
+  DeleteOptions,
+  LoadedSession,
+  PersistedSessionRecord,
+  PersistenceMetrics,
+  SessionChangeCursor,
+  SessionChanges,
+  SessionObservation,
+  SessionRevision,
+  SessionSuffixObservation,
+} from '@dsh/session-persistence'
 import {
-  type AppendedEvent,
-  type AppendResult,
-  type AppendTarget,
   checkAppend,
-  type DeleteOptions,
   expandEventRuns,
   interruptedTurnEnds,
-  type LoadedSession,
-  type PersistedSessionRecord,
-  type PersistenceMetrics,
   persistenceCancelled,
-  type SessionChangeCursor,
-  type SessionChanges,
-  type SessionObservation,
-  type SessionRevision,
-  type SessionSuffixObservation,
+  persistenceError,
   type StoredAppendState,
-} from '@dsh/session-persistence'
+} from '@dsh/session-persistence/backend'
 import pg from 'pg'
-import { type BatchRow, decodeBatch, encodeBatch } from './batch-codec.js'
+import { ChangeAnnouncer } from './announcer.js'
+import { encodeBatch } from './batch-codec.js'
 import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
-import { ioError, PostgresPersistenceError, persistenceError } from './errors.js'
+import { deleteSession } from './deletion.js'
+import { ioError, PostgresPersistenceError } from './errors.js'
+import { forkReference } from './fork-reference.js'
 import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
 import { LogReader, notFound, revisionOf, SESSION_COLUMNS, type SessionRow } from './log-reader.js'
-import { CHANGES_CHANNEL, SESSIONS_SCHEMA } from './schema.js'
+import { watchPool } from './pool.js'
+import { SESSIONS_SCHEMA } from './schema.js'
 import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
 
@@ -35,9 +42,6 @@ interface WriterState extends StoredAppendState {
   /** The id's bytes and keys, computed once per written session (not per append). */
   readonly stored: StoredId
 }
-
-/** The longest a commit waits to be announced to other hosts (NOTIFY). */
-const ANNOUNCE_MS = 10
 
 /**
  * Opens the PostgreSQL persistence: migrates (unless told not to), then
@@ -70,18 +74,6 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
   return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases, options.readOnly === true)
 }
 
-/**
- * An idle pooled connection that the server drops (restart, terminate) makes
- * the pool emit `error`; unhandled, that would end the process. The pool
- * replaces the connection on its own, so the event only needs a listener.
- */
-export function watchPool(pool: pg.Pool): void {
-  const marked = pool as pg.Pool & { dshWatched?: boolean }
-  if (marked.dshWatched) return
-  marked.dshWatched = true
-  pool.on('error', () => {})
-}
-
 class PgPersistence implements PostgresPersistence {
   readonly pool: pg.Pool
   readonly #owned: boolean
@@ -91,7 +83,7 @@ class PgPersistence implements PostgresPersistence {
   readonly #states = new Map<string, WriterState>()
   readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
   readonly #subscriptions = new Set<ChangeSubscription>()
-  #announcing: NodeJS.Timeout | undefined
+  readonly #announcer: ChangeAnnouncer
   #closed = false
 
   readonly readOnly: boolean
@@ -105,6 +97,7 @@ class PgPersistence implements PostgresPersistence {
     // A lease given back takes what this writer knew of the session with it.
     this.#writer = new WriterConnection(pool, maxLeases, (id) => this.#states.delete(id))
     this.#reader = new LogReader(pool, this.#metrics)
+    this.#announcer = new ChangeAnnouncer(pool)
   }
 
   get metrics(): Readonly<PersistenceMetrics> {
@@ -157,7 +150,10 @@ class PgPersistence implements PostgresPersistence {
     checkAppend(target, events, undefined)
     const h = target.header
     const cut = target.inheritedEventCount
-    const fork = target.forkSource !== undefined && cut > 0 ? await this.#forkReference(target.forkSource, cut, events) : undefined
+    const fork =
+      target.forkSource !== undefined && cut > 0
+        ? await forkReference(this.#reader, this.#metrics, target.forkSource, cut, events)
+        : undefined
     // A fork by reference stores only what follows the cut.
     const own = fork === undefined ? events : events.slice(cut)
     const batch = own.length === 0 ? undefined : encodeBatch(own)
@@ -206,74 +202,9 @@ class PgPersistence implements PostgresPersistence {
       )
     }
     if (batch !== undefined) this.#metrics.appends++
-    this.#announce()
+    this.#announcer.announce()
     this.#states.set(id.id, { sid, header: h, inheritedEventCount: cut, nextSeq: events.length, stored: id })
     return { revision: revisionOf(sid, events.length), nextSeq: SessionLogOffset(events.length) }
-  }
-
-  /**
-   * Where a fork's inherited prefix `[0, cut)` lives: the source log (or,
-   * when the cut falls inside the source's own inherited prefix, the log
-   * that source references) and the checksum of the batch holding event
-   * `cut - 1`. No event of the prefix is read or copied.
-   */
-  async #forkReference(source: SessionId, cut: number, seed: readonly StoredSessionEvent[]): Promise<{ sid: string; checksum: number }> {
-    if (!isStorableId(source))
-      throw persistenceError('SESSION_PERSISTENCE_CONFLICT', 'The fork source id cannot be stored.', { details: { source } })
-    let row = (
-      await this.#reader.query<SessionRow>(
-        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`,
-        [storedId(source).key],
-        'reading a fork source',
-      )
-    ).rows[0]
-    if (row === undefined || row.next_seq < cut) {
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CONFLICT',
-        `The fork source '${source}' holds ${row?.next_seq ?? 0} committed events; a cut at ${cut} needs at least that many. Persist the source first.`,
-        {
-          details: { source, cut },
-        },
-      )
-    }
-    while (row.fork_sid !== null && cut <= row.inherited) {
-      const forkSid: string = row.fork_sid
-      row = (
-        await this.#reader.query<SessionRow>(
-          `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
-          [forkSid],
-          'reading a fork source',
-        )
-      ).rows[0]
-      if (row === undefined)
-        throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source chain of '${source}' is broken.`, { details: { source } })
-    }
-    const { rows } = await this.#reader.query<BatchRow>(
-      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
-      [row.sid, cut - 1],
-      'reading a fork source',
-    )
-    const holding = rows[0]
-    if (holding === undefined)
-      throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source '${source}' has no batch holding event ${cut - 1}.`, {
-        details: { source },
-      })
-    // The one batch holding the cut is read (never the whole prefix): the
-    // seed's events there must be the source's, or the reference would
-    // answer with events the fork never had.
-    this.#metrics.bytesRead += holding.body.length
-    for (const event of decodeBatch(source, holding)) {
-      if (event.seq >= cut) break
-      const mine = seed[event.seq]
-      if (mine === undefined || !sameEvent(mine, event)) {
-        throw persistenceError(
-          'SESSION_PERSISTENCE_CONFLICT',
-          `The seed of the fork does not match the committed prefix of '${source}' at event ${event.seq}; fork from what the source committed.`,
-          { details: { source, seq: event.seq } },
-        )
-      }
-    }
-    return { sid: row.sid, checksum: holding.checksum }
   }
 
   /** The hot path: one statement moves `next_seq`, inserts the batch and the change, and notifies. */
@@ -311,7 +242,7 @@ class PgPersistence implements PostgresPersistence {
     const nextSeq = batch.firstSeq + batch.count
     this.#states.set(id.id, { ...state, nextSeq })
     this.#metrics.appends++
-    this.#announce()
+    this.#announcer.announce()
     return { revision: revisionOf(state.sid, nextSeq), nextSeq: SessionLogOffset(nextSeq) }
   }
 
@@ -340,78 +271,12 @@ class PgPersistence implements PostgresPersistence {
     if (!isStorableId(id)) return false
     const stored = storedId(id)
     try {
-      await this.#writer.lease(stored)
-      const dependants = options.materializeDependants === true ? await this.#dependants(stored) : []
-      const statement = `WITH s AS (DELETE FROM dsh_sessions WHERE id_key = $1 RETURNING sid),
-         c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
-         SELECT sid FROM s`
-      let rows: { sid: string }[]
-      try {
-        if (dependants.length === 0) {
-          ;({ rows } = await this.#writer.run<{ sid: string }>(stored, statement, [stored.key, stored.bytes]))
-        } else {
-          rows = await this.#deleteMaterializing(stored, dependants, statement)
-        }
-      } catch (error) {
-        if ((error as { code?: string }).code === '23503') {
-          throw persistenceError(
-            'SESSION_PERSISTENCE_REFERENCED',
-            `Session '${id}' is the source of forks that reference its prefix; delete them first, or delete with { materializeDependants: true } to give them their own copy.`,
-            { details: { id } },
-          )
-        }
-        throw ioError(`deleting session '${id}'`, error)
-      }
-      await this.#writer.release(stored)
-      if (rows.length > 0) this.#announce()
-      return rows.length > 0
+      const deleted = await deleteSession(this.#writer, this.#reader, stored, options.materializeDependants === true)
+      if (deleted) this.#announcer.announce()
+      return deleted
     } finally {
       this.#states.delete(id)
     }
-  }
-
-  /** The forks that reference `source` directly (a fork's reference always names the log holding its cut). */
-  async #dependants(source: StoredId): Promise<SessionRow[]> {
-    const { rows } = await this.#reader.query<SessionRow & { id: Buffer }>(
-      `SELECT d.sid, d.header, d.inherited, d.next_seq, d.fork_sid, d.fork_checksum, d.id FROM dsh_sessions d JOIN dsh_sessions s ON d.fork_sid = s.sid WHERE s.id_key = $1`,
-      [source.key],
-      `finding the forks of '${source.id}'`,
-    )
-    return rows
-  }
-
-  /**
-   * Gives each dependant its inherited prefix as its own first batch and
-   * drops its reference, then deletes the source, in one transaction on the
-   * writer connection. The dependants' events and revisions do not change.
-   */
-  async #deleteMaterializing(source: StoredId, dependants: readonly SessionRow[], statement: string): Promise<{ sid: string }[]> {
-    const prefixes = await Promise.all(
-      dependants.map(async (d) => ({ d, events: await this.#reader.events(source.id, d, 0, d.inherited) })),
-    )
-    return this.#writer.transaction(source, async (query) => {
-      for (const { d, events } of prefixes) {
-        if (events.length !== d.inherited)
-          throw persistenceError(
-            'SESSION_PERSISTENCE_CORRUPT',
-            `The inherited prefix of a fork of '${source.id}' could not be read whole.`,
-            { details: { id: source.id } },
-          )
-        const batch = encodeBatch(events)
-        await query('INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6)', [
-          d.sid,
-          0,
-          batch.count,
-          batch.plainLength,
-          batch.checksum,
-          batch.body,
-        ])
-        await query('UPDATE dsh_sessions SET fork_sid = NULL, fork_checksum = NULL WHERE sid = $1', [d.sid])
-        await query('INSERT INTO dsh_changes (id) SELECT id FROM dsh_sessions WHERE sid = $1', [d.sid])
-      }
-      const { rows } = await query<{ sid: string }>(statement, [source.key, source.bytes])
-      return rows
-    })
   }
 
   // ------------------------------------------------------------------- reads
@@ -532,11 +397,7 @@ class PgPersistence implements PostgresPersistence {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    if (this.#announcing !== undefined) {
-      clearTimeout(this.#announcing)
-      this.#announcing = undefined
-      await this.#notify()
-    }
+    await this.#announcer.close()
     await this.#writer.close()
     this.#states.clear()
     await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))
@@ -545,30 +406,6 @@ class PgPersistence implements PostgresPersistence {
   }
 
   // --------------------------------------------------------------- helpers
-
-  /**
-   * Tells other hosts that something committed: NOTIFY on the change
-   * channel, sent after the commit and off the write's path (on a pooled
-   * connection), at most once per ANNOUNCE_MS however many writes landed.
-   * A notice is only a hint to call `changes`, which is exact: a notice lost
-   * with a crashing host delays other hosts' view until their next read of
-   * the feed, it never makes it wrong.
-   */
-  #announce(): void {
-    if (this.#announcing !== undefined || this.#closed) return
-    this.#announcing = setTimeout(() => {
-      this.#announcing = undefined
-      void this.#notify()
-    }, ANNOUNCE_MS)
-    this.#announcing.unref()
-  }
-
-  #notify(): Promise<void> {
-    return this.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']).then(
-      () => {},
-      () => {},
-    )
-  }
 
   #assertOpen(): void {
     if (this.#closed)
@@ -590,12 +427,4 @@ class PgPersistence implements PostgresPersistence {
   #checkSignal(signal: AbortSignal | undefined): void {
     if (signal?.aborted) throw persistenceCancelled()
   }
-}
-
-/** Two events are the same when their stored JSON lines are (the form a batch keeps them in). */
-function sameEvent(a: StoredSessionEvent, b: StoredSessionEvent): boolean {
-  return (
-    JSON.stringify({ type: a.type, seq: a.seq, time: a.time, data: a.data }) ===
-    JSON.stringify({ type: b.type, seq: b.seq, time: b.time, data: b.data })
-  )
 }

@@ -1,5 +1,6 @@
+import { persistenceError } from '@dsh/session-persistence/backend'
 import type pg from 'pg'
-import { ioError, persistenceError } from './errors.js'
+import { ioError } from './errors.js'
 import type { StoredId } from './ids.js'
 
 /** What a transaction's body may run: statements on the writer connection, inside the transaction. */

@@ -1,6 +1,6 @@
 import type { Logger } from '@dsh/context'
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
-import { keyOf, watchPool } from '@dsh/session-persistence-postgres'
+import { keyOf, watchPool } from '@dsh/session-persistence-postgres/backend'
 import type { ProjectionCheckpointRow, ProjectionCheckpointRows, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import { CheckpointCacheCore, decodeCheckpointRow, type EncodedCheckpointRow } from '@dsh/session-projection-cache/backend'

@@ -1,4 +1,4 @@
-import { defineSchema, type MigrationReport } from '@dsh/session-persistence-postgres'
+import { defineSchema, type MigrationReport } from '@dsh/session-persistence-postgres/backend'
 import type pg from 'pg'
 
 /** Announces committed checkpoint writes to every host's mirror. */

@@ -1,5 +1,5 @@
 import { parseSessionHeader, type SessionHeader, SessionLogOffset } from '@dsh/session'
-import { keyOf, revisionOf } from '@dsh/session-persistence-postgres'
+import { keyOf, revisionOf } from '@dsh/session-persistence-postgres/backend'
 import { matchesFilter, type ParsedListFilter, type SessionQueryRecord } from '@dsh/session-query'
 
 /** A parameterised statement. */

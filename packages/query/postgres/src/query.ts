@@ -1,7 +1,7 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
-import { type ChangeSubscription, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres'
+import { type ChangeSubscription, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres/backend'
 import {
   checkAborted,
   checkSearchGeneration,

@@ -1,4 +1,5 @@
-import { createPostgresPersistence, keyOf } from '@dsh/session-persistence-postgres'
+import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
+import { keyOf } from '@dsh/session-persistence-postgres/backend'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { sessionQueryContractSuite } from '@dsh/session-query/testing'
 import { createPostgresSessionQuery } from '@dsh/session-query-postgres'

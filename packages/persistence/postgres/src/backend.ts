@@ -1,0 +1,21 @@
+// `@dsh/session-persistence-postgres/backend`: for PostgreSQL backend
+// packages that share this package's pool and tables (the query and
+// checkpoint-cache backends), not for applications.
+//
+// - `defineSchema`: declare a schema component of one's own tables, so every
+//   package migrates, opens and refuses a newer schema alike.
+// - `keyOf`, `revisionOf`: read `dsh_sessions` directly, with the same keys
+//   and revisions this backend writes.
+// - `subscribeChanges`: LISTEN for committed changes on a pool.
+// - `watchPool`: keep a shared pool's idle-connection errors from ending the
+//   process.
+//
+// `MigrationReport` and `ChangeSubscription` are on the main entry as well:
+// an application receives them from `migrate` and `subscribe`.
+export type { ChangeSubscription } from './change-feed.js'
+export { subscribeChanges } from './change-feed.js'
+export { keyOf } from './ids.js'
+export { revisionOf } from './log-reader.js'
+export type { Migration, MigrationReport, SchemaComponent } from './migrations.js'
+export { defineSchema } from './migrations.js'
+export { watchPool } from './pool.js'
