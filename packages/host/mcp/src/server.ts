@@ -3,17 +3,29 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { McpError } from './errors.js'
-import { type ControlTool, controlTools, failureOf, type McpServiceSource, type McpTool, readTools } from './tools.js'
+import {
+  type ControlTool,
+  controlTools,
+  failureOf,
+  type McpServiceSource,
+  type McpTool,
+  type ReadToolsOptions,
+  readTools,
+} from './tools.js'
 
 export const MCP_SERVER_NAME = 'dsh'
 
-export interface McpServerOptions {
+export interface McpServerOptions extends ReadToolsOptions {
   /**
    * Offer the subagent-control tools (start children, message, wait,
    * interrupt, close). Off by default: a client then only reads.
    */
   readonly allowControl?: boolean
-  /** The control tools for an acting session (e.g. `subagentControlTools`); required with `allowControl`. */
+  /**
+   * The control tools for an acting session (e.g. `subagentControlTools`, in
+   * either dialect); required with `allowControl`. One named like a read tool
+   * (`list_agents`) is left out: the read tool answers for any session.
+   */
   readonly controlTools?: readonly ControlTool[]
   /** Makes the acting session of a control call live (default: only sessions already live in `sessions`). */
   readonly resolveAgent?: (id: string, signal: AbortSignal) => Promise<Session>
@@ -32,7 +44,7 @@ export function createMcpServer(
   services: McpServiceSource & { get(name: 'sessions'): { get(id: string): Session | undefined } | undefined },
   options: McpServerOptions = {},
 ): Server {
-  const tools = readTools(services)
+  const tools = readTools(services, options.listAgentsFormat === undefined ? {} : { listAgentsFormat: options.listAgentsFormat })
   if (options.allowControl === true) {
     if (options.controlTools === undefined) {
       throw new McpError('MCP_SERVICE_UNAVAILABLE', 'allowControl needs the control tools (options.controlTools).')

@@ -3,7 +3,14 @@ import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentList
 import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
 import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
-import { renderListAgents, type SubagentCatalog, toListAgentsRow } from '@dsh/tool-subagent-control'
+import {
+  type ListAgentsFormat,
+  renderListAgents,
+  renderListAgentsEntries,
+  type SubagentCatalog,
+  toListAgentsEntries,
+  toListAgentsRow,
+} from '@dsh/tool-subagent-control'
 import { z } from 'zod'
 import { McpError } from './errors.js'
 import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
@@ -63,6 +70,22 @@ function need<T>(value: T | undefined, what: string): T {
   return value
 }
 
+export interface ReadToolsOptions {
+  /**
+   * The text `list_agents` answers with: `table` (default: every child, with
+   * mode and tree) or `harness` (the continuable children, as a model given
+   * the harness-dialect tools reads its own `list_agents`).
+   */
+  readonly listAgentsFormat?: ListAgentsFormat
+}
+
+const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
+  table:
+    "A session's subagents, one line each: id, status (running, idle, ready), mode, label, or a diagnostic row for a damaged or unreadable child. scope 'descendants' walks the whole tree.",
+  harness:
+    "A session's continuable subagents as its model reads them with list_agents: `<id> [running|idle|ready] — <label>`, or a diagnostic line for a damaged or unreadable child. scope 'descendants' walks the whole tree and adds each one's parent and depth.",
+}
+
 /**
  * The read tools. Each answers (`structuredContent`) a wire body of
  * `@dsh/protocol`, built by `@dsh/protocol/bodies` like the HTTP API's and
@@ -71,7 +94,8 @@ function need<T>(value: T | undefined, what: string): T {
  * `list_agents` a `SubagentListBody` (`dsh agents`, `GET /api/sessions/:id/subagents`),
  * `search` a `SearchPageBody` with its `kind` (`dsh search [--events]`, `GET /api/search`).
  */
-export function readTools(services: McpServiceSource): McpTool[] {
+export function readTools(services: McpServiceSource, options: ReadToolsOptions = {}): McpTool[] {
+  const listAgentsFormat = options.listAgentsFormat ?? 'table'
   const query = (): SessionQuery => need(services.get('sessionQuery'), 'sessionQuery')
   return [
     {
@@ -98,15 +122,16 @@ export function readTools(services: McpServiceSource): McpTool[] {
     },
     {
       name: 'list_agents',
-      description:
-        "A session's subagents as its model sees them with list_agents: id, status (running, idle, ready), mode, label, or a diagnostic row for a damaged or unreadable child. scope 'descendants' walks the whole tree.",
+      description: LIST_AGENTS_DESCRIPTION[listAgentsFormat],
       inputSchema: jsonSchemaOf(listAgentsInput),
       async call(args, signal) {
         const { id, scope = 'children' } = parseInput('list_agents', listAgentsInput, args)
         const catalog = need(services.get('subagents'), 'subagents')
         const entries = scope === 'descendants' ? await catalog.explainDescendants(id, signal) : await catalog.explainChildren(id, signal)
         const body: SubagentListBody = wireSubagentList(id, scope, entries)
-        // The text is the list_agents rendering, with the messages queued for a busy child in this process.
+        if (listAgentsFormat === 'harness')
+          return { result: body, text: renderListAgentsEntries(toListAgentsEntries(entries, scope, catalog), scope) }
+        // The table, with the messages queued for a busy child in this process.
         const text = renderListAgents(
           entries.map((entry) => toListAgentsRow(entry, entry.row.kind === 'child' ? (catalog.queuedCount?.(entry.row.id) ?? 0) : 0)),
         )

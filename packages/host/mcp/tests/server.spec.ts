@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, subagentList } from '@dsh/protocol'
-import { createListAgentsTool } from '@dsh/tool-subagent-control'
+import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -86,7 +86,11 @@ describe('dsh MCP server', () => {
       ['scout', 1],
       ['fixer', 1],
     ])
-    const expected = await createListAgentsTool(host.subagents).execute({ scope: 'children' }, { agent: { id: parentId } })
+    // The text is the table format of list_agents (what `dsh agents` prints).
+    const expected = await createListAgentsTool(host.subagents, { format: 'table' }).execute(
+      { scope: 'children' },
+      { agent: { id: parentId } },
+    )
     const text = await client.callTool({ name: 'list_agents', arguments: { id: parentId } })
     expect(text.content).toEqual([{ type: 'text', text: expected.text }])
 
@@ -163,6 +167,58 @@ describe('dsh MCP server', () => {
     expect(cold.structuredContent).toMatchObject({ error: { code: 'MCP_AGENT_UNAVAILABLE' } })
     const noSession = await client.callTool({ name: 'report', arguments: { text: 'hi' } })
     expect(noSession.structuredContent).toMatchObject({ error: { code: 'MCP_INVALID_INPUT' } })
+  })
+
+  it('offers the harness-dialect control tools, and list_agents in the harness rendering, when asked', async () => {
+    await client.close()
+    client = await connect({
+      allowControl: true,
+      controlTools: subagentControlTools(host.subagents, { dialect: 'harness' }),
+      listAgentsFormat: 'harness',
+    })
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'interrupt_agent',
+      'list_agents',
+      'list_sessions',
+      'report',
+      'search',
+      'send_message',
+      'show_session',
+      'subagent',
+    ])
+    expect(tools.find((tool) => tool.name === 'subagent')!.inputSchema).toMatchObject({
+      required: ['session', 'description', 'prompt'],
+      properties: { session: { type: 'string' }, description: { type: 'string' }, run_in_background: { type: 'boolean' } },
+    })
+    expect(tools.find((tool) => tool.name === 'list_agents')!.description).toContain('[running|idle|ready]')
+
+    const started = await client.callTool({
+      name: 'subagent',
+      arguments: { session: parentId, description: 'wombat counter', prompt: 'count' },
+    })
+    const id = (started.structuredContent as { subagentId: string }).subagentId
+    expect(started.content).toEqual([{ type: 'text', text: `started subagent ${id}` }])
+    expect(started.structuredContent).toEqual({ text: `started subagent ${id}`, kind: 'continuable', subagentId: id })
+    await host.subagents.wait([id], { caller: parentId })
+    const fixer = (await host.subagents.listChildren(parentId)).find((row) => row.kind === 'child' && row.label === 'fixer')!.id
+    const listed = await client.callTool({ name: 'list_agents', arguments: { id: parentId } })
+    expect(listed.content).toEqual([{ type: 'text', text: `${fixer} [ready] — fixer\n${id} [ready] — wombat counter` }])
+    // The structured answer stays the wire body of every child, one-shot included.
+    expect((listed.structuredContent as { rows: unknown[] }).rows.length).toBe(3)
+
+    const sent = await client.callTool({ name: 'send_message', arguments: { session: parentId, subagent_id: id, message: 'again' } })
+    expect(sent.content).toEqual([{ type: 'text', text: `message queued as the next turn for subagent ${id}` }])
+    await host.subagents.wait([id], { caller: parentId })
+    const stopped = await client.callTool({ name: 'interrupt_agent', arguments: { session: parentId, agent_id: id } })
+    expect(stopped.structuredContent).toEqual({ text: `interrupt requested for agent ${id}`, agentId: id, accepted: true, running: false })
+    const waited = await client.callTool({
+      name: 'subagent',
+      arguments: { session: parentId, description: 'quick', prompt: 'sum', run_in_background: false },
+    })
+    expect(waited.content).toEqual([{ type: 'text', text: 'Done: sum' }])
+    const wrongShape = await client.callTool({ name: 'send_message', arguments: { session: parentId, id, message: 'x' } })
+    expect(wrongShape.structuredContent).toMatchObject({ error: { code: 'TOOL_SUBAGENT_CONTROL_INVALID_INPUT' } })
   })
 
   it('names a missing service and an untyped tool failure with their codes', async () => {
