@@ -1,9 +1,14 @@
 // `@dsh/session-persistence/backend`: what a persistence backend uses at run
-// time — the error class, the cancellation error, event runs, the append
-// check and the crash-repair rule — and nothing else, so that a backend
-// opened by a one-shot command (`dsh sessions`) does not load the
-// coordinator or the in-memory backend. The same module files as the main entry: one place for
-// each rule, two doors.
+// time, and nothing else, so that a backend opened by a one-shot command
+// (`dsh sessions`) does not load the coordinator or the in-memory backend.
+//
+// Only here: the error constructors (`persistenceError`,
+// `persistenceCancelled`), the append check (`checkAppend`) and the
+// crash-repair rule (`interruptedTurnEnds`). Also on the main entry, because
+// an application uses them too: the error class (to catch) and the event-run
+// helpers (to build what `append` takes), with the types their signatures
+// name. The other contract types are imported from the main entry
+// (`import type` loads nothing).
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'

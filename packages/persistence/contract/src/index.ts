@@ -1,14 +1,18 @@
+// `@dsh/session-persistence`: the contract as an application uses it — the
+// `SessionPersistence` types, the error class, event runs (what `append`
+// takes), the coordinator and its plugin, shared reads and the in-memory
+// backend. What only a backend implementation needs (the append check, the
+// crash-repair rule, the error constructors) is `./backend`.
 export type { CoordinatorSessionStatus, PersistenceCoordinatorOptions } from './coordinator.js'
 export { SessionPersistenceCoordinator } from './coordinator.js'
 export type { SessionPersistenceErrorCode } from './errors.js'
-export { persistenceCancelled, SessionPersistenceError } from './errors.js'
+export { SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
 export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
 export type { MemoryPersistenceOptions } from './memory.js'
 export { createMemoryPersistence, MemoryPersistenceStorage } from './memory.js'
 export type { SessionPersistencePluginOptions } from './plugin.js'
 export { sessionPersistencePlugin } from './plugin.js'
-export { interruptedTurnEnds } from './repair.js'
 export type { SharedReadsOptions, SharedReadsPersistence, SharedReadsStats } from './shared-reads.js'
 export { withSharedReads } from './shared-reads.js'
 export type {
@@ -25,5 +29,3 @@ export type {
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
-export type { StoredAppendState } from './validate.js'
-export { checkAppend } from './validate.js'

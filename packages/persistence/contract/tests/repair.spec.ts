@@ -1,6 +1,6 @@
 import { type JsonValue, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { interruptedTurnEnds } from '../src/index.js'
+import { interruptedTurnEnds } from '../src/backend.js'
 
 function log(...items: Array<[string, JsonValue]>): StoredSessionEvent[] {
   return items.map(([type, data], seq) => ({ type, seq: SessionSeq(seq), time: seq, data }))

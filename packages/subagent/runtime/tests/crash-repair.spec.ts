@@ -1,5 +1,6 @@
 import { SessionSeq, type StoredSessionEvent } from '@dsh/session'
-import { interruptedTurnEnds, MemoryPersistenceStorage } from '@dsh/session-persistence'
+import { MemoryPersistenceStorage } from '@dsh/session-persistence'
+import { interruptedTurnEnds } from '@dsh/session-persistence/backend'
 import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentTool } from '../src/index.js'
 import { createHost, gate } from './helpers.js'
