@@ -1,7 +1,7 @@
 // append-sqlite: durable appends of 1 KiB batches, and of 64 KiB batches,
 // against better-sqlite3 in WAL mode with synchronous=FULL inserting the same
 // events one row per event in one transaction per batch — how SQLite-backed
-// agent tools store messages (issue 12). Both sides append one batch after
+// agent tools store messages. Both sides append one batch after
 // another and every batch is durable when its call returns. Ratio = subject
 // / baseline for 1 KiB batches (the result's ratio); the 64 KiB comparison is
 // measured the same way in the same run and reported under `extra`

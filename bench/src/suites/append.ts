@@ -1,6 +1,6 @@
 // append: durable `append` of 1 KiB batches (the JSON lines of the batch
 // come to ~1 KiB) against a raw `write` + `fsync` of the same bytes to a
-// plain file (brief section 11, issue 3), the baseline through Node's
+// plain file, the baseline through Node's
 // asynchronous callback file API, one append after another. Ratio = subject /
 // baseline; target <= 1.3: compression, the trailer, the lock check and the
 // revision must cost little next to the sync every durable append pays.
@@ -11,7 +11,8 @@
 // flatter it, each round also times that same primitive raw — writeSync +
 // fdatasyncSync, no thread-pool hop — and its median and the subject's ratio
 // against it are reported under `extra`. The sides are paired call by call
-// (see pairedRound): the headline baseline keeps the issue's definition.
+// (see pairedRound); the headline baseline stays the asynchronous write +
+// fsync, the least any durable append of those bytes does.
 import { closeSync, fdatasyncSync, fsync, mkdtempSync, openSync, rmSync, write, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -1,6 +1,6 @@
 // cache-lookup: `sessionProjectionCache.cachedSnapshot` for 1,000 cold
 // sessions against 1,000 raw better-sqlite3 point lookups of the same rows
-// (brief section 11, issue 4). Target: the cache costs at most 2× the raw
+// Target: the cache costs at most 2× the raw
 // lookups, i.e. identity check + JSON + schema + view add at most one lookup.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'

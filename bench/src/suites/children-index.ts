@@ -1,5 +1,5 @@
 // children-index: enumerating the 10 children of one parent in a root of
-// 100,000 persisted sessions (issue 5). Subject: the SQLite index backend's
+// 100,000 persisted sessions. Subject: the SQLite index backend's
 // `listSessions({ parentSession })`, an indexed query. Baseline: the same
 // call on the in-memory backend, i.e. a full scan of the corpus
 // (`persistence.list()` of every header frame, then a filter). Targets: the

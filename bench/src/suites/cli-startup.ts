@@ -1,5 +1,5 @@
 // cli-startup: a new process running `dsh --help` against a new process
-// running `node -e 0` (brief section 11, issue 12 item 5). Target: at most
+// running `node -e 0`. Target: at most
 // 1.5×, i.e. the CLI shell costs at most half a bare Node start — which holds
 // only while commands load their modules lazily (no host, SQLite, zstd or
 // HTTP server for --help). Whole processes, started the same way.

@@ -1,7 +1,7 @@
 // fork: a durable fork of a session whose transcript is 100 MiB of plaintext
-// (issue 12 item 3), by a fresh backend (nothing of the source cached),
+// by a fresh backend (nothing of the source cached),
 // against copying the source's log file (the `cp` command — a whole-process
-// baseline, brief section 11 — then fsync of the copy and of its directory:
+// baseline — then fsync of the copy and of its directory:
 // what a fork costs when it copies the transcript, as agent tools do, made as
 // durable as the fork is — the fork is acknowledged only once its log and its
 // directory entries are on disk, so a copy that skipped the directory's fsync
@@ -64,12 +64,12 @@ function cpuMicros(): number {
  * seed fills the heap), `sync` (the previous sample's 20 MB copy and its
  * removal must not be written back during the next sample's fsyncs), then a
  * wait until V8's background threads are idle. `gc()` returns while the
- * concurrent sweeping it started over the seed's heap is still running: that
- * work used to land inside the next timed sample (measured: 5–34 ms of
- * process CPU per fork right after `gc()`, 2.4–2.6 ms when the sweeping was
- * over or with --no-concurrent-sweeping), a measurement error that inflated
- * whichever side ran next. Bounded by a count of 5 ms windows, never by a
- * deadline: idle means a window in which this process used under 0.5 ms of CPU.
+ * concurrent sweeping it started over the seed's heap is still running, and
+ * that work would land inside the next timed sample and inflate whichever
+ * side runs next (the figures are in
+ * docs/decisions/2026-12-04-bench-measurement.md). Bounded by a count of 5 ms
+ * windows, never by a deadline: idle means a window in which this process
+ * used under 0.5 ms of CPU.
  */
 async function quiesce(): Promise<void> {
   gc()

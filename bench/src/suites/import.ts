@@ -4,14 +4,14 @@
 // them by default, assistant messages with content blocks, tool calls and
 // code-like tool results), one zstd frame per turn — into a fresh JSONL dsh
 // root, against the least any reader of that file does: read it, decompress
-// every frame and `JSON.parse` every line (issue 16), and expand the packed
+// every frame and `JSON.parse` every line, and expand the packed
 // rows into their events. The subject does everything an import does: reads
 // and checks every frame and row, converts every event, compares with the
 // (empty) target and appends durably (zstd frames, CRC trailers, fsync); a
 // text row of step 0 is appended as one run of events given as columns
 // (`StoredEventRun`), so its events are never made one by one — which is why
-// the ratio against decompress + parse alone, rows left packed (the issue's
-// words), is reported too, under `extra.parseOnly`. Ratio = subject /
+// the ratio against decompress + parse alone, rows left packed, is reported
+// too, under `extra.parseOnly`. Ratio = subject /
 // baseline; target <= 2.
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -205,7 +205,7 @@ const definition: BenchDefinition = {
         }
         if (parsed.length !== events + 1) throw new Error(`the baseline read ${parsed.length - 1} events, expected ${events}`)
       })
-      // The issue's words alone (decompress and parse, rows left packed), reported under `extra`: an import
+      // Decompress and parse alone (rows left packed), reported under `extra`: an import
       // keeps a text row as one run of events, so it need not make them either.
       parseOnly.push(
         await time(() => {

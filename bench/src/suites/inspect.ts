@@ -4,7 +4,7 @@
 // assistant messages, tool calls and large tool results, one durable batch
 // per turn — against the least a reader can do with the same file to have
 // its events: read it, decompress every frame in one call, `JSON.parse` every
-// line (brief section 11, issue 3) and, since log format 4 stores a run of
+// line and, since log format 4 stores a run of
 // like events as one packed line, make each packed line's events (plain
 // objects, nothing checked or frozen: what the import benchmark's baseline
 // does with the harness's packed rows). Ratio = subject / baseline; target

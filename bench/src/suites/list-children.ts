@@ -1,7 +1,6 @@
 // list-children: `subagents.listChildren` for 1,000 cold children with 1 MiB
 // transcripts, warm checkpoint cache (rung 2) against the cache unmounted
-// (rung 3: one body-bearing observation + fold per child) — brief section 11,
-// issue 6. Ratio = rung 3 / cached (subject / baseline); target ≥ 20×.
+// (rung 3: one body-bearing observation + fold per child). Ratio = rung 3 / cached (subject / baseline); target ≥ 20×.
 //
 // The fixture (a zstd JSONL root with its SQLite query index and projection
 // cache, ~1 GiB of plaintext) is generated once under bench/.fixtures and

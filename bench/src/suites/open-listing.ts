@@ -1,4 +1,4 @@
-// open-listing: what a command costs on a root of 10,000 sessions (issue 12).
+// open-listing: what a command costs on a root of 10,000 sessions.
 // Subject: a new process running `dsh sessions --limit 50 --json` (the CLI,
 // `node apps/dsh/dist/bin.js`). Baseline: a new process running the same
 // SQLite query on the same index with better-sqlite3 alone (open, one

@@ -2,22 +2,20 @@
 // backend (encode, zstd, CRC, the one-statement append with its
 // expected-offset check, change row and NOTIFY, commit) against a raw
 // parameterised INSERT of the same bytes and COMMIT (BEGIN, INSERT, COMMIT on
-// a pooled connection, as the issue words it), over the same pool and server
-// — issue 13. The stricter comparison with a single autocommitted INSERT (one
+// a pooled connection), over the same pool and server. The stricter comparison with a single autocommitted INSERT (one
 // round trip) is measured too and reported under `extra`. Both run against a
 // throwaway cluster with the server's default durability (fsync on,
 // synchronous_commit on). Ratio = subject / baseline; target <= 1.3.
 //
 // Fairness: both sides commit through one server and one WAL, whose flush
-// latency drifts within a run on this kind of machine (a raw transaction took
-// 1.17 ms on one day and 0.29-0.37 ms on another). So samples are paired at
-// the finest grain, as in append-sqlite: each round alternates one raw
+// latency drifts within a run on this kind of machine. So samples are paired
+// at the finest grain, as in append-sqlite: each round alternates one raw
 // transaction and one append, timing each call alone, and a round's sample
-// for each side is the sum of its own calls. Measured in blocks (300 of one
-// side, then 300 of the other), the raw side ran 15-20% faster than paired
-// and the append a few percent slower, and the block ratio ranged 0.97-1.51
-// between runs of unchanged code; it is still measured and reported under
-// `extra` (`blockRatio`).
+// for each side is the sum of its own calls. The ratio measured in blocks
+// (300 of one side, then 300 of the other) swings between runs of unchanged
+// code; it is reported under `extra` (`blockRatio`) for comparison only. The
+// figures behind this choice are in
+// docs/decisions/2026-12-04-bench-measurement.md.
 import { SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
 import { headerOf } from '@dsh/test-kit'

@@ -1,5 +1,5 @@
 // pg-children-index: the 10 children of one parent among 100,000 sessions
-// in PostgreSQL — issue 13. Subject: the PostgreSQL query backend's
+// in PostgreSQL. Subject: the PostgreSQL query backend's
 // `listSessions({ parentSession })`, an index scan of (parent_key, created_at).
 // Baseline: the same call on the in-memory query backend over the same
 // PostgreSQL persistence, i.e. a full scan (`persistence.list()` of every

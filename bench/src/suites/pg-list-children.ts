@@ -1,7 +1,7 @@
 // pg-list-children: `subagents.listChildren` for 1,000 cold children whose
 // logs and checkpoints live in PostgreSQL, with the PostgreSQL checkpoint
 // cache warm (rung 2: the cache's local mirror) against the cache absent
-// (rung 3: one body-bearing observation + fold per child) — issue 13.
+// (rung 3: one body-bearing observation + fold per child).
 // Ratio = rung 3 / cached (subject / baseline); target >= 20x, and the cached
 // listing reads no body (`bodyReadsPerListing`).
 //

@@ -1,7 +1,7 @@
 // pg-size: the total relation size of a realistic transcript's stored events
 // in PostgreSQL (the batches table with its TOAST table and indexes, as
 // `pg_total_relation_size` reports it) against the same events as plain
-// JSONL — issue 13. One durable batch per turn, as the coordinator writes a
+// JSONL. One durable batch per turn, as the coordinator writes a
 // live session (the JSONL `size` suite's corpus and batching). Sizes are
 // deterministic (after CHECKPOINT), so the runs only repeat them.
 // Ratio = subject / baseline; target <= 0.35.

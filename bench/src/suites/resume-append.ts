@@ -1,8 +1,8 @@
 // resume-append: a new process resuming a session whose transcript is
 // 100 MiB of plaintext and appending one 1 KiB batch through a fresh JSONL
-// backend (issue 12 item 4), against a new process opening a plain file,
+// backend, against a new process opening a plain file,
 // appending the same bytes at its end and fsyncing (whole processes on both
-// sides, brief section 11: `node` running each script). A fresh writer
+// sides: `node` running each script). A fresh writer
 // verifies the log's tail — the header unit, the last batch and its trailer
 // — not the whole log (full verification stays in inspect, load and verify).
 // Ratio = subject / baseline; target <= 2. Peak RSS and bytes read per

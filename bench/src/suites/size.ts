@@ -1,6 +1,6 @@
 // size: bytes on disk of a realistic transcript persisted by the zstd JSONL
 // backend against the same events as plain JSONL (one line per event, as a
-// runtime's own transcript file would hold them) — brief section 11, issue 3.
+// runtime's own transcript file would hold them).
 // The events are appended as the coordinator batches a live session: about
 // one durable batch per turn. Ratio = subject / baseline; target <= 0.25.
 // Sizes are deterministic, so the medians are exact; the runs only repeat them.
