@@ -106,8 +106,8 @@ function storeOf(name: string, spec: CommandSpec, flag: string | undefined, io: 
 }
 
 /**
- * The store named by the environment: `DSH_DATABASE_URL`, or `DSH_STORE`
- * (the older name, still read). Both set to different URLs is ambiguous:
+ * The store named by the environment: `DSH_DATABASE_URL`, or its alias
+ * `DSH_STORE`. Both set to different URLs is ambiguous:
  * `CLI_USAGE`, nothing is opened.
  */
 function storeFromEnv(env: NodeJS.ProcessEnv): string | undefined {

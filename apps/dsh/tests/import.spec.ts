@@ -6,7 +6,7 @@ import { tempDir } from '@dsh/test-kit'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cli } from './support/run.js'
 
-// `dsh import --from dsh-v0` and `dsh export --to dsh-v0` end to end through the CLI (issue 16): a harness root
+// `dsh import --from dsh-v0` and `dsh export --to dsh-v0` end to end through the CLI: a harness root
 // with a parent, a fresh and a forked subagent (streamed text packed into rows, as the harness writes it) and a
 // damaged log; then `dsh agents`, `dsh show`, a round trip and a second run.
 

@@ -7,7 +7,7 @@ import type { SessionQuery } from '@dsh/session-query'
 import type {} from '@dsh/subagent'
 import { ApiError } from './errors.js'
 
-/** A catalog row as the subagent runtime returns it: the seed's `SubagentListEntry`, whose one declaration is `@dsh/protocol`'s. */
+/** A catalog row as the subagent runtime returns it (`SubagentListEntry`), whose one declaration is `@dsh/protocol`'s. */
 export type SubagentCatalogRow = Readonly<SubagentListEntryBody>
 
 /** A catalog row with its place in the tree and the ladder rung that decided it. */

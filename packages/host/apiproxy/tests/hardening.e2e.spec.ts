@@ -7,8 +7,10 @@ import { apiproxyPlugin, createApiServer, listenApi } from '../src/index.js'
 import { rawRequest } from './support/raw-http.js'
 import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
 
-// The attacks of issue 11 against the HTTP host, each reproduced over real
-// HTTP on the real on-disk stack (zstd JSONL files, SQLite index and cache).
+// Attacks on the HTTP host (a forged Host header, probing a corrupt child past
+// the owner check, error bodies that leak paths, oversized searches), each
+// reproduced over real HTTP on the real on-disk stack (zstd JSONL files,
+// SQLite index and cache).
 
 /** What an error body must never carry: the root's path, file names, byte offsets, errno codes. */
 function expectPathFree(body: unknown, root: string): void {
@@ -175,7 +177,7 @@ describe.each(['sqlite', 'memory'] as const)('over the %s query backend', (query
       mkdirSync(path)
       const { status, body } = await stack.get('/api/sessions/damaged/history')
       const { code } = errorBody.parse(body)
-      // Persistence reports a directory where a log should be as a damaged entry (issue 11, tolerant roots).
+      // Persistence reports a directory where a log should be as a damaged entry (a root tolerates one bad entry).
       expect({ status, code }).toEqual({ status: 422, code: 'SESSION_QUERY_CORRUPT_SESSION' })
       expectPathFree(body, stack.disk!.root)
     })

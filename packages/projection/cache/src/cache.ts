@@ -60,8 +60,8 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
 
   /**
    * Writes the final rows of a session that just went cold. The store
-   * flushed it before `session/disposed`, so no flush is needed (or possible:
-   * the session is no longer live).
+   * flushed it before `session/disposed`, so no flush is needed (nor
+   * possible: the session is not live).
    */
   writeColdRows(session: Session, rows: ProjectionCheckpointRows): boolean {
     return this.writeCold(session, rows)

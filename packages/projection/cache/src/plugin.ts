@@ -8,8 +8,8 @@ import type { CheckpointThrottle } from './scheduler.js'
 /**
  * Where a session root keeps its checkpoint cache: `<root>/.dsh/projections.sqlite`,
  * in the one dsh-owned directory (0700) that holds every derived file of a
- * root. A cache left at the old place (`<root>/.cache/projections.sqlite`) is
- * neither read nor removed; the cache here fills on use.
+ * root. A file at `<root>/.cache/projections.sqlite` is not this cache: it is
+ * neither read nor removed. A missing cache fills on use.
  */
 export function projectionCachePath(root: string): string {
   return join(root, '.dsh', 'projections.sqlite')

@@ -8,7 +8,7 @@ export const BASE_URL_ENV = ['DSH_BASE_URL', 'OPENAI_BASE_URL'] as const
 export const MODEL_ENV = 'DSH_MODEL'
 
 export const DEFAULT_BASE_URL = 'https://api.deepseek.com'
-/** DeepSeek's current model names (`deepseek-chat` was retired on 2026-07-24). */
+/** The default model: DeepSeek's fast model (`deepseek-chat` is not a model name DeepSeek serves). */
 export const DEFAULT_MODEL = 'deepseek-v4-flash'
 
 export interface ModelConfigInput {

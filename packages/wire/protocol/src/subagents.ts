@@ -9,10 +9,12 @@ const childBase = {
 }
 
 /**
- * One row of a parent's subagent catalog: the seed's `SubagentListEntry`. A
- * child carries the strong mode/label contract (a continuable child always has
- * a label); a diagnostic names a child whose identity could not be computed.
- * `unsupported` stays in the enum for compatibility but is no longer produced.
+ * One row of a parent's subagent catalog (`SubagentListEntry` of the
+ * subagent design). A child carries the strong mode/label contract (a
+ * continuable child always has a label); a diagnostic names a child whose
+ * identity could not be computed. `unsupported` is part of the enum, as in the
+ * design's type, but the dsh listing never produces it (missing, corrupt and
+ * unknown-version descriptors are all `corrupt`).
  */
 export const subagentListEntry = z.union([
   z.object({ ...childBase, mode: z.literal('one-shot'), label: z.string().optional() }),
