@@ -88,7 +88,7 @@ export interface PersistenceMetrics {
   /**
    * `changes` answers with `rescan: true` (no cursor, a missing, damaged,
    * truncated or foreign feed, a cursor from another lifecycle). Optional
-   * for backends written before the feed; every backend in this repository keeps it.
+   * for a backend outside this repository; every backend here keeps it.
    */
   rescans?: number
   /**
