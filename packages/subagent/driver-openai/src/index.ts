@@ -1,16 +1,17 @@
-export type { AgentTurnOptions, AgentTurnOutcome, RunAgentOptions } from './agent.js'
-export { DEFAULT_MAX_STEPS, nextTurn, runAgent, runAgentTurn } from './agent.js'
-export type { ModelConfig, ModelConfigInput } from './config.js'
-export { API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, MODEL_ENV, redactor, resolveModelConfig } from './config.js'
+// The application entry: the driver factory, the top-level agent loop, the
+// model client they share, their options and the package's error class.
+// Request building, tool plumbing, retry arithmetic and error translation
+// are internal (the package's own tests reach them by file).
+export type { AgentTurnOutcome, RunAgentOptions } from './agent.js'
+export { runAgent } from './agent.js'
+export type { ModelConfigInput } from './config.js'
+export { API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, MODEL_ENV } from './config.js'
 export type { OpenAIDriverOptions } from './driver.js'
-export { createOpenAIDriver, systemPrompt } from './driver.js'
+export { createOpenAIDriver } from './driver.js'
 export type { DriverOpenAIErrorCode } from './errors.js'
 export { DriverOpenAIError } from './errors.js'
 export { ASSISTANT_ERROR_EVENT, ASSISTANT_REASONING_EVENT } from './events.js'
-export { buildMessages, DEFAULT_NOTICES, MISSING_RESULT_TEXT, toolText } from './messages.js'
-export type { ModelClient, ModelClientOptions, ModelStep, ModelToolCall, ModelUsage, StepRequest } from './model.js'
-export { createModelClient, toDriverError } from './model.js'
+export type { ModelClient, ModelClientOptions } from './model.js'
+export { createModelClient } from './model.js'
 export type { RetryPolicy } from './retry.js'
-export { checkRetryPolicy, DEFAULT_MAX_ATTEMPTS, defaultBackoff, retryAfterMs } from './retry.js'
 export type { AgentTool, ToolOutcome } from './tools.js'
-export { loggedArguments, runTool, toJson, toolDefinitions } from './tools.js'

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { buildMessages, DriverOpenAIError, MISSING_RESULT_TEXT, runAgent, toolText } from '../src/index.js'
+import { DriverOpenAIError, runAgent } from '../src/index.js'
+import { buildMessages, MISSING_RESULT_TEXT, toolText } from '../src/messages.js'
 import { answer, callTools, type ModelServer, startModelServer } from '../src/testing/model-server.js'
 import { addTool, newStore, ofType, TEST_KEY, testClient, types } from './helpers.js'
 

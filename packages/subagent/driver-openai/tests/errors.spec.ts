@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { createModelClient, type DriverOpenAIError, resolveModelConfig, retryAfterMs, runAgent } from '../src/index.js'
+import { resolveModelConfig } from '../src/config.js'
+import { createModelClient, type DriverOpenAIError, runAgent } from '../src/index.js'
+import { retryAfterMs } from '../src/retry.js'
 import { answer, type ModelServer, type Reply, startModelServer } from '../src/testing/model-server.js'
 import { newStore, testClient } from './helpers.js'
 
