@@ -1,0 +1,18 @@
+import { expect, it } from 'vitest'
+import * as entry from '../src/index.js'
+
+it('the main entry holds what an application uses, and no internals', () => {
+  expect(Object.keys(entry).sort()).toEqual([
+    'API_KEY_ENV',
+    'ASSISTANT_ERROR_EVENT',
+    'ASSISTANT_REASONING_EVENT',
+    'BASE_URL_ENV',
+    'DEFAULT_BASE_URL',
+    'DEFAULT_MODEL',
+    'DriverOpenAIError',
+    'MODEL_ENV',
+    'createModelClient',
+    'createOpenAIDriver',
+    'runAgent',
+  ])
+})
