@@ -1,9 +1,9 @@
 import { Context } from '@dsh/context'
+import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
 import { idOrderContract } from './contract-id-order.js'
-import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_MAX_LIMIT } from './search-terms.js'
 import type { EventSearchHit, SessionQuery, SessionQueryRecord } from './types.js'
 
 /** One persistence instance for one contract test. */

@@ -1,5 +1,18 @@
 import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
-import { SessionQueryError } from './errors.js'
+import { SessionQueryError, type SessionQueryErrorCode } from './errors.js'
+
+/**
+ * A `SessionQueryError` raised by a backend (closed, budget exceeded, index
+ * failed, ...): the same class the main entry exports, so an application's
+ * `instanceof SessionQueryError` holds for every backend's errors.
+ */
+export function queryError(
+  code: SessionQueryErrorCode,
+  message: string,
+  options?: { readonly cause?: unknown; readonly details?: Record<string, unknown> },
+): SessionQueryError {
+  return new SessionQueryError(code, message, options)
+}
 
 /** The `CANCELLED` error every query read rejects with once its signal aborted. */
 export function cancelled(): SessionQueryError {

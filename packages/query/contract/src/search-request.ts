@@ -1,7 +1,8 @@
+import { SEARCH_PAGE_DEFAULT_LIMIT, SEARCH_PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { decodeCursor, encodeCursor, requestDigest } from './cursor.js'
 import { SessionQueryError } from './errors.js'
 import { invalidCursor, invalidFilter } from './failures.js'
-import { parseSearchTerms, SEARCH_PAGE_DEFAULT_LIMIT, SEARCH_PAGE_MAX_LIMIT } from './search-terms.js'
+import { parseSearchTerms } from './search-terms.js'
 
 /** Past this many hits a search gives no next cursor: a deeper page costs more than it serves. */
 export const SEARCH_MAX_OFFSET = 100_000

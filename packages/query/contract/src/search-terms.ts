@@ -1,10 +1,9 @@
-import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_DEFAULT_LIMIT, SEARCH_PAGE_MAX_LIMIT, searchTerms } from '@dsh/protocol/limits'
+import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, searchTerms } from '@dsh/protocol/limits'
 import { invalidFilter } from './failures.js'
 
 // The limits are declared once, in `@dsh/protocol/limits` (a module without
 // zod): the HTTP host, the client and every query backend refuse the same
-// requests. They are re-exported here for backends.
-export { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_DEFAULT_LIMIT, SEARCH_PAGE_MAX_LIMIT }
+// requests.
 
 /**
  * The distinct terms of an untrusted search text (maximal runs of letters

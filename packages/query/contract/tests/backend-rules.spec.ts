@@ -1,17 +1,11 @@
 // The rules index backends share (eventText, the search request and its
 // cursors), tested once where they are defined; the backends' own suites
 // test them again through their engines.
+import { SEARCH_PAGE_DEFAULT_LIMIT } from '@dsh/protocol/limits'
 import { SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import {
-  checkSearchGeneration,
-  encodeSearchCursor,
-  eventText,
-  MAX_EVENT_TEXT,
-  parseSearchRequest,
-  SEARCH_MAX_OFFSET,
-  SEARCH_PAGE_DEFAULT_LIMIT,
-} from '../src/index.js'
+import { eventText, MAX_EVENT_TEXT } from '../src/backend.js'
+import { checkSearchGeneration, encodeSearchCursor, parseSearchRequest, SEARCH_MAX_OFFSET } from '../src/backend-reads.js'
 
 function event(type: string, data: unknown): StoredSessionEvent {
   return { type, seq: SessionSeq(0), time: 0, data } as StoredSessionEvent

@@ -1,5 +1,5 @@
 import type { StoredSessionEvent } from '@dsh/session'
-import { eventText as sharedEventText } from '@dsh/session-query'
+import { eventText as sharedEventText } from '@dsh/session-query/backend'
 
 const NUL = String.fromCharCode(0)
 

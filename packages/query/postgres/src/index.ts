@@ -1,4 +1,3 @@
-export { MAX_EVENT_TEXT } from '@dsh/session-query'
 export type { PostgresSessionQueryErrorCode } from './errors.js'
 export { PostgresSessionQueryError } from './errors.js'
 export type { PostgresSessionQueryPluginOptions } from './plugin.js'

@@ -1,6 +1,7 @@
 import { parseSessionHeader, type SessionHeader, SessionLogOffset } from '@dsh/session'
 import { keyOf, revisionOf } from '@dsh/session-persistence-postgres/backend'
-import { matchesFilter, type ParsedListFilter, type SessionQueryRecord } from '@dsh/session-query'
+import type { SessionQueryRecord } from '@dsh/session-query'
+import { matchesFilter, type ParsedListFilter } from '@dsh/session-query/backend'
 
 /** A parameterised statement. */
 export interface Statement {

@@ -2,32 +2,36 @@ import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
 import { type ChangeSubscription, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres/backend'
+import type {
+  EventSearchHit,
+  LiveSessions,
+  SearchPage,
+  SearchRequest,
+  SessionListFilter,
+  SessionListPage,
+  SessionQuery,
+  SessionQueryRecord,
+  SessionSearchHit,
+} from '@dsh/session-query'
 import {
   checkAborted,
-  checkSearchGeneration,
-  type EventSearchHit,
-  encodeSearchCursor,
   fromPersistenceError,
   guarded,
   indexFetchLimit,
   indexListPage,
-  type LiveSessions,
   liveRecord,
+  parseListFilter,
+  queryError,
+} from '@dsh/session-query/backend'
+import {
+  checkSearchGeneration,
+  encodeSearchCursor,
   observe,
   type ParsedSearchRequest,
-  parseListFilter,
   parseSearchRequest,
   readHistoryOf,
   readWindowOf,
-  type SearchPage,
-  type SearchRequest,
-  type SessionListFilter,
-  type SessionListPage,
-  type SessionQuery,
-  SessionQueryError,
-  type SessionQueryRecord,
-  type SessionSearchHit,
-} from '@dsh/session-query'
+} from '@dsh/session-query/backend/reads'
 import type pg from 'pg'
 import { PostgresSessionQueryError } from './errors.js'
 import { eventText } from './event-text.js'
@@ -369,7 +373,7 @@ class PgSessionQuery implements PostgresSessionQuery {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new SessionQueryError('SESSION_QUERY_CLOSED', 'This PostgreSQL query backend is closed; open a new one.')
+    if (this.#closed) throw queryError('SESSION_QUERY_CLOSED', 'This PostgreSQL query backend is closed; open a new one.')
   }
 
   /**
@@ -386,7 +390,7 @@ class PgSessionQuery implements PostgresSessionQuery {
     try {
       return await this.#pool.query<R>(text, values)
     } catch (error) {
-      throw new SessionQueryError(code, `PostgreSQL: ${what} failed (${(error as Error).message}). Retrying may succeed.`, { cause: error })
+      throw queryError(code, `PostgreSQL: ${what} failed (${(error as Error).message}). Retrying may succeed.`, { cause: error })
     }
   }
 }

@@ -1,3 +1,4 @@
+import { queryError } from '@dsh/session-query/backend'
 import type Database from 'better-sqlite3'
 import type { ReadStatement } from './read-statements.js'
 
@@ -65,4 +66,14 @@ export function createBudgetedReader(db: Database.Database): {
       }
     },
   }
+}
+
+/** `SESSION_QUERY_BUDGET_EXCEEDED` for a `what` (a listing, a search) stopped after `stepped` candidate rows. */
+export function budgetExceeded(what: 'listing' | 'search', stepped: number, budget: StatementBudget): Error {
+  const rows = budget.rows === undefined ? '' : ` or ${budget.rows} rows`
+  return queryError(
+    'SESSION_QUERY_BUDGET_EXCEEDED',
+    `The ${what} was stopped after ${stepped} candidate rows: it exceeded its budget of ${budget.ms} ms${rows}. Narrow it (fewer or rarer words, a smaller page) or try again later.`,
+    { details: { stepped, budgetMs: budget.ms, ...(budget.rows === undefined ? {} : { budgetRows: budget.rows }) } },
+  )
 }

@@ -1,13 +1,12 @@
 import { join } from 'node:path'
 import { definePlugin } from '@dsh/context'
 import type { IndexProgress } from '@dsh/session-query'
-import { createSqliteSessionQuery, type SqliteSessionQueryOptions } from './sqlite-query.js'
+import type { SqliteSessionQueryOptions } from './query-types.js'
+import { createSqliteSessionQuery } from './sqlite-query.js'
 
 /**
  * Where a session root keeps its query index: `<root>/.dsh/index.sqlite`, in
  * the one dsh-owned directory (0700) that holds every derived file of a root.
- * An index left at the old place (`<root>/.index/query.sqlite`) is not read or
- * removed; the index here is simply built on first use.
  */
 export function defaultIndexPath(root: string): string {
   return join(root, '.dsh', 'index.sqlite')

@@ -1,4 +1,5 @@
-import type { ParsedListFilter, SessionQueryRecord } from '@dsh/session-query'
+import type { SessionQueryRecord } from '@dsh/session-query'
+import type { ParsedListFilter } from '@dsh/session-query/backend'
 import { type ListedRow, toRecord } from './index-store.js'
 
 /**

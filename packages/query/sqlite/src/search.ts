@@ -1,11 +1,12 @@
-import type { SessionQueryRecord } from '@dsh/session-query'
+import type { SessionId } from '@dsh/session'
+import type { EventSearchHit, SessionQueryRecord, SessionSearchHit } from '@dsh/session-query'
 import { type ListedRow, toRecord } from './index-store.js'
 import type { ReadStatement } from './read-statements.js'
 
-// The SQLite index's search: its FTS5 statements and cursor tag. Loaded at
-// the first search (a listing never needs it).
+// The SQLite index's search: its FTS5 statements, its cursor tag and how
+// its rows become hits. Loaded at the first search (a listing never needs it).
 
-/** The SQLite index's search cursors: another backend's cursors are refused (`parseSearchRequest` of `@dsh/session-query`). */
+/** The SQLite index's search cursors: another backend's cursors are refused (`parseSearchRequest` of `@dsh/session-query/backend/reads`). */
 export const SEARCH_CURSOR_TAG = 'search'
 
 /**
@@ -71,14 +72,34 @@ export function searchSessionsStatement(match: string, liveIds: readonly string[
   }
 }
 
+/** Event hits of the rows a page statement returned (one more than the page, to know whether another follows). */
+export function eventHits(rows: readonly unknown[], limit: number): { hits: EventSearchHit[]; more: boolean } {
+  const found = rows as EventHitRow[]
+  return {
+    hits: found
+      .slice(0, limit)
+      .map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.bm25 })),
+    more: found.length > limit,
+  }
+}
+
+/**
+ * Session hits of the rows a page statement returned: a persisted row is its
+ * own record; a live session's record comes from memory (`live` answers it),
+ * and a live session that left between the statement and now is left out,
+ * as it left the corpus. Live records still lack their persisted revision.
+ */
 export function sessionHits(
   rows: readonly unknown[],
+  limit: number,
   liveIds: ReadonlySet<string>,
-): Array<{ id: string; record: SessionQueryRecord | undefined; best: number; matches: number }> {
-  return (rows as SessionHitRow[]).map((row) => ({
-    id: row.id,
-    record: liveIds.has(row.id) ? undefined : toRecord(row),
-    best: row.best,
-    matches: row.matches,
-  }))
+  live: (id: string) => SessionQueryRecord | undefined,
+): { hits: SessionSearchHit[]; more: boolean } {
+  const found = rows as SessionHitRow[]
+  const hits: SessionSearchHit[] = []
+  for (const row of found.slice(0, limit)) {
+    const record = liveIds.has(row.id) ? live(row.id) : toRecord(row)
+    if (record !== undefined) hits.push(Object.freeze({ record, score: -row.best, matches: row.matches }))
+  }
+  return { hits, more: found.length > limit }
 }

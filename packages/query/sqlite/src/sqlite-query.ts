@@ -1,11 +1,9 @@
-import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
-import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
-import type { PersistedSessionRecord, SessionChanges, SessionPersistence, SessionSuffixObservation } from '@dsh/session-persistence'
+import { consoleLogger, isDshError, type Logger } from '@dsh/context'
+import type { Session } from '@dsh/session'
+import type { SessionPersistence } from '@dsh/session-persistence'
 import type {
   EventSearchHit,
-  IndexProgress,
   LiveSessions,
-  ParsedSearchRequest,
   SearchPage,
   SearchRequest,
   SessionListFilter,
@@ -16,143 +14,32 @@ import type {
 } from '@dsh/session-query'
 import {
   checkAborted,
-  fromPersistenceError,
   guarded,
   indexFetchLimit,
   indexListPage,
-  listPersisted,
+  liveRecord,
   parseListFilter,
-  SessionQueryError,
+  queryError,
   withLiveRevisions,
 } from '@dsh/session-query/backend'
-import { type BudgetedResult, createBudgetedReader, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
+import type { ParsedSearchRequest } from '@dsh/session-query/backend/reads'
+import { type IndexUpkeep, readBodies } from './body-reads.js'
+import { type BudgetedResult, budgetExceeded, createBudgetedReader, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
 import { IndexDamageError, IndexStore } from './index-store.js'
+import type { IndexCheck, IndexReadMetrics, ReconcileReport, SqliteSessionQuery, SqliteSessionQueryOptions } from './query-types.js'
 import { listedRecords, listStatement, type ReadStatement } from './read-statements.js'
 import type { WorkerReader } from './reader-worker.js'
+import { reconcileIndex, refreshCold, syncLive } from './reconcile.js'
 import { isDamage, openIndexFile, quickCheck, type RebuildReason, removeIndexFile } from './schema.js'
-import type { EventHitRow } from './search.js'
 
 // What a listing never needs is loaded the first time something else does
 // (the module loader keeps it): `dsh sessions` then loads only the listing
-// path. The shared rules of search, history and the in-memory scan; the
-// search statements; the reader worker (worker mode only).
-const sharedRules = () => import('@dsh/session-query')
+// path. The rules of reads and search requests; the in-memory scan a listing
+// falls back on; the search statements; the reader worker (worker mode only).
+const readRules = () => import('@dsh/session-query/backend/reads')
+const scanBackend = () => import('@dsh/session-query')
 const searchStatements = () => import('./search.js')
 const readerWorker = () => import('./reader-worker.js')
-
-/** What a search uses beyond the listing path, loaded at the first search. */
-interface SearchModules {
-  readonly rules: Awaited<ReturnType<typeof sharedRules>>
-  readonly statements: Awaited<ReturnType<typeof searchStatements>>
-}
-
-export interface SqliteSessionQueryOptions {
-  readonly sessions: LiveSessions
-  readonly persistence: SessionPersistence
-  /** The index file, e.g. `<root>/.index/query.sqlite` (see `defaultIndexPath`). Created when missing. */
-  readonly path: string
-  /** Progress of rebuilds and reconciliations (header scan, then body indexing). */
-  readonly onProgress?: (progress: IndexProgress) => void
-  /**
-   * A context whose `session/disposed` events this backend follows, so that a
-   * session going cold in this process is noticed even between two queries.
-   * Without it, sessions that leave the store are noticed at the next query.
-   */
-  readonly context?: Pick<Context, 'on'>
-  /** Reconcile with persistence before the factory resolves (default true). */
-  readonly reconcileOnOpen?: boolean
-  /**
-   * Run SQLite's `quick_check` over the whole file on open (default false:
-   * for `dsh verify` and `dsh reindex`, not for every command). See also
-   * `checkIndex()`.
-   */
-  readonly check?: boolean
-  /**
-   * When set, a query finding the last full reconciliation older than this
-   * many milliseconds reconciles first (picks up other processes' writes).
-   * Default: only on open and on `reconcile()`.
-   */
-  readonly maxStalenessMs?: number
-  /** Concurrent body reads while reconciling (default 4). */
-  readonly readConcurrency?: number
-  /**
-   * What each request-serving statement (a listing page, a search page) may
-   * spend: `{ ms, rows? }`, default 5,000 ms and no row cap. Past it the
-   * statement is stopped and the request fails with
-   * `SESSION_QUERY_BUDGET_EXCEEDED`.
-   */
-  readonly budget?: StatementBudget
-  /**
-   * Run request-serving statements in a worker thread over a second,
-   * query-only connection (default false): a slow statement then delays only
-   * its own request, never the event loop, and `close()` does not wait for
-   * it. Index upkeep (reconciliation) stays on the calling thread.
-   */
-  readonly worker?: boolean
-  /** Where fail-soft index problems are reported (default: the console). */
-  readonly logger?: Logger
-  /** Cancels the reconciliation on open. */
-  readonly signal?: AbortSignal
-}
-
-/** What one reconciliation did. */
-export interface ReconcileReport {
-  /** Set when the index was built from nothing, and why. */
-  readonly rebuild?: RebuildReason
-  /**
-   * `'feed'`: the persistence change feed named what changed since the
-   * index's cursor (nothing else was looked at); `'rescan'`: the feed could
-   * not prove that, so every header was listed once.
-   */
-  readonly source: 'feed' | 'rescan'
-  /** Records persistence listed (a rescan; 0 when the feed answered). */
-  readonly listed: number
-  /** Ids the change feed named (0 on a rescan). */
-  readonly changed: number
-  /** Logs read (new or changed revisions; attempts, failures included): only their new batches when the indexed prefix still holds. */
-  readonly read: number
-  /** Of `read`, logs whose indexed text no longer matched (re-created or rewritten under the same id): indexed again from nothing. */
-  readonly readWhole: number
-  /** Rows removed because their session is no longer persisted. */
-  readonly removed: number
-  /** Logs that could not be read because they are corrupt (they still list). */
-  readonly corrupt: number
-  /** Logs whose read failed otherwise; retried by the next reconciliation. */
-  readonly failed: number
-}
-
-/** The outcome of `checkIndex()`. */
-export type IndexCheck = { readonly ok: true } | { readonly ok: false; readonly problem: string; readonly rebuilt: ReconcileReport }
-
-/** Counters of request-serving statements, for tests and benchmarks (counts, never times). */
-export interface IndexReadMetrics {
-  /** Requests run (each one read transaction of one or two statements). */
-  readonly requests: number
-  /** Candidate rows the last request stepped through (`dsh_budget` calls). */
-  readonly lastRowsStepped: number
-  /** Requests stopped by their budget. */
-  readonly budgetExceeded: number
-  /** Requests posted to the worker and not yet answered (0 without `worker`). */
-  readonly inFlight: number
-}
-
-/** The SQLite-indexed `sessionQuery` backend. */
-export interface SqliteSessionQuery extends SessionQuery {
-  readonly path: string
-  readonly metrics: IndexReadMetrics
-  searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
-  searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
-  /** Brings the index up to date with every persisted revision: reads only logs whose revision changed. */
-  reconcile(signal?: AbortSignal): Promise<ReconcileReport>
-  /** Deletes the index file and builds it again from persistence. */
-  rebuild(signal?: AbortSignal): Promise<ReconcileReport>
-  /**
-   * Runs SQLite's `quick_check` over the index file (for `dsh verify`): `ok`
-   * when sound; otherwise the problem, and the index is rebuilt at once.
-   */
-  checkIndex(signal?: AbortSignal): Promise<IndexCheck>
-  close(): Promise<void>
-}
 
 /**
  * Opens (creating, or rebuilding when missing, corrupt or of an older schema)
@@ -169,8 +56,6 @@ export async function createSqliteSessionQuery(options: SqliteSessionQueryOption
   }
   return query
 }
-
-const WRITE_BATCH = 128
 
 class SqliteQuery implements SqliteSessionQuery {
   readonly path: string
@@ -201,6 +86,7 @@ class SqliteQuery implements SqliteSessionQuery {
   /** The budgeted runner on the main connection (inline mode); replaced with the store. */
   #inline: ReturnType<typeof createBudgetedReader> | undefined
   readonly #reads = { requests: 0, lastRowsStepped: 0, budgetExceeded: 0 }
+  readonly #upkeep: IndexUpkeep
 
   constructor(options: SqliteSessionQueryOptions) {
     this.path = options.path
@@ -209,6 +95,14 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#persistence = options.persistence
     this.#logger = options.logger ?? consoleLogger
     this.#budget = options.budget ?? DEFAULT_BUDGET
+    this.#upkeep = {
+      sessions: options.sessions,
+      persistence: options.persistence,
+      logger: this.#logger,
+      readConcurrency: options.readConcurrency ?? 4,
+      store: () => this.#requireStore(),
+      closed: () => this.#closed,
+    }
     for (const session of options.sessions.list()) this.#lastLive.set(session.id, session)
     if (options.context !== undefined) {
       this.#unsubscribe.push(options.context.on('session/disposed', (session) => void this.#cold.set(session.id, session)))
@@ -255,22 +149,22 @@ class SqliteQuery implements SqliteSessionQuery {
   // ------------------------------------------------------------ observations
 
   async observeSession(id: string, signal?: AbortSignal) {
-    const { observe } = await sharedRules()
+    const { observe } = await readRules()
     return observe({ sessions: this.#sessions, persistence: this.#persistence }, id, signal)
   }
 
   async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
-    const { readHistoryOf } = await sharedRules()
+    const { readHistoryOf } = await readRules()
     return readHistoryOf((i, s) => this.observeSession(i, s), id, request, signal)
   }
 
   async readWindow(id: string, request: unknown, signal?: AbortSignal) {
-    const { readWindowOf } = await sharedRules()
+    const { readWindowOf } = await readRules()
     return readWindowOf((i, s) => this.observeSession(i, s), id, request, signal)
   }
 
   #scanQuery(): Promise<SessionQuery> {
-    this.#scan ??= sharedRules().then(({ createSessionQuery }) =>
+    this.#scan ??= scanBackend().then(({ createSessionQuery }) =>
       createSessionQuery({ sessions: this.#sessions, persistence: this.#persistence }),
     )
     return this.#scan
@@ -279,36 +173,22 @@ class SqliteQuery implements SqliteSessionQuery {
   // ----------------------------------------------------------------- search
 
   searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>> {
-    return this.#search(request, 'events', signal, (found, search) => {
-      const rows = found as EventHitRow[]
-      return {
-        hits: rows
-          .slice(0, search.limit)
-          .map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.bm25 })),
-        more: rows.length > search.limit,
-      }
-    })
+    return this.#search(request, 'events', signal, (rows, search, _liveIds, statements) => statements.eventHits(rows, search.limit))
   }
 
-  searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
-    return this.#search(request, 'sessions', signal, (found, search, liveIds, { rules, statements }) => {
-      const rows = statements.sessionHits(found, liveIds)
-      const hits: SessionSearchHit[] = []
-      for (const row of rows.slice(0, search.limit)) {
-        const session = row.record === undefined ? this.#sessions.get(row.id) : undefined
-        const record = row.record ?? (session === undefined ? undefined : rules.liveRecord(session, undefined))
-        // A live session that left between the scan and now is gone from the corpus as well.
-        if (record !== undefined) hits.push(Object.freeze({ record, score: -row.best, matches: row.matches }))
-      }
-      return { hits, more: rows.length > search.limit }
-    }).then(async (page) => {
-      const records = await withLiveRevisions(
-        { sessions: this.#sessions, persistence: this.#persistence },
-        page.hits.map((h) => h.record),
-        signal,
-      )
-      return { ...page, hits: Object.freeze(page.hits.map((hit, i) => Object.freeze({ ...hit, record: records[i]! }))) }
-    })
+  async searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
+    const page = await this.#search(request, 'sessions', signal, (rows, search, liveIds, statements) =>
+      statements.sessionHits(rows, search.limit, liveIds, (id) => {
+        const session = this.#sessions.get(id)
+        return session === undefined ? undefined : liveRecord(session, undefined)
+      }),
+    )
+    const records = await withLiveRevisions(
+      { sessions: this.#sessions, persistence: this.#persistence },
+      page.hits.map((h) => h.record),
+      signal,
+    )
+    return { ...page, hits: Object.freeze(page.hits.map((hit, i) => Object.freeze({ ...hit, record: records[i]! }))) }
   }
 
   async #search<T>(
@@ -319,11 +199,11 @@ class SqliteQuery implements SqliteSessionQuery {
       rows: readonly unknown[],
       search: ParsedSearchRequest,
       liveIds: ReadonlySet<string>,
-      modules: SearchModules,
+      statements: Awaited<ReturnType<typeof searchStatements>>,
     ) => { hits: T[]; more: boolean },
   ): Promise<SearchPage<T>> {
     checkAborted(signal)
-    const [rules, statements] = await Promise.all([sharedRules(), searchStatements()])
+    const [rules, statements] = await Promise.all([readRules(), searchStatements()])
     const { SEARCH_CURSOR_TAG } = statements
     const search = rules.parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
     const statement = kind === 'events' ? statements.searchEventsStatement : statements.searchSessionsStatement
@@ -341,7 +221,7 @@ class SqliteQuery implements SqliteSessionQuery {
         )
         const generation = statements.generationOf(meta!)
         rules.checkSearchGeneration(search, generation)
-        const { hits, more } = shape(found!, search, new Set(liveIds), { rules, statements })
+        const { hits, more } = shape(found!, search, new Set(liveIds), statements)
         const nextCursor = more
           ? rules.encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit)
           : undefined
@@ -424,18 +304,7 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#reads.lastRowsStepped = result.stepped
     if ('exceeded' in result) {
       this.#reads.budgetExceeded++
-      const rows = this.#budget.rows === undefined ? '' : ` or ${this.#budget.rows} rows`
-      throw new SessionQueryError(
-        'SESSION_QUERY_BUDGET_EXCEEDED',
-        `The ${what} was stopped after ${result.stepped} candidate rows: it exceeded its budget of ${this.#budget.ms} ms${rows}. Narrow it (fewer or rarer words, a smaller page) or try again later.`,
-        {
-          details: {
-            stepped: result.stepped,
-            budgetMs: this.#budget.ms,
-            ...(this.#budget.rows === undefined ? {} : { budgetRows: this.#budget.rows }),
-          },
-        },
-      )
+      throw budgetExceeded(what, result.stepped, this.#budget)
     }
     return result.rows
   }
@@ -464,7 +333,7 @@ class SqliteQuery implements SqliteSessionQuery {
       try {
         this.#noticeCold()
         if (this.#cold.size > 0) await this.#refreshCold(undefined)
-        this.#syncLive()
+        syncLive(this.#upkeep)
       } catch (error) {
         this.#logger.warn(
           `dsh: the session query index at ${this.path} could not record this process's sessions before closing; the next process reads them.`,
@@ -493,7 +362,7 @@ class SqliteQuery implements SqliteSessionQuery {
     if (this.#rebuilding !== undefined) await this.#rebuilding
     await this.#exclusive(async () => {
       await this.#verifyBodies()
-      this.#syncLive()
+      syncLive(this.#upkeep)
     })
   }
 
@@ -504,49 +373,11 @@ class SqliteQuery implements SqliteSessionQuery {
     this.#lastLive = now
   }
 
-  /**
-   * Sessions that went cold in this process: their rows take the persisted
-   * revision (one `stat` each, no body read), the header they had live and
-   * their text from memory. A session that was never persisted leaves the
-   * corpus. Their text is verified lazily against the log (a suffix read from
-   * the last indexed event), before the next search or by the next
-   * reconciliation, in this process or the next.
-   */
+  /** Sessions that left the store since the last look: their rows take the persisted revision (see `refreshCold`). */
   async #refreshCold(signal: AbortSignal | undefined): Promise<void> {
     const batch = [...this.#cold.values()]
     this.#cold.clear()
-    const revisions = await Promise.all(
-      batch.map((s) =>
-        this.#persistence.stat(s.id as SessionId, signal).then(
-          (r) => ({ r }),
-          (error: unknown) => ({ error }),
-        ),
-      ),
-    )
-    const store = this.#requireStore()
-    store.transaction(() => {
-      batch.forEach((session, i) => {
-        const result = revisions[i]!
-        if ('error' in result) {
-          this.#logger.warn(`dsh: could not stat session '${session.id}' for the query index; retrying at the next query.`, result.error)
-          this.#cold.set(session.id, session)
-          return
-        }
-        if (this.#sessions.get(session.id) !== undefined) return
-        if (result.r === undefined) {
-          store.delete(session.id)
-          store.clearPending(session.id)
-          return
-        }
-        const state = store.rowState(session.id)
-        if (state?.revision !== result.r) store.writeHeader(session.header, session.inheritedEventCount, result.r)
-        if (store.rowState(session.id)?.bodyRevision !== result.r) {
-          // Its text from memory now (appending only what is new); verified against the log before any search sees it.
-          store.writeBody(session.id, session.events, undefined)
-          store.addPending(session.id)
-        }
-      })
-    })
+    for (const session of await refreshCold(this.#upkeep, batch, signal)) this.#cold.set(session.id, session)
   }
 
   /** Reads the pending bodies of sessions not live here (gone cold, or left by an interrupted reconciliation). */
@@ -555,213 +386,16 @@ class SqliteQuery implements SqliteSessionQuery {
       .pendingIds()
       .filter((id) => this.#sessions.get(id) === undefined)
     if (ids.length === 0) return
-    await this.#readBodies(ids, this.#lifetime.signal, () => {})
+    await readBodies(this.#upkeep, ids, this.#lifetime.signal, () => {})
   }
 
-  /** Indexes the text of live sessions from memory (no log read), appending only what is new. */
-  #syncLive(): void {
-    const store = this.#requireStore()
-    const stale = this.#sessions.list().filter((s) => {
-      const row = store.indexedCount(s.id)
-      return row === undefined || row.count !== s.seq || row.inherited !== s.inheritedEventCount || row.header !== JSON.stringify(s.header)
-    })
-    if (stale.length === 0) return
-    store.transaction(() => {
-      for (const session of stale) {
-        store.writeHeader(session.header, session.inheritedEventCount, store.rowState(session.id) === undefined ? null : 'keep')
-        store.writeBody(session.id, session.events, undefined)
-      }
-    })
-  }
-
-  /**
-   * The incremental reconciliation. It asks the persistence change feed what
-   * changed since the cursor stored in the index: when the feed answers, only
-   * the ids it names are looked at (nothing changed: no log and no header is
-   * read); when it cannot prove completeness (first run, a missing or damaged
-   * feed), one `persistence.list()` (header frames only) is compared with the
-   * indexed revisions and rows of sessions no longer persisted are removed.
-   * Either way the ids to read are recorded as pending in the same
-   * transaction that advances the cursor, then read: a session whose indexed
-   * prefix still holds costs only its new batches (`inspectFrom`). Live
-   * sessions are skipped (they are answered from memory) and stay pending.
-   */
+  /** One reconciliation (see `reconcileIndex`), reporting why the index was rebuilt if it was. */
   async #reconcile(signal: AbortSignal): Promise<ReconcileReport> {
     this.#assertOpen()
-    const rebuild = this.#rebuildReason
-    const progress = (p: Omit<IndexProgress, 'rebuild'>): void => {
-      try {
-        this.#options.onProgress?.(rebuild === undefined ? p : { ...p, rebuild })
-      } catch (error) {
-        this.#logger.warn('dsh: a query index progress callback failed.', error)
-      }
-    }
-    progress({ phase: 'scan', done: 0, total: 0 })
-    const since = this.#requireStore().feedCursor()
-    let feed: SessionChanges
-    try {
-      feed = await guarded(this.#persistence.changes(since, signal), signal)
-    } catch (error) {
-      throw fromPersistenceError(error, undefined, signal)
-    }
-    const liveIds = new Set<string>(this.#sessions.list().map((s) => s.id))
-    let listed = 0
-    let removed = 0
-    if (feed.rescan) {
-      // The cursor was taken before the listing: whatever changes meanwhile is in the feed after it.
-      const records: PersistedSessionRecord[] = await listPersisted({ sessions: this.#sessions, persistence: this.#persistence }, signal)
-      listed = records.length
-      progress({ phase: 'scan', done: listed, total: listed })
-      const store = this.#requireStore()
-      const states = store.rowStates()
-      store.transaction(() => {
-        const listedIds = new Set<string>()
-        for (const record of records) {
-          const id = record.header.id
-          listedIds.add(id)
-          const state = states.get(id)
-          if (state?.revision !== record.revision) store.writeHeader(record.header, record.inheritedEventCount, record.revision)
-          if (state?.bodyRevision !== record.revision) store.addPending(id)
-        }
-        for (const id of states.keys()) {
-          if (listedIds.has(id) || liveIds.has(id)) continue
-          store.delete(id)
-          store.clearPending(id)
-          removed++
-        }
-        store.setFeedCursor(feed.cursor)
-      })
-    } else {
-      progress({ phase: 'scan', done: feed.ids.length, total: feed.ids.length })
-      const store = this.#requireStore()
-      if (feed.ids.length > 0 || feed.cursor !== since) {
-        store.transaction(() => {
-          for (const id of feed.ids) store.addPending(id)
-          store.setFeedCursor(feed.cursor)
-        })
-      }
-    }
-    const toRead = this.#requireStore()
-      .pendingIds()
-      .filter((id) => !liveIds.has(id))
-    const result = await this.#readBodies(toRead, signal, progress)
+    const report = await reconcileIndex(this.#upkeep, this.#rebuildReason, this.#options.onProgress, signal)
     this.#lastReconcile = Date.now()
     this.#rebuildReason = undefined
-    return {
-      ...(rebuild === undefined ? {} : { rebuild }),
-      source: feed.rescan ? 'rescan' : 'feed',
-      listed,
-      changed: feed.rescan ? 0 : feed.ids.length,
-      read: toRead.length - result.skipped,
-      readWhole: result.whole,
-      removed: removed + result.removed,
-      corrupt: result.corrupt,
-      failed: result.failed,
-    }
-  }
-
-  /**
-   * Reads the pending `ids` (a few at a time) and writes their text in
-   * batched transactions. A session whose indexed prefix still holds is read
-   * from its last indexed event on (`inspectFrom`), and only the events after
-   * it are indexed; a new, re-created or rewritten one is read whole.
-   */
-  async #readBodies(
-    ids: readonly string[],
-    signal: AbortSignal,
-    progress: (p: Omit<IndexProgress, 'rebuild'>) => void,
-  ): Promise<{ corrupt: number; failed: number; removed: number; whole: number; skipped: number }> {
-    const total = ids.length
-    let done = 0
-    let corrupt = 0
-    let failed = 0
-    let removed = 0
-    let whole = 0
-    let next = 0
-    let unchanged = 0
-    let missing = 0
-    let pending: Array<{ id: string; observation?: SessionSuffixObservation | 'unchanged'; error?: unknown }> = []
-    progress({ phase: 'index', done, total })
-    const flush = (): void => {
-      if (pending.length === 0) return
-      const batch = pending
-      pending = []
-      const store = this.#requireStore()
-      store.transaction(() => {
-        for (const item of batch) {
-          const observation = item.observation
-          if (observation === 'unchanged') {
-            store.clearPending(item.id)
-          } else if (observation !== undefined) {
-            store.writeHeader(observation.header, observation.inheritedEventCount, observation.revision)
-            if (store.writeBody(item.id, observation.events, observation.revision, observation.from)) store.clearPending(item.id)
-            else {
-              // Another process re-indexed this row between the read and now: the next pass reads it again.
-              failed++
-            }
-          } else if (isDshError(item.error, 'SESSION_PERSISTENCE_NOT_FOUND')) {
-            missing++
-            if (store.rowState(item.id) !== undefined) removed++
-            store.delete(item.id)
-            store.clearPending(item.id)
-          } else if (isDshError(item.error, 'SESSION_PERSISTENCE_CORRUPT')) {
-            corrupt++
-            const revision = store.rowState(item.id)?.revision
-            if (revision != null) store.markCorrupt(item.id, revision)
-            store.clearPending(item.id)
-          } else {
-            failed++
-            this.#logger.warn(
-              `dsh: could not read session '${item.id}' for the query index; the next reconciliation retries it.`,
-              item.error,
-            )
-          }
-        }
-      })
-      progress({ phase: 'index', done, total })
-    }
-    const read = async (id: string): Promise<SessionSuffixObservation | 'unchanged'> => {
-      const sid = id as SessionId
-      // A row whose text was read at its listed revision: one stat tells whether the log moved since
-      // (the feed also names the changes this process made and already indexed).
-      const state = this.#requireStore().rowState(id)
-      if (state?.revision != null && state.bodyRevision === state.revision) {
-        const revision = await this.#persistence.stat(sid, signal)
-        if (revision === state.revision) {
-          unchanged++
-          return 'unchanged'
-        }
-      }
-      const from = this.#requireStore().suffixStart(id)
-      const suffix = await this.#persistence.inspectFrom(sid, SessionLogOffset(from), signal)
-      if (this.#requireStore().continues(id, suffix.header, suffix.inheritedEventCount, suffix.events, suffix.from)) return suffix
-      // The indexed prefix does not hold: the log was re-created or rewritten under this id.
-      whole++
-      return from === 0 ? suffix : this.#persistence.inspectFrom(sid, SessionLogOffset(0), signal)
-    }
-    const worker = async (): Promise<void> => {
-      while (next < ids.length) {
-        const id = ids[next++]!
-        try {
-          // Await first: `pending` may be swapped by a flush while this read is in flight.
-          const observation = await read(id)
-          pending.push({ id, observation })
-        } catch (error) {
-          if (signal.aborted || isDshError(error, 'CANCELLED')) throw fromPersistenceError(error, id, signal)
-          pending.push({ id, error })
-        }
-        done++
-        if (pending.length >= WRITE_BATCH) flush()
-      }
-    }
-    const workers = Array.from({ length: Math.min(Math.max(1, this.#options.readConcurrency ?? 4), Math.max(1, ids.length)) }, worker)
-    try {
-      await Promise.all(workers)
-    } finally {
-      // Whatever was read before a cancellation is kept: the next run resumes from there.
-      if (!this.#closed) flush()
-    }
-    return { corrupt, failed, removed, whole, skipped: unchanged + missing }
+    return report
   }
 
   /** Aborts with the caller's signal and when this query closes. */
@@ -822,13 +456,13 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   #closedError(): Error {
-    return new SessionQueryError('SESSION_QUERY_CLOSED', `The session query over the index at ${this.path} is closed; open a new one.`)
+    return queryError('SESSION_QUERY_CLOSED', `The session query over the index at ${this.path} is closed; open a new one.`)
   }
 
   #wrapIndexError(error: unknown): unknown {
     if (isDshError(error)) return error
     const message = error instanceof Error ? error.message : String(error)
-    return new SessionQueryError(
+    return queryError(
       'SESSION_QUERY_INDEX_FAILED',
       `The session query index at ${this.path} failed: ${message}. Delete the file to force a rebuild if this persists.`,
       { cause: error },
