@@ -13,9 +13,13 @@ export interface Statement {
  * The listing statement for a parsed filter: only the conditions present, so
  * the planner picks the matching index — `(parent_key, created_at)` for a
  * parent's children, `(cwd_key, created_at)`, `(origin, created_at)` or
- * `(created_at)` — and a keyset position `(created_at, id) > (c, i)` instead
- * of an offset. `id` is the UTF-8 bytes, so `bytea` order is code point order,
- * the order every backend lists in.
+ * `(created_at)` — and sorts each run of equal `created_at` by id. `id` is the
+ * UTF-8 bytes, so `bytea` order is code point order, the order every backend
+ * lists in. The keyset position after `(c, i)` is written
+ * `created_at >= c AND (created_at > c OR id > i)`: the first conjunct is an
+ * index condition, so a page starts its scan at `c` instead of filtering
+ * every row before it (no index holds `id`: an id may be longer than a
+ * B-tree entry can be).
  */
 export function listingStatement(filter: ParsedListFilter, limit: number | undefined): Statement {
   const where: string[] = []
@@ -31,7 +35,7 @@ export function listingStatement(filter: ParsedListFilter, limit: number | undef
   if (filter.createdTo !== undefined) where.push(`created_at <= ${param(filter.createdTo)}`)
   if (filter.after !== undefined) {
     const c = param(filter.after.createdAt)
-    where.push(`(created_at > ${c} OR (created_at = ${c} AND id > ${param(Buffer.from(filter.after.id, 'utf8'))}))`)
+    where.push(`created_at >= ${c} AND (created_at > ${c} OR id > ${param(Buffer.from(filter.after.id, 'utf8'))})`)
   }
   const text = `SELECT sid, header, inherited, next_seq FROM dsh_sessions${where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`} ORDER BY created_at, id${limit === undefined ? '' : ` LIMIT ${param(limit)}`}`
   return { text, values }
