@@ -169,6 +169,11 @@ function create(path: string): Database {
   // Created empty and private first: SQLite gives its -wal and -shm files the database file's mode.
   closeSync(openSync(path, 'wx', 0o600))
   const db = openDatabase(path)
+  // Ids are ordered and compared with the BINARY collation, a memcmp of the
+  // stored text: in UTF-8 that is code point order, the order of ids
+  // everywhere in dsh (`compareSessionIds`); in UTF-16 it would not be. Set
+  // before anything is written, while the encoding can still be chosen.
+  db.pragma("encoding = 'UTF-8'")
   tune(db)
   db.exec('BEGIN')
   db.exec(SCHEMA)
