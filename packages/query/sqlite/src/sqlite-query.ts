@@ -244,9 +244,9 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   /**
-   * Open no longer runs `quick_check`, so damage inside the file surfaces
-   * here, from the statements that meet it: the index is rebuilt from
-   * nothing and the reconciliation runs again (once).
+   * An ordinary open does not run `quick_check` (a pass over every page), so
+   * damage inside the file surfaces here, from the statements that meet it:
+   * the index is rebuilt from nothing and the reconciliation runs again (once).
    */
   async #reconcileOrRebuild(signal: AbortSignal): Promise<ReconcileReport> {
     try {
