@@ -1,7 +1,7 @@
 import { crc32 } from 'node:zlib'
 import { type AppendedEvent, appendedEventCount } from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
-import { encodeEventLines, packsLog } from './log-format.js'
+import { encodeEventLines } from './log-format.js'
 import { encodeUnitParts } from './log-units.js'
 
 /**
@@ -25,8 +25,8 @@ import { encodeUnitParts } from './log-units.js'
  * - The plaintext's CRC32 is computed on the calling thread while the pool
  *   compresses; nothing is written here (the caller writes and syncs).
  *
- * Used by the append path (`#writeBatchNow`, `#create` and
- * materialization in `persistence.ts`) through `encodeBatchUnit`: a batch
+ * Used by the append path (`writer.ts`, `create-log.ts`) and
+ * materialization (`forks.ts`) through `encodeBatchUnit`: a batch
  * whose lines reach `POOL_ENCODE_MIN` bytes is encoded by `encodeOnPool`,
  * every other batch by `encodeUnitParts` (no pool round trip, no extra
  * await).
@@ -44,20 +44,18 @@ export function encodesOnPool(codec: LogCodec, plainLength: number): boolean {
 }
 
 /**
- * One batch unit `[body, trailer]` for `events` starting at `firstSeq`, for
- * the log whose physical header is `log` (its version decides whether runs
- * are packed: `packsLog`): synchronously for all but large zstd batches,
- * whose body is compressed on the libuv pool (a pool round trip costs more
- * than a small frame takes).
+ * One batch unit `[body, trailer]` for `events` starting at `firstSeq`
+ * (runs packed where the codec packs them: `LogCodec.packsRuns`):
+ * synchronously for all but large zstd batches, whose body is compressed on
+ * the libuv pool (a pool round trip costs more than a small frame takes).
  */
 export function encodeBatchUnit(
   codec: LogCodec,
-  log: { readonly formatVersion?: number },
   events: readonly AppendedEvent[],
   firstSeq: number,
   count = appendedEventCount(events),
 ): [body: Buffer, trailer: Buffer] | Promise<[body: Buffer, trailer: Buffer]> {
-  const plain = encodeEventLines(events, packsLog(codec.compression, log))
+  const plain = encodeEventLines(events, codec.packsRuns)
   if (!encodesOnPool(codec, plain.length)) return encodeUnitParts(codec, plain, 'batch', firstSeq, count)
   return encodeOnPool(codec, plain, firstSeq, count)
 }

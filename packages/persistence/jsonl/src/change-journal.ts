@@ -15,9 +15,22 @@ import {
 } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { crc32 } from 'node:zlib'
-import { persistenceError } from './errors.js'
+import { persistenceError } from '@dsh/session-persistence/backend'
 import { isErrno, randomHex, tempSibling } from './fs-io.js'
+import {
+  decodeCursor,
+  decodeJournalHeader,
+  encodeCursor,
+  encodeJournalHeader,
+  encodeRecord,
+  HEADER_BYTES,
+  identityOf,
+  type Pending,
+  readFrame,
+  recordIdentity,
+  walk,
+} from './journal-records.js'
+import { isAlive } from './process-identity.js'
 
 /**
  * The root's change journal: the JSONL backend's change feed.
@@ -53,54 +66,16 @@ import { isErrno, randomHex, tempSibling } from './fs-io.js'
  * page cache survives it), and a power loss is caught by the boot id in the
  * cursor. It only grows; deleting it costs every reader one rescan.
  *
- * Layout: a 32-byte header (`DSHJ`, version u32, 16-byte lifecycle id, CRC32
- * of the 24 bytes before, 4 zero bytes), then records: `DSHR`, payload
- * length u32, CRC32 of the payload u32, payload (UTF-8 JSON
- * `{"k":"b"|"e","id":…,"op":…,"w":[host,pid,start]}`), little-endian.
+ * Its bytes and the cursors are `journal-records.ts`'s. A record names its
+ * writer process (`process-identity.ts`: host, pid and start time), so a pid
+ * reused by a later process never keeps a dead writer's change pending.
  */
 export const JOURNAL_FILE = 'changes.journal'
-
-const HEADER_MAGIC = 0x4a485344 // 'DSHJ'
-const RECORD_MAGIC = 0x52485344 // 'DSHR'
-const RECORD_MAGIC_BYTES = Buffer.from('DSHR', 'latin1')
-const HEADER_BYTES = 32
-const RECORD_HEAD = 12
-const JOURNAL_VERSION = 1
-const MAX_PAYLOAD = 64 * 1024
-
-/** The writer identity in records: host, pid and Linux process start time (so a reused pid is not mistaken for the writer). */
-export type WriterIdentity = readonly [host: string, pid: number, start: string | null]
-
-interface JournalRecord {
-  readonly kind: 'b' | 'e'
-  readonly id: string
-  readonly op: string
-  readonly writer: WriterIdentity
-}
 
 /** An `end` record not yet written. */
 interface HeldEnd {
   readonly id: string
   readonly op: string
-}
-
-interface Pending {
-  readonly op: string
-  readonly id: string
-  readonly writer: WriterIdentity
-}
-
-/** What a cursor says: where the reader stopped and what was in flight there. */
-interface CursorState {
-  /** The journal lifecycle, `none` (no journal), or `damaged:<ino>` (an unreadable header). */
-  readonly lifecycle: string
-  readonly boot: string
-  /** Offset after the last record read (for `damaged`, the size seen). */
-  readonly offset: number
-  /** Length and CRC of the frame that ends at `offset` (0, 0 right after the header). */
-  readonly lastLength: number
-  readonly lastCrc: number
-  readonly pending: readonly Pending[]
 }
 
 export interface JournalChanges {
@@ -111,13 +86,6 @@ export interface JournalChanges {
   readonly reason?: string
 }
 
-const CURSOR_PREFIX = 'j1.'
-/** This process's identity in records: computed at the first write or liveness check (a follower that finds nothing in flight loads no `node:os` and reads no /proc file). */
-let ownIdentityValue: WriterIdentity | undefined
-function ownIdentity(): WriterIdentity {
-  ownIdentityValue ??= [process.getBuiltinModule('node:os').hostname(), process.pid, processStart(process.pid)]
-  return ownIdentityValue
-}
 const bootId = readBootId()
 
 /** The open writers of each journal in this process: a reader here first writes their held `end` records (exact in-process answers). */
@@ -162,7 +130,7 @@ export class JournalWriter {
       const op = `${this.#instance}.${(this.#counter++).toString(36)}`
       const ends = this.#ends
       this.#ends = []
-      const record = encodeRecord({ kind: 'b', id, op, writer: ownIdentity() })
+      const record = encodeRecord({ kind: 'b', id, op, writer: recordIdentity() })
       this.#append(ends.length === 0 ? record : Buffer.concat([...ends.map(encodeEnd), record]))
       return op
     } catch (error) {
@@ -245,7 +213,7 @@ export class JournalWriter {
         continue
       }
       const header = Buffer.alloc(HEADER_BYTES)
-      const headerOk = readFullySync(fd, header, 0) === HEADER_BYTES && decodeHeader(header) !== undefined
+      const headerOk = readFullySync(fd, header, 0) === HEADER_BYTES && decodeJournalHeader(header) !== undefined
       if (!headerOk) {
         // A damaged journal header: start a new lifecycle (readers rescan once).
         closeSync(fd)
@@ -262,11 +230,7 @@ export class JournalWriter {
 
 /** Publishes a new, empty journal with a fresh lifecycle (`replace`: over a damaged one). */
 function createJournal(path: string, replace: boolean): void {
-  const header = Buffer.alloc(HEADER_BYTES)
-  header.writeUInt32LE(HEADER_MAGIC, 0)
-  header.writeUInt32LE(JOURNAL_VERSION, 4)
-  header.write(randomHex(16), 8, 'hex')
-  header.writeUInt32LE(crc32(header.subarray(0, 24)), 24)
+  const header = encodeJournalHeader(randomHex(16))
   const temp = tempSibling(path)
   const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
   try {
@@ -289,56 +253,8 @@ function createJournal(path: string, replace: boolean): void {
   }
 }
 
-function decodeHeader(buf: Buffer): string | undefined {
-  if (buf.length < HEADER_BYTES || buf.readUInt32LE(0) !== HEADER_MAGIC || buf.readUInt32LE(4) !== JOURNAL_VERSION) return undefined
-  if (crc32(buf.subarray(0, 24)) !== buf.readUInt32LE(24)) return undefined
-  return buf.toString('hex', 8, 24)
-}
-
 function encodeEnd({ id, op }: HeldEnd): Buffer {
-  return encodeRecord({ kind: 'e', id, op, writer: ownIdentity() })
-}
-
-function encodeRecord(record: JournalRecord): Buffer {
-  const payload = Buffer.from(JSON.stringify({ k: record.kind, id: record.id, op: record.op, w: record.writer }), 'utf8')
-  if (payload.length > MAX_PAYLOAD) throw new RangeError('a change journal record is too large')
-  const frame = Buffer.allocUnsafe(RECORD_HEAD + payload.length)
-  frame.writeUInt32LE(RECORD_MAGIC, 0)
-  frame.writeUInt32LE(payload.length, 4)
-  frame.writeUInt32LE(crc32(payload), 8)
-  payload.copy(frame, RECORD_HEAD)
-  return frame
-}
-
-type FrameRead =
-  | { readonly status: 'record'; readonly record: JournalRecord; readonly end: number; readonly crc: number }
-  | { readonly status: 'incomplete' }
-  | { readonly status: 'damaged' }
-
-function readFrame(buf: Buffer, at: number): FrameRead {
-  if (at + RECORD_HEAD > buf.length) return { status: 'incomplete' }
-  if (buf.readUInt32LE(at) !== RECORD_MAGIC) return { status: 'damaged' }
-  const length = buf.readUInt32LE(at + 4)
-  if (length === 0 || length > MAX_PAYLOAD) return { status: 'damaged' }
-  const end = at + RECORD_HEAD + length
-  if (end > buf.length) return { status: 'incomplete' }
-  const crc = buf.readUInt32LE(at + 8)
-  if (crc32(buf.subarray(at + RECORD_HEAD, end)) !== crc) return { status: 'damaged' }
-  const record = parsePayload(buf.subarray(at + RECORD_HEAD, end))
-  return record === undefined ? { status: 'damaged' } : { status: 'record', record, end, crc }
-}
-
-function parsePayload(payload: Buffer): JournalRecord | undefined {
-  try {
-    const raw = JSON.parse(payload.toString('utf8')) as { k?: unknown; id?: unknown; op?: unknown; w?: unknown }
-    const w = raw.w as unknown[]
-    if ((raw.k !== 'b' && raw.k !== 'e') || typeof raw.id !== 'string' || typeof raw.op !== 'string' || !Array.isArray(w) || w.length !== 3)
-      return undefined
-    if (typeof w[0] !== 'string' || typeof w[1] !== 'number' || (w[2] !== null && typeof w[2] !== 'string')) return undefined
-    return { kind: raw.k, id: raw.id, op: raw.op, writer: [w[0], w[1], w[2]] }
-  } catch {
-    return undefined
-  }
+  return encodeRecord({ kind: 'e', id, op, writer: recordIdentity() })
 }
 
 /** The reader's side: `changes(since)` over the journal of `root`. Reads the journal only, never a log. */
@@ -363,7 +279,7 @@ export async function readJournalChanges(root: string, since: string | undefined
     const stats = await handle.stat()
     const size = stats.size
     const header = await readRange(handle, 0, HEADER_BYTES)
-    const lifecycle = decodeHeader(header)
+    const lifecycle = decodeJournalHeader(header)
     if (lifecycle === undefined) {
       // A damaged header: nothing can be followed, but an unchanged file means no writer wrote since.
       const mark = `damaged:${stats.ino}`
@@ -393,7 +309,7 @@ export async function readJournalChanges(root: string, since: string | undefined
           for (const entry of walked.pending) {
             // Still in flight: report it again; resolved by its writer's death: report it a last time.
             ids.add(entry.id)
-            if (writerAlive(entry.writer)) pending.push(entry)
+            if (isAlive(identityOf(entry.writer))) pending.push(entry)
           }
           const moved = walked.lastLength > 0
           const cursor = encodeCursor({
@@ -412,7 +328,7 @@ export async function readJournalChanges(root: string, since: string | undefined
     // Rescan: the caller lists everything now; what is in flight now must still be reported when it ends.
     const buf = await readRange(handle, 0, size)
     const walked = walk(buf, HEADER_BYTES, [], true)
-    const pending = walked.pending.filter((entry) => writerAlive(entry.writer))
+    const pending = walked.pending.filter((entry) => isAlive(identityOf(entry.writer)))
     const cursor = encodeCursor({
       lifecycle,
       boot: bootId,
@@ -427,51 +343,6 @@ export async function readJournalChanges(root: string, since: string | undefined
   }
 }
 
-interface Walk {
-  readonly reported: string[]
-  readonly pending: Pending[]
-  /** Offset (in the buffer) after the last complete record. */
-  readonly end: number
-  readonly lastLength: number
-  readonly lastCrc: number
-  readonly damaged: boolean
-}
-
-/**
- * Reads records from `start` to the last complete one. `resync` skips damaged
- * regions (to the next frame that checks out) instead of stopping at them.
- */
-function walk(buf: Buffer, start: number, pendingIn: readonly Pending[], resync = false): Walk {
-  const reported: string[] = []
-  const pending = new Map(pendingIn.map((p) => [p.op, p]))
-  let at = start
-  let lastLength = 0
-  let lastCrc = 0
-  for (;;) {
-    const frame = readFrame(buf, at)
-    if (frame.status === 'incomplete') break
-    if (frame.status === 'damaged') {
-      if (!resync) return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: true }
-      // Skip to the next frame that may check out; damage at the very end is skipped whole
-      // (writers append after it), so a damaged tail costs one rescan, not one per call.
-      const next = buf.indexOf(RECORD_MAGIC_BYTES, at + 1)
-      at = next === -1 ? buf.length : next
-      lastLength = 0
-      lastCrc = 0
-      if (next === -1) break
-      continue
-    }
-    const { record } = frame
-    reported.push(record.id)
-    if (record.kind === 'b') pending.set(record.op, { op: record.op, id: record.id, writer: record.writer })
-    else pending.delete(record.op)
-    lastLength = frame.end - at
-    lastCrc = frame.crc
-    at = frame.end
-  }
-  return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: false }
-}
-
 async function readRange(handle: FileHandle, position: number, length: number): Promise<Buffer> {
   const out = Buffer.allocUnsafe(Math.max(0, length))
   let done = 0
@@ -481,76 +352,6 @@ async function readRange(handle: FileHandle, position: number, length: number): 
     done += bytesRead
   }
   return out.subarray(0, done)
-}
-
-function encodeCursor(state: CursorState): string {
-  const body = JSON.stringify([
-    state.lifecycle,
-    state.boot,
-    state.offset,
-    state.lastLength,
-    state.lastCrc,
-    state.pending.map((p) => [p.op, p.id, ...p.writer]),
-  ])
-  return CURSOR_PREFIX + Buffer.from(body, 'utf8').toString('base64url')
-}
-
-function decodeCursor(cursor: string | undefined): CursorState | undefined {
-  if (typeof cursor !== 'string' || !cursor.startsWith(CURSOR_PREFIX)) return undefined
-  try {
-    const raw = JSON.parse(Buffer.from(cursor.slice(CURSOR_PREFIX.length), 'base64url').toString('utf8')) as unknown[]
-    if (!Array.isArray(raw)) return undefined
-    const [lifecycle, boot, offset, lastLength, lastCrc, pending] = raw
-    if (
-      typeof lifecycle !== 'string' ||
-      typeof boot !== 'string' ||
-      !isCount(offset) ||
-      !isCount(lastLength) ||
-      !isCount(lastCrc) ||
-      !Array.isArray(pending)
-    )
-      return undefined
-    const followable = lifecycle !== 'none' && !lifecycle.startsWith('damaged:')
-    if (lastLength > offset || (followable && offset - lastLength < HEADER_BYTES)) return undefined
-    const entries: Pending[] = []
-    for (const entry of pending as unknown[]) {
-      if (!Array.isArray(entry) || entry.length !== 5) return undefined
-      const [op, id, host, pid, start] = entry as unknown[]
-      if (
-        typeof op !== 'string' ||
-        typeof id !== 'string' ||
-        typeof host !== 'string' ||
-        typeof pid !== 'number' ||
-        (start !== null && typeof start !== 'string')
-      )
-        return undefined
-      entries.push({ op, id, writer: [host, pid, start] })
-    }
-    return { lifecycle, boot, offset, lastLength, lastCrc, pending: entries }
-  } catch {
-    return undefined
-  }
-}
-
-function isCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
-}
-
-/** Whether the writer of a record may still be running (another host: assumed alive). */
-function writerAlive([host, pid, start]: WriterIdentity): boolean {
-  const own = ownIdentity()
-  if (host !== own[0]) return true
-  if (pid === process.pid) return start === own[2]
-  try {
-    process.kill(pid, 0)
-  } catch (error) {
-    if (isErrno(error, 'ESRCH')) return false
-  }
-  if (start !== null) {
-    const now = processStart(pid)
-    if (now !== null && now !== start) return false
-  }
-  return true
 }
 
 function writeAll(fd: number, data: Buffer): void {
@@ -566,16 +367,6 @@ function readFullySync(fd: number, into: Buffer, position: number): number {
     done += n
   }
   return done
-}
-
-/** Process start time from /proc (Linux); null where unavailable. */
-function processStart(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null
-  } catch {
-    return null
-  }
 }
 
 /** The kernel's boot id: a cursor minted before a reboot may predate records lost with the page cache. */
@@ -597,7 +388,7 @@ export async function checkJournal(root: string): Promise<{ readonly ok: boolean
     if (isErrno(error, 'ENOENT')) return { ok: false, reason: 'the change journal is missing (readers rescan once)', records: 0 }
     return { ok: false, reason: `the change journal cannot be read (${(error as Error).message})`, records: 0 }
   }
-  if (decodeHeader(buf.subarray(0, HEADER_BYTES)) === undefined)
+  if (decodeJournalHeader(buf.subarray(0, HEADER_BYTES)) === undefined)
     return { ok: false, reason: 'the change journal header is damaged (readers rescan once)', records: 0 }
   const walked = walk(buf, HEADER_BYTES, [])
   const records = walked.reported.length

@@ -2,9 +2,8 @@ import { createRequire } from 'node:module'
 import type { Compressor, Decompressor } from 'zstd-napi'
 import { LOG_FILE_NAMES } from './root-marker.js'
 import { LINE_TRAILER_PREFIX, lineTrailer, skippableTrailer, type TrailerFormat } from './trailer.js'
+import type { JsonlCompression } from './types.js'
 import { type FrameExtent, measureZstdFrame, rawZstdFrame, storedFramesContent } from './zstd-frames.js'
-
-export type JsonlCompression = 'zstd' | 'none'
 
 /** A unit's stored body and plaintext sizes, as its trailer records them. */
 export interface UnitRange {
@@ -22,6 +21,14 @@ export interface LogCodec {
   readonly compression: JsonlCompression
   readonly logFileName: string
   readonly trailer: TrailerFormat
+  /**
+   * Whether a log's second append on leaves a preallocated tail that appends
+   * overwrite (`log-padding.ts`): zstd logs, whose padding is a skippable
+   * frame `zstd -dc` passes over. Plain logs stay plain lines for line tools.
+   */
+  readonly padsTail: boolean
+  /** Whether batches write runs of like events as packed lines (`encodeEventLines`): zstd logs; plain logs keep one line per event. */
+  readonly packsRuns: boolean
   /** Encodes one unit body, synchronously (a durable append waits for it; a thread-pool round trip costs more than small batches take). */
   encodeBody(plain: Buffer): Buffer
   /**
@@ -131,6 +138,8 @@ const zstdCodec: LogCodec = (() => {
     compression: 'zstd',
     logFileName: LOG_FILE_NAMES.zstd,
     trailer: skippableTrailer,
+    padsTail: true,
+    packsRuns: true,
     encodeBody: encodeBatchBody,
     encodeHeaderBody: rawZstdFrame,
     measureBody: measureZstdFrame,
@@ -167,6 +176,8 @@ const plainCodec: LogCodec = {
   compression: 'none',
   logFileName: LOG_FILE_NAMES.none,
   trailer: lineTrailer,
+  padsTail: false,
+  packsRuns: false,
   encodeBody: (plain) => plain,
   encodeHeaderBody: (plain) => plain,
   measureBody(buf, pos) {

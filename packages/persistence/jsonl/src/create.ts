@@ -16,19 +16,19 @@ import type {
 } from '@dsh/session-persistence'
 import { persistenceCancelled as cancelled } from '@dsh/session-persistence/backend'
 import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
-import type { JsonlCompression } from './codec.js'
 import { closedError, JsonlPersistenceError } from './errors.js'
 import { encodeSessionDirName } from './id-encoding.js'
+import { LOG_FILE_NAMES, openRoot } from './root-marker.js'
 import type {
   ChangeJournalVerification,
   DamagedLog,
+  JsonlCompression,
   JsonlPersistence,
   JsonlPersistenceMetrics,
   JsonlPersistenceOptions,
   LogBackend,
   LogVerification,
-} from './persistence.js'
-import { LOG_FILE_NAMES, openRoot } from './root-marker.js'
+} from './types.js'
 
 /**
  * The backend's front: what opening a root, following its change feed and

@@ -1,5 +1,5 @@
 import { DshError } from '@dsh/context'
-import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/session-persistence/backend'
+import { persistenceError } from '@dsh/session-persistence/backend'
 
 /**
  * Failures of opening a root, before any session is touched. Operations on
@@ -9,7 +9,7 @@ import { SessionPersistenceError, type SessionPersistenceErrorCode } from '@dsh/
 export type JsonlPersistenceErrorCode =
   /** The root was written with the other encoding (`zstd` vs `none`); one root holds one encoding. */
   | 'JSONL_PERSISTENCE_ENCODING_MISMATCH'
-  /** The root's marker file is unreadable or names a format this version does not know. */
+  /** The root's marker file is unreadable, or names another format or version than the one this package reads. */
   | 'JSONL_PERSISTENCE_UNSUPPORTED_ROOT'
   /** A read-only open of a directory that is not a dsh root (no marker file): nothing was created. */
   | 'JSONL_PERSISTENCE_NOT_A_ROOT'
@@ -17,15 +17,6 @@ export type JsonlPersistenceErrorCode =
   | 'JSONL_PERSISTENCE_INVALID_OPTIONS'
 
 export class JsonlPersistenceError extends DshError<JsonlPersistenceErrorCode> {}
-
-/** A contract error (`SESSION_PERSISTENCE_*` / `CANCELLED`) with optional cause and details. */
-export function persistenceError(
-  code: SessionPersistenceErrorCode,
-  message: string,
-  options?: { cause?: unknown; details?: Record<string, unknown> },
-): SessionPersistenceError {
-  return new SessionPersistenceError(code, message, options)
-}
 
 export function notFound(id: string): Error {
   return persistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session ${labelOf(id)} is not persisted here.`, { details: { id } })

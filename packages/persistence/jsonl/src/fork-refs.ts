@@ -1,14 +1,15 @@
-import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs'
-import { hostname } from 'node:os'
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
+import { persistenceError } from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
-import { labelOf, persistenceError } from './errors.js'
-import { isErrno } from './fs-io.js'
+import { labelOf } from './errors.js'
+import { fsyncDirSync, isErrno } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
-import { type ForkReference, type PhysicalHeader, parseHeaderLine } from './log-format.js'
-import { corrupt, locateHeader } from './log-scan.js'
+import type { ForkReference, PhysicalHeader } from './log-format.js'
+import { corrupt, locateHeader, physicalHeaderOf } from './log-scan.js'
 import { lastBatch, tailSync } from './log-tail.js'
+import { isAlive, ownIdentity, type ProcessIdentity } from './process-identity.js'
 
 /**
  * Creating a fork by reference, synchronously: the few small reads and
@@ -170,21 +171,22 @@ export function assertReferenceableSync(io: ForkIo, fork: ForkReference, childLa
   }
 }
 
-/** Whether the process that wrote a `deleting` marker may still be deleting (a marker left by a crashed delete is stale). */
+/** Whether the process that wrote a `deleting` marker (`deletingMarker`) may still be deleting; a marker left by a crashed delete is stale. */
 function deleterAlive(marker: string): boolean {
-  let owner: { host?: unknown; pid?: unknown }
+  let owner: Partial<ProcessIdentity>
   try {
-    owner = JSON.parse(marker) as { host?: unknown; pid?: unknown }
+    owner = JSON.parse(marker) as Partial<ProcessIdentity>
   } catch {
     return true // unreadable: assume a delete is in progress
   }
-  if (owner.host !== hostname() || typeof owner.pid !== 'number') return true
-  try {
-    process.kill(owner.pid, 0)
-    return true
-  } catch (error) {
-    return !isErrno(error, 'ESRCH')
-  }
+  if (typeof owner.host !== 'string' || typeof owner.pid !== 'number') return true
+  return isAlive({ host: owner.host, pid: owner.pid, start: typeof owner.start === 'string' ? owner.start : null })
+}
+
+/** What a delete writes into the source's `deleting` marker: the process deleting (see `deleterAlive`). */
+export function deletingMarker(): string {
+  const { host, pid, start } = ownIdentity()
+  return JSON.stringify({ host, pid, start })
 }
 
 /** Opens a log read-only, never through a symlink (directory or file); `undefined` when absent. */
@@ -228,16 +230,7 @@ function readHeaderSync(io: ForkIo, fd: number, size: number, file: string): { p
     }
     if (plain.length !== unit.trailer.plainLength || crc32(plain) !== unit.trailer.plainCrc)
       throw corrupt(file, 0, 'the header unit fails its CRC32')
-    const parsed = parseHeaderLine(plain)
-    if (!parsed.ok) {
-      if (parsed.unsupported)
-        throw persistenceError(
-          'SESSION_PERSISTENCE_UNSUPPORTED_VERSION',
-          `Session log ${file} was written in an unsupported format: ${parsed.reason}.`,
-        )
-      throw corrupt(file, 0, parsed.reason)
-    }
-    return { physical: parsed.value, headerEnd: unit.bodyEnd + io.codec.trailer.size }
+    return { physical: physicalHeaderOf(plain, file), headerEnd: unit.bodyEnd + io.codec.trailer.size }
   }
 }
 
@@ -251,13 +244,4 @@ function readExact(io: ForkIo, fd: number, position: number, length: number, hea
   }
   io.counted(done, header)
   return done === length ? out : out.subarray(0, done)
-}
-
-function fsyncDirSync(dir: string): void {
-  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY)
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
 }

@@ -5,6 +5,7 @@ import {
   fdatasyncSync,
   promises as fsp,
   fsync,
+  fsyncSync,
   linkSync,
   openSync,
   type Stats,
@@ -16,6 +17,7 @@ import {
 } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
+import { ownTag, tagAlive } from './process-identity.js'
 
 export function isErrno(error: unknown, ...codes: string[]): error is NodeJS.ErrnoException {
   return typeof error === 'object' && error !== null && codes.includes((error as NodeJS.ErrnoException).code ?? '')
@@ -54,6 +56,16 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+/** `fsyncDir` on the calling thread (a directory created once, when a root or a fork's `refs/` is created). */
+export function fsyncDirSync(dir: string): void {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY)
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
 /**
  * `n` random bytes as hex. node:crypto is loaded at the first call (a write),
  * not when a listing imports this module: it costs a new process ~2.5 ms.
@@ -62,19 +74,13 @@ export function randomHex(n: number): string {
   return process.getBuiltinModule('node:crypto').randomBytes(n).toString('hex')
 }
 
-/** A unique sibling name for temporary files (never matches a session directory name: it has a dot). */
+/**
+ * A unique sibling name for temporary files, naming this process
+ * (`ownTag`): `.<name>.tmp-<pid>.<start>-<random>`. It never matches a
+ * session directory name (it has a dot).
+ */
 export function tempSibling(path: string): string {
-  return join(dirname(path), `.${basename(path)}.tmp-${process.pid}-${randomHex(6)}`)
-}
-
-/** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return !isErrno(error, 'ESRCH')
-  }
+  return join(dirname(path), `.${basename(path)}.tmp-${ownTag()}-${randomHex(6)}`)
 }
 
 /**
@@ -86,8 +92,7 @@ export function pidAlive(pid: number): boolean {
 export function isLiveTemp(name: string): boolean {
   const at = name.indexOf('.tmp-')
   if (at === -1) return false
-  const pid = Number(name.slice(at + 5).split('-')[0])
-  return Number.isSafeInteger(pid) && pid > 0 && pidAlive(pid)
+  return tagAlive(name.slice(at + 5).split('-')[0] ?? '')
 }
 
 /**

@@ -1,4 +1,4 @@
-import { persistenceError } from './errors.js'
+import { persistenceError } from '@dsh/session-persistence/backend'
 
 /**
  * Session ids become directory names. The encoding keeps `[a-z0-9-]` as it

@@ -10,39 +10,18 @@ import {
 import { SessionPersistenceError } from '@dsh/session-persistence'
 import { type AppendedEvent, type FlatValue, isEventRun, type StoredEventRun } from '@dsh/session-persistence/backend'
 
-/** The physical header line's format tag and version. */
+/** The physical header line's format tag. */
 export const LOG_FORMAT = 'dsh-session-log'
 /**
- * Version 4 (written since batches pack runs of like events): the same
- * header and padding as version 3, and a zstd log's batch may hold packed
- * lines, each standing for a run of consecutive events (`encodeEventLines`).
- * Version 3 (written since appends overwrite a preallocated tail): the same
- * header as version 2, and a zstd log may end with one padding frame (a
- * skippable frame holding zeros and two end slots; see `log-padding.ts`)
- * that appends overwrite. Version 2 (written since forks became references):
- * `logId` is part of the contract (a fork's reference names it) and an
- * optional `fork` reference. Version 1 logs (same fields, never a `fork`)
- * still read. Logs of versions 1-3 are appended to as they were written:
- * versions 1 and 2 never padded, versions 1-3 never packed (a reader of
- * that version would take a packed line for damage).
+ * The log format version every log is written in and the only one read. A
+ * zstd log of this version may end with one padding frame that appends
+ * overwrite (`log-padding.ts`) and may hold packed lines, each standing for
+ * a run of consecutive events (`encodeEventLines`); a fork's log carries a
+ * `fork` reference to its source's prefix. A log of any other version is
+ * refused with `SESSION_PERSISTENCE_UNSUPPORTED_VERSION`, never read as this
+ * one.
  */
 export const LOG_FORMAT_VERSION = 4
-const READABLE_VERSIONS: readonly unknown[] = [1, 2, 3, 4]
-
-/** The first version whose zstd logs may end with padding. */
-export const PADDED_FORMAT_VERSION = 3
-
-/** The first version whose zstd logs may hold packed lines. */
-const PACKED_FORMAT_VERSION = 4
-
-/**
- * Whether batches appended to a log of this encoding and header are written
- * with packed lines: zstd logs of version 4 on. A `compression: 'none'` log
- * (fixtures and line tools) keeps one line per event.
- */
-export function packsLog(compression: string, physical: { readonly formatVersion?: number }): boolean {
-  return compression === 'zstd' && (physical.formatVersion ?? LOG_FORMAT_VERSION) >= PACKED_FORMAT_VERSION
-}
 
 /**
  * What a fork's log says about the prefix it inherits instead of storing it:
@@ -69,8 +48,6 @@ export interface PhysicalHeader {
   /** Random per log file (16 hex digits): the log's identity. */
   readonly logId: string
   readonly fork?: ForkReference
-  /** The header's `formatVersion` as read (absent on a header about to be written: `LOG_FORMAT_VERSION`). */
-  readonly formatVersion?: number
 }
 
 /** A new log's identity. */
@@ -113,11 +90,15 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
     return { ok: false, unsupported: false, reason: `the header line is not a ${LOG_FORMAT} header` }
   }
   const line = raw as { formatVersion?: unknown; logId?: unknown; header?: unknown; inheritedEventCount?: unknown; fork?: unknown }
-  if (!READABLE_VERSIONS.includes(line.formatVersion)) {
+  if (line.formatVersion !== LOG_FORMAT_VERSION) {
+    const version = JSON.stringify(line.formatVersion)
+    const older = typeof line.formatVersion === 'number' && line.formatVersion < LOG_FORMAT_VERSION
     return {
       ok: false,
       unsupported: true,
-      reason: `log format version ${JSON.stringify(line.formatVersion)} (this build reads versions ${READABLE_VERSIONS.join(', ')})`,
+      reason: older
+        ? `log format version ${version}, written by a pre-release build (this package reads version ${LOG_FORMAT_VERSION} only; delete the session, or export its events with the build that wrote it)`
+        : `log format version ${version} (this package reads version ${LOG_FORMAT_VERSION} only; read it with a newer @dsh/session-persistence-jsonl)`,
     }
   }
   if (typeof line.header === 'object' && line.header !== null && (line.header as { version?: unknown }).version !== 1) {
@@ -132,12 +113,10 @@ export function parseHeaderLine(plain: Buffer): HeaderParse {
   try {
     const header = parseSessionHeader(line.header)
     const inheritedEventCount = SessionLogOffset(line.inheritedEventCount)
-    const formatVersion = line.formatVersion as number
-    if (line.fork === undefined) return { ok: true, value: { header, inheritedEventCount, logId: line.logId, formatVersion } }
-    if (line.formatVersion === 1) return { ok: false, unsupported: false, reason: 'a version 1 header cannot carry a fork reference' }
+    if (line.fork === undefined) return { ok: true, value: { header, inheritedEventCount, logId: line.logId } }
     const fork = parseFork(line.fork, inheritedEventCount)
     if (typeof fork === 'string') return { ok: false, unsupported: false, reason: fork }
-    return { ok: true, value: { header, inheritedEventCount, logId: line.logId, fork, formatVersion } }
+    return { ok: true, value: { header, inheritedEventCount, logId: line.logId, fork } }
   } catch (error) {
     return { ok: false, unsupported: false, reason: (error as Error).message }
   }
@@ -163,7 +142,7 @@ function parseFork(raw: unknown, cut: number): ForkReference | string {
  * `Session` freezes.
  *
  * An event's line is exactly `JSON.stringify({type, seq, time, data})`,
- * however it is produced. With `pack` (version 4 zstd logs: `packsLog`), a
+ * however it is produced. With `pack` (zstd logs: `LogCodec.packsRuns`), a
  * run of 2 to `PACKED_RUN_MAX` consecutive events that `packRunAt` accepts
  * — one type, flat data objects with the same keys in the same order,
  * integer times — is one packed line instead:

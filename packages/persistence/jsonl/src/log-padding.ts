@@ -1,5 +1,4 @@
 import { crc32 } from 'node:zlib'
-import { LOG_FORMAT_VERSION, PADDED_FORMAT_VERSION } from './log-format.js'
 
 /**
  * The preallocated tail of a zstd log of version 3 on (see the README's format
@@ -95,8 +94,8 @@ export function checkpointDistance(end: number): number {
   return Math.min(CHECKPOINT_BYTES, Math.floor(end / 16))
 }
 
-/** Where a log's bytes end: `fileEnd === committedEnd` when it has no padding. */
-export interface PaddedTail {
+/** Where a log's bytes end: `fileEnd === committedEnd` when it has no padding. The writer keeps it in a `PaddedTail`. */
+export interface TailExtent {
   readonly committedEnd: number
   readonly fileEnd: number
   /** The newest slot's generation (0 when there is no padding). */
@@ -193,7 +192,7 @@ export interface PaddedWrite {
   readonly grows: boolean
   /** Bytes written in all. */
   readonly bytes: number
-  readonly tail: PaddedTail
+  readonly tail: TailExtent
 }
 
 /**
@@ -201,7 +200,7 @@ export interface PaddedWrite {
  * padding when it fits (invariant 3), else growing it (invariant 4).
  * `nextSeq` is the seq after the batch.
  */
-export function planPaddedAppend(tail: PaddedTail, body: Buffer, trailer: Buffer, nextSeq: number): PaddedWrite {
+export function planPaddedAppend(tail: TailExtent, body: Buffer, trailer: Buffer, nextSeq: number): PaddedWrite {
   const unit = body.length + trailer.length
   const end = tail.committedEnd + unit
   if (tail.fileEnd > tail.committedEnd && end + MIN_PADDING <= tail.fileEnd) {
@@ -245,16 +244,19 @@ function readU64(buf: Buffer, at: number): number {
   return buf.readUInt32LE(at + 4) * 0x1_0000_0000 + buf.readUInt32LE(at)
 }
 
+/** One slot write (`planSettledSlot`): at `at`, and the tail after it. */
+export interface SettledSlot {
+  readonly at: number
+  readonly slot: Buffer
+  readonly tail: TailExtent
+}
+
 /**
  * The slot that brings a padded log's newest slot to its committed end
  * (invariant 3: a writer releasing the log in order), and the tail after it;
  * `undefined` when there is no padding or the newest slot names that end.
  */
-export function planSettledSlot(
-  tail: PaddedTail,
-  nextSeq: number,
-  trailerCheck: number,
-): { readonly at: number; readonly slot: Buffer; readonly tail: PaddedTail } | undefined {
+export function planSettledSlot(tail: TailExtent, nextSeq: number, trailerCheck: number): SettledSlot | undefined {
   if (tail.fileEnd === tail.committedEnd || tail.checkpoint === tail.committedEnd) return undefined
   const generation = tail.generation + 1
   return {
@@ -262,11 +264,6 @@ export function planSettledSlot(
     slot: encodeSlot({ generation, end: tail.committedEnd, nextSeq, trailerCheck }),
     tail: { ...tail, generation, checkpoint: tail.committedEnd },
   }
-}
-
-/** Whether appends to this log use padding: zstd logs of version 3 and later (older versions are appended to as written). */
-export function padsLog(compression: string, physical: { readonly formatVersion?: number }): boolean {
-  return compression === 'zstd' && (physical.formatVersion ?? LOG_FORMAT_VERSION) >= PADDED_FORMAT_VERSION
 }
 
 /** Whether a file of this size may be a padded log (padding always ends on a 4 KiB boundary): a cheap filter before reading slots. */

@@ -1,7 +1,7 @@
 import { crc32 } from 'node:zlib'
 import type { StoredSessionEvent } from '@dsh/session'
+import { persistenceError } from '@dsh/session-persistence/backend'
 import type { LogCodec, UnitRange } from './codec.js'
-import { persistenceError } from './errors.js'
 import { countEventLines, type PhysicalHeader, parseEventLines, parseHeaderLine } from './log-format.js'
 import { paddingFrameEnd, paddingIntact } from './log-padding.js'
 import type { TrailerFields } from './trailer.js'
@@ -61,12 +61,17 @@ export function locateHeader(buf: Buffer, codec: LogCodec, file: string, isWhole
 /** Decodes and verifies the header unit. */
 export async function decodeHeader(buf: Buffer, unit: LogUnit, codec: LogCodec, file: string): Promise<PhysicalHeader> {
   const [plain] = await decodeUnits(buf, [unit], codec, file)
-  const parsed = parseHeaderLine(plain!)
+  return physicalHeaderOf(plain!, file)
+}
+
+/** The physical header of a header line whose bytes passed their CRC; a line of another version or a damaged one is a typed error. */
+export function physicalHeaderOf(plain: Buffer, file: string): PhysicalHeader {
+  const parsed = parseHeaderLine(plain)
   if (parsed.ok) return parsed.value
   if (parsed.unsupported) {
     throw persistenceError(
       'SESSION_PERSISTENCE_UNSUPPORTED_VERSION',
-      `Session log ${file} was written in an unsupported format: ${parsed.reason}. Read it with a newer version of @dsh/session-persistence-jsonl.`,
+      `Session log ${file} was written in an unsupported format: ${parsed.reason}.`,
       { details: { file } },
     )
   }
@@ -96,9 +101,7 @@ export async function scanLog(buf: Buffer, codec: LogCodec, file: string, firstS
   const header = locateHeader(buf, codec, file, true)
   if (header === 'more') throw corrupt(file, 0, 'the header unit is truncated')
   const trailerSize = codec.trailer.size
-  // Only zstd logs are padded (version 3 on); accepting padding in older logs
-  // changes nothing for them: none was ever written there.
-  const padded = codec.compression === 'zstd'
+  const padded = codec.padsTail
   const batches: LogUnit[] = []
   let pos = header.bodyEnd + trailerSize
   let nextSeq = firstSeq

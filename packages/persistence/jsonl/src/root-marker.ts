@@ -1,8 +1,8 @@
 import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import type { JsonlCompression } from './codec.js'
 import { JsonlPersistenceError } from './errors.js'
-import { isErrno, tempSibling } from './fs-io.js'
+import { fsyncDirSync, isErrno, tempSibling } from './fs-io.js'
+import type { JsonlCompression } from './types.js'
 
 /** The file at a root that records its format and encoding (its name has a dot, so it never looks like a session directory). */
 export const MARKER_FILE = 'dsh-persistence.json'
@@ -15,6 +15,8 @@ export const MARKER_FILE = 'dsh-persistence.json'
 export const LOG_FILE_NAMES: Readonly<Record<JsonlCompression, string>> = Object.freeze({ zstd: 'log.jsonl.zst', none: 'log.jsonl' })
 const FORMAT = 'dsh-session-persistence-jsonl'
 const VERSION = 1
+/** The format a marker that is not JSON reads as. */
+const UNREADABLE = '(unreadable)'
 
 interface Marker {
   readonly format: string
@@ -71,16 +73,21 @@ export function openRoot(root: string, compression: JsonlCompression | undefined
 }
 
 function checkMarker(root: string, path: string, marker: Marker | undefined, compression: JsonlCompression | undefined): JsonlCompression {
-  if (
-    marker === undefined ||
-    marker.format !== FORMAT ||
-    marker.version !== VERSION ||
-    (marker.compression !== 'zstd' && marker.compression !== 'none')
-  ) {
+  const fault =
+    marker === undefined || marker.format === UNREADABLE
+      ? 'is not a JSON marker'
+      : marker.format !== FORMAT
+        ? `names the format ${JSON.stringify(marker.format)}, not ${FORMAT}`
+        : marker.version !== VERSION
+          ? `names root version ${JSON.stringify(marker.version)}; this package reads version ${VERSION} only`
+          : marker.compression !== 'zstd' && marker.compression !== 'none'
+            ? `names the unknown compression ${JSON.stringify(marker.compression)}`
+            : undefined
+  if (marker === undefined || fault !== undefined) {
     throw new JsonlPersistenceError(
       'JSONL_PERSISTENCE_UNSUPPORTED_ROOT',
-      `${path} does not describe a ${FORMAT} root of version ${VERSION}; point the backend at another directory or upgrade @dsh/session-persistence-jsonl.`,
-      { details: { root } },
+      `${path} ${fault ?? 'is missing'}: ${root} is not a root this package can open. Point the backend at another directory, or open this one with the build of @dsh/session-persistence-jsonl that wrote it.`,
+      { details: { root, marker: path } },
     )
   }
   if (compression !== undefined && marker.compression !== compression) {
@@ -112,15 +119,6 @@ function readMarker(path: string): Marker | undefined {
   try {
     return JSON.parse(text) as Marker
   } catch {
-    return { format: 'unreadable', version: -1, compression: 'none' }
-  }
-}
-
-function fsyncDirSync(dir: string): void {
-  const fd = openSync(dir, 'r')
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
+    return { format: UNREADABLE, version: -1, compression: 'none' }
   }
 }

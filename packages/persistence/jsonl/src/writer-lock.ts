@@ -1,28 +1,12 @@
 import { randomBytes } from 'node:crypto'
-import {
-  closeSync,
-  constants,
-  promises as fsp,
-  fstatSync,
-  linkSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from 'node:fs'
-import { hostname } from 'node:os'
+import { closeSync, constants, promises as fsp, fstatSync, linkSync, openSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
-import { persistenceError } from './errors.js'
-import { isErrno, pidAlive, tempSibling } from './fs-io.js'
+import { persistenceError } from '@dsh/session-persistence/backend'
+import { isErrno, isLiveTemp, tempSibling } from './fs-io.js'
+import { isAlive, ownIdentity, type ProcessIdentity, sameStart } from './process-identity.js'
 
-/** What a lock file says about its holder. */
-interface LockOwner {
-  readonly pid: number
-  readonly host: string
-  /** Linux process start time (clock ticks since boot), so a reused pid is not mistaken for the holder. */
-  readonly start: string | null
+/** What a lock file says about its holder: the process (its start time too, so a reused pid is not mistaken for it) and this lock's nonce. */
+interface LockOwner extends ProcessIdentity {
   readonly nonce: string
   readonly acquiredAt: number
 }
@@ -35,7 +19,6 @@ const registry = globalThis as Record<symbol, unknown>
 registry[HELD_KEY] ??= new Set<string>()
 const held = registry[HELD_KEY] as Set<string>
 
-const ownStart = processStart(process.pid)
 /** How often a writer re-checks that its lock file is still its own. */
 const VERIFY_INTERVAL_MS = 1000
 
@@ -68,10 +51,11 @@ export class WriterLock {
   static async acquire(path: string, sessionLabel: string): Promise<WriterLock> {
     await removeStaleTemps(path)
     for (let attempt = 0; attempt < 8; attempt++) {
+      const { host, pid, start } = ownIdentity()
       const owner: LockOwner = {
-        pid: process.pid,
-        host: hostname(),
-        start: ownStart,
+        pid,
+        host,
+        start,
         nonce: randomBytes(12).toString('hex'),
         acquiredAt: Date.now(),
       }
@@ -103,10 +87,10 @@ export class WriterLock {
       }
       const holder = await readOwner(path)
       if (holder === undefined) continue // released meanwhile (or unreadable for a moment); try again
-      if (isAlive(holder)) {
+      if (holderAlive(holder)) {
         throw persistenceError(
           'SESSION_PERSISTENCE_LOCKED',
-          `Session ${sessionLabel} is being written by process ${holder.pid} on ${holder.host}; only one writer per session is allowed. Close that writer first${holder.host === hostname() ? '' : ` (if host ${holder.host} is gone, delete ${path})`}.`,
+          `Session ${sessionLabel} is being written by process ${holder.pid} on ${holder.host}; only one writer per session is allowed. Close that writer first${holder.host === ownIdentity().host ? '' : ` (if host ${holder.host} is gone, delete ${path})`}.`,
           { details: { pid: holder.pid, host: holder.host, lockFile: path } },
         )
       }
@@ -177,7 +161,7 @@ export class WriterLock {
  */
 export async function liveHolder(path: string): Promise<{ readonly pid: number; readonly host: string } | undefined> {
   const holder = await readOwner(path)
-  return holder !== undefined && isAlive(holder) ? { pid: holder.pid, host: holder.host } : undefined
+  return holder !== undefined && holderAlive(holder) ? { pid: holder.pid, host: holder.host } : undefined
 }
 
 /**
@@ -217,8 +201,8 @@ function publishHeld(path: string, data: Buffer): { fd: number; ino: number } | 
 
 /**
  * Removes temporary files a killed process left beside the lock
- * (`.writer.lock.tmp-<pid>-<random>`, from publishing or breaking a lock):
- * only those whose pid is not a live process on this host.
+ * (`.writer.lock.tmp-<pid>.<start>-<random>`, from publishing or breaking a
+ * lock): only those whose process no longer runs (`isLiveTemp`).
  */
 async function removeStaleTemps(path: string): Promise<void> {
   const dir = dirname(path)
@@ -230,9 +214,7 @@ async function removeStaleTemps(path: string): Promise<void> {
     return // the directory's absence is reported by the acquire itself
   }
   for (const name of names) {
-    if (!name.startsWith(prefix)) continue
-    const pid = Number(name.slice(prefix.length).split('-')[0])
-    if (pid === process.pid || (Number.isSafeInteger(pid) && pid > 0 && pidAlive(pid))) continue
+    if (!name.startsWith(prefix) || isLiveTemp(name)) continue
     await fsp.unlink(join(dir, name)).catch(() => {})
   }
 }
@@ -251,25 +233,14 @@ async function readOwner(path: string): Promise<LockOwner | undefined> {
   } catch {
     // fall through: an unreadable lock file (written by hand?) names no live holder
   }
-  return { pid: -1, host: hostname(), start: null, nonce: `unreadable:${text}`, acquiredAt: 0 }
+  return { pid: -1, host: ownIdentity().host, start: null, nonce: `unreadable:${text}`, acquiredAt: 0 }
 }
 
-function isAlive(owner: LockOwner): boolean {
-  // A holder on another host cannot be checked from here: treat it as live.
-  if (owner.host !== hostname()) return true
-  if (owner.pid === process.pid) return held.has(owner.nonce)
-  if (!Number.isSafeInteger(owner.pid) || owner.pid <= 0) return false
-  try {
-    process.kill(owner.pid, 0)
-  } catch (error) {
-    if (isErrno(error, 'ESRCH')) return false
-    // EPERM: the process exists (owned by someone else).
-  }
-  if (owner.start !== null) {
-    const start = processStart(owner.pid)
-    if (start !== null && start !== owner.start) return false
-  }
-  return true
+/** Whether a lock's holder may still hold it: in this process, a lock some backend here holds; elsewhere, a live process (`isAlive`). */
+function holderAlive(owner: LockOwner): boolean {
+  const self = ownIdentity()
+  if (owner.host === self.host && owner.pid === self.pid && sameStart(owner.start, self.start)) return held.has(owner.nonce)
+  return isAlive(owner)
 }
 
 /**
@@ -296,17 +267,5 @@ async function breakStaleLock(path: string, stale: LockOwner): Promise<void> {
     if (!isErrno(error, 'EEXIST')) throw error
   } finally {
     await fsp.unlink(aside).catch(() => {})
-  }
-}
-
-/** Process start time from /proc (Linux); null where unavailable. */
-function processStart(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    // Fields after the parenthesised command name; starttime is field 22.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return fields[19] ?? null
-  } catch {
-    return null
   }
 }

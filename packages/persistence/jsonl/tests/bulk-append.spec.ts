@@ -32,7 +32,7 @@ describe('encodeBatchUnit: large batches compressed on the libuv pool', () => {
     const events = batchOf(40, 4 * POOL_ENCODE_MIN)
     // A batch for a log of the current version (`{}`: a header about to be written): zstd packs its runs.
     const plain = encodeEventLines(events, true)
-    const [body, trailerBytes] = await encodeBatchUnit(codec, {}, events, 40)
+    const [body, trailerBytes] = await encodeBatchUnit(codec, events, 40)
 
     const trailer = codec.trailer.decode(trailerBytes, 0)
     expect(trailer).toEqual({
@@ -69,7 +69,7 @@ describe('encodeBatchUnit: large batches compressed on the libuv pool', () => {
     ] as const) {
       const codec = createCodec(compression)
       const expected = encodeUnitParts(codec, encodeEventLines(events, compression === 'zstd'), 'batch', 0, events.length)
-      const actual = await encodeBatchUnit(codec, {}, events, 0)
+      const actual = await encodeBatchUnit(codec, events, 0)
       expect(actual[0].equals(expected[0]) && actual[1].equals(expected[1])).toBe(true)
     }
   })
@@ -77,7 +77,7 @@ describe('encodeBatchUnit: large batches compressed on the libuv pool', () => {
   it('refuses events that cannot be stored losslessly, as the synchronous path does (typed, before compressing)', async () => {
     const events = [...batchOf(0, POOL_ENCODE_MIN)]
     events.push({ type: 'x', seq: events.length, time: 1, data: { bad: Number.NaN } } as unknown as StoredSessionEvent)
-    await expect(Promise.resolve().then(() => encodeBatchUnit(createCodec('zstd'), {}, events, 0))).rejects.toMatchObject({
+    await expect(Promise.resolve().then(() => encodeBatchUnit(createCodec('zstd'), events, 0))).rejects.toMatchObject({
       code: 'SESSION_PERSISTENCE_INVALID_EVENT',
     })
   })

@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
+import { processStart } from '../src/process-identity.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 /**
@@ -22,12 +23,6 @@ const cleanups: Array<() => void> = []
 afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup()
 })
-
-/** Linux process start time (field 22 of /proc/<pid>/stat), as writer locks record it. */
-function processStart(pid: number): string {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!
-}
 
 describe('deleting a source while a fork of it is being created', () => {
   it.each(['zstd', 'none'] as const)(

@@ -8,9 +8,8 @@ import { SessionId, SessionLogOffset, type StoredSessionEvent, sessionStorePlugi
 import { type AppendTarget, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
-import { encodeHeaderLine, type PhysicalHeader } from '../src/log-format.js'
 import { checkpointDistance } from '../src/log-padding.js'
-import { eventsFrom, headerOf, targetOf, tempDir } from './helpers.js'
+import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 const open: JsonlPersistence[] = []
 const cleanups: Array<() => void> = []
@@ -239,35 +238,6 @@ for (const compression of ['zstd', 'none'] as const) {
     })
   })
 }
-
-describe('format versions', () => {
-  it('logs written with header format version 1 (before forks by reference) still read and append', async () => {
-    const dir = root()
-    const p = backend(dir)
-    await p.append(targetOf('old'), eventsFrom(0, 3))
-    await p.close()
-    // Rewrite the header unit as version 1 (same fields, no fork), keeping the batches.
-    const file = p.logPath('old')
-    const bytes = readFileSync(file)
-    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
-    const headerLine = text.slice(0, text.indexOf('\n') + 1)
-    const v1 = Buffer.from(headerLine.replace('"formatVersion":4', '"formatVersion":1'))
-    expect(v1.toString()).toContain('"formatVersion":1')
-    const { encodeUnit } = await import('../src/log-units.js')
-    const { createCodec } = await import('../src/codec.js')
-    const codec = createCodec('zstd')
-    const oldHeaderUnit = encodeUnit(codec, Buffer.from(headerLine), 'header', 0, 0)
-    expect(bytes.subarray(0, oldHeaderUnit.length).equals(oldHeaderUnit)).toBe(true)
-    writeFileSync(file, Buffer.concat([encodeUnit(codec, v1, 'header', 0, 0), bytes.subarray(oldHeaderUnit.length)]))
-    const reader = backend(dir)
-    expect((await reader.inspect(SessionId('old'))).events).toHaveLength(3)
-    await reader.append(targetOf('old'), eventsFrom(3, 1))
-    expect((await reader.inspect(SessionId('old'))).events).toHaveLength(4)
-    // A version 1 header carrying a fork reference is not a log this format ever wrote.
-    const physical: PhysicalHeader = { header: headerOf('x'), inheritedEventCount: SessionLogOffset(0), logId: 'a' }
-    expect(encodeHeaderLine(physical).toString()).toContain('"formatVersion":4')
-  })
-})
 
 describe('forks through the store and the coordinator', () => {
   it('Session.fork persists the child as a reference after flushing the source up to the cut', async () => {

@@ -40,17 +40,35 @@ function probe(root: string, mode: 'open' | 'open-writable' | 'list', since?: st
 }
 
 /** What opening, following the feed and closing need: the front, the root marker, the journal and their helpers (index.ts only re-exports). */
-const FRONT = ['change-journal.js', 'create.js', 'errors.js', 'fs-io.js', 'id-encoding.js', 'root-marker.js', 'trailer.js']
+const FRONT = [
+  'change-journal.js',
+  'create.js',
+  'errors.js',
+  'fs-io.js',
+  'id-encoding.js',
+  'journal-records.js',
+  'process-identity.js',
+  'root-marker.js',
+  'trailer.js',
+]
 /** The log side (a module added to it later loads with it). */
 const LOG_MODULES = [
   'codec.js',
+  'create-log.js',
+  'feed.js',
   'fork-refs.js',
+  'forks.js',
   'log-format.js',
   'log-reader.js',
   'log-scan.js',
   'log-units.js',
+  'padded-tail.js',
   'persistence.js',
+  'reads.js',
+  'session-writer.js',
   'writer-lock.js',
+  'writer.js',
+  'writers.js',
   'zstd-frames.js',
 ]
 

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { SessionId, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { SessionId, SessionLogOffset, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { type AppendTarget, expandEventRuns, type StoredEventRun } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -165,30 +165,34 @@ describe('packed runs in the store', () => {
     expect(eventLines(p, 's', 'none')).toHaveLength(20)
   })
 
-  it('a version 3 log is appended to as it was written: one line per event, still version 3', async () => {
-    const p = backend()
-    await p.append(targetOf('old'), chunks(0, 4))
-    await p.close()
-    // Rewrite the log as version 3 wrote it: the header says 3, the batch has one line per event.
-    const file = p.logPath('old')
-    const { line: v3Header, header: v3HeaderUnit } = headerUnitAs(file, 3)
-    const v3Lines = Buffer.from(
-      chunks(0, 4)
-        .map((e) => `${JSON.stringify(e)}\n`)
-        .join(''),
-    )
-    writeFileSync(file, Buffer.concat([v3HeaderUnit, encodeUnit(createCodec('zstd'), v3Lines, 'batch', 0, 4)]))
+  it.each([1, 2, 3])(
+    'a log of pre-release format version %i is refused, typed, by every read and by append, and left as it is',
+    async (version) => {
+      const p = backend()
+      await p.append(targetOf('old'), chunks(0, 4))
+      await p.append(targetOf('old'), chunks(4, 4))
+      await p.append(targetOf('other'), chunks(0, 2))
+      await p.close()
+      const file = p.logPath('old')
+      const { header, rest } = headerUnitAs(file, version)
+      writeFileSync(file, Buffer.concat([header, rest]))
+      const before = readFileSync(file)
 
-    const writer = backend(p.root)
-    expect(plain((await writer.inspect(SessionId('old'))).events)).toEqual(plain(chunks(0, 4)))
-    await writer.append(targetOf('old'), chunks(4, 10))
-    await writer.append(targetOf('old'), chunks(14, 10))
-    const after = execFileSync('zstd', ['-dc', file]).toString('utf8')
-    expect(after.startsWith(v3Header.toString())).toBe(true)
-    expect(eventLines(writer, 'old')).toHaveLength(24)
-    expect(after).not.toContain('"run":')
-    expect(plain((await backend(p.root).inspect(SessionId('old'))).events)).toEqual(plain(chunks(0, 24)))
-  })
+      const reader = backend(p.root)
+      const refused = { code: 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION', message: expect.stringContaining(`format version ${version}`) }
+      await expect(reader.inspect(SessionId('old'))).rejects.toMatchObject(refused)
+      await expect(reader.inspectFrom(SessionId('old'), SessionLogOffset(2))).rejects.toMatchObject(refused)
+      await expect(reader.verify(SessionId('old'))).rejects.toMatchObject(refused)
+      await expect(reader.load(SessionId('old'))).rejects.toMatchObject(refused)
+      await expect(reader.append(targetOf('old'), chunks(8, 1))).rejects.toMatchObject(refused)
+      // A fork of it is refused too: its prefix could not be read.
+      await expect(reader.append(forkTarget('kid', 2, 'old'), chunks(0, 3))).rejects.toMatchObject(refused)
+      // Listing the root leaves it out and reports it; the other session lists as usual.
+      expect((await reader.list()).map((entry) => entry.header.id)).toEqual(['other'])
+      expect(reader.damagedLogs()).toEqual([expect.objectContaining({ id: 'old', code: 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION' })])
+      expect(readFileSync(file).equals(before)).toBe(true)
+    },
+  )
 
   it('a fork cut inside a packed run inherits exactly the prefix; materialized, it keeps every event', async () => {
     const p = backend()

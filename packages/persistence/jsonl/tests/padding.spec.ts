@@ -4,10 +4,7 @@ import { SessionId, type StoredSessionEvent } from '@dsh/session'
 import type { AppendTarget } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { createCodec } from '../src/codec.js'
-import { encodeHeaderLine, type PhysicalHeader } from '../src/log-format.js'
 import { CHECKPOINT_BYTES, checkpointDistance, MAX_PAD_GROWTH, newestSlot, PAD_MAGIC, SLOTS_BYTES } from '../src/log-padding.js'
-import { encodeUnit } from '../src/log-units.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
 // The preallocated tail of version 3 zstd logs (src/log-padding.ts): appends
@@ -353,31 +350,6 @@ describe('padding (log format version 3, zstd)', () => {
     const reader = backend(p.root)
     expect((await reader.inspect(SessionId('kid'))).events.map((e) => e.seq)).toEqual(seqs(22))
     expect((await reader.inspectFrom(SessionId('kid'), 20 as never)).events.map((e) => e.seq)).toEqual([20, 21])
-  })
-
-  it('version 2 logs still read and are appended to as written: never padded', async () => {
-    const p = backend()
-    await p.append(targetOf(ID), eventsFrom(0, 3))
-    await p.close()
-    const file = p.logPath(ID)
-    const bytes = readFileSync(file)
-    const codec = createCodec('zstd')
-    const text = execFileSync('zstd', ['-dc', file]).toString('utf8')
-    const line = text.slice(0, text.indexOf('\n') + 1)
-    const physical = JSON.parse(line) as { logId: string; header: PhysicalHeader['header']; inheritedEventCount: number }
-    const v3Header = encodeUnit(codec, encodeHeaderLine({ ...physical, inheritedEventCount: 0 as never }), 'header', 0, 0)
-    expect(bytes.subarray(0, v3Header.length).equals(v3Header)).toBe(true)
-    const v2Line = Buffer.from(line.replace('"formatVersion":4', '"formatVersion":2'))
-    const v2 = Buffer.concat([encodeUnit(codec, v2Line, 'header', 0, 0), bytes.subarray(v3Header.length)])
-    writeFileSync(file, v2)
-    const writer = backend(p.root)
-    for (let b = 1; b < 5; b++) {
-      await writer.append(targetOf(ID), eventsFrom(b * 3, 3))
-      const now = readFileSync(file)
-      expect(paddingStart(now)).toBeUndefined()
-      expect((await writer.verify(SessionId(ID))).committedBytes).toBe(now.length)
-    }
-    expect((await writer.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(15))
   })
 
   it("compression 'none' is never padded", async () => {

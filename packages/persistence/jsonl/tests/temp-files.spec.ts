@@ -4,14 +4,19 @@ import { join } from 'node:path'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { describe, expect, it } from 'vitest'
+import { processStart } from '../src/process-identity.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
+
+const startOf = (pid: number): string => processStart(pid) ?? 'x'
 
 /**
  * Removing a session directory (delete, or a create that lost the lock race)
  * removes the temporary files of dead processes only: a live process's
- * `.log.jsonl.tmp-<pid>-…` may be about to be linked (two writers racing to
- * create one session once failed with ENOENT on link because the loser
- * removed the winner's temporary log).
+ * `.log.jsonl.tmp-<pid>.<start>-…` may be about to be linked (had the loser
+ * of two writers racing to create one session removed it, the winner's
+ * `link` would fail with ENOENT). A name is judged by its process's pid and
+ * start time (`process-identity.ts`), so a pid reused by a later process
+ * does not keep a dead writer's file.
  */
 describe('temporary files of other writers', () => {
   it('survive the removal of their directory while their process lives; a dead process’s are removed', async () => {
@@ -21,9 +26,12 @@ describe('temporary files of other writers', () => {
       await p.append(targetOf('gone'), eventsFrom(0, 2))
       await p.append(targetOf('busy'), eventsFrom(0, 2))
       const dead = spawnSync(process.execPath, ['-e', '0']).pid! // exited: no such process any more
-      const deadTemp = join(dir, 'gone', `.log.jsonl.tmp-${dead}-0123456789ab`)
-      const liveTemp = join(dir, 'busy', `.log.jsonl.tmp-${process.pid}-0123456789ab`)
+      const deadTemp = join(dir, 'gone', `.log.jsonl.tmp-${dead}.${startOf(dead)}-0123456789ab`)
+      // This process's pid with another start time: a process that ran before this one under the same pid.
+      const reusedTemp = join(dir, 'gone', `.log.jsonl.tmp-${process.pid}.1-0123456789ab`)
+      const liveTemp = join(dir, 'busy', `.log.jsonl.tmp-${process.pid}.${startOf(process.pid)}-0123456789ab`)
       writeFileSync(deadTemp, 'half a log')
+      writeFileSync(reusedTemp, 'half a log of an earlier process')
       writeFileSync(liveTemp, 'a log about to be linked')
 
       await p.delete(SessionId('gone'))
