@@ -13,6 +13,8 @@ export type SessionPersistenceErrorCode =
   /** An event that cannot be stored losslessly (bad type, seq, time or data). */
   | 'SESSION_PERSISTENCE_INVALID_EVENT'
   | 'SESSION_PERSISTENCE_IO'
+  /** The backend's server cannot be reached now (connection refused or lost, shutting down); retrying once it is back succeeds. */
+  | 'SESSION_PERSISTENCE_UNAVAILABLE'
   | 'SESSION_PERSISTENCE_CLOSED'
   /** A write (append, load's repair, delete) on a backend opened read-only. */
   | 'SESSION_PERSISTENCE_READ_ONLY'
