@@ -2,6 +2,11 @@ import type { CommandSpec, OptionSpec } from './command.js'
 
 const limit: OptionSpec = { type: 'string', value: 'N', help: 'at most N rows' }
 const cursor: OptionSpec = { type: 'string', value: 'C', help: 'the next page (printed by the previous one)' }
+const dialect: OptionSpec = {
+  type: 'string',
+  value: 'dsh|harness',
+  help: "the control tools' form: dsh (default) or harness (subagent {description, prompt}, send_message {subagent_id}, …)",
+}
 
 /**
  * Every command: adding one is one entry here plus its module under
@@ -80,6 +85,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-v4-flash)' },
       'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
       resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },
+      dialect,
     },
     load: () => import('./commands/run.js'),
   },
@@ -90,6 +96,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       'allow-control': { type: 'boolean', help: 'also offer the subagent-control tools (they write to the root)' },
       model: { type: 'string', value: 'M', help: 'with --allow-control and DSH_API_KEY: the model children run on' },
       'base-url': { type: 'string', value: 'URL', help: 'with --allow-control and DSH_API_KEY: the Chat Completions base URL' },
+      dialect,
     },
     load: () => import('./commands/mcp.js'),
   },

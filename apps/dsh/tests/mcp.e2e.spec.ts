@@ -175,6 +175,68 @@ describe('dsh mcp', () => {
     expect(listed.rows.map((row) => row.label)).toContain('counter')
   }, 120_000)
 
+  it('with --allow-control --dialect harness, serves the harness-dialect tools and list_agents as such a model reads it', async () => {
+    let server: ModelServer | undefined
+    try {
+      server = await startModelServer(() => answer(['Counted ', '7 wombats.']))
+      const client = await connectWith(
+        { DSH_API_KEY: 'sk-mcp-e2e' },
+        '--allow-control',
+        '--dialect',
+        'harness',
+        '--base-url',
+        server.baseURL,
+      )
+      const tools = (await client.listTools()).tools
+      expect(tools.map((tool) => tool.name).sort()).toEqual([
+        'interrupt_agent',
+        'list_agents',
+        'list_sessions',
+        'report',
+        'search',
+        'send_message',
+        'show_session',
+        'subagent',
+      ])
+      expect(tools.find((tool) => tool.name === 'subagent')!.inputSchema.required).toEqual(['session', 'description', 'prompt'])
+      expect(tools.find((tool) => tool.name === 'send_message')!.inputSchema.required).toEqual(['session', 'subagent_id', 'message'])
+
+      const waited = await client.callTool({
+        name: 'subagent',
+        arguments: { session: parent, description: 'wombat counter', prompt: 'Count the wombats', run_in_background: false },
+      })
+      expect(waited.content).toEqual([{ type: 'text', text: 'Counted 7 wombats.' }])
+      const started = (await structured(client, 'subagent', {
+        session: parent,
+        description: 'background counter',
+        prompt: 'Count again',
+      })) as {
+        text: string
+        subagentId: string
+      }
+      expect(started.text).toBe(`started subagent ${started.subagentId}`)
+      const stopped = (await structured(client, 'interrupt_agent', { session: parent, agent_id: started.subagentId })) as {
+        accepted: boolean
+      }
+      expect(stopped.accepted).toBe(true)
+      // The read tool's text is the harness rendering: continuable children only, one-shot ones left out.
+      const listed = await client.callTool({ name: 'list_agents', arguments: { id: parent } })
+      const text = (listed.content as { text: string }[])[0]!.text
+      expect(text).toMatch(new RegExp(`^${started.subagentId} \\[(running|idle|ready)\\] — background counter$`, 'm'))
+      expect(text).not.toContain('wombat counter')
+      for (const line of text.split('\n')) expect(line).toMatch(/^\S+ \[(running|idle|ready|diagnostic: \w+)\]( — .*)?$/)
+    } finally {
+      for (const client of clients.splice(0)) await client.close()
+      await server?.close()
+    }
+  }, 120_000)
+
+  it('refuses an unknown --dialect with CLI_USAGE', async () => {
+    const result = await dsh('mcp', '--dialect', 'claude', '--json', '--root', root)
+    expect(result.code).toBe(2)
+    expect(JSON.parse(result.stdout).error.code).toBe('CLI_USAGE')
+  })
+
   it('shuts down cleanly on SIGTERM and when the client closes stdin', async () => {
     for (const stopWith of ['SIGTERM', 'stdin'] as const) {
       const child = spawn(process.execPath, [bin, 'mcp', '--allow-control', '--root', root], { stdio: ['pipe', 'pipe', 'pipe'] })

@@ -198,6 +198,75 @@ describe('dsh run', () => {
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'interrupted' } })
   }, 120_000)
 
+  it("--dialect harness: the harness tools, and a background child's result wakes the agent for a turn that reads it", async () => {
+    const notice = (request: RecordedRequest) =>
+      request.body.messages.find((m) => m.role === 'user' && String(m.content).startsWith('Background subagent '))?.content
+    server = await startModelServer((request) => {
+      if (request.body.messages.find((m) => m.role === 'user')?.content === 'count the wombats') return answer(['7 wombats'])
+      if (notice(request) !== undefined) return answer(['There are ', '7 wombats.'])
+      if (request.body.messages.some((m) => m.role === 'tool')) return answer(['Started the counter.'])
+      return callTools([{ id: 'c1', name: 'subagent', arguments: '{"description":"wombat counter","prompt":"count the wombats"}' }])
+    })
+    const result = await dsh(['run', 'How many wombats?', '--dialect', 'harness', '--root', root, '--base-url', server.baseURL])
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const id = /^session (\S+)$/m.exec(result.stdout)![1]!
+    const events = await history(id)
+    const started = events.find((e) => e.type === 'tool/result')!.data.content as { text: string; subagentId: string }
+    const child = started.subagentId
+    expect(started).toEqual({ text: `started subagent ${child}`, kind: 'continuable', subagentId: child })
+    const phrased = `Background subagent ${child} has finished; it does nothing more until you send_message it.\nIts last message:\n7 wombats`
+    expect(result.stdout).toContain(`[notice] Background subagent ${child} has finished; it does nothing more until you send_message it.`)
+    expect(result.stdout).toContain('There are 7 wombats.')
+
+    // The agent was given the harness shapes (no report at the top, no wait_agents or close_agent anywhere).
+    const top = server.requests.find((request) => request.body.messages[0]?.content === 'How many wombats?')!
+    expect(top.body.tools?.map((tool) => tool.function.name)).toEqual(['subagent', 'send_message', 'interrupt_agent', 'list_agents'])
+    expect(Object.keys((top.body.tools![0]!.function.parameters as { properties: object }).properties)).toEqual([
+      'description',
+      'prompt',
+      'run_in_background',
+    ])
+    const forChild = server.requests.find((request) => request.body.messages[0]?.content === 'count the wombats')!
+    expect(forChild.body.tools?.map((tool) => tool.function.name)).toEqual([
+      'subagent',
+      'send_message',
+      'interrupt_agent',
+      'report',
+      'list_agents',
+    ])
+    // The child started fresh: it saw its own prompt only.
+    expect(forChild.body.messages).toEqual([{ role: 'user', content: 'count the wombats' }])
+
+    // The settlement reached the agent as the harness phrases it, and woke it for a second turn with no new prompt.
+    const woken = server.requests.filter((request) => notice(request) !== undefined)
+    expect(woken).toHaveLength(1)
+    expect(notice(woken[0]!)).toBe(phrased)
+    expect(events.filter((e) => e.type === 'user/message').map((e) => e.data.text)).toEqual(['How many wombats?'])
+    expect(events.filter((e) => e.type === 'turn/end').map((e) => e.data)).toEqual([
+      { turn: 1, reason: 'completed' },
+      { turn: 2, reason: 'completed' },
+    ])
+    expect(events.filter((e) => e.type === 'assistant/message').map((e) => e.data.text)).toEqual([
+      'Started the counter.',
+      'There are 7 wombats.',
+    ])
+
+    // The child is in the catalog with its description as label.
+    const agents = await dsh(['agents', id, '--json', '--root', root])
+    const rows = (JSON.parse(agents.stdout) as { rows: { id: string; kind: string; mode?: string; label?: string }[] }).rows
+    expect(rows.map((row) => [row.id, row.mode, row.label])).toEqual([[child, 'continuable', 'wombat counter']])
+  }, 120_000)
+
+  it('refuses an unknown --dialect with CLI_USAGE before touching the root', async () => {
+    const result = await dsh(['run', 'hi', '--dialect', 'claude', '--json', '--root', root])
+    expect(result.code).toBe(2)
+    expect(JSON.parse(result.stdout).error).toEqual({
+      code: 'CLI_USAGE',
+      message: "--dialect must be one of dsh, harness, got 'claude'.",
+    })
+    expect(existsSync(root)).toBe(false)
+  })
+
   it('refuses to start without an API key, before touching the root, and says where the key goes', async () => {
     const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
       const { DSH_API_KEY: _a, ...withoutKey } = env()

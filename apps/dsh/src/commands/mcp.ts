@@ -2,42 +2,55 @@ import { API_KEY_ENV, createOpenAIDriver } from '@dsh/driver-openai'
 import { createMcpServer, McpError, serveStdio } from '@dsh/mcp'
 import type { Session } from '@dsh/session'
 import type { SubagentDriver } from '@dsh/subagent'
+import type { SubagentControlDialect } from '@dsh/tool-subagent-control'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { openHost, warnIfExposed } from '../host-access.js'
-import { controlToolsOf } from './run.js'
+import { controlToolsOf, dialectOf, noticesOf } from './run.js'
 
 /**
  * The driver of children started over MCP: a model over the OpenAI-compatible
  * API when a key is in the environment (DSH_API_KEY / OPENAI_API_KEY), with
  * --model / --base-url; otherwise the host's scripted driver, said on stderr.
  */
-function childDriver(command: ParsedCommand, io: CommandIo): SubagentDriver | undefined {
+function childDriver(command: ParsedCommand, io: CommandIo, dialect: SubagentControlDialect): SubagentDriver | undefined {
   if (!API_KEY_ENV.some((name) => (io.env[name] ?? '').length > 0)) {
     io.err.write('dsh: no DSH_API_KEY or OPENAI_API_KEY: subagents started over MCP run the scripted demo driver, not a model.\n')
     return undefined
   }
   const model = command.string('model')
   const baseURL = command.string('base-url')
-  return createOpenAIDriver({ env: io.env, ...(model === undefined ? {} : { model }), ...(baseURL === undefined ? {} : { baseURL }) })
+  return createOpenAIDriver({
+    env: io.env,
+    ...(model === undefined ? {} : { model }),
+    ...(baseURL === undefined ? {} : { baseURL }),
+    ...noticesOf(dialect),
+  })
 }
 
 /**
- * `dsh mcp [--root R] [--allow-control [--model M] [--base-url URL]]`: a Model Context Protocol server on
- * stdin/stdout until the client disconnects. stdout carries the protocol
- * only; warnings go to stderr. Without `--allow-control` the host is opened
- * read-only (nothing in the root is created or written); with it, the
- * subagent-control tools act as the session each call names, loaded (and
- * crash-repaired) if it is not live.
+ * `dsh mcp [--root R] [--dialect dsh|harness] [--allow-control [--model M] [--base-url URL]]`:
+ * a Model Context Protocol server on stdin/stdout until the client
+ * disconnects. stdout carries the protocol only; warnings go to stderr.
+ * Without `--allow-control` the host is opened read-only (nothing in the
+ * root is created or written); with it, the subagent-control tools act as
+ * the session each call names, loaded (and crash-repaired) if it is not
+ * live. `--dialect harness` serves the control tools in the harness's shapes
+ * and `list_agents` text as such a model reads it.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
+  const dialect = dialectOf(command)
   const allowControl = command.flag('allow-control')
-  const driver = allowControl ? childDriver(command, io) : undefined
+  const driver = allowControl ? childDriver(command, io, dialect) : undefined
   const host = await openHost(command, {
     // A server: a slow search answers only its own call, and a signal stops it at once.
     queryWorker: true,
     ...(allowControl
-      ? { requireExisting: true, tools: (_agent, runtime) => controlToolsOf(runtime), ...(driver === undefined ? {} : { driver }) }
+      ? {
+          requireExisting: true,
+          tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent),
+          ...(driver === undefined ? {} : { driver }),
+        }
       : { readOnly: true }),
   })
   try {
@@ -56,10 +69,10 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         )
       }
     }
-    const server = createMcpServer(
-      host.ctx,
-      allowControl ? { allowControl, controlTools: controlToolsOf(host.subagents), resolveAgent } : {},
-    )
+    const server = createMcpServer(host.ctx, {
+      ...(dialect === 'harness' ? { listAgentsFormat: 'harness' as const } : {}),
+      ...(allowControl ? { allowControl, controlTools: controlToolsOf(host.subagents, dialect), resolveAgent } : {}),
+    })
     // A client that stops its server with a signal still gets a clean shutdown: runs drained, logs flushed.
     const stop = (): void => void server.close()
     process.once('SIGINT', stop)

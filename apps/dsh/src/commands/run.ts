@@ -1,23 +1,62 @@
-import { createModelClient, createOpenAIDriver, runAgent } from '@dsh/driver-openai'
+import { isDshError } from '@dsh/context'
+import { type AgentTurnOutcome, createModelClient, createOpenAIDriver, type RunAgentOptions, runAgent } from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
-import { type Session, type SessionEvent, SessionId } from '@dsh/session'
+import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
 import type { SubagentRun, SubagentRuntime, SubagentTool } from '@dsh/subagent'
-import { subagentControlTools } from '@dsh/tool-subagent-control'
+import {
+  harnessNotices,
+  SUBAGENT_CONTROL_DIALECTS,
+  type SubagentControlDialect,
+  subagentControlTools,
+  waitForChildSettlement,
+} from '@dsh/tool-subagent-control'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
 import { printJson } from '../output.js'
 import { escapeTerminal, safe } from '../terminal.js'
 
-/** The subagent-control tools an agent started by the CLI (or the MCP server) may call. */
-export function controlToolsOf(runtime: SubagentRuntime): readonly SubagentTool[] {
-  return subagentControlTools(runtime)
+/** Follow-up turns one `dsh run --dialect harness` gives its agent when background subagents settle. */
+export const MAX_WAKES = 32
+
+/** `--dialect dsh|harness` (default `dsh`): the form of the control tools; anything else is `CLI_USAGE`. */
+export function dialectOf(command: ParsedCommand): SubagentControlDialect {
+  const value = command.string('dialect') ?? 'dsh'
+  if (!(SUBAGENT_CONTROL_DIALECTS as readonly string[]).includes(value))
+    throw new CliError('CLI_USAGE', `--dialect must be one of ${SUBAGENT_CONTROL_DIALECTS.join(', ')}, got '${value}'.`)
+  return value as SubagentControlDialect
 }
 
 /**
- * `dsh run "<prompt>" [--model M] [--base-url URL] [--resume ID] [--root R]`:
+ * The subagent-control tools an agent started by the CLI (or the MCP server)
+ * may call, in `dialect`. In the harness dialect `report` is for subagents
+ * only: an `agent` that is not one (a top-level session) is not offered it.
+ */
+export function controlToolsOf(
+  runtime: SubagentRuntime,
+  dialect: SubagentControlDialect = 'dsh',
+  agent?: Session,
+): readonly SubagentTool[] {
+  if (dialect === 'harness' && agent !== undefined && agent.header.origin !== 'subagent')
+    return subagentControlTools(runtime, { dialect, filter: (name) => name !== 'report' })
+  return subagentControlTools(runtime, { dialect })
+}
+
+/** How the model reads its children's notices: the harness phrasing in the harness dialect, the driver's own otherwise. */
+export function noticesOf(dialect: SubagentControlDialect): {
+  notices?: Readonly<Record<string, (data: JsonValue) => string | undefined>>
+} {
+  return dialect === 'harness' ? { notices: harnessNotices } : {}
+}
+
+/**
+ * `dsh run "<prompt>" [--model M] [--base-url URL] [--resume ID] [--dialect dsh|harness] [--root R]`:
  * one turn of a real agent over an OpenAI-compatible API, with the
- * subagent-control tools, in a session root. The answer streams to stdout,
+ * subagent-control tools, in a session root. With `--dialect harness` the
+ * tools take the harness's shapes and, as the harness does, a background
+ * child's settlement wakes the agent: after its turn the command waits for a
+ * running child to settle and runs another turn that reads the notice (at
+ * most MAX_WAKES such turns). The answer streams to stdout,
  * each child's progress as a line of its own; the session stays in the root
  * for `dsh show`/`dsh agents`. Ctrl-C ends the turn `interrupted` (closed and
  * flushed; a second Ctrl-C quits at once). `--resume ID` loads the session
@@ -32,6 +71,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const resume = command.string('resume')
   if (prompt.length === 0 && resume === undefined)
     throw new CliError('CLI_USAGE', `'dsh run' needs a prompt: dsh run "what to do" (or --resume ID to continue a session).`)
+  const dialect = dialectOf(command)
   const model = command.string('model')
   const baseURL = command.string('base-url')
   // Configuration errors (no key, a bad URL) surface before the root is touched.
@@ -41,9 +81,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(baseURL === undefined ? {} : { baseURL }),
   })
   const printer = new RunPrinter(io, command.json)
-  const driver = createOpenAIDriver({ client, onEvent: (child, event) => printer.child(child, event) })
+  const driver = createOpenAIDriver({ client, onEvent: (child, event) => printer.child(child, event), ...noticesOf(dialect) })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
-  const host = await openHost(command, { driver, tools: (_agent, runtime) => controlToolsOf(runtime) })
+  const host = await openHost(command, { driver, tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent) })
   let session: Session | undefined
   const controller = new AbortController()
   const interrupt = (): void => {
@@ -55,14 +95,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     session = resume === undefined ? host.sessions.create({ cwd: process.cwd() }) : await loadSession(host, resume)
     printer.begin(session, resume !== undefined)
     process.once('SIGINT', interrupt)
-    const outcome = await runAgent({
+    const turn: RunAgentOptions = {
       client,
       session,
-      tools: controlToolsOf(host.subagents),
+      tools: controlToolsOf(host.subagents, dialect, session),
       signal: controller.signal,
       onEvent: (event) => printer.top(event),
-      ...(prompt.length === 0 ? {} : { prompt }),
-    })
+      ...noticesOf(dialect),
+    }
+    let outcome = await runAgent({ ...turn, ...(prompt.length === 0 ? {} : { prompt }) })
+    if (dialect === 'harness') outcome = await followBackground(host, turn, outcome, printer)
     printer.end(session, outcome)
     return outcome.reason === 'completed' ? 0 : outcome.reason === 'interrupted' ? 130 : 1
   } finally {
@@ -70,6 +112,53 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     // Children still running are drained (their turns close) and everything is flushed.
     await host.dispose()
   }
+}
+
+/**
+ * The harness's wake-up: while the last turn completed, wait for one of the
+ * session's background children to settle (or take a notice that landed
+ * after the turn's last model request), then run a turn with no new prompt,
+ * which reads the notice. Stops when nothing is running and nothing is
+ * unread, after MAX_WAKES turns, or on Ctrl-C (`interrupted`).
+ */
+async function followBackground(
+  host: Host,
+  turn: RunAgentOptions,
+  first: AgentTurnOutcome,
+  printer: RunPrinter,
+): Promise<AgentTurnOutcome> {
+  let outcome = first
+  for (let wakes = 0; outcome.reason === 'completed' && wakes < MAX_WAKES; wakes++) {
+    try {
+      if (unreadNotices(turn.session).length === 0 && !(await waitForChildSettlement(host.subagents, turn.session, turn.signal))) break
+    } catch (error) {
+      if (turn.signal.aborted || isDshError(error, 'CANCELLED')) return { reason: 'interrupted' }
+      throw error
+    }
+    for (const notice of unreadNotices(turn.session)) printer.notice(notice)
+    outcome = await runAgent(turn)
+  }
+  return outcome
+}
+
+/**
+ * The notices (as the harness phrases them) the model has not read: those
+ * after the last model request of the session's last completed turn. A turn's
+ * last request is built right after its `turn/start` or its last
+ * `tool/result` before the final `assistant/message`.
+ */
+function unreadNotices(session: Session): string[] {
+  const events = session.events
+  const types = events.map((event) => event.type)
+  const answer = types.lastIndexOf('assistant/message')
+  const request = answer < 0 ? -1 : Math.max(types.lastIndexOf('tool/result', answer), types.lastIndexOf('turn/start', answer))
+  const render = harnessNotices['subagent/notice']!
+  const unread: string[] = []
+  for (const event of events.slice(request + 1)) {
+    const text = event.type === 'subagent/notice' ? render(event.data as JsonValue) : undefined
+    if (text !== undefined) unread.push(text)
+  }
+  return unread
 }
 
 /** The session to continue: live already, or loaded from the root (crash repair closes a turn a killed run left open). */
@@ -116,6 +205,12 @@ class RunPrinter {
     else if (event.type === 'assistant/message') this.#line(safe`  [${who}] answered: ${firstLine(String(data.text))}`)
     else if (event.type === 'assistant/error') this.#line(safe`  [${who}] error ${data.code}: ${data.message}`)
     else if (event.type === 'turn/end') this.#line(safe`  [${who}] turn ended: ${data.reason}`)
+  }
+
+  /** A notice that wakes the agent for another turn (harness dialect). */
+  notice(text: string): void {
+    if (this.#json) return
+    this.#line(safe`[notice] ${firstLine(text, 160)}`)
   }
 
   end(session: Session, outcome: { reason: string; text?: string; error?: unknown }): void {
