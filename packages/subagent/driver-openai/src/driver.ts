@@ -1,5 +1,5 @@
 import type { SessionEvent } from '@dsh/session'
-import type { SubagentDescriptor, SubagentDriver, SubagentRun, SubagentRunOutcome } from '@dsh/subagent'
+import type { SubagentDriver, SubagentRun, SubagentRunOutcome, SubagentSettings } from '@dsh/subagent'
 import { type AgentTurnOptions, runAgentTurn } from './agent.js'
 import { createModelClient, type ModelClient, type ModelClientOptions } from './model.js'
 
@@ -7,7 +7,7 @@ export interface OpenAIDriverOptions extends ModelClientOptions {
   /** An existing client (shared with a top-level agent); otherwise one is made from the options. */
   readonly client?: ModelClient
   readonly maxSteps?: number
-  /** A system prompt for every agent, before the descriptor's persona and instructions. */
+  /** A system prompt for every agent, before the child's persona and instructions. */
   readonly system?: string
   readonly notices?: AgentTurnOptions['notices']
   /** Called after each event a run appends (the CLI prints progress from it). Must not append. */
@@ -21,7 +21,7 @@ export interface OpenAIDriverOptions extends ModelClientOptions {
  * is one agent turn over the agent's own log (a fork child's context starts
  * with the prefix it inherited; notices from its children are in that log),
  * with the tools the runtime gives the run (already narrowed by the child's
- * `toolFilter`). The descriptor the runtime hands over supplies the model
+ * `toolFilter`). The settings the runtime hands over supply the model
  * (`model`, else `agentModel`) and the system prompt (`persona`,
  * `instructions`, and the `outputSchema` a one-shot answer must satisfy).
  * Interrupts end the turn `cancelled`, the runtime's reason for it.
@@ -31,9 +31,9 @@ export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentD
   return Object.freeze({
     name: options.name ?? 'openai',
     run(run: SubagentRun): Promise<SubagentRunOutcome> {
-      const descriptor = run.descriptor
-      const model = descriptor?.model ?? descriptor?.agentModel
-      const system = systemPrompt(options.system, descriptor)
+      const settings = run.settings
+      const model = settings?.model ?? settings?.agentModel
+      const system = systemPrompt(options.system, settings)
       return runAgentTurn({
         client,
         session: run.session,
@@ -51,12 +51,12 @@ export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentD
   })
 }
 
-/** The system prompt of a run: the driver's own, then the descriptor's persona, instructions and output contract. */
-export function systemPrompt(base: string | undefined, descriptor: SubagentDescriptor | undefined): string | undefined {
-  const parts = [base, descriptor?.persona, descriptor?.instructions]
-  if (descriptor?.outputSchema !== undefined) {
+/** The system prompt of a run: the driver's own, then the child's persona, instructions and output contract. */
+export function systemPrompt(base: string | undefined, settings: SubagentSettings | undefined): string | undefined {
+  const parts = [base, settings?.persona, settings?.instructions]
+  if (settings?.outputSchema !== undefined) {
     parts.push(
-      `Your final answer must be a single JSON value (no prose, no code fence) valid against this JSON Schema:\n${JSON.stringify(descriptor.outputSchema)}`,
+      `Your final answer must be a single JSON value (no prose, no code fence) valid against this JSON Schema:\n${JSON.stringify(settings.outputSchema)}`,
     )
   }
   const text = parts.filter((part): part is string => typeof part === 'string' && part.trim().length > 0).join('\n\n')

@@ -128,9 +128,6 @@ describe('createOpenAIDriver under the subagent runtime', () => {
     expect(systemPrompt(undefined, undefined)).toBeUndefined()
     expect(
       systemPrompt('Be terse.', {
-        version: 2,
-        mode: 'one-shot',
-        provider: 'openai',
         persona: 'You are a reviewer.',
         outputSchema: { type: 'object' },
       }),

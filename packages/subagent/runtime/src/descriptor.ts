@@ -1,77 +1,60 @@
 import { z } from 'zod'
 
-/** The event type of the subagent descriptor: the child's first own event. */
+/** The event type of the subagent descriptor: the durable source of a child's mode and label. */
 export const SUBAGENT_DESCRIPTOR_EVENT = 'subagent/descriptor'
 export const SUBAGENT_DESCRIPTOR_VERSION = 2
 
-const provider = z.string().min(1)
-const label = z.string().min(1)
-
 /**
  * Which tools a child's driver is given: `allow` keeps only the named tools,
- * `deny` drops the named ones (the harness's `ToolRestriction`). At least one
- * of the two must be present.
+ * `deny` drops the named ones. At least one of the two must be present, and
+ * nothing else.
  */
 export const subagentToolFilterSchema = z
   .strictObject({
-    allow: z.array(z.string().min(1)).exactOptional(),
-    deny: z.array(z.string().min(1)).exactOptional(),
+    allow: z.array(z.string()).exactOptional(),
+    deny: z.array(z.string()).exactOptional(),
   })
   .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, 'a tool filter declares allow and/or deny')
 
-/** Any JSON object: an `outputSchema` is a JSON Schema document. */
-const jsonSchemaObject = z.record(z.string(), z.json())
-
 /**
- * The run capabilities a descriptor may carry, on either mode. Every field is
- * optional and strictly typed; a field of the wrong type makes the whole
- * descriptor corrupt, exactly like an unknown key.
- *
- * - `agentProvider`, `agentModel`, `persona`, `toolFilter`: the harness's
- *   continuable composition fields (its resume reapplies them); we accept
- *   them on one-shot children too.
- * - `outputSchema`: a JSON Schema the child's final message must satisfy
- *   (parsed as JSON); the runtime validates a one-shot child's result with it.
- * - `model`, `instructions`, `maxTurns`: dsh's own settings (a driver may honour them).
- */
-const capabilityFields = {
-  agentProvider: z.string().min(1).exactOptional(),
-  agentModel: z.string().min(1).exactOptional(),
-  persona: z.string().exactOptional(),
-  toolFilter: subagentToolFilterSchema.exactOptional(),
-  outputSchema: jsonSchemaObject.exactOptional(),
-  model: z.string().min(1).exactOptional(),
-  instructions: z.string().exactOptional(),
-  maxTurns: z.int().positive().exactOptional(),
-}
-
-/**
- * v2 one-shot: runs once and finishes. Strict: an unknown key makes the whole
- * payload corrupt (it could be a newer writer's field we would misread).
+ * v2 one-shot: `{ version, mode, provider, label? }` and nothing else. Any
+ * string is a label, the empty one included.
  */
 const oneShotDescriptorSchema = z.strictObject({
   version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
   mode: z.literal('one-shot'),
-  provider,
-  label: label.exactOptional(),
-  ...capabilityFields,
-})
-
-/** v2 continuable: resumable by its parent, so it must be addressable by a label. */
-const continuableDescriptorSchema = z.strictObject({
-  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
-  mode: z.literal('continuable'),
-  provider,
-  label,
-  ...capabilityFields,
+  provider: z.string(),
+  label: z.string().exactOptional(),
 })
 
 /**
- * The strict v2 schema. What makes a descriptor corrupt does not move: the
- * version must be 2, the mode one of the two, the provider a non-empty string,
- * a continuable label a non-empty string, and no key outside the declared
- * ones. Only the `subagent` projection unit interprets logged descriptors with
- * it; the runtime uses it to validate what it is about to write.
+ * v2 continuable: the one-shot fields with a mandatory label (it is how the
+ * parent addresses the child), plus the composition a resume reapplies:
+ * `agentProvider`, `agentModel`, `persona` and `toolFilter`.
+ */
+const continuableDescriptorSchema = z.strictObject({
+  version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
+  mode: z.literal('continuable'),
+  provider: z.string(),
+  label: z.string(),
+  agentProvider: z.string().exactOptional(),
+  agentModel: z.string().exactOptional(),
+  persona: z.string().exactOptional(),
+  toolFilter: subagentToolFilterSchema.exactOptional(),
+})
+
+/**
+ * The strict v2 schema, key for key the one the harness parses persisted
+ * descriptors with, so that a descriptor valid on one side is valid on the
+ * other and every catalog agrees. A payload is corrupt when its version is
+ * not 2, its mode is neither, a field has the wrong type, a continuable has
+ * no label, or it has any key outside its mode's list. Options dsh has and
+ * the harness does not (`model`, `instructions`, `maxTurns`, `outputSchema`,
+ * and the composition fields on a one-shot child) live in the
+ * `subagent/options` event instead.
+ *
+ * Only the `subagent` and `subagentProfile` projection units interpret
+ * logged descriptors with it; `spawn` uses it to check what it writes.
  */
 export const subagentDescriptorSchema = z.discriminatedUnion('mode', [oneShotDescriptorSchema, continuableDescriptorSchema])
 
@@ -80,8 +63,9 @@ export type SubagentContinuableDescriptor = z.output<typeof continuableDescripto
 export type SubagentDescriptor = z.output<typeof subagentDescriptorSchema>
 export type SubagentMode = SubagentDescriptor['mode']
 export type SubagentToolFilter = z.output<typeof subagentToolFilterSchema>
-/** The optional capabilities and settings a descriptor may carry. */
-export type SubagentSettings = Omit<SubagentContinuableDescriptor, 'version' | 'mode' | 'provider' | 'label'>
+
+/** The composition fields a continuable descriptor carries (a one-shot child keeps them in its options). */
+export const DESCRIPTOR_COMPOSITION_KEYS = ['agentProvider', 'agentModel', 'persona', 'toolFilter'] as const
 
 declare module '@dsh/session' {
   interface SessionEventMap {

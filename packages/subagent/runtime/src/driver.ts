@@ -1,6 +1,7 @@
 import type { Session, TurnEndReason } from '@dsh/session'
 import type { SubagentDescriptor } from './descriptor.js'
 import type { SubagentNotice } from './lifecycle.js'
+import type { SubagentSettings } from './options.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 
 /**
@@ -32,12 +33,14 @@ export interface SubagentRun {
   readonly session: Session
   /** The child's identity as the `subagent` unit folds it; absent for a top-level `drive`. */
   readonly identity?: SubagentIdentityProjection
-  /**
-   * The child's own descriptor (provider and capabilities: `persona`,
-   * `instructions`, `agentModel`/`model`, `maxTurns`, `outputSchema`,
-   * `toolFilter`). Absent for a top-level `drive`.
-   */
+  /** The child's own descriptor as logged (mode, provider, label, a continuable's composition). Absent for a top-level `drive`. */
   readonly descriptor?: SubagentDescriptor
+  /**
+   * What the child runs with, from its descriptor and its `subagent/options`:
+   * `persona`, `instructions`, `agentModel`/`model`, `agentProvider`,
+   * `maxTurns`, `outputSchema`, `toolFilter`. Absent for a top-level `drive`.
+   */
+  readonly settings?: SubagentSettings
   /** The turn number to use for `turn/start` … `turn/end` (one above any turn already in the log). */
   readonly turn: number
   /** The input of this run; the runtime already appended it as `user/message`. */
@@ -48,7 +51,7 @@ export interface SubagentRun {
    * the log as `subagent/notice` events; present them to the model as input.
    */
   readonly notices: readonly SubagentNotice[]
-  /** The tools this agent may call, already narrowed by its descriptor's `toolFilter`. */
+  /** The tools this agent may call, already narrowed by its settings' `toolFilter`. */
   readonly tools: readonly SubagentTool[]
   /** Aborted by interrupt, close, drain or runtime disposal: end the turn with `reason: 'cancelled'` promptly. */
   readonly signal: AbortSignal
@@ -60,7 +63,7 @@ export interface SubagentRunOutcome {
   readonly text?: string
   /** Why the run failed, when `reason` is `error` (or the output failed its schema: `SUBAGENT_INVALID_OUTPUT`). */
   readonly error?: unknown
-  /** A one-shot child's final text parsed as JSON, when it passed the descriptor's `outputSchema`. */
+  /** A one-shot child's final text parsed as JSON, when it passed its `outputSchema`. */
   readonly output?: unknown
 }
 
@@ -69,7 +72,7 @@ export interface SubagentRunOutcome {
  *
  * `run` receives a {@link SubagentRun} — the live session, the prompt (already
  * logged as `user/message`), the notices from the agent's children, the tools
- * it may call, the descriptor's persona/instructions/model, and an abort
+ * it may call, the child's settings (persona, instructions, model), and an abort
  * signal — and must append, in order:
  *
  * 1. `turn/start {turn: run.turn}`;

@@ -1,19 +1,21 @@
-import { DshError } from '@dsh/context'
+import { DshError, isDshError } from '@dsh/context'
 
 export type SubagentErrorCode =
   /** Spawn options do not make a valid v2 descriptor (e.g. a continuable child without a label). */
   | 'SUBAGENT_INVALID_DESCRIPTOR'
-  /** A caller-supplied argument (an id, a spawn option) is malformed. */
+  /** A caller-supplied argument of a control operation (spawn, send, wait, report) is malformed. */
   | 'SUBAGENT_INVALID_ARGUMENT'
+  /** A runtime or catalog option (`maxDepth`, `coldReadConcurrency`) is out of range; raised at activation. */
+  | 'SUBAGENT_INVALID_OPTIONS'
   /** The child would be deeper than the runtime's `maxDepth`. */
   | 'SUBAGENT_DEPTH_EXCEEDED'
   /** `spawn` (and `report`) need the parent to be live in this process. */
   | 'SUBAGENT_PARENT_NOT_LIVE'
   /** The target is neither live nor persisted, or is not a subagent. */
   | 'SUBAGENT_NOT_FOUND'
-  /** The caller is not the child's live parent (resume, send) or an ancestor (interrupt, wait, close) (ARCHITECTURE.md: `UNAUTHORIZED`). */
+  /** The caller is not the child's live parent (resume, send) or an ancestor (interrupt, wait, close). */
   | 'SUBAGENT_UNAUTHORIZED'
-  /** `resume` target is not a continuable subagent (ARCHITECTURE.md: `NOT_RESUMABLE`). */
+  /** `resume` target is not a continuable subagent. */
   | 'SUBAGENT_NOT_RESUMABLE'
   /** `resume` target is already running a turn (`send` queues instead). */
   | 'SUBAGENT_BUSY'
@@ -31,8 +33,6 @@ export type SubagentErrorCode =
   | 'SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE'
   /** Listing needs the `sessionQuery` corpus. */
   | 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE'
-  /** The query corpus failed to enumerate; the whole listing fails (per-child isolation covers only cold reads). */
-  | 'SUBAGENT_CONTROL_ENUMERATION_FAILED'
   /** The runtime was disposed. */
   | 'SUBAGENT_DISPOSED'
   | 'CANCELLED'
@@ -41,4 +41,32 @@ export class SubagentError extends DshError<SubagentErrorCode> {}
 
 export function cancelled(): SubagentError {
   return new SubagentError('CANCELLED', 'The subagent operation was cancelled by its caller (AbortSignal aborted).')
+}
+
+export function busy(childId: string): SubagentError {
+  return new SubagentError(
+    'SUBAGENT_BUSY',
+    `Subagent '${childId}' is running a turn; wait for it (or interrupt it), or send it a message to queue.`,
+  )
+}
+
+export function closed(childId: string): SubagentError {
+  return new SubagentError('SUBAGENT_CLOSED', `Subagent '${childId}' has been closed and cannot run again; start a new subagent instead.`)
+}
+
+export function notResumable(childId: string): SubagentError {
+  return new SubagentError(
+    'SUBAGENT_NOT_RESUMABLE',
+    `Subagent '${childId}' is not continuable (it is one-shot, or its own descriptor is missing or invalid); spawn a new child instead.`,
+  )
+}
+
+export function notFound(childId: string): SubagentError {
+  return new SubagentError('SUBAGENT_NOT_FOUND', `There is no subagent '${childId}' (list your subagents with list_agents).`)
+}
+
+/** A person-readable failure for `subagent/end`: `<CODE>: <message>`. */
+export function describeError(error: unknown): string {
+  if (isDshError(error)) return `${error.code}: ${error.message}`
+  return error instanceof Error ? error.message : String(error)
 }

@@ -1,9 +1,11 @@
+export { SubagentCatalog } from './catalog.js'
+export type { SubagentCatalogOptions } from './catalog-options.js'
+export { DEFAULT_COLD_READ_CONCURRENCY, MAX_COLD_READ_CONCURRENCY } from './catalog-options.js'
 export type {
   SubagentContinuableDescriptor,
   SubagentDescriptor,
   SubagentMode,
   SubagentOneShotDescriptor,
-  SubagentSettings,
   SubagentToolFilter,
 } from './descriptor.js'
 export { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, subagentDescriptorSchema, subagentToolFilterSchema } from './descriptor.js'
@@ -19,9 +21,19 @@ export type {
   SubagentStartData,
 } from './lifecycle.js'
 export { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, SUBAGENT_QUEUED_EVENT, SUBAGENT_START_EVENT } from './lifecycle.js'
-export { COLD_READ_CONCURRENCY, explainChildren, explainDescendants, listChildren, listDescendants } from './list-children.js'
+export { explainChildren, explainDescendants, HAS_CHILDREN_PROBE_LIMIT, listChildren, listDescendants } from './list-children.js'
 export type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
+export { latestClosedCut } from './log-scan.js'
+export type { SubagentOptions, SubagentSettings } from './options.js'
+export {
+  mergeSettings,
+  SUBAGENT_OPTIONS_EVENT,
+  SUBAGENT_OPTIONS_VERSION,
+  subagentOptionsSchema,
+  subagentSettingsSchema,
+} from './options.js'
 export { checkOutput } from './output.js'
+export { subagentsPlugin } from './plugin.js'
 export {
   registerSubagentUnits,
   SUBAGENT_IDENTITY_KEY,
@@ -37,11 +49,14 @@ export {
 export type {
   SubagentIdentityProjection,
   SubagentIdentityState,
+  SubagentOptionsRecord,
   SubagentProfileProjection,
   SubagentProfileState,
   SubagentTimingProjection,
   SubagentTimingState,
 } from './projection-types.js'
+export type { SubagentRuntimeOptions, SubagentToolProvider } from './runtime.js'
+export { SubagentRuntime } from './runtime.js'
 export type {
   CallerOptions,
   CloseResult,
@@ -49,13 +64,11 @@ export type {
   SendResult,
   SpawnOptions,
   SubagentHandle,
-  SubagentRuntimeOptions,
   SubagentServiceSource,
   SubagentSettlement,
-  SubagentToolProvider,
   WaitEntry,
   WaitOptions,
-} from './runtime.js'
-export { DEFAULT_MAX_DEPTH, DEFAULT_WAIT_MS, latestClosedCut, MAX_WAIT_MS, SubagentRuntime, subagentsPlugin } from './runtime.js'
+} from './runtime-types.js'
+export { DEFAULT_MAX_DEPTH, DEFAULT_WAIT_MS, MAX_WAIT_MS } from './runtime-types.js'
 export type { Script, ScriptedCallResult, ScriptedDriverOptions, ScriptStep } from './scripted-driver.js'
 export { createScriptedDriver } from './scripted-driver.js'

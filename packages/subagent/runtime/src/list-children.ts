@@ -1,42 +1,56 @@
-import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
-import { type Session, type SessionHeader, type SessionId, type SessionLogOffset, type SessionStore, sameLifecycle } from '@dsh/session'
+import { type Session, type SessionId, sameLifecycle } from '@dsh/session'
 import type { ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
-import type { SessionQuery, SessionQueryObservation } from '@dsh/session-query'
+import type { SessionQueryObservation } from '@dsh/session-query'
+import { DEFAULT_COLD_READ_CONCURRENCY } from './catalog-options.js'
 import { mapBounded } from './concurrency.js'
 import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
 import { cancelled, SubagentError } from './errors.js'
+import { type Candidate, type CorpusDeps, enumerateChildren, enumerateTree, isSubagent } from './list-corpus.js'
+import { ListingScope } from './list-scope.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
 import { SUBAGENT_IDENTITY_KEY } from './projection.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 
 /**
- * How many per-child tasks (and so cold body reads) run at once. It bounds a
- * read-only scan of local media; a networked persistence backend would make
- * it a validated config field.
+ * A parent's subagent catalog.
+ *
+ * Invariants:
+ * - The `subagent` projection unit is the only interpreter of descriptors:
+ *   every row's mode and label is that unit's value, computed on read and
+ *   discarded. The listing parses no event, keeps no cache or memo and writes
+ *   nothing back.
+ * - Enumeration needs header facts only (see `list-corpus.ts`); values come
+ *   down a three-rung ladder, one rung at a time:
+ *   1. a live child: the registry's watermark snapshot, zero log reads;
+ *   2. a cold child: the optional checkpoint cache at the exact cut its
+ *      listing record carries (seeded children included); any fault, miss,
+ *      `null` or failed seq gate falls through;
+ *   3. one body-bearing observation folded through the registered unit.
+ *   An identity counts only if its descriptor lies in the child's own suffix.
+ * - Four states map a ladder result to a row: an own identity is a `child`
+ *   row; none and inactive is `corrupt`; none and running is no row while no
+ *   own descriptor event exists yet (the creation window) and `corrupt` once
+ *   one does (it folded to nothing: poisoned, wherever it sits); a failed cold
+ *   read is `unavailable`, for that child only.
+ * - Errors are the design's set: `SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE`,
+ *   `SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE`,
+ *   `SUBAGENT_CONTROL_QUERY_UNAVAILABLE` (checked before any read, so a
+ *   parent with no children fails too), `CANCELLED`, and the query's own
+ *   error, unchanged, when the corpus fails. An empty or unknown parent id
+ *   lists as an empty catalog.
  */
-export const COLD_READ_CONCURRENCY = 4
 
 const KEYS = [SUBAGENT_IDENTITY_KEY] as const
 
-interface CatalogDeps {
-  readonly sessions: SessionStore
+interface CatalogDeps extends CorpusDeps {
   readonly projections: SessionProjections
-  readonly query: SessionQuery
   readonly cache: SessionProjectionCache | undefined
-}
-
-/** A child as enumerated: header facts only, live header preferred. */
-interface Candidate {
-  readonly header: SessionHeader
-  readonly inheritedEventCount: SessionLogOffset
-  /** The live Session when one exists in this process: the child is running. */
-  readonly live: Session | undefined
+  readonly concurrency: number
 }
 
 interface Classified {
   readonly id: SessionId
-  readonly hasChildren: boolean
   readonly row: SubagentListEntry | undefined
   readonly rung: SubagentListRung
 }
@@ -49,26 +63,35 @@ interface Classified {
  */
 export const HAS_CHILDREN_PROBE_LIMIT = 8
 
-/** A parent's direct subagent children, with the rung that decided each row. */
-export async function explainChildren(
+/**
+ * A parent's direct subagent children, with the rung that decided each row,
+ * classifying at most `concurrency` children at once (a validated
+ * `coldReadConcurrency`: see `SubagentCatalog`).
+ */
+export async function explainChildrenWithin(
   services: SubagentCatalogServices,
   parentId: string,
-  signal?: AbortSignal,
+  signal: AbortSignal | undefined,
+  concurrency: number,
 ): Promise<ExplainedSubagentEntry[]> {
-  const deps = requireServices(services)
-  const parent = checkId(parentId)
-  throwIfAborted(signal, cancelled)
-  const candidates = await enumerateChildren(deps, parent, signal)
-  if (candidates.length === 0) return []
-  let hasChildren: (id: SessionId) => Promise<boolean>
-  if (candidates.length <= HAS_CHILDREN_PROBE_LIMIT) {
-    hasChildren = async (id) => (await enumerateChildren(deps, id, signal, true)).length > 0
-  } else {
-    const tree = await enumerateTree(deps, 'subagent', signal)
-    hasChildren = async (id) => tree.has(id)
-  }
-  const classified = await classifyAll(deps, candidates, hasChildren, signal)
-  return explain(classified, parent, 1)
+  const deps = requireServices(services, concurrency)
+  return ListingScope.run(signal, async (scope) => {
+    const parent = parentIdOf(parentId)
+    if (parent === undefined) return []
+    const candidates = await enumerateChildren(deps, parent, scope)
+    if (candidates.length === 0) return []
+    let hasChildren: (id: SessionId) => Promise<boolean>
+    if (candidates.length <= HAS_CHILDREN_PROBE_LIMIT) {
+      hasChildren = async (id) => (await enumerateChildren(deps, id, scope, true)).length > 0
+    } else {
+      const tree = await enumerateTree(deps, 'subagent', scope)
+      hasChildren = async (id) => tree.has(id)
+    }
+    const classified = await classifyAll(deps, candidates, hasChildren, scope)
+    return classified.flatMap((child) =>
+      child.row === undefined ? [] : [Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth: 1 })],
+    )
+  })
 }
 
 /**
@@ -82,35 +105,56 @@ export async function explainChildren(
  * the corpus (live headers preferred), so a deep tree costs one query, not
  * one per node, and no body read beyond the ladder's.
  */
-export async function explainDescendants(
+export async function explainDescendantsWithin(
+  services: SubagentCatalogServices,
+  parentId: string,
+  signal: AbortSignal | undefined,
+  concurrency: number,
+): Promise<ExplainedSubagentEntry[]> {
+  const deps = requireServices(services, concurrency)
+  return ListingScope.run(signal, async (scope) => {
+    const root = parentIdOf(parentId)
+    if (root === undefined) return []
+    const tree = await enumerateTree(deps, 'all', scope)
+    const hasSubagentChildren = async (id: SessionId): Promise<boolean> => (tree.get(id) ?? []).some(isSubagent)
+    const out: ExplainedSubagentEntry[] = []
+    // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
+    const visited = new Set<string>([root])
+    const walk = async (parent: SessionId, depth: number): Promise<void> => {
+      const candidates = (tree.get(parent) ?? []).filter((c) => !visited.has(c.header.id))
+      for (const candidate of candidates) visited.add(candidate.header.id)
+      const classified = await classifyAll(deps, candidates.filter(isSubagent), hasSubagentChildren, scope)
+      const rows = new Map(classified.map((child) => [child.id as string, child]))
+      for (const candidate of candidates) {
+        const child = rows.get(candidate.header.id)
+        if (child?.row !== undefined) out.push(Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth }))
+        if (tree.has(candidate.header.id)) await walk(candidate.header.id, depth + 1)
+      }
+    }
+    await walk(root, 1)
+    return out
+  })
+}
+
+/** A parent's direct subagent children with their rungs, at the default cold-read concurrency. */
+export function explainChildren(
   services: SubagentCatalogServices,
   parentId: string,
   signal?: AbortSignal,
 ): Promise<ExplainedSubagentEntry[]> {
-  const deps = requireServices(services)
-  const root = checkId(parentId)
-  throwIfAborted(signal, cancelled)
-  const tree = await enumerateTree(deps, 'all', signal)
-  const hasSubagentChildren = async (id: SessionId): Promise<boolean> => (tree.get(id) ?? []).some(isSubagent)
-  const out: ExplainedSubagentEntry[] = []
-  // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
-  const visited = new Set<string>([root])
-  const walk = async (parent: SessionId, depth: number): Promise<void> => {
-    const candidates = (tree.get(parent) ?? []).filter((c) => !visited.has(c.header.id))
-    for (const candidate of candidates) visited.add(candidate.header.id)
-    const classified = await classifyAll(deps, candidates.filter(isSubagent), hasSubagentChildren, signal)
-    const rows = new Map(classified.map((child) => [child.id as string, child]))
-    for (const candidate of candidates) {
-      const child = rows.get(candidate.header.id)
-      if (child?.row !== undefined) out.push(Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth }))
-      if (tree.has(candidate.header.id)) await walk(candidate.header.id, depth + 1)
-    }
-  }
-  await walk(root, 1)
-  return out
+  return explainChildrenWithin(services, parentId, signal, DEFAULT_COLD_READ_CONCURRENCY)
 }
 
-/** The seed's `listChildren`: rows only. */
+/** The whole subtree with rungs, parents and depths, at the default cold-read concurrency. */
+export function explainDescendants(
+  services: SubagentCatalogServices,
+  parentId: string,
+  signal?: AbortSignal,
+): Promise<ExplainedSubagentEntry[]> {
+  return explainDescendantsWithin(services, parentId, signal, DEFAULT_COLD_READ_CONCURRENCY)
+}
+
+/** `listChildren`: rows only. */
 export async function listChildren(
   services: SubagentCatalogServices,
   parentId: string,
@@ -119,7 +163,7 @@ export async function listChildren(
   return (await explainChildren(services, parentId, signal)).map((entry) => entry.row)
 }
 
-/** Rows of the whole subtree, depth-first in listing order (see `explainDescendants`). */
+/** Rows of the whole subtree, depth-first in listing order (see `explainDescendantsWithin`). */
 export async function listDescendants(
   services: SubagentCatalogServices,
   parentId: string,
@@ -128,15 +172,9 @@ export async function listDescendants(
   return (await explainDescendants(services, parentId, signal)).map((entry) => entry.row)
 }
 
-function explain(classified: readonly Classified[], parentId: SessionId, depth: number): ExplainedSubagentEntry[] {
-  return classified.flatMap((child) =>
-    child.row === undefined ? [] : [Object.freeze({ row: child.row, rung: child.rung, parentId, depth })],
-  )
-}
-
 // Checked up front, before any read, so a missing service fails with its code
 // even when the parent has no children at all.
-function requireServices(services: SubagentCatalogServices): CatalogDeps {
+function requireServices(services: SubagentCatalogServices, concurrency: number): CatalogDeps {
   const projections = services.sessionProjections
   if (projections === undefined) {
     throw new SubagentError(
@@ -159,181 +197,99 @@ function requireServices(services: SubagentCatalogServices): CatalogDeps {
   if (services.sessionQuery === undefined) {
     throw new SubagentError(
       'SUBAGENT_CONTROL_QUERY_UNAVAILABLE',
-      "Listing subagents needs the 'sessionQuery' service to enumerate the session corpus; activate a session-query backend (memory or SQLite).",
+      "Listing subagents needs the 'sessionQuery' service to enumerate the session corpus; activate a session-query backend (memory, SQLite or PostgreSQL).",
     )
   }
-  return { sessions: services.sessions, projections, query: services.sessionQuery, cache: services.sessionProjectionCache }
-}
-
-function checkId(id: string): SessionId {
-  if (typeof id !== 'string' || id.length === 0) {
-    throw new SubagentError(
-      'SUBAGENT_INVALID_ARGUMENT',
-      `A parent session id must be a non-empty string, got ${JSON.stringify(id) ?? String(id)}.`,
-    )
+  return {
+    sessions: services.sessions,
+    projections,
+    query: services.sessionQuery,
+    cache: services.sessionProjectionCache,
+    concurrency,
   }
-  return id as SessionId
 }
 
-/** Every read is checked before and after, and one that settles after an abort is rejected as CANCELLED. */
-async function read<T>(signal: AbortSignal | undefined, op: () => Promise<T>): Promise<T> {
-  throwIfAborted(signal, cancelled)
-  const result = await raceAbort(op(), signal, cancelled)
-  throwIfAborted(signal, cancelled)
-  return result
-}
-
-/**
- * The parent's subagent children from the query corpus (an indexed query on
- * a backend with an index), each paired with its live Session when one exists
- * (the live header wins), ordered by createdAt then id. With `probe`, stops at
- * the first child found. A corpus failure fails the whole listing.
- */
-async function enumerateChildren(
-  deps: CatalogDeps,
-  parentId: SessionId,
-  signal: AbortSignal | undefined,
-  probe = false,
-): Promise<Candidate[]> {
-  const candidates: Candidate[] = []
-  await listCorpus(deps, { parentSession: parentId, ...(probe ? { limit: 16 } : {}) }, signal, 'subagent', (candidate) => {
-    if (candidate.header.parentSession === parentId) candidates.push(candidate)
-    return !(probe && candidates.length > 0)
-  })
-  return candidates.sort(byCreatedAtThenId)
-}
-
-function isSubagent(candidate: Candidate): boolean {
-  return candidate.header.origin === 'subagent'
-}
-
-/** Every subagent (or every session) in the corpus grouped by (live-preferred) parent, each group ordered. */
-async function enumerateTree(
-  deps: CatalogDeps,
-  scope: 'subagent' | 'all',
-  signal: AbortSignal | undefined,
-): Promise<Map<string, Candidate[]>> {
-  const tree = new Map<string, Candidate[]>()
-  await listCorpus(deps, {}, signal, scope, (candidate) => {
-    const parent = candidate.header.parentSession
-    if (parent === undefined) return true
-    const siblings = tree.get(parent)
-    if (siblings === undefined) tree.set(parent, [candidate])
-    else siblings.push(candidate)
-    return true
-  })
-  for (const siblings of tree.values()) siblings.sort(byCreatedAtThenId)
-  return tree
-}
-
-/**
- * Pages through `listSessions` with `filter` (plus `origin: 'subagent'` unless
- * `scope` is `all`), applying live preference, until `visit` returns false or
- * pages run out.
- */
-async function listCorpus(
-  deps: CatalogDeps,
-  filter: { readonly parentSession?: string; readonly limit?: number },
-  signal: AbortSignal | undefined,
-  scope: 'subagent' | 'all',
-  visit: (candidate: Candidate) => boolean,
-): Promise<void> {
-  let cursor: string | undefined
-  do {
-    const page = await read(signal, () =>
-      deps.query.listSessions(
-        { ...filter, ...(scope === 'subagent' ? { origin: 'subagent' } : {}), ...(cursor === undefined ? {} : { cursor }) },
-        signal,
-      ),
-    ).catch((error: unknown) => {
-      throw enumerationFailure(error, filter.parentSession)
-    })
-    for (const record of page.records) {
-      const live = deps.sessions.get(record.header.id)
-      const header = live?.header ?? record.header
-      if (scope === 'subagent' && header.origin !== 'subagent') continue
-      if (!visit({ header, inheritedEventCount: live?.inheritedEventCount ?? record.inheritedEventCount, live })) return
-    }
-    cursor = page.nextCursor
-  } while (cursor !== undefined)
-}
-
-function enumerationFailure(error: unknown, parentId: string | undefined): unknown {
-  if (isDshError(error, 'CANCELLED')) return error
-  const detail = error instanceof Error ? error.message : String(error)
-  const what = parentId === undefined ? 'the subagent corpus' : `the subagents of '${parentId}'`
-  return new SubagentError(
-    'SUBAGENT_CONTROL_ENUMERATION_FAILED',
-    `Could not enumerate ${what}: the session query corpus failed (${detail}).`,
-    {
-      cause: error,
-      ...(isDshError(error) ? { details: { queryCode: error.code } } : {}),
-    },
-  )
-}
-
-function byCreatedAtThenId(a: Candidate, b: Candidate): number {
-  return a.header.createdAt - b.header.createdAt || (a.header.id < b.header.id ? -1 : a.header.id > b.header.id ? 1 : 0)
+/** A parent id to enumerate under, or `undefined` for one no session can have (it lists as empty). */
+function parentIdOf(id: unknown): SessionId | undefined {
+  return typeof id === 'string' && id.length > 0 ? (id as SessionId) : undefined
 }
 
 function classifyAll(
   deps: CatalogDeps,
   candidates: readonly Candidate[],
   hasChildrenOf: (id: SessionId) => Promise<boolean>,
-  signal: AbortSignal | undefined,
+  scope: ListingScope,
 ): Promise<Classified[]> {
-  return mapBounded(candidates, COLD_READ_CONCURRENCY, async (candidate) => {
+  return mapBounded(candidates, deps.concurrency, async (candidate) => {
     const hasChildren = await hasChildrenOf(candidate.header.id)
-    const { row, rung } = await retrieve(deps, candidate, hasChildren, signal)
-    return { id: candidate.header.id, hasChildren, row, rung }
+    const { row, rung } = await classify(deps, candidate, hasChildren, scope)
+    return { id: candidate.header.id, row, rung }
   })
 }
 
-/** The three-rung ladder plus the four-state mapping for one child. */
-async function retrieve(
-  deps: CatalogDeps,
-  candidate: Candidate,
-  hasChildren: boolean,
-  signal: AbortSignal | undefined,
-): Promise<{ row: SubagentListEntry | undefined; rung: SubagentListRung }> {
+type Ladder = { readonly row: SubagentListEntry | undefined; readonly rung: SubagentListRung }
+
+/** The ladder for one child: the first rung that decides the row. */
+async function classify(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, scope: ListingScope): Promise<Ladder> {
+  if (candidate.live !== undefined) return liveRung(deps, candidate.live, hasChildren)
+  return cacheRung(deps, candidate, hasChildren) ?? (await observationRung(deps, candidate, hasChildren, scope))
+}
+
+/**
+ * Rung 1, a live child: the registry's watermark snapshot (zero log reads).
+ * Without an own identity it is running with no value: still in the creation
+ * window while none of its own events is a descriptor, poisoned (corrupt)
+ * once one is — wherever it sits, since a child may write its descriptor
+ * inside its first turn. Only event types are looked at, in memory; the unit
+ * alone reads payloads.
+ */
+function liveRung(deps: CatalogDeps, live: Session, hasChildren: boolean): Ladder {
+  const identity = ownIdentity(deps.projections.snapshot(live, KEYS), (seq) => live.isOwnSeq(seq))
+  if (identity !== undefined) return { row: childRow(live.id, 'running', hasChildren, identity), rung: 1 }
+  return { row: hasOwnDescriptorEvent(live) ? diagnostic(live.id, 'corrupt') : undefined, rung: 1 }
+}
+
+function hasOwnDescriptorEvent(session: Session): boolean {
+  for (let seq = session.inheritedEventCount; seq < session.seq; seq++) {
+    if (session.eventAt(seq)?.type === SUBAGENT_DESCRIPTOR_EVENT) return true
+  }
+  return false
+}
+
+/**
+ * Rung 2, a cold child with the optional checkpoint cache: the snapshot at the
+ * exact cut the listing record carries, accepted only with an own identity.
+ * Everything else — no cache, a miss, `null`, a failed gate, a throw (a
+ * poisoned row) — falls through: the cache is derived data and never decides
+ * a diagnostic.
+ */
+function cacheRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean): Ladder | undefined {
+  if (deps.cache === undefined) return undefined
+  try {
+    const cut = candidate.inheritedEventCount
+    const identity = ownIdentity(deps.cache.cachedSnapshot(candidate.header, cut, KEYS), (seq) => seq >= cut)
+    return identity === undefined ? undefined : { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2 }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Rung 3: one body-bearing observation folded through the registered unit,
+ * gated by the observed cut. A failed read is an `unavailable` row (the next
+ * listing retries); an observation of another lifecycle under the same id
+ * (the witness fields differ) is `corrupt` and leaks nothing of it; no own
+ * identity is `corrupt`.
+ */
+async function observationRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, scope: ListingScope): Promise<Ladder> {
   const id = candidate.header.id
-  const live = candidate.live
-  if (live !== undefined) {
-    // Rung 1: the registry's watermark cache; zero log reads.
-    const identity = identityOf(deps.projections.snapshot(live, KEYS), (seq) => live.isOwnSeq(seq))
-    if (identity !== undefined) return { row: childRow(id, 'running', hasChildren, identity), rung: 1 }
-    // No own identity while running. The seed's four-state table omits such a
-    // child (the creation window: its descriptor is not appended yet), and its
-    // text gives a *poisoned* running child (a descriptor that folds to the
-    // null sentinel) a corrupt row. The runtime appends the descriptor as the
-    // first own event, so one O(1) look at that event's type (no parsing: the
-    // unit alone interprets payloads) tells the two apart.
-    const first = live.eventAt(live.inheritedEventCount)
-    return { row: first?.type === SUBAGENT_DESCRIPTOR_EVENT ? diagnostic(id, 'corrupt') : undefined, rung: 1 }
-  }
-
-  // Rung 2: the optional checkpoint cache at the exact cut listing records carry
-  // (seeded children included). Any fault here is a miss: the cache is derived data.
-  if (deps.cache !== undefined) {
-    try {
-      const cut = candidate.inheritedEventCount
-      const identity = identityOf(deps.cache.cachedSnapshot(candidate.header, cut, KEYS), (seq) => seq >= cut)
-      if (identity !== undefined) return { row: childRow(id, 'inactive', hasChildren, identity), rung: 2 }
-    } catch {
-      // Fall through to the authoritative refold.
-    }
-  }
-
-  // Rung 3: one body-bearing observation folded through the registered unit.
   let observation: SessionQueryObservation
   try {
-    observation = await read(signal, () => deps.query.observeSession(id, signal))
+    observation = await scope.read((signal) => deps.query.observeSession(id, signal))
   } catch {
-    if (signal?.aborted) throw cancelled()
+    if (scope.aborted) throw cancelled()
     return { row: diagnostic(id, 'unavailable'), rung: 3 }
   }
-  // The lifecycle witness: a session deleted and republished under this id is
-  // another lifecycle; report the enumerated one as corrupt and leak nothing.
   if (!sameLifecycle(observation.header, candidate.header)) return { row: diagnostic(id, 'corrupt'), rung: 3 }
   let snapshot: ProjectionSnapshot
   try {
@@ -343,12 +299,12 @@ async function retrieve(
   }
   const cut = observation.inheritedEventCount
   const count = observation.events.length
-  const identity = identityOf(snapshot, (seq) => seq >= cut && seq < count)
+  const identity = ownIdentity(snapshot, (seq) => seq >= cut && seq < count)
   return { row: identity === undefined ? diagnostic(id, 'corrupt') : childRow(id, 'inactive', hasChildren, identity), rung: 3 }
 }
 
 /** The non-null identity of a snapshot when its descriptor seq passes the own-suffix gate. */
-function identityOf(snapshot: ProjectionSnapshot | undefined, isOwn: (seq: number) => boolean): SubagentIdentityProjection | undefined {
+function ownIdentity(snapshot: ProjectionSnapshot | undefined, isOwn: (seq: number) => boolean): SubagentIdentityProjection | undefined {
   const identity = snapshot?.[SUBAGENT_IDENTITY_KEY]
   if (identity === undefined || identity === null) return undefined
   return isOwn(identity.seq) ? identity : undefined

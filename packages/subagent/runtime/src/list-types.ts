@@ -4,9 +4,11 @@ import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import type { SessionQuery } from '@dsh/session-query'
 
 /**
- * One row of a parent's subagent catalog (the seed's `SubagentListEntry`,
- * unchanged): a child with its strong mode/label contract, or a diagnostic.
- * `unsupported` stays in the type for wire compatibility but is no longer produced.
+ * One row of a parent's subagent catalog: a child with its strong mode/label
+ * contract (a continuable row always has a label), or a diagnostic.
+ * `unsupported` is part of the type and the wire enum; the listing never
+ * produces it (missing, corrupt and unknown-version descriptors are all
+ * `corrupt`).
  */
 export type SubagentListEntry =
   | ({
@@ -27,7 +29,7 @@ export type SubagentListEntry =
  */
 export type SubagentListRung = 1 | 2 | 3
 
-/** A row plus where it came from (for the CLI demo and tests; the row itself stays the seed's shape). */
+/** A row plus where it came from (for the CLI and tests; the row itself is a plain `SubagentListEntry`). */
 export interface ExplainedSubagentEntry {
   readonly row: SubagentListEntry
   readonly rung: SubagentListRung
@@ -38,9 +40,10 @@ export interface ExplainedSubagentEntry {
 }
 
 /**
- * What listing needs. `sessions`, `sessionProjections` and `sessionQuery` are
- * required (an absent one fails with its `SUBAGENT_CONTROL_*_UNAVAILABLE`
- * code); `sessionProjectionCache` is an optional acceleration, skipped when absent.
+ * What a listing needs. `sessions`, `sessionProjections` and `sessionQuery`
+ * are required (an absent one fails the listing with its
+ * `SUBAGENT_CONTROL_*_UNAVAILABLE` code before any read);
+ * `sessionProjectionCache` is an optional acceleration, skipped when absent.
  */
 export interface SubagentCatalogServices {
   readonly sessions: SessionStore | undefined

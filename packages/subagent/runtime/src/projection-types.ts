@@ -1,5 +1,6 @@
 import type { SessionSeq } from '@dsh/session'
 import type { SubagentDescriptor } from './descriptor.js'
+import type { SubagentOptions } from './options.js'
 
 /**
  * The `subagent` unit's client view: mode and label folded from the
@@ -12,25 +13,36 @@ export type SubagentIdentityProjection =
   | { readonly mode: 'one-shot'; readonly label?: string; readonly seq: SessionSeq }
   | { readonly mode: 'continuable'; readonly label: string; readonly seq: SessionSeq }
 
-/** Host/checkpoint state of the `subagent` unit: `{}` means "no valid descriptor". */
+/** Host/checkpoint state of the `subagent` unit: `{}` means "no valid descriptor" (none, corrupt or of another version). */
 export interface SubagentIdentityState {
   readonly identity?: SubagentIdentityProjection
 }
 
-/** The `subagentProfile` unit's view: the own descriptor (deep-frozen) and its seq. */
+/** A child's `subagent/options` record and the seq of the event it came from. */
+export interface SubagentOptionsRecord {
+  readonly seq: SessionSeq
+  readonly options: SubagentOptions
+}
+
+/**
+ * The `subagentProfile` unit's view: the last valid descriptor (deep-frozen)
+ * with its seq, and the valid options recorded after it (`null` when none).
+ */
 export interface SubagentProfileProjection {
   readonly seq: SessionSeq
   readonly descriptor: SubagentDescriptor
+  readonly options: SubagentOptionsRecord | null
 }
 
 /** Host/checkpoint state of the `subagentProfile` unit: `{}` means "no valid descriptor". */
 export interface SubagentProfileState {
-  readonly profile?: SubagentProfileProjection
+  readonly profile?: { readonly seq: SessionSeq; readonly descriptor: SubagentDescriptor }
+  readonly options?: SubagentOptionsRecord
 }
 
 /** Host/checkpoint state of the `subagentTiming` unit. */
 export interface SubagentTimingState {
-  /** Milliseconds spent in turns that have ended since the session's own descriptor. */
+  /** Milliseconds spent in turns that ended after the session's own descriptor (the turn it arrived in included). */
   readonly settledMs: number
   /** The turn in progress, if any. */
   readonly activeTurn?: { readonly turn: number; readonly startedAt: number }

@@ -2,6 +2,7 @@ import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
 import type { SessionProjections, SessionProjectionUnit } from '@dsh/session-projection'
 import { z } from 'zod'
 import { SUBAGENT_DESCRIPTOR_EVENT, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
+import { SUBAGENT_OPTIONS_EVENT, type SubagentOptions, subagentOptionsSchema } from './options.js'
 import type {
   SubagentIdentityProjection,
   SubagentIdentityState,
@@ -14,10 +15,19 @@ import type {
 export const SUBAGENT_IDENTITY_KEY = 'subagent'
 export const SUBAGENT_TIMING_KEY = 'subagentTiming'
 export const SUBAGENT_PROFILE_KEY = 'subagentProfile'
-export const SUBAGENT_PROFILE_STATE_VERSION = 1
-/** Bumped to 2 when `seq` joined the identity: older checkpoint rows are ignored and refolded. */
-export const SUBAGENT_IDENTITY_STATE_VERSION = 2
-export const SUBAGENT_TIMING_STATE_VERSION = 1
+
+/**
+ * State versions. A checkpoint row of another version is ignored and the
+ * session refolded, so each moves whenever its unit's fold or state changes:
+ * - identity 3: the descriptor schema is the harness's, key for key (a
+ *   one-shot descriptor with composition fields is corrupt, any string is a
+ *   label), so a row folded under the wider schema must not be served;
+ * - profile 2: the state holds the options recorded after the descriptor;
+ * - timing 2: a turn open when the descriptor arrives is kept.
+ */
+export const SUBAGENT_IDENTITY_STATE_VERSION = 3
+export const SUBAGENT_PROFILE_STATE_VERSION = 2
+export const SUBAGENT_TIMING_STATE_VERSION = 2
 
 const EMPTY_IDENTITY: SubagentIdentityState = Object.freeze({})
 
@@ -36,17 +46,17 @@ const seqSchema = z
   .nonnegative()
   .transform((value) => value as SessionSeq)
 const identitySchema = z.discriminatedUnion('mode', [
-  z.strictObject({ mode: z.literal('one-shot'), label: z.string().min(1).exactOptional(), seq: seqSchema }),
-  z.strictObject({ mode: z.literal('continuable'), label: z.string().min(1), seq: seqSchema }),
+  z.strictObject({ mode: z.literal('one-shot'), label: z.string().exactOptional(), seq: seqSchema }),
+  z.strictObject({ mode: z.literal('continuable'), label: z.string(), seq: seqSchema }),
 ])
 const identityStateSchema: z.ZodType<SubagentIdentityState> = z.strictObject({ identity: identitySchema.exactOptional() })
 
 /**
  * The `subagent` identity unit: the only code that interprets logged
- * descriptors. Last-wins, and it never throws: a corrupt or unknown-version
- * payload resets to `{}` (view `null`) exactly like a log without a
- * descriptor, so a fork of a healthy ancestor cannot keep an identity its own
- * descriptor does not stand up.
+ * descriptors for the catalog. Last-wins, and it never throws: a corrupt or
+ * unknown-version payload resets to `{}` (view `null`) exactly like a log
+ * without a descriptor, so a fork of a healthy ancestor cannot keep an
+ * identity its own descriptor does not stand up.
  */
 export const subagentIdentityUnit: SessionProjectionUnit<'subagent'> = Object.freeze({
   key: SUBAGENT_IDENTITY_KEY,
@@ -69,28 +79,48 @@ export const subagentIdentityUnit: SessionProjectionUnit<'subagent'> = Object.fr
 })
 
 const EMPTY_PROFILE: SubagentProfileState = Object.freeze({})
+const optionsRecordSchema = z.strictObject({ seq: seqSchema, options: subagentOptionsSchema })
 const profileStateSchema: z.ZodType<SubagentProfileState> = z.strictObject({
   profile: z.strictObject({ seq: seqSchema, descriptor: subagentDescriptorSchema }).exactOptional(),
+  options: optionsRecordSchema.exactOptional(),
 })
 
+function interpretOptions(data: unknown): SubagentOptions | undefined {
+  const parsed = subagentOptionsSchema.safeParse(data)
+  return parsed.success ? parsed.data : undefined
+}
+
 /**
- * The `subagentProfile` unit: the child's whole descriptor (provider and
- * capabilities — persona, instructions, model, toolFilter, outputSchema) with
- * its seq, so the runtime can honour them on resume without a parser of its
- * own. Same discipline as `subagent`: last-wins, a corrupt or unknown-version
- * payload resets to `null`, never throws. Not part of the catalog rows.
+ * The `subagentProfile` unit: the child's descriptor and the options recorded
+ * after it, each with its seq, so the runtime can honour them on resume
+ * without a parser of its own. A descriptor (valid or not) starts a new
+ * profile and drops earlier options, so options inherited through a fork
+ * never apply to the child; a valid options event replaces earlier ones and
+ * an invalid one drops them. Never throws. Not part of the catalog rows.
  */
 export const subagentProfileUnit: SessionProjectionUnit<'subagentProfile'> = Object.freeze({
   key: SUBAGENT_PROFILE_KEY,
   stateVersion: SUBAGENT_PROFILE_STATE_VERSION,
   init: (): SubagentProfileState => EMPTY_PROFILE,
   apply(state: SubagentProfileState, event: StoredSessionEvent): SubagentProfileState {
-    if (event.type !== SUBAGENT_DESCRIPTOR_EVENT) return state
-    const descriptor = interpretDescriptor(event.data)
-    if (descriptor === undefined) return state.profile === undefined ? state : EMPTY_PROFILE
-    return Object.freeze({ profile: Object.freeze({ seq: event.seq, descriptor }) })
+    if (event.type === SUBAGENT_DESCRIPTOR_EVENT) {
+      const descriptor = interpretDescriptor(event.data)
+      if (descriptor === undefined) return state === EMPTY_PROFILE ? state : EMPTY_PROFILE
+      return Object.freeze({ profile: Object.freeze({ seq: event.seq, descriptor }) })
+    }
+    if (event.type !== SUBAGENT_OPTIONS_EVENT) return state
+    const options = interpretOptions(event.data)
+    if (options === undefined) {
+      if (state.options === undefined) return state
+      return state.profile === undefined ? EMPTY_PROFILE : Object.freeze({ profile: state.profile })
+    }
+    const record = Object.freeze({ seq: event.seq, options })
+    return Object.freeze(state.profile === undefined ? { options: record } : { profile: state.profile, options: record })
   },
-  view: (state: SubagentProfileState): SubagentProfileProjection | null => state.profile ?? null,
+  view: (state: SubagentProfileState): SubagentProfileProjection | null =>
+    state.profile === undefined
+      ? null
+      : Object.freeze({ seq: state.profile.seq, descriptor: state.profile.descriptor, options: state.options ?? null }),
   schema: profileStateSchema,
 })
 
@@ -103,8 +133,10 @@ const timingStateSchema: z.ZodType<SubagentTimingState> = z.strictObject({
 
 /**
  * The `subagentTiming` unit: milliseconds spent in settled turns plus the
- * active turn. A descriptor resets it, so time spent in turns inherited
- * through a fork prefix is never billed to the child. Never throws.
+ * active turn. A descriptor zeroes the settled time, so turns inherited
+ * through a fork prefix are never billed to the child, and keeps the turn
+ * that is open when it arrives: a child may write its descriptor inside its
+ * first turn, and that turn is the child's own. Never throws.
  */
 export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Object.freeze({
   key: SUBAGENT_TIMING_KEY,
@@ -113,7 +145,8 @@ export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Objec
   apply(state: SubagentTimingState, event: StoredSessionEvent): SubagentTimingState {
     switch (event.type) {
       case SUBAGENT_DESCRIPTOR_EVENT:
-        return state === INITIAL_TIMING ? state : INITIAL_TIMING
+        if (state.settledMs === 0) return state
+        return state.activeTurn === undefined ? INITIAL_TIMING : Object.freeze({ settledMs: 0, activeTurn: state.activeTurn })
       case 'turn/start': {
         const turn = turnOf(event)
         if (turn === undefined || !Number.isFinite(event.time)) return state

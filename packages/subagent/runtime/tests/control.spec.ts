@@ -397,8 +397,10 @@ describe('descriptor capabilities honoured by the runtime', () => {
     await child.done
     await (await h.runtime.resume(child.id, { caller: parent })).done
     expect(seen.map((run) => run.tools.map((t) => t.name))).toEqual([['read'], ['read']])
-    expect(seen.map((run) => run.descriptor?.persona)).toEqual(['terse reviewer', 'terse reviewer'])
-    expect(seen[1]!.descriptor).toMatchObject({ agentModel: 'm1', label: 'r' })
+    expect(seen.map((run) => run.settings?.persona)).toEqual(['terse reviewer', 'terse reviewer'])
+    expect(seen[1]!.settings).toMatchObject({ agentModel: 'm1' })
+    // A continuable child's composition is in its descriptor, as the harness writes it.
+    expect(seen[1]!.descriptor).toMatchObject({ persona: 'terse reviewer', agentModel: 'm1', label: 'r' })
     expect(seen[1]!.kind).toBe('resume')
   })
 

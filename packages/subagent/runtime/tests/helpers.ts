@@ -30,6 +30,7 @@ export interface HostOptions {
   readonly driver?: SubagentDriver
   readonly tools?: SubagentToolProvider
   readonly maxDepth?: number
+  readonly coldReadConcurrency?: number
   /** First createdAt; each new session gets the next millisecond. */
   readonly epoch?: number
   /** Extra plugins activated after persistence (the projection cache). */
@@ -76,6 +77,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       subagentsPlugin({
         driver: options.driver ?? createScriptedDriver(),
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+        ...(options.coldReadConcurrency === undefined ? {} : { coldReadConcurrency: options.coldReadConcurrency }),
         ...(options.tools === undefined ? {} : { tools: options.tools }),
       }),
     )

@@ -3,7 +3,13 @@ import { SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } f
 import { createProjectionRegistry } from '@dsh/session-projection'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { registerSubagentUnits, SUBAGENT_IDENTITY_STATE_VERSION, subagentIdentityUnit, subagentTimingUnit } from '../src/index.js'
+import {
+  registerSubagentUnits,
+  SUBAGENT_IDENTITY_STATE_VERSION,
+  subagentIdentityUnit,
+  subagentProfileUnit,
+  subagentTimingUnit,
+} from '../src/index.js'
 
 function ev(seq: number, type: string, data: unknown, time = 1000 + seq): StoredSessionEvent {
   return { type, seq: SessionSeq(seq), time, data: data as StoredSessionEvent['data'] }
@@ -17,10 +23,10 @@ const oneShot = { version: 2, mode: 'one-shot', provider: 'scripted', label: 'sc
 const continuable = { version: 2, mode: 'continuable', provider: 'scripted', label: 'helper' }
 
 describe('the subagent identity unit', () => {
-  it('is registered under key subagent with stateVersion 2', () => {
+  it('is registered under key subagent with stateVersion 3 (its schema is the harness descriptor schema)', () => {
     expect(subagentIdentityUnit.key).toBe('subagent')
-    expect(subagentIdentityUnit.stateVersion).toBe(2)
-    expect(SUBAGENT_IDENTITY_STATE_VERSION).toBe(2)
+    expect(subagentIdentityUnit.stateVersion).toBe(3)
+    expect(SUBAGENT_IDENTITY_STATE_VERSION).toBe(3)
   })
 
   it('folds mode and label and carries the seq of the descriptor it came from', () => {
@@ -52,6 +58,7 @@ describe('the subagent identity unit', () => {
     ['a corrupt payload', { version: 2, mode: 'continuable', provider: 'p' }],
     ['an unknown version', { version: 3, mode: 'one-shot', provider: 'p' }],
     ['an extra key', { ...oneShot, surprise: true }],
+    ['a one-shot with a continuable field', { ...oneShot, persona: 'terse' }],
     ['a non-object', 'descriptor'],
   ])('resets to null on %s, even after a healthy descriptor', (_name, payload) => {
     expect(foldIdentity([ev(0, 'subagent/descriptor', continuable), ev(1, 'subagent/descriptor', payload)])).toBeNull()
@@ -120,11 +127,68 @@ describe('the subagentTiming unit', () => {
     expect(foldTiming(events)).toEqual({ settledMs: 10, activeTurn: null })
   })
 
+  it('keeps the turn a descriptor arrives in: a child that writes it inside its first turn is billed that whole turn', () => {
+    const events = [
+      ev(0, 'turn/start', { turn: 1 }, 100),
+      ev(1, 'subagent/descriptor', oneShot, 130),
+      ev(2, 'assistant/message', { turn: 1, text: 'x' }, 200),
+    ]
+    expect(foldTiming(events)).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 100 } })
+    expect(foldTiming([...events, ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 400)])).toEqual({ settledMs: 300, activeTurn: null })
+  })
+
+  it('drops inherited settled time but keeps the open turn when a later descriptor arrives', () => {
+    const events = [
+      ev(0, 'turn/start', { turn: 1 }, 0),
+      ev(1, 'turn/end', { turn: 1, reason: 'completed' }, 50),
+      ev(2, 'turn/start', { turn: 2 }, 60),
+      ev(3, 'subagent/descriptor', oneShot, 70),
+      ev(4, 'turn/end', { turn: 2, reason: 'completed' }, 90),
+    ]
+    expect(foldTiming(events)).toEqual({ settledMs: 30, activeTurn: null })
+    expect(subagentTimingUnit.stateVersion).toBe(2)
+  })
+
   it('ignores a turn/end of another turn', () => {
     expect(foldTiming([ev(0, 'turn/start', { turn: 1 }, 0), ev(1, 'turn/end', { turn: 9, reason: 'completed' }, 10)])).toEqual({
       settledMs: 0,
       activeTurn: { turn: 1, startedAt: 0 },
     })
+  })
+})
+
+describe('the subagentProfile unit', () => {
+  function foldProfile(events: readonly StoredSessionEvent[]) {
+    return subagentProfileUnit.view(events.reduce((s, e) => subagentProfileUnit.apply(s, e), subagentProfileUnit.init()))
+  }
+  const options = { version: 1, model: 'm', maxTurns: 2 }
+
+  it('folds the descriptor and the options recorded after it, each with its seq', () => {
+    expect(foldProfile([ev(0, 'subagent/descriptor', continuable), ev(1, 'subagent/options', options)])).toEqual({
+      seq: 0,
+      descriptor: continuable,
+      options: { seq: 1, options },
+    })
+    expect(foldProfile([ev(0, 'subagent/descriptor', continuable)])).toEqual({ seq: 0, descriptor: continuable, options: null })
+    expect(subagentProfileUnit.stateVersion).toBe(2)
+  })
+
+  it('drops earlier options at a new descriptor (an inherited child never runs with its ancestor options)', () => {
+    expect(
+      foldProfile([ev(0, 'subagent/descriptor', continuable), ev(1, 'subagent/options', options), ev(2, 'subagent/descriptor', oneShot)]),
+    ).toEqual({ seq: 2, descriptor: oneShot, options: null })
+  })
+
+  it('drops options on an invalid options event, and is null without a valid descriptor', () => {
+    expect(
+      foldProfile([
+        ev(0, 'subagent/descriptor', continuable),
+        ev(1, 'subagent/options', options),
+        ev(2, 'subagent/options', { version: 1, x: 1 }),
+      ]),
+    ).toEqual({ seq: 0, descriptor: continuable, options: null })
+    expect(foldProfile([ev(0, 'subagent/options', options)])).toBeNull()
+    expect(foldProfile([ev(0, 'subagent/descriptor', { ...oneShot, persona: 'x' }), ev(1, 'subagent/options', options)])).toBeNull()
   })
 })
 
@@ -150,8 +214,9 @@ describe('registration in the real registry', () => {
     expect(registry.fold(child.events, { inheritedEventCount: SessionLogOffset(1) }, ['subagent']).subagent).toEqual(live.subagent)
     const rows = JSON.parse(JSON.stringify(registry.checkpoint(child, ['subagent']))) as ReturnType<typeof registry.checkpoint>
     expect(registry.viewCheckpoint(rows, ['subagent']).subagent).toEqual(live.subagent)
-    // A row from before the seq was added (stateVersion 1) is ignored, not misread.
+    // A row of another state version (folded under other rules) is ignored, not misread.
     expect(registry.viewCheckpoint({ subagent: { ...rows.subagent!, stateVersion: 1 } }, ['subagent']).subagent).toBeUndefined()
+    expect(registry.viewCheckpoint({ subagent: { ...rows.subagent!, stateVersion: 2 } }, ['subagent']).subagent).toBeUndefined()
     release()
     expect(registry.keys()).toEqual([])
   })

@@ -77,10 +77,13 @@ describe('spawn', () => {
     const handle = h.runtime.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fork', settings: { maxTurns: 2 } })
     expect(handle.session.header.isSeeded).toBe(true)
     expect(handle.session.inheritedEventCount).toBe(3)
+    // The descriptor is the harness's shape; the setting it has no room for follows in subagent/options.
     expect(handle.session.eventAt(3)).toMatchObject({
       type: 'subagent/descriptor',
-      data: { mode: 'continuable', label: 'helper', maxTurns: 2 },
+      data: { version: 2, mode: 'continuable', provider: 'scripted', label: 'helper' },
     })
+    expect(handle.session.eventAt(3)!.data).not.toHaveProperty('maxTurns')
+    expect(handle.session.eventAt(4)).toMatchObject({ type: 'subagent/options', data: { version: 1, maxTurns: 2 } })
     await handle.done
     const stored = await h.persistence!.inspect(handle.id)
     expect(stored.inheritedEventCount).toBe(3)
@@ -110,7 +113,7 @@ describe('spawn', () => {
     expect(h.sessions.list()).toHaveLength(before)
     expect((await host()).runtime.maxDepth).toBe(3)
     expect(() => new SubagentRuntime(h.ctx, { driver: createScriptedDriver(), maxDepth: -1 })).toThrow(
-      expect.objectContaining({ code: 'SUBAGENT_INVALID_ARGUMENT' }),
+      expect.objectContaining({ code: 'SUBAGENT_INVALID_OPTIONS' }),
     )
   })
 

@@ -1,0 +1,94 @@
+import { compareSessionIds, type Session, type SessionHeader, type SessionId, type SessionLogOffset, type SessionStore } from '@dsh/session'
+import type { SessionQuery } from '@dsh/session-query'
+import type { ListingScope } from './list-scope.js'
+
+/**
+ * Enumeration: which children a listing classifies, from header facts only.
+ *
+ * The corpus is the query layer's live-preferred listing; each listed id is
+ * paired with the live Session of that id when this process has one, and the
+ * live header then wins (with no consistency check). A child is a session
+ * whose header says `origin: 'subagent'` and names the parent in
+ * `parentSession`. Order: `createdAt` ascending, then id in code point order
+ * (`compareSessionIds`). A query failure fails the whole enumeration with the
+ * query's own error.
+ */
+
+/** A child as enumerated: header facts only, live header preferred. */
+export interface Candidate {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  /** The live Session when one exists in this process: the child is running. */
+  readonly live: Session | undefined
+}
+
+export interface CorpusDeps {
+  readonly sessions: SessionStore
+  readonly query: SessionQuery
+}
+
+export function isSubagent(candidate: Candidate): boolean {
+  return candidate.header.origin === 'subagent'
+}
+
+export function byCreatedAtThenId(a: Candidate, b: Candidate): number {
+  return a.header.createdAt - b.header.createdAt || compareSessionIds(a.header.id, b.header.id)
+}
+
+/**
+ * The parent's subagent children (an indexed query on a backend with an
+ * index), ordered. With `probe`, stops at the first child found.
+ */
+export async function enumerateChildren(deps: CorpusDeps, parentId: SessionId, scope: ListingScope, probe = false): Promise<Candidate[]> {
+  const candidates: Candidate[] = []
+  await listCorpus(deps, { parentSession: parentId, ...(probe ? { limit: 16 } : {}) }, scope, 'subagent', (candidate) => {
+    if (candidate.header.parentSession === parentId) candidates.push(candidate)
+    return !(probe && candidates.length > 0)
+  })
+  return candidates.sort(byCreatedAtThenId)
+}
+
+/** Every subagent (or every session) in the corpus grouped by its (live-preferred) parent, each group ordered. */
+export async function enumerateTree(deps: CorpusDeps, scopeOf: 'subagent' | 'all', scope: ListingScope): Promise<Map<string, Candidate[]>> {
+  const tree = new Map<string, Candidate[]>()
+  await listCorpus(deps, {}, scope, scopeOf, (candidate) => {
+    const parent = candidate.header.parentSession
+    if (parent === undefined) return true
+    const siblings = tree.get(parent)
+    if (siblings === undefined) tree.set(parent, [candidate])
+    else siblings.push(candidate)
+    return true
+  })
+  for (const siblings of tree.values()) siblings.sort(byCreatedAtThenId)
+  return tree
+}
+
+/**
+ * Pages through `listSessions` with `filter` (plus `origin: 'subagent'` unless
+ * `which` is `all`), applying live preference, until `visit` returns false or
+ * the pages run out.
+ */
+async function listCorpus(
+  deps: CorpusDeps,
+  filter: { readonly parentSession?: string; readonly limit?: number },
+  scope: ListingScope,
+  which: 'subagent' | 'all',
+  visit: (candidate: Candidate) => boolean,
+): Promise<void> {
+  let cursor: string | undefined
+  do {
+    const page = await scope.read((signal) =>
+      deps.query.listSessions(
+        { ...filter, ...(which === 'subagent' ? { origin: 'subagent' } : {}), ...(cursor === undefined ? {} : { cursor }) },
+        signal,
+      ),
+    )
+    for (const record of page.records) {
+      const live = deps.sessions.get(record.header.id)
+      const header = live?.header ?? record.header
+      if (which === 'subagent' && header.origin !== 'subagent') continue
+      if (!visit({ header, inheritedEventCount: live?.inheritedEventCount ?? record.inheritedEventCount, live })) return
+    }
+    cursor = page.nextCursor
+  } while (cursor !== undefined)
+}

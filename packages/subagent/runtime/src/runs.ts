@@ -1,0 +1,200 @@
+import type { Session, SessionStore } from '@dsh/session'
+import type { ActiveRun, BusyChild, ChildProfile, RuntimeCore } from './core.js'
+import type { SubagentRun, SubagentRunOutcome } from './driver.js'
+import { describeError } from './errors.js'
+import {
+  SUBAGENT_END_EVENT,
+  SUBAGENT_NOTICE_EVENT,
+  SUBAGENT_START_EVENT,
+  type SubagentEndData,
+  type SubagentEndReason,
+  type SubagentNotice,
+  type SubagentRunKind,
+} from './lifecycle.js'
+import { nextTurn, noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
+import { checkOutput } from './output.js'
+import type { SubagentIdentityProjection } from './projection-types.js'
+import type { SubagentHandle, SubagentSettlement } from './runtime-types.js'
+
+/**
+ * Runs of children, from start to going cold.
+ *
+ * Invariants:
+ * - Every run of a child sits between `subagent/start` and `subagent/end` in
+ *   its log, and its turn is closed even when the driver throws or leaves it
+ *   open.
+ * - A parent that is live hears of every settled run (`subagent/notice`).
+ * - After a run the next queued input runs; when none is left (or the chain
+ *   was stopped) the child drains its own running children, writes the final
+ *   `closed` end if it was closed, and goes cold when persistence is present.
+ */
+
+/** Starts one run of `child` (its first, or the next in its chain) and returns its handle at once. */
+export function startChild(
+  core: RuntimeCore,
+  sessions: SessionStore,
+  child: Session,
+  kind: SubagentRunKind,
+  identity: SubagentIdentityProjection,
+  profile: ChildProfile,
+  prompt: string | undefined,
+  queued?: number,
+  inbox: QueuedInput[] = [],
+): SubagentHandle {
+  let state = core.busy.get(child.id)
+  if (state === undefined) {
+    let resolveIdle!: () => void
+    const idle = new Promise<void>((resolve) => (resolveIdle = resolve))
+    state = { inbox, idle, resolveIdle, identity, profile }
+    core.busy.set(child.id, state)
+  }
+  const controller = new AbortController()
+  const turn = nextTurn(child)
+  child.append(SUBAGENT_START_EVENT, { kind, turn, ...(queued === undefined ? {} : { queued }) })
+  if (prompt !== undefined) child.append('user/message', { text: prompt })
+  const run: SubagentRun = {
+    kind,
+    session: child,
+    identity,
+    turn,
+    notices: noticesSinceLastTurn(child),
+    tools: core.toolsFor(child, profile.settings.toolFilter),
+    signal: controller.signal,
+    settings: profile.settings,
+    ...(profile.descriptor === undefined ? {} : { descriptor: profile.descriptor }),
+    ...(prompt === undefined ? {} : { prompt }),
+  }
+  const active: ActiveRun = { session: child, controller, done: undefined as never }
+  const chain = state
+  const done = (async (): Promise<SubagentSettlement> => {
+    // Let the caller see the handle (and a live child) before the first step.
+    await Promise.resolve()
+    const outcome = await runDriver(core, run)
+    const settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason)
+    core.runs.delete(child.id)
+    await afterRun(core, sessions, child, chain)
+    return settlement
+  })()
+  ;(active as { done: Promise<SubagentSettlement> }).done = done
+  core.runs.set(child.id, active)
+  return { id: child.id, session: child, done }
+}
+
+/** Runs the driver; a throw becomes an `error` outcome and an open turn is closed. */
+export async function runDriver(core: RuntimeCore, run: SubagentRun): Promise<SubagentRunOutcome> {
+  let outcome: SubagentRunOutcome
+  try {
+    outcome = await core.driver.run(run)
+  } catch (error) {
+    outcome = { reason: 'error', error }
+  }
+  const session = run.session
+  // A driver that failed mid-turn must not leave the turn open in the log.
+  const open = session.closed ? undefined : session.openTurnBefore()
+  if (open !== undefined) session.append('turn/end', { turn: open, reason: outcome.reason === 'completed' ? 'error' : outcome.reason })
+  return outcome
+}
+
+/** Logs the run's end on the child and the settlement notice on its parent. */
+function finishRun(
+  core: RuntimeCore,
+  child: Session,
+  turn: number,
+  identity: SubagentIdentityProjection,
+  profile: ChildProfile,
+  outcome: SubagentRunOutcome,
+  override: SubagentEndReason | undefined,
+): SubagentSettlement {
+  let settled: SubagentRunOutcome = outcome
+  let end: SubagentEndReason = override ?? outcome.reason
+  const outputSchema = profile.settings.outputSchema
+  if (override === undefined && outcome.reason === 'completed' && identity.mode === 'one-shot' && outputSchema !== undefined) {
+    const checked = checkOutput(outputSchema, outcome.text)
+    if ('error' in checked) {
+      end = 'invalid-output'
+      settled = { ...outcome, error: checked.error }
+    } else settled = { ...outcome, output: checked.output }
+  }
+  const error = settled.error === undefined || end === 'completed' ? undefined : describeError(settled.error)
+  const data: SubagentEndData = {
+    turn,
+    reason: end,
+    ...(settled.text === undefined ? {} : { text: settled.text }),
+    ...(error === undefined ? {} : { error }),
+    ...(settled.output === undefined ? {} : { output: settled.output as never }),
+  }
+  if (!child.closed) child.append(SUBAGENT_END_EVENT, data)
+  const { turn: _turn, ...entry } = data
+  core.remember({ id: child.id, state: 'settled', ...entry })
+  const parentId = child.header.parentSession
+  if (parentId !== undefined) {
+    const notice: SubagentNotice = {
+      kind: 'settled',
+      child: child.id,
+      mode: identity.mode,
+      ...(identity.label === undefined ? {} : { label: identity.label }),
+      reason: end,
+      ...(settled.text === undefined ? {} : { text: settled.text }),
+      ...(error === undefined ? {} : { error }),
+    }
+    const parent = core.services.get('sessions')?.get(parentId)
+    if (parent !== undefined && !parent.closed) parent.append(SUBAGENT_NOTICE_EVENT, notice)
+    else if (end !== 'drained')
+      core.warn(`dsh: subagent '${child.id}' settled (${end}) while its parent '${parentId}' was not live; its own log records the end.`)
+  }
+  return { ...settled, end }
+}
+
+/** After a run: start the next queued message, or drain, write a final close, go cold. */
+async function afterRun(core: RuntimeCore, sessions: SessionStore, child: Session, state: BusyChild): Promise<void> {
+  const next = state.stop === undefined && !core.disposed ? state.inbox.shift() : undefined
+  if (next !== undefined && !child.closed) {
+    startChild(core, sessions, child, 'message', state.identity, state.profile, next.text, next.seq)
+    return
+  }
+  state.settling = true
+  try {
+    await drain(core, child.id)
+    if (state.stop === 'close' && !child.closed) {
+      const dropped = state.inbox.length
+      child.append(SUBAGENT_END_EVENT, { reason: 'closed', ...(dropped > 0 ? { dropped } : {}) })
+      core.forget(child.id)
+    }
+    await settle(core, sessions, child)
+  } finally {
+    core.busy.delete(child.id)
+    state.resolveIdle()
+  }
+}
+
+/** A child whose runs are over goes cold (out of memory) when persistence keeps it; otherwise it stays live. */
+export async function settle(core: RuntimeCore, sessions: SessionStore, child: Session): Promise<void> {
+  if (core.services.get('sessionPersistence') === undefined || child.closed) return
+  try {
+    await sessions.dispose(child.id)
+  } catch (error) {
+    // The child stays live and its events stay queued for retry; nothing is lost.
+    core.warn(`dsh: subagent '${child.id}' could not go cold after its run; it stays live.`, error)
+  }
+}
+
+/**
+ * Drains the running children of `parentId` (their runs end `drained`,
+ * queued input stays logged for a later resume) and waits for them. Their
+ * settlement notices land on the parent while it is still live.
+ */
+export async function drain(core: RuntimeCore, parentId: string): Promise<void> {
+  const waits: Promise<void>[] = []
+  for (const [id, state] of core.busy) {
+    const run = core.runs.get(id)
+    const session = run?.session ?? core.services.get('sessions')?.get(id)
+    if (session?.header.parentSession !== parentId) continue
+    state.stop ??= 'drain'
+    if (run !== undefined) {
+      run.endReason = 'drained'
+      run.controller.abort()
+    }
+    waits.push(state.idle)
+  }
+  await Promise.all(waits)
+}

@@ -1,0 +1,108 @@
+import type { Session } from '@dsh/session'
+import type { ChildProfile, RuntimeCore } from './core.js'
+import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
+import { SubagentError } from './errors.js'
+import { latestClosedCut } from './log-scan.js'
+import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, splitSettings, subagentSettingsSchema } from './options.js'
+import { compileOutputSchema } from './output.js'
+import type { SubagentIdentityProjection } from './projection-types.js'
+import { startChild } from './runs.js'
+import type { SpawnOptions, SubagentHandle } from './runtime-types.js'
+
+/**
+ * `spawn`: a new child of a live parent.
+ *
+ * Invariants:
+ * - Everything is checked before the child exists, so a bad request leaves
+ *   no debris: depth, context, descriptor, settings and `outputSchema`.
+ * - The child's first own event is its descriptor, exactly what the
+ *   harness's descriptor schema accepts (one-shot `{version, mode, provider,
+ *   label?}`; continuable adds `agentProvider`, `agentModel`, `persona`,
+ *   `toolFilter`). The settings the descriptor has no room for follow as one
+ *   `subagent/options` event, and only when there are any.
+ * - The child is live when `spawn` returns; its first run starts at once.
+ */
+export function spawnChild(core: RuntimeCore, parent: Session | string, options: SpawnOptions): SubagentHandle {
+  core.assertLive()
+  const sessions = core.sessions()
+  const parentSession = core.liveCaller(sessions, parent, 'SUBAGENT_PARENT_NOT_LIVE')
+  const depth = parentSession.header.delegationDepth + 1
+  if (depth > core.maxDepth) {
+    throw new SubagentError(
+      'SUBAGENT_DEPTH_EXCEEDED',
+      `Session '${parentSession.id}' is at delegation depth ${parentSession.header.delegationDepth}; a child would be at depth ${depth}, beyond this runtime's maxDepth of ${core.maxDepth}.`,
+      { details: { parent: parentSession.id, depth, maxDepth: core.maxDepth } },
+    )
+  }
+  if (options.context !== 'fresh' && options.context !== 'fork') {
+    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `context must be 'fresh' or 'fork', got ${JSON.stringify(options.context)}.`)
+  }
+  const { descriptor, recorded } = prepareRecords(options, core.driver.name)
+  const common = {
+    origin: 'subagent' as const,
+    delegationDepth: depth,
+    ...(parentSession.header.cwd === undefined ? {} : { cwd: parentSession.header.cwd }),
+    ...(options.agentPreset === undefined ? {} : { agentPreset: options.agentPreset }),
+  }
+  const child =
+    options.context === 'fork'
+      ? sessions.fork(parentSession, {
+          ...common,
+          boundary: options.boundary ?? latestClosedCut(parentSession),
+          ...(options.id === undefined ? {} : { childId: options.id }),
+        })
+      : sessions.create({ ...common, parentSession: parentSession.id, ...(options.id === undefined ? {} : { id: options.id }) })
+  const event = child.append(SUBAGENT_DESCRIPTOR_EVENT, descriptor)
+  if (recorded !== undefined) child.append(SUBAGENT_OPTIONS_EVENT, recorded)
+  const identity: SubagentIdentityProjection =
+    descriptor.mode === 'continuable'
+      ? { mode: 'continuable', label: descriptor.label, seq: event.seq }
+      : { mode: 'one-shot', seq: event.seq, ...(descriptor.label === undefined ? {} : { label: descriptor.label }) }
+  const profile: ChildProfile = { descriptor, settings: mergeSettings(descriptor, recorded) }
+  return startChild(core, sessions, child, 'spawn', identity, profile, options.prompt)
+}
+
+/** The descriptor and the options record a spawn writes, validated. */
+function prepareRecords(
+  options: SpawnOptions,
+  driverName: string,
+): { descriptor: SubagentDescriptor; recorded: SubagentOptions | undefined } {
+  const settings = subagentSettingsSchema.safeParse(options.settings ?? {})
+  if (!settings.success) throw invalid(settings.error.issues, 'settings')
+  const label = options.label
+  if (label !== undefined && (typeof label !== 'string' || label.length === 0)) {
+    throw new SubagentError(
+      'SUBAGENT_INVALID_DESCRIPTOR',
+      `Cannot spawn: a label must be a non-empty string, got ${JSON.stringify(label)}.`,
+    )
+  }
+  if (options.mode === 'continuable' && label === undefined) {
+    throw new SubagentError(
+      'SUBAGENT_INVALID_DESCRIPTOR',
+      'Cannot spawn: a continuable child needs a non-empty label (its parent addresses it by it).',
+    )
+  }
+  const provider = options.provider ?? driverName
+  if (typeof provider !== 'string' || provider.length === 0) {
+    throw new SubagentError(
+      'SUBAGENT_INVALID_DESCRIPTOR',
+      `Cannot spawn: the provider must be a non-empty string, got ${JSON.stringify(provider)}.`,
+    )
+  }
+  const { composition, options: recorded } = splitSettings(options.mode, settings.data)
+  const parsed = subagentDescriptorSchema.safeParse({
+    version: SUBAGENT_DESCRIPTOR_VERSION,
+    mode: options.mode,
+    provider,
+    ...(label === undefined ? {} : { label }),
+    ...composition,
+  })
+  if (!parsed.success) throw invalid(parsed.error.issues, 'descriptor')
+  if (recorded?.outputSchema !== undefined) compileOutputSchema(recorded.outputSchema)
+  return { descriptor: parsed.data, recorded }
+}
+
+function invalid(issues: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[], what: string): SubagentError {
+  const why = issues.map((issue) => `${issue.path.length > 0 ? issue.path.map(String).join('.') : what}: ${issue.message}`).join('; ')
+  return new SubagentError('SUBAGENT_INVALID_DESCRIPTOR', `Cannot spawn: the subagent ${what} would be invalid (${why}).`)
+}

@@ -1,0 +1,1 @@
+export { vitestGlobalSetup as default } from '@dsh/session-persistence-postgres/testing'
