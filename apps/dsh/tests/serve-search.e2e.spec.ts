@@ -111,6 +111,8 @@ async function turnsUntil(done: () => boolean, maxTurns = 100_000): Promise<bool
 }
 
 interface Freeze {
+  /** The frozen thread. */
+  readonly tid: number
   /** Lets the thread run again and detaches strace. */
   thaw(): Promise<void>
 }
@@ -134,6 +136,7 @@ async function freeze(tid: number): Promise<Freeze> {
   })
   tracer.kill('SIGSTOP')
   return {
+    tid,
     async thaw() {
       tracer.kill('SIGCONT')
       tracer.kill('SIGINT') // strace detaches and exits
@@ -169,9 +172,10 @@ async function getCss(url: string): Promise<number> {
 describe('dsh serve under an expensive search', () => {
   it('answers GET /app.css while a "the"×249 search is held in the index worker, and the search after it; 249 distinct words are a typed 400', async () => {
     const serving = await serve()
+    let frozen: Freeze | undefined
     try {
       const worker = await workerThread(serving)
-      const frozen = await freeze(worker)
+      frozen = await freeze(worker)
       const search = startSearch(serving.url, `q=${THE_249}`)
       // The search reached the worker: the thread woke for it and halted at its next system call.
       expect(await turnsUntil(() => threadsOf(serving.pid).get(worker) === 't' || search.settled())).toBe(true)
@@ -179,6 +183,7 @@ describe('dsh serve under an expensive search', () => {
       // The stylesheet was answered while the search could not be: its statement is on the frozen thread.
       expect(search.settled()).toBe(false)
       await frozen.thaw()
+      frozen = undefined
       const outcome = await search.outcome
       expect('closed' in outcome).toBe(false)
       if (!('closed' in outcome)) {
@@ -190,6 +195,7 @@ describe('dsh serve under an expensive search', () => {
       expect(capped.status).toBe(400)
       expect(((await capped.json()) as { code: string }).code).toBe('API_BAD_REQUEST')
     } finally {
+      await frozen?.thaw()
       serving.kill('SIGTERM')
       expect(await serving.exited).toBe(0)
     }
@@ -198,10 +204,10 @@ describe('dsh serve under an expensive search', () => {
 
   it('on SIGTERM closes a search held in the worker without waiting for its statement, then exits 0', async () => {
     const serving = await serve()
-    const worker = await workerThread(serving)
-    const frozen = await freeze(worker)
-    let thawed = false
+    let frozen: Freeze | undefined
     try {
+      frozen = await freeze(await workerThread(serving))
+      const worker = frozen.tid
       const search = startSearch(serving.url, `q=${THE_249}&kind=events`)
       expect(await turnsUntil(() => threadsOf(serving.pid).get(worker) === 't' || search.settled())).toBe(true)
       expect(search.settled()).toBe(false)
@@ -210,10 +216,11 @@ describe('dsh serve under an expensive search', () => {
       const outcome = await search.outcome
       expect('closed' in outcome ? 'closed' : outcome.status).toBe('closed')
       await frozen.thaw()
-      thawed = true
+      frozen = undefined
       expect(await serving.exited).toBe(0)
     } finally {
-      if (!thawed) await frozen.thaw()
+      await frozen?.thaw()
+      serving.kill('SIGKILL') // only a failed test leaves it running
     }
     expect(serving.stderr()).toBe('')
   })
