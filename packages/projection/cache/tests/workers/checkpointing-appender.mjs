@@ -1,9 +1,10 @@
 // A process that appends to live sessions persisted by the real jsonl backend
-// while the projection cache checkpoints them, reporting every checkpoint
-// write on stdout. The parent SIGKILLs it at an arbitrary moment.
+// while the projection cache checkpoints them, reporting on stdout how many
+// checkpoint writes it made and how many of its sessions have a checkpoint.
+// The parent SIGKILLs it at an arbitrary moment.
 // Usage: node checkpointing-appender.mjs <root> <cachePath> <idPrefix>
 import { Context } from '@dsh/context'
-import { sessionStorePlugin } from '@dsh/session'
+import { SessionLogOffset, sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
@@ -36,7 +37,8 @@ for (;;) {
   }
   if (cache.metrics.writes > reported) {
     reported = cache.metrics.writes
-    process.stdout.write(`WROTE ${reported}\n`)
+    const covered = live.filter((s) => cache.cachedSnapshot(s.header, SessionLogOffset(0), ['eventCounts']) !== undefined).length
+    process.stdout.write(`WROTE ${reported} COVERED ${covered}\n`)
   }
   // Let flushes, fsyncs and checkpoint writes make progress between bursts.
   await new Promise((resolve) => setTimeout(resolve, turn % 3))
