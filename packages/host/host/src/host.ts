@@ -16,6 +16,12 @@ export interface HostOptions extends QueryHostOptions {
   /** The tools every subagent run may call, narrowed by each child's `toolFilter` (e.g. `subagentControlTools`). */
   readonly tools?: SubagentToolProvider
   readonly maxDepth?: number
+  /**
+   * How many children a subagent listing classifies at once (cold children
+   * cost one body read each): an integer from 1 to 64, default 4. Anything
+   * else fails `createHost` with `SUBAGENT_INVALID_OPTIONS`.
+   */
+  readonly coldReadConcurrency?: number
   /** Serve the HTTP API and web page (activated last, closed first). */
   readonly http?: HttpApiOptions
 }
@@ -53,6 +59,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
       subagentsPlugin({
         driver: options.driver ?? createScriptedDriver(),
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+        ...(options.coldReadConcurrency === undefined ? {} : { coldReadConcurrency: options.coldReadConcurrency }),
         ...(options.tools === undefined ? {} : { tools: options.tools }),
       }),
     )

@@ -125,6 +125,25 @@ describe('createHost', () => {
     expect(new HostError('HOST_ROOT_INVALID', 'x').code).toBe('HOST_ROOT_INVALID')
   })
 
+  it('passes coldReadConcurrency to the subagent runtime (default 4) and fails on a value outside 1..64', async () => {
+    const root = join(scratchDir(), 'root')
+    const { parent, child } = await populate(root)
+    const wide = await createHost({ root, coldReadConcurrency: 64 })
+    try {
+      expect(wide.subagents.coldReadConcurrency).toBe(64)
+      expect((await wide.subagents.listChildren(parent)).map((r) => r.id)).toEqual([child])
+    } finally {
+      await wide.dispose()
+    }
+    const plain = await createHost({ root })
+    try {
+      expect(plain.subagents.coldReadConcurrency).toBe(4)
+    } finally {
+      await plain.dispose()
+    }
+    for (const bad of [0, 65, 1.5]) await expectCode(createHost({ root, coldReadConcurrency: bad }), 'SUBAGENT_INVALID_OPTIONS')
+  })
+
   it('the HTTP API is a plugin: served on loopback with token auth, closed by dispose', async () => {
     const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)

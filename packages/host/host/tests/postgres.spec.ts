@@ -47,6 +47,28 @@ describe('createHost({ postgres })', () => {
     }
   }, 120_000)
 
+  it('passes coldReadConcurrency to the subagent runtime and fails on a value outside 1..64', async () => {
+    const url = await cluster.createDatabase()
+    const host = await createHost({ postgres: { connectionString: url }, coldReadConcurrency: 8 })
+    try {
+      expect(host.subagents.coldReadConcurrency).toBe(8)
+      const parent = host.sessions.create()
+      const children = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => host.subagents.spawn(parent, { mode: 'one-shot', label: `c${i}`, context: 'fresh' }).done),
+      )
+      expect(children).toHaveLength(12)
+      const labels = (await host.subagents.listChildren(parent.id)).map((r) => (r.kind === 'child' ? r.label : r.reason))
+      expect(labels.sort()).toEqual(Array.from({ length: 12 }, (_, i) => `c${i}`).sort())
+    } finally {
+      await host.dispose()
+    }
+    const error = await createHost({ postgres: { connectionString: url }, coldReadConcurrency: 0 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toMatchObject({ code: 'SUBAGENT_INVALID_OPTIONS' })
+  }, 120_000)
+
   it('a pool the caller gives is shared and left open; query: memory and projectionCache: false still apply', async () => {
     const pool = new pg.Pool({ connectionString: await cluster.createDatabase() })
     try {
