@@ -178,7 +178,12 @@ describe('dsh mcp', () => {
   it('with --allow-control --dialect harness, serves the harness-dialect tools and list_agents as such a model reads it', async () => {
     let server: ModelServer | undefined
     try {
-      server = await startModelServer(() => answer(['Counted ', '7 wombats.']))
+      // The background child's model request hangs: it is running until it is interrupted.
+      server = await startModelServer((request) =>
+        request.body.messages.at(-1)?.content === 'Count again'
+          ? { kind: 'stream', content: ['Counting'], hangAfter: 1 }
+          : answer(['Counted ', '7 wombats.']),
+      )
       const client = await connectWith(
         { DSH_API_KEY: 'sk-mcp-e2e' },
         '--allow-control',
@@ -215,16 +220,20 @@ describe('dsh mcp', () => {
         subagentId: string
       }
       expect(started.text).toBe(`started subagent ${started.subagentId}`)
-      const stopped = (await structured(client, 'interrupt_agent', { session: parent, agent_id: started.subagentId })) as {
-        accepted: boolean
-      }
-      expect(stopped.accepted).toBe(true)
-      // The read tool's text is the harness rendering: continuable children only, one-shot ones left out.
+      await server.hung()
+      // The read tool's text is the harness rendering: continuable children only (the waited one-shot is left out).
       const listed = await client.callTool({ name: 'list_agents', arguments: { id: parent } })
       const text = (listed.content as { text: string }[])[0]!.text
-      expect(text).toMatch(new RegExp(`^${started.subagentId} \\[(running|idle|ready)\\] — background counter$`, 'm'))
+      expect(text.split('\n')).toContain(`${started.subagentId} [running] — background counter`)
       expect(text).not.toContain('wombat counter')
       for (const line of text.split('\n')) expect(line).toMatch(/^\S+ \[(running|idle|ready|diagnostic: \w+)\]( — .*)?$/)
+      // interrupt_agent answers while the child's request is still open (the stop is requested, not awaited).
+      expect(await structured(client, 'interrupt_agent', { session: parent, agent_id: started.subagentId })).toEqual({
+        text: `interrupt requested for agent ${started.subagentId}`,
+        agentId: started.subagentId,
+        accepted: true,
+        running: true,
+      })
     } finally {
       for (const client of clients.splice(0)) await client.close()
       await server?.close()
