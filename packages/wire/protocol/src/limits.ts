@@ -38,3 +38,28 @@ export const PARAM_MAX_LENGTH = 4096
 export function searchTerms(text: string): string[] {
   return [...new Set(text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])]
 }
+
+// ---------------------------------------------------------------------------
+// HTTP connections: how many one host holds open and for how long. These are
+// the defaults of `@dsh/apiproxy`'s server limits (each can be set per server);
+// together they bound the sockets and file descriptors a host spends on
+// clients that connect and then send nothing, send slowly, or stay idle.
+
+/** Milliseconds an idle keep-alive connection is held between requests before the server closes it. */
+export const HTTP_IDLE_TIMEOUT_MS = 5_000
+
+/**
+ * Milliseconds a client has to send a request's headers, counted from the
+ * connection (or from the first byte of a later request on it); past it the
+ * server answers `408` and closes the connection.
+ */
+export const HTTP_HEADERS_TIMEOUT_MS = 15_000
+
+/** Milliseconds a client has to send a whole request, headers and body; past it `408` and close. Never below the headers timeout. */
+export const HTTP_REQUEST_TIMEOUT_MS = 30_000
+
+/** Connections one server holds open at once; each one over it is answered `503` (with `Retry-After`) and closed. */
+export const HTTP_MAX_CONNECTIONS = 256
+
+/** Seconds a client refused for too many connections is told to wait (`Retry-After`). */
+export const HTTP_RETRY_AFTER_SECONDS = 1
