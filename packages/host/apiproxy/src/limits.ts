@@ -1,9 +1,11 @@
+import { HTTP_HEADERS_TIMEOUT_MS, HTTP_IDLE_TIMEOUT_MS, HTTP_MAX_CONNECTIONS, HTTP_REQUEST_TIMEOUT_MS } from '@dsh/protocol/limits'
 import { ApiError } from './errors.js'
 
 /**
- * Transport limits of one server; every field has a default. Limits on what a
- * request may ask for (page sizes, id and search lengths, search terms) are
- * not here: they are the shared protocol limits of `@dsh/protocol`.
+ * Transport limits of one server; every field has a default (the connection
+ * ones are declared in `@dsh/protocol/limits`). Limits on what a request may
+ * ask for (page sizes, id and search lengths, search terms) are not here: they
+ * are the shared protocol limits of `@dsh/protocol`.
  */
 export interface ApiLimits {
   /** Longest accepted request target (path + query), in bytes as sent. Longer → 414. */
@@ -16,6 +18,14 @@ export interface ApiLimits {
   readonly maxStreamBacklogBytes: number
   /** Milliseconds between SSE keep-alive comments. */
   readonly heartbeatMs: number
+  /** Connections held open at once (event streams included); one more is answered `503 API_TOO_MANY_CONNECTIONS` and closed. */
+  readonly maxConnections: number
+  /** Milliseconds an idle keep-alive connection is held between requests before it is closed. */
+  readonly idleTimeoutMs: number
+  /** Milliseconds a client has to send a request's headers (from connecting, or from a later request's first byte); past it → 408 and close. */
+  readonly headersTimeoutMs: number
+  /** Milliseconds a client has to send a whole request; past it → 408 and close. At least `headersTimeoutMs`. */
+  readonly requestTimeoutMs: number
 }
 
 export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
@@ -24,6 +34,10 @@ export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
   maxStreams: 64,
   maxStreamBacklogBytes: 1024 * 1024,
   heartbeatMs: 15_000,
+  maxConnections: HTTP_MAX_CONNECTIONS,
+  idleTimeoutMs: HTTP_IDLE_TIMEOUT_MS,
+  headersTimeoutMs: HTTP_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: HTTP_REQUEST_TIMEOUT_MS,
 })
 
 /** Fills in defaults and refuses nonsensical limits early, at server creation. */
@@ -41,5 +55,10 @@ export function resolveLimits(overrides: Partial<ApiLimits> = {}): ApiLimits {
     if (!Number.isSafeInteger(value) || value < 1)
       throw new ApiError('API_INVALID_OPTIONS', `limits.${name} must be a positive integer, got ${String(value)}.`)
   }
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs)
+    throw new ApiError(
+      'API_INVALID_OPTIONS',
+      `limits.headersTimeoutMs (${limits.headersTimeoutMs}) must not exceed limits.requestTimeoutMs (${limits.requestTimeoutMs}): the headers are part of the request.`,
+    )
   return Object.freeze(limits)
 }

@@ -1,8 +1,9 @@
 import { setMaxListeners } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import { isIP, type Socket } from 'node:net'
+import { isIP } from 'node:net'
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { authenticate, createTokenCheck } from './auth.js'
+import { guardConnections, timeoutOptions } from './connections.js'
 import { toErrorResponse } from './error-response.js'
 import { ApiError } from './errors.js'
 import { createHostCheck } from './host-check.js'
@@ -64,6 +65,8 @@ export interface ApiServer {
   readonly pageUrl: string
   readonly host: string
   readonly port: number
+  /** Connections open now: served ones (event streams and idle keep-alive ones included) and ones over the cap being refused. */
+  readonly connections: number
   /** Stops accepting connections and closes open ones (and ends event streams). */
   close(): Promise<void>
 }
@@ -181,22 +184,14 @@ async function listen(handler: ApiHandler, options: ApiListenOptions, release: (
     {
       // Room for a request target up to the URL limit, so an over-long one gets our typed 414 instead of a bare 431.
       maxHeaderSize: handler.limits.maxUrlLength + 16 * 1024,
-      requestTimeout: 30_000,
-      headersTimeout: 15_000,
+      ...timeoutOptions(handler.limits),
     },
-    handler,
+    (req, res) => {
+      // A connection over the cap was answered 503 on arrival and is closing; a request it sent meanwhile gets nothing more.
+      if (!connections.refused(req.socket)) handler(req, res)
+    },
   )
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
-    if (!socket.writable) return
-    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400
-    const body = JSON.stringify({
-      code: status === 431 ? 'API_HEADERS_TOO_LARGE' : 'API_BAD_REQUEST',
-      message: status === 431 ? 'The request headers are too large.' : 'The request is not valid HTTP/1.1.',
-    })
-    socket.end(
-      `HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    )
-  })
+  const connections = guardConnections(server, handler.limits)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => {
@@ -216,11 +211,15 @@ async function listen(handler: ApiHandler, options: ApiListenOptions, release: (
     pageUrl: `${url}/?token=${encodeURIComponent(handler.token)}`,
     host: address.address,
     port: address.port,
+    get connections() {
+      return connections.open
+    },
     close() {
       closing ??= new Promise<void>((resolve, reject) => {
         release()
         server.close((error) => (error ? reject(error) : resolve()))
         server.closeAllConnections()
+        connections.destroyAll()
       })
       return closing
     },

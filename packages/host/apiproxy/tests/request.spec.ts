@@ -1,4 +1,5 @@
 import { readRequest, routes } from '@dsh/protocol'
+import { HTTP_HEADERS_TIMEOUT_MS, HTTP_IDLE_TIMEOUT_MS, HTTP_MAX_CONNECTIONS, HTTP_REQUEST_TIMEOUT_MS } from '@dsh/protocol/limits'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { ApiError } from '../src/errors.js'
@@ -81,5 +82,17 @@ describe('resolveLimits', () => {
     expect(codeOf(() => resolveLimits({ maxBodyBytes: 0 }))).toBe('API_INVALID_OPTIONS')
     expect(codeOf(() => resolveLimits({ heartbeatMs: 1.5 }))).toBe('API_INVALID_OPTIONS')
     expect(codeOf(() => resolveLimits({ maxPageSize: 10 } as never))).toBe('API_INVALID_OPTIONS')
+  })
+
+  it('takes the connection defaults from @dsh/protocol/limits and refuses a headers timeout longer than the request timeout', () => {
+    expect(DEFAULT_LIMITS).toMatchObject({
+      maxConnections: HTTP_MAX_CONNECTIONS,
+      idleTimeoutMs: HTTP_IDLE_TIMEOUT_MS,
+      headersTimeoutMs: HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: HTTP_REQUEST_TIMEOUT_MS,
+    })
+    expect(resolveLimits({ headersTimeoutMs: 500, requestTimeoutMs: 500 }).headersTimeoutMs).toBe(500)
+    expect(codeOf(() => resolveLimits({ headersTimeoutMs: 501, requestTimeoutMs: 500 }))).toBe('API_INVALID_OPTIONS')
+    expect(codeOf(() => resolveLimits({ maxConnections: 0 }))).toBe('API_INVALID_OPTIONS')
   })
 })
