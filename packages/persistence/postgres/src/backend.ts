@@ -7,14 +7,22 @@
 // - `keyOf`, `revisionOf`: read `dsh_sessions` directly, with the same keys
 //   and revisions this backend writes.
 // - `subscribeChanges`: LISTEN for committed changes on a pool.
+// - `listenChannel`, `Backoff`: a LISTEN of one's own channel that survives
+//   a server outage, and the bounded backoff of any background loop.
+// - `isUnreachable`: whether a driver failure means the server cannot be
+//   reached now (refused, lost, shutting down).
 // - `watchPool`: keep a shared pool's idle-connection errors from ending the
 //   process.
 //
 // `MigrationReport` and `ChangeSubscription` are on the main entry as well:
 // an application receives them from `migrate` and `subscribe`.
-export type { ChangeSubscription } from './change-feed.js'
+export { Backoff, RETRY_CAP_MS, RETRY_FIRST_MS, retryDelay } from './backoff.js'
+export type { ChangeSubscription, ChangeSubscriptionOptions } from './change-feed.js'
 export { subscribeChanges } from './change-feed.js'
+export { isUnreachable } from './errors.js'
 export { keyOf } from './ids.js'
+export type { ChannelHandlers, ChannelListener } from './listener.js'
+export { listenChannel } from './listener.js'
 export { revisionOf } from './log-reader.js'
 export type { Migration, MigrationReport, SchemaComponent } from './migrations.js'
 export { defineSchema } from './migrations.js'

@@ -1,6 +1,7 @@
 import type { SessionId } from '@dsh/session'
 import type { SessionChanges } from '@dsh/session-persistence'
 import type pg from 'pg'
+import { listenChannel } from './listener.js'
 import { CHANGES_CHANNEL } from './schema.js'
 
 /** A live LISTEN on the change channel. */
@@ -45,54 +46,27 @@ function parseCursor(cursor: string | undefined): { feed: string; xmin: string }
   return match === null ? undefined : { feed: match[1]!, xmin: match[2]! }
 }
 
+/** What a change subscription reports besides changes. */
+export interface ChangeSubscriptionOptions {
+  /** The LISTEN cannot be opened now (first failure of each streak; it retries on its own). */
+  readonly failed?: (error: unknown) => void
+}
+
 /**
- * LISTENs on the change channel on a dedicated connection. A lost
- * connection is re-opened (with backoff) and the listener called once,
- * because notifications sent meanwhile are gone.
+ * LISTENs on the change channel on a dedicated connection ({@link listenChannel}):
+ * `listener` runs on every notice, and once each time a lost or not yet
+ * opened LISTEN is established (notices sent meanwhile are gone: the
+ * listener reads the feed, which is exact). Never rejects for an
+ * unreachable server: the LISTEN is retried with bounded backoff.
  */
-export async function subscribeChanges(pool: pg.Pool, listener: () => void): Promise<ChangeSubscription> {
-  let closed = false
-  let client: pg.PoolClient | undefined
-  let retry: NodeJS.Timeout | undefined
-  const notify = () => {
-    if (!closed) listener()
-  }
-  const open = async (): Promise<void> => {
-    const next = await pool.connect()
-    const lost = () => {
-      if (client !== next) return
-      client = undefined
-      next.release(true)
-      schedule(50)
-    }
-    next.on('error', lost)
-    next.on('end', lost)
-    next.on('notification', (message) => {
-      if (message.channel === CHANGES_CHANNEL) notify()
-    })
-    await next.query(`LISTEN ${CHANGES_CHANNEL}`)
-    if (closed) {
-      next.release(true)
-      return
-    }
-    client = next
-  }
-  const schedule = (delay: number) => {
-    if (closed || retry !== undefined) return
-    retry = setTimeout(() => {
-      retry = undefined
-      open().then(notify, () => schedule(Math.min(delay * 2, 2_000)))
-    }, delay)
-    retry.unref()
-  }
-  await open()
-  return {
-    async close() {
-      closed = true
-      clearTimeout(retry)
-      const current = client
-      client = undefined
-      current?.release(true)
-    },
-  }
+export function subscribeChanges(
+  pool: pg.Pool,
+  listener: () => void,
+  options: ChangeSubscriptionOptions = {},
+): Promise<ChangeSubscription> {
+  return listenChannel(pool, CHANGES_CHANNEL, {
+    notify: listener,
+    resubscribed: listener,
+    ...(options.failed === undefined ? {} : { failed: options.failed }),
+  })
 }

@@ -23,24 +23,51 @@ export class PostgresPersistenceError extends DshError<PostgresPersistenceErrorC
 /** SQLSTATEs the server answers with when a statement, not the data, failed. */
 const TIMEOUT_STATES = new Set(['57014', '55P03', '25P03'])
 
+/** SQLSTATEs of a server that is going away or not taking connections: admin/crash shutdown, starting up or shutting down, idle session timeout. */
+const GONE_STATES = new Set(['57P01', '57P02', '57P03', '57P05'])
+
+/** What the driver says (without a SQLSTATE) when a connection ended, or a connect timed out. */
+const LOST_MESSAGES =
+  /^(Connection terminated|Client has encountered a connection error|Client was closed|timeout exceeded when trying to connect|Connection unexpectedly)/
+
 /**
- * Maps a driver or server failure to the contract: timeouts, lost
- * connections and shutdowns are `SESSION_PERSISTENCE_IO` (retrying can fix
- * them), with the SQLSTATE in `details`.
+ * Whether a failure means the server cannot be reached now: a refused or
+ * failed connect (a socket error), a connection that ended, a connection
+ * exception (SQLSTATE class 08) or a server shutting down or starting up.
+ * Such a failure passes once the server is back.
+ */
+export function isUnreachable(error: unknown): boolean {
+  const e = error as { code?: unknown; syscall?: unknown; message?: unknown } | null | undefined
+  if (e === null || typeof e !== 'object') return false
+  const code = typeof e.code === 'string' ? e.code : undefined
+  if (code !== undefined && (code.startsWith('08') || GONE_STATES.has(code))) return true
+  // Node socket errors (ECONNREFUSED, ECONNRESET, ENOENT of a Unix socket, …) name their syscall.
+  if (code !== undefined && /^E[A-Z_]+$/.test(code) && typeof e.syscall === 'string') return true
+  return typeof e.message === 'string' && LOST_MESSAGES.test(e.message)
+}
+
+/**
+ * Maps a driver or server failure to the contract: a server that cannot be
+ * reached (refused, lost, shutting down) is `SESSION_PERSISTENCE_UNAVAILABLE`;
+ * timeouts and other failures of a statement are `SESSION_PERSISTENCE_IO`.
+ * Retrying can fix either; the SQLSTATE or socket error is in `details`.
  */
 export function ioError(what: string, error: unknown): SessionPersistenceError {
   if (error instanceof DshError) return error as SessionPersistenceError
   const sqlState = (error as { code?: unknown })?.code
   const state = typeof sqlState === 'string' ? sqlState : undefined
-  const why =
-    state !== undefined && TIMEOUT_STATES.has(state)
-      ? 'the statement timed out or was cancelled'
-      : state?.startsWith('57') || state?.startsWith('08')
-        ? 'the server connection was lost'
-        : 'the database failed'
+  const cause = error instanceof Error ? error.message : String(error)
+  if (isUnreachable(error)) {
+    return persistenceError(
+      'SESSION_PERSISTENCE_UNAVAILABLE',
+      `PostgreSQL: ${what}: the server cannot be reached or the connection was lost (${cause}). Nothing partial was committed; retry once the server is back.`,
+      { cause: error, details: state === undefined ? {} : { sqlState: state } },
+    )
+  }
+  const why = state !== undefined && TIMEOUT_STATES.has(state) ? 'the statement timed out or was cancelled' : 'the database failed'
   return persistenceError(
     'SESSION_PERSISTENCE_IO',
-    `PostgreSQL: ${what}: ${why} (${error instanceof Error ? error.message : String(error)}). Retrying may succeed; nothing partial was committed.`,
+    `PostgreSQL: ${what}: ${why} (${cause}). Retrying may succeed; nothing partial was committed.`,
     {
       cause: error,
       details: state === undefined ? {} : { sqlState: state },

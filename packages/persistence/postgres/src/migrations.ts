@@ -49,6 +49,12 @@ export async function applyMigrations(pool: pg.Pool, component: string, migratio
   const client = await pool.connect().catch((error: unknown) => {
     throw unavailable(pool as unknown as Parameters<typeof unavailable>[0], error)
   })
+  // A checked-out connection the server drops between statements emits `error`; unheard, it would end the process.
+  let lost = false
+  const onLost = () => {
+    lost = true
+  }
+  client.on('error', onLost)
   // The version before this call: read once, in the first transaction.
   let from: number | undefined
   try {
@@ -93,7 +99,8 @@ export async function applyMigrations(pool: pg.Pool, component: string, migratio
       }
     }
   } finally {
-    client.release()
+    client.removeListener('error', onLost)
+    client.release(lost ? true : undefined)
   }
 }
 

@@ -33,6 +33,8 @@ export interface PostgresPersistence extends SessionPersistence {
    * Calls `listener` after other hosts (or this one) commit changes — LISTEN
    * on the change channel, no polling — and once after a lost listener
    * connection is restored (changes may have been missed: ask `changes`).
+   * Never fails for an unreachable server: the LISTEN is retried with
+   * bounded backoff and the listener called once it is established.
    */
   subscribe(listener: () => void): Promise<ChangeSubscription>
   readonly readOnly: boolean

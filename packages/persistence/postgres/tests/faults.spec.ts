@@ -98,7 +98,7 @@ describe('faults', () => {
     )
     const pid = await waitingAppender(db.pool)
     await db.pool.query('SELECT pg_terminate_backend($1, 60000)', [pid])
-    expect(await outcome).toMatchObject({ code: 'SESSION_PERSISTENCE_IO' })
+    expect(await outcome).toMatchObject({ code: 'SESSION_PERSISTENCE_UNAVAILABLE' })
     await blocker.release()
     expect((await p.inspect(SessionId('mid'))).events).toHaveLength(3)
     expect((await p.append(target('mid'), events(3, 2))).nextSeq).toBe(5)

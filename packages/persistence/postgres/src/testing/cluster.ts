@@ -29,6 +29,13 @@ export interface TestCluster extends TestClusterAddress {
   createDatabase(name?: string): Promise<string>
   /** `pg_ctl restart -m fast`: every connection is cut, the data survives. */
   restart(): Promise<void>
+  /**
+   * `pg_ctl stop -m fast`: every connection is cut and new ones are refused
+   * until `startServer`; the data and the port are kept (an outage).
+   */
+  stopServer(): Promise<void>
+  /** Starts a server stopped by `stopServer` again, on the same port, and resolves once it accepts connections. */
+  startServer(): Promise<void>
   /** Stops the server (immediate) and removes its data directory. Idempotent. */
   stop(): Promise<void>
 }
@@ -141,6 +148,12 @@ export async function startTestCluster(options: StartTestClusterOptions = {}): P
     createDatabase: (name) => createTestDatabase(address, name),
     async restart() {
       await run(...as(pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']))
+      await start()
+    },
+    async stopServer() {
+      await run(...as(pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']))
+    },
+    async startServer() {
       await start()
     },
     async stop() {
