@@ -1,11 +1,11 @@
-import type { StoredSessionEvent } from '@dsh/session'
+import type { SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import { SessionProjectionError } from './errors.js'
-import type { ProjectionMetrics, ProjectionSnapshot } from './types.js'
+import type { ProjectionInitContext, ProjectionMetrics, ProjectionSnapshot } from './types.js'
 import type { ErasedUnit } from './unit.js'
 
 /**
- * A detached fold of a cold observation: every unit from `init` over every
- * event, nothing kept. A unit that throws (in `init`, `apply` or `view`) is
+ * A detached fold of a cold observation: every unit from `init` (told the
+ * cut, as a live cell is) over every event, nothing kept. A unit that throws (in `init`, `apply` or `view`) is
  * absent from the result, exactly as it would be absent live.
  */
 export function foldDetached(
@@ -15,11 +15,12 @@ export function foldDetached(
   metrics: ProjectionMetrics,
 ): ProjectionSnapshot {
   validateFoldInput(events, inheritedEventCount)
+  const context: ProjectionInitContext = Object.freeze({ inheritedEventCount: inheritedEventCount as SessionLogOffset })
   const out: Record<string, unknown> = {}
   for (const unit of units) {
     let state: unknown
     try {
-      state = unit.init()
+      state = unit.init(context)
       for (const event of events) {
         metrics.detachedApplies++
         state = unit.apply(state, event)

@@ -10,6 +10,7 @@ export type {
   ProjectionChange,
   ProjectionCheckpointRow,
   ProjectionCheckpointRows,
+  ProjectionInitContext,
   ProjectionKey,
   ProjectionMetrics,
   ProjectionSnapshot,

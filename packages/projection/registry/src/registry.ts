@@ -193,7 +193,9 @@ export class ProjectionRegistry implements SessionProjections {
   #newCell(entry: Entry, session: Session): Cell {
     const cell: Cell = { state: null, observedSeq: -1, failed: false, viewOf: NO_VIEW, view: undefined, viewWarned: false }
     try {
-      cell.state = entry.unit.init()
+      // The cut is the session's for life (a fork's prefix never changes), so
+      // a cell born now and one revived from a checkpoint agree.
+      cell.state = entry.unit.init(Object.freeze({ inheritedEventCount: session.inheritedEventCount }))
     } catch (error) {
       this.#fail(entry, session, cell, -1, error)
     }

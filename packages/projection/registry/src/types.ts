@@ -11,6 +11,17 @@ export interface SessionProjectionMap {}
 export type ProjectionKey = keyof SessionProjectionStateMap & keyof SessionProjectionMap & string
 
 /**
+ * What a unit is told when a state is born (`init`): where the session's own
+ * events begin. Events with `seq < inheritedEventCount` were inherited from
+ * the session a fork was cut from; a unit that reports only what a session
+ * did itself (usage, timing) skips them.
+ */
+export interface ProjectionInitContext {
+  /** The fork cut: `0` for a session that inherited nothing. */
+  readonly inheritedEventCount: SessionLogOffset
+}
+
+/**
  * A projection unit: a pure, synchronous fold of the log. `apply` returns the
  * same state reference when an event changes nothing. `schema` validates
  * state read back from a checkpoint (a row that fails it is poisoned).
@@ -20,7 +31,12 @@ export type ProjectionKey = keyof SessionProjectionStateMap & keyof SessionProje
 export interface SessionProjectionUnit<K extends ProjectionKey = ProjectionKey> {
   readonly key: K
   readonly stateVersion: number
-  init(): SessionProjectionStateMap[K]
+  /**
+   * The state before any event. The registry always passes the session's cut
+   * (live cells, detached folds); a unit may ignore it. A direct call without
+   * it (a unit test) means a cut of 0.
+   */
+  init(context?: ProjectionInitContext): SessionProjectionStateMap[K]
   apply(state: SessionProjectionStateMap[K], event: StoredSessionEvent): SessionProjectionStateMap[K]
   view(state: SessionProjectionStateMap[K]): SessionProjectionMap[K]
   readonly schema: z.ZodType<SessionProjectionStateMap[K]>
@@ -92,7 +108,12 @@ export interface SessionProjections {
    * in-memory log. Unknown keys throw `SESSION_PROJECTION_UNKNOWN_KEY`.
    */
   snapshot(session: Session, keys?: readonly ProjectionKey[]): ProjectionSnapshot
-  /** The live cells as checkpoint rows (for the cache). A failed cell yields a `failed` row. */
+  /**
+   * The live cells as checkpoint rows (for the cache). A failed cell yields a
+   * `failed` row. Rows hold no cut: each state was born from the session's
+   * cut, a unit whose value depends on it keeps it in its state, and a cache
+   * keys its rows by the cut.
+   */
   checkpoint(session: Session, keys?: readonly ProjectionKey[]): ProjectionCheckpointRows
   /**
    * Turns checkpoint rows back into views. Rows with another `stateVersion`
@@ -100,7 +121,7 @@ export interface SessionProjections {
    * state that fails the unit's schema) throws `SESSION_PROJECTION_INVALID_CHECKPOINT`.
    */
   viewCheckpoint(rows: ProjectionCheckpointRows, keys?: readonly ProjectionKey[]): ProjectionSnapshot
-  /** A detached fold of a cold observation; keeps no state. */
+  /** A detached fold of a cold observation; keeps no state. Each unit's `init` is told `inheritedEventCount`. */
   fold(
     events: readonly StoredSessionEvent[],
     options: { readonly inheritedEventCount: SessionLogOffset },

@@ -1,6 +1,6 @@
 import type { StoredSessionEvent } from '@dsh/session'
 import { SessionProjectionError } from './errors.js'
-import type { SessionProjectionUnit } from './types.js'
+import type { ProjectionInitContext, SessionProjectionUnit } from './types.js'
 
 /**
  * A unit with its key types erased: the registry stores units of every key in
@@ -9,7 +9,7 @@ import type { SessionProjectionUnit } from './types.js'
 export interface ErasedUnit {
   readonly key: string
   readonly stateVersion: number
-  init(): unknown
+  init(context: ProjectionInitContext): unknown
   apply(state: unknown, event: StoredSessionEvent): unknown
   view(state: unknown): unknown
   readonly schema: { safeParse(input: unknown): { success: true; data: unknown } | { success: false; error: unknown } }

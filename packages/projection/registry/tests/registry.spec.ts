@@ -153,6 +153,35 @@ describe('failure isolation', () => {
     expect(calls).toBe(1)
   })
 
+  it('init is told the cut (live, fork, fold); a unit that throws in init for forks only is absent for forks only', () => {
+    const { sessions, registry, warnings } = harness()
+    const cuts: number[] = []
+    registry.register({
+      ...countUnit,
+      init: (context) => {
+        cuts.push(context?.inheritedEventCount ?? -1)
+        if ((context?.inheritedEventCount ?? 0) > 0) throw new Error('no forks')
+        return { n: 0 }
+      },
+    })
+    registry.register(lastTextUnit)
+    const parent = sessions.create()
+    parent.append('user/message', { text: 'a' })
+    parent.append('user/message', { text: 'b' })
+    const child = sessions.fork(parent)
+    child.append('user/message', { text: 'c' })
+    parent.append('user/message', { text: 'd' })
+    expect(registry.snapshot(parent)).toEqual({ count: 3, lastText: 'd' })
+    expect(registry.snapshot(child)).toEqual({ lastText: 'c' })
+    expect(cuts).toEqual([0, 2])
+    expect(registry.checkpoint(child, ['count'])).toEqual({ count: { stateVersion: 1, seq: 2, state: null, failed: true } })
+    expect(registry.viewCheckpoint(registry.checkpoint(child))).toEqual({ lastText: 'c' })
+    expect(registry.fold(child.events, { inheritedEventCount: 2 as never })).toEqual({ lastText: 'c' })
+    expect(registry.fold(child.events, { inheritedEventCount: 0 as never })).toEqual({ count: 3, lastText: 'c' })
+    expect(cuts).toEqual([0, 2, 2, 0])
+    expect(warnings).toEqual([expect.stringMatching(/'count' threw in init\(\) for session 's2'/)])
+  })
+
   it('a throwing onChanged listener does not stop the others or the fold', () => {
     const { sessions, registry, errors } = harness()
     registry.register(countUnit)
