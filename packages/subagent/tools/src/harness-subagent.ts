@@ -3,7 +3,7 @@ import type { SessionId } from '@dsh/session'
 import type { SubagentEndReason, SubagentSettlement } from '@dsh/subagent'
 import { z } from 'zod'
 import { ToolSubagentControlError } from './errors.js'
-import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
+import { awaitChild, callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
 
 export const harnessSubagentInputSchema = z.strictObject({
   description: z.string().min(1).describe("A few words (three to five) naming the task; it becomes the subagent's label in listings."),
@@ -80,11 +80,7 @@ export function createHarnessSubagentTool(control: SubagentControl, options: { r
         ...(options.provider === undefined ? {} : { provider: options.provider }),
       })
       if (background) return Object.freeze({ text: `started subagent ${handle.id}`, kind: 'continuable' as const, subagentId: handle.id })
-      // Waited for: if the caller's own turn is cancelled, the child it waits for is interrupted too.
-      const onAbort = (): void => void control.interrupt(handle.id)
-      context.signal?.addEventListener('abort', onAbort, { once: true })
-      if (context.signal?.aborted) onAbort()
-      const settled = await handle.done.finally(() => context.signal?.removeEventListener('abort', onAbort))
+      const settled = await awaitChild(control, handle, context.signal)
       if (settled.end !== 'completed') throw unfinished(handle.id, settled)
       const output = settled.text ?? ''
       return Object.freeze({ text: output, kind: 'foreground' as const, runId: handle.id, output })

@@ -2,7 +2,7 @@ import { isDshError } from '@dsh/context'
 import type { SessionId } from '@dsh/session'
 import type { SubagentEndReason, SubagentSettings } from '@dsh/subagent'
 import { z } from 'zod'
-import { callerOf, defineTool, labelText, type SubagentControl, type ToolResult } from './tool.js'
+import { awaitChild, callerOf, defineTool, labelText, type SubagentControl, type ToolResult } from './tool.js'
 
 export const SUBAGENT_TOOL_NAME = 'subagent'
 
@@ -140,11 +140,7 @@ export function createSubagentTool(control: SubagentControl, options: { readonly
         const started = { ...base, status: 'running' as const }
         return Object.freeze({ text: renderSubagentResult(started), ...started })
       }
-      // Awaited: if the caller's own turn is cancelled, the child it was waiting for is interrupted too.
-      const onAbort = (): void => void control.interrupt(handle.id)
-      context.signal?.addEventListener('abort', onAbort, { once: true })
-      if (context.signal?.aborted) onAbort()
-      const settled = await handle.done.finally(() => context.signal?.removeEventListener('abort', onAbort))
+      const settled = await awaitChild(control, handle, context.signal)
       const finished = {
         ...base,
         status: settled.end,

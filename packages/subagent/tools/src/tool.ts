@@ -1,5 +1,5 @@
 import type { Session } from '@dsh/session'
-import type { SubagentRuntime } from '@dsh/subagent'
+import type { SubagentHandle, SubagentRuntime, SubagentSettlement } from '@dsh/subagent'
 import { z } from 'zod'
 import { ToolSubagentControlError } from './errors.js'
 
@@ -89,6 +89,14 @@ export function defineTool<Name extends string, Input, Result extends ToolResult
       return parts.run(parsed, context)
     },
   })
+}
+
+/** Waits for a child's run the caller started; if the caller's own turn is cancelled meanwhile, the child is interrupted too. */
+export async function awaitChild(control: SubagentControl, handle: SubagentHandle, signal: AbortSignal | undefined): Promise<SubagentSettlement> {
+  const onAbort = (): void => void control.interrupt(handle.id)
+  signal?.addEventListener('abort', onAbort, { once: true })
+  if (signal?.aborted) onAbort()
+  return handle.done.finally(() => signal?.removeEventListener('abort', onAbort))
 }
 
 /** A quoted label, or `(no label)`. */

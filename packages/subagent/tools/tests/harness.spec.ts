@@ -1,8 +1,5 @@
-import { Context, isDshError } from '@dsh/context'
-import { type Session, type SessionId, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
-import { createMemoryPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
-import { sessionProjectionsPlugin } from '@dsh/session-projection'
-import { createSessionQuery } from '@dsh/session-query'
+import { type Context, isDshError } from '@dsh/context'
+import type { Session, SessionId, StoredSessionEvent } from '@dsh/session'
 import {
   createScriptedDriver,
   type ScriptStep,
@@ -21,22 +18,13 @@ import {
   subagentControlTools,
   waitForChildSettlement,
 } from '../src/index.js'
+import { codeOf, gate, storeContext } from './support.js'
 
 let ctx: Context | undefined
 afterEach(async () => {
   await ctx?.dispose()
   ctx = undefined
 })
-
-interface Gate {
-  readonly promise: Promise<void>
-  open(): void
-}
-function gate(): Gate {
-  let open!: () => void
-  const promise = new Promise<void>((resolve) => (open = resolve))
-  return { promise, open }
-}
 
 /**
  * A real host (store, projections, memory persistence and query, subagents
@@ -49,13 +37,8 @@ function gate(): Gate {
  * `done: <prompt>`.
  */
 async function host(options: { provider?: string } = {}) {
-  const c = new Context({ logger: { warn: () => {}, error: () => {} } })
+  const c = await storeContext()
   ctx = c
-  let now = 1_700_000_000_000
-  await c.activate(sessionStorePlugin({ clock: () => now++ }))
-  await c.activate(sessionProjectionsPlugin())
-  await c.activate(sessionPersistencePlugin(createMemoryPersistence(), { writeBehindMs: 0 }))
-  c.provide('sessionQuery', createSessionQuery({ sessions: c.require('sessions'), persistence: c.require('sessionPersistence') }))
   const held = gate()
   const release = gate()
   const runs: SubagentRun[] = []
@@ -114,15 +97,6 @@ async function host(options: { provider?: string } = {}) {
     call: async (name: string, input: unknown, agent: Session) =>
       (await tool(name).execute(input, { agent })) as unknown as Record<string, unknown>,
   }
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-  } catch (error) {
-    return isDshError(error) ? error.code : String(error)
-  }
-  return 'resolved'
 }
 
 function noticesOf(session: Session): SubagentNotice[] {

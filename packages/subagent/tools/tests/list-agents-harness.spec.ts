@@ -1,11 +1,9 @@
-import { Context, isDshError } from '@dsh/context'
-import { type Session, sessionStorePlugin } from '@dsh/session'
-import { createMemoryPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
-import { sessionProjectionsPlugin } from '@dsh/session-projection'
-import { createSessionQuery } from '@dsh/session-query'
+import { type Context, isDshError } from '@dsh/context'
+import type { Session } from '@dsh/session'
 import { createScriptedDriver, type ScriptStep, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createListAgentsTool, type ListAgentsTool, listAgentsDescription, subagentControlTools } from '../src/index.js'
+import { storeContext } from './support.js'
 
 let ctx: Context | undefined
 afterEach(async () => {
@@ -15,13 +13,8 @@ afterEach(async () => {
 
 /** A real host: store, projections, memory persistence, memory query, subagents with a scripted driver. */
 async function host(): Promise<{ c: Context; runtime: SubagentRuntime; tool: ListAgentsTool; parent: Session }> {
-  const c = new Context({ logger: { warn: () => {}, error: () => {} } })
+  const c = await storeContext()
   ctx = c
-  let now = 1_700_000_000_000
-  await c.activate(sessionStorePlugin({ clock: () => now++ }))
-  await c.activate(sessionProjectionsPlugin())
-  await c.activate(sessionPersistencePlugin(createMemoryPersistence(), { writeBehindMs: 0 }))
-  c.provide('sessionQuery', createSessionQuery({ sessions: c.require('sessions'), persistence: c.require('sessionPersistence') }))
   // A child labelled 'watcher' holds its turn open until the context is disposed (which interrupts it).
   const held = new Promise<never>(() => {})
   const script = (label: string | undefined): ScriptStep[] =>

@@ -1,8 +1,5 @@
-import { Context, isDshError } from '@dsh/context'
-import { type Session, sessionStorePlugin } from '@dsh/session'
-import { createMemoryPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
-import { sessionProjectionsPlugin } from '@dsh/session-projection'
-import { createSessionQuery } from '@dsh/session-query'
+import { type Context, isDshError } from '@dsh/context'
+import type { Session } from '@dsh/session'
 import { createScriptedDriver, type ScriptStep, SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
@@ -15,6 +12,7 @@ import {
   renderListAgents,
   renderListAgentsEntries,
 } from '../src/index.js'
+import { storeContext } from './support.js'
 
 let ctx: Context | undefined
 afterEach(async () => {
@@ -24,12 +22,7 @@ afterEach(async () => {
 
 /** A real host: store, projections, memory persistence, memory query, subagents with a scripted driver. */
 async function host(): Promise<{ ctx: Context; tool: ListAgentsTool<ListAgentsTableResult>; parent: Session }> {
-  ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
-  let now = 1_700_000_000_000
-  await ctx.activate(sessionStorePlugin({ clock: () => now++ }))
-  await ctx.activate(sessionProjectionsPlugin())
-  await ctx.activate(sessionPersistencePlugin(createMemoryPersistence(), { writeBehindMs: 0 }))
-  ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence') }))
+  ctx = await storeContext()
   // The 'watcher' child holds its turn open until the context is disposed (which interrupts it).
   const held = new Promise<never>(() => {})
   const script = (label: string | undefined): ScriptStep[] =>

@@ -1,8 +1,5 @@
-import { Context, isDshError } from '@dsh/context'
-import { type Session, sessionStorePlugin } from '@dsh/session'
-import { createMemoryPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
-import { sessionProjectionsPlugin } from '@dsh/session-projection'
-import { createSessionQuery } from '@dsh/session-query'
+import { type Context, isDshError } from '@dsh/context'
+import type { Session } from '@dsh/session'
 import { createScriptedDriver, type ScriptStep, type SubagentRun, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
@@ -18,22 +15,13 @@ import {
   type SubagentControlTool,
   subagentControlTools,
 } from '../src/index.js'
+import { codeOf, type Gate, gate, storeContext } from './support.js'
 
 let ctx: Context | undefined
 afterEach(async () => {
   await ctx?.dispose()
   ctx = undefined
 })
-
-interface Gate {
-  readonly promise: Promise<void>
-  open(): void
-}
-function gate(): Gate {
-  let open!: () => void
-  const promise = new Promise<void>((resolve) => (open = resolve))
-  return { promise, open }
-}
 
 /**
  * A real host (store, projections, memory persistence and query, subagents
@@ -48,12 +36,7 @@ async function host(): Promise<{
   held: Gate
   tool(name: string): SubagentControlTool
 }> {
-  ctx = new Context({ logger: { warn: () => {}, error: () => {} } })
-  let now = 1_700_000_000_000
-  await ctx.activate(sessionStorePlugin({ clock: () => now++ }))
-  await ctx.activate(sessionProjectionsPlugin())
-  await ctx.activate(sessionPersistencePlugin(createMemoryPersistence(), { writeBehindMs: 0 }))
-  ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions'), persistence: ctx.require('sessionPersistence') }))
+  ctx = await storeContext()
   const held = gate()
   const script = (run: SubagentRun): ScriptStep[] => {
     if (run.identity?.label?.startsWith('held') === true && run.kind === 'spawn')
@@ -80,15 +63,6 @@ async function host(): Promise<{
     held,
     tool: (name) => tools.find((t) => t.name === name)!,
   }
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-  } catch (error) {
-    return isDshError(error) ? error.code : String(error)
-  }
-  return 'resolved'
 }
 
 describe('subagentControlTools', () => {
