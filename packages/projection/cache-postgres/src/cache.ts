@@ -1,6 +1,6 @@
 import type { Logger } from '@dsh/context'
 import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
-import { keyOf, watchPool } from '@dsh/session-persistence-postgres/backend'
+import { Backoff, type ChannelListener, keyOf, listenChannel, watchPool } from '@dsh/session-persistence-postgres/backend'
 import type { ProjectionCheckpointRow, ProjectionCheckpointRows, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import { CheckpointCacheCore, decodeCheckpointRow, type EncodedCheckpointRow } from '@dsh/session-projection-cache/backend'
@@ -42,9 +42,11 @@ interface MirrorRow {
   readonly state: string | null
 }
 
-interface DbRow {
-  session_id: Buffer
-  key: string
+/** A row of one refresh: the snapshot's xmin, then a checkpoint row (all null when none changed). */
+interface RefreshRow {
+  xmin: string
+  session_id: Buffer | null
+  key: string | null
   identity: Buffer
   inherited: number
   state_version: number
@@ -87,7 +89,9 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
   #cursor: string | undefined
   #refreshing: Promise<void> | undefined
   #next: Promise<void> | undefined
-  #listener: pg.PoolClient | undefined
+  #listener: ChannelListener | undefined
+  /** Retries a failed refresh (the server went away): a row missed meanwhile is read once it is back. */
+  readonly #retry = new Backoff(() => void this.refresh())
 
   constructor(options: PostgresProjectionCacheOptions) {
     super(options)
@@ -188,94 +192,69 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
   }
 
   /**
-   * One snapshot: the rows of every transaction at or above the cursor, and
-   * the snapshot's xmin as the next cursor (transactions below it had ended,
-   * so their rows were visible here). Rows may be read twice, never missed.
+   * One statement, one snapshot: the rows of every transaction at or above
+   * the cursor, and the snapshot's xmin as the next cursor (transactions
+   * below it had ended, so their rows were visible here). Rows may be read
+   * twice, never missed. Never rejects: a failure (the server went away)
+   * leaves the cursor where it was, is logged once per outage, and is
+   * retried with bounded backoff until a refresh succeeds.
    */
   async #refresh(): Promise<void> {
-    const client = await this.#pool.connect()
+    let rows: RefreshRow[]
     try {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
-      const { rows: snap } = await client.query<{ xmin: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin')
-      const { rows } = await client.query<DbRow>(
-        `SELECT session_id, key, identity, inherited, state_version, seq, failed, state FROM dsh_projection_checkpoints
-         WHERE $1::xid8 IS NULL OR xid >= $1::xid8`,
+      ;({ rows } = await this.#pool.query<RefreshRow>(
+        `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
+                c.session_id, c.key, c.identity, c.inherited, c.state_version, c.seq, c.failed, c.state
+         FROM (SELECT 1) one
+         LEFT JOIN dsh_projection_checkpoints c ON $1::xid8 IS NULL OR c.xid >= $1::xid8`,
         [this.#cursor ?? null],
-      )
-      await client.query('COMMIT')
-      for (const row of rows) {
-        const id = row.session_id.toString('utf8')
-        this.#mirrorOf(id).set(row.key, {
-          identity: row.identity.toString('utf8'),
-          inherited: row.inherited,
-          stateVersion: row.state_version,
-          seq: row.seq,
-          failed: row.failed,
-          state: row.state,
-        })
-      }
-      this.#cursor = snap[0]!.xmin
+      ))
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => {})
-      this.logger().warn(
-        'dsh: refreshing the projection cache mirror from PostgreSQL failed; lookups may miss until the next refresh.',
-        error,
-      )
-    } finally {
-      client.release()
+      if (this.closed) return
+      if (this.#retry.failures === 0)
+        this.logger().warn(
+          'dsh: refreshing the projection cache mirror from PostgreSQL failed; lookups may miss until it succeeds (retrying with backoff).',
+          error,
+        )
+      this.#retry.failed()
+      return
     }
+    this.#retry.succeeded()
+    for (const row of rows) {
+      if (row.session_id === null || row.key === null) continue
+      this.#mirrorOf(row.session_id.toString('utf8')).set(row.key, {
+        identity: row.identity.toString('utf8'),
+        inherited: row.inherited,
+        stateVersion: row.state_version,
+        seq: row.seq,
+        failed: row.failed,
+        state: row.state,
+      })
+    }
+    this.#cursor = rows[0]!.xmin
   }
 
-  /** LISTENs for writes of other hosts; a lost listener reconnects and refreshes once. */
+  /**
+   * LISTENs for other hosts' writes on a dedicated connection that survives
+   * an outage (`listenChannel`): each notice refreshes the mirror, and so
+   * does each re-established LISTEN (notices sent meanwhile are gone).
+   */
   async listen(): Promise<void> {
-    if (this.closed) return
-    let client: pg.PoolClient
-    try {
-      client = await this.#pool.connect()
-    } catch (error) {
-      this.logger().warn('dsh: the projection cache cannot LISTEN for other hosts; retrying.', error)
-      this.#relisten()
-      return
-    }
-    const lost = () => {
-      if (this.#listener !== client) return
-      this.#listener = undefined
-      client.release(true)
-      this.#relisten()
-    }
-    client.on('error', lost)
-    client.on('end', lost)
-    client.on('notification', (message) => {
-      if (message.channel === CACHE_CHANNEL) void this.refresh()
+    if (this.closed || this.#listener !== undefined) return
+    this.#listener = await listenChannel(this.#pool, CACHE_CHANNEL, {
+      notify: () => void this.refresh(),
+      resubscribed: () => void this.refresh(),
+      failed: (error) => this.logger().warn('dsh: the projection cache cannot LISTEN for other hosts now; retrying with backoff.', error),
     })
-    try {
-      await client.query(`LISTEN ${CACHE_CHANNEL}`)
-    } catch {
-      client.release(true)
-      this.#relisten()
-      return
-    }
-    if (this.closed) {
-      client.release(true)
-      return
-    }
-    this.#listener = client
-  }
-
-  #relisten(): void {
-    if (this.closed) return
-    const timer = setTimeout(() => {
-      void this.listen().then(() => this.refresh())
-    }, 100)
-    timer.unref()
+    if (this.closed) await this.#listener.close()
   }
 
   close(): void {
     if (this.closed) return
     this.closed = true
-    const listener = this.#listener
+    this.#retry.stop()
+    void this.#listener?.close()
     this.#listener = undefined
-    listener?.release(true)
     this.#mirror.clear()
   }
 

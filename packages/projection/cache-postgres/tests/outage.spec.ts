@@ -1,0 +1,101 @@
+import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import pg from 'pg'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { host, keys, turn } from './helpers.js'
+
+// A PostgreSQL outage (pg_ctl stop -m fast, then start again) on a cluster of
+// this file's own: the run's shared cluster serves other files meanwhile.
+
+let cluster: TestCluster
+const rejections: unknown[] = []
+const onRejection = (reason: unknown) => {
+  rejections.push(reason)
+}
+const cleanups: Array<() => unknown> = []
+
+beforeAll(async () => {
+  process.on('unhandledRejection', onRejection)
+  cluster = await startTestCluster({ settings: { fsync: 'off' } })
+}, 120_000)
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+  await cluster.startServer().catch(() => {})
+})
+
+afterAll(async () => {
+  process.off('unhandledRejection', onRejection)
+  await cluster?.stop()
+})
+
+const KEYS = [keys.messages, keys.turns]
+
+/** A host on its own pool (another process, as far as the database can tell). */
+async function hostOn(url: string, idPrefix: string) {
+  const pool = new pg.Pool({ connectionString: url, max: 4 })
+  cleanups.push(() => pool.end().catch(() => {}))
+  const h = await host({ pool, idPrefix })
+  cleanups.push(() => h.ctx.dispose())
+  return h
+}
+
+/** Resolves once `check()` holds, polling 20 ms apart (at most `tries` times). */
+async function until(check: () => boolean, what: string, tries = 3000): Promise<void> {
+  for (let i = 0; i < tries; i++) {
+    if (check()) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`never: ${what}`)
+}
+
+describe('the PostgreSQL checkpoint cache through an outage', () => {
+  it('lookups keep answering from the mirror, writes fail softly, refresh never rejects; once the server is back the re-opened LISTEN resyncs and follows other hosts again', async () => {
+    const url = await cluster.createDatabase()
+    const writer = await hostOn(url, 'w')
+    const follower = await hostOn(url, 'f')
+    const session = writer.sessions.create()
+    turn(session, 1, 'before')
+    await writer.cache.idle()
+    const at = (h: typeof follower) => h.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)
+    // The follower learns of it on NOTIFY, with no explicit refresh.
+    await until(() => at(follower) !== undefined, 'the follower mirrored the first write')
+    expect(at(follower)).toEqual({ [keys.messages]: { n: 1, last: 'before' }, [keys.turns]: 1 })
+    // A row changed without a NOTIFY: the follower's mirror lags it until its next refresh.
+    const direct = new pg.Client({ connectionString: url })
+    await direct.connect()
+    await direct.query('UPDATE dsh_projection_checkpoints SET state = $1 WHERE key = $2', ['{"n":1,"last":"silent"}', keys.messages])
+    await direct.end()
+    expect(at(follower)).toEqual({ [keys.messages]: { n: 1, last: 'before' }, [keys.turns]: 1 })
+
+    await cluster.stopServer()
+    // Lookups answer from the mirror; a refresh resolves (it retries in the background); a write fails softly.
+    expect(at(writer)).toEqual({ [keys.messages]: { n: 1, last: 'before' }, [keys.turns]: 1 })
+    await follower.cache.refresh()
+    const failedBefore = writer.cache.metrics.failedWrites
+    turn(session, 2, 'during')
+    await writer.cache.idle()
+    expect(writer.cache.metrics.failedWrites).toBe(failedBefore + 1)
+    // The follower's LISTEN is lost and retried with backoff; each of its loops says so once per outage.
+    await until(
+      () => follower.warnings.some((w) => /cannot LISTEN/.test(w.message)),
+      "the follower reported its lost LISTEN's first failed retry",
+    )
+
+    await cluster.startServer()
+    // The re-opened LISTEN resyncs: the row changed without a NOTIFY before the outage is read.
+    await until(
+      () => (at(follower)?.[keys.messages] as { last?: string } | undefined)?.last === 'silent',
+      'the follower resynced on its new LISTEN',
+    )
+    // And it follows other hosts' writes again, on NOTIFY.
+    turn(session, 3, 'after')
+    await writer.cache.idle()
+    expect(at(writer)).toEqual({ [keys.messages]: { n: 3, last: 'after' }, [keys.turns]: 3 })
+    await until(() => (at(follower)?.[keys.turns] as number | undefined) === 3, 'the follower mirrored a write after the outage')
+    for (const h of [writer, follower]) {
+      expect(h.warnings.filter((w) => /cannot LISTEN/.test(w.message)).length).toBeLessThanOrEqual(1)
+      expect(h.warnings.filter((w) => /refreshing the projection cache mirror/.test(w.message)).length).toBeLessThanOrEqual(1)
+    }
+    expect(rejections).toEqual([])
+  }, 120_000)
+})
