@@ -1,4 +1,4 @@
-import { fdatasyncSync, fstatSync, type Stats } from 'node:fs'
+import { fstatSync, type Stats } from 'node:fs'
 import { throwIfAborted } from '@dsh/context'
 import type { SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import type { AppendResult, AppendTarget, LoadedSession } from '@dsh/session-persistence'
@@ -15,7 +15,7 @@ import { encodeBatchUnit } from './bulk-append.js'
 import { createLog } from './create-log.js'
 import { notFound } from './errors.js'
 import type { Forks } from './forks.js'
-import { fdatasyncFd, revisionOf, SYNC_WRITE_MAX, writevAt, writevAtSync } from './fs-io.js'
+import { fdatasyncFd, revisionOf, SYNC_WRITE_MAX, writevAt } from './fs-io.js'
 import type { LogContext } from './log-context.js'
 import type { PaddedWrite } from './log-padding.js'
 import type { Writer } from './session-writer.js'
@@ -54,7 +54,7 @@ export class Appender {
   readonly #writers: WriterPool
   readonly #forks: Forks
   readonly #clock: () => number
-  /** Batches being written now (any session): a batch syncs inline only when it is the only one. */
+  /** Batches being written (any session): a batch syncs inline only when it is the only one. */
   #batchesInFlight = 0
   /** Appends of each session that wait for their turn to open its writer: appends behind them are checked in turn too. */
   readonly #opening = new Map<string, number>()
@@ -77,59 +77,7 @@ export class Appender {
     } catch (error) {
       return Promise.reject(error as Error)
     }
-    if (FAST_PATH) {
-      const now = this.#appendNow(writer, batch)
-      if (now !== undefined) return now
-    }
     return this.#writers.serial(id, () => this.#commit(writer, batch))
-  }
-
-  #appendedNow = false
-  readonly #turnEnded = (): void => {
-    this.#appendedNow = false
-  }
-
-  #appendNow(writer: Writer, batch: Batch): Promise<AppendResult> | undefined {
-    const { codec, feed, metrics } = this.#ctx
-    const id = writer.id
-    if (
-      this.#appendedNow ||
-      this.#writers.busy(id) ||
-      this.#batchesInFlight > 0 ||
-      writer.lock.verifyDue() ||
-      !codec.padsTail ||
-      !Array.isArray(batch.unit)
-    )
-      return undefined
-    const [body, trailer] = batch.unit
-    const padded = writer.tail.planAppend(body, trailer, writer.nextSeq + batch.count)
-    if (padded.bytes > SYNC_WRITE_MAX) return undefined
-    let op: string | undefined
-    try {
-      op = feed.begin(id)
-    } catch (error) {
-      writer.acceptedSeq = writer.nextSeq
-      return Promise.reject(error as Error)
-    }
-    this.#appendedNow = true
-    queueMicrotask(this.#turnEnded)
-    try {
-      for (const [at, bytes] of padded.writes) writevAtSync(writer.handle.fd, bytes, at)
-      fdatasyncSync(writer.handle.fd)
-    } catch (error) {
-      return this.#writers.serial(id, () =>
-        this.#failed(writer, error as Error)
-          .catch((e: unknown) => {
-            writer.acceptedSeq = writer.nextSeq
-            throw e
-          })
-          .finally(() => feed.end(id, op)),
-      )
-    }
-    feed.end(id, op)
-    metrics.inlineSyncs++
-    this.#committed(writer, body, trailer, batch.count, padded, undefined)
-    return Promise.resolve({ revision: writer.revision, nextSeq: writer.nextSeq as SessionLogOffset })
   }
 
   /** In turn: the session's writer opened (or its log created), then the batch checked, encoded and committed. */
@@ -238,7 +186,7 @@ export class Appender {
     }
   }
 
-  /** A batch is written and synced: where the log now ends, its next seq and its revision. */
+  /** A batch is written and synced: where the log ends, its next seq and its revision after it. */
   #committed(
     writer: Writer,
     body: Buffer,
@@ -312,5 +260,3 @@ export class Appender {
     })
   }
 }
-
-const FAST_PATH = process.env.DSH_JSONL_FAST_PATH !== '0'
