@@ -109,7 +109,7 @@ export class JournalWriter {
   #flushScheduled = false
   #closed = false
 
-  /** Opens (creating if needed) the root's journal now, so readers over a new root can follow it from its first change. */
+  /** Opens (creating if needed) the root's journal at once, so readers over a new root can follow it from its first change. */
   constructor(root: string) {
     this.path = join(root, JOURNAL_FILE)
     this.#open()
@@ -271,7 +271,7 @@ export async function readJournalChanges(root: string, since: string | undefined
         cause: error,
       })
     const cursor = encodeCursor({ lifecycle: 'none', boot: bootId, offset: 0, lastLength: 0, lastCrc: 0, pending: [] })
-    // No journal now and none when the cursor was minted: no writer wrote since (writers create it before any change).
+    // No journal, and none when the cursor was minted: no writer wrote since (writers create it before any change).
     if (state !== undefined && state.lifecycle === 'none' && state.boot === bootId) return { ids: [], cursor, rescan: false }
     return { ids: [], cursor, rescan: true, reason: since === undefined ? 'no cursor' : 'the change journal is missing' }
   }
@@ -299,7 +299,7 @@ export async function readJournalChanges(root: string, since: string | undefined
       if (state.lastLength > 0) {
         const last = readFrame(buf, 0)
         if (last.status !== 'record' || last.end !== state.lastLength || last.crc !== state.lastCrc)
-          reason = 'the change journal no longer holds the record the cursor names'
+          reason = 'the change journal does not hold the record the cursor names'
       }
       if (reason === undefined) {
         const walked = walk(buf, state.lastLength, state.pending)
@@ -325,7 +325,7 @@ export async function readJournalChanges(root: string, since: string | undefined
         reason = 'the change journal holds damaged records'
       }
     }
-    // Rescan: the caller lists everything now; what is in flight now must still be reported when it ends.
+    // Rescan: the caller lists everything; what is in flight at this point must still be reported when it ends.
     const buf = await readRange(handle, 0, size)
     const walked = walk(buf, HEADER_BYTES, [], true)
     const pending = walked.pending.filter((entry) => isAlive(identityOf(entry.writer)))

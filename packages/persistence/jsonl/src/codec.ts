@@ -76,12 +76,11 @@ let decompressor: Decompressor | undefined
 
 /*
  * The zstd bindings are native modules that cost tens of milliseconds to load,
- * and a process that only lists sessions (headers are read through the change
- * feed and the 512-byte prefix, never decoded... until a header is) may need
- * neither. So neither is loaded at import: zstd-napi on the first frame
+ * and a process that only lists sessions (through the change feed, and header
+ * units of stored blocks, which are sliced, not decoded) may need neither. So neither is loaded at import: zstd-napi on the first frame
  * encoded or decoded synchronously (a synchronous require: the write path
  * stays free of thread-pool hops), @mongodb-js/zstd on the first large run
- * decoded (a dynamic import). `tests/lazy-zstd.spec.ts` pins this.
+ * decoded (a dynamic import). `tests/lazy-zstd.e2e.spec.ts` pins this.
  */
 let zstdNapi: typeof import('zstd-napi') | undefined
 let mongodbZstd: Promise<typeof import('@mongodb-js/zstd')> | undefined
@@ -124,8 +123,8 @@ export function compressFrame(plain: Uint8Array): Buffer {
 
 /** Decompresses a concatenation of zstd frames (skippable frames included) synchronously. */
 export function decompressFrames(frames: Uint8Array): Buffer {
-  // Frames of stored blocks only (every header unit written since the lazy
-  // bindings): their content is sliced out, no binding loaded.
+  // Frames of stored blocks only (every header unit, every batch under
+  // RAW_BODY_MAX): their content is sliced out, no binding loaded.
   const stored = storedFramesContent(frames)
   if (stored !== undefined) return stored
   decompressor ??= new (loadZstdNapi().Decompressor)()

@@ -68,7 +68,7 @@ class JsonlPersistenceFront implements JsonlPersistence {
     tailVerifications: 0,
     inlineSyncs: 0,
   }
-  /** Appends begin/end records around every change of a log (writable instances); opened now so followers of a new root see its first change. */
+  /** Appends begin/end records around every change of a log (writable instances); opened at once so followers of a new root see its first change. */
   readonly #journal: JournalWriter | undefined
   /** The log side, once its modules are loaded (see `persistence.ts`). */
   #backend: Promise<LogBackend> | undefined

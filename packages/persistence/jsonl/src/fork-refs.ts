@@ -162,7 +162,7 @@ export function assertReferenceableSync(io: ForkIo, fork: ForkReference, childLa
   if (marker !== undefined && deleterAlive(marker)) throw gone('it is being deleted')
   io.opened()
   const fd = openLogSync(file)
-  if (fd === undefined) throw gone('it is no longer persisted')
+  if (fd === undefined) throw gone('it is not persisted')
   try {
     const { physical } = readHeaderSync(io, fd, fstatSync(fd).size, file)
     if (physical.logId !== fork.logId) throw gone('it was re-created meanwhile')

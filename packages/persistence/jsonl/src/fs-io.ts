@@ -179,10 +179,10 @@ export interface RevisionSlot {
  * revision even when the inode number is reused. Within one log the file only
  * grows (appends) or shrinks back (truncating a torn or failed batch), so
  * for a log without padding size and modification time change with every
- * durable change. A padded log (version 3 on) does not change size when
+ * durable change. A padded log does not change size when
  * appended to, and its modification time is neither durable (fdatasync) nor
  * finer than the kernel's clock tick, so its revision is the newest end
- * slot's instead (`slot`: written with every append): the committed end and
+ * slot's walk instead (`slot`, see `log-tail.ts`): the committed end and
  * the last trailer's CRC — what the log holds, not when it was written — with
  * the inode and size (a writer knows all of them without a `stat`).
  *

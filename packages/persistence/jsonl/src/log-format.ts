@@ -30,7 +30,7 @@ export const LOG_FORMAT_VERSION = 4
  * holding event `cut - 1` ends with a trailer whose stored-body CRC32 is
  * `batchCrc`. Committed batches never change, so these few numbers identify
  * the prefix without reading it: a source rewritten, re-created under the
- * same id (another `logId`), truncated or damaged no longer matches.
+ * same id (another `logId`), truncated or damaged does not match.
  * `source` is the log that physically holds event `cut - 1`: for a fork cut
  * inside its parent's own inherited prefix, an ancestor.
  */

@@ -1,8 +1,8 @@
 import { crc32 } from 'node:zlib'
 
 /**
- * The preallocated tail of a zstd log of version 3 on (see the README's format
- * section). Invariants, in the order a reader relies on them:
+ * The preallocated tail of a zstd log (see the README's _Preallocated tail_).
+ * Invariants, in the order a reader relies on them:
  *
  * 1. A padded log is `[header unit][batch units…][padding]`, where the
  *    padding is ONE zstd skippable frame (magic `0x184D2A5E`, 4-byte LE size)
@@ -14,8 +14,8 @@ import { crc32 } from 'node:zlib'
  *    a generation; it carries its own CRC32. The valid slot with the highest
  *    generation is the newest: a checkpoint at most `checkpointDistance`
  *    (16 KiB, or a sixteenth of a smaller log) of units before the committed
- *    end (logs written before checkpoints have it at the committed end,
- *    which is the same rule with nothing to walk).
+ *    end (a log whose writer released it in order has it at the committed
+ *    end: the same rule with nothing to walk).
  *    A reader finds the committed end from it: it checks the trailer before
  *    the slot's end against the slot, then walks the units after it
  *    (structure, trailer, seq) to the padding frame's header, which must
@@ -43,9 +43,9 @@ import { crc32 } from 'node:zlib'
  *    geometric (about 1/16 of the log, at most 1 MiB, ending on a 4 KiB
  *    boundary), so padding costs at most ~6% of a large log.
  * 5. A log freshly created or forked has no padding (its first append is
- *    published whole, as in version 2); the second append pads it.
+ *    published whole); the second append pads it.
  * 6. A torn append (a prefix of its write) overwrote the pad header at the
- *    committed end, so the log no longer ends with a valid padding frame:
+ *    committed end, so the log does not end with a valid padding frame:
  *    the bytes from the committed end are a torn tail, which `load` and the
  *    next writer truncate (padding included; the next append grows it again).
  *    A batch is committed iff its frame and trailer are complete, as before.

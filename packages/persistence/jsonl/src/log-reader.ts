@@ -151,7 +151,7 @@ export class LogReader {
     const broken = (why: string, cause?: unknown): Error =>
       persistenceError(
         'SESSION_PERSISTENCE_CORRUPT',
-        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix can no longer be read as referenced: ${why}. Restore the source from a backup, or delete the fork explicitly.`,
+        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix cannot be read as referenced: ${why}. Restore the source from a backup, or delete the fork explicitly.`,
         { cause, details: { file: childFile, source: fork.source } },
       )
     if (depth > MAX_FORK_DEPTH) throw broken(`the fork chain is deeper than ${MAX_FORK_DEPTH}`)
@@ -162,7 +162,7 @@ export class LogReader {
       throw broken('the source id is invalid', error)
     }
     const handle = await this.openForRead(file)
-    if (handle === undefined) throw broken('the source is no longer persisted')
+    if (handle === undefined) throw broken('the source is not persisted')
     let buf: Buffer
     try {
       buf = await this.countedRead(handle, 0, fork.end)
@@ -263,14 +263,14 @@ export class LogReader {
     const broken = (why: string): Error =>
       persistenceError(
         'SESSION_PERSISTENCE_CORRUPT',
-        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix no longer matches: ${why}.`,
+        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix does not match: ${why}.`,
         {
           details: { file: childFile, source: fork.source },
         },
       )
     const file = this.logPath(fork.source)
     const handle = await this.openForRead(file)
-    if (handle === undefined) throw broken('the source is no longer persisted')
+    if (handle === undefined) throw broken('the source is not persisted')
     try {
       const size = Number((await handle.stat()).size)
       if (size < fork.end) throw broken('the source log is shorter than the referenced prefix')

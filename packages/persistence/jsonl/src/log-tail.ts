@@ -122,7 +122,7 @@ export function* walkToPadding(codec: LogCodec, size: number, headerEnd: number)
       if (base + buf.length >= limit) return unsettled
       buf = yield [end, Math.min(limit - end, Math.max(walkRead, 2 * had))]
       base = end
-      // A file that shrank meanwhile (the read came back no longer): not trusted.
+      // A file that shrank meanwhile (the read returned no more bytes than it had): not trusted.
       if (buf.length <= had) return unsettled
       continue
     }

@@ -26,7 +26,7 @@ const VERIFY_INTERVAL_MS = 1000
  * The cross-process single-writer lock of one session directory: a file
  * published with `link` (so it appears with its content, or not at all)
  * that names the holder's pid, host and process start time. A holder that
- * died is detected (no such pid, or the pid now belongs to a process that
+ * died is detected (no such pid, or the pid belongs to a process that
  * started later) and its lock is taken over; a live holder gives
  * `SESSION_PERSISTENCE_LOCKED`. The holder keeps the lock file open so its
  * inode cannot be reused, and re-checks the path still names that inode
@@ -64,7 +64,7 @@ export class WriterLock {
       if (taken !== undefined) {
         held.add(owner.nonce)
         try {
-          // The path must still name our brand-new file (nobody broke it between link and now).
+          // The path must still name our brand-new file (nobody broke it between the link and this check).
           let current: number | undefined
           try {
             current = statSync(path).ino
@@ -109,7 +109,7 @@ export class WriterLock {
   }
 
   /**
-   * Throws `SESSION_PERSISTENCE_LOCKED` when the lock file no longer is ours
+   * Throws `SESSION_PERSISTENCE_LOCKED` when the lock file is not ours
    * (removed by hand, or taken over by a process that judged it stale).
    * Checked at most every `intervalMs` so appends stay cheap.
    */
@@ -202,7 +202,7 @@ function publishHeld(path: string, data: Buffer): { fd: number; ino: number } | 
 /**
  * Removes temporary files a killed process left beside the lock
  * (`.writer.lock.tmp-<pid>.<start>-<random>`, from publishing or breaking a
- * lock): only those whose process no longer runs (`isLiveTemp`).
+ * lock): only those whose process has exited (`isLiveTemp`).
  */
 async function removeStaleTemps(path: string): Promise<void> {
   const dir = dirname(path)

@@ -109,7 +109,7 @@ export class WriterPool {
    * Writes the slot that names the committed end when the newest names an
    * earlier one (`PaddedTail.planSettle`), so the log at rest reads with
    * nothing to walk. Every batch is synced already and the slot is a hint,
-   * so the write is not synced; it is skipped when the lock is no longer
+   * so the write is not synced; it is skipped when the lock is not
    * ours, and a failure costs readers only a walk.
    */
   async settle(writer: Writer): Promise<void> {

@@ -176,7 +176,7 @@ for (const compression of ['zstd', 'none'] as const) {
       const bytes = tornLast(f, torn)
       writeFileSync(f.file, bytes)
       const report = await f.p.verify(ID)
-      // Everything after the committed end is torn tail: the torn write, and the padding it no longer ends with.
+      // Everything after the committed end is torn tail: the torn write, and the padding it does not end with.
       const committedEnd = f.ends.at(-2)!
       expect(report).toEqual({
         id: ID,

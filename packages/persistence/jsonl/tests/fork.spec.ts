@@ -153,7 +153,7 @@ for (const compression of ['zstd', 'none'] as const) {
       expect((await fresh.inspect(SessionId('grandkid'))).events).toHaveLength(15)
     })
 
-    it('a deleted fork no longer pins its source', async () => {
+    it('a deleted fork does not pin its source', async () => {
       const p = backend(root(), compression)
       await sourceAndFork(p, 5)
       expect(await p.delete(SessionId('kid'))).toBe(true)

@@ -112,7 +112,7 @@ describe('the zstd log is a standard zstd stream', () => {
       expect(Number(payload.readBigUInt64LE(32))).toBe(batch[0]!.seq)
       expect(payload.readUInt32LE(40)).toBe(crc32(buf.subarray(trailers[i + 1]!.at, trailers[i + 1]!.at + 48)))
     }
-    // From the second append on (version 3 on), the log ends with one padding frame (a skippable frame reaching the end of the file).
+    // From the second append on, the log ends with one padding frame (a skippable frame reaching the end of the file).
     const padAt = trailers.at(-1)!.at + 52
     expect(buf.readUInt32LE(padAt)).toBe(0x184d2a5e)
     expect(padAt + 8 + buf.readUInt32LE(padAt + 4)).toBe(buf.length)

@@ -137,7 +137,7 @@ describe('packed runs in the store', () => {
       time: 1_760_000_001_000,
       run: { dt: [1, 1, 1], data: { turn: 2, index: 0, delta: ['o', 'w', 'n', '!'] } },
     })
-    // The seed's first 10 events as one run (the index at the cut no longer names seq 16).
+    // The seed's first 10 events as one run (the index at the cut does not name seq 16).
     const seedRun: StoredEventRun = {
       type: 'assistant/chunk',
       seq: 0 as SessionSeq,

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { CHECKPOINT_BYTES, checkpointDistance, MAX_PAD_GROWTH, newestSlot, PAD_MAGIC, SLOTS_BYTES } from '../src/log-padding.js'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
-// The preallocated tail of version 3 zstd logs (src/log-padding.ts): appends
+// The preallocated tail of zstd logs (src/log-padding.ts): appends
 // overwrite padding instead of growing the file; reads, revisions, torn
 // writes, fresh writers, forks and older versions around it.
 
@@ -43,7 +43,7 @@ function slotEnd(buf: Buffer): number {
   return newestSlot(buf.subarray(buf.length - SLOTS_BYTES))!.end
 }
 
-describe('padding (log format version 3, zstd)', () => {
+describe('padding (zstd logs)', () => {
   it('a new log has none; the second append pads to a 4 KiB boundary; later appends overwrite it without changing the size', async () => {
     const p = backend()
     await p.append(targetOf(ID), eventsFrom(0, 3))
@@ -319,12 +319,12 @@ describe('padding (log format version 3, zstd)', () => {
       await expect(reader.inspect(SessionId(ID))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
       await expect(reader.verify(SessionId(ID))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CORRUPT' })
     }
-    // Bytes after the padding frame (it no longer reaches the end): a torn tail, reported and truncated with the padding.
+    // Bytes after the padding frame (it does not reach the end): a torn tail, reported and truncated with the padding.
     writeFileSync(file, Buffer.concat([whole, Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x40])]))
     expect(await reader.verify(SessionId(ID))).toMatchObject({ events: 18, committedBytes: end, tornBytes: 6 })
     const writer = backend(p.root)
     await writer.append(targetOf(ID), eventsFrom(18, 2))
-    // The slot no longer names the end of the file: the writer checked the whole log.
+    // The slot does not name the end of the file: the writer checked the whole log.
     expect(writer.metrics.tailVerifications).toBe(0)
     expect((await writer.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(20))
     expect((await writer.verify(SessionId(ID))).tornBytes).toBe(0)

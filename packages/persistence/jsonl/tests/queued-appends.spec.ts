@@ -3,8 +3,9 @@ import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } 
 import { afterEach, describe, expect, it } from 'vitest'
 import { event, eventsFrom, targetOf, tempDir } from './helpers.js'
 
-// A batch queued behind an append in flight is checked and encoded when
-// `append` is called (`#encodeEarly`), and checked against the log in turn.
+// A batch appended while an earlier one of its session is being written is
+// checked and encoded when `append` is called (against the seq after every
+// batch accepted before it), and written in its turn (`src/writer.ts`).
 
 const open: JsonlPersistence[] = []
 const cleanups: Array<() => void> = []

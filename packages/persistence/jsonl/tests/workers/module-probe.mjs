@@ -37,8 +37,10 @@ else if (mode !== 'open' && mode !== 'open-writable') throw new Error(`unknown m
 await persistence.close()
 const seen = new Set(readFileSync(record, 'utf8').split('\n'))
 rmSync(record, { force: true })
-const loaded = [...seen].filter((url) => url.includes('/session-persistence-jsonl/dist/'))
-const chunks = loaded.map((url) => url.slice(url.lastIndexOf('/dist/') + 6)).sort()
+// This package's built files (the package's own dist/, whatever path the workspace puts it at).
+const dist = new URL('../../dist/', import.meta.url).href
+const loaded = [...seen].filter((url) => url.startsWith(dist))
+const chunks = loaded.map((url) => url.slice(dist.length)).sort()
 const modules = loaded
   .flatMap((url) => JSON.parse(readFileSync(new URL(`${url}.map`), 'utf8')).sources)
   .map((source) => source.slice(source.lastIndexOf('/') + 1).replace(/\.ts$/, '.js'))
