@@ -34,6 +34,14 @@ import type { V0Event, V0Header } from './v0-types.js'
  *    not converted, or whose keys are not in the harness's order, is kept as
  *    `v0/event` with the entire line object as its data.
  *
+ * The types dsh's subagent runtime writes and the harness does not know
+ * (`DSH_IGNORABLE_TYPES`: a child's `subagent/options` and its lifecycle
+ * events) leave as lines marked `ignorable`: the harness refuses a log with
+ * an unknown type unless the line says it may skip it, and skipping them
+ * changes nothing it reconstructs. Such a line with that mark and no other
+ * extra comes back as the dsh event; one without the mark (no export writes
+ * it) is kept as `v0/<type>`, so it too exports as it was read.
+ *
  * Invariant: `toV0(toDsh(e))` serialises to exactly the line `e` was parsed
  * from (the harness writes lines with `JSON.stringify`), so export restores
  * every line byte for byte.
@@ -42,6 +50,15 @@ import type { V0Event, V0Header } from './v0-types.js'
 export const V0_RESIDUAL_KEY = 'v0'
 export const V0_EVENT_TYPE = 'v0/event'
 export const V0_PREFIX = 'v0/'
+
+/** Event types dsh writes that the harness does not know; exported with `ignorable: true`. */
+export const DSH_IGNORABLE_TYPES: ReadonlySet<string> = new Set([
+  'subagent/options',
+  'subagent/start',
+  'subagent/end',
+  'subagent/queued',
+  'subagent/notice',
+])
 
 type Json = Record<string, unknown>
 type Residual = Record<string, unknown>
@@ -300,6 +317,11 @@ function convertEvent(event: V0Event): StoredSessionEvent {
   const extras = envelopeExtras(event)
   const whole = (): StoredSessionEvent => ({ type: V0_EVENT_TYPE, seq, time: event.time, data: event as unknown as JsonValue })
   if (extras === undefined || event.type.startsWith(V0_PREFIX)) return whole()
+  if (DSH_IGNORABLE_TYPES.has(event.type)) {
+    const keys = Object.keys(extras)
+    if (keys.length === 1 && extras.ignorable === true) return { type: event.type, seq, time: event.time, data: event.data as JsonValue }
+    return keys.length === 0 ? { type: V0_PREFIX + event.type, seq, time: event.time, data: event.data as JsonValue } : whole()
+  }
   const convert = CONVERTERS[event.type]
   if (convert === undefined) {
     return Object.keys(extras).length === 0 ? { type: event.type, seq, time: event.time, data: event.data as JsonValue } : whole()
@@ -453,6 +475,7 @@ export function toV0Event(event: StoredSessionEvent): V0Event {
   if (event.type === V0_EVENT_TYPE && isObject(event.data)) return event.data as unknown as V0Event
   if (event.type.startsWith(V0_PREFIX))
     return { type: event.type.slice(V0_PREFIX.length), seq: event.seq, time: event.time, data: event.data }
+  if (DSH_IGNORABLE_TYPES.has(event.type)) return { type: event.type, seq: event.seq, time: event.time, data: event.data, ignorable: true }
   const data = event.data
   const restore = RESTORERS[event.type]
   if (restore === undefined || !isObject(data)) return { type: event.type, seq: event.seq, time: event.time, data }

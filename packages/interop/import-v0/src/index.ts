@@ -1,5 +1,15 @@
 export { MIN_RUN, packChunkRuns } from './chunk-rows.js'
-export { CONVERTED_TYPES, toDshEvent, toDshHeader, toV0Event, toV0Header, V0_EVENT_TYPE, V0_PREFIX, V0_RESIDUAL_KEY } from './convert.js'
+export {
+  CONVERTED_TYPES,
+  DSH_IGNORABLE_TYPES,
+  toDshEvent,
+  toDshHeader,
+  toV0Event,
+  toV0Header,
+  V0_EVENT_TYPE,
+  V0_PREFIX,
+  V0_RESIDUAL_KEY,
+} from './convert.js'
 export type { ImportV0ErrorCode } from './errors.js'
 export { ImportV0Error } from './errors.js'
 export type { ExportV0Options, ExportV0Result } from './export.js'

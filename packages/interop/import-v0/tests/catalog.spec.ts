@@ -49,7 +49,7 @@ const BACKENDS = {
 }
 
 describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('the imported subagent tree (%s persistence)', (name) => {
-  it('lists the children the harness would list: same ids, labels and modes, corrupt where the seed says', async () => {
+  it('lists the children the harness would list: same ids, labels and modes, corrupt where its parser rejects the descriptor', async () => {
     const from = await writeRoot(healthyFixtures())
     dirs.push(from)
     const persistence = BACKENDS[name]()

@@ -78,6 +78,8 @@ const data: Record<string, fc.Arbitrary<unknown>> = {
   ),
   'step/start': json,
   'subagent/descriptor': json,
+  'subagent/options': json,
+  'subagent/start': json,
   'x/unknown': json,
 }
 
