@@ -10,7 +10,7 @@ import type { SubagentMode } from './descriptor.js'
  *   it names).
  * - `subagent/end {turn, reason, text?, error?}` after each run; and one final
  *   `subagent/end {reason: 'closed'}` (no turn) when the child is closed: no
- *   run follows it and the child is no longer resumable.
+ *   run follows it and the child is not resumable.
  * - `subagent/queued {from, text}` when input arrives while the child is busy.
  *
  * On the parent:

@@ -209,7 +209,7 @@ describe('listChildren: cold children without a cache (rung 3)', () => {
     expect(await h.runtime.listChildren(parent.id)).toEqual([{ kind: 'diagnostic', id, reason: 'corrupt' }])
   })
 
-  it('takes the last of several own descriptors (a recorded deviation from the old corrupt verdict)', async () => {
+  it('takes the last of several own descriptors (a recorded deviation: last-wins rather than corrupt)', async () => {
     const h = await host()
     const parent = h.sessions.create()
     const id = await settledChild(h, parent, (c) => {
@@ -381,7 +381,7 @@ describe('listChildren: enumeration', () => {
     expect(probe.maxInFlight).toBe(7)
   })
 
-  it('returns an empty list for an unknown parent (recorded deviation from not-found)', async () => {
+  it('returns an empty list for an unknown parent (recorded deviation: empty rather than not-found)', async () => {
     const h = await host()
     expect(await h.runtime.listChildren('no-such-parent')).toEqual([])
   })

@@ -310,7 +310,7 @@ describe('resume', () => {
 })
 
 describe('the subagents plugin', () => {
-  it('registers the three units; a runtime built over a bare service source fails per operation with the seed codes', async () => {
+  it('registers the three units; a runtime built over a bare service source fails per operation with the SUBAGENT_CONTROL_* codes', async () => {
     const h = await host()
     expect(h.projections.keys().sort()).toEqual(['subagent', 'subagentProfile', 'subagentTiming'])
     const nothing = new SubagentRuntime({ get: () => undefined }, { driver: createScriptedDriver() })
