@@ -1,21 +1,21 @@
 import { execFile, spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { tempDir as kitTempDir } from '@dsh/test-kit'
 import { afterEach, describe, expect, it } from 'vitest'
 // @ts-expect-error: a plain .mjs script without type declarations
 import { checkPackage, importedPackages } from '../scripts/check-deps.mjs'
 
 const scripts = join(import.meta.dirname, '..', 'scripts')
-const dirs: string[] = []
+const cleanups: Array<() => void> = []
 function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-tooling-'))
-  dirs.push(dir)
+  const { dir, cleanup } = kitTempDir('dsh-tooling-')
+  cleanups.push(cleanup)
   return dir
 }
 afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+  for (const cleanup of cleanups.splice(0)) cleanup()
 })
 
 describe('check-deps', () => {

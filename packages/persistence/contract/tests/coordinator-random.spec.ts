@@ -1,19 +1,8 @@
 import { SessionId } from '@dsh/session'
+import { prng } from '@dsh/test-kit'
 import { describe, expect, it } from 'vitest'
 import { SessionPersistenceCoordinator } from '../src/index.js'
 import { sleep, testHost } from './support.js'
-
-/** A small deterministic PRNG (mulberry32), so a failing seed can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 describe('coordinator under random faults', () => {
   it.each(Array.from({ length: 12 }, (_, i) => i + 1))('seed %i: the stored log equals the session log exactly', async (seed) => {

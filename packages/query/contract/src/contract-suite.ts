@@ -1,7 +1,8 @@
 import { Context } from '@dsh/context'
 import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
-import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
+import { type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
+import { type HeaderFields, headerOf } from '@dsh/test-kit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { idOrderContract } from './contract-id-order.js'
 import type { EventSearchHit, SessionQuery, SessionQueryRecord } from './types.js'
@@ -48,8 +49,8 @@ interface Env {
   open(): Promise<SessionQuery>
 }
 
-function header(id: string, createdAt: number, extra: Partial<Record<keyof SessionHeader, unknown>> = {}): SessionHeader {
-  return parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0, ...extra })
+function header(id: string, createdAt: number, extra: HeaderFields = {}): SessionHeader {
+  return headerOf(id, { createdAt, ...extra })
 }
 
 function messages(texts: readonly string[], from = 0): StoredSessionEvent[] {

@@ -1,8 +1,9 @@
 import { Context } from '@dsh/context'
-import { parseSessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
+import { SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
+import { headerOf } from '@dsh/test-kit'
 import { afterEach, describe, expect, it } from 'vitest'
 
 const cleanups: Array<() => Promise<unknown>> = []
@@ -35,7 +36,7 @@ async function open(): Promise<{ persistence: PostgresPersistence; query: Postgr
 }
 
 function header(id: string, createdAt = 1000) {
-  return parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0 })
+  return headerOf(id, { createdAt })
 }
 
 function message(seq: number, text: string, type = 'user/message'): StoredSessionEvent {

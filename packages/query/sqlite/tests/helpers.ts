@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
+import { type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { IndexProgress } from '@dsh/session-query'
+import { type HeaderFields, headerOf, tempDir as kitTempDir } from '@dsh/test-kit'
 import { afterEach } from 'vitest'
 import { createSqliteSessionQuery, type SqliteSessionQuery, type SqliteSessionQueryOptions } from '../src/index.js'
 
@@ -21,9 +19,10 @@ export function later(fn: () => unknown): void {
   cleanups.push(fn)
 }
 
+/** A temporary directory removed after the current test. */
 export function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-query-sqlite-'))
-  later(() => rmSync(dir, { recursive: true, force: true }))
+  const { dir, cleanup } = kitTempDir('dsh-query-sqlite-')
+  later(cleanup)
   return dir
 }
 
@@ -33,8 +32,8 @@ export function store(): { ctx: Context; sessions: SessionStore } {
   return { ctx, sessions: new SessionStore(ctx) }
 }
 
-export function header(id: string, createdAt: number, extra: Partial<Record<keyof SessionHeader, unknown>> = {}): SessionHeader {
-  return parseSessionHeader({ version: 1, id, createdAt, isSeeded: false, delegationDepth: 0, ...extra })
+export function header(id: string, createdAt: number, extra: HeaderFields = {}): SessionHeader {
+  return headerOf(id, { createdAt, ...extra })
 }
 
 export function message(seq: number, text: string, type = 'user/message'): StoredSessionEvent {

@@ -1,4 +1,5 @@
-import { type JsonValue, parseSessionHeader, type SessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { type JsonValue, type SessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { HEADER_CREATED_AT, type HeaderFields, headerOf } from '@dsh/test-kit'
 import { expect } from 'vitest'
 import type { AppendTarget, PersistenceMetrics, SessionPersistence } from '../types.js'
 
@@ -37,11 +38,11 @@ export type PersistenceContractFactory = (
 /** Opens a harness that the suite cleans up after the test. */
 export type FreshHarness = (options?: PersistenceContractFactoryOptions) => Promise<PersistenceContractHarness>
 
-export const T0 = 1_700_000_000_000
+export const T0 = HEADER_CREATED_AT
 
 /** A valid logical header for tests; `overrides` may change any field. */
-export function header(id: string, overrides: Record<string, unknown> = {}): SessionHeader {
-  return parseSessionHeader({ version: 1, id, createdAt: T0, isSeeded: false, delegationDepth: 0, ...overrides })
+export function header(id: string, overrides: HeaderFields = {}): SessionHeader {
+  return headerOf(id, overrides)
 }
 
 export function target(h: SessionHeader, inheritedEventCount = 0): AppendTarget {
