@@ -1,0 +1,29 @@
+export type { CostUnavailableReason, ModelCost, SessionCost } from './cost.js'
+export { costOf } from './cost.js'
+export type { SessionStatsErrorCode } from './errors.js'
+export { SessionStatsError } from './errors.js'
+export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'
+export type { ModelPrice, PriceTable } from './price-table.js'
+export { parsePriceTable, readPriceTable } from './price-table.js'
+export type {
+  ModelUsage,
+  SessionStats,
+  SessionStatsState,
+  SkipCounts,
+  SkipReason,
+  TokenCounts,
+  TokenKind,
+  ToolUsage,
+} from './stats-types.js'
+export { SKIP_REASONS, TOKEN_KINDS } from './stats-types.js'
+export { SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from './stats-unit.js'
+export type { SessionTitle, SessionTitleEventData, SessionTitleState } from './title.js'
+export {
+  appendSessionTitle,
+  normalizeTitle,
+  SESSION_TITLE_EVENT,
+  SESSION_TITLE_KEY,
+  SESSION_TITLE_STATE_VERSION,
+  sessionTitleUnit,
+  TITLE_MAX_LENGTH,
+} from './title.js'

@@ -1,0 +1,178 @@
+import type { Session, StoredSessionEvent } from '@dsh/session'
+import { type ProjectionInitContext, type SessionProjectionUnit, z } from '@dsh/session-projection'
+import { SessionStatsError } from './errors.js'
+import { isObject, unwrapWholeLine } from './shapes.js'
+
+export const SESSION_TITLE_KEY = 'sessionTitle'
+/** Moves whenever the fold or the state changes (a checkpoint row of another version is ignored). */
+export const SESSION_TITLE_STATE_VERSION = 1
+/** The event a driver writes to set a title; the last one wins over the first prompt. */
+export const SESSION_TITLE_EVENT = 'session/title'
+/** Titles are capped at this many graphemes (an ellipsis ends a cut title). */
+export const TITLE_MAX_LENGTH = 80
+
+export interface SessionTitleEventData {
+  readonly title: string
+}
+
+/** A title and where it came from. */
+export interface SessionTitle {
+  readonly title: string
+  /** `event`: a `session/title` event; `prompt`: the first user message. */
+  readonly source: 'event' | 'prompt'
+  /** The seq of the event the title was taken from. */
+  readonly seq: number
+  /** True when the title comes from the inherited prefix (a fork with no title of its own yet). */
+  readonly inherited: boolean
+}
+
+interface Candidate {
+  readonly title: string
+  readonly seq: number
+}
+
+export interface SessionTitleState {
+  readonly from: number
+  readonly ownEvent: Candidate | null
+  readonly ownPrompt: Candidate | null
+  readonly inheritedEvent: Candidate | null
+  readonly inheritedPrompt: Candidate | null
+  /** `session/title` events without a usable title, and user messages without string text. */
+  readonly skipped: number
+}
+
+declare module '@dsh/session-projection' {
+  interface SessionProjectionStateMap {
+    sessionTitle: SessionTitleState
+  }
+  interface SessionProjectionMap {
+    sessionTitle: SessionTitle | null
+  }
+}
+
+// Terminal escape sequences (CSI, OSC, two-byte ESC forms, 8-bit CSI), removed whole.
+const ESCAPES = new RegExp(
+  [
+    '\\u001b\\[[0-?]*[ -/]*[@-~]',
+    '\\u001b\\][^\\u0007\\u001b]*(?:\\u0007|\\u001b\\\\)?',
+    '\\u001b[@-Z\\\\-_]?',
+    '\\u009b[0-?]*[ -/]*[@-~]',
+  ].join('|'),
+  'g',
+)
+// Other control characters read as a space (a newline separates words).
+const CONTROLS = /\p{Cc}/gu
+// Bidirectional controls and invisible formatting that could reorder or hide what a listing shows.
+const INVISIBLE = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
+const segmenter = new Intl.Segmenter('und', { granularity: 'grapheme' })
+
+/**
+ * A title fit for one line of a listing: terminal escapes and bidi/invisible
+ * controls removed, other controls and every run of whitespace collapsed to
+ * one space, trimmed, lone surrogates replaced, and capped at `maxLength`
+ * graphemes (a cut title ends in `…`, never inside a grapheme). May be empty.
+ */
+export function normalizeTitle(text: string, maxLength = TITLE_MAX_LENGTH): string {
+  const clean = text
+    .replace(LONE_SURROGATE, '\ufffd')
+    .replace(ESCAPES, '')
+    .replace(INVISIBLE, '')
+    .replace(CONTROLS, ' ')
+    .replace(/\s+/gu, ' ')
+    .trim()
+  if (clean.length <= maxLength) return clean
+  const graphemes = Array.from(segmenter.segment(clean), (segment) => segment.segment)
+  if (graphemes.length <= maxLength) return clean
+  return `${graphemes
+    .slice(0, Math.max(0, maxLength - 1))
+    .join('')
+    .trimEnd()}…`
+}
+
+/**
+ * Writes a driver's title as a `session/title` event, normalized. Throws
+ * `SESSION_STATS_INVALID_TITLE` when `title` is not a string or is empty once
+ * normalized (nothing is appended).
+ */
+export function appendSessionTitle(session: Session, title: string): StoredSessionEvent {
+  const normalized = typeof title === 'string' ? normalizeTitle(title) : ''
+  if (normalized === '') {
+    throw new SessionStatsError(
+      'SESSION_STATS_INVALID_TITLE',
+      `Cannot title session '${session.id}': the title ${typeof title === 'string' ? 'is empty once control characters and whitespace are removed' : 'is not a string'}.`,
+      { details: { session: session.id } },
+    )
+  }
+  const data: SessionTitleEventData = { title: normalized }
+  return session.append(SESSION_TITLE_EVENT, data)
+}
+
+function titleIn(data: unknown, field: 'text' | 'title'): string | undefined {
+  if (!isObject(data)) return undefined
+  const value = data[field]
+  return typeof value === 'string' ? normalizeTitle(value) : undefined
+}
+
+function apply(state: SessionTitleState, event: StoredSessionEvent): SessionTitleState {
+  if (event.type === 'v0/event') {
+    const inner = unwrapWholeLine(event)
+    return inner === undefined ? state : apply(state, inner)
+  }
+  const own = event.seq >= state.from
+  if (event.type === SESSION_TITLE_EVENT) {
+    const title = titleIn(event.data, 'title')
+    if (title === undefined || title === '') return { ...state, skipped: state.skipped + 1 }
+    return own ? { ...state, ownEvent: { title, seq: event.seq } } : { ...state, inheritedEvent: { title, seq: event.seq } }
+  }
+  if (event.type === 'user/message') {
+    if ((own ? state.ownPrompt : state.inheritedPrompt) !== null) return state
+    const title = titleIn(event.data, 'text')
+    if (title === undefined) return { ...state, skipped: state.skipped + 1 }
+    // An empty prompt has no title: a later one may.
+    if (title === '') return state
+    return own ? { ...state, ownPrompt: { title, seq: event.seq } } : { ...state, inheritedPrompt: { title, seq: event.seq } }
+  }
+  return state
+}
+
+function view(state: SessionTitleState): SessionTitle | null {
+  const pick = (candidate: Candidate | null, source: SessionTitle['source'], inherited: boolean): SessionTitle | null =>
+    candidate === null ? null : { title: candidate.title, source, seq: candidate.seq, inherited }
+  return (
+    pick(state.ownEvent, 'event', false) ??
+    pick(state.ownPrompt, 'prompt', false) ??
+    pick(state.inheritedEvent, 'event', true) ??
+    pick(state.inheritedPrompt, 'prompt', true)
+  )
+}
+
+const candidate = z.strictObject({ title: z.string().min(1), seq: z.number().int().nonnegative() }).nullable()
+
+/**
+ * The `sessionTitle` unit: a session's own title first (its last
+ * `session/title` event, else its first user prompt), else the one it
+ * inherited (a fork before its own first prompt). No model is called.
+ */
+export const sessionTitleUnit: SessionProjectionUnit<'sessionTitle'> = Object.freeze({
+  key: SESSION_TITLE_KEY,
+  stateVersion: SESSION_TITLE_STATE_VERSION,
+  init: (context?: ProjectionInitContext): SessionTitleState => ({
+    from: context?.inheritedEventCount ?? 0,
+    ownEvent: null,
+    ownPrompt: null,
+    inheritedEvent: null,
+    inheritedPrompt: null,
+    skipped: 0,
+  }),
+  apply,
+  view,
+  schema: z.strictObject({
+    from: z.number().int().nonnegative(),
+    ownEvent: candidate,
+    ownPrompt: candidate,
+    inheritedEvent: candidate,
+    inheritedPrompt: candidate,
+    skipped: z.number().int().nonnegative(),
+  }),
+})

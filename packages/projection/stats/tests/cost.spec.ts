@@ -1,0 +1,136 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { tempDir } from '@dsh/test-kit'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { costOf, type PriceTable, parsePriceTable, readPriceTable } from '../src/index.js'
+import { host, SECOND_TURN, TWO_TURNS } from './helpers.js'
+import { V0_TURN } from './v0-events.js'
+
+const EXAMPLE = fileURLToPath(new URL('../examples/prices.example.json', import.meta.url))
+
+const TABLE: PriceTable = parsePriceTable({
+  currency: 'USD',
+  providers: {
+    'example-provider': { 'example-model': { input: 1, output: 4, cacheRead: 0.1 } },
+    cheap: { small: { input: 0.5, output: 1 } },
+  },
+})
+
+function statsOf(script: typeof TWO_TURNS) {
+  const h = host()
+  const session = h.sessions.create()
+  h.play(session, script)
+  return h.stats(session)
+}
+
+const step = (provider: string, model: string, usage?: object) => [
+  { type: 'turn/start', data: { turn: 1 } },
+  { type: 'step/start', data: { turn: 1, step: 0, provider, model } },
+  { type: 'assistant/message', data: { turn: 1, text: 'x' } },
+  { type: 'step/end', data: { turn: 1, step: 0, ...(usage === undefined ? {} : { usage }), finish: 'stop' } },
+  { type: 'turn/end', data: { turn: 1, reason: 'completed' } },
+]
+
+describe('costOf', () => {
+  it('prices tokens by kind per model at view time (USD per million; reasoning at the output price unless priced)', () => {
+    const cost = costOf(statsOf(TWO_TURNS.slice(0, SECOND_TURN)), TABLE)
+    // 110 input, 25 output, 50 cacheRead, 5 reasoning (at the output price).
+    const usd = (110 * 1 + 25 * 4 + 50 * 0.1 + 5 * 4) / 1_000_000
+    expect(cost).toEqual({
+      usd: expect.closeTo(usd, 15),
+      byModel: [{ provider: 'example-provider', model: 'example-model', usd: expect.closeTo(usd, 15) }],
+    })
+    // Another table re-prices the same stats: nothing of a price is stored.
+    const doubled = parsePriceTable({
+      currency: 'USD',
+      providers: { 'example-provider': { 'example-model': { input: 2, output: 8, cacheRead: 0.2 } } },
+    })
+    expect(costOf(statsOf(TWO_TURNS.slice(0, SECOND_TURN)), doubled).usd).toBeCloseTo(2 * usd, 15)
+  })
+
+  it('an unknown model is null with a reason, never 0', () => {
+    expect(costOf(statsOf(step('example-provider', 'unlisted', { input: 1, output: 1 })), TABLE)).toEqual({
+      usd: null,
+      reason: 'unknown-model',
+      byModel: [{ provider: 'example-provider', model: 'unlisted', usd: null, reason: 'unknown-model' }],
+      pricedUsd: 0,
+    })
+    expect(costOf(statsOf(step('unlisted-provider', 'small', { input: 1, output: 1 })), TABLE)).toMatchObject({
+      usd: null,
+      reason: 'unknown-model',
+    })
+    // Own keys only: a model named like an Object.prototype member is unknown, not a function.
+    expect(costOf(statsOf(step('cheap', 'constructor', { input: 1, output: 1 })), TABLE)).toMatchObject({
+      usd: null,
+      reason: 'unknown-model',
+    })
+  })
+
+  it('calls whose model is not recorded, unpriced token kinds and calls without usage make the cost unknown', () => {
+    // Turn 2 of the script names no model: the whole is unknown, the priced part is a lower bound.
+    const whole = costOf(statsOf(TWO_TURNS), TABLE)
+    expect(whole).toMatchObject({ usd: null, reason: 'model-not-recorded' })
+    expect(whole.usd === null && whole.pricedUsd).toBeGreaterThan(0)
+    expect(costOf(statsOf(step('cheap', 'small', { input: 1, output: 1, cacheWrite: 7 })), TABLE)).toMatchObject({
+      usd: null,
+      reason: 'missing-price',
+      byModel: [{ provider: 'cheap', model: 'small', usd: null, reason: 'missing-price', kinds: ['cacheWrite'] }],
+    })
+    expect(costOf(statsOf(step('cheap', 'small')), TABLE)).toMatchObject({ usd: null, reason: 'usage-not-recorded' })
+    expect(costOf(statsOf(step('cheap', 'small', { input: 1_000_000, output: 2_000_000 })), TABLE)).toEqual({
+      usd: 2.5,
+      byModel: [{ provider: 'cheap', model: 'small', usd: 2.5 }],
+    })
+    // No model call at all costs nothing.
+    expect(costOf(statsOf([{ type: 'user/message', data: { text: 'hi' } }]), TABLE)).toEqual({ usd: 0, byModel: [] })
+  })
+
+  it('imported v0 messages name their model: an imported session is priced', () => {
+    const h = host()
+    const session = h.sessions.restore(V0_TURN)
+    const table = parsePriceTable({
+      currency: 'USD',
+      providers: { deepseek: { 'deepseek-chat': { input: 1, output: 2, cacheRead: 0.5 } } },
+    })
+    expect(costOf(h.stats(session), table).usd).toBeCloseTo((620 * 1 + 90 * 2 + 64 * 0.5) / 1_000_000, 15)
+  })
+})
+
+describe('price tables', () => {
+  it('the shipped example validates and says it is an example', () => {
+    const table = readPriceTable(EXAMPLE)
+    expect(table.description).toMatch(/^EXAMPLE ONLY/)
+    expect(Object.keys(table.providers)).toEqual(['example-provider', 'another-example-provider'])
+  })
+
+  it.each([
+    ['another currency', { currency: 'EUR', providers: {} }, 'currency'],
+    ['a negative price', { currency: 'USD', providers: { p: { m: { input: -1, output: 1 } } } }, 'providers.p.m.input'],
+    ['a missing output price', { currency: 'USD', providers: { p: { m: { input: 1 } } } }, 'providers.p.m.output'],
+    ['a misspelt kind', { currency: 'USD', providers: { p: { m: { input: 1, output: 1, cache_read: 1 } } } }, 'providers.p.m'],
+    ['a price that is a string', { currency: 'USD', providers: { p: { m: { input: '1', output: 1 } } } }, 'providers.p.m.input'],
+    ['not an object', [], '(root)'],
+  ])('refuses %s with SESSION_STATS_INVALID_PRICE_TABLE naming the path', (_why, input, path) => {
+    let caught: unknown
+    try {
+      parsePriceTable(input)
+    } catch (error) {
+      caught = error
+    }
+    expect(caught).toMatchObject({ code: 'SESSION_STATS_INVALID_PRICE_TABLE' })
+    expect((caught as Error).message).toContain(`${path}:`)
+  })
+
+  it('a missing or non-JSON file is SESSION_STATS_PRICE_TABLE_UNREADABLE', () => {
+    const { dir, cleanup } = tempDir('dsh-prices-')
+    onTestFinished(cleanup)
+    expect(() => readPriceTable(join(dir, 'missing.json'))).toThrow(
+      expect.objectContaining({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE' }),
+    )
+    writeFileSync(join(dir, 'bad.json'), '{ "currency": ')
+    expect(() => readPriceTable(join(dir, 'bad.json'))).toThrow(expect.objectContaining({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE' }))
+    writeFileSync(join(dir, 'wrong.json'), '{ "currency": "USD" }')
+    expect(() => readPriceTable(join(dir, 'wrong.json'))).toThrow(expect.objectContaining({ code: 'SESSION_STATS_INVALID_PRICE_TABLE' }))
+  })
+})
