@@ -16,7 +16,7 @@ export type {
   ToolUsage,
 } from './stats-types.js'
 export { SKIP_REASONS, TOKEN_KINDS } from './stats-types.js'
-export { SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from './stats-unit.js'
+export { MAX_PENDING_CALLS, SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from './stats-unit.js'
 export type { SessionTitle, SessionTitleEventData, SessionTitleState } from './title.js'
 export {
   appendSessionTitle,

@@ -41,6 +41,9 @@ declare module '@dsh/session-projection' {
   }
 }
 
+/** Tool calls awaiting a result that the state keeps; the oldest beyond it are dropped as unanswered. */
+export const MAX_PENDING_CALLS = 256
+
 type Draft = { -readonly [K in keyof SessionStatsState]: SessionStatsState[K] }
 
 const UNKNOWN: Attribution = Object.freeze({ provider: null, model: null })
@@ -226,7 +229,10 @@ function toolCall(state: SessionStatsState, event: StoredSessionEvent): SessionS
   }
   const { callId, name } = data
   if (state.pending.some((call) => call.callId === callId)) skip(next, 'invalid-event')
-  next.pending = [...state.pending.filter((call) => call.callId !== callId), { callId, name, start: timeOf(event) }]
+  const pending = [...state.pending.filter((call) => call.callId !== callId), { callId, name, start: timeOf(event) }]
+  // A bound on the state: calls that never get a result outside any turn cannot pile up.
+  if (pending.length > MAX_PENDING_CALLS) skip(next, 'unanswered-tool-call', pending.splice(0, pending.length - MAX_PENDING_CALLS).length)
+  next.pending = pending
   tool(next, name, (usage) => ({ ...usage, calls: usage.calls + 1 }))
   return next
 }

@@ -1,6 +1,6 @@
 import type { StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { type SessionStats, SKIP_REASONS, sessionStatsUnit } from '../src/index.js'
+import { MAX_PENDING_CALLS, type SessionStats, SKIP_REASONS, sessionStatsUnit } from '../src/index.js'
 import { host, SECOND_TURN, T0, TWO_TURNS } from './helpers.js'
 
 const NO_SKIPS = Object.fromEntries(SKIP_REASONS.map((reason) => [reason, 0]))
@@ -137,6 +137,21 @@ describe('sessionStats', () => {
     ])
     expect(stats.turns).toBe(1)
     expect(stats.tools).toEqual([{ name: 'ls', calls: 1, errors: 0, ms: 0 }])
+  })
+
+  it('the state is bounded: calls that never get a result are dropped as unanswered beyond MAX_PENDING_CALLS', () => {
+    const calls = Array.from({ length: MAX_PENDING_CALLS + 10 }, (_, i) => ({
+      type: 'tool/call',
+      data: { turn: 1, callId: `c${i}`, name: 'ls', arguments: {} },
+    }))
+    const stats = fold([
+      ...calls,
+      { type: 'tool/result', data: { turn: 1, callId: 'c0', content: '' } },
+      { type: 'tool/result', data: { turn: 1, callId: `c${MAX_PENDING_CALLS + 9}`, content: '' } },
+    ])
+    expect(stats.skipped).toEqual({ ...NO_SKIPS, 'unanswered-tool-call': 10, 'unmatched-tool-result': 1 })
+    // The last call (seq 265) got its result two events later; the first call's result found no pending call.
+    expect(stats.tools).toEqual([{ name: 'ls', calls: MAX_PENDING_CALLS + 10, errors: 0, ms: 2 }])
   })
 
   it('times that are not finite or run backwards are counted, not summed', () => {
