@@ -3,35 +3,19 @@ import { SessionId, SessionLogOffset, sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
 import { Backoff, RETRY_CAP_MS, retryDelay, subscribeChanges } from '@dsh/session-persistence-postgres/backend'
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import { outageCluster, until } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { events, target } from './fixtures.js'
 
 // A PostgreSQL outage (pg_ctl stop -m fast, then start again) on a cluster of
 // this file's own: the run's shared cluster serves other files meanwhile.
-
-let cluster: TestCluster
-const rejections: unknown[] = []
-const onRejection = (reason: unknown) => {
-  rejections.push(reason)
-}
+const outage = outageCluster()
+const rejections = outage.rejections
 const cleanups: Array<() => unknown> = []
-
-beforeAll(async () => {
-  process.on('unhandledRejection', onRejection)
-  cluster = await startTestCluster({ settings: { fsync: 'off' } })
-}, 120_000)
 
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-  // Whatever a test left stopped, the next one starts with a running server.
-  await cluster.startServer().catch(() => {})
-})
-
-afterAll(async () => {
-  process.off('unhandledRejection', onRejection)
-  await cluster?.stop()
 })
 
 async function pool(url: string): Promise<pg.Pool> {
@@ -60,15 +44,6 @@ async function eventually<T>(attempt: () => Promise<T>, tries = 600): Promise<{ 
   throw last
 }
 
-/** Resolves once `check()` holds, polling 20 ms apart (at most `tries` times). */
-async function until(check: () => boolean, what: string, tries = 3000): Promise<void> {
-  for (let i = 0; i < tries; i++) {
-    if (check()) return
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`never: ${what}`)
-}
-
 const failure = (promise: Promise<unknown>) =>
   promise.then(
     () => undefined,
@@ -91,7 +66,7 @@ async function leases(url: string): Promise<number[]> {
 
 describe('a PostgreSQL outage', () => {
   it('every call during it fails SESSION_PERSISTENCE_UNAVAILABLE; after the server returns the same instance serves again, and its subscription resyncs once', async () => {
-    const url = await cluster.createDatabase()
+    const url = await outage.cluster().createDatabase()
     const p = await open(await pool(url))
     let notices = 0
     const subscription = await p.subscribe(() => notices++)
@@ -99,7 +74,7 @@ describe('a PostgreSQL outage', () => {
     await p.append(target('a'), events(0, 2))
     await until(() => notices > 0, 'the first append was announced')
 
-    await cluster.stopServer()
+    await outage.cluster().stopServer()
     const during = await Promise.all([
       failure(p.append(target('a'), events(2, 1))),
       failure(p.inspect(SessionId('a'))),
@@ -123,7 +98,7 @@ describe('a PostgreSQL outage', () => {
     await expect(createPostgresPersistence({ connectionString: url })).rejects.toMatchObject({ code: 'POSTGRES_PERSISTENCE_UNAVAILABLE' })
 
     const before = notices
-    await cluster.startServer()
+    await outage.cluster().startServer()
     // The lost LISTEN is re-opened and the listener called once (a resync), with no write yet.
     await until(() => notices > before, 'the re-opened LISTEN called its listener')
     await until(() => lateNotices > 0, 'the subscription made during the outage listens')
@@ -140,7 +115,7 @@ describe('a PostgreSQL outage', () => {
   }, 120_000)
 
   it("the writer's leases go with its connection: after the outage its next append takes the lease again, or is LOCKED if another host took it", async () => {
-    const url = await cluster.createDatabase()
+    const url = await outage.cluster().createDatabase()
     const a = await open(await pool(url))
     const b = await open(await pool(url))
     await a.append(target('held'), events(0, 1, 'a'))
@@ -148,9 +123,9 @@ describe('a PostgreSQL outage', () => {
     await expect(b.append(target('held'), events(1, 1, 'b'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
     const [holder] = await leases(url)
 
-    await cluster.stopServer()
+    await outage.cluster().stopServer()
     await expect(a.append(target('held'), events(1, 1, 'a'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_UNAVAILABLE' })
-    await cluster.startServer()
+    await outage.cluster().startServer()
 
     // The leases died with A's connection: B takes 'held' over.
     await eventually(() => b.append(target('held'), events(1, 1, 'b')))
@@ -169,7 +144,7 @@ describe('a PostgreSQL outage', () => {
   }, 120_000)
 
   it('the write-behind coordinator keeps the events of an outage in memory and lands them once the server returns, exactly once', async () => {
-    const url = await cluster.createDatabase()
+    const url = await outage.cluster().createDatabase()
     const persistence = await createPostgresPersistence({ pool: await pool(url) })
     const warnings: unknown[] = []
     const logger = { warn: (...args: unknown[]) => warnings.push(args), error: (...args: unknown[]) => warnings.push(args) }
@@ -183,10 +158,10 @@ describe('a PostgreSQL outage', () => {
     session.append('user/message', { text: 'before' })
     await sessions.flush(session)
 
-    await cluster.stopServer()
+    await outage.cluster().stopServer()
     for (let i = 0; i < 20; i++) session.append('user/message', { text: `during ${i}` })
     await expect(sessions.flush(session)).rejects.toMatchObject({ code: 'SESSION_FLUSH_FAILED' })
-    await cluster.startServer()
+    await outage.cluster().startServer()
 
     await eventually(() => sessions.flush(session))
     const stored = await persistence.inspect(SessionId('buffered'))
@@ -199,7 +174,7 @@ describe('a PostgreSQL outage', () => {
   }, 120_000)
 
   it('a LISTEN re-opens with bounded backoff while the server is away: attempts follow the schedule, never a tight loop', async () => {
-    const url = await cluster.createDatabase()
+    const url = await outage.cluster().createDatabase()
     const p = await pool(url)
     let connects = 0
     const connect = p.connect.bind(p) as () => Promise<pg.PoolClient>
@@ -214,12 +189,12 @@ describe('a PostgreSQL outage', () => {
     expect(connects).toBe(1)
 
     const stopped = performance.now()
-    await cluster.stopServer()
+    await outage.cluster().stopServer()
     // Several retries fail meanwhile (the outage outlasts the first delays).
     await until(() => connects >= 5, 'the LISTEN was retried')
     const attempts = connects - 1
     const elapsed = performance.now() - stopped
-    await cluster.startServer()
+    await outage.cluster().startServer()
     await until(() => calls === 1, 'the re-opened LISTEN called its listener once')
     // The first failure of the outage is reported once, not once per retry.
     expect(failures).toBe(1)

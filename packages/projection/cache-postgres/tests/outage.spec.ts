@@ -1,31 +1,15 @@
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import { outageCluster, until } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
 import { host, keys, turn } from './helpers.js'
 
 // A PostgreSQL outage (pg_ctl stop -m fast, then start again) on a cluster of
 // this file's own: the run's shared cluster serves other files meanwhile.
-
-let cluster: TestCluster
-const rejections: unknown[] = []
-const onRejection = (reason: unknown) => {
-  rejections.push(reason)
-}
+const outage = outageCluster()
 const cleanups: Array<() => unknown> = []
-
-beforeAll(async () => {
-  process.on('unhandledRejection', onRejection)
-  cluster = await startTestCluster({ settings: { fsync: 'off' } })
-}, 120_000)
 
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-  await cluster.startServer().catch(() => {})
-})
-
-afterAll(async () => {
-  process.off('unhandledRejection', onRejection)
-  await cluster?.stop()
 })
 
 const KEYS = [keys.messages, keys.turns]
@@ -39,18 +23,9 @@ async function hostOn(url: string, idPrefix: string) {
   return h
 }
 
-/** Resolves once `check()` holds, polling 20 ms apart (at most `tries` times). */
-async function until(check: () => boolean, what: string, tries = 3000): Promise<void> {
-  for (let i = 0; i < tries; i++) {
-    if (check()) return
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`never: ${what}`)
-}
-
 describe('the PostgreSQL checkpoint cache through an outage', () => {
   it('lookups keep answering from the mirror, writes fail softly, refresh never rejects; once the server is back the re-opened LISTEN resyncs and follows other hosts again', async () => {
-    const url = await cluster.createDatabase()
+    const url = await outage.cluster().createDatabase()
     const writer = await hostOn(url, 'w')
     const follower = await hostOn(url, 'f')
     const session = writer.sessions.create()
@@ -67,7 +42,7 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
     await direct.end()
     expect(at(follower)).toEqual({ [keys.messages]: { n: 1, last: 'before' }, [keys.turns]: 1 })
 
-    await cluster.stopServer()
+    await outage.cluster().stopServer()
     // Lookups answer from the mirror; a refresh resolves (it retries in the background); a write fails softly.
     expect(at(writer)).toEqual({ [keys.messages]: { n: 1, last: 'before' }, [keys.turns]: 1 })
     await follower.cache.refresh()
@@ -81,7 +56,7 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
       "the follower reported its lost LISTEN's first failed retry",
     )
 
-    await cluster.startServer()
+    await outage.cluster().startServer()
     // The re-opened LISTEN resyncs: the row changed without a NOTIFY before the outage is read.
     await until(
       () => (at(follower)?.[keys.messages] as { last?: string } | undefined)?.last === 'silent',
@@ -96,6 +71,6 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
       expect(h.warnings.filter((w) => /cannot LISTEN/.test(w.message)).length).toBeLessThanOrEqual(1)
       expect(h.warnings.filter((w) => /refreshing the projection cache mirror/.test(w.message)).length).toBeLessThanOrEqual(1)
     }
-    expect(rejections).toEqual([])
+    expect(outage.rejections).toEqual([])
   }, 120_000)
 })
