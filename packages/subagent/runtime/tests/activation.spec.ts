@@ -2,7 +2,7 @@ import { isDshError } from '@dsh/context'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver, DEFAULT_COLD_READ_CONCURRENCY, listChildren, listDescendants, subagentsPlugin } from '../src/index.js'
 import { BACKENDS, openPlace, type Place } from './backends.js'
-import { createHost, type Host } from './helpers.js'
+import { codeOf, createHost, type Host } from './helpers.js'
 
 const places: Place[] = []
 const hosts: Host[] = []
@@ -10,15 +10,6 @@ afterEach(async () => {
   for (const h of hosts.splice(0)) await h.dispose()
   for (const place of places.splice(0)) await place.close()
 })
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-  } catch (error) {
-    return isDshError(error) ? error.code : String(error)
-  }
-  return 'resolved'
-}
 
 describe.each(BACKENDS)('a context without a query backend (%s)', (backend) => {
   it('activates subagentsPlugin, spawns, resumes and sends; every listing rejects with SUBAGENT_CONTROL_QUERY_UNAVAILABLE', async () => {

@@ -3,7 +3,7 @@ import type { Session, StoredSessionEvent } from '@dsh/session'
 import { createMemoryPersistence, MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentDriver, type SubagentRun, type SubagentTool } from '../src/index.js'
-import { createHost, gate, type Host, type HostOptions, holdScript } from './helpers.js'
+import { codeOf, createHost, gate, type Host, type HostOptions, holdScript } from './helpers.js'
 
 const hosts: Host[] = []
 async function host(options?: HostOptions): Promise<Host> {
@@ -14,15 +14,6 @@ async function host(options?: HostOptions): Promise<Host> {
 afterEach(async () => {
   for (const h of hosts.splice(0)) await h.dispose()
 })
-
-async function codeOf(promise: Promise<unknown> | (() => unknown)): Promise<string> {
-  try {
-    await (typeof promise === 'function' ? promise() : promise)
-  } catch (error) {
-    return isDshError(error) ? error.code : String(error)
-  }
-  return 'resolved'
-}
 
 function types(events: readonly StoredSessionEvent[], prefix = 'subagent/'): string[] {
   return events.filter((e) => e.type.startsWith(prefix)).map((e) => e.type)

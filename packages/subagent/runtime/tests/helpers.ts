@@ -1,4 +1,4 @@
-import { Context, type Logger } from '@dsh/context'
+import { Context, isDshError, type Logger } from '@dsh/context'
 import { type Session, type SessionStore, sessionStorePlugin } from '@dsh/session'
 import {
   createMemoryPersistence,
@@ -180,4 +180,14 @@ export function queryProbe(): QueryProbe {
     },
   }
   return probe
+}
+
+/** The `code` of what `op` throws or rejects with (`'resolved'` when it succeeds). */
+export async function codeOf(op: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof op === 'function' ? op() : op)
+  } catch (error) {
+    return isDshError(error) ? error.code : String(error)
+  }
+  return 'resolved'
 }

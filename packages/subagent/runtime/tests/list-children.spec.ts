@@ -1,9 +1,8 @@
-import { isDshError } from '@dsh/context'
 import { SESSION_HEADER_WITNESS_FIELDS, type Session, type SessionHeader } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver, DEFAULT_COLD_READ_CONCURRENCY, listChildren, listDescendants, type SubagentListEntry } from '../src/index.js'
-import { bodyReads, completedTurn, createHost, gate, type Host, type HostOptions, holdScript, queryProbe } from './helpers.js'
+import { bodyReads, codeOf, completedTurn, createHost, gate, type Host, type HostOptions, holdScript, queryProbe } from './helpers.js'
 
 const hosts: Host[] = []
 async function host(options?: HostOptions): Promise<Host> {
@@ -14,15 +13,6 @@ async function host(options?: HostOptions): Promise<Host> {
 afterEach(async () => {
   for (const h of hosts.splice(0)) await h.dispose()
 })
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise
-  } catch (error) {
-    return isDshError(error) ? error.code : String(error)
-  }
-  return 'resolved'
-}
 
 const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({
   version: 2,

@@ -137,7 +137,9 @@ describe.each(BACKENDS)('live, warm-cache and no-cache listings agree (%s)', (ba
         expect(liveRows.map((e) => e.rung)).toEqual(children.map(() => 1))
         expect(liveRows.every((e) => e.row.kind === 'diagnostic' || e.row.activity === 'running')).toBe(true)
         // The oracle: a child row exactly when the harness accepts the descriptor, corrupt otherwise.
-        expect(liveRows.map((e) => e.row.kind)).toEqual(children.map((c) => (harnessAccepts(c.payload) ? 'child' : 'diagnostic')))
+        expect(liveRows.map((e) => (e.row.kind === 'child' ? 'child' : e.row.reason))).toEqual(
+          children.map((c) => (harnessAccepts(c.payload) ? 'child' : 'corrupt')),
+        )
 
         await Promise.all(live.map((child) => h.sessions.dispose(child.id)))
         const cache = h.ctx.require('sessionProjectionCache')
