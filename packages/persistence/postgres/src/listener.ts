@@ -77,7 +77,11 @@ class Listener implements ChannelListener {
       released = true
       if (this.#drop === drop) this.#drop = undefined
       // The connection is broken or no longer wanted: the pool discards it.
-      client.release(true)
+      try {
+        client.release(true)
+      } catch {
+        // The pool was ended meanwhile and let go of it already.
+      }
     }
     const lost = () => {
       const wasListening = this.#drop === drop
