@@ -63,3 +63,27 @@ export const HTTP_MAX_CONNECTIONS = 256
 
 /** Seconds a client refused for too many connections is told to wait (`Retry-After`). */
 export const HTTP_RETRY_AFTER_SECONDS = 1
+
+// ---------------------------------------------------------------------------
+// MCP serving: what one `dsh mcp` server takes from its client. These are the
+// defaults of `@dsh/mcp`'s limits (each can be set per server: `dsh mcp
+// --max-message-bytes`, `--max-children`, `--max-concurrent-runs`); together
+// they bound the memory a client's messages hold and the runs its control
+// calls start.
+
+/**
+ * Largest JSON-RPC message a stdio server reads: one line of stdin, in bytes,
+ * without its newline. A longer line is skipped unread (memory stays at this
+ * bound) and answered with a JSON-RPC error naming the cap.
+ */
+export const MCP_MAX_MESSAGE_BYTES = 10 * 1024 * 1024
+
+/** Subagent children one parent session may have before the control tools refuse to start another for it. */
+export const MCP_MAX_CHILDREN = 64
+
+/**
+ * Child runs the control tools of one server keep going at once: a run
+ * counts from its start (`subagent`, or `send_message` to an idle child) until
+ * the child has no turn running and no message queued.
+ */
+export const MCP_MAX_CONCURRENT_RUNS = 8
