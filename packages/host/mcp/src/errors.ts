@@ -9,6 +9,12 @@ export type McpErrorCode =
   | 'MCP_SERVICE_UNAVAILABLE'
   /** A control tool named an acting session that is neither live nor loadable. */
   | 'MCP_AGENT_UNAVAILABLE'
+  /** The acting session already has `maxChildren` subagents: no child was started. */
+  | 'MCP_CHILD_LIMIT'
+  /** `maxConcurrentRuns` child runs started over this server are still going: nothing was started. */
+  | 'MCP_RUN_LIMIT'
+  /** A server or transport option is out of range (a limit that is not a positive integer, a transport started twice). */
+  | 'MCP_INVALID_OPTIONS'
   /** An untyped failure inside a tool: a bug to report. */
   | 'MCP_TOOL_FAILED'
 

@@ -1,7 +1,8 @@
 import type { Session } from '@dsh/session'
+import type { SubagentControl } from '@dsh/tool-subagent-control'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import { ControlLimiter, countChildren, type McpControlLimits } from './control-limits.js'
 import { McpError } from './errors.js'
 import {
   type ControlTool,
@@ -21,12 +22,18 @@ export interface McpServerOptions extends ReadToolsOptions {
    * interrupt, close). Off by default: a client then only reads.
    */
   readonly allowControl?: boolean
+  /** The `subagents` runtime the control tools drive; required with `allowControl`. */
+  readonly control?: SubagentControl
   /**
-   * The control tools for an acting session (e.g. `subagentControlTools`, in
-   * either dialect); required with `allowControl`. One named like a read tool
-   * (`list_agents`) is left out: the read tool answers for any session.
+   * Builds the control tools over the control this server hands it: `control`
+   * with spawns and runs bounded by `limits` (e.g.
+   * `(bounded) => subagentControlTools(bounded, { dialect })`); required with
+   * `allowControl`. A tool named like a read tool (`list_agents`) is left
+   * out: the read tool answers for any session.
    */
-  readonly controlTools?: readonly ControlTool[]
+  readonly controlTools?: (control: SubagentControl) => readonly ControlTool[]
+  /** Children per parent and runs at once the control tools may start (defaults in `@dsh/protocol/limits`). */
+  readonly limits?: McpControlLimits
   /** Makes the acting session of a control call live (default: only sessions already live in `sessions`). */
   readonly resolveAgent?: (id: string, signal: AbortSignal) => Promise<Session>
   /** Reported in the initialize handshake. */
@@ -46,9 +53,17 @@ export function createMcpServer(
 ): Server {
   const tools = readTools(services, options.listAgentsFormat === undefined ? {} : { listAgentsFormat: options.listAgentsFormat })
   if (options.allowControl === true) {
-    if (options.controlTools === undefined) {
-      throw new McpError('MCP_SERVICE_UNAVAILABLE', 'allowControl needs the control tools (options.controlTools).')
+    if (options.control === undefined || options.controlTools === undefined) {
+      throw new McpError(
+        'MCP_SERVICE_UNAVAILABLE',
+        'allowControl needs the runtime (options.control) and the control tools (options.controlTools).',
+      )
     }
+    const limiter = new ControlLimiter(options.control, options.limits ?? {}, (parentId, atMost, signal) => {
+      const query = services.get('sessionQuery')
+      if (query === undefined) throw new McpError('MCP_SERVICE_UNAVAILABLE', "This server's host has no 'sessionQuery' service.")
+      return countChildren(query, parentId, atMost, signal)
+    })
     const resolveAgent =
       options.resolveAgent ??
       (async (id: string) => {
@@ -57,7 +72,14 @@ export function createMcpServer(
           throw new McpError('MCP_AGENT_UNAVAILABLE', `Session '${id}' is not live in this server; control tools act as a live session.`)
         return live
       })
-    tools.push(...controlTools(options.controlTools, resolveAgent, new Set(tools.map((tool) => tool.name))))
+    tools.push(
+      ...controlTools(
+        options.controlTools(limiter.control),
+        resolveAgent,
+        new Set(tools.map((tool) => tool.name)),
+        (tool, id, signal, call) => limiter.within(tool, id, signal, call),
+      ),
+    )
   }
   const byName = new Map<string, McpTool>(tools.map((tool) => [tool.name, tool]))
 
@@ -87,14 +109,4 @@ export function createMcpServer(
     }
   })
   return server
-}
-
-/** Serves `server` on this process's stdin/stdout until the client disconnects; resolves when it has. */
-export async function serveStdio(server: Server): Promise<void> {
-  const closed = new Promise<void>((resolve) => {
-    server.onclose = () => resolve()
-  })
-  await server.connect(new StdioServerTransport())
-  process.stdin.once('end', () => void server.close())
-  await closed
 }

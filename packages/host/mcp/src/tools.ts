@@ -158,15 +158,20 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
   ]
 }
 
+/** Runs one call of control tool `tool` acting as `sessionId` (the server's limits wrap every call this way). */
+export type ActingAs = <T>(tool: string, sessionId: string, signal: AbortSignal, call: () => Promise<T>) => Promise<T>
+
 /**
  * The control tools, each taking one more argument than its model-visible
  * form: `session`, the session that acts (the MCP client has none of its own).
  * A tool whose name a read tool already has is left out (`list_agents`).
+ * Each call runs through `actingAs` once its session is live.
  */
 export function controlTools(
   tools: readonly ControlTool[],
   resolveAgent: (id: string, signal: AbortSignal) => Promise<Session>,
   taken: ReadonlySet<string>,
+  actingAs: ActingAs = (_tool, _id, _signal, call) => call(),
 ): McpTool[] {
   return tools
     .filter((tool) => !taken.has(tool.name))
@@ -190,7 +195,7 @@ export function controlTools(
           const { session, ...rest } = args as Record<string, unknown>
           const id = parseInput(tool.name, z.object({ session: controlSessionField }), { session }).session
           const agent = await resolveAgent(id, signal)
-          const answer = await tool.execute(rest, { agent, signal })
+          const answer = await actingAs(tool.name, id, signal, () => tool.execute(rest, { agent, signal }))
           const result =
             answer !== null && typeof answer === 'object' && !Array.isArray(answer)
               ? (answer as Record<string, unknown>)

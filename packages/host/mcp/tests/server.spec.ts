@@ -148,7 +148,7 @@ describe('dsh MCP server', () => {
     }
     const listAgents: ControlTool = { ...echo, name: 'list_agents' }
     await client.close()
-    client = await connect({ allowControl: true, controlTools: [echo, listAgents] })
+    client = await connect({ allowControl: true, control: host.subagents, controlTools: () => [echo, listAgents] })
     const { tools } = await client.listTools()
     expect(tools.map((tool) => tool.name).sort()).toEqual(['list_agents', 'list_sessions', 'report', 'search', 'show_session'])
     const report = tools.find((tool) => tool.name === 'report')!
@@ -173,7 +173,8 @@ describe('dsh MCP server', () => {
     await client.close()
     client = await connect({
       allowControl: true,
-      controlTools: subagentControlTools(host.subagents, { dialect: 'harness' }),
+      control: host.subagents,
+      controlTools: (control) => subagentControlTools(control, { dialect: 'harness' }),
       listAgentsFormat: 'harness',
     })
     const { tools } = await client.listTools()
@@ -236,7 +237,12 @@ describe('dsh MCP server', () => {
     }
     const live = host.sessions.create()
     client = await (async () => {
-      const server = createMcpServer(empty as never, { allowControl: true, controlTools: [broken], resolveAgent: async () => live })
+      const server = createMcpServer(empty as never, {
+        allowControl: true,
+        control: host.subagents,
+        controlTools: () => [broken],
+        resolveAgent: async () => live,
+      })
       const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
       await server.connect(serverSide)
       const next = new Client({ name: 'test', version: '1.0.0' })
