@@ -97,6 +97,13 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       model: { type: 'string', value: 'M', help: 'with --allow-control and DSH_API_KEY: the model children run on' },
       'base-url': { type: 'string', value: 'URL', help: 'with --allow-control and DSH_API_KEY: the Chat Completions base URL' },
       dialect,
+      'max-message-bytes': {
+        type: 'string',
+        value: 'N',
+        help: 'longest message read; a longer one is answered with an error (default 10 MiB)',
+      },
+      'max-children': { type: 'string', value: 'N', help: 'with --allow-control: subagents one session may have (default 64)' },
+      'max-concurrent-runs': { type: 'string', value: 'N', help: 'with --allow-control: child runs going at once (default 8)' },
     },
     load: () => import('./commands/mcp.js'),
   },

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
 import { searchPage, sessionListPage, subagentList } from '@dsh/protocol'
+import { MCP_MAX_MESSAGE_BYTES } from '@dsh/protocol/limits'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -38,6 +39,14 @@ async function connect(...flags: string[]): Promise<Client> {
 }
 
 async function connectWith(env: Record<string, string>, ...flags: string[]): Promise<Client> {
+  return (await connectWatched(env, ...flags)).client
+}
+
+/** A client of `dsh mcp`, with the server's stderr as it arrives: `lines()` so far, `nextLine()` resolving the next complete one. */
+async function connectWatched(
+  env: Record<string, string>,
+  ...flags: string[]
+): Promise<{ client: Client; lines: () => string[]; nextLine: () => Promise<string> }> {
   const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, ...inherited } = process.env as Record<string, string>
   const transport = new StdioClientTransport({
     command: process.execPath,
@@ -45,10 +54,27 @@ async function connectWith(env: Record<string, string>, ...flags: string[]): Pro
     env: { ...inherited, ...env },
     stderr: 'pipe',
   })
+  let text = ''
+  const waiting: (() => void)[] = []
+  transport.stderr!.on('data', (part: Buffer) => {
+    text += part.toString()
+    for (const wake of waiting.splice(0)) wake()
+  })
+  const lines = (): string[] => text.split('\n').slice(0, -1)
+  let read = 0
+  const nextLine = async (): Promise<string> => {
+    while (lines().length <= read) await new Promise<void>((resolve) => waiting.push(resolve))
+    return lines()[read++]!
+  }
   const client = new Client({ name: 'dsh-e2e', version: '1.0.0' })
   await client.connect(transport)
   clients.push(client)
-  return client
+  return { client, lines, nextLine }
+}
+
+/** The code of a tool error result, or undefined for a success. */
+function errorCode(result: Awaited<ReturnType<Client['callTool']>>): string | undefined {
+  return result.isError === true ? (result.structuredContent as { error: { code: string } }).error.code : undefined
 }
 
 async function structured(client: Client, name: string, args: Record<string, unknown>): Promise<unknown> {
@@ -240,11 +266,106 @@ describe('dsh mcp', () => {
     }
   }, 120_000)
 
-  it('refuses an unknown --dialect with CLI_USAGE', async () => {
-    const result = await dsh('mcp', '--dialect', 'claude', '--json', '--root', root)
-    expect(result.code).toBe(2)
-    expect(JSON.parse(result.stdout).error.code).toBe('CLI_USAGE')
+  it('refuses an unknown --dialect and a limit that is not a positive integer with CLI_USAGE', async () => {
+    for (const flags of [
+      ['--dialect', 'claude'],
+      ['--max-children', '0'],
+      ['--max-concurrent-runs', 'many'],
+      ['--max-message-bytes', '-5'],
+    ]) {
+      const result = await dsh('mcp', ...flags, '--json', '--root', root)
+      expect(result.code, flags.join(' ')).toBe(2)
+      expect(JSON.parse(result.stdout).error.code).toBe('CLI_USAGE')
+    }
   })
+
+  it('answers a message over the cap with a JSON-RPC error naming it and one stderr line, then keeps serving', async () => {
+    const { client, lines, nextLine } = await connectWatched({})
+    // Arguments as long as the default cap put the message past it; the SDK client writes the request's id last.
+    const refused = client.callTool({ name: 'list_sessions', arguments: { cwd: 'w'.repeat(MCP_MAX_MESSAGE_BYTES) } })
+    await expect(refused).rejects.toMatchObject({ code: -32600 })
+    await expect(refused).rejects.toThrow(`cap of ${MCP_MAX_MESSAGE_BYTES} bytes per message`)
+    const said = await nextLine()
+    expect(said).toMatch(/^dsh: refused a \d+-byte MCP message \(answered request \d+\): MCP_MESSAGE_TOO_LARGE: /)
+    expect(((await structured(client, 'list_sessions', {})) as { sessions: unknown[] }).sessions.length).toBeGreaterThan(3)
+    expect(lines().filter((line) => line.includes('MCP_MESSAGE_TOO_LARGE'))).toHaveLength(1)
+
+    // --max-message-bytes sets the cap: a small one refuses what the default serves.
+    const small = await connectWatched({}, '--max-message-bytes', '4096')
+    await expect(small.client.callTool({ name: 'list_sessions', arguments: { cwd: 'w'.repeat(5000) } })).rejects.toThrow(
+      'cap of 4096 bytes per message',
+    )
+    expect(await small.nextLine()).toContain('MCP_MESSAGE_TOO_LARGE')
+    expect(await structured(small.client, 'list_sessions', { cwd: 'w'.repeat(1000) })).toEqual({ sessions: [] })
+  }, 120_000)
+
+  it('with --allow-control --max-children N, refuses a spawn past N with MCP_CHILD_LIMIT and the catalog holds exactly N', async () => {
+    const before = ((await json('agents', parent)) as { rows: unknown[] }).rows.length
+    const cap = before + 2
+    let server: ModelServer | undefined
+    try {
+      server = await startModelServer(() => answer(['Counted.']))
+      const client = await connectWith(
+        { DSH_API_KEY: 'sk-mcp-e2e' },
+        '--allow-control',
+        '--base-url',
+        server.baseURL,
+        '--max-children',
+        String(cap),
+      )
+      const codes: (string | undefined)[] = []
+      for (let i = 0; i < 4; i++)
+        codes.push(errorCode(await client.callTool({ name: 'subagent', arguments: { session: parent, prompt: `count ${i}` } })))
+      expect(codes).toEqual([undefined, undefined, 'MCP_CHILD_LIMIT', 'MCP_CHILD_LIMIT'])
+      expect(server.requests).toHaveLength(2)
+    } finally {
+      for (const client of clients.splice(0)) await client.close()
+      await server?.close()
+    }
+    expect(((await json('agents', parent)) as { rows: unknown[] }).rows).toHaveLength(cap)
+  }, 120_000)
+
+  it('with --allow-control --max-concurrent-runs M, refuses a spawn while M child runs are open with MCP_RUN_LIMIT, and admits one once a run ends', async () => {
+    let server: ModelServer | undefined
+    try {
+      // Every child's model request hangs: its run stays open until it is interrupted.
+      server = await startModelServer(() => ({ kind: 'stream', content: ['Working'], hangAfter: 1 }))
+      const client = await connectWith(
+        { DSH_API_KEY: 'sk-mcp-e2e' },
+        '--allow-control',
+        '--base-url',
+        server.baseURL,
+        '--max-concurrent-runs',
+        '2',
+      )
+      const before = ((await json('agents', parent)) as { rows: unknown[] }).rows.length
+      const spawn = (prompt: string) => client.callTool({ name: 'subagent', arguments: { session: parent, prompt, wait: false } })
+      const first = (await structured(client, 'subagent', { session: parent, prompt: 'hold 1', wait: false })) as {
+        id: string
+        status: string
+      }
+      const second = (await structured(client, 'subagent', { session: parent, prompt: 'hold 2', wait: false })) as {
+        id: string
+        status: string
+      }
+      expect([first.status, second.status]).toEqual(['running', 'running'])
+      await server.hung(2)
+      const refused = await spawn('hold 3')
+      expect(errorCode(refused)).toBe('MCP_RUN_LIMIT')
+      expect((refused.content as { text: string }[])[0]!.text).toContain('--max-concurrent-runs')
+      expect(((await structured(client, 'list_agents', { id: parent })) as { rows: unknown[] }).rows).toHaveLength(before + 2)
+
+      // Interrupt one and wait until it is idle: its slot is free again.
+      await structured(client, 'interrupt_agent', { session: parent, id: first.id })
+      await structured(client, 'wait_agents', { session: parent, ids: [first.id] })
+      expect(errorCode(await spawn('hold 3'))).toBe(undefined)
+      expect(errorCode(await spawn('hold 4'))).toBe('MCP_RUN_LIMIT')
+      expect(server.requests).toHaveLength(3)
+    } finally {
+      for (const client of clients.splice(0)) await client.close()
+      await server?.close()
+    }
+  }, 120_000)
 
   it('shuts down cleanly on SIGTERM and when the client closes stdin', async () => {
     for (const stopWith of ['SIGTERM', 'stdin'] as const) {

@@ -2,10 +2,36 @@ import { API_KEY_ENV, createOpenAIDriver } from '@dsh/driver-openai'
 import { createMcpServer, McpError, serveStdio } from '@dsh/mcp'
 import type { Session } from '@dsh/session'
 import type { SubagentDriver } from '@dsh/subagent'
-import type { SubagentControlDialect } from '@dsh/tool-subagent-control'
-import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
+import { type SubagentControl, type SubagentControlDialect, subagentControlTools } from '@dsh/tool-subagent-control'
+import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
+import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
 import { controlToolsOf, dialectOf, noticesOf } from './run.js'
+
+/** A positive integer option, or undefined for the default; 0 or anything else is CLI_USAGE. */
+function positiveOption(command: ParsedCommand, name: string): number | undefined {
+  const value = intOption(command, name)
+  if (value === 0 || (value !== undefined && !Number.isSafeInteger(value)))
+    throw new CliError('CLI_USAGE', `--${name} must be a positive integer, got '${command.string(name)}'.`)
+  return value
+}
+
+/** The server's limits from the flags; anything unset takes its default from @dsh/protocol/limits. */
+function limitsOf(command: ParsedCommand): {
+  maxMessageBytes?: number
+  limits: { maxChildren?: number; maxConcurrentRuns?: number }
+} {
+  const maxMessageBytes = positiveOption(command, 'max-message-bytes')
+  const maxChildren = positiveOption(command, 'max-children')
+  const maxConcurrentRuns = positiveOption(command, 'max-concurrent-runs')
+  return {
+    ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }),
+    limits: {
+      ...(maxChildren === undefined ? {} : { maxChildren }),
+      ...(maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns }),
+    },
+  }
+}
 
 /**
  * The driver of children started over MCP: a model over the OpenAI-compatible
@@ -28,9 +54,14 @@ function childDriver(command: ParsedCommand, io: CommandIo, dialect: SubagentCon
 }
 
 /**
- * `dsh mcp [--root R] [--dialect dsh|harness] [--allow-control [--model M] [--base-url URL]]`:
+ * `dsh mcp [--root R] [--dialect dsh|harness] [--max-message-bytes N]
+ * [--allow-control [--model M] [--base-url URL] [--max-children N] [--max-concurrent-runs N]]`:
  * a Model Context Protocol server on stdin/stdout until the client
- * disconnects. stdout carries the protocol only; warnings go to stderr.
+ * disconnects. stdout carries the protocol only; warnings, and one line per
+ * message refused for its size, go to stderr. The control tools start at
+ * most `--max-children` subagents per session and keep at most
+ * `--max-concurrent-runs` child runs going; past either a call is a tool
+ * error (`MCP_CHILD_LIMIT`, `MCP_RUN_LIMIT`).
  * Without `--allow-control` the host is opened read-only (nothing in the
  * root is created or written); with it, the subagent-control tools act as
  * the session each call names, loaded (and crash-repaired) if it is not
@@ -40,6 +71,7 @@ function childDriver(command: ParsedCommand, io: CommandIo, dialect: SubagentCon
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
   const dialect = dialectOf(command)
+  const { maxMessageBytes, limits } = limitsOf(command)
   const allowControl = command.flag('allow-control')
   const driver = allowControl ? childDriver(command, io, dialect) : undefined
   const host = await openHost(command, {
@@ -71,14 +103,23 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     }
     const server = createMcpServer(host.ctx, {
       ...(dialect === 'harness' ? { listAgentsFormat: 'harness' as const } : {}),
-      ...(allowControl ? { allowControl, controlTools: controlToolsOf(host.subagents, dialect), resolveAgent } : {}),
+      ...(allowControl
+        ? {
+            allowControl,
+            control: host.subagents,
+            // The tools drive the server's bounded view of the runtime, so its limits hold.
+            controlTools: (control: SubagentControl) => subagentControlTools(control, { dialect }),
+            limits,
+            resolveAgent,
+          }
+        : {}),
     })
     // A client that stops its server with a signal still gets a clean shutdown: runs drained, logs flushed.
     const stop = (): void => void server.close()
     process.once('SIGINT', stop)
     process.once('SIGTERM', stop)
     try {
-      await serveStdio(server)
+      await serveStdio(server, maxMessageBytes === undefined ? {} : { maxMessageBytes })
     } finally {
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
