@@ -21,6 +21,12 @@ function isSpace(byte: number): boolean {
   return byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d
 }
 
+/** The index of `byte` in `bytes` from `from`, or `bytes.length` when there is none. */
+function indexOr(bytes: Uint8Array, byte: number, from: number): number {
+  const at = bytes.indexOf(byte, from)
+  return at === -1 ? bytes.length : at
+}
+
 /** A JSON-RPC request id: a string or an integer. */
 export type MessageId = string | number
 
@@ -50,7 +56,23 @@ export class MessageIdScanner {
   }
 
   feed(bytes: Uint8Array): void {
-    for (let i = 0; i < bytes.length && !this.#done; i++) this.#step(bytes[i]!)
+    // Inside a string that is neither a key nor the id, only a quote or a
+    // backslash matters: jump to the next one (the bulk of a large message is
+    // string content). The positions found are reused until passed, so each
+    // piece is searched once per byte value.
+    let nextQuote = -1
+    let nextBackslash = -1
+    let i = 0
+    while (i < bytes.length && !this.#done) {
+      if (this.#inString && !this.#escaped && this.#key === undefined) {
+        if (nextQuote < i && nextQuote !== bytes.length) nextQuote = indexOr(bytes, QUOTE, i)
+        if (nextBackslash < i && nextBackslash !== bytes.length) nextBackslash = indexOr(bytes, BACKSLASH, i)
+        i = Math.min(nextQuote, nextBackslash)
+        if (i === bytes.length) return
+      }
+      this.#step(bytes[i]!)
+      i++
+    }
   }
 
   #step(byte: number): void {

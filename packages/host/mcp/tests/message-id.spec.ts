@@ -34,6 +34,8 @@ describe('MessageIdScanner', () => {
       ['{ "params" : { "id" : 1, "list": [ {"id": 2}, "id" ] } , "id" : "req \\"9\\" é" }', 'req "9" é'],
       ['{"a":"id","b":["id",{"id":3}],"id":-12}', -12],
       ['{"idx":1,"i":2,"id":0}', 0],
+      // Escaped backslashes and quotes inside long strings, where the scan jumps from one to the next.
+      [`{"p":{"t":"${'x'.repeat(300)}\\\\\\"y\\\\","u":"\\"id\\":9"},"id":5}`, 5],
     ]
     for (const [text, id] of cases) expect(new Set(everySplit(text)), text).toEqual(new Set([id]))
   })
