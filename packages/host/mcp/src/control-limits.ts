@@ -111,11 +111,6 @@ export class ControlLimiter {
     }
   }
 
-  /** The child runs this limiter counts right now. */
-  get running(): number {
-    return this.#running.size
-  }
-
   /** Runs a call of `tool` acting as `sessionId`; for the spawning tool, that session's child count is read first. */
   async within<T>(tool: string, sessionId: string, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
     if (tool !== SUBAGENT_TOOL_NAME) return call()
