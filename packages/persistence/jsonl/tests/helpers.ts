@@ -1,32 +1,10 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { SESSION_HEADER_VERSION, type SessionHeader, type SessionId, type SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
 import type { AppendTarget } from '@dsh/session-persistence'
+import { type HeaderFields, headerOf } from '@dsh/test-kit'
 
-/**
- * A fresh temporary directory, removed by the returned cleanup. `memory`
- * puts it on tmpfs (/dev/shm) where there is one: a real file system, but
- * one where creating ten thousand directories takes seconds, not a minute.
- */
-export function tempDir(prefix = 'dsh-jsonl-', options: { memory?: boolean } = {}): { dir: string; cleanup: () => void } {
-  const base = options.memory && existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
-  const dir = mkdtempSync(join(base, prefix))
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
-}
+export { headerOf, tempDir } from '@dsh/test-kit'
 
-export function headerOf(id: string, extra: Partial<SessionHeader> = {}): SessionHeader {
-  return Object.freeze({
-    version: SESSION_HEADER_VERSION,
-    id: id as SessionId,
-    createdAt: 1_700_000_000_000,
-    isSeeded: false,
-    delegationDepth: 0,
-    ...extra,
-  })
-}
-
-export function targetOf(id: string, inheritedEventCount = 0, extra: Partial<SessionHeader> = {}): AppendTarget {
+export function targetOf(id: string, inheritedEventCount = 0, extra: HeaderFields = {}): AppendTarget {
   return { header: headerOf(id, extra), inheritedEventCount: inheritedEventCount as AppendTarget['inheritedEventCount'] }
 }
 

@@ -12,9 +12,7 @@ export function deltaOf(writer, seq) {
   return text
 }
 
-export function headerOf(id) {
-  return { version: 1, id, createdAt: 1_700_000_000_000, isSeeded: false, delegationDepth: 0 }
-}
+export { headerOf } from '@dsh/test-kit'
 
 export function line(text) {
   process.stdout.write(`${text}\n`)
