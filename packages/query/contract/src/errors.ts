@@ -11,6 +11,13 @@ export type SessionQueryErrorCode =
   /** The index database failed in a way a rebuild could not cure (index backends). */
   | 'SESSION_QUERY_INDEX_FAILED'
   /**
+   * The index cannot answer this request now and nothing else can (index
+   * backends): it is missing, damaged, locked, unreadable, or too far behind
+   * the logs, and a read never builds or repairs it. A writer or a reindex
+   * brings it back; retry then.
+   */
+  | 'SESSION_QUERY_INDEX_UNAVAILABLE'
+  /**
    * A request-serving statement exceeded its budget (time, or rows stepped)
    * and was stopped; narrow the request (fewer or rarer words) or retry.
    */
