@@ -1,5 +1,5 @@
 import { isDshError, type Logger } from '@dsh/context'
-import { type SessionId, SessionLogOffset } from '@dsh/session'
+import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionPersistence, SessionSuffixObservation } from '@dsh/session-persistence'
 import type { IndexProgress, LiveSessions } from '@dsh/session-query'
 import { fromPersistenceError } from '@dsh/session-query/backend'
@@ -12,6 +12,10 @@ export interface IndexUpkeep {
   readonly logger: Logger
   /** Concurrent body reads (at least 1). */
   readonly readConcurrency: number
+  /** Makes a live session's events durable (the `sessions` store's `flush`); without it, live sessions are read from their logs. */
+  readonly flush?: ((session: Session) => Promise<void>) | undefined
+  /** A session this process holds under `id`: live, or gone cold here and not yet indexed. */
+  known(id: string): Session | undefined
   /** The open store; throws `SESSION_QUERY_CLOSED` once the query is closed. */
   store(): IndexStore
   /** Whether the query is closed: what was read is then not written. */
@@ -61,23 +65,10 @@ export async function readBodies(upkeep: IndexUpkeep, ids: readonly string[], si
     progress({ phase: 'index', done: counts.done, total })
   }
   const read = async (id: string): Promise<SessionSuffixObservation | 'unchanged'> => {
-    const sid = id as SessionId
-    // A row whose text was read at its listed revision: one stat tells whether the log moved since
-    // (the feed also names the changes this process made and already indexed).
-    const state = upkeep.store().rowState(id)
-    if (state?.revision != null && state.bodyRevision === state.revision) {
-      const revision = await upkeep.persistence.stat(sid, signal)
-      if (revision === state.revision) {
-        counts.unchanged++
-        return 'unchanged'
-      }
-    }
-    const from = upkeep.store().suffixStart(id)
-    const suffix = await upkeep.persistence.inspectFrom(sid, SessionLogOffset(from), signal)
-    if (upkeep.store().continues(id, suffix.header, suffix.inheritedEventCount, suffix.events, suffix.from)) return suffix
-    // The indexed prefix does not hold: the log was re-created or rewritten under this id.
-    counts.whole++
-    return from === 0 ? suffix : upkeep.persistence.inspectFrom(sid, SessionLogOffset(0), signal)
+    const change = await readChange(upkeep.store(), upkeep.persistence, id, signal)
+    if (change === 'unchanged') counts.unchanged++
+    else if (change.rewritten) counts.whole++
+    return change === 'unchanged' ? change : change.observation
   }
   const worker = async (): Promise<void> => {
     while (next < ids.length) {
@@ -139,4 +130,41 @@ function writeOutcomes(
       }
     }
   })
+}
+
+/** What `readChange` found: the log's events from where the index must take them up. */
+export type ReadChange =
+  | 'unchanged'
+  | {
+      readonly observation: SessionSuffixObservation
+      /** The indexed text does not continue into this log (re-created or rewritten): `observation` is the whole log. */
+      readonly rewritten: boolean
+    }
+
+/**
+ * Reads what changed in the log of `id` since the index took its text: a
+ * row whose text was read at its listed revision costs one `stat` when the
+ * log did not move (`'unchanged'`); a row whose indexed prefix still holds,
+ * only the batches from its last indexed event (`inspectFrom`); a new log,
+ * or a re-created or rewritten one (`rewritten`), whole. Only reads the store.
+ */
+export async function readChange(
+  store: IndexStore,
+  persistence: SessionPersistence,
+  id: string,
+  signal: AbortSignal | undefined,
+): Promise<ReadChange> {
+  const sid = id as SessionId
+  // The feed also names changes that a writer already indexed: one stat tells whether the log moved since.
+  const state = store.rowState(id)
+  if (state?.revision != null && state.bodyRevision === state.revision) {
+    const revision = await persistence.stat(sid, signal)
+    if (revision === state.revision) return 'unchanged'
+  }
+  const from = store.suffixStart(id)
+  const suffix = await persistence.inspectFrom(sid, SessionLogOffset(from), signal)
+  if (store.continues(id, suffix.header, suffix.inheritedEventCount, suffix.events, suffix.from))
+    return { observation: suffix, rewritten: false }
+  // The indexed prefix does not hold: the log was re-created or rewritten under this id.
+  return { observation: from === 0 ? suffix : await persistence.inspectFrom(sid, SessionLogOffset(0), signal), rewritten: true }
 }

@@ -228,6 +228,12 @@ export class IndexStore {
     this.#stmt.deleteSession.run(row.sid)
   }
 
+  /** The listed record of `id` as indexed (its header and revision), or `undefined` without a listed row. */
+  record(id: string): SessionQueryRecord | undefined {
+    const row = this.#stmt.get.get(id) as SessionRow | undefined
+    return row === undefined || row.revision === null ? undefined : toRecord(row as ListedRow)
+  }
+
   /** Indexed count of events of `id` (to decide whether a live session has new ones). */
   indexedCount(id: string): { count: number; header: string; inherited: number } | undefined {
     const row = this.#stmt.get.get(id) as SessionRow | undefined

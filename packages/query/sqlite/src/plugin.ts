@@ -13,7 +13,10 @@ export function defaultIndexPath(root: string): string {
 }
 
 export interface SqliteSessionQueryPluginOptions
-  extends Pick<SqliteSessionQueryOptions, 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency' | 'check' | 'budget' | 'worker'> {
+  extends Pick<
+    SqliteSessionQueryOptions,
+    'readOnly' | 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency' | 'check' | 'budget' | 'worker' | 'overlayLimit' | 'indexDelayMs'
+  > {
   /** The index file (see `defaultIndexPath`). */
   readonly path: string
   readonly onProgress?: (progress: IndexProgress) => void
@@ -21,8 +24,11 @@ export interface SqliteSessionQueryPluginOptions
 
 /**
  * Provides service `sessionQuery` backed by the SQLite index over the
- * `sessions` store and `sessionPersistence`. Activation opens (or rebuilds)
- * and reconciles the index; disposal closes it.
+ * `sessions` store and `sessionPersistence`. A writer (the default)
+ * activates by opening (or building) the index and bringing it up to date,
+ * keeps it current as sessions change, and on disposal records this
+ * process's last changes and closes it; with `readOnly` the index is only
+ * read.
  */
 export const sqliteSessionQueryPlugin = (options: SqliteSessionQueryPluginOptions) =>
   definePlugin({

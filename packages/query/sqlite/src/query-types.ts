@@ -1,4 +1,5 @@
 import type { Context, Logger } from '@dsh/context'
+import type { Session } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type {
   EventSearchHit,
@@ -13,30 +14,58 @@ import type { StatementBudget } from './budget.js'
 import type { RebuildReason } from './schema.js'
 
 export interface SqliteSessionQueryOptions {
-  readonly sessions: LiveSessions
+  /**
+   * The live sessions (the `sessions` store). A writer indexes them from
+   * memory once `flush` made their events durable; without `flush` it reads
+   * their logs instead.
+   */
+  readonly sessions: LiveSessions & { flush?(session: Session): Promise<void> }
   readonly persistence: SessionPersistence
-  /** The index file, e.g. `<root>/.dsh/index.sqlite` (see `defaultIndexPath`). Created when missing. */
+  /** The index path, e.g. `<root>/.dsh/index.sqlite` (see `defaultIndexPath`). A writer creates it when missing. */
   readonly path: string
+  /**
+   * Open the index for reading only (default false: this query is the
+   * index's writer). A reader never creates, writes or removes a file, on a
+   * read-only file system too: a missing, damaged, locked or unreadable index
+   * makes listings read the logs and searches fail with
+   * `SESSION_QUERY_INDEX_UNAVAILABLE`, and what changed since the index's
+   * cursor is taken from the logs (an overlay of O(changes)).
+   */
+  readonly readOnly?: boolean
+  /**
+   * How many changes behind an index may be and still answer with an
+   * overlay (default 1,000). Past it a listing reads every header
+   * (`persistence.list()`) and a search fails with
+   * `SESSION_QUERY_INDEX_UNAVAILABLE`.
+   */
+  readonly overlayLimit?: number
+  /**
+   * A writer indexes what changed this many milliseconds after the first
+   * change it has not taken yet (default 200), off the append path, in
+   * batches; and everything on `close()`. Needs `context`.
+   */
+  readonly indexDelayMs?: number
   /** Progress of rebuilds and reconciliations (header scan, then body indexing). */
   readonly onProgress?: (progress: IndexProgress) => void
   /**
-   * A context whose `session/disposed` events this backend follows, so that a
-   * session going cold in this process is noticed even between two queries.
-   * Without it, sessions that leave the store are noticed at the next query.
+   * A context whose `session/event` and `session/disposed` events a writer
+   * follows: it indexes each batch of changes `indexDelayMs` after it began,
+   * and a session gone cold from memory. Without it, a writer indexes at
+   * `reconcile()`, before a search and on `close()`.
    */
   readonly context?: Pick<Context, 'on'>
-  /** Reconcile with persistence before the factory resolves (default true). */
+  /** A writer brings the index up to date before the factory resolves (default true). */
   readonly reconcileOnOpen?: boolean
   /**
-   * Run SQLite's `quick_check` over the whole file on open (default false:
-   * for `dsh verify` and `dsh reindex`, not for every command). See also
-   * `checkIndex()`.
+   * A writer runs SQLite's `quick_check` over the whole file on open and
+   * rebuilds it when it fails (default false: for `dsh verify` and `dsh
+   * reindex`, not for every command). See also `checkIndex()`.
    */
   readonly check?: boolean
   /**
-   * When set, a query finding the last full reconciliation older than this
-   * many milliseconds reconciles first (picks up other processes' writes).
-   * Default: only on open and on `reconcile()`.
+   * When set, a writer's query finding its last pass older than this many
+   * milliseconds brings the index up to date first (other processes'
+   * writes are answered through the overlay either way).
    */
   readonly maxStalenessMs?: number
   /** Concurrent body reads while reconciling (default 4). */
@@ -75,6 +104,8 @@ export interface ReconcileReport {
   readonly listed: number
   /** Ids the change feed named (0 on a rescan). */
   readonly changed: number
+  /** Sessions this process holds, indexed from memory after a flush (no log read). */
+  readonly fromMemory: number
   /** Logs read (new or changed revisions; attempts, failures included): only their new batches when the indexed prefix still holds. */
   readonly read: number
   /** Of `read`, logs whose indexed text no longer matched (re-created or rewritten under the same id): indexed again from nothing. */
@@ -108,13 +139,18 @@ export interface SqliteSessionQuery extends SessionQuery {
   readonly metrics: IndexReadMetrics
   searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
   searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
-  /** Brings the index up to date with every persisted revision: reads only logs whose revision changed. */
+  /**
+   * A writer brings the index up to date with every persisted revision
+   * (reads only logs whose revision changed). A reader writes nothing and
+   * reports in `changed` how many sessions the index is behind on.
+   */
   reconcile(signal?: AbortSignal): Promise<ReconcileReport>
-  /** Deletes the index file and builds it again from persistence. */
+  /** Builds the index again from persistence into a new file and swaps it in (the old one answers readers until then). */
   rebuild(signal?: AbortSignal): Promise<ReconcileReport>
   /**
    * Runs SQLite's `quick_check` over the index file (for `dsh verify`): `ok`
-   * when sound; otherwise the problem, and the index is rebuilt at once.
+   * when sound; otherwise the problem, and the index is rebuilt at once
+   * (into a new file, swapped in).
    */
   checkIndex(signal?: AbortSignal): Promise<IndexCheck>
   close(): Promise<void>

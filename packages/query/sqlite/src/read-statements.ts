@@ -15,10 +15,11 @@ export interface ReadStatement {
 
 /**
  * Persisted rows matching `filter` in listing order after its cursor, at most
- * `fetch` of them (all when undefined). Uses the (parent|origin|cwd|
- * created_at, created_at, id) indexes.
+ * `fetch` of them (all when undefined), leaving out the rows of `exclude`
+ * (sessions whose row is not current: the caller lists them from their
+ * logs). Uses the (parent|origin|cwd|created_at, created_at, id) indexes.
  */
-export function listStatement(filter: ParsedListFilter, fetch: number | undefined): ReadStatement {
+export function listStatement(filter: ParsedListFilter, fetch: number | undefined, exclude: readonly string[] = []): ReadStatement {
   const where = ['revision IS NOT NULL', 'dsh_budget(sid)']
   const params: unknown[] = []
   const and = (condition: string, ...values: unknown[]): void => {
@@ -31,6 +32,7 @@ export function listStatement(filter: ParsedListFilter, fetch: number | undefine
   if (filter.createdFrom !== undefined) and('created_at >= ?', filter.createdFrom)
   if (filter.createdTo !== undefined) and('created_at <= ?', filter.createdTo)
   if (filter.after !== undefined) and('(created_at, id) > (?, ?)', filter.after.createdAt, filter.after.id)
+  if (exclude.length > 0) and('id NOT IN (SELECT value FROM json_each(?))', JSON.stringify(exclude))
   if (fetch !== undefined) params.push(fetch)
   return {
     sql: `SELECT id, header, inherited, revision, crc FROM sessions WHERE ${where.join(' AND ')} ORDER BY created_at, id${fetch === undefined ? '' : ' LIMIT ?'}`,

@@ -5,16 +5,15 @@ import { type BudgetedResult, createBudgetedReader, type StatementBudget } from 
 import type { ReadStatement } from './read-statements.js'
 
 /**
- * The worker's whole program. It opens its own connection to the index
- * (query-only: the main thread stays the one writer) and runs the budgeted
+ * The worker's whole program. It opens its own read-only connection to the
+ * index file (the main thread stays the one writer) and runs the budgeted
  * reader on it. The reader is `createBudgetedReader`'s own source, so the
  * budget logic exists once.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.sqlite)
-const db = new Database(workerData.path, { fileMustExist: true, timeout: 5000 })
-db.pragma('query_only = 1')
+const db = new Database(workerData.path, { readonly: true, fileMustExist: true, timeout: 5000 })
 const reader = (${createBudgetedReader.toString()})(db)
 parentPort.on('message', (request) => {
   let reply
@@ -40,16 +39,17 @@ interface Pending {
  * `close()` never waits for a statement (the worker is terminated; a running
  * statement is abandoned at its next row, when `dsh_budget` re-enters the
  * terminated isolate). One worker, requests in order. After the index file
- * is replaced (a rebuild) call `restart()`: the old connection would read
- * the deleted file.
+ * is replaced (a rebuild swapped a new generation in) call `restart(file)`:
+ * the old connection would keep reading the replaced file.
  */
 export class WorkerReader {
-  readonly #path: string
+  #path: string
   readonly #closedError: () => Error
   #worker: Worker | undefined
   #next = 0
   readonly #pending = new Map<number, Pending>()
 
+  /** `path`: the database file itself (a generation), not the index path's link. */
   constructor(path: string, closedError: () => Error) {
     this.#path = path
     this.#closedError = closedError
@@ -71,9 +71,10 @@ export class WorkerReader {
     })
   }
 
-  /** Drops the worker (its requests fail); the next `run` starts a new one on the current file. */
-  restart(): void {
-    this.#stop(() => new Error('The index reader was restarted because the index file was rebuilt.'))
+  /** Drops the worker (its requests fail); the next `run` starts a new one on `file`. */
+  restart(file: string): void {
+    this.#path = file
+    this.#stop(() => new Error('The index reader was restarted because the index file was replaced.'))
   }
 
   /** Rejects every request with the closed error and terminates the worker without waiting for it. */

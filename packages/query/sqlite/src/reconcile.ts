@@ -14,9 +14,11 @@ import type { RebuildReason } from './schema.js'
  * feed), one `persistence.list()` (header frames only) is compared with the
  * indexed revisions and rows of sessions no longer persisted are removed.
  * Either way the ids to read are recorded as pending in the same
- * transaction that advances the cursor, then read: a session whose indexed
- * prefix still holds costs only its new batches (`inspectFrom`). Live
- * sessions are skipped (they are answered from memory) and stay pending.
+ * transaction that advances the cursor, then brought up to date: a session
+ * this process holds (live, or gone cold here) from memory once flushed
+ * (`recordFromMemory`: no log read), any other by reading its log, where a
+ * session whose indexed prefix still holds costs only its new batches
+ * (`inspectFrom`).
  */
 export async function reconcileIndex(
   upkeep: IndexUpkeep,
@@ -58,16 +60,23 @@ export async function reconcileIndex(
       })
     }
   }
-  const toRead = upkeep
-    .store()
-    .pendingIds()
-    .filter((id) => !liveIds.has(id))
+  const known: Session[] = []
+  const toRead: string[] = []
+  for (const id of upkeep.store().pendingIds()) {
+    const session = upkeep.known(id)
+    if (session === undefined) toRead.push(id)
+    else known.push(session)
+  }
+  // A session whose flush or stat failed is read from its log instead: what is durable is indexed.
+  const unread = await recordFromMemory(upkeep, known, signal)
+  toRead.push(...unread)
   const result = await readBodies(upkeep, toRead, signal, progress)
   return {
     ...(rebuild === undefined ? {} : { rebuild }),
     source: feed.rescan ? 'rescan' : 'feed',
     listed,
     changed: feed.rescan ? 0 : feed.ids.length,
+    fromMemory: known.length - unread.length,
     read: toRead.length - result.skipped,
     readWhole: result.whole,
     removed: removed + result.removed,
@@ -111,63 +120,53 @@ function recordListing(
 }
 
 /**
- * Sessions that went cold in this process: their rows take the persisted
- * revision (one `stat` each, no body read), the header they had live and
- * their text from memory. A session that was never persisted leaves the
- * corpus. Their text is verified lazily against the log (a suffix read from
- * the last indexed event), before the next search or by the next
- * reconciliation, in this process or the next. Resolves to the sessions
- * whose `stat` failed, to be tried again at the next query.
+ * Sessions this process holds — live, or gone cold here since the last pass
+ * — are indexed from memory: each live one is flushed first (its events up
+ * to then are durable), then one `stat` gives the revision a listing
+ * reports, and the text of the flushed events is written without reading
+ * the log. A session gone cold was flushed when it was disposed. The body is
+ * not marked as read at that revision (`bodyRevision` stays), so a later
+ * change another process makes is still read from the log. Resolves to the
+ * ids whose flush or stat failed: the caller reads them from their logs.
  */
-export async function refreshCold(upkeep: IndexUpkeep, batch: readonly Session[], signal: AbortSignal | undefined): Promise<Session[]> {
-  const revisions = await Promise.all(
-    batch.map((s) =>
-      upkeep.persistence.stat(s.id as SessionId, signal).then(
-        (r): { r: SessionRevision | undefined } => ({ r }),
-        (error: unknown) => ({ error }),
-      ),
-    ),
+export async function recordFromMemory(upkeep: IndexUpkeep, batch: readonly Session[], signal: AbortSignal | undefined): Promise<string[]> {
+  if (batch.length === 0) return []
+  const outcomes = await Promise.all(
+    batch.map(async (session): Promise<{ session: Session; end: number; revision: SessionRevision | undefined } | undefined> => {
+      const end = session.seq
+      try {
+        if (upkeep.sessions.get(session.id) === session) {
+          if (upkeep.flush === undefined) return undefined
+          await upkeep.flush(session)
+        }
+        return { session, end, revision: await upkeep.persistence.stat(session.id as SessionId, signal) }
+      } catch (error) {
+        if (signal?.aborted) throw error
+        upkeep.logger.warn(`dsh: session '${session.id}' could not be flushed for the query index; its log is read instead.`, error)
+        return undefined
+      }
+    }),
   )
-  const retry: Session[] = []
+  const unread: string[] = []
   const store = upkeep.store()
   store.transaction(() => {
-    batch.forEach((session, i) => {
-      const result = revisions[i]!
-      if ('error' in result) {
-        upkeep.logger.warn(`dsh: could not stat session '${session.id}' for the query index; retrying at the next query.`, result.error)
-        retry.push(session)
+    outcomes.forEach((outcome, i) => {
+      if (outcome === undefined) {
+        unread.push(batch[i]!.id)
         return
       }
-      if (upkeep.sessions.get(session.id) !== undefined) return
-      if (result.r === undefined) {
+      const { session, end, revision } = outcome
+      if (revision === undefined) {
+        // Not persisted (nothing durable yet, or deleted): not part of the corpus other processes see.
         store.delete(session.id)
         store.clearPending(session.id)
         return
       }
-      const state = store.rowState(session.id)
-      if (state?.revision !== result.r) store.writeHeader(session.header, session.inheritedEventCount, result.r)
-      if (store.rowState(session.id)?.bodyRevision !== result.r) {
-        // Its text from memory now (appending only what is new); verified against the log before any search sees it.
-        store.writeBody(session.id, session.events, undefined)
-        store.addPending(session.id)
-      }
+      const events = session.events
+      store.writeHeader(session.header, session.inheritedEventCount, revision)
+      store.writeBody(session.id, events.length === end ? events : events.slice(0, end), undefined)
+      store.clearPending(session.id)
     })
   })
-  return retry
-}
-
-/** Indexes the text of live sessions from memory (no log read), appending only what is new. */
-export function syncLive(upkeep: IndexUpkeep): void {
-  const store = upkeep.store()
-  const stale = upkeep.sessions.list().filter((s) => {
-    const row = store.indexedCount(s.id)
-    return row === undefined || row.count !== s.seq || row.inherited !== s.inheritedEventCount || row.header !== JSON.stringify(s.header)
-  })
-  if (stale.length === 0) return
-  store.transaction(() => {
-    for (const session of stale) {
-      store.writeHeader(session.header, session.inheritedEventCount, store.rowState(session.id) === undefined ? null : 'keep')
-      store.writeBody(session.id, session.events, undefined)
-    }
-  })
+  return unread
 }

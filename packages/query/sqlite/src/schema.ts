@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, openSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
@@ -30,8 +30,8 @@ export function installedAddon(packageMain: string): string | undefined {
 
 const nativeBinding = installedAddon(require.resolve('better-sqlite3'))
 
-function openDatabase(path: string): Database {
-  return new Database(path, nativeBinding === undefined ? {} : { nativeBinding })
+function openDatabase(path: string, options: BetterSqlite3.Options): Database {
+  return new Database(path, nativeBinding === undefined ? options : { ...options, nativeBinding })
 }
 
 /** Bumped whenever the layout changes: a file of another version is rebuilt. */
@@ -42,11 +42,53 @@ const APPLICATION_ID = 0x64736871
 /** Why an index is being built from nothing. */
 export type RebuildReason = 'missing' | 'corrupt' | 'schema' | 'requested'
 
+/**
+ * Why an index cannot be used right now. `missing`, `corrupt` (not an
+ * SQLite file, another application's, damaged) and `schema` (another
+ * version) are cured by a rebuild; `full` (no space left), `read-only` (a
+ * read-only file system or file), `locked` (another connection holds it
+ * exclusively) and `io` (any other failure to open or read it) are not: the
+ * file is sound, or unknown, and is left as it is.
+ */
+export type IndexState = RebuildReason | 'full' | 'read-only' | 'locked' | 'io'
+
+/** A failure to open or use the index file, with what it means. */
+export class IndexOpenError extends Error {
+  readonly state: Exclude<IndexState, 'requested'>
+  constructor(state: Exclude<IndexState, 'requested'>, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.state = state
+  }
+}
+
 /** SQLite result codes that mean the file itself is damaged: the cure is a rebuild, not a retry. */
 const DAMAGED = new Set(['SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_CORRUPT_INDEX', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_VTAB'])
 
 export function isDamage(error: unknown): boolean {
   return error instanceof Database.SqliteError && DAMAGED.has(error.code)
+}
+
+/**
+ * What a failure of SQLite (or of the file system under it) says about the
+ * index: damage is `corrupt`; a full disk, a read-only file system, a lock
+ * and every other I/O failure are reported as what they are, never as damage.
+ */
+export function stateOf(error: unknown): Exclude<IndexState, 'requested' | 'missing' | 'schema'> {
+  if (error instanceof IndexOpenError && error.state !== 'missing' && error.state !== 'schema') return error.state
+  const code = String((error as { code?: unknown }).code ?? '')
+  if (isDamage(error)) return 'corrupt'
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return 'full'
+  if (code.startsWith('SQLITE_READONLY') || code === 'EROFS') return 'read-only'
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'locked'
+  return 'io'
+}
+
+/** `error` as an `IndexOpenError` (classified by `stateOf`), naming `file` and what was being done. */
+export function openFailure(error: unknown, file: string, doing: string): IndexOpenError {
+  if (error instanceof IndexOpenError) return error
+  const state = stateOf(error)
+  const detail = error instanceof Error ? error.message : String(error)
+  return new IndexOpenError(state, `${doing} the index ${file} failed (${state}): ${detail}`, { cause: error })
 }
 
 const SCHEMA = `
@@ -98,57 +140,126 @@ const SCHEMA = `
   PRAGMA user_version = ${INDEX_SCHEMA_VERSION};
 `
 
-export interface OpenedIndex {
-  readonly db: Database
-  /** Set when the file was created from nothing; the caller then runs a full reconciliation. */
-  readonly rebuild?: RebuildReason
+/**
+ * Opens an existing index file for reading only: no file is created,
+ * changed or removed (on a read-only file system too). Throws an
+ * `IndexOpenError`: `missing`, `corrupt`, `schema`, or what kept it from
+ * being read (`locked`, `io`, ...).
+ */
+export function openReader(file: string): Database {
+  let db: Database | undefined
+  try {
+    db = openDatabase(file, { readonly: true, fileMustExist: true })
+    db.pragma('busy_timeout = 5000')
+    checkIdentity(db, file)
+    return db
+  } catch (error) {
+    closeQuietly(db)
+    if ((error as { code?: unknown }).code === 'SQLITE_CANTOPEN' && !existsSync(file))
+      throw new IndexOpenError('missing', `There is no index at ${file}.`, { cause: error })
+    throw openFailure(error, file, 'Opening')
+  }
 }
 
-export interface OpenIndexOptions {
-  /**
-   * Run `PRAGMA quick_check` (a pass over every page) before trusting the
-   * file: for `dsh verify` and `dsh reindex`. An ordinary open checks only the
-   * file's identity and schema version; damage inside is found by the
-   * statements that meet it (SQLite reports it, row checksums catch the rest)
-   * and cured by a rebuild then.
-   */
+export interface OpenWriterOptions {
+  /** Run `PRAGMA quick_check` (a pass over every page) before trusting the file: for `dsh verify` and `dsh reindex`. */
   readonly check?: boolean
 }
 
 /**
- * Opens the index file at `path`. A missing file is created; a file that is
- * garbage, another application's or of another schema version (or, with
- * `check`, fails `quick_check`) is deleted and created again. The index is
- * derived data, so starting over only costs a rebuild. The file and its
- * WAL companions are private (0600) and a directory created for it is 0700.
+ * Opens an existing index file for writing, in WAL mode (readers never wait
+ * for this writer, nor it for them). Nothing is removed: a file that cannot
+ * be used throws an `IndexOpenError` saying why (`corrupt` or `schema`: a
+ * rebuild replaces it; `full`, `read-only`, `locked`, `io`: it stays as it
+ * is, and the caller reads it as a reader would).
  */
-export function openIndexFile(path: string, options: OpenIndexOptions = {}): OpenedIndex {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-  if (!existsSync(path)) {
-    // A WAL left beside a deleted database must not be replayed into the new one.
-    removeIndexFile(path)
-    return { db: create(path), rebuild: 'missing' }
-  }
-  let reason: RebuildReason | undefined
+export function openWriter(file: string, options: OpenWriterOptions = {}): Database {
   let db: Database | undefined
   try {
-    makePrivate(path)
-    db = openDatabase(path)
+    makePrivate(file)
+    db = openDatabase(file, { fileMustExist: true })
+    db.pragma('busy_timeout = 5000')
+    // SQLite opens a file it cannot write read-only (a read-only mount) instead of failing.
+    if (db.readonly) throw new IndexOpenError('read-only', `The index ${file} cannot be written (read-only file or file system).`)
+    checkIdentity(db, file)
+    if (options.check === true) {
+      const problem = quickCheck(db)
+      if (problem !== 'ok') throw new IndexOpenError('corrupt', `The index ${file} fails quick_check: ${problem}`)
+    }
     tune(db)
-    if (db.pragma('application_id', { simple: true }) !== APPLICATION_ID) reason = 'corrupt'
-    else if (db.pragma('user_version', { simple: true }) !== INDEX_SCHEMA_VERSION) reason = 'schema'
-    else if (options.check === true && db.pragma('quick_check', { simple: true }) !== 'ok') reason = 'corrupt'
-  } catch {
-    reason = 'corrupt'
+    return db
+  } catch (error) {
+    closeQuietly(db)
+    if ((error as { code?: unknown }).code === 'SQLITE_CANTOPEN' && !existsSync(file))
+      throw new IndexOpenError('missing', `There is no index at ${file}.`, { cause: error })
+    throw openFailure(error, file, 'Opening')
   }
-  if (reason === undefined && db !== undefined) return { db }
+}
+
+/**
+ * Creates a new, empty index file at `file` (which must not exist), private
+ * (0600), for a build: rollback journal kept in memory and no syncs while
+ * it is filled (a failed build removes the whole file). `atRest` before it
+ * is published.
+ */
+export function createIndex(file: string): Database {
+  // Created empty and private first: SQLite gives its companions the database file's mode.
+  closeSync(openSync(file, 'wx', 0o600))
+  const db = openDatabase(file, {})
+  // Ids are ordered and compared with the BINARY collation, a memcmp of the
+  // stored text: in UTF-8 that is code point order, the order of ids
+  // everywhere in dsh (`compareSessionIds`); in UTF-16 it would not be. Set
+  // before anything is written, while the encoding can still be chosen.
+  db.pragma("encoding = 'UTF-8'")
+  db.pragma('journal_mode = MEMORY')
+  db.pragma('synchronous = OFF')
+  db.exec('BEGIN')
+  db.exec(SCHEMA)
+  db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('epoch', randomEpoch(), 'generation', '0')
+  db.exec('COMMIT')
+  return db
+}
+
+/**
+ * Puts the file in the rollback-journal mode it rests in between writers:
+ * then a reader opens it without creating anything (a WAL-mode file needs
+ * its `-wal` and `-shm`, which a read-only file system cannot create). Only
+ * possible while no other connection has it open; otherwise it stays in WAL
+ * mode and the last of them leaves the WAL behind for the next writer.
+ */
+export function atRest(db: Database): boolean {
   try {
-    db?.close()
+    db.pragma('busy_timeout = 0')
+    return db.pragma('journal_mode = DELETE', { simple: true }) === 'delete'
   } catch {
-    // A damaged handle may fail to close; the file is removed either way.
+    return false
   }
-  removeIndexFile(path)
-  return { db: create(path), rebuild: reason ?? 'corrupt' }
+}
+
+/**
+ * Whether no connection holds `file` any more: it is opened and put at rest
+ * (which removes its WAL companions), without waiting for anyone. False
+ * when it is held, damaged or gone.
+ */
+export function release(file: string): boolean {
+  let db: Database | undefined
+  try {
+    db = openDatabase(file, { fileMustExist: true })
+    return atRest(db)
+  } catch {
+    return false
+  } finally {
+    closeQuietly(db)
+  }
+}
+
+/** Switches a built (or at-rest) file to what a writer works in: WAL, no syncs. */
+export function tune(db: Database): void {
+  db.pragma('journal_mode = WAL')
+  // Derived data: losing the last transactions to a power cut only costs a
+  // re-read, and damage is detected and rebuilt by the next writer.
+  db.pragma('synchronous = OFF')
+  db.pragma('busy_timeout = 5000')
 }
 
 /** `quick_check` of an open index: `'ok'` or SQLite's first complaint. */
@@ -160,26 +271,22 @@ export function quickCheck(db: Database): string {
   }
 }
 
-/** Deletes the index file and its WAL companions. */
-export function removeIndexFile(path: string): void {
-  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(path + suffix, { force: true })
+export function closeQuietly(db: Database | undefined): void {
+  try {
+    db?.close()
+  } catch {
+    // A damaged or failed handle may fail to close; nothing more to release.
+  }
 }
 
-function create(path: string): Database {
-  // Created empty and private first: SQLite gives its -wal and -shm files the database file's mode.
-  closeSync(openSync(path, 'wx', 0o600))
-  const db = openDatabase(path)
-  // Ids are ordered and compared with the BINARY collation, a memcmp of the
-  // stored text: in UTF-8 that is code point order, the order of ids
-  // everywhere in dsh (`compareSessionIds`); in UTF-16 it would not be. Set
-  // before anything is written, while the encoding can still be chosen.
-  db.pragma("encoding = 'UTF-8'")
-  tune(db)
-  db.exec('BEGIN')
-  db.exec(SCHEMA)
-  db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('epoch', randomEpoch(), 'generation', '0')
-  db.exec('COMMIT')
-  return db
+/** Our application id and this schema version, or an `IndexOpenError` saying what the file is instead. */
+function checkIdentity(db: Database, file: string): void {
+  const application = db.pragma('application_id', { simple: true })
+  if (application !== APPLICATION_ID)
+    throw new IndexOpenError('corrupt', `${file} is not a dsh query index (application id ${String(application)}).`)
+  const version = db.pragma('user_version', { simple: true })
+  if (version !== INDEX_SCHEMA_VERSION)
+    throw new IndexOpenError('schema', `The index ${file} has schema version ${String(version)}; this build uses ${INDEX_SCHEMA_VERSION}.`)
 }
 
 /**
@@ -195,14 +302,6 @@ function makePrivate(path: string): void {
       // Missing (no WAL yet) or not ours.
     }
   }
-}
-
-function tune(db: Database): void {
-  db.pragma('journal_mode = WAL')
-  // Derived data: losing the last transactions to a power cut only costs a
-  // re-read, and damage is detected and rebuilt on open.
-  db.pragma('synchronous = OFF')
-  db.pragma('busy_timeout = 5000')
 }
 
 function randomEpoch(): string {

@@ -1,5 +1,5 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
-import type { Session } from '@dsh/session'
+import type { SessionId } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type {
   EventSearchHit,
@@ -14,6 +14,7 @@ import type {
 } from '@dsh/session-query'
 import {
   checkAborted,
+  fromPersistenceError,
   guarded,
   indexFetchLimit,
   indexListPage,
@@ -23,28 +24,36 @@ import {
   withLiveRevisions,
 } from '@dsh/session-query/backend'
 import type { ParsedSearchRequest } from '@dsh/session-query/backend/reads'
-import { type IndexUpkeep, readBodies } from './body-reads.js'
-import { type BudgetedResult, budgetExceeded, createBudgetedReader, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
-import { IndexDamageError, IndexStore } from './index-store.js'
+import { type BudgetedResult, budgetExceeded, DEFAULT_BUDGET, type StatementBudget } from './budget.js'
+import { type Connection, IndexHandle } from './connection.js'
+import { identify } from './index-file.js'
+import { IndexDamageError } from './index-store.js'
+import { IndexWriter } from './index-writer.js'
+import { behindIndex, currentRecords } from './overlay.js'
 import type { IndexCheck, IndexReadMetrics, ReconcileReport, SqliteSessionQuery, SqliteSessionQueryOptions } from './query-types.js'
 import { listedRecords, listStatement, type ReadStatement } from './read-statements.js'
 import type { WorkerReader } from './reader-worker.js'
-import { reconcileIndex, refreshCold, syncLive } from './reconcile.js'
-import { isDamage, openIndexFile, quickCheck, type RebuildReason, removeIndexFile } from './schema.js'
+import { isDamage, openFailure, openReader, quickCheck, stateOf } from './schema.js'
+import type { HeldSession } from './search-overlay.js'
 
 // What a listing never needs is loaded the first time something else does
 // (the module loader keeps it): `dsh sessions` then loads only the listing
 // path. The rules of reads and search requests; the in-memory scan a listing
-// falls back on; the search statements; the reader worker (worker mode only).
+// falls back on; the search statements and overlay; the reader worker.
 const readRules = () => import('@dsh/session-query/backend/reads')
 const scanBackend = () => import('@dsh/session-query')
 const searchStatements = () => import('./search.js')
+const searchOverlay = () => import('./search-overlay.js')
 const readerWorker = () => import('./reader-worker.js')
 
+/** Default of `overlayLimit`: past this many changes a listing reads every header instead, and a search is refused. */
+const OVERLAY_LIMIT = 1_000
+
 /**
- * Opens (creating, or rebuilding when missing, corrupt or of an older schema)
- * the derived index at `options.path` and, unless disabled, reconciles it
- * with persistence before resolving.
+ * Opens the derived index at `options.path`: read-only (`readOnly`), or as
+ * its writer, which builds it when missing, damaged or of another schema
+ * (into a new file, swapped in with one rename) and, unless disabled,
+ * catches it up with persistence before resolving.
  */
 export async function createSqliteSessionQuery(options: SqliteSessionQueryOptions): Promise<SqliteSessionQuery> {
   const query = new SqliteQuery(options)
@@ -59,53 +68,65 @@ export async function createSqliteSessionQuery(options: SqliteSessionQueryOption
 
 class SqliteQuery implements SqliteSessionQuery {
   readonly path: string
+  readonly #writer: boolean
   readonly #sessions: LiveSessions
   readonly #persistence: SessionPersistence
-  /** The in-memory scan a listing falls back on while the index is rebuilt or failing; made on first use. */
-  #scan: Promise<SessionQuery> | undefined
   readonly #options: SqliteSessionQueryOptions
   readonly #logger: Logger
-  #store: IndexStore | undefined
-  #rebuildReason: RebuildReason | undefined
-  /** Every index writer runs through this chain, one at a time. */
-  #tail: Promise<unknown> = Promise.resolve()
-  /** Set while the index is rebuilt after damage was found; listings scan meanwhile. */
-  #rebuilding: Promise<unknown> | undefined
-  /** The live sessions seen at the last query, to notice those that went cold. */
-  #lastLive = new Map<string, Session>()
-  /** Sessions that left the store since the last query: their rows need the persisted revision. */
-  readonly #cold = new Map<string, Session>()
-  #lastReconcile = 0
+  readonly #budget: StatementBudget
+  readonly #overlayLimit: number
+  readonly #concurrency: number
+  /** The in-memory scan a listing falls back on when the index cannot answer; made on first use. */
+  #scan: Promise<SessionQuery> | undefined
+  readonly #handle: IndexHandle
+  /** Builds and updates the index (a reader uses it only for an explicit rebuild). */
+  readonly #upkeep: IndexWriter
+  #warned: string | undefined
   readonly #unsubscribe: Array<() => void> = []
   readonly #lifetime = new AbortController()
   #closed = false
   #closing: Promise<void> | undefined
-  readonly #budget: StatementBudget
-  /** Set in worker mode (at open): request-serving reads go to the worker thread. */
+  /** Set in worker mode: request-serving reads without an overlay go to the worker thread. */
   #worker: WorkerReader | undefined
-  /** The budgeted runner on the main connection (inline mode); replaced with the store. */
-  #inline: ReturnType<typeof createBudgetedReader> | undefined
   readonly #reads = { requests: 0, lastRowsStepped: 0, budgetExceeded: 0 }
-  readonly #upkeep: IndexUpkeep
 
   constructor(options: SqliteSessionQueryOptions) {
     this.path = options.path
+    this.#writer = options.readOnly !== true
     this.#options = options
     this.#sessions = options.sessions
     this.#persistence = options.persistence
     this.#logger = options.logger ?? consoleLogger
     this.#budget = options.budget ?? DEFAULT_BUDGET
-    this.#upkeep = {
-      sessions: options.sessions,
-      persistence: options.persistence,
+    this.#overlayLimit = options.overlayLimit ?? OVERLAY_LIMIT
+    this.#concurrency = Math.max(1, options.readConcurrency ?? 4)
+    const warn = (message: string, error: unknown): void => this.#warnOnce(message, error)
+    this.#handle = new IndexHandle({
+      path: options.path,
+      writer: this.#writer,
+      onFile: (file) => this.#worker?.restart(file),
+      onRebuildable: () => this.#writer && this.#upkeep.rebuildLater(),
+      warn,
+    })
+    this.#upkeep = new IndexWriter({
+      handle: this.#handle,
+      query: options,
       logger: this.#logger,
-      readConcurrency: options.readConcurrency ?? 4,
-      store: () => this.#requireStore(),
+      concurrency: this.#concurrency,
+      lifetime: this.#lifetime.signal,
       closed: () => this.#closed,
-    }
-    for (const session of options.sessions.list()) this.#lastLive.set(session.id, session)
-    if (options.context !== undefined) {
-      this.#unsubscribe.push(options.context.on('session/disposed', (session) => void this.#cold.set(session.id, session)))
+      warn,
+    })
+    if (!this.#writer) this.#upkeep.stop()
+    else if (options.context !== undefined) {
+      const { context } = options
+      this.#unsubscribe.push(
+        context.on('session/event', () => this.#upkeep.schedule()),
+        context.on('session/disposed', (session) => {
+          this.#upkeep.cold.set(session.id, session)
+          this.#upkeep.schedule()
+        }),
+      )
     }
   }
 
@@ -114,13 +135,15 @@ class SqliteQuery implements SqliteSessionQuery {
       const { WorkerReader } = await readerWorker()
       this.#worker = new WorkerReader(this.path, () => this.#closedError())
     }
-    const opened = openIndexFile(this.path, { check: this.#options.check === true })
-    this.#useStore(new IndexStore(opened.db))
-    this.#rebuildReason = opened.rebuild
-    // A missing file is the normal first run; damage and old schemas are worth a word.
-    if (opened.rebuild !== undefined && opened.rebuild !== 'missing')
-      this.#logger.warn(`dsh: the session query index at ${this.path} is being rebuilt (${opened.rebuild}).`)
-    if (this.#options.reconcileOnOpen !== false) await this.reconcile(signal)
+    if (this.#writer && this.#options.reconcileOnOpen !== false) {
+      try {
+        if (this.#options.check === true) await this.checkIndex(signal)
+        await this.reconcile(signal)
+      } catch (error) {
+        // An index that cannot be written leaves this host working: queries read it (or the logs) meanwhile.
+        if (!isDshError(error, 'SESSION_QUERY_INDEX_UNAVAILABLE')) throw error
+      }
+    } else this.#handle.holdSync(() => this.#current())
   }
 
   // ---------------------------------------------------------------- listing
@@ -130,20 +153,34 @@ class SqliteQuery implements SqliteSessionQuery {
     const parsed = parseListFilter(filter)
     await guarded(this.#beforeQuery(), signal)
     checkAborted(signal)
-    const store = this.#store
-    if (this.#rebuilding !== undefined || store === undefined) return (await this.#scanQuery()).listSessions(filter, signal)
-    const live = this.#sessions.list()
-    let persisted: SessionQueryRecord[]
-    try {
-      const [rows] = await this.#read([listStatement(parsed, indexFetchLimit(parsed, live.length))], 'listing', signal)
-      persisted = listedRecords(rows!)
-    } catch (error) {
-      // Budget, cancellation and closing are answers; only a failing index falls back to a scan.
-      if (isDshError(error)) throw error
-      this.#indexFailed(error)
-      return (await this.#scanQuery()).listSessions(filter, signal)
-    }
-    return indexListPage({ sessions: this.#sessions, persistence: this.#persistence }, parsed, persisted, live, signal)
+    return this.#handle.hold(async () => {
+      const conn = this.#current()
+      if (conn === undefined) return await this.#scanList(filter, signal)
+      const live = this.#sessions.list()
+      let persisted: SessionQueryRecord[]
+      try {
+        const behind = await behindIndex(conn.store, this.#persistence, new Set(live.map((s) => s.id)), signal)
+        if (behind === undefined || behind.ids.length > this.#overlayLimit) return await this.#scanList(filter, signal)
+        const known = (id: string) => this.#upkeep.cold.get(id)
+        const current = await currentRecords(conn.store, this.#persistence, behind.ids, known, this.#concurrency, this.#logger, signal)
+        const [rows] = await this.#read(conn, [listStatement(parsed, indexFetchLimit(parsed, live.length), behind.ids)], 'listing', signal)
+        persisted = listedRecords(rows!)
+        for (const record of current.values()) if (record !== undefined) persisted.push(record)
+      } catch (error) {
+        // Budget, cancellation, persistence and closing are answers; a failing index falls back to the logs.
+        if (isDshError(error)) throw error
+        this.#indexFailed(error)
+        return await this.#scanList(filter, signal)
+      }
+      return await indexListPage({ sessions: this.#sessions, persistence: this.#persistence }, parsed, persisted, live, signal)
+    })
+  }
+
+  async #scanList(filter: SessionListFilter | undefined, signal: AbortSignal | undefined): Promise<SessionListPage> {
+    this.#scan ??= scanBackend().then(({ createSessionQuery }) =>
+      createSessionQuery({ sessions: this.#sessions, persistence: this.#persistence }),
+    )
+    return (await this.#scan).listSessions(filter, signal)
   }
 
   // ------------------------------------------------------------ observations
@@ -161,13 +198,6 @@ class SqliteQuery implements SqliteSessionQuery {
   async readWindow(id: string, request: unknown, signal?: AbortSignal) {
     const { readWindowOf } = await readRules()
     return readWindowOf((i, s) => this.observeSession(i, s), id, request, signal)
-  }
-
-  #scanQuery(): Promise<SessionQuery> {
-    this.#scan ??= scanBackend().then(({ createSessionQuery }) =>
-      createSessionQuery({ sessions: this.#sessions, persistence: this.#persistence }),
-    )
-    return this.#scan
   }
 
   // ----------------------------------------------------------------- search
@@ -206,77 +236,132 @@ class SqliteQuery implements SqliteSessionQuery {
     const [rules, statements] = await Promise.all([readRules(), searchStatements()])
     const { SEARCH_CURSOR_TAG } = statements
     const search = rules.parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
-    const statement = kind === 'events' ? statements.searchEventsStatement : statements.searchSessionsStatement
     for (let attempt = 0; ; attempt++) {
-      await guarded(this.#beforeSearch(), signal)
+      await guarded(this.#beforeQuery(), signal)
       checkAborted(signal)
-      if (this.#store === undefined) throw this.#closedError()
-      try {
-        const liveIds = this.#sessions.list().map((s) => s.id)
-        // The generation is read in the search's own transaction: the cursor it stamps matches these hits.
-        const [meta, found] = await this.#read(
-          [statements.GENERATION, statement(statements.ftsMatch(search.words), liveIds, search.limit + 1, search.offset)],
-          'search',
-          signal,
-        )
-        const generation = statements.generationOf(meta!)
-        rules.checkSearchGeneration(search, generation)
-        const { hits, more } = shape(found!, search, new Set(liveIds), statements)
-        const nextCursor = more
-          ? rules.encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit)
-          : undefined
-        return Object.freeze({ hits: Object.freeze(hits), ...(nextCursor === undefined ? {} : { nextCursor }) })
-      } catch (error) {
-        // Search has no scan to fall back on: rebuild the damaged index once and ask again.
-        if (attempt > 0 || !(error instanceof IndexDamageError || isDamage(error)) || signal?.aborted) throw this.#wrapIndexError(error)
-        this.#indexFailed(error)
-      }
+      const answer = await this.#handle.hold(async (): Promise<SearchPage<T> | 'again'> => {
+        try {
+          const conn = this.#current()
+          if (conn === undefined) throw this.#handle.unavailable()
+          const liveIds = this.#sessions.list().map((s) => s.id)
+          const behind = await behindIndex(conn.store, this.#persistence, new Set(liveIds), signal)
+          if (behind === undefined) throw this.#handle.unavailable('it does not follow the change feed yet, or the feed was reset')
+          if (behind.ids.length > this.#overlayLimit) throw this.#handle.unavailable(`it is ${behind.ids.length} changes behind the logs`)
+          const match = statements.ftsMatch(search.words)
+          const overlay = behind.ids.length > 0 || this.#sessions.list().length > 0 ? await searchOverlay() : undefined
+          const ahead = overlay?.liveAhead(conn.store, this.#sessions.list()) ?? []
+          let found: unknown[]
+          let generation: string
+          if (overlay === undefined || (behind.ids.length === 0 && ahead.length === 0)) {
+            const statement = kind === 'events' ? statements.searchEventsStatement : statements.searchSessionsStatement
+            // The generation is read in the search's own transaction: the cursor it stamps matches these hits.
+            const [meta, rows] = await this.#read(
+              conn,
+              [statements.GENERATION, statement(match, liveIds, search.limit + 1, search.offset)],
+              'search',
+              signal,
+            )
+            found = rows!
+            generation = statements.generationOf(meta!)
+          } else {
+            // Sessions this process holds come from memory: live ones as they are, cold ones at their persisted revision.
+            const held: HeldSession[] = ahead.map((session) => ({ session, revision: null }))
+            const fromLogs: string[] = []
+            for (const id of behind.ids) {
+              const session = this.#upkeep.cold.get(id)
+              const revision = session === undefined ? undefined : await this.#stat(id, signal)
+              if (session !== undefined && revision !== undefined) held.push({ session, revision })
+              else fromLogs.push(id)
+            }
+            const tag = await overlay.loadSearchOverlay(conn.db, conn.store, this.#persistence, fromLogs, held, this.#concurrency, signal)
+            const statement = kind === 'events' ? overlay.overlayEventsStatement : overlay.overlaySessionsStatement
+            // Over the overlay's TEMP tables: on this connection, not the worker's.
+            const [meta, rows] = this.#counted(
+              conn.run([statements.GENERATION, statement(match, liveIds, search.limit + 1, search.offset)], this.#budget),
+              'search',
+            )
+            found = rows!
+            generation = `${statements.generationOf(meta!)}~${tag}`
+          }
+          rules.checkSearchGeneration(search, generation)
+          const { hits, more } = shape(found, search, new Set(liveIds), statements)
+          const nextCursor = more
+            ? rules.encodeSearchCursor(kind, SEARCH_CURSOR_TAG, search, generation, search.offset + search.limit)
+            : undefined
+          return Object.freeze({ hits: Object.freeze(hits), ...(nextCursor === undefined ? {} : { nextCursor }) })
+        } catch (error) {
+          if (isDshError(error)) throw error
+          const damaged = error instanceof IndexDamageError || isDamage(error)
+          // A writer rebuilds a damaged index once and asks again; a reader has nothing else to search.
+          if (damaged && this.#writer && attempt === 0 && !signal?.aborted) return 'again'
+          throw this.#handle.unavailable(`${stateOf(error)}: ${error instanceof Error ? error.message : String(error)}`, error)
+        }
+      })
+      if (answer !== 'again') return answer
+      await guarded(
+        this.#upkeep.exclusive(() => this.#upkeep.build('corrupt', this.#lifetime.signal)),
+        signal,
+      )
+    }
+  }
+
+  async #stat(id: string, signal: AbortSignal | undefined): Promise<string | undefined> {
+    try {
+      return await guarded(this.#persistence.stat(id as SessionId, signal), signal)
+    } catch (error) {
+      throw fromPersistenceError(error, id, signal)
     }
   }
 
   // ---------------------------------------------------------- index upkeep
 
+  /**
+   * A writer brings the index up to date (see `IndexWriter.catchUp`) and
+   * resolves what it did. A reader writes nothing: it resolves how many
+   * sessions the index is behind on (`changed`), which its queries take
+   * from the logs.
+   */
   reconcile(signal?: AbortSignal): Promise<ReconcileReport> {
+    this.#assertOpen()
+    if (!this.#writer) return guarded(this.#behindReport(signal), signal)
     return guarded(
-      this.#exclusive(() => this.#reconcileOrRebuild(this.#until(signal))),
+      this.#upkeep.exclusive(() => this.#upkeep.catchUp(this.#until(signal))),
       signal,
     )
   }
 
-  /**
-   * An ordinary open does not run `quick_check` (a pass over every page), so
-   * damage inside the file surfaces here, from the statements that meet it:
-   * the index is rebuilt from nothing and the reconciliation runs again (once).
-   */
-  async #reconcileOrRebuild(signal: AbortSignal): Promise<ReconcileReport> {
-    try {
-      return await this.#reconcile(signal)
-    } catch (error) {
-      if (!(error instanceof IndexDamageError || isDamage(error)) || this.#closed) throw error
-      this.#logger.warn(`dsh: the session query index at ${this.path} is damaged; rebuilding it.`, error)
-      this.#reopenEmpty('corrupt')
-      return this.#reconcile(signal)
-    }
-  }
-
+  /** Builds the index from nothing into a new file and swaps it in (see `buildIndex`). */
   rebuild(signal?: AbortSignal): Promise<ReconcileReport> {
+    this.#assertOpen()
     return guarded(
-      this.#exclusive(async () => {
-        this.#reopenEmpty('requested')
-        return this.#reconcile(this.#until(signal))
-      }),
+      this.#upkeep.exclusive(() => this.#upkeep.build('requested', this.#until(signal))),
       signal,
     )
   }
 
   checkIndex(signal?: AbortSignal): Promise<IndexCheck> {
+    this.#assertOpen()
     return guarded(
-      this.#exclusive(async (): Promise<IndexCheck> => {
-        const problem = quickCheck(this.#requireStore().db)
+      this.#upkeep.exclusive(async (): Promise<IndexCheck> => {
+        const located = identify(this.path)
+        if (located === undefined)
+          return { ok: false, problem: 'missing', rebuilt: await this.#upkeep.build('missing', this.#until(signal)) }
+        let problem: string
+        try {
+          const db = openReader(located.file)
+          try {
+            problem = quickCheck(db)
+          } finally {
+            db.close()
+          }
+        } catch (error) {
+          const failure = openFailure(error, located.file, 'Checking')
+          if (failure.state !== 'corrupt' && failure.state !== 'schema') throw this.#handle.unavailable(failure.message, failure)
+          problem = failure.message
+        }
         if (problem === 'ok') return { ok: true }
         this.#logger.warn(`dsh: the session query index at ${this.path} fails quick_check (${problem}); rebuilding it.`)
-        this.#reopenEmpty('corrupt')
-        return { ok: false, problem, rebuilt: await this.#reconcile(this.#until(signal)) }
+        return { ok: false, problem, rebuilt: await this.#upkeep.build('corrupt', this.#until(signal)) }
       }),
       signal,
     )
@@ -288,18 +373,16 @@ class SqliteQuery implements SqliteSessionQuery {
 
   /**
    * Runs request-serving statements under the budget, in the worker or on
-   * the main connection, in one read transaction. Budget exhaustion is
+   * the connection, in one read transaction. Budget exhaustion is
    * `SESSION_QUERY_BUDGET_EXCEEDED`.
    */
-  async #read(statements: readonly ReadStatement[], what: 'listing' | 'search', signal: AbortSignal | undefined): Promise<unknown[][]> {
-    let result: BudgetedResult
-    if (this.#worker !== undefined) {
-      result = await guarded(this.#worker.run(statements, this.#budget), signal)
-    } else {
-      const inline = this.#inline
-      if (inline === undefined) throw this.#closedError()
-      result = inline.run(statements, this.#budget)
-    }
+  async #read(conn: Connection, statements: readonly ReadStatement[], what: 'listing' | 'search', signal: AbortSignal | undefined) {
+    const result =
+      this.#worker === undefined ? conn.run(statements, this.#budget) : await guarded(this.#worker.run(statements, this.#budget), signal)
+    return this.#counted(result, what)
+  }
+
+  #counted(result: BudgetedResult, what: 'listing' | 'search'): unknown[][] {
     this.#reads.requests++
     this.#reads.lastRowsStepped = result.stepped
     if ('exceeded' in result) {
@@ -307,13 +390,6 @@ class SqliteQuery implements SqliteSessionQuery {
       throw budgetExceeded(what, result.stepped, this.#budget)
     }
     return result.rows
-  }
-
-  #useStore(store: IndexStore): void {
-    this.#store = store
-    this.#inline = this.#worker === undefined ? createBudgetedReader(store.db) : undefined
-    // The worker's connection still reads the replaced file: start it over on the new one.
-    this.#worker?.restart()
   }
 
   close(): Promise<void> {
@@ -325,77 +401,64 @@ class SqliteQuery implements SqliteSessionQuery {
     // Never waits for a running statement: pending reads fail with SESSION_QUERY_CLOSED.
     this.#worker?.close()
     for (const off of this.#unsubscribe.splice(0)) off()
+    this.#upkeep.stop()
     this.#lifetime.abort()
-    await this.#tail.catch(() => {})
-    // Leave the index as current as memory allows: the text of this process's sessions (cold and live)
-    // is written from memory, so the next process verifies a suffix of each instead of reading its body.
-    if (this.#store !== undefined) {
+    await this.#upkeep.settled()
+    // A writer leaves the index as current as this process knows it: the next process reads only what
+    // changed after. One that never held it for writing (a failed open, a full disk) builds nothing on its way out.
+    if (this.#writer && this.#handle.connection?.writable === true) {
       try {
-        this.#noticeCold()
-        if (this.#cold.size > 0) await this.#refreshCold(undefined)
-        syncLive(this.#upkeep)
+        await this.#upkeep.catchUp(undefined, true)
       } catch (error) {
-        this.#logger.warn(
-          `dsh: the session query index at ${this.path} could not record this process's sessions before closing; the next process reads them.`,
+        this.#warnOnce(
+          `dsh: the session query index at ${this.path} could not record this process's last changes; the next process reads them from the logs.`,
           error,
         )
       }
     }
     this.#closed = true
-    this.#store?.close()
-    this.#store = undefined
-    this.#inline = undefined
+    this.#handle.close()
   }
 
-  /** Before a listing: catch up with staleness and with sessions that went cold here. */
+  /** The connection of this operation (see `IndexHandle.current`); throws once the query is closed. */
+  #current(): Connection | undefined {
+    this.#assertOpen()
+    return this.#handle.current()
+  }
+
+  /** What a reader's `reconcile()` reports: how far behind the index is; nothing is written. */
+  async #behindReport(signal: AbortSignal | undefined): Promise<ReconcileReport> {
+    const behind = await this.#handle.hold(async () => {
+      const conn = this.#current()
+      return conn === undefined ? undefined : await behindIndex(conn.store, this.#persistence, new Set(), signal)
+    })
+    return {
+      source: behind === undefined ? 'rescan' : 'feed',
+      listed: 0,
+      changed: behind?.ids.length ?? 0,
+      fromMemory: 0,
+      read: 0,
+      readWhole: 0,
+      removed: 0,
+      corrupt: 0,
+      failed: 0,
+    }
+  }
+
+  /** Before a query: a writer catches up when its last pass is older than `maxStalenessMs`, and notices sessions gone cold. */
   async #beforeQuery(): Promise<void> {
     this.#assertOpen()
-    const stale = this.#options.maxStalenessMs !== undefined && Date.now() - this.#lastReconcile > this.#options.maxStalenessMs
-    if (stale) await this.#exclusive(() => this.#reconcileOrRebuild(this.#lifetime.signal))
-    this.#noticeCold()
-    if (this.#cold.size > 0) await this.#exclusive(() => this.#refreshCold(this.#lifetime.signal))
-  }
-
-  /** Before a search: as a listing, plus verified bodies and the text of live sessions. */
-  async #beforeSearch(): Promise<void> {
-    await this.#beforeQuery()
-    if (this.#rebuilding !== undefined) await this.#rebuilding
-    await this.#exclusive(async () => {
-      await this.#verifyBodies()
-      syncLive(this.#upkeep)
-    })
-  }
-
-  #noticeCold(): void {
-    const now = new Map<string, Session>()
-    for (const session of this.#sessions.list()) now.set(session.id, session)
-    for (const [id, session] of this.#lastLive) if (!now.has(id)) this.#cold.set(id, session)
-    this.#lastLive = now
-  }
-
-  /** Sessions that left the store since the last look: their rows take the persisted revision (see `refreshCold`). */
-  async #refreshCold(signal: AbortSignal | undefined): Promise<void> {
-    const batch = [...this.#cold.values()]
-    this.#cold.clear()
-    for (const session of await refreshCold(this.#upkeep, batch, signal)) this.#cold.set(session.id, session)
-  }
-
-  /** Reads the pending bodies of sessions not live here (gone cold, or left by an interrupted reconciliation). */
-  async #verifyBodies(): Promise<void> {
-    const ids = this.#requireStore()
-      .pendingIds()
-      .filter((id) => this.#sessions.get(id) === undefined)
-    if (ids.length === 0) return
-    await readBodies(this.#upkeep, ids, this.#lifetime.signal, () => {})
-  }
-
-  /** One reconciliation (see `reconcileIndex`), reporting why the index was rebuilt if it was. */
-  async #reconcile(signal: AbortSignal): Promise<ReconcileReport> {
-    this.#assertOpen()
-    const report = await reconcileIndex(this.#upkeep, this.#rebuildReason, this.#options.onProgress, signal)
-    this.#lastReconcile = Date.now()
-    this.#rebuildReason = undefined
-    return report
+    if (!this.#writer) return
+    this.#upkeep.noticeCold()
+    const stale = this.#options.maxStalenessMs !== undefined && Date.now() - this.#upkeep.lastPass > this.#options.maxStalenessMs
+    if (!stale) return
+    try {
+      await this.#upkeep.exclusive(() => this.#upkeep.catchUp(this.#lifetime.signal))
+    } catch (error) {
+      // An index that cannot be written now is not a failed query: the query reads it (and the logs) instead.
+      if (!isDshError(error, 'SESSION_QUERY_INDEX_UNAVAILABLE')) throw error
+      this.#warnOnce(`dsh: ${(error as Error).message}`, undefined)
+    }
   }
 
   /** Aborts with the caller's signal and when this query closes. */
@@ -403,52 +466,26 @@ class SqliteQuery implements SqliteSessionQuery {
     return signal === undefined ? this.#lifetime.signal : AbortSignal.any([signal, this.#lifetime.signal])
   }
 
-  /** Runs `fn` after every index writer before it. */
-  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#tail.then(fn, fn)
-    this.#tail = run.catch(() => {})
-    return run
-  }
-
-  /** Damage found while serving: answer by scanning and rebuild the index in the background. */
+  /** The index failed under a query: damage makes a writer rebuild it (in the background); the query reads the logs. */
   #indexFailed(error: unknown): void {
-    if (!(error instanceof IndexDamageError || isDamage(error))) {
-      this.#logger.warn('dsh: the session query index failed; this listing scans persistence instead.', error)
-      return
-    }
-    if (this.#rebuilding !== undefined || this.#closed) return
-    this.#logger.warn(`dsh: the session query index at ${this.path} is damaged; rebuilding it (listings scan meanwhile).`, error)
-    const rebuilding = this.#exclusive(async () => {
-      this.#reopenEmpty('corrupt')
-      await this.#reconcile(this.#lifetime.signal)
-    })
-    this.#rebuilding = rebuilding
-    rebuilding.then(
-      () => (this.#rebuilding = undefined),
-      (failure: unknown) => {
-        this.#rebuilding = undefined
-        if (!this.#closed)
-          this.#logger.error('dsh: rebuilding the session query index failed; listings keep scanning until it succeeds.', failure)
-      },
+    const damaged = error instanceof IndexDamageError || isDamage(error)
+    this.#warnOnce(
+      `dsh: the session query index at ${this.path} failed (${damaged ? 'corrupt' : stateOf(error)}); this query reads the logs instead${damaged && this.#writer ? ' while it is rebuilt' : ''}.`,
+      error,
     )
+    if (!damaged || !this.#writer || this.#closed) return
+    this.#upkeep
+      .exclusive(() => this.#upkeep.build('corrupt', this.#lifetime.signal))
+      .catch((failure: unknown) => {
+        if (!this.#closed)
+          this.#logger.error('dsh: rebuilding the session query index failed; queries read the logs until it succeeds.', failure)
+      })
   }
 
-  #reopenEmpty(reason: RebuildReason): void {
-    try {
-      this.#store?.close()
-    } catch {
-      // A damaged handle may fail to close; the file is removed either way.
-    }
-    removeIndexFile(this.path)
-    const opened = openIndexFile(this.path)
-    this.#useStore(new IndexStore(opened.db))
-    this.#rebuildReason = reason
-  }
-
-  #requireStore(): IndexStore {
-    this.#assertOpen()
-    if (this.#store === undefined) throw this.#closedError()
-    return this.#store
+  #warnOnce(message: string, error: unknown): void {
+    if (this.#warned === message) return
+    this.#warned = message
+    this.#logger.warn(message, error)
   }
 
   #assertOpen(): void {
@@ -457,15 +494,5 @@ class SqliteQuery implements SqliteSessionQuery {
 
   #closedError(): Error {
     return queryError('SESSION_QUERY_CLOSED', `The session query over the index at ${this.path} is closed; open a new one.`)
-  }
-
-  #wrapIndexError(error: unknown): unknown {
-    if (isDshError(error)) return error
-    const message = error instanceof Error ? error.message : String(error)
-    return queryError(
-      'SESSION_QUERY_INDEX_FAILED',
-      `The session query index at ${this.path} failed: ${message}. Delete the file to force a rebuild if this persists.`,
-      { cause: error },
-    )
   }
 }

@@ -126,9 +126,9 @@ describe('the worker mode', () => {
     expect(query.metrics.lastRowsStepped).toBe(10_000)
 
     // Closing while a statement runs: the request fails at once, close() resolves without it.
-    const again = query.searchEvents({ text, limit: 10 })
+    const again = code(query.searchEvents({ text, limit: 10 }))
     while (query.metrics.inFlight === 0) await tick()
     await query.close()
-    expect(await code(again)).toBe('SESSION_QUERY_CLOSED')
+    expect(await again).toBe('SESSION_QUERY_CLOSED')
   })
 })

@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs'
+import { readlinkSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { createMemoryPersistence, MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { describe, expect, it } from 'vitest'
@@ -89,6 +89,8 @@ describe('reconciling through the change feed', () => {
     const { query } = await openQuery({ sessions: store().sessions, persistence, path })
     await query.searchEvents({ text: 'secret' })
     expect(statSync(dir).mode & 0o777).toBe(0o700)
-    for (const file of [path, `${path}-wal`, `${path}-shm`]) expect(statSync(file).mode & 0o777).toBe(0o600)
+    // The path links to the generation file beside it, whose WAL companions carry its name.
+    const generation = join(dir, readlinkSync(path))
+    for (const file of [generation, `${generation}-wal`, `${generation}-shm`]) expect(statSync(file).mode & 0o777).toBe(0o600)
   })
 })

@@ -1,0 +1,144 @@
+import { mkdirSync, rmSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { consoleLogger, type Logger } from '@dsh/context'
+import type { SessionPersistence } from '@dsh/session-persistence'
+import type { IndexProgress } from '@dsh/session-query'
+import type BetterSqlite3 from 'better-sqlite3'
+import type { IndexUpkeep } from './body-reads.js'
+import { type IndexFile, identify, newGeneration, publish, removeDatabase, sweepCompanions } from './index-file.js'
+import { IndexStore } from './index-store.js'
+import type { ReconcileReport } from './query-types.js'
+import { reconcileIndex } from './reconcile.js'
+import { atRest, closeQuietly, createIndex, type RebuildReason, release } from './schema.js'
+
+export interface BuildOptions {
+  /** The index path (`defaultIndexPath`): the link a finished build is published under. */
+  readonly path: string
+  /** What to index from, as a reconciliation does (`store` is ignored: the build brings its own). */
+  readonly upkeep: Omit<IndexUpkeep, 'store'>
+  readonly reason: RebuildReason
+  readonly onProgress?: ((progress: IndexProgress) => void) | undefined
+  readonly signal: AbortSignal
+  /**
+   * Awaited after the new file is complete and before it replaces the old
+   * one: readers keep using the old index until then (a test holds a
+   * rebuild here to query during it).
+   */
+  readonly beforeSwap?: (() => Promise<void>) | undefined
+}
+
+export interface BuiltIndex {
+  readonly report: ReconcileReport
+  /** The new generation, published under the path, closed and at rest. */
+  readonly file: IndexFile
+}
+
+/**
+ * Builds the index from nothing into a new generation file beside the path
+ * (a full reconciliation: every header listed, every body read) and
+ * publishes it with one rename (see `publish`). Until then the old index,
+ * if any, is untouched and keeps answering readers; the previous generation
+ * is removed afterwards (readers still holding it keep their descriptor). A
+ * build that fails or is cancelled removes its file and leaves no other
+ * trace: the old index stays as it was.
+ */
+export async function buildIndex(options: BuildOptions): Promise<BuiltIndex> {
+  mkdirSync(dirname(options.path), { recursive: true, mode: 0o700 })
+  const file = newGeneration(options.path)
+  let db: BetterSqlite3.Database | undefined
+  let store: IndexStore | undefined
+  try {
+    db = createIndex(file)
+    const built = new IndexStore(db)
+    store = built
+    const report = await reconcileIndex({ ...options.upkeep, store: () => built }, options.reason, options.onProgress, options.signal)
+    await options.beforeSwap?.()
+    options.signal.throwIfAborted()
+    return { report, file: swapIn(options.path, file, db) }
+  } catch (error) {
+    // A cancelled build of an index that had none to use (missing, damaged) is published as far as it
+    // got once every header is in: what it has not read stays pending, and the next writer resumes there.
+    if (options.signal.aborted && options.reason !== 'requested' && db?.open === true && store?.feedCursor() !== undefined) {
+      let published = false
+      try {
+        swapIn(options.path, file, db)
+        published = true
+      } catch {
+        // Not published: removed below like any failed build.
+      }
+      if (published) throw error
+    }
+    closeQuietly(db)
+    removeDatabase(file)
+    throw error
+  }
+}
+
+/** Puts the built `db` (the file `file`) at rest, closes it, publishes it under `path` and removes what it replaced. */
+function swapIn(path: string, file: string, db: BetterSqlite3.Database): IndexFile {
+  if (!atRest(db)) throw new Error(`The new index ${file} could not leave its build journal mode.`)
+  db.close()
+  const previous = publish(path, file)
+  try {
+    if (previous !== undefined) retire(previous)
+    sweepCompanions(path)
+  } catch {
+    // Only leftovers: the next rebuild sweeps them.
+  }
+  const located = identify(path)
+  if (located === undefined || located.file !== file) throw new Error(`The new index ${file} was replaced as soon as it was published.`)
+  return located
+}
+
+/**
+ * Removes a generation that was just replaced. Its companions go only when
+ * no connection holds the file (then it leaves WAL mode, which removes
+ * them); a connection of another process still on it keeps them, and SQLite
+ * removes them when its last connection closes.
+ */
+function retire(file: string): void {
+  if (release(file)) removeDatabase(file)
+  else rmSync(file, { force: true })
+}
+
+export interface BuildIndexFileOptions {
+  readonly persistence: SessionPersistence
+  /** The index path (`defaultIndexPath(root)`). */
+  readonly path: string
+  readonly onProgress?: (progress: IndexProgress) => void
+  readonly signal?: AbortSignal
+  /** Awaited once the new file is complete, before it replaces the old one (readers keep the old one until then). */
+  readonly beforeSwap?: () => Promise<void>
+  /** Concurrent body reads (default 4). */
+  readonly readConcurrency?: number
+  readonly logger?: Logger
+}
+
+/**
+ * Builds a root's index from its logs into a new file and swaps it in with
+ * one rename (what `dsh reindex` runs). The old index is never opened for
+ * writing: readers and writers keep answering from it while the build runs,
+ * notice the swap at their next operation and reopen; writers then catch
+ * the new file up from the change-feed cursor it records. A build that fails
+ * (a full disk) or is cancelled leaves the old index as it was and removes
+ * everything it created.
+ */
+export async function buildIndexFile(options: BuildIndexFileOptions): Promise<ReconcileReport> {
+  const none = { get: () => undefined, list: () => [] }
+  const built = await buildIndex({
+    path: options.path,
+    upkeep: {
+      sessions: none,
+      persistence: options.persistence,
+      logger: options.logger ?? consoleLogger,
+      readConcurrency: Math.max(1, options.readConcurrency ?? 4),
+      known: () => undefined,
+      closed: () => false,
+    },
+    reason: 'requested',
+    onProgress: options.onProgress,
+    signal: options.signal ?? new AbortController().signal,
+    beforeSwap: options.beforeSwap,
+  })
+  return built.report
+}

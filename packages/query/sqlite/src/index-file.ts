@@ -1,0 +1,130 @@
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs'
+import { basename, dirname, join } from 'node:path'
+
+// Where an index lives on disk. The path a root names (`<root>/.dsh/index.sqlite`)
+// is a pointer: a symbolic link to one generation file beside it
+// (`index-<generation>.sqlite`). A rebuild writes a new generation and renames
+// a new link over the path, one atomic step; readers and writers holding the
+// old generation keep reading it until they notice (`identify` at the start of
+// each operation) and reopen. A generation keeps its own WAL companions
+// (`index-<generation>.sqlite-wal`, `-shm`): SQLite names them after the file
+// it opened, so a connection to one generation never finds another's WAL. A
+// plain file at the path (written by hand or by another tool) is used in
+// place; the first rebuild replaces it with a link.
+
+/** Which file an index path stands for right now, and its identity (device and inode). */
+export interface IndexFile {
+  /** The database file: the link's target, or the path itself when it is a plain file. */
+  readonly file: string
+  /** `<dev>:<ino>` of `file`: changes when a rebuild swaps a new generation in. */
+  readonly identity: string
+}
+
+/**
+ * Resolves the index path: `undefined` when there is no index (no path, or
+ * a link to a missing generation). Throws only for what is not a missing
+ * file (EACCES, EIO): the caller reports it as an unavailable index.
+ */
+export function identify(path: string): IndexFile | undefined {
+  let file = path
+  try {
+    // Only a file beside the link is followed: the index never leaves its directory.
+    if (lstatSync(path).isSymbolicLink()) file = join(dirname(path), basename(readlinkSync(path)))
+    const stats = statSync(file)
+    return { file, identity: `${stats.dev}:${stats.ino}` }
+  } catch (error) {
+    if (isMissing(error)) return undefined
+    throw error
+  }
+}
+
+/** A new generation's file name beside `path` (not yet created). */
+export function newGeneration(path: string): string {
+  const stem = basename(path).replace(/\.sqlite$/, '')
+  return join(dirname(path), `${stem}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.sqlite`)
+}
+
+/**
+ * Makes `file` (a complete generation beside `path`) the index: a new link
+ * is created under a temporary name and renamed over `path`, so a reader
+ * opening the path finds either the old index or the new one, never none.
+ * The file is synced first and the directory after, so the swap survives a
+ * crash. Returns the file the path named before, if it was a generation
+ * (the caller removes it: readers that still hold it keep their descriptor).
+ */
+export function publish(path: string, file: string): string | undefined {
+  syncFile(file)
+  const before = previousGeneration(path)
+  const link = `${path}.${process.pid}-${Math.random().toString(36).slice(2, 8)}.link`
+  symlinkSync(basename(file), link)
+  try {
+    renameSync(link, path)
+  } catch (error) {
+    rmSync(link, { force: true })
+    throw error
+  }
+  syncFile(dirname(path))
+  return before === file ? undefined : before
+}
+
+/** Removes a database file and its companions (`-wal`, `-shm`, `-journal`), as far as they exist. */
+export function removeDatabase(file: string): void {
+  for (const suffix of ['-wal', '-shm', '-journal', '']) rmSync(file + suffix, { force: true })
+}
+
+/**
+ * Removes WAL companions (`-wal`, `-shm`, `-journal`) of generations that
+ * are gone: a replaced generation still held by a reader keeps them after
+ * its file is removed, and nothing else would. Companions of an existing
+ * file are left alone.
+ */
+export function sweepCompanions(path: string): void {
+  const dir = dirname(path)
+  const stem = `${basename(path).replace(/\.sqlite$/, '')}-`
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const companion = /^(.*\.sqlite)-(wal|shm|journal)$/.exec(name)
+    if (companion === null || !name.startsWith(stem)) continue
+    if (!existsSync(join(dir, companion[1]!))) rmSync(join(dir, name), { force: true })
+  }
+}
+
+/** The generation the link at `path` names, if it is one of ours (a plain file is not: the rename replaces it). */
+function previousGeneration(path: string): string | undefined {
+  try {
+    return lstatSync(path).isSymbolicLink() ? join(dirname(path), basename(readlinkSync(path))) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function syncFile(path: string): void {
+  const fd = openSync(path, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function isMissing(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException).code
+  return code === 'ENOENT' || code === 'ENOTDIR'
+}
