@@ -50,8 +50,8 @@ async function checkIndexFile(root: string, signal: AbortSignal | undefined): Pr
   const persistence = createJsonlPersistence({ root, readOnly: true })
   const ctx = new Context()
   try {
-    // No reconcile on open: the check reads the file as it is.
-    const query = await createSqliteSessionQuery({ sessions: new SessionStore(ctx), persistence, path: file, reconcileOnOpen: false })
+    // Read-only: the check reads the file as it is, and writes only the rebuild of a file that fails it.
+    const query = await createSqliteSessionQuery({ sessions: new SessionStore(ctx), persistence, path: file, readOnly: true })
     try {
       const check = await query.checkIndex(signal)
       return check.ok ? { file, status: 'ok' } : { file, status: 'rebuilt', problem: check.problem }

@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs'
 import { Context, isDshError, type Logger } from '@dsh/context'
 import { type SessionStore, sessionStorePlugin } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
@@ -21,9 +20,10 @@ export interface QueryHostOptions {
   /**
    * Open an existing root for reading only: the JSONL backend is opened
    * read-only (the root and its marker must exist, else `HOST_ROOT_INVALID`),
-   * and derived files (index, cache) are used only when they already exist
-   * (without an index, `query` falls back to `memory`). Nothing is created.
-   * A custom `persistence` is used as given.
+   * the query index is only read (what changed since it was written is
+   * taken from the logs; without a usable index, listings read the logs and
+   * searches fail with `SESSION_QUERY_INDEX_UNAVAILABLE`), and the checkpoint
+   * cache is used only when it exists. A custom `persistence` is used as given.
    */
   readonly readOnly?: boolean
   /**
@@ -74,7 +74,7 @@ export interface QueryHost {
   readonly sessions: SessionStore
   readonly persistence: SessionPersistence
   readonly query: SessionQuery
-  /** Which query backend answers (a read-only host without an index answers from memory). */
+  /** Which query backend answers. */
   readonly queryBackend: 'sqlite' | 'postgres' | 'memory'
   /** Flushes and closes everything (reverse activation order). */
   dispose(): Promise<void>
@@ -129,15 +129,17 @@ export async function composeBase(
       // A read-only open reads only the root's marker: it proves the root exists without creating one.
       if (jsonl && options.requireExisting === true && !readOnly) await openPersistence(root, options, true).close()
       const persistence = openPersistence(root, options, readOnly)
-      const index = defaultIndexPath(root)
-      queryBackend = options.query === 'memory' || (readOnly && !existsSync(index)) ? 'memory' : 'sqlite'
+      queryBackend = options.query === 'memory' ? 'memory' : 'sqlite'
       await ctx.activate(sessionPersistencePlugin(persistence))
       await beforeQuery?.({ ctx, readOnly, root, pool })
       await ctx.activate(
         queryBackend === 'memory'
           ? await memoryQueryPlugin()
           : sqliteSessionQueryPlugin({
-              path: index,
+              path: defaultIndexPath(root),
+              // A read-only host only reads the index: a missing, locked or unreadable one makes listings
+              // read the logs and searches answer SESSION_QUERY_INDEX_UNAVAILABLE; nothing is created or removed.
+              ...(readOnly ? { readOnly: true } : {}),
               worker: options.queryWorker ?? options.http !== undefined,
               ...(options.queryBudget === undefined ? {} : { budget: options.queryBudget }),
               ...(options.onIndexProgress === undefined ? {} : { onProgress: options.onIndexProgress }),

@@ -1,8 +1,7 @@
-import { Context, isDshError } from '@dsh/context'
-import { SessionStore } from '@dsh/session'
+import { isDshError } from '@dsh/context'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import type { IndexProgress } from '@dsh/session-query'
-import { createSqliteSessionQuery, type ReconcileReport } from '@dsh/session-query-sqlite'
+import { buildIndexFile, type ReconcileReport } from '@dsh/session-query-sqlite'
 import { HostError } from './errors.js'
 import { derivedPaths } from './paths.js'
 import { prepareRoot } from './root.js'
@@ -11,13 +10,22 @@ export interface RebuildIndexOptions {
   readonly root: string
   readonly onProgress?: (progress: IndexProgress) => void
   readonly signal?: AbortSignal
+  /**
+   * Awaited once the new index is complete, before it replaces the old one
+   * (readers keep answering from the old one until then): how a test holds
+   * a rebuild open to query during it.
+   */
+  readonly beforeSwap?: () => Promise<void>
 }
 
 /**
- * Rebuilds a root's derived query index from its logs. Opens only what a
- * rebuild needs (no reconcile on open, so the index is built once); the logs
- * are opened read-only, so a rebuild never writes a log. The root must be an
- * existing dsh root (`HOST_ROOT_INVALID` otherwise).
+ * Rebuilds a root's derived query index from its logs: into a new file,
+ * swapped in with one rename, so readers and writers keep using the old
+ * index meanwhile (and writers catch the new one up from the change-feed
+ * cursor it records). The old index is never opened for writing, and a
+ * rebuild that fails (a full disk) leaves it as it was with nothing else
+ * behind. The logs are opened read-only, so a rebuild never writes a log.
+ * The root must be an existing dsh root (`HOST_ROOT_INVALID` otherwise).
  */
 export async function rebuildIndex(options: RebuildIndexOptions): Promise<ReconcileReport & { readonly root: string }> {
   const root = prepareRoot(options.root, true)
@@ -37,22 +45,16 @@ export async function rebuildIndex(options: RebuildIndexOptions): Promise<Reconc
     }
     throw error
   }
-  const ctx = new Context()
   try {
-    const query = await createSqliteSessionQuery({
-      sessions: new SessionStore(ctx),
+    const report = await buildIndexFile({
       persistence,
       path: derivedPaths(root).index,
-      reconcileOnOpen: false,
       ...(options.onProgress === undefined ? {} : { onProgress: options.onProgress }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.beforeSwap === undefined ? {} : { beforeSwap: options.beforeSwap }),
     })
-    try {
-      return { root, ...(await query.rebuild(options.signal)) }
-    } finally {
-      await query.close()
-    }
+    return { root, ...report }
   } finally {
     await persistence.close()
-    await ctx.dispose()
   }
 }

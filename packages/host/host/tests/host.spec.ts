@@ -78,7 +78,7 @@ describe('createHost', () => {
     }
   })
 
-  it('read-only: opens an existing root, creates nothing, and falls back to memory without an index', async () => {
+  it('read-only: opens an existing root, creates nothing, and answers from the logs without an index', async () => {
     const root = join(scratchDir(), 'root')
     const { parent, child } = await populate(root)
     // Drop the derived files (and their WAL/shm companions) a writable host made.
@@ -87,7 +87,7 @@ describe('createHost', () => {
     const host = await createHost({ root, readOnly: true })
     try {
       expect(host.readOnly).toBe(true)
-      expect(host.queryBackend).toBe('memory')
+      expect(host.queryBackend).toBe('sqlite')
       expect(host.cache).toBeUndefined()
       expect((await host.subagents.listChildren(parent)).map((r) => r.id)).toEqual([child])
     } finally {

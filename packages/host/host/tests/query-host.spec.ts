@@ -82,15 +82,16 @@ describe('createQueryHost', () => {
     expect(listTree(root)).toEqual(before)
   })
 
-  it('read-only without an index answers from memory, and creates no index', async () => {
+  it('read-only without an index lists from the logs, refuses search with SESSION_QUERY_INDEX_UNAVAILABLE, and creates no index', async () => {
     const root = join(scratchDir(), 'root')
     await populate(root)
     const index = derivedPaths(root).index
     for (const suffix of ['', '-wal', '-shm']) rmSync(index + suffix, { force: true })
     const host = await createQueryHost({ root, readOnly: true })
     try {
-      expect(host.queryBackend).toBe('memory')
+      expect(host.queryBackend).toBe('sqlite')
       expect((await host.query.listSessions({})).records).toHaveLength(3)
+      await expect(host.query.searchEvents!({ text: 'anything' })).rejects.toMatchObject({ code: 'SESSION_QUERY_INDEX_UNAVAILABLE' })
     } finally {
       await host.dispose()
     }
