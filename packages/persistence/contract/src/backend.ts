@@ -3,8 +3,9 @@
 // (`dsh sessions`) does not load the coordinator or the in-memory backend.
 //
 // Only here: the error constructors (`persistenceError`,
-// `persistenceCancelled`), the append check (`checkAppend`) and the
-// crash-repair rule (`interruptedTurnEnds`). Also on the main entry, because
+// `persistenceCancelled`), the append check (`checkAppend`), the
+// crash-repair rule (`interruptedTurnEnds`) and the bounds of ranged reads
+// (`checkRange`, `rangeBounds`). Also on the main entry, because
 // an application uses them too: the error class (to catch) and the event-run
 // helpers (to build what `append` takes), with the types their signatures
 // name. The other contract types are imported from the main entry
@@ -13,6 +14,8 @@ export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
 export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
+export type { CheckedRange, RangeBounds } from './range.js'
+export { checkRange, rangeBounds } from './range.js'
 export { interruptedTurnEnds } from './repair.js'
 export type { StoredAppendState } from './validate.js'
 export { checkAppend } from './validate.js'

@@ -20,6 +20,8 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_READ_ONLY'
   /** `delete` of a session that forks still reference (materialize the dependants first). */
   | 'SESSION_PERSISTENCE_REFERENCED'
+  /** A ranged read's `from`, `to` or `limit` that is not a non-negative integer. */
+  | 'SESSION_PERSISTENCE_INVALID_RANGE'
   /** A coordinator or wrapper option out of range. */
   | 'SESSION_PERSISTENCE_INVALID_OPTION'
   | 'CANCELLED'

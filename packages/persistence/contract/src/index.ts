@@ -26,6 +26,9 @@ export type {
   SessionChanges,
   SessionObservation,
   SessionPersistence,
+  SessionRange,
+  SessionRangeObservation,
+  SessionRescanReason,
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'

@@ -1,6 +1,7 @@
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, expandEventRuns } from './event-runs.js'
+import { checkRange, rangeBounds } from './range.js'
 import { interruptedTurnEnds } from './repair.js'
 import type {
   AppendResult,
@@ -13,6 +14,8 @@ import type {
   SessionChanges,
   SessionObservation,
   SessionPersistence,
+  SessionRange,
+  SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
@@ -23,11 +26,22 @@ interface StoredLog {
   readonly headerLine: string
   /** What a writer keeps of its header, so appends do not count as header reads. */
   readonly writer: { readonly header: SessionHeader; readonly inheritedEventCount: SessionLogOffset }
-  /** One serialized JSON array per committed batch, as a file backend keeps frames. */
-  readonly batches: string[]
+  /**
+   * One serialized JSON array per batch, as a file backend keeps frames.
+   * Only the batches below `nextSeq` are committed; one past it (what a
+   * crash in the middle of an append leaves in a file) is never read.
+   */
+  readonly batches: StoredBatch[]
   nextSeq: number
   /** Unique per materialization, so a re-created id never repeats a revision. */
   readonly lifecycle: number
+}
+
+/** One stored batch: its events `[firstSeq, firstSeq + count)` as one JSON array. */
+interface StoredBatch {
+  readonly firstSeq: number
+  readonly count: number
+  text: string
 }
 
 /**
@@ -122,8 +136,28 @@ class MemoryPersistence implements SessionPersistence {
   }
 
   async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
-    const observation = await this.inspect(id, signal)
-    return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
+    SessionLogOffset(from)
+    const { total: _total, ...suffix } = await this.inspectRange(id, { from }, signal)
+    return Object.freeze({ ...suffix, from })
+  }
+
+  /** Reads only the batches that hold the range (found by their seqs, without parsing the others). */
+  async inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation> {
+    const checked = checkRange(range)
+    await this.#io(signal)
+    const log = this.#find(id)
+    const { start, end } = rangeBounds(checked, log.nextSeq)
+    const { header, inheritedEventCount } = this.#readHeader(log)
+    const events = this.#readEvents(id, log, start, end)
+    await this.#io(signal)
+    return Object.freeze({
+      header,
+      inheritedEventCount,
+      revision: revisionOf(log),
+      from: SessionLogOffset(start),
+      events: Object.freeze(events),
+      total: log.nextSeq,
+    })
   }
 
   async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
@@ -197,7 +231,11 @@ class MemoryPersistence implements SessionPersistence {
   }
 
   #commit(log: StoredLog, events: readonly StoredSessionEvent[]): void {
-    log.batches.push(JSON.stringify(events.map((e) => ({ type: e.type, seq: e.seq, time: e.time, data: e.data }))))
+    // A batch left past `nextSeq` was never committed: the new one takes its place.
+    const torn = log.batches.findIndex((b) => b.firstSeq >= log.nextSeq)
+    if (torn !== -1) log.batches.length = torn
+    const text = JSON.stringify(events.map((e) => ({ type: e.type, seq: e.seq, time: e.time, data: e.data })))
+    log.batches.push({ firstSeq: log.nextSeq, count: events.length, text })
     log.nextSeq += events.length
     this.#metrics.appends++
     this.#storage.changed.push(log.writer.header.id)
@@ -212,14 +250,32 @@ class MemoryPersistence implements SessionPersistence {
   }
 
   #readBody(log: StoredLog): SessionObservation {
-    this.#metrics.bodyReads++
     const { header, inheritedEventCount } = this.#readHeader(log)
+    const events = this.#readEvents(header.id, log, 0, log.nextSeq)
+    return Object.freeze({ header, inheritedEventCount, events: Object.freeze(events), revision: revisionOf(log) })
+  }
+
+  /** The committed events `[start, end)`, parsing only the batches that hold them; a batch that does not parse back is `SESSION_PERSISTENCE_CORRUPT`. */
+  #readEvents(id: string, log: StoredLog, start: number, end: number): StoredSessionEvent[] {
+    this.#metrics.bodyReads++
     const events: StoredSessionEvent[] = []
     for (const batch of log.batches) {
-      this.#metrics.bytesRead += Buffer.byteLength(batch)
-      for (const event of JSON.parse(batch) as StoredSessionEvent[]) events.push(deepFreeze(event))
+      if (batch.firstSeq + batch.count <= start || batch.firstSeq >= end) continue
+      this.#metrics.bytesRead += Buffer.byteLength(batch.text)
+      let parsed: StoredSessionEvent[] | undefined
+      try {
+        parsed = JSON.parse(batch.text) as StoredSessionEvent[]
+      } catch {}
+      if (!Array.isArray(parsed) || parsed.length !== batch.count || parsed.some((e, i) => e?.seq !== batch.firstSeq + i)) {
+        throw new SessionPersistenceError(
+          'SESSION_PERSISTENCE_CORRUPT',
+          `The stored batch of events ${batch.firstSeq}-${batch.firstSeq + batch.count - 1} of session '${id}' does not read back as written.`,
+          { details: { id, firstSeq: batch.firstSeq } },
+        )
+      }
+      for (const event of parsed) if (event.seq >= start && event.seq < end) events.push(deepFreeze(event))
     }
-    return Object.freeze({ header, inheritedEventCount, events: Object.freeze(events), revision: revisionOf(log) })
+    return events
   }
 }
 

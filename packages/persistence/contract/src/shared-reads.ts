@@ -12,6 +12,8 @@ import type {
   SessionChanges,
   SessionObservation,
   SessionPersistence,
+  SessionRange,
+  SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
@@ -146,6 +148,11 @@ class SharedReads implements SharedReadsPersistence {
 
   inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
     return this.backend.inspectFrom(id, from, signal)
+  }
+
+  /** Not shared: a range is small, and its bounds differ from caller to caller. */
+  inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation> {
+    return this.backend.inspectRange(id, range, signal)
   }
 
   changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {

@@ -56,7 +56,21 @@ export interface SessionChanges {
    * then continue from `cursor`. Never a wrong answer, only a costlier one.
    */
   readonly rescan: boolean
+  /** With `rescan`, why, where the backend tells (see `SessionRescanReason`); absent otherwise. */
+  readonly rescanReason?: SessionRescanReason
 }
+
+/**
+ * Why `changes` asks for a rescan:
+ * - `no-cursor`: no `since` was given;
+ * - `unknown-cursor`: `since` is not a cursor of this feed (malformed, or from another store);
+ * - `feed-lost`: the feed cannot vouch for what happened since `since` (it is
+ *   missing, damaged, truncated or re-created, or the machine restarted);
+ * - `behind-horizon`: the feed is bounded, and the records after `since` were
+ *   compacted away (a follower that fell too far behind): the typed resync.
+ *   The feed itself is sound; the follower rescans once and continues.
+ */
+export type SessionRescanReason = 'no-cursor' | 'unknown-cursor' | 'feed-lost' | 'behind-horizon'
 
 /** A body-bearing read of the events from `from` on (see `SessionPersistence.inspectFrom`). */
 export interface SessionSuffixObservation extends PersistedSessionRecord {
@@ -64,6 +78,32 @@ export interface SessionSuffixObservation extends PersistedSessionRecord {
   readonly from: SessionLogOffset
   /** Every committed event with `seq >= from` (deep-frozen). */
   readonly events: readonly StoredSessionEvent[]
+}
+
+/**
+ * Which events a ranged read returns (see `SessionPersistence.inspectRange`):
+ * the offsets `[from, to)` clipped to the log, and of those at most the last
+ * `limit`. Every field is optional: `{ limit: 20 }` is the log's last 20
+ * events, `{ to: 500, limit: 100 }` the 100 before offset 500 (a history
+ * page), `{ from: 40, to: 60 }` a window.
+ */
+export interface SessionRange {
+  /** The first offset wanted (default 0). */
+  readonly from?: SessionLogOffset
+  /** The offset after the last one wanted (default, and clipped to, the log's end). */
+  readonly to?: SessionLogOffset
+  /** At most this many events, the last ones of `[from, to)` (default: all of them). */
+  readonly limit?: number
+}
+
+/** A body-bearing read of a range of events (see `SessionPersistence.inspectRange`). */
+export interface SessionRangeObservation extends PersistedSessionRecord {
+  /** The offset of `events[0]`: where the range starts, clipped to the log (`from + events.length` is where it ends). */
+  readonly from: SessionLogOffset
+  /** The committed events of the range, ascending (deep-frozen). */
+  readonly events: readonly StoredSessionEvent[]
+  /** How many committed events the log holds, the inherited prefix included (its next offset). */
+  readonly total: number
 }
 
 export interface AppendResult {
@@ -135,6 +175,16 @@ export interface SessionPersistence {
    * A backend reads no more than it must to prove those events committed.
    */
   inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation>
+  /**
+   * The committed events of `range` and how many the log holds: a tail
+   * (`{ limit }`), a page before an offset (`{ to, limit }`) or a window
+   * (`{ from, to }`). A backend reads the batches that hold the range (found
+   * from the log's end) and what proves them committed, not the whole log: a
+   * read costs what it returns. A range inside a fork's inherited prefix is
+   * read from the log that holds it. `SESSION_PERSISTENCE_INVALID_RANGE` for
+   * a bound that is not a non-negative integer.
+   */
+  inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation>
   /**
    * The change feed: the ids whose revision changed since `since` (created,
    * appended, repaired, truncated, deleted), each once, exact across

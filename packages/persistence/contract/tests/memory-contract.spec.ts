@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import type { SessionPersistence } from '../src/index.js'
 import { createMemoryPersistence, MemoryPersistenceStorage } from '../src/index.js'
 import { describePersistenceContract, type PersistenceContractHarness } from '../src/testing/index.js'
+import { memoryFaults } from './support.js'
 
 // Roots of the in-memory backend are keys into this registry of storages.
 const storages = new Map<string, MemoryPersistenceStorage>()
@@ -18,6 +19,7 @@ describePersistenceContract('memory', (options): PersistenceContractHarness => {
   }
   const instances: SessionPersistence[] = [createMemoryPersistence({ storage })]
   return {
+    ...memoryFaults(storage),
     persistence: instances[0]!,
     root,
     async reopen() {

@@ -9,7 +9,7 @@ import {
   withSharedReads,
 } from '../src/index.js'
 import { describePersistenceContract } from '../src/testing/index.js'
-import { deferred, FaultyPersistence } from './support.js'
+import { deferred, FaultyPersistence, memoryFaults } from './support.js'
 
 function target(id: string, createdAt = 1_700_000_000_000): AppendTarget {
   return {
@@ -208,6 +208,7 @@ describePersistenceContract('memory behind withSharedReads', (options) => {
   const open = (): SessionPersistence => withSharedReads(createMemoryPersistence({ storage }), { lruSize: 0 })
   const instances = [open()]
   return {
+    ...memoryFaults(storage),
     persistence: instances[0]!,
     root,
     async reopen() {

@@ -13,6 +13,8 @@ import {
   type SessionPersistence,
   SessionPersistenceError,
   type SessionPersistenceErrorCode,
+  type SessionRange,
+  type SessionRangeObservation,
   type SessionRevision,
   type SessionSuffixObservation,
 } from '../src/index.js'
@@ -103,6 +105,10 @@ export class FaultyPersistence implements SessionPersistence {
     return this.inner.inspectFrom(id, from, signal)
   }
 
+  inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation> {
+    return this.inner.inspectRange(id, range, signal)
+  }
+
   changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
     return this.inner.changes(since, signal)
   }
@@ -191,5 +197,32 @@ export async function until(condition: () => boolean | Promise<boolean>, timeout
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('condition not reached in time')
     await sleep(2)
+  }
+}
+
+/**
+ * The contract harness's storage faults over an in-memory storage: a batch
+ * left past the recorded end (an append that never committed), and a batch
+ * whose stored text no longer parses.
+ */
+export function memoryFaults(storage: MemoryPersistenceStorage): {
+  tearTail(id: string): Promise<void>
+  damageBatch(id: string, seq: number): Promise<void>
+} {
+  const logOf = (id: string) => {
+    const log = storage.logs.get(id)
+    if (log === undefined) throw new Error(`no stored log ${id}`)
+    return log
+  }
+  return {
+    async tearTail(id) {
+      const log = logOf(id)
+      log.batches.push({ firstSeq: log.nextSeq, count: 1, text: '[{"type":"assistant/chunk","seq":' })
+    },
+    async damageBatch(id, seq) {
+      const batch = logOf(id).batches.find((b) => b.firstSeq <= seq && seq < b.firstSeq + b.count)
+      if (batch === undefined) throw new Error(`no stored batch of ${id} holds ${seq}`)
+      batch.text = batch.text.slice(1)
+    },
   }
 }

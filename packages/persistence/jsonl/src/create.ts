@@ -11,6 +11,8 @@ import type {
   SessionChangeCursor,
   SessionChanges,
   SessionObservation,
+  SessionRange,
+  SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
@@ -131,6 +133,10 @@ class JsonlPersistenceFront implements JsonlPersistence {
 
   inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
     return this.#logs((b) => b.inspectFrom(id, from, signal))
+  }
+
+  inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation> {
+    return this.#logs((b) => b.inspectRange(id, range, signal))
   }
 
   stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {

@@ -201,63 +201,6 @@ export class LogReader {
     }
   }
 
-  /** Walks trailers back from `committedEnd` to the batch holding `from`, then reads and decodes only those batches. */
-  async readSuffix(
-    handle: FileHandle,
-    file: string,
-    headerEnd: number,
-    committedEnd: number,
-    nextSeq: number,
-    from: number,
-    signal: AbortSignal | undefined,
-  ): Promise<StoredSessionEvent[]> {
-    if (from >= nextSeq) return []
-    const trailerSize = this.codec.trailer.size
-    let start = committedEnd
-    let startSeq = nextSeq
-    while (startSeq > from) {
-      if (start <= headerEnd) throw corrupt(file, start, `no committed batch holds event ${from}`)
-      const trailer = this.codec.trailer.decode(await this.countedRead(handle, start - trailerSize, trailerSize), 0)
-      if (trailer === undefined || trailer.kind !== 'batch' || trailer.firstSeq + trailer.count !== startSeq) {
-        throw corrupt(file, start - trailerSize, 'a batch trailer is missing, damaged or out of sequence')
-      }
-      start -= trailerSize + trailer.bodyLength
-      startSeq = trailer.firstSeq
-    }
-    // The run from `start` is a sequence of whole batches: scan it like a log whose header is already checked.
-    const run = await this.countedRead(handle, start, committedEnd - start)
-    throwIfAborted(signal, cancelled)
-    const units: LogUnit[] = []
-    let pos = 0
-    let seq = startSeq
-    while (pos < run.length) {
-      const extent = this.codec.measureBody(run, pos)
-      const trailer = extent.status === 'complete' ? this.codec.trailer.decode(run, extent.end) : undefined
-      if (
-        extent.status !== 'complete' ||
-        trailer === undefined ||
-        trailer.kind !== 'batch' ||
-        trailer.firstSeq !== seq ||
-        trailer.bodyLength !== extent.end - pos
-      ) {
-        throw corrupt(file, start + pos, 'a committed batch does not parse')
-      }
-      if (crc32(run.subarray(pos, extent.end)) !== trailer.bodyCrc) throw corrupt(file, start + pos, 'the stored batch fails its CRC32')
-      units.push({ bodyStart: pos, bodyEnd: extent.end, plainLength: trailer.plainLength, trailer })
-      seq += trailer.count
-      pos = extent.end + this.codec.trailer.size
-    }
-    const fakeHeader = units[0] as LogUnit
-    const events = await decodeEvents(
-      run,
-      { header: fakeHeader, batches: units, committedEnd: run.length, nextSeq: seq, paddingBytes: 0 },
-      this.codec,
-      file,
-      () => throwIfAborted(signal, cancelled),
-    )
-    return events.filter((event) => event.seq >= from)
-  }
-
   /** The cheap part of a fork's integrity: the source still has the referenced identity and the referenced trailer at the cut. */
   async checkReference(fork: ForkReference, childFile: string): Promise<void> {
     const broken = (why: string): Error =>

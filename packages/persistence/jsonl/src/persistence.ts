@@ -7,10 +7,12 @@ import type {
   LoadedSession,
   PersistedSessionRecord,
   SessionObservation,
+  SessionRange,
+  SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
-import { type AppendedEvent, persistenceCancelled as cancelled, persistenceError } from '@dsh/session-persistence/backend'
+import { type AppendedEvent, persistenceCancelled as cancelled, checkRange, persistenceError } from '@dsh/session-persistence/backend'
 import { createCodec } from './codec.js'
 import { closedError } from './errors.js'
 import { ChangeFeed } from './feed.js'
@@ -41,7 +43,8 @@ import { WriterPool } from './writers.js'
  * - `writers.ts` — the open writers and the per-session order of operations
  *   (`WriterPool`); `session-writer.ts` opens one (lock, tail check);
  * - `forks.ts` — forks by reference and deletes;
- * - `reads.ts` — `inspect`, `verify`, `inspectFrom`, `stat`, `list`;
+ * - `reads.ts` — `inspect`, `verify`, `inspectFrom`, `inspectRange`, `stat`,
+ *   `list` (`log-range.ts` reads a range of batches from the end back);
  * - `feed.ts` — the change journal records around every change.
  *
  * Arguments are checked here, on the caller's turn; an operation that
@@ -136,6 +139,11 @@ class JsonlLogBackend implements LogBackend {
   async inspectFrom(id: SessionId, from: SessionLogOffset, signal?: AbortSignal): Promise<SessionSuffixObservation> {
     this.#assertReadable(id)
     return this.#reads.inspectFrom(id, from, signal)
+  }
+
+  async inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation> {
+    this.#assertReadable(id)
+    return this.#reads.inspectRange(id, checkRange(range), signal)
   }
 
   async stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {

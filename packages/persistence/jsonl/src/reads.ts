@@ -2,13 +2,25 @@ import { type Dirent, promises as fsp } from 'node:fs'
 import { join } from 'node:path'
 import { throwIfAborted } from '@dsh/context'
 import { compareSessionIds, type SessionId, SessionLogOffset } from '@dsh/session'
-import type { PersistedSessionRecord, SessionObservation, SessionRevision, SessionSuffixObservation } from '@dsh/session-persistence'
-import { persistenceCancelled as cancelled, SessionPersistenceError } from '@dsh/session-persistence/backend'
+import type {
+  PersistedSessionRecord,
+  SessionObservation,
+  SessionRangeObservation,
+  SessionRevision,
+  SessionSuffixObservation,
+} from '@dsh/session-persistence'
+import {
+  type CheckedRange,
+  persistenceCancelled as cancelled,
+  rangeBounds,
+  SessionPersistenceError,
+} from '@dsh/session-persistence/backend'
 import { ioError, labelOf, notFound } from './errors.js'
 import { revisionOf } from './fs-io.js'
 import { decodeSessionDirName, encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import type { LogContext } from './log-context.js'
 import type { ForkReference } from './log-format.js'
+import { readRange } from './log-range.js'
 import type { OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader } from './log-scan.js'
 import type { DamagedLog, LogVerification } from './types.js'
@@ -23,8 +35,8 @@ interface LogRead {
 }
 
 /**
- * The read operations: `inspect`, `verify`, `inspectFrom`, `stat` and
- * `list`. They take no lock and never write: a reader racing a writer sees
+ * The read operations: `inspect`, `verify`, `inspectFrom`, `inspectRange`,
+ * `stat` and `list`. They take no lock and never write: a reader racing a writer sees
  * the committed log before or after a batch, never a part of one.
  */
 export class Reads {
@@ -89,22 +101,34 @@ export class Reads {
   }
 
   /**
-   * The committed events with `seq >= from`, reading only what proves them:
-   * the header, then the trailers from the end back to the batch holding
-   * `from`, then those batches (checked and decoded). A fork read from its
-   * cut reads only its own log, after checking that its source still carries
-   * the referenced identity and batch (header and one trailer, not the
-   * prefix). Logs whose tail is not a clean batch are read in full.
+   * The committed events with `seq >= from`, reading only what proves them
+   * (see `inspectRange`). `from` is reported as asked, even past the end.
    */
   async inspectFrom(id: SessionId, from: SessionLogOffset, signal: AbortSignal | undefined): Promise<SessionSuffixObservation> {
-    const { codec, reader } = this.#ctx
     SessionLogOffset(from)
+    const { total: _total, ...suffix } = await this.inspectRange(id, { from, to: undefined, limit: undefined }, signal)
+    return Object.freeze({ ...suffix, from })
+  }
+
+  /**
+   * The committed events of a range, reading only what proves them: the
+   * header, the last batch (the tail check, which finds the end, the event
+   * count and the revision), then the trailers from the end back to the
+   * batch holding the range's first event, then the batches holding the
+   * range (checked and decoded). Events inside a fork's inherited prefix are
+   * read the same way from the source, from the referenced end back; a range
+   * of the fork's own events only checks that the source still carries the
+   * referenced identity and batch (its header and one trailer). A log whose
+   * tail is not a clean batch (a torn append, damage) is read in full.
+   */
+  async inspectRange(id: SessionId, range: CheckedRange, signal: AbortSignal | undefined): Promise<SessionRangeObservation> {
+    const { codec, reader } = this.#ctx
     throwIfAborted(signal, cancelled)
     const file = reader.logPath(id)
     const opened = await reader.openWithStats(file)
     if (opened === undefined) throw notFound(id)
     const { handle, stats } = opened
-    let result: SessionSuffixObservation | undefined
+    let result: SessionRangeObservation | undefined
     try {
       const size = Number(stats.size)
       // The tail check below finds the end and the revision (the same walk as `stat`'s).
@@ -113,26 +137,36 @@ export class Reads {
       if (physical.header.id !== id) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
       const firstSeq = physical.fork?.cut ?? 0
       const headerEnd = unit.bodyEnd + codec.trailer.size
-      if (from >= firstSeq) {
-        const tail = await reader.verifyTail(handle, size, headerEnd, firstSeq, file)
-        if (tail !== undefined) {
-          if (physical.fork) await reader.checkReference(physical.fork, file)
-          const events = await reader.readSuffix(handle, file, headerEnd, tail.committedEnd, tail.nextSeq, from, signal)
-          result = Object.freeze({
-            header: physical.header,
-            inheritedEventCount: physical.inheritedEventCount,
-            revision: revisionOf(unit.trailer.plainCrc, stats, tail.slot),
-            from,
-            events: Object.freeze(events),
-          })
-        }
+      const tail = await reader.verifyTail(handle, size, headerEnd, firstSeq, file)
+      throwIfAborted(signal, cancelled)
+      if (tail !== undefined) {
+        const { start, end } = rangeBounds(range, tail.nextSeq)
+        if (physical.fork && start >= firstSeq) await reader.checkReference(physical.fork, file)
+        const span = { handle, file, headerEnd, committedEnd: tail.committedEnd, firstSeq, nextSeq: tail.nextSeq, fork: physical.fork }
+        const events = await readRange(reader, span, start, end, signal)
+        if (events.length !== end - start) throw corrupt(file, headerEnd, `the batches hold ${events.length} of events ${start}-${end - 1}`)
+        result = Object.freeze({
+          header: physical.header,
+          inheritedEventCount: physical.inheritedEventCount,
+          revision: revisionOf(unit.trailer.plainCrc, stats, tail.slot),
+          from: SessionLogOffset(start),
+          events: Object.freeze(events),
+          total: tail.nextSeq,
+        })
       }
     } finally {
       await handle.close()
     }
     if (result !== undefined) return result
     const { observation } = await this.#readLog(id, signal)
-    return Object.freeze({ ...observation, from, events: Object.freeze(observation.events.slice(from)) })
+    const total = observation.events.length
+    const { start, end } = rangeBounds(range, total)
+    return Object.freeze({
+      ...observation,
+      from: SessionLogOffset(start),
+      events: Object.freeze(observation.events.slice(start, end)),
+      total,
+    })
   }
 
   /** The revision, from the log's header unit (its CRC) and file metadata; no body is read. */

@@ -1,6 +1,6 @@
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
-import type { PersistenceMetrics, SessionRevision, SessionSuffixObservation } from '@dsh/session-persistence'
-import { persistenceError } from '@dsh/session-persistence/backend'
+import type { PersistenceMetrics, SessionRangeObservation, SessionRevision, SessionSuffixObservation } from '@dsh/session-persistence'
+import { type CheckedRange, persistenceError } from '@dsh/session-persistence/backend'
 import type pg from 'pg'
 import { type BatchRow, decodeBatch } from './batch-codec.js'
 import { ioError } from './errors.js'
@@ -69,17 +69,35 @@ export class LogReader {
    * log is damaged (CORRUPT).
    */
   async read(id: SessionId, from: number): Promise<SessionSuffixObservation> {
-    // One statement (one snapshot, one round trip): the session row and its
-    // own batches from `from` on, bounded by the row's next_seq.
+    const { total: _total, ...suffix } = await this.readRange(id, { from, to: undefined, limit: undefined })
+    return Object.freeze(suffix)
+  }
+
+  /**
+   * Events of a range (see `SessionPersistence.inspectRange`) in one
+   * statement (one snapshot, one round trip): the session row and only the
+   * batches that hold the range, bounded by the row's `next_seq`. The range's
+   * bounds are resolved against `next_seq` in the statement; the first batch
+   * is found by the primary key (the last batch starting at or before the
+   * range), so the batches before it are neither read nor scanned. A range
+   * reaching into a fork's inherited prefix reads it from the source's
+   * batches the same way.
+   */
+  async readRange(id: SessionId, range: CheckedRange): Promise<SessionRangeObservation> {
     const { rows } = await this.query<
-      SessionRow & { first_seq: number | null; count: number; plain_length: number; checksum: number; body: Buffer }
+      SessionRow & { lo: number; hi: number; first_seq: number | null; count: number; plain_length: number; checksum: number; body: Buffer }
     >(
-      `SELECT s.sid, s.header, s.inherited, s.next_seq, s.fork_sid, s.fork_checksum, b.first_seq, b.count, b.plain_length, b.checksum, b.body
+      `SELECT s.sid, s.header, s.inherited, s.next_seq, s.fork_sid, s.fork_checksum, r.lo, e.hi,
+              b.first_seq, b.count, b.plain_length, b.checksum, b.body
        FROM dsh_sessions s
-       LEFT JOIN dsh_batches b ON b.sid = s.sid AND b.first_seq < s.next_seq AND b.first_seq + b.count > $2
+       CROSS JOIN LATERAL (SELECT LEAST(s.next_seq, COALESCE($3::integer, s.next_seq)) AS hi) e
+       CROSS JOIN LATERAL (SELECT LEAST(e.hi, GREATEST($2::integer, e.hi - COALESCE($4::integer, e.hi))) AS lo) r
+       LEFT JOIN dsh_batches b ON b.sid = s.sid AND r.lo < e.hi AND b.first_seq < e.hi
+         AND b.first_seq >= COALESCE(
+           (SELECT f.first_seq FROM dsh_batches f WHERE f.sid = s.sid AND f.first_seq <= r.lo ORDER BY f.first_seq DESC LIMIT 1), 0)
        WHERE s.id_key = $1
        ORDER BY b.first_seq`,
-      [keyOf(id), from],
+      [keyOf(id), range.from, range.to ?? null, range.limit ?? null],
       `reading session '${id}'`,
     )
     const row = rows[0]
@@ -89,22 +107,21 @@ export class LogReader {
     this.metrics.headerReads++
     this.metrics.bytesRead += row.header.length
     const header = this.parseHeader(id, row.header)
-    const start = Math.min(from, row.next_seq)
+    const { lo, hi } = row
     const events: StoredSessionEvent[] = []
     // A fork's inherited prefix lives in its source's log.
-    if (row.fork_sid !== null && start < row.inherited)
-      events.push(...(await this.sourceEvents(id, row, start, Math.min(row.next_seq, row.inherited))))
+    if (row.fork_sid !== null && lo < row.inherited) events.push(...(await this.sourceEvents(id, row, lo, Math.min(hi, row.inherited))))
     for (const batch of rows) {
-      if (batch.first_seq === null) continue
+      if (batch.first_seq === null || batch.first_seq + batch.count <= lo) continue
       this.metrics.bytesRead += batch.body.length
-      for (const event of decodeBatch(id, batch as BatchRow)) if (event.seq >= start && event.seq < row.next_seq) events.push(event)
+      for (const event of decodeBatch(id, batch as BatchRow)) if (event.seq >= lo && event.seq < hi) events.push(event)
     }
-    if (events.length !== row.next_seq - start) {
+    if (events.length !== hi - lo) {
       if ((await this.query('SELECT 1 FROM dsh_sessions WHERE sid = $1', [row.sid], `reading session '${id}'`)).rows.length === 0)
         throw notFound(id)
       throw persistenceError(
         'SESSION_PERSISTENCE_CORRUPT',
-        `Session '${id}' records ${row.next_seq} events but its batches hold ${events.length + start}; the stored log is damaged.`,
+        `Session '${id}' records ${row.next_seq} events but its batches hold ${events.length} of events ${lo}-${hi - 1}; the stored log is damaged.`,
         { details: { id } },
       )
     }
@@ -112,8 +129,9 @@ export class LogReader {
       header,
       inheritedEventCount: SessionLogOffset(row.inherited),
       revision: revisionOf(row.sid, row.next_seq),
-      from: SessionLogOffset(start),
+      from: SessionLogOffset(lo),
       events: Object.freeze(events),
+      total: row.next_seq,
     })
   }
 

@@ -11,11 +11,14 @@ import type {
   SessionChangeCursor,
   SessionChanges,
   SessionObservation,
+  SessionRange,
+  SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import {
   checkAppend,
+  checkRange,
   expandEventRuns,
   interruptedTurnEnds,
   persistenceCancelled,
@@ -366,6 +369,14 @@ class PgPersistence implements PostgresPersistence {
     this.#checkSignal(signal)
     if (!isStorableId(id)) throw notFound(id)
     return raceAbort(this.#reader.read(id, from), signal, persistenceCancelled)
+  }
+
+  async inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation> {
+    const checked = checkRange(range)
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    if (!isStorableId(id)) throw notFound(id)
+    return raceAbort(this.#reader.readRange(id, checked), signal, persistenceCancelled)
   }
 
   async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {

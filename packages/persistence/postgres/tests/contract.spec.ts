@@ -21,7 +21,37 @@ describePersistenceContract('postgres', async (options?: PersistenceContractFact
     return createPostgresPersistence({ pool })
   }
   const instances: SessionPersistence[] = [await open()]
+  const sql = async (text: string, values: unknown[]): Promise<number> => {
+    const client = new pg.Client({ connectionString: root })
+    await client.connect()
+    try {
+      return (await client.query(text, values)).rowCount ?? 0
+    } finally {
+      await client.end()
+    }
+  }
+  const changed = (what: string, rows: number): void => {
+    if (rows !== 1) throw new Error(`${what}: ${rows} rows changed, expected 1`)
+  }
   return {
+    // A batch row past the session's next_seq: what readers must treat as not committed.
+    async tearTail(id: string) {
+      const rows = await sql(
+        `INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
+         SELECT sid, next_seq, 1, 1, 0, '\\x28b52ffd'::bytea FROM dsh_sessions WHERE id = convert_to($1, 'UTF8')`,
+        [id],
+      )
+      changed(`tearing the tail of ${id}`, rows)
+    },
+    // One byte of the stored body flipped.
+    async damageBatch(id: string, seq: number) {
+      const rows = await sql(
+        `UPDATE dsh_batches b SET body = set_byte(b.body, length(b.body) / 2, get_byte(b.body, length(b.body) / 2) # 90)
+         FROM dsh_sessions s WHERE s.id = convert_to($1, 'UTF8') AND b.sid = s.sid AND b.first_seq <= $2 AND $2 < b.first_seq + b.count`,
+        [id, seq],
+      )
+      changed(`damaging event ${seq} of ${id}`, rows)
+    },
     get persistence() {
       return instances[0]!
     },

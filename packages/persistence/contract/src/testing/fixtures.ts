@@ -23,6 +23,17 @@ export interface PersistenceContractHarness {
    * storage and removes it; one opened over an existing `root` leaves it.
    */
   cleanup(): Promise<void>
+  /**
+   * Leaves an append that never committed after the last committed batch of
+   * `id` in the storage (what a crash in the middle of an append leaves: a
+   * torn frame, a row past the recorded end). Reads must ignore it.
+   */
+  tearTail(id: string): Promise<void>
+  /**
+   * Damages the stored batch of `id` that holds event `seq` (a flipped byte,
+   * a body that no longer reads back), so that reading it fails its checks.
+   */
+  damageBatch(id: string, seq: number): Promise<void>
 }
 
 export interface PersistenceContractFactoryOptions {

@@ -5,6 +5,7 @@ import { afterEach, describe } from 'vitest'
 import { describeChangeFeed } from './change-feed.js'
 import type { PersistenceContractFactory, PersistenceContractFactoryOptions, PersistenceContractHarness } from './fixtures.js'
 import { describeForks } from './forks.js'
+import { describeRanges } from './ranges.js'
 import { describeReads } from './reads.js'
 import { describeRoundTrip } from './round-trip.js'
 import { describeWrites } from './writes.js'
@@ -31,6 +32,7 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
 
     describeWrites(fresh)
     describeReads(fresh)
+    describeRanges(fresh)
     describeRoundTrip(fresh)
     describeChangeFeed(fresh)
     describeForks(fresh)
