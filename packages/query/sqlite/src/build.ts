@@ -1,15 +1,16 @@
 import { mkdirSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { consoleLogger, type Logger } from '@dsh/context'
+import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { IndexProgress } from '@dsh/session-query'
+import { queryError } from '@dsh/session-query/backend'
 import type BetterSqlite3 from 'better-sqlite3'
 import type { IndexUpkeep } from './body-reads.js'
 import { type IndexFile, identify, newGeneration, publish, removeDatabase, sweepCompanions } from './index-file.js'
 import { IndexStore } from './index-store.js'
 import type { ReconcileReport } from './query-types.js'
 import { reconcileIndex } from './reconcile.js'
-import { atRest, closeQuietly, createIndex, type RebuildReason, release } from './schema.js'
+import { atRest, closeQuietly, createIndex, type RebuildReason, release, stateOf } from './schema.js'
 
 export interface BuildOptions {
   /** The index path (`defaultIndexPath`): the link a finished build is published under. */
@@ -125,20 +126,31 @@ export interface BuildIndexFileOptions {
  */
 export async function buildIndexFile(options: BuildIndexFileOptions): Promise<ReconcileReport> {
   const none = { get: () => undefined, list: () => [] }
-  const built = await buildIndex({
-    path: options.path,
-    upkeep: {
-      sessions: none,
-      persistence: options.persistence,
-      logger: options.logger ?? consoleLogger,
-      readConcurrency: Math.max(1, options.readConcurrency ?? 4),
-      known: () => undefined,
-      closed: () => false,
-    },
-    reason: 'requested',
-    onProgress: options.onProgress,
-    signal: options.signal ?? new AbortController().signal,
-    beforeSwap: options.beforeSwap,
-  })
+  let built: BuiltIndex
+  try {
+    built = await buildIndex({
+      path: options.path,
+      upkeep: {
+        sessions: none,
+        persistence: options.persistence,
+        logger: options.logger ?? consoleLogger,
+        readConcurrency: Math.max(1, options.readConcurrency ?? 4),
+        known: () => undefined,
+        closed: () => false,
+      },
+      reason: 'requested',
+      onProgress: options.onProgress,
+      signal: options.signal ?? new AbortController().signal,
+      beforeSwap: options.beforeSwap,
+    })
+  } catch (error) {
+    if (isDshError(error)) throw error
+    const state = stateOf(error)
+    throw queryError(
+      'SESSION_QUERY_INDEX_UNAVAILABLE',
+      `Rebuilding the query index at ${options.path} failed (${state}): ${error instanceof Error ? error.message : String(error)}. The index in place is unchanged and nothing of the attempt is left; ${state === 'full' ? 'free some space, then ' : ''}run the rebuild again.`,
+      { cause: error, details: { path: options.path, state } },
+    )
+  }
   return built.report
 }
