@@ -1,3 +1,4 @@
+import { readFile, writeFile } from 'node:fs/promises'
 import { rebuildIndex } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { asCliRootError, rootOf } from '../host-access.js'
@@ -7,16 +8,28 @@ import { safe } from '../terminal.js'
 
 /**
  * Rebuilds the derived query index of an existing root from its logs, with a
- * progress bar on a TTY. Never writes a log; refuses a directory that is not
- * a dsh root.
+ * progress bar on a TTY: into a new file, swapped in when complete, so every
+ * other command keeps answering from the old index meanwhile, and a rebuild
+ * that fails leaves it as it was. Never writes a log; refuses a directory
+ * that is not a dsh root.
+ *
+ * `DSH_REINDEX_HOLD=<fifo>` holds the rebuild between the two (the new file
+ * complete, the old one still in place): it writes `held` into the FIFO,
+ * then waits until something is written into it and closed. Tests use it to
+ * run commands during a rebuild, ordered by events instead of timing.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
   const progress = createProgress(command.json ? undefined : io.err)
   const started = Date.now()
   try {
+    const hold = io.env.DSH_REINDEX_HOLD
     const report = await asCliRootError(() =>
-      rebuildIndex({ root: rootOf(command), onProgress: (p) => progress.update(p.done, p.total, p.phase) }),
+      rebuildIndex({
+        root: rootOf(command),
+        onProgress: (p) => progress.update(p.done, p.total, p.phase),
+        ...(hold === undefined || hold === '' ? {} : { beforeSwap: () => holdAt(hold) }),
+      }),
     )
     progress.done()
     const summary = { ...report, ms: Date.now() - started }
@@ -29,4 +42,10 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   } finally {
     progress.done()
   }
+}
+
+/** Says `held` through the FIFO (its reader sees the rebuild waiting), then waits for the word to go on. */
+async function holdAt(fifo: string): Promise<void> {
+  await writeFile(fifo, 'held\n')
+  await readFile(fifo)
 }
