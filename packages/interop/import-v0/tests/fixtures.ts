@@ -1,6 +1,6 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { tempDir as kitTempDir } from '@dsh/test-kit'
+import { afterAll } from 'vitest'
 import type { V0Event, V0Header } from '../src/index.js'
 import { writeV0Log } from '../src/index.js'
 
@@ -11,8 +11,16 @@ import { writeV0Log } from '../src/index.js'
 
 export const T0 = 1_760_000_000_000
 
+const cleanups: Array<() => void> = []
+afterAll(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
+
+/** A temporary directory removed after the test file. */
 export function tempDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), `dsh-import-v0-${prefix}-`))
+  const { dir, cleanup } = kitTempDir(`dsh-import-v0-${prefix}-`)
+  cleanups.push(cleanup)
+  return dir
 }
 
 type Extras = Pick<V0Event, 'ignorable' | 'sourceEventSeqs' | 'surfaceOp'>

@@ -1,17 +1,11 @@
-import { parseSessionHeader, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { headerOf } from '@dsh/test-kit'
 
 // Sessions and events the PostgreSQL backend's own tests write.
 
 /** A root session's header, or a seeded child's when `parentSession` is given. */
 export function header(id: string, parentSession?: string) {
-  return parseSessionHeader({
-    version: 1,
-    id,
-    createdAt: 1_700_000_000_000,
-    isSeeded: parentSession !== undefined,
-    delegationDepth: parentSession === undefined ? 0 : 1,
-    ...(parentSession === undefined ? {} : { parentSession }),
-  })
+  return headerOf(id, parentSession === undefined ? {} : { parentSession, isSeeded: true, delegationDepth: 1 })
 }
 
 /** `count` user messages from `from` on, their text `${tag}${seq}`. */
