@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Honest manifests (brief section 12): a package's `dependencies` are exactly
+// Honest manifests: a package's `dependencies` are exactly
 // what its `src` imports. Fails (exit 1) when
 //   - a `dependencies` entry is not imported by any file under src/ (unused), or
 //   - src/ imports a package that is not in `dependencies`,

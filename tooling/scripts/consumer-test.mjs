@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The consumer test (issue 10 item 6): what a new user gets from npm.
+// The consumer test: what a new user gets from npm.
 //   1. `pnpm pack` every publishable workspace package (built dist included;
 //      pnpm rewrites `workspace:*` and `catalog:` to real versions);
 //   2. `npm install` the tarballs into a fresh npm project in a temp directory

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Runs a command while a CPU hog occupies every core, to prove that no test
-// verdict depends on the machine's speed (issue 11 item 8).
+// verdict depends on the machine's speed.
 //
 //   node tooling/scripts/under-load.mjs [--runs N] [--hogs N] [-- command args…]
 //

@@ -12,8 +12,8 @@ export interface SearchCorpusOptions {
  * Writes a JSONL root (created 0700) of `sessions` × `events` user messages,
  * every one holding "the", and indexes it: a search for `the` then steps
  * through every event, so its cost is set by a count, not by the machine.
- * Session ids are `s0`, `s1`, …. Tests of issue 11 (one search must not stall
- * a server) and the `serve-search` benchmark use the same corpus.
+ * Session ids are `s0`, `s1`, …. The tests that one search never stalls a
+ * server and the `serve-search` benchmark use the same corpus.
  */
 export async function writeSearchCorpus(root: string, options: SearchCorpusOptions): Promise<void> {
   const host = await createHost({ root })
