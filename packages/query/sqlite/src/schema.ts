@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, openSync, statSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, openSync, statfsSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
@@ -83,10 +83,16 @@ export function stateOf(error: unknown): Exclude<IndexState, 'requested' | 'miss
   return 'io'
 }
 
-/** `error` as an `IndexOpenError` (classified by `stateOf`), naming `file` and what was being done. */
+/**
+ * `error` as an `IndexOpenError` (classified by `stateOf`), naming `file` and
+ * what was being done. SQLite reports some writes that found no space (its
+ * shared-memory file growing) as plain I/O errors: an I/O error on a file
+ * system with less than 1 MiB left is `full`.
+ */
 export function openFailure(error: unknown, file: string, doing: string): IndexOpenError {
   if (error instanceof IndexOpenError) return error
-  const state = stateOf(error)
+  let state = stateOf(error)
+  if (state === 'io' && noSpaceLeft(file)) state = 'full'
   const detail = error instanceof Error ? error.message : String(error)
   return new IndexOpenError(state, `${doing} the index ${file} failed (${state}): ${detail}`, { cause: error })
 }
@@ -187,6 +193,13 @@ export function openWriter(file: string, options: OpenWriterOptions = {}): Datab
       if (problem !== 'ok') throw new IndexOpenError('corrupt', `The index ${file} fails quick_check: ${problem}`)
     }
     tune(db)
+    try {
+      // WAL mode needs its shared-memory file to grow: proven by a read, or the file goes back to rest.
+      db.prepare("SELECT value FROM meta WHERE key = 'feed'").get()
+    } catch (error) {
+      atRest(db)
+      throw error
+    }
     return db
   } catch (error) {
     closeQuietly(db)
@@ -301,6 +314,15 @@ function makePrivate(path: string): void {
     } catch {
       // Missing (no WAL yet) or not ours.
     }
+  }
+}
+
+function noSpaceLeft(file: string): boolean {
+  try {
+    const { bavail, bsize } = statfsSync(dirname(file))
+    return bavail * bsize < 1024 * 1024
+  } catch {
+    return false
   }
 }
 
