@@ -10,6 +10,7 @@ import {
   type CallerOptions,
   type CloseResult,
   DEFAULT_WAIT_MS,
+  type InterruptOptions,
   MAX_WAIT_MS,
   type SubagentHandle,
   type SubagentSettlement,
@@ -33,18 +34,33 @@ import {
 const MAX_ANCESTRY = 64
 
 /**
- * Aborts the child's current run (its turn ends `cancelled`; queued input is
- * still delivered afterwards). With a `caller`, only the child's parent or an
- * ancestor may do it. Resolves true once the run has settled, false when
- * nothing was running.
+ * Aborts the child's current run (its turn ends `cancelled`). With a
+ * `caller`, only the child's parent or an ancestor may do it. Queued input
+ * still follows unless `queued: 'park'` keeps it logged and undelivered for
+ * the next send or resume. Resolves true when a run was in progress — once it
+ * has settled, or with `until: 'requested'` as soon as the stop is requested —
+ * and false when nothing was running (the call then changes nothing).
  */
-export async function interruptChild(core: RuntimeCore, childId: string, options?: CallerOptions): Promise<boolean> {
-  if (options !== undefined) await authorizeAncestor(core, options.caller, childId)
+export async function interruptChild(core: RuntimeCore, childId: string, options?: InterruptOptions): Promise<boolean> {
+  if (options !== undefined) {
+    checkInterruptOptions(options)
+    await authorizeAncestor(core, options.caller, childId)
+  }
   const run = core.runs.get(childId)
   if (run === undefined) return false
+  const state = core.busy.get(childId)
+  if (options?.queued === 'park' && state !== undefined) state.stop ??= 'park'
   run.controller.abort()
-  await run.done
+  if (options?.until !== 'requested') await run.done
   return true
+}
+
+function checkInterruptOptions(options: InterruptOptions): void {
+  const { queued, until } = options
+  if (queued !== undefined && queued !== 'deliver' && queued !== 'park')
+    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `An interrupt's queued must be 'deliver' or 'park', got ${String(queued)}.`)
+  if (until !== undefined && until !== 'settled' && until !== 'requested')
+    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `An interrupt's until must be 'settled' or 'requested', got ${String(until)}.`)
 }
 
 /**

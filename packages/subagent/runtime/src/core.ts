@@ -38,8 +38,12 @@ export interface BusyChild {
   readonly inbox: QueuedInput[]
   readonly idle: Promise<void>
   readonly resolveIdle: () => void
-  /** Stops the chain after the current run: `close` (write the final end) or `drain`. */
-  stop?: 'close' | 'drain'
+  /**
+   * Stops the chain after the current run: `close` (write the final end),
+   * `drain`, or `park` (an interrupt that keeps queued input undelivered until
+   * the next send or resume; a message sent before the run ends lifts it).
+   */
+  stop?: 'close' | 'drain' | 'park'
   /** The chain has ended and the child is going cold: new input waits for `idle`, then resumes it. */
   settling?: boolean
   readonly identity: SubagentIdentityProjection

@@ -60,6 +60,7 @@ export { SubagentRuntime } from './runtime.js'
 export type {
   CallerOptions,
   CloseResult,
+  InterruptOptions,
   ResumeOptions,
   SendResult,
   SpawnOptions,

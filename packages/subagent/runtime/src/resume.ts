@@ -20,8 +20,9 @@ import type { CallerOptions, ResumeOptions, SendResult, SubagentHandle } from '.
  * - Only a child whose own descriptor says continuable runs again
  *   (`SUBAGENT_NOT_RESUMABLE`); a closed child never does (`SUBAGENT_CLOSED`).
  * - Input sent to a busy child is logged (`subagent/queued`) before `send`
- *   returns and delivered in order, one run per message; input queued before
- *   a crash is delivered first on the next resume.
+ *   returns and delivered in order, one run per message. Input left
+ *   undelivered — by a crash, a drain or a parking interrupt — is delivered
+ *   first on the next send or resume, in order, before that call's own input.
  */
 export async function resumeChild(
   core: RuntimeCore,
@@ -78,7 +79,7 @@ export async function resumeChild(
   return resumeWith(core, sessions, child, identity, options.prompt, caller.id)
 }
 
-/** Starts the resumed child: input queued before a crash first, in order, then `prompt` behind it. */
+/** Starts the resumed child: input left undelivered (a crash, a drain, a parking interrupt) first, in order, then `prompt` behind it. */
 function resumeWith(
   core: RuntimeCore,
   sessions: SessionStore,
@@ -140,5 +141,8 @@ function queueInput(core: RuntimeCore, sessions: SessionStore, caller: Session, 
   if (state.stop === 'close') throw closed(childId)
   const event = live.append(SUBAGENT_QUEUED_EVENT, { from: caller.id, text })
   state.inbox.push({ seq: event.seq, text })
+  // A message sent after a parking interrupt, before its run ended, wakes the
+  // child: the chain goes on with the parked input first, then this.
+  if (state.stop === 'park') delete state.stop
   return { status: 'queued', position: state.inbox.length }
 }

@@ -46,6 +46,18 @@ export interface CallerOptions {
 }
 
 /** How a run of a child ended: the driver's outcome plus the reason recorded in `subagent/end`. */
+/** What an interrupt does with queued input and when it resolves. */
+export interface InterruptOptions extends CallerOptions {
+  /**
+   * `deliver` (default): input queued for the child still runs, in order,
+   * after the interrupted turn. `park`: it stays logged and undelivered; the
+   * next `send` or `resume` delivers it first, then its own input.
+   */
+  readonly queued?: 'deliver' | 'park'
+  /** `settled` (default): resolve once the interrupted run has settled. `requested`: as soon as the stop is requested. */
+  readonly until?: 'settled' | 'requested'
+}
+
 export interface SubagentSettlement extends SubagentRunOutcome {
   readonly end: SubagentEndReason
 }

@@ -13,6 +13,7 @@ import {
   type CallerOptions,
   type CloseResult,
   DEFAULT_MAX_DEPTH,
+  type InterruptOptions,
   type ResumeOptions,
   type SendResult,
   type SpawnOptions,
@@ -44,7 +45,8 @@ export interface SubagentRuntimeOptions extends SubagentCatalogOptions {
  *   and it never runs again.
  * - Input sent to a busy child is logged (`subagent/queued`) before `send`
  *   returns and delivered in order, one run per message, when the running
- *   turn ends; a crash leaves it in the log and the next resume delivers it.
+ *   turn ends; a crash, a drain or a parking interrupt leaves it in the log
+ *   and the next send or resume delivers it first.
  * - A parent hears of every settled run of a live child (`subagent/notice`);
  *   a parent that goes away first drains its running children (`drained`).
  * - Only a child's parent may resume it or send it input; only its parent or
@@ -121,8 +123,15 @@ export class SubagentRuntime {
     return sendToChild(this.#core, childId, options, signal)
   }
 
-  /** Aborts the child's current run; with a `caller`, parent or ancestor only. True once a run settled, false when none ran. */
-  interrupt(childId: string, options?: CallerOptions): Promise<boolean> {
+  /**
+   * Aborts the child's current run (it ends `cancelled`); with a `caller`,
+   * parent or ancestor only. Queued input still runs afterwards unless
+   * `queued: 'park'` keeps it for the next send or resume, which delivers it
+   * first. True when a run was in progress (resolved once it settled, or with
+   * `until: 'requested'` as soon as the stop is requested); false when none
+   * was, and nothing changes.
+   */
+  interrupt(childId: string, options?: InterruptOptions): Promise<boolean> {
     return interruptChild(this.#core, childId, options)
   }
 
