@@ -44,9 +44,10 @@ export const harnessInterruptAgentInputSchema = z.strictObject({
 })
 
 export const harnessInterruptAgentDescription = [
-  'Stop the current turn of a subagent you started, or of one started further down your tree, by its id.',
-  'Only that turn ends: the subagent stays available for send_message and the subagents it started keep running.',
-  'The call returns as soon as the stop is requested, so the target may go on for a moment; stopping one that has already finished is accepted and does nothing.',
+  'Stop the turn a subagent is working on right now, by its id: one you started, or one started further down your tree.',
+  'Messages you sent it that it has not begun are held, not dropped: your next send_message to it delivers them first, oldest first, then the new one.',
+  'It stays available for send_message; background subagents it started stop along with its turn.',
+  'The call returns once the stop is requested, so the target may take a moment to wind down; a target that is not running is left as it is.',
 ].join(' ')
 
 export interface HarnessInterruptAgentResult extends ToolResult {
@@ -57,9 +58,10 @@ export interface HarnessInterruptAgentResult extends ToolResult {
 }
 
 /**
- * The harness-dialect `interrupt_agent`: authorizes the caller (the child's
- * parent or an ancestor, as the runtime decides), requests the stop and
- * returns without waiting for the turn to end.
+ * The harness-dialect `interrupt_agent`: the runtime authorizes the caller
+ * (the child's parent or an ancestor), requests the stop with the child's
+ * queued input parked for the next `send_message`, and the tool returns
+ * without waiting for the turn to end.
  */
 export function createHarnessInterruptAgentTool(control: SubagentControl) {
   return defineTool({
@@ -68,19 +70,8 @@ export function createHarnessInterruptAgentTool(control: SubagentControl) {
     inputSchema: harnessInterruptAgentInputSchema,
     expected: '{ "agent_id": string }',
     async run(input, context): Promise<HarnessInterruptAgentResult> {
-      const caller = callerOf('interrupt_agent', context)
       const id = input.agent_id
-      // A zero-timeout wait authorizes exactly as interrupt does (parent or
-      // ancestor) and reports the target's state without waiting for its run.
-      const [entry] = await control.wait([id], {
-        caller,
-        timeoutMs: 0,
-        ...(context.signal === undefined ? {} : { signal: context.signal }),
-      })
-      if (entry?.state === 'not-found') await control.interrupt(id, { caller }) // rejects with the runtime's SUBAGENT_NOT_FOUND
-      const running = entry?.state === 'running'
-      // The stop is requested, not awaited; a failure after authorization has nothing left to report to.
-      if (running) control.interrupt(id, { caller }).catch(() => {})
+      const running = await control.interrupt(id, { caller: callerOf('interrupt_agent', context), queued: 'park', until: 'requested' })
       return Object.freeze({ text: `interrupt requested for agent ${id}`, agentId: id, accepted: true as const, running })
     },
   })

@@ -92,7 +92,11 @@ export function defineTool<Name extends string, Input, Result extends ToolResult
 }
 
 /** Waits for a child's run the caller started; if the caller's own turn is cancelled meanwhile, the child is interrupted too. */
-export async function awaitChild(control: SubagentControl, handle: SubagentHandle, signal: AbortSignal | undefined): Promise<SubagentSettlement> {
+export async function awaitChild(
+  control: SubagentControl,
+  handle: SubagentHandle,
+  signal: AbortSignal | undefined,
+): Promise<SubagentSettlement> {
   const onAbort = (): void => void control.interrupt(handle.id)
   signal?.addEventListener('abort', onAbort, { once: true })
   if (signal?.aborted) onAbort()

@@ -30,7 +30,7 @@ afterEach(async () => {
  * A real host (store, projections, memory persistence and query, subagents
  * offering the harness-dialect tools). Children behave by label: `held…`
  * hold their first turn until `held.open()`; a top-level turn prompted `plan`
- * starts a background `held reviewer`; `stubborn` holds its turn and,
+ * starts a background `held reviewer`; `stubborn` holds its first turn and,
  * once interrupted, still takes until `release.open()` to stop (so a caller
  * waiting for the stop would still be waiting); `broken` writes a partial
  * answer and fails; `reporter` reports before answering; any other answers
@@ -71,7 +71,7 @@ async function host(options: { provider?: string } = {}) {
     name: 'scripted',
     async run(run) {
       runs.push(run)
-      if (run.identity?.label !== 'stubborn') return scripted.run(run)
+      if (run.identity?.label !== 'stubborn' || run.kind !== 'spawn') return scripted.run(run)
       run.session.append('turn/start', { turn: run.turn })
       await new Promise<void>((resolve) => run.signal.addEventListener('abort', () => resolve(), { once: true }))
       await release.promise
@@ -320,6 +320,42 @@ describe('send_message, interrupt_agent, report (harness)', () => {
     release.open()
     await done
     expect((await ownEvents(c, id)).filter((e) => e.type === 'subagent/end').map((e) => e.data)).toEqual([{ turn: 1, reason: 'cancelled' }])
+  })
+
+  it('interrupt_agent parks what was queued: nothing runs after the stop; the next send_message delivers it first, then its own', async () => {
+    const { c, runtime, runs, call, parent, release } = await host()
+    const id = (await call('subagent', { description: 'stubborn', prompt: 'dig' }, parent)).subagentId as string
+    expect(await call('send_message', { subagent_id: id, message: 'and the tests' }, parent)).toMatchObject({
+      status: 'queued',
+      position: 1,
+    })
+    expect(await call('send_message', { subagent_id: id, message: 'and the docs' }, parent)).toMatchObject({
+      status: 'queued',
+      position: 2,
+    })
+    expect(await call('interrupt_agent', { agent_id: id }, parent)).toMatchObject({ accepted: true, running: true })
+    release.open()
+    await runtime.wait([id], { caller: parent })
+    const prompts = () => runs.filter((run) => run.session.id === id).map((run) => run.prompt)
+    expect(prompts()).toEqual(['dig'])
+    expect(runtime.isRunning(id)).toBe(false)
+    const parked = await ownEvents(c, id)
+    expect(parked.filter((e) => e.type === 'subagent/queued').map((e) => e.data)).toEqual([
+      { from: 'parent', text: 'and the tests' },
+      { from: 'parent', text: 'and the docs' },
+    ])
+    expect(parked.filter((e) => e.type === 'subagent/start')).toHaveLength(1)
+    expect(noticesOf(parent).map((n) => n.kind === 'settled' && n.reason)).toEqual(['cancelled'])
+
+    expect(await call('send_message', { subagent_id: id, message: 'and the changelog' }, parent)).toMatchObject({ status: 'started' })
+    await runtime.wait([id], { caller: parent })
+    expect(prompts()).toEqual(['dig', 'and the tests', 'and the docs', 'and the changelog'])
+    expect(noticesOf(parent).map((n) => (n.kind === 'settled' ? [n.reason, n.text] : n.kind))).toEqual([
+      ['cancelled', undefined],
+      ['completed', 'done: and the tests'],
+      ['completed', 'done: and the docs'],
+      ['completed', 'done: and the changelog'],
+    ])
   })
 
   it('interrupt_agent on a finished child is an accepted no-op; a stranger or an unknown id is refused', async () => {

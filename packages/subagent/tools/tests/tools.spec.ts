@@ -444,6 +444,21 @@ describe('send_message, wait_agents, interrupt_agent, close_agent', () => {
     )
   })
 
+  it('interrupt_agent returns once the interrupted turn has ended, and the queued messages still run after it', async () => {
+    const { tool, parent } = await host()
+    const busy = (await tool('subagent').execute(
+      { prompt: 'work', label: 'held worker', mode: 'continuable' },
+      { agent: parent },
+    )) as unknown as { id: string }
+    await tool('send_message').execute({ id: busy.id, message: 'then this' }, { agent: parent })
+    expect(await tool('interrupt_agent').execute({ id: busy.id }, { agent: parent })).toMatchObject({ interrupted: true })
+    expect((await tool('wait_agents').execute({ ids: [busy.id] }, { agent: parent })).text).toBe(`${busy.id}  completed\n  done: then this`)
+    expect(parent.events.filter((e) => e.type === 'subagent/notice').map((e) => (e.data as { reason?: string }).reason)).toEqual([
+      'cancelled',
+      'completed',
+    ])
+  })
+
   it('closes a continuable child for good; closing again, messaging it, or closing a one-shot are typed errors', async () => {
     const { tool, parent } = await host()
     const busy = (await tool('subagent').execute(
