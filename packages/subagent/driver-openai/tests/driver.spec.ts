@@ -33,7 +33,7 @@ const lastUser = (request: RecordedRequest): string | null | undefined =>
   request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
 
 describe('createOpenAIDriver under the subagent runtime', () => {
-  it('drives a parent whose model spawns a child (run by the same driver with the descriptor model and instructions) and lists it', async () => {
+  it('drives a parent whose model spawns a continuable child (run by the same driver with its model and instructions) and lists it', async () => {
     let parentSteps = 0
     server = await startModelServer((request) => {
       if (lastUser(request) === 'count the wombats') return answer(['There are ', '3 wombats.'], { prompt: 5, completion: 4 })
@@ -46,11 +46,12 @@ describe('createOpenAIDriver under the subagent runtime', () => {
       createListAgentsTool(rt),
       {
         name: 'delegate',
-        description: 'Delegate a task to a one-shot child and wait for its answer.',
+        description: 'Delegate a task to a continuable child and wait for its first answer.',
         jsonSchema: { type: 'object', properties: { task: { type: 'string' } }, required: ['task'] },
         async execute(input, { agent }) {
+          // Continuable: the model's list_agents lists only children send_message can reach.
           const handle = rt.spawn(agent, {
-            mode: 'one-shot',
+            mode: 'continuable',
             label: 'counter',
             context: 'fresh',
             prompt: (input as { task: string }).task,
@@ -69,7 +70,8 @@ describe('createOpenAIDriver under the subagent runtime', () => {
     expect(outcome.text).toBe('Done: 3 wombats.')
     const [delegated, listed] = ofType(parent.events, 'tool/result') as { content: { text: string; child?: string } }[]
     expect(delegated!.content.text).toBe('There are 3 wombats.')
-    expect(listed!.content.text).toMatch(/counter/)
+    // Without persistence the settled child stays loaded between turns: idle.
+    expect(listed!.content.text).toBe(`${delegated!.content.child} [idle] — counter`)
 
     const childRequest = server.requests.find((request) => lastUser(request) === 'count the wombats')!
     expect(childRequest.body.model).toBe('child-model')
