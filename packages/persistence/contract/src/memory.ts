@@ -250,6 +250,7 @@ class MemoryPersistence implements SessionPersistence {
   }
 
   #readBody(log: StoredLog): SessionObservation {
+    this.#metrics.bodyReads++
     const { header, inheritedEventCount } = this.#readHeader(log)
     const events = this.#readEvents(header.id, log, 0, log.nextSeq)
     return Object.freeze({ header, inheritedEventCount, events: Object.freeze(events), revision: revisionOf(log) })
@@ -257,7 +258,6 @@ class MemoryPersistence implements SessionPersistence {
 
   /** The committed events `[start, end)`, parsing only the batches that hold them; a batch that does not parse back is `SESSION_PERSISTENCE_CORRUPT`. */
   #readEvents(id: string, log: StoredLog, start: number, end: number): StoredSessionEvent[] {
-    this.#metrics.bodyReads++
     const events: StoredSessionEvent[] = []
     for (const batch of log.batches) {
       if (batch.firstSeq + batch.count <= start || batch.firstSeq >= end) continue

@@ -3,9 +3,9 @@
 // requests with their cursors. A separate door from `./backend` so that a
 // listing loads none of it; an index backend imports it when a read or a
 // search first needs it.
-export type { ObserveSession } from './history.js'
-export { eventWindow, historyPage, parseHistoryRequest, parseWindowRequest, readHistoryOf, readWindowOf } from './history.js'
+export { parseHistoryRequest, parseWindowRequest, readHistoryOf, readWindowOf } from './history.js'
 export type { ParsedSearchRequest, SearchKind } from './search-request.js'
 export { checkSearchGeneration, encodeSearchCursor, parseSearchRequest, SEARCH_MAX_OFFSET } from './search-request.js'
 export { parseSearchTerms } from './search-terms.js'
-export { liveObservation, observe, parseId } from './sources.js'
+export type { SessionRangeRead } from './sources.js'
+export { liveObservation, observe, observeRange, parseId } from './sources.js'

@@ -275,6 +275,42 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
       expect(await code(query.observeSession(''))).toBe('SESSION_QUERY_INVALID_FILTER')
     })
 
+    it('a history page or window of a persisted log reads the batches that hold it, not the log; a live one reads nothing', async () => {
+      const e = await env()
+      const h = header('long', 1)
+      // Text that does not compress away, so a batch weighs what a transcript's does against a trailer.
+      let x = 12345
+      const noise = (): string =>
+        Array.from({ length: 24 }, () => {
+          x = (x * 1103515245 + 12345) % 2 ** 31
+          return (x >>> 8).toString(36)
+        }).join(' ')
+      for (let batch = 0; batch < 200; batch++) await persist(e.persistence, h, messages(Array.from({ length: 20 }, noise), batch * 20))
+      const query = await e.open()
+      const bytes = async (read: () => Promise<unknown>): Promise<number> => {
+        const before = e.persistence.metrics.bytesRead
+        await read()
+        return e.persistence.metrics.bytesRead - before
+      }
+      const whole = await bytes(() => query.observeSession('long'))
+      const page = await query.readHistory('long', { limit: 5 })
+      expect(page.events.map((x) => x.seq)).toEqual([3995, 3996, 3997, 3998, 3999])
+      expect(page).toMatchObject({ total: 4000, nextBefore: 3995 })
+      for (const [name, read] of [
+        ['tail', () => query.readHistory('long', { limit: 5 })],
+        // Far from the end: the batches after it are walked by their trailers, not read.
+        ['middle', () => query.readHistory('long', { limit: 10, before: 2000 })],
+        ['window', () => query.readWindow('long', { seq: 3900, before: 3, after: 3 })],
+      ] as const) {
+        const cost = await bytes(read)
+        expect(cost).toBeGreaterThan(0)
+        expect(cost * 10, `${name}: ${cost} of ${whole}`).toBeLessThan(whole)
+      }
+      const live = e.sessions.create({ id: 'live-long' })
+      for (let i = 0; i < 50; i++) live.append('user/message', { text: `l${i}` })
+      expect(await bytes(() => query.readHistory('live-long', { limit: 3 }))).toBe(0)
+    })
+
     it('reads history pages backwards and exact windows around a seq', async () => {
       const e = await env()
       await persist(e.persistence, header('h', 1), messages(Array.from({ length: 25 }, (_, i) => `m${i}`)))

@@ -1,8 +1,10 @@
 import { PAGE_DEFAULT_LIMIT, PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
+import { SessionLogOffset } from '@dsh/session'
 import { SessionQueryError } from './errors.js'
 import { checkAborted, invalidFilter } from './failures.js'
 import { isIndex, show } from './filter.js'
-import type { EventWindow, HistoryPage, SessionQueryObservation } from './types.js'
+import { observeRange, type QuerySources } from './sources.js'
+import type { EventWindow, HistoryPage } from './types.js'
 
 /** History pages are pages of the protocol: `PAGE_MAX_LIMIT` and `PAGE_DEFAULT_LIMIT`, one definition for host, client and backends. */
 export const MAX_HISTORY_PAGE = PAGE_MAX_LIMIT
@@ -46,45 +48,6 @@ function windowSide(value: unknown, side: string): number {
   return value
 }
 
-/**
- * The page of at most `limit` events strictly before `before` (clamped to the
- * end of the log), ascending; `nextBefore` continues towards the start.
- */
-export function historyPage(observation: SessionQueryObservation, request: ParsedHistoryRequest): HistoryPage {
-  const total = observation.events.length
-  const end = Math.min(request.before ?? total, total)
-  const start = Math.max(0, end - request.limit)
-  return Object.freeze({
-    header: observation.header,
-    inheritedEventCount: observation.inheritedEventCount,
-    events: Object.freeze(observation.events.slice(start, end)),
-    total,
-    ...(start > 0 ? { nextBefore: start } : {}),
-  })
-}
-
-/** The events from `seq - before` to `seq + after` (clipped to the log); the seq must exist. */
-export function eventWindow(observation: SessionQueryObservation, request: ParsedWindowRequest): EventWindow {
-  const total = observation.events.length
-  if (request.seq >= total) {
-    throw new SessionQueryError(
-      'SESSION_QUERY_NOT_FOUND',
-      `Session '${observation.header.id}' has no event at seq ${request.seq}; its log holds ${total} events.`,
-      {
-        details: { id: observation.header.id, seq: request.seq },
-      },
-    )
-  }
-  return Object.freeze({
-    header: observation.header,
-    inheritedEventCount: observation.inheritedEventCount,
-    events: Object.freeze(
-      observation.events.slice(Math.max(0, request.seq - request.before), Math.min(total, request.seq + request.after + 1)),
-    ),
-    total,
-  })
-}
-
 function plainObject<K extends string>(input: unknown, what: string, keys: readonly K[]): { readonly [P in K]?: unknown } {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) throw invalidFilter(`${what} must be an object`)
   for (const key of Object.keys(input))
@@ -92,32 +55,61 @@ function plainObject<K extends string>(input: unknown, what: string, keys: reado
   return input as { readonly [P in K]?: unknown }
 }
 
-/** How a backend observes one session (its `observeSession`). */
-export type ObserveSession = (id: string, signal: AbortSignal | undefined) => Promise<SessionQueryObservation>
-
 /**
- * `readHistory` of every backend: the request is validated before anything
- * is read (a bad request costs no observation), then one observation is paged.
+ * `readHistory` of every backend: the page of at most `limit` events
+ * strictly before `before` (clipped to the end of the log), ascending, and
+ * `nextBefore` towards the start. The request is validated before anything
+ * is read (a bad request costs no read); a live session pages its events in
+ * memory, a persisted one reads only the page (`observeRange`).
  */
 export async function readHistoryOf(
-  observeSession: ObserveSession,
+  sources: QuerySources,
   id: string,
   request: unknown,
   signal: AbortSignal | undefined,
 ): Promise<HistoryPage> {
   checkAborted(signal)
   const parsed = parseHistoryRequest(request)
-  return historyPage(await observeSession(id, signal), parsed)
+  const read = await observeRange(
+    sources,
+    id,
+    { limit: parsed.limit, ...(parsed.before === undefined ? {} : { to: SessionLogOffset(parsed.before) }) },
+    signal,
+  )
+  return Object.freeze({
+    header: read.header,
+    inheritedEventCount: read.inheritedEventCount,
+    events: read.events,
+    total: read.total,
+    ...(read.from > 0 ? { nextBefore: read.from } : {}),
+  })
 }
 
-/** `readWindow` of every backend: validated first, then one observation around the requested seq. */
+/**
+ * `readWindow` of every backend: the events from `seq - before` to
+ * `seq + after` (clipped to the log), read like a history page; the seq must
+ * exist (`SESSION_QUERY_NOT_FOUND`).
+ */
 export async function readWindowOf(
-  observeSession: ObserveSession,
+  sources: QuerySources,
   id: string,
   request: unknown,
   signal: AbortSignal | undefined,
 ): Promise<EventWindow> {
   checkAborted(signal)
   const parsed = parseWindowRequest(request)
-  return eventWindow(await observeSession(id, signal), parsed)
+  const read = await observeRange(
+    sources,
+    id,
+    { from: SessionLogOffset(Math.max(0, parsed.seq - parsed.before)), to: SessionLogOffset(parsed.seq + parsed.after + 1) },
+    signal,
+  )
+  if (parsed.seq >= read.total) {
+    throw new SessionQueryError(
+      'SESSION_QUERY_NOT_FOUND',
+      `Session '${read.header.id}' has no event at seq ${parsed.seq}; its log holds ${read.total} events.`,
+      { details: { id: read.header.id, seq: parsed.seq } },
+    )
+  }
+  return Object.freeze({ header: read.header, inheritedEventCount: read.inheritedEventCount, events: read.events, total: read.total })
 }

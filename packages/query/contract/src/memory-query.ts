@@ -27,10 +27,10 @@ export function createSessionQuery(options: SessionQueryOptions): SessionQuery {
       return observe(sources, id, signal)
     },
     readHistory(id, request, signal) {
-      return readHistoryOf((i, s) => observe(sources, i, s), id, request, signal)
+      return readHistoryOf(sources, id, request, signal)
     },
     readWindow(id, request, signal) {
-      return readWindowOf((i, s) => observe(sources, i, s), id, request, signal)
+      return readWindowOf(sources, id, request, signal)
     },
   }
 }

@@ -1,5 +1,6 @@
-import type { Session, SessionId } from '@dsh/session'
-import type { SessionObservation, SessionPersistence } from '@dsh/session-persistence'
+import type { Session, SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { SessionObservation, SessionPersistence, SessionRange, SessionRangeObservation } from '@dsh/session-persistence'
+import { checkRange, rangeBounds } from '@dsh/session-persistence/backend'
 import { checkAborted, fromPersistenceError, guarded, invalidFilter, notFound } from './failures.js'
 import { show } from './filter.js'
 import type { SessionQueryObservation } from './types.js'
@@ -57,4 +58,49 @@ export async function observe(sources: QuerySources, id: unknown, signal: AbortS
   }
   checkAborted(signal)
   return persistedObservation(observation)
+}
+
+/** A range of one session's events (see `observeRange`). */
+export interface SessionRangeRead {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: SessionLogOffset
+  /** The offset of `events[0]`, clipped to the log. */
+  readonly from: number
+  readonly events: readonly StoredSessionEvent[]
+  /** Every event of the session, inherited included. */
+  readonly total: number
+  readonly live: boolean
+}
+
+/**
+ * A range of one session's events: a live session's from memory; a
+ * persisted one's through `persistence.inspectRange`, which reads the
+ * batches holding the range and not the rest of the log. Cancellation is
+ * checked before and after the read.
+ */
+export async function observeRange(
+  sources: QuerySources,
+  id: unknown,
+  range: SessionRange,
+  signal: AbortSignal | undefined,
+): Promise<SessionRangeRead> {
+  checkAborted(signal)
+  const sid = parseId(id)
+  const live = sources.sessions.get(sid)
+  if (live !== undefined) {
+    const events = live.events
+    const { start, end } = rangeBounds(checkRange(range), events.length)
+    const { header, inheritedEventCount } = live
+    return Object.freeze({ header, inheritedEventCount, from: start, events: events.slice(start, end), total: events.length, live: true })
+  }
+  if (sources.persistence === undefined) throw notFound(sid)
+  let read: SessionRangeObservation
+  try {
+    read = await guarded(sources.persistence.inspectRange(sid, range, signal), signal)
+  } catch (error) {
+    throw fromPersistenceError(error, sid, signal)
+  }
+  checkAborted(signal)
+  const { header, inheritedEventCount, from, events, total } = read
+  return Object.freeze({ header, inheritedEventCount, from, events, total, live: false })
 }

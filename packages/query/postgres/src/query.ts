@@ -159,12 +159,14 @@ class PgSessionQuery implements PostgresSessionQuery {
     return observe({ sessions: this.#sessions, persistence: this.#persistence }, id, signal)
   }
 
-  readHistory(id: string, request?: unknown, signal?: AbortSignal) {
-    return readHistoryOf((i, s) => this.observeSession(i, s), id, request, signal)
+  async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
+    this.#assertOpen()
+    return readHistoryOf({ sessions: this.#sessions, persistence: this.#persistence }, id, request, signal)
   }
 
-  readWindow(id: string, request: unknown, signal?: AbortSignal) {
-    return readWindowOf((i, s) => this.observeSession(i, s), id, request, signal)
+  async readWindow(id: string, request: unknown, signal?: AbortSignal) {
+    this.#assertOpen()
+    return readWindowOf({ sessions: this.#sessions, persistence: this.#persistence }, id, request, signal)
   }
 
   // ----------------------------------------------------------------- search

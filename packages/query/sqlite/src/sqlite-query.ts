@@ -192,12 +192,12 @@ class SqliteQuery implements SqliteSessionQuery {
 
   async readHistory(id: string, request?: unknown, signal?: AbortSignal) {
     const { readHistoryOf } = await readRules()
-    return readHistoryOf((i, s) => this.observeSession(i, s), id, request, signal)
+    return readHistoryOf({ sessions: this.#sessions, persistence: this.#persistence }, id, request, signal)
   }
 
   async readWindow(id: string, request: unknown, signal?: AbortSignal) {
     const { readWindowOf } = await readRules()
-    return readWindowOf((i, s) => this.observeSession(i, s), id, request, signal)
+    return readWindowOf({ sessions: this.#sessions, persistence: this.#persistence }, id, request, signal)
   }
 
   // ----------------------------------------------------------------- search
