@@ -218,10 +218,11 @@ describe('listChildren: cold children without a cache (rung 3)', () => {
     await Promise.all([good.done, bad.done])
     // Damage the stored body of one child (its header frame stays readable).
     const log = storage.logs.get(bad.id)!
-    const original = log.batches[0]!
-    log.batches[0] = original.slice(0, -5)
+    const batch = log.batches[0]!
+    const original = batch.text
+    batch.text = original.slice(0, -5)
     expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([`${good.id}:inactive:one-shot:good`, `${bad.id}:unavailable`])
-    log.batches[0] = original
+    batch.text = original
     expect(describeRows(await h.runtime.listChildren(parent.id))).toEqual([
       `${good.id}:inactive:one-shot:good`,
       `${bad.id}:inactive:one-shot:bad`,
