@@ -8,7 +8,7 @@ const conditions = ['@dsh/source', 'node', 'import', 'module', 'default']
 
 // Lanes (`DSH_TEST_LANE`): `unit` runs tests/**/*.spec.ts without the e2e
 // files; `e2e` runs only tests/**/*.e2e.spec.ts (child processes, CLI, HTTP,
-// browser) with generous timeouts, because a verdict must never depend on the
+// browser) with generous timeouts (unit tests get two minutes, e2e five), because a verdict must never depend on the
 // machine's speed: `npm test` runs the unit lane, then the e2e lane with less
 // parallelism (tooling/scripts/test-lanes.mjs). Unset: every test, unit
 // timeouts (what `npx vitest run` in a package does).
@@ -17,7 +17,7 @@ if (lane !== undefined && lane !== '' && lane !== 'unit' && lane !== 'e2e') {
   throw new Error(`DSH_TEST_LANE must be 'unit' or 'e2e' (or unset for every test), got '${lane}'.`)
 }
 const E2E = 'tests/**/*.e2e.spec.ts'
-const timeout = lane === 'e2e' ? 300_000 : 30_000
+const timeout = lane === 'e2e' ? 300_000 : 120_000
 
 export default defineConfig({
   resolve: { conditions },

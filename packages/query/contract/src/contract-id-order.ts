@@ -148,5 +148,5 @@ export function idOrderContract(c: IdOrderContract): void {
         ],
       },
     )
-  })
+  }, 600_000) // bounded by runs; the timeout only guards a hang
 }

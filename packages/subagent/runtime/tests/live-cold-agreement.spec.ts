@@ -164,5 +164,5 @@ describe.each(BACKENDS)('live, warm-cache and no-cache listings agree (%s)', (ba
       }),
       { numRuns: backend === 'memory' ? 60 : 25 },
     )
-  })
+  }, 600_000) // bounded by runs; the timeout only guards a hang
 })
