@@ -17,7 +17,8 @@ import type {
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import { persistenceCancelled as cancelled } from '@dsh/session-persistence/backend'
-import { checkJournal, JournalWriter, readJournalChanges } from './change-journal.js'
+import { JournalWriter } from './change-journal.js'
+import { checkJournal, readJournalChanges } from './change-journal-reader.js'
 import { closedError, JsonlPersistenceError } from './errors.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import { LOG_FILE_NAMES, openRoot } from './root-marker.js'
@@ -44,7 +45,7 @@ import type {
  * `metrics` and `close()` are answered here. The first operation that touches
  * a log loads them with one dynamic import shared by every later operation;
  * operations run in the order they were called, as if nothing were loaded
- * lazily. A `dsh sessions` on an unchanged root thus loads 8 of the
+ * lazily. A `dsh sessions` on an unchanged root thus loads 12 of the
  * package's modules instead of all of them (`tests/lazy-modules.e2e.spec.ts`).
  */
 
@@ -69,6 +70,8 @@ class JsonlPersistenceFront implements JsonlPersistence {
     logOpens: 0,
     tailVerifications: 0,
     inlineSyncs: 0,
+    horizonRescans: 0,
+    journalCompactions: 0,
   }
   /** Appends begin/end records around every change of a log (writable instances); opened at once so followers of a new root see its first change. */
   readonly #journal: JournalWriter | undefined
@@ -88,12 +91,26 @@ class JsonlPersistenceFront implements JsonlPersistence {
         `compression must be 'zstd' or 'none', got ${JSON.stringify(requested)}.`,
       )
     }
+    const limit = options.journalLimit
+    if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
+      throw new JsonlPersistenceError(
+        'JSONL_PERSISTENCE_INVALID_OPTIONS',
+        `journalLimit must be a positive whole number of bytes, got ${JSON.stringify(limit)}.`,
+      )
+    }
     this.#options = options
     this.root = isAbsolute(options.root) ? options.root : resolve(options.root)
     this.readOnly = options.readOnly === true
     this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
     this.#logFileName = LOG_FILE_NAMES[this.compression]
-    this.#journal = this.readOnly ? undefined : new JournalWriter(this.root)
+    this.#journal = this.readOnly
+      ? undefined
+      : new JournalWriter(this.root, {
+          ...(options.journalLimit === undefined ? {} : { limit: options.journalLimit }),
+          onCompaction: () => {
+            this.#metrics.journalCompactions++
+          },
+        })
   }
 
   get metrics(): Readonly<JsonlPersistenceMetrics> {
@@ -186,14 +203,22 @@ class JsonlPersistenceFront implements JsonlPersistence {
 
   // ------------------------------------------------------------ the change feed
 
-  /** Reads only the root's journal, never a log (see `change-journal.ts`). */
+  /** Reads only the root's journal, never a log (see `change-journal-reader.ts`). */
   async changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges> {
     this.#assertOpen()
     throwIfAborted(signal, cancelled)
     const result = await readJournalChanges(this.root, since)
     throwIfAborted(signal, cancelled)
-    if (result.rescan) this.#metrics.rescans++
-    return Object.freeze({ ids: Object.freeze(result.ids as SessionId[]), cursor: result.cursor, rescan: result.rescan })
+    const ids = Object.freeze(result.ids as SessionId[])
+    if (!result.rescan) return Object.freeze({ ids, cursor: result.cursor, rescan: false })
+    this.#metrics.rescans++
+    if (result.reason === 'behind-horizon') this.#metrics.horizonRescans++
+    return Object.freeze({
+      ids,
+      cursor: result.cursor,
+      rescan: true,
+      ...(result.reason === undefined ? {} : { rescanReason: result.reason }),
+    })
   }
 
   async verifyChangeJournal(): Promise<ChangeJournalVerification> {

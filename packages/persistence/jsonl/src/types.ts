@@ -26,6 +26,12 @@ export interface JsonlPersistenceOptions {
   readonly maxOpenWriters?: number
   /** Logs whose header `list` reads at once (default 16). */
   readonly listConcurrency?: number
+  /**
+   * Bytes of change records past which a writer compacts the change journal
+   * behind a horizon (default 1 MiB; see the README's change feed section
+   * for the bound it gives).
+   */
+  readonly journalLimit?: number
 }
 
 /** The metrics of this backend: the contract's, all kept. */
@@ -36,6 +42,10 @@ export interface JsonlPersistenceMetrics extends PersistenceMetrics {
   tailVerifications: number
   /** Batches synced on the calling thread (a lone small batch); the others synced on the thread pool. */
   inlineSyncs: number
+  /** Rescans `changes` answered because the cursor lay behind the change journal's compaction horizon (`rescanReason: 'behind-horizon'`); counted in `rescans` too. */
+  horizonRescans: number
+  /** Compactions of the change journal this instance's writers made. */
+  journalCompactions: number
 }
 
 /** The embedded default backend, plus where it keeps things. */

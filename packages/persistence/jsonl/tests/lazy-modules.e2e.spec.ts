@@ -41,11 +41,14 @@ function probe(root: string, mode: 'open' | 'open-writable' | 'list', since?: st
 
 /** What opening, following the feed and closing need: the front, the root marker, the journal and their helpers (index.ts only re-exports). */
 const FRONT = [
+  'change-journal-compaction.js',
+  'change-journal-reader.js',
   'change-journal.js',
   'create.js',
   'errors.js',
   'fs-io.js',
   'id-encoding.js',
+  'journal-lock.js',
   'journal-records.js',
   'process-identity.js',
   'root-marker.js',
