@@ -16,6 +16,8 @@ export function describeChangeFeed(fresh: FreshHarness): void {
       await p.append(target(other), events(0, 2))
       const first = await p.changes()
       expect(first.rescan).toBe(true)
+      // A backend that says why says so precisely (the reason is optional).
+      if (first.rescanReason !== undefined) expect(first.rescanReason).toBe('no-cursor')
       expect(typeof first.cursor).toBe('string')
       let cursor = first.cursor
       const h = header('fed')
@@ -101,6 +103,8 @@ export function describeChangeFeed(fresh: FreshHarness): void {
       for (const bad of ['', 'garbage', (await other.persistence.changes()).cursor]) {
         const result = await p.changes(bad)
         expect(result.rescan).toBe(true)
+        // Not the typed resync: nothing was compacted here.
+        if (result.rescanReason !== undefined) expect(['unknown-cursor', 'feed-lost']).toContain(result.rescanReason)
         expect(await drain(p, result.cursor)).toMatchObject({ ids: [], rescan: false })
       }
       if (before !== undefined) expect(snapshot(p).rescans! - before).toBe(3)
