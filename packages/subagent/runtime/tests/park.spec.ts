@@ -1,4 +1,4 @@
-import type { Session, StoredSessionEvent } from '@dsh/session'
+import type { StoredSessionEvent } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { SubagentDriver, SubagentRunKind } from '../src/index.js'
@@ -72,21 +72,48 @@ async function stored(h: Host, id: string): Promise<StoredSessionEvent[]> {
   return observed.events.slice(observed.inheritedEventCount)
 }
 
-/** A continuable child `kid` of `parent` held on `first`, with `second` and `third` queued behind it. */
-async function busyWithTwoQueued(h: Host, parent: Session, hold: (prompt: string) => () => void) {
-  const release = hold('first')
+/**
+ * A host on `heldDriver` (sharing `storage` when given) with a continuable
+ * child `kid` of `parent` held on `first`, and `second` and `third` queued
+ * behind it.
+ */
+async function busyWithTwoQueued(options: { storage?: MemoryPersistenceStorage; parent?: string } = {}) {
+  const held = heldDriver()
+  const h = await host({ driver: held.driver, ...(options.storage === undefined ? {} : { storage: options.storage }) })
+  const parent = h.sessions.create({ id: options.parent ?? 'parent' })
+  const release = held.hold('first')
   const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'worker', context: 'fresh', prompt: 'first', id: 'kid' })
   expect(await h.runtime.send('kid', { caller: parent, text: 'second' })).toEqual({ status: 'queued', position: 1 })
   expect(await h.runtime.send('kid', { caller: parent, text: 'third' })).toEqual({ status: 'queued', position: 2 })
-  return { child, release }
+  return { ...held, h, parent, child, release }
 }
+
+/** Parks `kid`'s queue with an interrupt that returns at once, then lets the held run end and waits until the child is idle. */
+async function parkAndSettle({ h, parent, child, release }: Awaited<ReturnType<typeof busyWithTwoQueued>>): Promise<void> {
+  expect(await h.runtime.interrupt('kid', { caller: parent, queued: 'park', until: 'requested' })).toBe(true)
+  release()
+  expect((await child.done).end).toBe('cancelled')
+  await h.runtime.wait(['kid'], { caller: parent })
+}
+
+/** The runs of `kid` when `second` and `third` were parked and `fourth` sent after them. */
+const PARKED_THEN_FOURTH = [
+  ['spawn', 'first'],
+  ['message', 'second'],
+  ['message', 'third'],
+  ['message', 'fourth'],
+]
+/** Its `subagent/end` events: the interrupted first run, then one per delivered message. */
+const ENDS_PARKED_THEN_FOURTH = [
+  { turn: 1, reason: 'cancelled' },
+  { turn: 2, reason: 'completed', text: 're: second' },
+  { turn: 3, reason: 'completed', text: 're: third' },
+  { turn: 4, reason: 'completed', text: 're: fourth' },
+]
 
 describe("interrupt with queued: 'park'", () => {
   it('returns once the stop is requested, before the run ends; the queued input is not delivered after it', async () => {
-    const { driver, runs, hold } = heldDriver()
-    const h = await host({ driver })
-    const parent = h.sessions.create({ id: 'parent' })
-    const { child, release } = await busyWithTwoQueued(h, parent, hold)
+    const { h, parent, child, release, runs } = await busyWithTwoQueued()
 
     expect(await h.runtime.interrupt('kid', { caller: parent, queued: 'park', until: 'requested' })).toBe(true)
     // Asked to stop, not stopped: the run is still in the driver and nothing has ended.
@@ -113,10 +140,7 @@ describe("interrupt with queued: 'park'", () => {
   })
 
   it('the next send delivers the parked messages first, in order, then its own', async () => {
-    const { driver, runs, hold, aborted } = heldDriver()
-    const h = await host({ driver })
-    const parent = h.sessions.create({ id: 'parent' })
-    const { child, release } = await busyWithTwoQueued(h, parent, hold)
+    const { h, parent, child, release, runs, aborted } = await busyWithTwoQueued()
     // Without `until`, the interrupt resolves once the run has settled.
     const interrupted = h.runtime.interrupt('kid', { caller: parent, queued: 'park' })
     await aborted('first')
@@ -128,12 +152,7 @@ describe("interrupt with queued: 'park'", () => {
     expect(sent.status).toBe('started')
     if (sent.status === 'started') expect((await sent.handle.done).text).toBe('re: second')
     await h.runtime.wait(['kid'], { caller: parent })
-    expect(runs).toEqual([
-      ['spawn', 'first'],
-      ['message', 'second'],
-      ['message', 'third'],
-      ['message', 'fourth'],
-    ])
+    expect(runs).toEqual(PARKED_THEN_FOURTH)
     const own = await stored(h, 'kid')
     const queued = own.filter((e) => e.type === 'subagent/queued')
     expect(queued.map((e) => (e.data as { text: string }).text)).toEqual(['second', 'third', 'fourth'])
@@ -143,30 +162,17 @@ describe("interrupt with queued: 'park'", () => {
       { kind: 'message', turn: 3, queued: queued[1]!.seq },
       { kind: 'message', turn: 4, queued: queued[2]!.seq },
     ])
-    expect(ofType(own, 'subagent/end')).toEqual([
-      { turn: 1, reason: 'cancelled' },
-      { turn: 2, reason: 'completed', text: 're: second' },
-      { turn: 3, reason: 'completed', text: 're: third' },
-      { turn: 4, reason: 'completed', text: 're: fourth' },
-    ])
+    expect(ofType(own, 'subagent/end')).toEqual(ENDS_PARKED_THEN_FOURTH)
   })
 
   it('a message sent after the interrupt but before its run ended wakes the child: the parked input first, then it', async () => {
-    const { driver, runs, hold } = heldDriver()
-    const h = await host({ driver })
-    const parent = h.sessions.create({ id: 'parent' })
-    const { child, release } = await busyWithTwoQueued(h, parent, hold)
+    const { h, parent, child, release, runs } = await busyWithTwoQueued()
     expect(await h.runtime.interrupt('kid', { caller: parent, queued: 'park', until: 'requested' })).toBe(true)
     expect(await h.runtime.send('kid', { caller: parent, text: 'fourth' })).toEqual({ status: 'queued', position: 3 })
     release()
     expect((await child.done).end).toBe('cancelled')
     await h.runtime.wait(['kid'], { caller: parent })
-    expect(runs).toEqual([
-      ['spawn', 'first'],
-      ['message', 'second'],
-      ['message', 'third'],
-      ['message', 'fourth'],
-    ])
+    expect(runs).toEqual(PARKED_THEN_FOURTH)
   })
 
   it('on a child with no run in progress it is a no-op: false, its log unchanged, and later input is not parked', async () => {
@@ -191,54 +197,31 @@ describe("interrupt with queued: 'park'", () => {
 
   it('parks across a restart: the queued events stay in the log, and the first send after a cold resume delivers them first', async () => {
     const storage = new MemoryPersistenceStorage()
-    const { driver, runs, hold } = heldDriver()
-    const first = await createHost({ storage, driver })
-    const parent = first.sessions.create({ id: 'p' })
-    const { child, release } = await busyWithTwoQueued(first, parent, hold)
-    expect(await first.runtime.interrupt('kid', { caller: parent, queued: 'park', until: 'requested' })).toBe(true)
-    release()
-    await child.done
-    await first.runtime.wait(['kid'], { caller: parent })
-    await first.sessions.dispose(parent.id)
-    await first.dispose()
+    const first = await busyWithTwoQueued({ storage, parent: 'p' })
+    const { driver, runs } = first
+    await parkAndSettle(first)
+    await first.h.sessions.dispose('p')
+    await first.h.dispose()
 
     const h = await host({ storage, driver })
     const live = h.sessions.restore(await h.persistence!.load('p' as never))
     const sent = await h.runtime.send('kid', { caller: live, text: 'fourth' })
     expect(sent.status).toBe('started')
     await h.runtime.wait(['kid'], { caller: live })
-    expect(runs).toEqual([
-      ['spawn', 'first'],
-      ['message', 'second'],
-      ['message', 'third'],
-      ['message', 'fourth'],
-    ])
-    expect(ofType(await stored(h, 'kid'), 'subagent/end')).toEqual([
-      { turn: 1, reason: 'cancelled' },
-      { turn: 2, reason: 'completed', text: 're: second' },
-      { turn: 3, reason: 'completed', text: 're: third' },
-      { turn: 4, reason: 'completed', text: 're: fourth' },
-    ])
+    expect(runs).toEqual(PARKED_THEN_FOURTH)
+    expect(ofType(await stored(h, 'kid'), 'subagent/end')).toEqual(ENDS_PARKED_THEN_FOURTH)
   })
 
   it('closing a parked child drops the parked messages and counts them', async () => {
-    const { driver, hold } = heldDriver()
-    const h = await host({ driver })
-    const parent = h.sessions.create({ id: 'parent' })
-    const { child, release } = await busyWithTwoQueued(h, parent, hold)
-    expect(await h.runtime.interrupt('kid', { caller: parent, queued: 'park', until: 'requested' })).toBe(true)
-    release()
-    await child.done
-    await h.runtime.wait(['kid'], { caller: parent })
+    const busy = await busyWithTwoQueued()
+    const { h, parent } = busy
+    await parkAndSettle(busy)
     expect(await h.runtime.close('kid', { caller: parent })).toEqual({ id: 'kid', interrupted: false, dropped: 2 })
     expect(ofType(await stored(h, 'kid'), 'subagent/end').at(-1)).toEqual({ reason: 'closed', dropped: 2 })
   })
 
   it('refuses an unknown queued or until value with SUBAGENT_INVALID_ARGUMENT, before anything happens', async () => {
-    const { driver, runs, hold } = heldDriver()
-    const h = await host({ driver })
-    const parent = h.sessions.create({ id: 'parent' })
-    const { child, release } = await busyWithTwoQueued(h, parent, hold)
+    const { h, parent, child, release, runs } = await busyWithTwoQueued()
     expect(await codeOf(h.runtime.interrupt('kid', { caller: parent, queued: 'drop' as never }))).toBe('SUBAGENT_INVALID_ARGUMENT')
     expect(await codeOf(h.runtime.interrupt('kid', { caller: parent, until: 'never' as never }))).toBe('SUBAGENT_INVALID_ARGUMENT')
     expect(h.runtime.isRunning('kid')).toBe(true)
@@ -251,10 +234,7 @@ describe("interrupt with queued: 'park'", () => {
 
 describe('interrupt without parking (the default)', () => {
   it('ends the current run cancelled and still delivers the queued input, in order, after it', async () => {
-    const { driver, runs, hold, aborted } = heldDriver()
-    const h = await host({ driver })
-    const parent = h.sessions.create({ id: 'parent' })
-    const { child, release } = await busyWithTwoQueued(h, parent, hold)
+    const { h, parent, child, release, runs, aborted } = await busyWithTwoQueued()
     const interrupted = h.runtime.interrupt('kid', { caller: parent })
     await aborted('first')
     release()
