@@ -26,6 +26,11 @@ export interface BenchDefinition {
   readonly subject: BenchSide
   /** Extra figures worth reporting (peak RSS, absolute medians, …). */
   extra?(): Record<string, unknown> | Promise<Record<string, unknown>>
+  /**
+   * Conditions `pass` requires besides the ratio (a peak RSS bound, …), by
+   * name, checked after `extra`; the result reports each one.
+   */
+  requirements?(): Record<string, boolean> | Promise<Record<string, boolean>>
 }
 
 export interface BenchResult {
@@ -37,6 +42,8 @@ export interface BenchResult {
   readonly ratioDefinition: string
   readonly target: string
   readonly pass: boolean
+  /** The suite's further conditions of `pass`, each met or not. */
+  readonly requirements?: Record<string, boolean>
   readonly extra?: Record<string, unknown>
   readonly machine: { readonly node: string; readonly cpus: number; readonly cpuModel: string; readonly memoryGiB: number }
   readonly at: string
@@ -83,8 +90,9 @@ export async function runBench(def: BenchDefinition, log: (line: string) => void
   const s = median(subject)
   const ratioDefinition = def.ratio ?? 'subject/baseline'
   const ratio = ratioDefinition === 'subject/baseline' ? s / b : b / s
-  const pass = def.compare === 'le' ? ratio <= def.target : ratio >= def.target
   const extra = await def.extra?.()
+  const requirements = await def.requirements?.()
+  const pass = (def.compare === 'le' ? ratio <= def.target : ratio >= def.target) && Object.values(requirements ?? {}).every((met) => met)
   const result: BenchResult = {
     name: def.name,
     unit: def.unit,
@@ -94,6 +102,7 @@ export async function runBench(def: BenchDefinition, log: (line: string) => void
     ratioDefinition,
     target: `${def.compare === 'le' ? '<=' : '>='} ${def.target}`,
     pass,
+    ...(requirements === undefined ? {} : { requirements }),
     ...(extra === undefined ? {} : { extra }),
     machine: {
       node: process.version,
@@ -106,6 +115,14 @@ export async function runBench(def: BenchDefinition, log: (line: string) => void
   mkdirSync(resultsDir, { recursive: true })
   writeFileSync(join(resultsDir, `${def.name}.json`), `${JSON.stringify(result, null, 2)}\n`)
   return result
+}
+
+/** A result's further conditions, after its ratio target: `; and peakRss (met)`. */
+function requirementsCell(requirements: Record<string, boolean> | undefined): string {
+  if (requirements === undefined) return ''
+  return `; and ${Object.entries(requirements)
+    .map(([name, met]) => `${name} (${met ? 'met' : '**not met**'})`)
+    .join(', ')}`
 }
 
 function round(x: number): number {
@@ -130,7 +147,7 @@ export function writeBenchmarksMarkdown(): string {
     '| --- | --- | --- | --- | --- | --- | --- |',
     ...results.map(
       (r) =>
-        `| \`${r.name}\` | ${r.baseline.label}: ${r.baseline.median} ${r.unit} | ${r.subject.label}: ${r.subject.median} ${r.unit} | ${r.ratio} (${r.ratioDefinition}) | ${r.target} | ${r.pass ? 'yes' : '**no**'} | ${r.machine.cpus}× ${r.machine.cpuModel}, Node ${r.machine.node} |`,
+        `| \`${r.name}\` | ${r.baseline.label}: ${r.baseline.median} ${r.unit} | ${r.subject.label}: ${r.subject.median} ${r.unit} | ${r.ratio} (${r.ratioDefinition}) | ${r.target}${requirementsCell(r.requirements)} | ${r.pass ? 'yes' : '**no**'} | ${r.machine.cpus}× ${r.machine.cpuModel}, Node ${r.machine.node} |`,
     ),
     '',
   ]

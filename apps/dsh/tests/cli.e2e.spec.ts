@@ -162,6 +162,32 @@ describe('dsh on the demo root', () => {
     expect(sessionHits.kind).toBe('sessions')
   })
 
+  it('show --limit and --before page a fork backwards into its inherited prefix; the pages join into its whole history', async () => {
+    const page = async (...args: string[]) => {
+      const result = await dsh('show', 'release-1.4.reviewer', '--root', root, '--json', ...args)
+      expect(result.code, result.stderr).toBe(0)
+      return historyPage.parse(JSON.parse(result.stdout))
+    }
+    const whole = await page('--limit', '1000')
+    expect(whole.total).toBe(whole.events.length)
+    expect(whole.inheritedEventCount).toBeGreaterThan(0)
+    expect(whole.total).toBeGreaterThan(whole.inheritedEventCount + 3)
+    const pages = []
+    let before: number | undefined
+    do {
+      const next = await page('--limit', '3', ...(before === undefined ? [] : ['--before', String(before)]))
+      expect(next.total).toBe(whole.total)
+      expect(next.events.length).toBe(Math.min(3, before ?? whole.total))
+      pages.unshift(next.events)
+      before = next.nextBefore
+    } while (before !== undefined)
+    expect(pages.length).toBe(Math.ceil(whole.total / 3))
+    expect(pages.flat()).toEqual(whole.events)
+    const text = await dsh('show', 'release-1.4.reviewer', '--root', root, '--limit', '2')
+    expect(text.stdout).toContain(`${whole.total} events, ${whole.inheritedEventCount} inherited`)
+    expect(text.stdout).toContain(`earlier events: --before ${whole.total - 2}`)
+  })
+
   it('reports typed errors: unknown command, missing root, bad option value', async () => {
     expect((await dsh('bogus')).code).toBe(2)
     const missing = await dsh('sessions', '--root', join(dir, 'nope'), '--json')
