@@ -23,16 +23,14 @@ export interface LogSpan {
   readonly fork: ForkReference | undefined
 }
 
-/** The most a trailer walk reads at once: a few small batches' trailers per read, never much of a large batch. */
-const WALK_WINDOW = 4096
-
 /**
  * Events `[lo, hi)` of a log (`lo <= hi <= span.nextSeq`), reading only the
  * batches that hold them: the trailers are walked back from the committed
- * end to the batch holding `lo`, then that run of batches is read, checked
- * (frame extent, stored CRC32, seqs) and decoded. Events below the log's
- * first own seq come from the log its fork reference names, read the same
- * way from the referenced end (`sourceRange`).
+ * end to the batch holding `lo` (one read of a trailer each, so a page far
+ * from the end costs a trailer per later batch), then that run of batches
+ * is read, checked (frame extent, stored CRC32, seqs) and decoded. Events
+ * below the log's first own seq come from the log its fork reference names,
+ * read the same way from the referenced end (`sourceRange`).
  */
 export async function readRange(
   reader: LogReader,
@@ -65,24 +63,15 @@ async function ownRange(
   let seq = span.nextSeq
   /** Where the batch holding `hi - 1` ends: the run read stops there. */
   let runEnd: number | undefined
-  let window: Buffer = Buffer.alloc(0)
-  let windowStart = pos
-  let lastUnit = 0
   while (seq > lo) {
     if (pos - trailerSize < headerEnd) throw corrupt(file, pos, `no committed batch holds event ${lo}`)
-    if (pos - trailerSize < windowStart) {
-      // The next window: a few of the units walked so far, so a log of small batches takes few reads.
-      windowStart = Math.max(headerEnd, pos - Math.min(WALK_WINDOW, Math.max(trailerSize, lastUnit * 4)))
-      window = await reader.countedRead(handle, windowStart, pos - windowStart)
-      throwIfAborted(signal, cancelled)
-    }
-    const trailer = codec.trailer.decode(window, pos - trailerSize - windowStart)
+    const trailer = codec.trailer.decode(await reader.countedRead(handle, pos - trailerSize, trailerSize), 0)
+    throwIfAborted(signal, cancelled)
     if (trailer === undefined || trailer.kind !== 'batch' || trailer.firstSeq + trailer.count !== seq) {
       throw corrupt(file, pos - trailerSize, 'a batch trailer is missing, damaged or out of sequence')
     }
     if (runEnd === undefined && trailer.firstSeq < hi) runEnd = pos
-    lastUnit = trailerSize + trailer.bodyLength
-    pos -= lastUnit
+    pos -= trailerSize + trailer.bodyLength
     seq = trailer.firstSeq
   }
   const start = pos
