@@ -140,7 +140,7 @@ describe('reads never write', () => {
       expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(0)
     }
     const search = await cli(['search', 'hi', '--root', bare, '--json'])
-    expect(JSON.parse(search.stdout).error.code).toBe('CLI_SEARCH_UNAVAILABLE')
+    expect(JSON.parse(search.stdout).error.code).toBe('SESSION_QUERY_INDEX_UNAVAILABLE')
     expect(listTree(bare)).toEqual(before)
   })
 

@@ -57,6 +57,7 @@ export class IndexHandle {
   readonly writer: boolean
   /** Why there is no usable connection (or, for a writer, why it only reads). */
   state: IndexOpenError | undefined
+  #warnedFile: string | undefined
   readonly #options: IndexHandleOptions
   #conn: Connection | undefined
   #retired: Connection[] = []
@@ -89,7 +90,7 @@ export class IndexHandle {
     const conn = this.#conn
     if (conn !== undefined && located !== undefined && conn.file.identity === located.identity) return conn
     if (located === undefined) {
-      this.state = new IndexOpenError('missing', `There is no query index at ${this.path}.`)
+      this.state = new IndexOpenError('missing', `there is no query index at ${this.path}`)
       this.replace(undefined)
       if (this.writer) this.#options.onRebuildable()
       return undefined
@@ -99,7 +100,17 @@ export class IndexHandle {
       this.state = undefined
       return this.#conn
     } catch (error) {
-      this.state = openFailure(error, located.file, 'Opening')
+      const failure = openFailure(error, located.file, 'Opening')
+      // Said once per file and kind of failure: every query of this host reads the logs meanwhile.
+      if (this.state?.state !== failure.state || this.#warnedFile !== located.file) {
+        this.#warnedFile = located.file
+        if (!this.writer)
+          this.#options.warn(
+            `dsh: the session query index at ${this.path} cannot be read (${failure.state}); answering from the logs. 'dsh reindex' rebuilds it.`,
+            failure,
+          )
+      }
+      this.state = failure
       this.replace(undefined)
       return undefined
     }
