@@ -5,13 +5,15 @@ import {
   fchmodSync,
   fstatSync,
   openSync,
+  readdirSync,
   readSync,
   renameSync,
   statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs'
-import { isErrno, randomHex, tempSibling } from './fs-io.js'
+import { basename, dirname, join } from 'node:path'
+import { isErrno, isLiveTemp, randomHex, tempSibling } from './fs-io.js'
 import { type HeldLock, liveLockHolder, lockPathOf, releaseLock, sleepSync, tryLock } from './journal-lock.js'
 import {
   decodeJournalHeader,
@@ -187,6 +189,7 @@ function compactLocked(path: string, limit: number, lock: HeldLock): number | un
     renameSync(temp, path)
     temp = undefined
     sealed = false // the sealed file is gone from the path: nothing to unseal
+    removeStaleTemps(path)
     return stats.ino
   } catch (error) {
     if (sealed) fchmodSync(fd, 0o600)
@@ -197,6 +200,24 @@ function compactLocked(path: string, limit: number, lock: HeldLock): number | un
       try {
         unlinkSync(temp)
       } catch {}
+  }
+}
+
+/** Removes what compactions and lock takers killed meanwhile left beside the journal (`.changes.journal[.lock].tmp-…` of processes that exited). */
+function removeStaleTemps(path: string): void {
+  const dir = dirname(path)
+  const prefix = `.${basename(path)}.`
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.includes('.tmp-') || isLiveTemp(name)) continue
+    try {
+      unlinkSync(join(dir, name))
+    } catch {}
   }
 }
 

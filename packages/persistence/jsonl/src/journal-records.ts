@@ -275,13 +275,11 @@ export function walk(buf: Buffer, start: number, pendingIn: readonly Pending[], 
   let at = start
   let lastLength = 0
   let lastCrc = 0
-  let sealed = false
   for (;;) {
     const read = readFrame(buf, at)
     if (read.status === 'incomplete') break
-    const record = read.status === 'record' ? read.record : undefined
-    if (record === undefined || (record.kind !== 'b' && record.kind !== 'e' && record.kind !== 'x')) {
-      if (!resync) return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: true, sealed }
+    if (read.status === 'damaged' || (read.record.kind !== 'b' && read.record.kind !== 'e' && read.record.kind !== 'x')) {
+      if (!resync) return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: true, sealed: false }
       // Skip to the next frame that may check out; damage at the very end is skipped whole
       // (writers append after it), so a damaged tail costs one rescan, not one per call.
       const next = buf.indexOf(RECORD_MAGIC_BYTES, at + 1)
@@ -291,18 +289,16 @@ export function walk(buf: Buffer, start: number, pendingIn: readonly Pending[], 
       if (next === -1) break
       continue
     }
-    lastLength = read.status === 'record' ? read.end - at : 0
-    lastCrc = read.status === 'record' ? read.crc : 0
-    at = read.status === 'record' ? read.end : at
-    if (record.kind === 'x') {
-      sealed = true
-      break
-    }
+    const { record } = read
+    lastLength = read.end - at
+    lastCrc = read.crc
+    at = read.end
+    if (record.kind === 'x') return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: false, sealed: true }
     reported.push(record.id)
     if (record.kind === 'b') pending.set(record.op, { op: record.op, id: record.id, writer: record.writer })
-    else pending.delete(record.op)
+    else if (record.kind === 'e') pending.delete(record.op)
   }
-  return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: false, sealed }
+  return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: false, sealed: false }
 }
 
 export function encodeCursor(state: CursorState): string {

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { existsSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
@@ -142,7 +142,7 @@ function journalBytes(root: string): { size: number; verbatim: number; sealed: b
 }
 
 describe('compaction across processes', () => {
-  it('3 processes append and compact (16 KiB limit) while a follower tails: no change is lost, every rescan is a typed resync', async () => {
+  it('3 processes append and compact (16 KiB limit) while a follower tails: no change is lost, every rescan is a typed resync; a follower left behind gets one resync, then exact', async () => {
     const { dir: root, cleanup } = tempDir('dsh-compaction-3p-')
     cleanups.push(cleanup)
     await createJsonlPersistence({ root }).close()
@@ -150,6 +150,11 @@ describe('compaction across processes', () => {
     open.push(reader)
     const follower = new Follower(reader)
     await follower.poll()
+    // A second follower takes its cursor now and polls only once the writers are done: far behind the horizon.
+    const lateReader = createJsonlPersistence({ root, readOnly: true })
+    open.push(lateReader)
+    const late = new Follower(lateReader)
+    await late.poll()
     const appenders = [0, 1, 2].map((w) => startAppender(root, `w${w}`, 400, LIMIT, SLOW_SEAL))
     const exits = Promise.all(appenders.map((a) => a.exited))
     const polls = await tail(follower, exits)
@@ -170,6 +175,13 @@ describe('compaction across processes', () => {
     expect(new Set(follower.rescans.slice(1))).toEqual(new Set(follower.rescans.length > 1 ? ['behind-horizon'] : []))
     expect(reader.metrics.horizonRescans).toBe(follower.rescans.length - 1)
     expect(reader.metrics.rescans).toBe(follower.rescans.length)
+    // The late follower: one typed resync, one rescan, then exact.
+    await late.poll()
+    expect(late.rescans).toEqual(['no-cursor', 'behind-horizon'])
+    expect(lateReader.metrics).toMatchObject({ rescans: 2, horizonRescans: 1 })
+    await expectExact(lateReader, late, appenders)
+    await late.poll()
+    expect(late.rescans).toHaveLength(2)
     const bytes = journalBytes(root)
     expect(bytes.sealed).toBe(false)
     // The verbatim records stay near the limit (one step's writes of each process past it at most).
@@ -210,6 +222,8 @@ describe('compaction across processes', () => {
       const bytes = journalBytes(root)
       expect(bytes.sealed).toBe(false)
       expect(existsSync(lockPathOf(join(root, JOURNAL_FILE)))).toBe(false)
+      // The killed compactor's new journal, never renamed, was removed by the compaction that completed its work.
+      expect(readdirSync(root).filter((name) => name.startsWith('.'))).toEqual([])
       expect(await checkJournal(root)).toMatchObject({ ok: true })
       const compactions = others.map((a) => Number(a.lines.at(-2)!.split(' ')[1]))
       expect(compactions.reduce((a, b) => a + b)).toBeGreaterThan(0)
