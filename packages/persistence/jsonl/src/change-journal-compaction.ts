@@ -145,7 +145,7 @@ function compactLocked(path: string, limit: number, lock: HeldLock): number | un
   try {
     const stats = fstatSync(fd)
     const wasSealed = isSealed(stats.mode)
-    const buf = readAt(fd, 0, stats.size)
+    const buf = readAtSync(fd, 0, stats.size)
     const lifecycle = decodeJournalHeader(buf)
     const layout = lifecycle === undefined ? undefined : decodeLayout(buf.subarray(0, HEADER_BYTES + MAX_BASE_FRAME))
     // A damaged header or base is the writers' to replace (a new lifecycle); nothing to compact.
@@ -163,7 +163,7 @@ function compactLocked(path: string, limit: number, lock: HeldLock): number | un
     sealed = true
     const seal = encodeRecord({ kind: 'x', id: '', op: lock.nonce, writer: recordIdentity() })
     writeAll(fd, seal)
-    const rest = readAt(fd, at, fstatSync(fd).size - at)
+    const rest = readAtSync(fd, at, fstatSync(fd).size - at)
     const tail = foldRecords(rest, 0, { ...layout, start: layout.start - at }, fold, lock.nonce)
     if (tail.seal === undefined) throw new Error('the seal record was not found (the journal was truncated or replaced)')
     at += tail.end
@@ -333,7 +333,8 @@ export function writeAll(fd: number, data: Buffer): void {
   while (done < data.length) done += writeSync(fd, data, done, data.length - done)
 }
 
-function readAt(fd: number, position: number, length: number): Buffer {
+/** Reads `length` bytes at `position` (fewer only at the end of the file). */
+export function readAtSync(fd: number, position: number, length: number): Buffer {
   const out = Buffer.allocUnsafe(Math.max(0, length))
   let done = 0
   while (done < length) {

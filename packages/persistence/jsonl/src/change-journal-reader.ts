@@ -5,7 +5,7 @@ import type { SessionRescanReason } from '@dsh/session-persistence'
 import { persistenceError } from '@dsh/session-persistence/backend'
 import { flushWriters, JOURNAL_FILE } from './change-journal.js'
 import { isSealed } from './change-journal-compaction.js'
-import { isErrno } from './fs-io.js'
+import { isErrno, readAt } from './fs-io.js'
 import {
   type CursorState,
   decodeCursor,
@@ -81,7 +81,7 @@ export async function readJournalChanges(root: string, since: string | undefined
   try {
     const stats = await handle.stat()
     const size = stats.size
-    const head = await readRange(handle, 0, Math.min(size, HEADER_BYTES + MAX_BASE_FRAME))
+    const head = await readAt(handle, 0, Math.min(size, HEADER_BYTES + MAX_BASE_FRAME))
     const lifecycle = decodeJournalHeader(head)
     const layout = lifecycle === undefined ? undefined : decodeLayout(head)
     if (lifecycle === undefined || layout === undefined || layout.start > size) {
@@ -127,12 +127,12 @@ async function fromTail(
   if (state.offset === layout.base && state.lastLength > 0) {
     // The record before the base is the seal of the journal this one replaced.
     if (state.lastLength !== layout.anchorLength || state.lastCrc !== layout.anchorCrc) return named
-    const buf = await readRange(handle, at, size - at)
+    const buf = await readAt(handle, at, size - at)
     return follow(lifecycle, layout, at, state, walk(buf, 0, state.pending))
   }
   const from = at - state.lastLength
   if (from < layout.start) return named
-  const buf = await readRange(handle, from, size - from)
+  const buf = await readAt(handle, from, size - from)
   if (state.lastLength > 0) {
     const last = readFrame(buf, 0)
     if (last.status !== 'record' || last.end !== state.lastLength || last.crc !== state.lastCrc) return named
@@ -161,7 +161,7 @@ async function fromSummary(
   size: number,
   state: CursorState,
 ): Promise<Followed> {
-  const buf = await readRange(handle, layout.summaryStart, size - layout.summaryStart)
+  const buf = await readAt(handle, layout.summaryStart, size - layout.summaryStart)
   const summary = readSummary(buf.subarray(0, layout.summaryBytes))
   if (summary === undefined) return { damage: 'the change journal summary is damaged' }
   const ids = state.pending.map((p) => p.id)
@@ -213,7 +213,7 @@ async function rescan(
   size: number,
   [reason, detail]: readonly [SessionRescanReason, string],
 ): Promise<JournalChanges> {
-  const buf = await readRange(handle, 0, size)
+  const buf = await readAt(handle, 0, size)
   const inFlight = readSummary(buf.subarray(layout.summaryStart, layout.start))?.inFlight ?? []
   const walked = walk(buf, layout.start, inFlight, true)
   const pending = walked.pending.filter((entry) => isAlive(identityOf(entry.writer)))
@@ -227,17 +227,6 @@ async function rescan(
     pending,
   })
   return { ids: [], cursor, rescan: true, reason, detail }
-}
-
-async function readRange(handle: FileHandle, position: number, length: number): Promise<Buffer> {
-  const out = Buffer.allocUnsafe(Math.max(0, length))
-  let done = 0
-  while (done < length) {
-    const { bytesRead } = await handle.read(out, done, length - done, position + done)
-    if (bytesRead === 0) break
-    done += bytesRead
-  }
-  return out.subarray(0, done)
 }
 
 /** The kernel's boot id: a cursor minted before a reboot may predate records lost with the page cache. */

@@ -1,7 +1,7 @@
-import { closeSync, constants, fstatSync, openSync, readSync, statSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { persistenceError } from '@dsh/session-persistence/backend'
-import { awaitUnsealed, compactJournal, isSealed, publishJournal, writeAll } from './change-journal-compaction.js'
+import { awaitUnsealed, compactJournal, isSealed, publishJournal, readAtSync, writeAll } from './change-journal-compaction.js'
 import { isErrno, randomHex } from './fs-io.js'
 import { decodeJournalHeader, decodeLayout, encodeRecord, HEADER_BYTES, MAX_BASE_FRAME, recordIdentity } from './journal-records.js'
 
@@ -257,10 +257,8 @@ export class JournalWriter {
         publishJournal(this.path, undefined)
         continue
       }
-      const head = Buffer.alloc(HEADER_BYTES + MAX_BASE_FRAME)
-      const headLength = readFullySync(fd, head, 0)
-      const layout =
-        decodeJournalHeader(head.subarray(0, headLength)) === undefined ? undefined : decodeLayout(head.subarray(0, headLength))
+      const head = readAtSync(fd, 0, HEADER_BYTES + MAX_BASE_FRAME)
+      const layout = decodeJournalHeader(head) === undefined ? undefined : decodeLayout(head)
       if (layout === undefined) {
         // A damaged journal header (or base record): start a new lifecycle (readers rescan once).
         const { ino } = fstatSync(fd)
@@ -280,14 +278,4 @@ export class JournalWriter {
 
 function encodeEnd({ id, op }: HeldEnd): Buffer {
   return encodeRecord({ kind: 'e', id, op, writer: recordIdentity() })
-}
-
-function readFullySync(fd: number, into: Buffer, position: number): number {
-  let done = 0
-  while (done < into.length) {
-    const n = readSync(fd, into, done, into.length - done, position + done)
-    if (n === 0) break
-    done += n
-  }
-  return done
 }
