@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { createMemoryPersistence, MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { describe, expect, it } from 'vitest'
 import { header, message, openQuery, persist, store, tempDir } from './helpers.js'
+import { countReads } from './read-counter.js'
 
 describe('reconciling through the change feed', () => {
   it('a search cursor survives reopening the index when nothing changed', async () => {
@@ -50,7 +51,7 @@ describe('reconciling through the change feed', () => {
   })
 
   it('a reconciliation cancelled after the feed cursor moved loses nothing: the next process reads the rest', async () => {
-    const persistence = createMemoryPersistence()
+    const { persistence, reads: counted } = countReads(createMemoryPersistence())
     const N = 300
     for (let i = 0; i < N; i++) await persist(persistence, header(`s${i}`, i), [message(0, `first ${i}`)])
     const path = join(tempDir(), 'q.sqlite')
@@ -58,17 +59,17 @@ describe('reconciling through the change feed', () => {
     for (let i = 0; i < N; i++)
       await persistence.append({ header: header(`s${i}`, i), inheritedEventCount: 0 as never }, [message(1, `appended zebra ${i}`)])
     const controller = new AbortController()
-    const before = persistence.metrics.bodyReads
+    const before = counted.logs
     const pending = first.query.reconcile(controller.signal)
-    while (persistence.metrics.bodyReads - before < 100) await new Promise((resolve) => setImmediate(resolve))
+    while (counted.logs - before < 100) await new Promise((resolve) => setImmediate(resolve))
     controller.abort()
     await expect(pending).rejects.toMatchObject({ code: 'CANCELLED' })
-    const readFirst = persistence.metrics.bodyReads - before
+    const readFirst = counted.logs - before
     expect(readFirst).toBeLessThan(N)
     await first.query.close()
     // The feed has nothing new for the next process, but the ids it named are still pending in the index.
     const second = await openQuery({ sessions: store().sessions, persistence, path })
-    expect(persistence.metrics.bodyReads - before).toBeGreaterThanOrEqual(N)
+    expect(counted.logs - before).toBeGreaterThanOrEqual(N)
     expect(await second.query.reconcile()).toMatchObject({ source: 'feed', changed: 0, read: 0 })
     const hits = await second.query.searchSessions({ text: 'zebra', limit: 100 })
     let count = hits.hits.length

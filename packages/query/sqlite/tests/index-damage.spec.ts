@@ -19,11 +19,12 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import type { SqliteSessionQuery } from '../src/index.js'
 import { header, message, openQuery, persist, store, tempDir } from './helpers.js'
+import { countReads } from './read-counter.js'
 
 const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot']
 
 async function corpus(): Promise<SessionPersistence> {
-  const persistence = createMemoryPersistence()
+  const { persistence } = countReads(createMemoryPersistence())
   for (let i = 0; i < 60; i++) {
     const parent = i % 10 === 0 ? {} : { parentSession: `p${i - (i % 10)}`, origin: 'subagent', delegationDepth: 1 }
     const events = Array.from({ length: 1 + (i % 4) }, (_, k) =>
@@ -157,7 +158,7 @@ function withDb(path: string, fn: (db: Database.Database) => unknown): void {
 
 describe('the index is derived data', () => {
   it.each(damages)('an index file %s between runs changes no query result, only cost (rebuild: %s)', async (_name, expected, damage) => {
-    const persistence = await corpus()
+    const { persistence, reads: counted } = countReads(await corpus())
     const dir = tempDir()
     const path = join(dir, '.index', 'query.sqlite')
     const first = await openQuery({ sessions: store().sessions, persistence, path })
@@ -168,9 +169,9 @@ describe('the index is derived data', () => {
     expect(existsSync(`${generationOf(path)}-shm`)).toBe(false)
     const pristine = readFileSync(path)
     // Sanity: an undamaged reopen reads no body and gives the same answers.
-    const reads = persistence.metrics.bodyReads
+    const reads = counted.logs
     const clean = await openQuery({ sessions: store().sessions, persistence, path })
-    expect(persistence.metrics.bodyReads).toBe(reads)
+    expect(counted.logs).toBe(reads)
     expect(await answers(clean.query)).toEqual(before)
     await clean.query.close()
 
@@ -180,13 +181,13 @@ describe('the index is derived data', () => {
     expect(await answers(damaged.query)).toEqual(before)
     // The cost: the index was rebuilt, reading every log once.
     expect(damaged.progress.some((p) => p.rebuild === expected)).toBe(true)
-    expect(persistence.metrics.bodyReads - reads).toBe(60)
+    expect(counted.logs - reads).toBe(60)
     // And the rebuilt file serves the next run without any body read.
     await damaged.query.close()
     const next = await openQuery({ sessions: store().sessions, persistence, path })
-    const settled = persistence.metrics.bodyReads
+    const settled = counted.logs
     expect(await answers(next.query)).toEqual(before)
-    expect(persistence.metrics.bodyReads).toBe(settled)
+    expect(counted.logs).toBe(settled)
     expect(next.progress.every((p) => p.rebuild === undefined)).toBe(true)
   })
 

@@ -5,6 +5,7 @@ import { createMemoryPersistence, type SessionPersistence, sessionPersistencePlu
 import { describe, expect, it } from 'vitest'
 import { type SqliteSessionQuery, sqliteSessionQueryPlugin } from '../src/index.js'
 import { code, header, later, message, persist, silent, store, tempDir } from './helpers.js'
+import { countReads } from './read-counter.js'
 
 /** A composed host: store, persistence (coordinator + shared reads) and the sqlite query. */
 async function host(
@@ -37,13 +38,13 @@ function noise(length: number): string {
 
 describe('sessions of this process', () => {
   it('follows sessions going cold without reading their bodies to list them', async () => {
-    const backend = createMemoryPersistence()
+    const { persistence: backend, reads: counted } = countReads(createMemoryPersistence())
     await persist(backend, header('parent', 1), [message(0, 'old parent')])
     const { sessions, persistence, query } = await host(backend, join(tempDir(), 'q.sqlite'))
     const child = sessions.create({ id: 'child', createdAt: 5, parentSession: 'parent', origin: 'subagent', delegationDepth: 1 })
     child.append('user/message', { text: 'a child talks about herons' })
     await sessions.flush(child)
-    const reads = backend.metrics.bodyReads
+    const reads = counted.logs
     let [record] = (await query.listSessions({ parentSession: 'parent', origin: 'subagent' })).records
     expect(record).toMatchObject({ live: true, persisted: true, revision: await persistence.stat(child.id) })
 
@@ -51,7 +52,7 @@ describe('sessions of this process', () => {
     await sessions.dispose('child')
     ;[record] = (await query.listSessions({ parentSession: 'parent', origin: 'subagent' })).records
     expect(record).toMatchObject({ live: false, persisted: true, revision: await persistence.stat(child.id), header: child.header })
-    expect(backend.metrics.bodyReads).toBe(reads)
+    expect(counted.logs).toBe(reads)
 
     // Its text comes from memory too: a search before the writer indexed it, and the writer indexing it.
     const hits = await query.searchEvents({ text: 'herons' })
@@ -60,7 +61,7 @@ describe('sessions of this process', () => {
     expect((await query.searchSessions({ text: 'herons' })).hits.map((h) => h.record)).toEqual([
       expect.objectContaining({ live: false, persisted: true }),
     ])
-    expect(backend.metrics.bodyReads).toBe(reads)
+    expect(counted.logs).toBe(reads)
   })
 
   it("a writer's sessions that went cold cost the next process a suffix read each, never a whole body", async () => {
@@ -126,7 +127,7 @@ describe('sessions of this process', () => {
 
   it('notices a session that was live when the index opened and went cold before the first query', async () => {
     const { sessions } = store()
-    const backend = createMemoryPersistence()
+    const { persistence: backend, reads: counted } = countReads(createMemoryPersistence())
     const late = sessions.create({ id: 'late', createdAt: 3 })
     late.append('user/message', { text: 'written after the index opened' })
     const { openQuery } = await import('./helpers.js')
@@ -134,26 +135,26 @@ describe('sessions of this process', () => {
     // Persisted by someone else (no coordinator here), then taken out of the store.
     await persist(backend, late.header, late.events)
     await sessions.dispose('late')
-    const reads = backend.metrics.bodyReads
+    const reads = counted.logs
     expect((await query.listSessions()).records).toEqual([
       expect.objectContaining({ header: late.header, live: false, persisted: true, revision: await backend.stat(late.id) }),
     ])
-    expect(backend.metrics.bodyReads).toBe(reads)
+    expect(counted.logs).toBe(reads)
   })
 
   it('reuses the persistence LRU for repeated observations of a cold session', async () => {
-    const backend = createMemoryPersistence()
+    const { persistence: backend, reads: counted } = countReads(createMemoryPersistence())
     await persist(backend, header('cold', 1), [message(0, 'x'), message(1, 'y')])
     const { query } = await host(backend, join(tempDir(), 'q.sqlite'))
-    const reads = backend.metrics.bodyReads
+    const reads = counted.logs
     const first = await query.observeSession('cold')
     // At most one physical read (the index's own reconciliation may already have warmed the LRU)…
-    expect(backend.metrics.bodyReads - reads).toBeLessThanOrEqual(1)
-    const afterFirst = backend.metrics.bodyReads
+    expect(counted.logs - reads).toBeLessThanOrEqual(1)
+    const afterFirst = counted.logs
     const second = await query.readHistory('cold', { limit: 1 })
     expect(second.events).toEqual([first.events[1]])
     // …and none for the next observation of the same revision.
-    expect(backend.metrics.bodyReads).toBe(afterFirst)
+    expect(counted.logs).toBe(afterFirst)
   })
 
   it('marks a corrupt log once (not re-read at the same revision), keeps it listed, and keeps searching the others', async () => {

@@ -4,9 +4,10 @@ import { createMemoryPersistence } from '@dsh/session-persistence'
 import type { EventSearchHit } from '@dsh/session-query'
 import { describe, expect, it } from 'vitest'
 import { code, header, message, openQuery, persist, store, tempDir } from './helpers.js'
+import { countReads } from './read-counter.js'
 
 async function setup() {
-  const persistence = createMemoryPersistence()
+  const { persistence, reads: counted } = countReads(createMemoryPersistence())
   await persist(persistence, header('a', 1), [message(0, 'the otter swims'), message(1, 'an otter and another otter', 'assistant/message')])
   await persist(persistence, header('b', 2), [message(0, 'otter'), message(1, 'nothing to see')])
   await persist(persistence, header('c', 3), [
@@ -28,7 +29,7 @@ async function setup() {
   for (let i = 0; i < 9; i++) await persist(persistence, header(`many-${i}`, 10 + i), [message(0, `otter number ${i}`)])
   const { sessions } = store()
   const opened = await openQuery({ sessions, persistence, path: join(tempDir(), 'q.sqlite') })
-  return { persistence, sessions, ...opened }
+  return { persistence, counted, sessions, ...opened }
 }
 
 function ordered(hits: readonly EventSearchHit[]): void {
@@ -138,15 +139,15 @@ describe('full-text search', () => {
   })
 
   it('searches live sessions from memory, with live records', async () => {
-    const { query, sessions, persistence } = await setup()
+    const { query, sessions, counted } = await setup()
     const live = sessions.create({ id: 'hot', createdAt: 99 })
     live.append('user/message', { text: 'a capybara appears' })
-    const reads = persistence.metrics.bodyReads
+    const reads = counted.logs
     const first = await query.searchSessions({ text: 'capybara' })
     expect(first.hits.map((h) => h.record)).toEqual([expect.objectContaining({ live: true, persisted: false })])
     live.append('assistant/message', { turn: 1, text: 'the capybara again, and an otter' })
     expect((await query.searchEvents({ text: 'capybara' })).hits.map((h) => h.seq).sort()).toEqual([0, 1])
     expect((await query.searchEvents({ text: 'otter capybara' })).hits.map((h) => `${h.id}#${h.seq}`)).toEqual(['hot#1'])
-    expect(persistence.metrics.bodyReads).toBe(reads)
+    expect(counted.logs).toBe(reads)
   })
 })
