@@ -23,12 +23,26 @@
 //   per-file module is left in dist or a packed tarball.
 // - Any rolldown warning but INEFFECTIVE_DYNAMIC_IMPORT, and chunks that
 //   import each other in a cycle, fail the build.
+// - `--inline <package>` (repeatable; `@dsh/*` names a scope) bundles those
+//   packages too, for an application (the CLI): see bundle-inline.mjs. Their
+//   modules' chunks are named `vendor/<package>/<path>`.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { rolldown } from 'rolldown'
+import { ANCHORS_CODE, ANCHORS_ID, inlineMatcher, inlining, packageNameOf } from './bundle-inline.mjs'
 
 const dist = resolve('dist')
 const manifest = JSON.parse(readFileSync('package.json', 'utf8'))
+const args = process.argv.slice(2)
+const inlinePatterns = args.flatMap((arg, i) => (args[i - 1] === '--inline' ? [arg] : []))
+const extraEntries = args.filter((arg, i) => arg !== '--inline' && args[i - 1] !== '--inline')
+const isInlined = inlineMatcher(inlinePatterns)
+const inliner = inlinePatterns.length > 0 ? inlining(process.cwd()) : undefined
+/** A module of this package's own dist (the rest of the bundle is inlined packages and the anchors helper). */
+const isOwn = (id) => id.startsWith(dist + sep)
+/** The order in which a chunk's modules are considered for its name: this package's, the workspace's, then installed ones (zod). */
+const rank = (id) => (isOwn(id) ? 0 : id.includes(`${sep}node_modules${sep}`) ? 2 : 1)
+const byNamePreference = (a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
 
 /** Every string an `exports` map (or `bin`) leads to, for the conditions Node would follow to a dist file. */
 function targets(value) {
@@ -38,7 +52,7 @@ function targets(value) {
 }
 
 const entryPaths = new Set(
-  [...targets(manifest.exports), ...targets(manifest.bin), ...process.argv.slice(2).map((path) => `./dist/${path}`)]
+  [...targets(manifest.exports), ...targets(manifest.bin), ...extraEntries.map((path) => `./dist/${path}`)]
     .filter((path) => path.endsWith('.js'))
     .map((path) => resolve(path)),
 )
@@ -56,7 +70,11 @@ function walk(dir) {
 
 /** Entries run as programs (`#!`): rolldown keeps their code in their own file only when no group claims it. */
 const executables = new Set([...entryPaths].filter((path) => readFileSync(path, 'utf8').startsWith('#!')))
-const nameOf = (path) => relative(dist, path).replace(/\.js$/, '').split(sep).join('/')
+const nameOf = (path) => {
+  if (path === ANCHORS_ID) return 'vendor/package-anchors'
+  if (inliner !== undefined && !isOwn(path)) return inliner.nameOf(path)
+  return relative(dist, path).replace(/\.js$/, '').split(sep).join('/')
+}
 const input = Object.fromEntries([...entryPaths].map((path) => [nameOf(path), path]))
 
 /**
@@ -82,7 +100,10 @@ const bundle = await rolldown({
   cwd: process.cwd(),
   platform: 'node',
   preserveEntrySignatures: 'allow-extension',
-  external: (id) => !id.startsWith('.') && !id.startsWith('/'),
+  // Bare specifiers stay imports, but for the packages inlined; resolved ids (absolute paths) are bundled.
+  external: (id) => !id.startsWith('.') && !id.startsWith('/') && !id.startsWith('\0') && !isInlined(packageNameOf(id)),
+  // An inlined package is read from its build, never from its sources.
+  ...(inliner === undefined ? {} : { resolve: { conditionNames: ['node', 'import', 'default'] } }),
   logLevel: 'warn',
   onLog(level, log, handler) {
     // A module that is imported both statically and by `import()` (INEFFECTIVE_DYNAMIC_IMPORT) was
@@ -95,11 +116,24 @@ const bundle = await rolldown({
     {
       // tsc's output and its source map, so the bundle's map leads back to src/*.ts.
       name: 'tsc-output',
+      resolveId(source, importer) {
+        if (source === ANCHORS_ID) return source
+        // What an inlined module imports from another package was rewritten on load (bundle-inline.mjs), or is inlined.
+        if (importer !== undefined && inliner !== undefined && !isOwn(importer) && importer !== ANCHORS_ID) {
+          const name = packageNameOf(source)
+          if (name !== undefined && !isInlined(name))
+            throw new Error(`bundle-package: ${importer} imports ${source}, which the inliner did not rewrite`)
+        }
+        return null
+      },
       load(id) {
+        if (id === ANCHORS_ID) return ANCHORS_CODE
         if (!id.endsWith('.js')) return null
-        const code = readFileSync(id, 'utf8')
-          .replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n')
-          .replaceAll('import.meta.url', JSON.stringify(`${URL_TOKEN}${nameOf(id)}.js`))
+        const text = readFileSync(id, 'utf8').replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n')
+        const code =
+          inliner === undefined || isOwn(id)
+            ? text.replaceAll('import.meta.url', JSON.stringify(`${URL_TOKEN}${nameOf(id)}.js`))
+            : inliner.rewrite(text, id, isInlined)
         const mapPath = `${id}.map`
         if (!existsSync(mapPath)) return code
         const map = JSON.parse(readFileSync(mapPath, 'utf8'))
@@ -125,9 +159,10 @@ const bundle = await rolldown({
           [...closure(chunk.fileName, (name) => byName.get(name)?.imports ?? [])].filter((name) => !byName.has(name))
         for (const chunk of chunks) {
           if (!chunk.facadeModuleId) continue
-          const allowed = closure(chunk.facadeModuleId, (id) =>
-            id.startsWith(dist + sep) ? (this.getModuleInfo(id)?.importedIds ?? []) : [],
-          )
+          const allowed = closure(chunk.facadeModuleId, (id) => {
+            const info = this.getModuleInfo(id)
+            return info === null || info.isExternal === true ? [] : info.importedIds
+          })
           const importers = (chunk.isEntry ? [] : (this.getModuleInfo(chunk.facadeModuleId)?.dynamicImporters ?? [])).map((id) => {
             const home = chunks.find((other) => other.moduleIds.includes(id))
             return home === undefined ? [] : externalsOf(home)
@@ -156,7 +191,11 @@ const bundle = await rolldown({
  */
 function chunkNamesOf(context) {
   const info = (id) => context.getModuleInfo(id)
-  const ours = (id) => id.startsWith(dist + sep)
+  // Bundled files and the anchors helper; rolldown places its own runtime helpers.
+  const ours = (id) => {
+    const found = info(id)
+    return found !== null && found.isExternal !== true && (!id.startsWith('\0') || id === ANCHORS_ID)
+  }
   const entryIds = new Set(Object.values(input))
   const lazyRoots = new Set()
   const reach = new Map()
@@ -205,7 +244,7 @@ function chunkNamesOf(context) {
   }
   const names = new Map()
   const shared = new Map()
-  for (const id of [...rootsOf.keys()].sort()) {
+  for (const id of [...rootsOf.keys()].sort(byNamePreference)) {
     const owners = rootsOf.get(id)
     const owner =
       owners.length === 1 ? owners[0] : owners.find((root) => entryIds.has(root) && !executables.has(root) && loadsAll(root, owners))
@@ -216,12 +255,63 @@ function chunkNamesOf(context) {
     } else {
       const key = owners.join('\n')
       if (!shared.has(key)) shared.set(key, `${nameOf(id)}-shared`)
+      sharedNames.add(shared.get(key))
       names.set(id, shared.get(key))
     }
   }
-  return names
+  return withoutCycles(names, (id) => info(id)?.importedIds ?? [])
+}
+
+/**
+ * Groups whose modules import each other both ways (possible once
+ * `loadedBefore` takes different modules off different roots, as with
+ * inlined packages) would be chunks in a cycle: each such set of groups
+ * becomes one, named after an entry among them, else the first name.
+ */
+function withoutCycles(names, importsOf) {
+  const edges = new Map()
+  for (const [id, group] of names) {
+    if (!edges.has(group)) edges.set(group, new Set())
+    for (const next of importsOf(id)) {
+      const other = names.get(next)
+      if (other !== undefined && other !== group) edges.get(group).add(other)
+    }
+  }
+  // Tarjan's strongly connected components over the group graph.
+  const index = new Map()
+  const low = new Map()
+  const stack = []
+  const merged = new Map()
+  let counter = 0
+  const entryNames = new Set(Object.keys(input))
+  const visit = (group) => {
+    index.set(group, counter)
+    low.set(group, counter++)
+    stack.push(group)
+    for (const next of edges.get(group) ?? []) {
+      if (!index.has(next)) {
+        visit(next)
+        low.set(group, Math.min(low.get(group), low.get(next)))
+      } else if (stack.includes(next)) low.set(group, Math.min(low.get(group), index.get(next)))
+    }
+    if (low.get(group) !== index.get(group)) return
+    const component = []
+    let member
+    do {
+      member = stack.pop()
+      component.push(member)
+    } while (member !== group)
+    if (component.length === 1) return
+    const name = component.find((member) => entryNames.has(member)) ?? component.sort()[0]
+    for (const member of component) merged.set(member, name)
+    if (!entryNames.has(name)) sharedNames.add(name)
+  }
+  for (const group of [...edges.keys()].sort()) if (!index.has(group)) visit(group)
+  return merged.size === 0 ? names : new Map([...names].map(([id, group]) => [id, merged.get(group) ?? group]))
 }
 let chunkNames
+/** The names chunkNamesOf gave to groups shared by several roots (an inlined file's own name may end in `-shared` too). */
+const sharedNames = new Set()
 function chunkNameOf(id, context) {
   chunkNames ??= chunkNamesOf(context)
   return chunkNames.get(id) ?? null
@@ -243,8 +333,8 @@ const { output } = await bundle.generate({
   // A lazy chunk keeps the path of the module it loads (`commands/sessions.js`); a shared one is named after its first module.
   chunkFileNames: (chunk) => {
     if (chunk.isDynamicEntry && chunk.facadeModuleId) return `${nameOf(chunk.facadeModuleId)}.js`
-    const [first] = chunk.moduleIds.filter((id) => id.startsWith(dist + sep)).sort()
-    if (chunk.name.endsWith('-shared') || first === undefined) return `${chunk.name}.js`
+    const [first] = chunk.moduleIds.filter((id) => !id.startsWith('\0')).sort(byNamePreference)
+    if (sharedNames.has(chunk.name) || first === undefined) return `${chunk.name}.js`
     return `${nameOf(first)}-shared.js`
   },
 })
