@@ -1,7 +1,7 @@
 import type { SubagentListBody } from '@dsh/protocol'
 import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
-import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control'
+import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
@@ -11,7 +11,9 @@ import { escapeTerminal } from '../terminal.js'
  * A session's subagents. Read-only. The text is what the model-visible
  * list_agents tool renders; `--json` prints the protocol's `SubagentListBody`
  * (`{ parentId, scope, rows }`, each row with its depth and ladder rung), the
- * body of `GET /api/sessions/:id/subagents` for the same scope.
+ * body of `GET /api/sessions/:id/subagents` for the same scope. The table
+ * comes from the tools package's `/table` entry, which builds none of the
+ * tools' input schemas: this command validates no tool input.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
