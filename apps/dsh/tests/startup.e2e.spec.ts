@@ -1,19 +1,23 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { createHost } from '@dsh/host'
 import { afterAll, expect, it } from 'vitest'
 import { rootWithOneSession } from './support/root.js'
 
 // The built CLI loads a command's modules only when that command runs: every
 // module URL a process resolves is traced (tests/support/trace-imports.mjs).
-// The build bundles each package into a few chunks (tooling/scripts/
-// bundle-package.mjs: an entry's chunk, `<name>-shared.js` chunks, and a lazy
-// chunk at the path of the module an `import()` loads, e.g.
-// `commands/sessions.js`); the source modules a loaded chunk holds are read
-// from its source map, so the checks below name modules as well as chunks.
+// The build bundles the CLI with the workspace packages and zod it uses
+// (tooling/scripts/bundle-package.mjs --inline): its own chunks keep their
+// places (`commands/sessions.js`, `<name>-shared.js`), an inlined package's
+// are under `vendor/<package>/` (`vendor/@dsh/session-query-sqlite/dist/
+// search.js`), and zod is one chunk, not 95 files. The source modules a loaded
+// chunk holds are read from its source map (`packages/<layer>/<pkg>/src/*.ts`,
+// zod's own files), so the checks below name modules as well as chunks; the
+// file counts bound what a command loads (CommonJS files included).
 const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const trace = join(import.meta.dirname, 'support', 'trace-imports.mjs')
 const dir = mkdtempSync(join(tmpdir(), 'dsh-startup-'))
@@ -26,29 +30,38 @@ async function imports(...args: string[]): Promise<string[]> {
   return [...new Set(stderr.split('\n').flatMap((line) => (line.startsWith('IMPORT ') ? [line.slice(7)] : [])))]
 }
 
-/** The source modules (`/work/…/packages/host/host/src/query.ts`) held by the loaded dist files of our packages. */
+/** The source modules (`/work/…/packages/host/host/src/query-host.ts`) held by the loaded dist files of our packages. */
 function modulesOf(loaded: string[]): string[] {
   return loaded
     .filter((url) => /^file:.*\/dist\/.*\.js$/.test(url) && !url.includes('/node_modules/'))
     .flatMap((url) => {
       const file = fileURLToPath(url)
+      // A facade chunk (one `export … from` line, where a lazy import's module lives in a shared chunk) has no map and holds no module.
+      if (!existsSync(`${file}.map`)) return []
       const map = JSON.parse(readFileSync(`${file}.map`, 'utf8')) as { sources: string[] }
       return map.sources.map((source) => resolve(dirname(file), source))
     })
 }
+
+/** Module files (ESM and CommonJS; builtins are not files). */
+const files = (loaded: string[]): string[] => loaded.filter((url) => url.startsWith('file:'))
 
 const heavy = [
   /better-sqlite3/,
   /zstd/,
   /apiproxy/,
   /^node:http$/,
+  /\/query\/sqlite\//,
   /session-query-sqlite/,
+  /\/persistence\/jsonl\//,
   /session-persistence-jsonl/,
   /\/host\/host\//,
+  /\/@dsh\/host\//,
   /\/commands\//,
+  /\/zod\//,
 ]
 
-it('dsh --help loads only the CLI shell (no host, HTTP server, SQLite, zstd or command module)', async () => {
+it('dsh --help loads only the CLI shell (no host, HTTP server, SQLite, zstd, zod or command module)', async () => {
   const loaded = await imports('--help')
   const modules = modulesOf(loaded)
   expect(modules.some((path) => path.endsWith('/apps/dsh/src/cli.ts'))).toBe(true)
@@ -57,6 +70,8 @@ it('dsh --help loads only the CLI shell (no host, HTTP server, SQLite, zstd or c
       [...loaded, ...modules].filter((path) => pattern.test(path)),
       String(pattern),
     ).toEqual([])
+  // bin.js, the shell's chunk (cli, commands table, errors) and @dsh/context's.
+  expect(files(loaded).length).toBeLessThanOrEqual(3)
 }, 60_000)
 
 it('a read command loads its own module and the host, but not the HTTP API', async () => {
@@ -66,31 +81,34 @@ it('a read command loads its own module and the host, but not the HTTP API', asy
   expect(modules.some((path) => path.endsWith('/apps/dsh/src/commands/sessions.ts'))).toBe(true)
   expect(loaded.some((url) => /\/commands\/(serve|demo|search)\.js$/.test(url))).toBe(false)
   expect(modules.some((path) => /\/commands\/(serve|demo|search)\.ts$/.test(path))).toBe(false)
-  expect(loaded.filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
+  expect([...loaded, ...modules].filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
 }, 60_000)
 
 it('dsh sessions, show and search on an existing root load the query host only (no projections, cache, subagents, zod or verify)', async () => {
   const root = join(dir, 'root')
   await rootWithOneSession(root, 'listed without the catalog')
   const lighter = [
+    /\/projection\//,
     /session-projection/,
     /\/subagent\//,
+    /@dsh\/subagent/,
     /\/zod\//,
-    /@dsh\/protocol\/?$|\/wire\/protocol\/dist\/index\.js$|\/wire\/protocol\/src\/index\.ts$/,
-    /\/host\/host\/dist\/index\.js$/,
+    /\/wire\/protocol\/src\/index\.ts$/,
     /\/host\/host\/src\/(index|host|verify|reindex|derived-check)\.ts$/,
   ]
   const loadedBy = new Map<string, string[]>()
+  // At most: the CLI's and the query host's chunks, better-sqlite3's 13 CommonJS files and its addon.
+  const bound: Record<string, number> = { sessions: 25, show: 29, search: 29 }
   for (const args of [['sessions'], ['show', 'one'], ['search', 'catalog']]) {
     const urls = await imports(...args, '--root', root, '--json')
     const loaded = [...urls, ...modulesOf(urls)]
     loadedBy.set(args[0]!, loaded)
     expect(
-      loaded.some((url) => url.endsWith('/host/host/dist/query.js')),
+      loaded.some((path) => path.endsWith('/host/host/src/query-host.ts')),
       args.join(' '),
     ).toBe(true)
     expect(
-      loaded.some((url) => /session-query-sqlite/.test(url)),
+      loaded.some((path) => /\/query\/sqlite\/src\//.test(path)),
       args.join(' '),
     ).toBe(true)
     for (const pattern of lighter)
@@ -98,6 +116,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
         loaded.filter((url) => pattern.test(url)),
         `${args.join(' ')}: ${pattern}`,
       ).toEqual([])
+    expect(files(urls).length, args.join(' ')).toBeLessThanOrEqual(bound[args[0]!]!)
   }
   // A listing loads the listing path only: no search statement or rule, history, in-memory scan,
   // reader worker or PostgreSQL composition (each loaded at first use), and SQLite through require,
@@ -105,10 +124,10 @@ it('dsh sessions, show and search on an existing root load the query host only (
   const listing = loadedBy.get('sessions')!
   const notForListing = [
     /session-query-sqlite\/dist\/(search|reader-worker)\.js$/,
-    /session-query-sqlite\/src\/(search|reader-worker)\.ts$/,
+    /\/query\/sqlite\/src\/(search|reader-worker)\.ts$/,
     /session-query\/dist\/index\.js$/,
-    /session-query\/src\/(index|history|memory-query|search-request|search-terms|sources|plugin)\.ts$/,
-    /\/host\/host\/dist\/postgres\.js$/,
+    /\/query\/contract\/src\/(index|history|memory-query|search-request|search-terms|sources|plugin)\.ts$/,
+    /host\/dist\/postgres\.js$/,
     /\/host\/host\/src\/postgres\.ts$/,
     /^node:worker_threads$/,
     /\/bindings\/bindings\.js$/,
@@ -123,6 +142,44 @@ it('dsh sessions, show and search on an existing root load the query host only (
   // The same modules arrive when a command needs them: search loads the search statements and rules.
   const search = loadedBy.get('search')!
   expect(search.some((url) => url.endsWith('/session-query-sqlite/dist/search.js'))).toBe(true)
-  expect(search.some((url) => url.endsWith('/session-query-sqlite/src/search.ts'))).toBe(true)
-  expect(search.some((path) => path.endsWith('/session-query/src/search-request.ts'))).toBe(true)
+  expect(search.some((url) => url.endsWith('/query/sqlite/src/search.ts'))).toBe(true)
+  expect(search.some((path) => path.endsWith('/query/contract/src/search-request.ts'))).toBe(true)
+}, 120_000)
+
+it('dsh agents on a warm root loads the catalog with zod as one chunk, and no tool schemas, HTTP, search or PostgreSQL backend', async () => {
+  const root = join(dir, 'family')
+  const host = await createHost({ root })
+  try {
+    const parent = host.sessions.create({ id: 'parent' })
+    parent.append('user/message', { text: 'two children' })
+    for (const [i, mode] of (['one-shot', 'continuable'] as const).entries())
+      await host.subagents.spawn(parent, { id: `child-${i}`, mode, label: `worker ${i}`, context: 'fresh', prompt: 'go' }).done
+  } finally {
+    await host.dispose()
+  }
+  // Every row comes from the checkpoint cache: the path below is the warm one.
+  const { stdout } = await promisify(execFile)(process.execPath, [bin, 'agents', 'parent', '--root', root, '--json'])
+  expect((JSON.parse(stdout) as { rows: Array<{ rung: number }> }).rows.map((row) => row.rung)).toEqual([2, 2])
+  const loaded = await imports('agents', 'parent', '--root', root)
+  const modules = modulesOf(loaded)
+  expect(modules.some((path) => path.endsWith('/apps/dsh/src/commands/agents.ts'))).toBe(true)
+  // The cached rows are checked against the subagent unit's zod schema: zod is loaded, as one file.
+  expect(modules.some((path) => /\/subagent\/runtime\/src\/projection\.ts$/.test(path))).toBe(true)
+  expect(modules.some((path) => /\/zod\/v4\/core\/schemas\.js$/.test(path))).toBe(true)
+  expect(files(loaded).filter((url) => /\/zod\//.test(url))).toHaveLength(1)
+  const notForAgents = [
+    /\/subagent\/tools\/src\/(?!list-agents-table\.ts$)/,
+    /apiproxy|^node:http$/,
+    /session-query-sqlite\/dist\/(search|reader-worker)\.js$|\/query\/sqlite\/src\/(search|reader-worker)\.ts$/,
+    /\/persistence\/postgres\/|\/query\/postgres\/|\/projection\/cache-postgres\//,
+    /^node:worker_threads$/,
+  ]
+  for (const pattern of notForAgents)
+    expect(
+      [...loaded, ...modules].filter((url) => pattern.test(url)),
+      `agents: ${pattern}`,
+    ).toEqual([])
+  // The CLI's chunks and the inlined packages' (zod's one among them), better-sqlite3's 13 files and
+  // addon, and the two files of the `bindings` lookup the projection cache's better-sqlite3 still makes.
+  expect(files(loaded).length).toBeLessThanOrEqual(37)
 }, 120_000)
