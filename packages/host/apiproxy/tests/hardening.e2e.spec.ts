@@ -60,10 +60,14 @@ async function damagedStack(query: 'sqlite' | 'memory', searched: SearchRequest[
   turn(stack.sessions.create({ id: 'damaged' }), 'soon unreadable')
   for (const session of stack.sessions.list()) await stack.sessions.flush(session)
   for (const id of ['corrupt-child', 'damaged']) if (stack.sessions.get(id)) await stack.sessions.dispose(id)
-  // Flip a byte in the body of the child's log (its header frame stays readable, so it is still listed).
+  // Flip a byte at the end of the child's last data frame, just before its trailer (skippable frame
+  // 0x184D2A5D): its header frame stays readable, so it is still listed, and the newest history page,
+  // which reads only the batches that hold it, reads that batch.
   const path = stack.disk!.persistence.logPath('corrupt-child')
   const bytes = readFileSync(path)
-  const at = Math.floor(bytes.length * 0.7)
+  const trailer = bytes.lastIndexOf(Buffer.from([0x5d, 0x2a, 0x4d, 0x18]))
+  if (trailer < 2) throw new Error('corrupt-child has no batch trailer to aim at')
+  const at = trailer - 2
   bytes[at] = bytes[at]! ^ 0xff
   writeFileSync(path, bytes)
   return stack
