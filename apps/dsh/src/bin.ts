@@ -7,8 +7,6 @@ quietOnBrokenPipe(process.stdout, (message) => {
   if (!stderr.destroyed) stderr.write(message)
 })
 
-// No top-level await: the build writes the CLI as CommonJS (see package.json's build script).
-void runCli(process.argv.slice(2)).then((code) => {
-  // A write error reported above keeps its status 1; otherwise the command's own.
-  if (process.exitCode !== 1) process.exitCode = code
-})
+const code = await runCli(process.argv.slice(2))
+// A write error reported above keeps its status 1; otherwise the command's own.
+if (process.exitCode !== 1) process.exitCode = code
