@@ -169,10 +169,9 @@ function bindingsOf(clause, source, file) {
  * through its dependency path from this one (each name resolved from the
  * package before it, as Node would for that package's own imports), a file
  * URL inside it, and `require`/`import()` of a module as that package
- * resolves it. `cjs`: the bundle is written as CommonJS (`__filename`, not
- * `import.meta.url`, names the chunk).
+ * resolves it.
  */
-export const anchorsCode = (cjs) => `
+export const ANCHORS_CODE = `
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
@@ -183,7 +182,7 @@ const roots = new Map()
 function packageRoot(chain) {
   let root = roots.get(chain)
   if (root !== undefined) return root
-  let from = ${cjs ? '__filename' : 'fileURLToPath(import.meta.url)'}
+  let from = fileURLToPath(import.meta.url)
   for (const name of chain.split(' ')) {
     let dir = dirname(createRequire(from).resolve(name))
     while (!isPackage(dir, name)) {

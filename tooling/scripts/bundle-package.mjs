@@ -26,21 +26,16 @@
 // - `--inline <package>` (repeatable; `@dsh/*` names a scope) bundles those
 //   packages too, for an application (the CLI): see bundle-inline.mjs. Their
 //   modules' chunks are named `vendor/<package>/<path>`.
-// - `--cjs` writes the chunks as CommonJS, with a `dist/package.json` that
-//   says so (an application's dist: Node reads a CommonJS file on the main
-//   thread, where it reads an ES module through the thread pool, and a lazy
-//   chunk is then a `require` in a resolved promise).
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { rolldown } from 'rolldown'
-import { ANCHORS_ID, anchorsCode, inlineMatcher, inlining, packageNameOf } from './bundle-inline.mjs'
+import { ANCHORS_CODE, ANCHORS_ID, inlineMatcher, inlining, packageNameOf } from './bundle-inline.mjs'
 
 const dist = resolve('dist')
 const manifest = JSON.parse(readFileSync('package.json', 'utf8'))
 const args = process.argv.slice(2)
 const inlinePatterns = args.flatMap((arg, i) => (args[i - 1] === '--inline' ? [arg] : []))
-const cjs = args.includes('--cjs')
-const extraEntries = args.filter((arg, i) => !arg.startsWith('--') && args[i - 1] !== '--inline')
+const extraEntries = args.filter((arg, i) => arg !== '--inline' && args[i - 1] !== '--inline')
 const isInlined = inlineMatcher(inlinePatterns)
 const inliner = inlinePatterns.length > 0 ? inlining(process.cwd()) : undefined
 /** A module of this package's own dist (the rest of the bundle is inlined packages and the anchors helper). */
@@ -94,7 +89,7 @@ function withModuleUrls(code, chunkFileName) {
       .split(sep)
       .join('/')
     if (!path.startsWith('.')) path = `./${path}`
-    return `new URL(${JSON.stringify(path)}, ${cjs ? 'require("node:url").pathToFileURL(__filename)' : 'import.meta.url'}).href`
+    return `new URL(${JSON.stringify(path)}, import.meta.url).href`
   })
   if (out.includes(URL_TOKEN)) throw new Error(`bundle-package: ${chunkFileName} holds an import.meta.url token it could not replace`)
   return out
@@ -132,7 +127,7 @@ const bundle = await rolldown({
         return null
       },
       load(id) {
-        if (id === ANCHORS_ID) return anchorsCode(cjs)
+        if (id === ANCHORS_ID) return ANCHORS_CODE
         if (!id.endsWith('.js')) return null
         const text = readFileSync(id, 'utf8').replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n')
         const code =
@@ -323,7 +318,7 @@ function chunkNameOf(id, context) {
 }
 
 const { output } = await bundle.generate({
-  format: cjs ? 'cjs' : 'es',
+  format: 'es',
   sourcemap: true,
   codeSplitting: {
     groups: [
@@ -357,8 +352,6 @@ function visit(name, path) {
 for (const name of importsOf.keys()) visit(name, [])
 
 for (const path of walk(dist)) if (path.endsWith('.js') || path.endsWith('.js.map')) rmSync(path)
-rmSync(join(dist, 'package.json'), { force: true })
-if (cjs) writeFileSync(join(dist, 'package.json'), `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`)
 for (const file of output) {
   const path = join(dist, file.fileName)
   mkdirSync(dirname(path), { recursive: true })

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { tempDir as kitTempDir } from '@dsh/test-kit'
@@ -50,7 +50,8 @@ function workspace(): string {
     [
       '#!/usr/bin/env node',
       'import { here, viaImport, viaRequire, later } from "@dsh/lib";',
-      'later().then((lazy) => console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer })));',
+      'const lazy = await later();',
+      'console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer }));',
       '',
     ].join('\n'),
   )
@@ -66,40 +67,30 @@ function run(args: string[], cwd: string): string {
   return child.stdout
 }
 
-it.each([
-  ['ES modules', []],
-  ['CommonJS', ['--cjs']],
-])(
-  'inlines a package (%s): its import.meta.url and its imports still resolve from its own installed place, wherever the tree is moved',
-  (_format, flags) => {
-    const dir = workspace()
-    const app = join(dir, 'app')
-    run([bundler, '--inline', '@dsh/*', ...flags], app)
-    // --cjs marks the app's dist as CommonJS; otherwise the package's own type (module) holds.
-    const marker = join(app, 'dist', 'package.json')
-    if (flags.length > 0) expect(JSON.parse(readFileSync(marker, 'utf8'))).toEqual({ type: 'commonjs' })
-    else expect(existsSync(marker)).toBe(false)
-    // The library's code is in the app's dist (no import of @dsh/lib is left); `dep` stays outside the bundle.
-    const chunks = readdirSync(join(app, 'dist'), { recursive: true }).map(String)
-    const code = chunks.filter((file) => file.endsWith('.js')).map((file) => readFileSync(join(app, 'dist', file), 'utf8'))
-    expect(code.some((text) => text.includes('viaRequire'))).toBe(true)
-    expect(code.some((text) => /from\s*"@dsh\/lib"/.test(text))).toBe(false)
-    expect(code.some((text) => text.includes('answer: 21'))).toBe(false)
+it('inlines a package: its import.meta.url and its imports still resolve from its own installed place, wherever the tree is moved', () => {
+  const dir = workspace()
+  const app = join(dir, 'app')
+  run([bundler, '--inline', '@dsh/*'], app)
+  // The library's code is in the app's dist (no import of @dsh/lib is left); `dep` stays outside the bundle.
+  const chunks = readdirSync(join(app, 'dist'), { recursive: true }).map(String)
+  const code = chunks.filter((file) => file.endsWith('.js')).map((file) => readFileSync(join(app, 'dist', file), 'utf8'))
+  expect(code.some((text) => text.includes('viaRequire'))).toBe(true)
+  expect(code.some((text) => /from\s*"@dsh\/lib"/.test(text))).toBe(false)
+  expect(code.some((text) => text.includes('answer: 21'))).toBe(false)
 
-    const expected = (root: string): unknown => ({
-      here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
-      viaImport: 42,
-      viaRequire: 21,
-      lazy: 21,
-    })
-    expect(JSON.parse(run([join(app, 'dist', 'bin.js')], app))).toEqual(expected(dir))
-    // Nothing absolute is baked in: the moved tree answers from its new place.
-    const moved = `${dir}-moved`
-    renameSync(dir, moved)
-    cleanups.unshift(() => renameSync(moved, dir))
-    expect(JSON.parse(run([join(moved, 'app', 'dist', 'bin.js')], join(moved, 'app')))).toEqual(expected(moved))
-  },
-)
+  const expected = (root: string): unknown => ({
+    here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
+    viaImport: 42,
+    viaRequire: 21,
+    lazy: 21,
+  })
+  expect(JSON.parse(run([join(app, 'dist', 'bin.js')], app))).toEqual(expected(dir))
+  // Nothing absolute is baked in: the moved tree answers from its new place.
+  const moved = `${dir}-moved`
+  renameSync(dir, moved)
+  cleanups.unshift(() => renameSync(moved, dir))
+  expect(JSON.parse(run([join(moved, 'app', 'dist', 'bin.js')], join(moved, 'app')))).toEqual(expected(moved))
+})
 
 it('refuses an inlined module whose import of another package it cannot rewrite', () => {
   const dir = workspace()
