@@ -15,6 +15,7 @@ export {
   SEARCH_PAGE_MAX_LIMIT,
   searchTerms,
 } from './limits.js'
+export { openApiDocumentBody } from './openapi-body.js'
 export { idParam, nonNegativeInt, sessionId } from './primitives.js'
 export type { ApiRoute, AuthMode, RouteName, RouteParams, RoutePath, RouteQuery, RouteReading, RouteResponse } from './routes.js'
 export { buildTarget, describeIssues, matchPath, readRequest, routeSegments, routes } from './routes.js'

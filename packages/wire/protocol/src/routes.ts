@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ProtocolError } from './errors.js'
+import { openApiDocumentBody } from './openapi-body.js'
 import { idParam, preview } from './primitives.js'
 import { searchPage, searchQuery } from './search.js'
 import { historyPage, historyQuery, listSessionsQuery, sessionListPage } from './session.js'
@@ -97,6 +98,16 @@ export const routes = Object.freeze({
     response: streamEvent,
     answer: 'event-stream',
     auth: 'header-or-query',
+  }),
+  /** The OpenAPI 3.1 document of this table (built by `@dsh/protocol/openapi`). */
+  openapi: route({
+    method: 'GET',
+    path: '/api/openapi.json',
+    params: noParams,
+    query: noQuery,
+    response: openApiDocumentBody,
+    answer: 'json',
+    auth: 'header',
   }),
 })
 
