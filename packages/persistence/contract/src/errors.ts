@@ -12,6 +12,8 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_INVALID_ID'
   /** An event that cannot be stored losslessly (bad type, seq, time or data). */
   | 'SESSION_PERSISTENCE_INVALID_EVENT'
+  /** An event whose encoded line is over `EVENT_MAX_BYTES` (`@dsh/protocol/limits`): the batch is refused whole. */
+  | 'SESSION_PERSISTENCE_EVENT_TOO_LARGE'
   | 'SESSION_PERSISTENCE_IO'
   /** The backend's server cannot be reached now (connection refused or lost, shutting down); retrying once it is back succeeds. */
   | 'SESSION_PERSISTENCE_UNAVAILABLE'

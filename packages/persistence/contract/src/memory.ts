@@ -1,3 +1,4 @@
+import { EVENT_MAX_BYTES } from '@dsh/protocol/limits'
 import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, expandEventRuns } from './event-runs.js'
@@ -19,7 +20,7 @@ import type {
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
-import { checkAppend } from './validate.js'
+import { checkAppend, checkEventBytes } from './validate.js'
 
 interface StoredLog {
   /** The serialized physical header: logical header plus the exact cut. */
@@ -101,6 +102,7 @@ class MemoryPersistence implements SessionPersistence {
     const existing = this.#storage.logs.get(id)
     checkAppend(target, items, existing === undefined ? undefined : { ...existing.writer, nextSeq: existing.nextSeq })
     const events = expandEventRuns(id, items)
+    const text = encodeBatchText(id, events)
     let log = existing
     if (log === undefined) {
       log = {
@@ -113,7 +115,7 @@ class MemoryPersistence implements SessionPersistence {
       this.#storage.logs.set(id, log)
       if (events.length === 0) this.#storage.changed.push(id)
     }
-    if (events.length > 0) this.#commit(log, events)
+    if (events.length > 0) this.#commit(log, events, text)
     return { revision: revisionOf(log), nextSeq: SessionLogOffset(log.nextSeq) }
   }
 
@@ -179,7 +181,7 @@ class MemoryPersistence implements SessionPersistence {
     const observation = this.#readBody(log)
     const repairs = interruptedTurnEnds(observation.events, this.#clock())
     if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
-    this.#commit(log, repairs)
+    this.#commit(log, repairs, encodeBatchText(id, repairs))
     return Object.freeze({
       ...observation,
       events: Object.freeze([...observation.events, ...repairs]),
@@ -230,11 +232,10 @@ class MemoryPersistence implements SessionPersistence {
     return log
   }
 
-  #commit(log: StoredLog, events: readonly StoredSessionEvent[]): void {
+  #commit(log: StoredLog, events: readonly StoredSessionEvent[], text: string): void {
     // A batch left past `nextSeq` was never committed: the new one takes its place.
     const torn = log.batches.findIndex((b) => b.firstSeq >= log.nextSeq)
     if (torn !== -1) log.batches.length = torn
-    const text = JSON.stringify(events.map((e) => ({ type: e.type, seq: e.seq, time: e.time, data: e.data })))
     log.batches.push({ firstSeq: log.nextSeq, count: events.length, text })
     log.nextSeq += events.length
     this.#metrics.appends++
@@ -296,4 +297,15 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value)
   }
   return value
+}
+
+/** A batch as the memory backend keeps it: a JSON array of the events, each measured against the event cap first (nothing is committed past it). */
+function encodeBatchText(id: SessionId, events: readonly StoredSessionEvent[]): string {
+  const lines = events.map((e) => {
+    const line = JSON.stringify({ type: e.type, seq: e.seq, time: e.time, data: e.data })
+    // A UTF-16 code unit is at most 3 UTF-8 bytes: only a line that could be over the cap is measured.
+    if (line.length * 3 > EVENT_MAX_BYTES) checkEventBytes(e.seq, Buffer.byteLength(line), id)
+    return line
+  })
+  return `[${lines.join(',')}]`
 }

@@ -132,6 +132,12 @@ export interface PersistenceMetrics {
    */
   rescans?: number
   /**
+   * Of `rescans`, those answered `behind-horizon` (a follower behind a
+   * bounded feed's pruning horizon). Optional: a backend whose feed is never
+   * pruned omits it.
+   */
+  horizonRescans?: number
+  /**
    * Session logs (files, rows) opened for any read or write. With `changes`
    * reporting nothing, a reader that trusts its index opens none: the proof
    * that opening an unchanged root costs O(changes), not O(sessions).

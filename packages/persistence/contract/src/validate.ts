@@ -1,3 +1,4 @@
+import { EVENT_MAX_BYTES, ID_MAX_LENGTH } from '@dsh/protocol/limits'
 import { type SessionHeader, type SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, checkEventRun, isEventRun } from './event-runs.js'
@@ -20,6 +21,7 @@ export interface StoredAppendState {
  */
 export function checkAppend(target: AppendTarget, events: readonly AppendedEvent[], stored: StoredAppendState | undefined): void {
   const id = target.header.id
+  checkIdLength(id)
   if (stored !== undefined) {
     if (!sameLifecycle(stored.header, target.header)) {
       throw new SessionPersistenceError(
@@ -51,6 +53,35 @@ export function checkAppend(target: AppendTarget, events: readonly AppendedEvent
       { details: { id } },
     )
   }
+}
+
+/**
+ * Throws `SESSION_PERSISTENCE_INVALID_ID` for an id longer than
+ * `ID_MAX_LENGTH` (UTF-16 code units): no backend stores an id the wire
+ * cannot name. Each backend also applies it where it turns an id into a key.
+ */
+export function checkIdLength(id: string): void {
+  if (id.length <= ID_MAX_LENGTH) return
+  throw new SessionPersistenceError(
+    'SESSION_PERSISTENCE_INVALID_ID',
+    `A session id is at most ${ID_MAX_LENGTH} characters (UTF-16 code units, ID_MAX_LENGTH); this one has ${id.length}. Use a shorter id.`,
+    { details: { length: id.length, max: ID_MAX_LENGTH } },
+  )
+}
+
+/**
+ * Throws `SESSION_PERSISTENCE_EVENT_TOO_LARGE` when an event's encoded line
+ * (`bytes`, UTF-8) is over `EVENT_MAX_BYTES`. A backend calls it where it
+ * encodes events, before it writes anything: measuring there costs nothing
+ * extra (the append check itself never serializes an event).
+ */
+export function checkEventBytes(seq: number, bytes: number, id?: string): void {
+  if (bytes <= EVENT_MAX_BYTES) return
+  throw new SessionPersistenceError(
+    'SESSION_PERSISTENCE_EVENT_TOO_LARGE',
+    `Event ${seq}${id === undefined ? '' : ` of session '${id}'`} encodes to ${bytes} bytes; an event is at most ${EVENT_MAX_BYTES} bytes (EVENT_MAX_BYTES). Store large content as an attachment and reference it from the event; nothing of the batch was stored.`,
+    { details: { seq, bytes, max: EVENT_MAX_BYTES, ...(id === undefined ? {} : { id }) } },
+  )
 }
 
 function checkEvent(id: string, event: StoredSessionEvent, expectedSeq: number): void {

@@ -23,11 +23,92 @@ export const PAGE_MAX_LIMIT = 1000
 /** Page of sessions or history events when the caller names no `limit`. */
 export const PAGE_DEFAULT_LIMIT = 100
 
-/** Longest session id a route accepts, in UTF-16 code units after percent-decoding. */
+/**
+ * Longest session id, in UTF-16 code units (after percent-decoding, on a
+ * route): every route refuses a longer one, and every persistence backend
+ * refuses to store one (`SESSION_PERSISTENCE_INVALID_ID`), so no id is
+ * stored that the wire cannot name.
+ */
 export const ID_MAX_LENGTH = 1024
 
 /** Longest free-text query parameter (a cwd, a cursor), after percent-decoding. */
 export const PARAM_MAX_LENGTH = 4096
+
+// ---------------------------------------------------------------------------
+// Sizes: what one stored event, one stored line, one v0 frame and one history
+// page may cost. Every persistence backend refuses past the append caps with a
+// typed code; every reader of stored lines measures a line before it loads it,
+// and hands back a line over the read cap as an elided event (below), in
+// memory bounded by the cap, never the line whole.
+
+/**
+ * Largest event an append stores: the UTF-8 bytes of its encoded line (the
+ * JSON of `{type, seq, time, data}`). Past it a backend refuses the batch
+ * with `SESSION_PERSISTENCE_EVENT_TOO_LARGE` and stores none of it; large
+ * content belongs in an attachment, referenced from the event.
+ */
+export const EVENT_MAX_BYTES = 16 * 1024 * 1024
+
+/**
+ * Longest stored line a reader loads: UTF-8 bytes of one line of a log (one
+ * event, or one packed run of events), without its newline. A longer line is
+ * never materialized whole: persistence reads return it as an elided event
+ * (`ELIDED_EVENT_TYPE`), a v0 import refuses it (`IMPORT_V0_LINE_TOO_LARGE`).
+ * At least `EVENT_MAX_BYTES`, so every event an append accepts reads back.
+ */
+export const LINE_MAX_BYTES = 32 * 1024 * 1024
+
+/**
+ * Largest plaintext one v0 zstd frame (one harness append batch) may
+ * decompress to. The import stream-decompresses with this cap and refuses a
+ * frame past it (`IMPORT_V0_FRAME_TOO_LARGE`): a frame of zeros a few
+ * kilobytes long can stand for gigabytes.
+ */
+export const V0_FRAME_MAX_BYTES = 128 * 1024 * 1024
+
+/**
+ * Largest history page in bytes: the UTF-8 bytes of the JSON of its events.
+ * A page stops adding older events before it would pass this (its
+ * `nextBefore` continues from there); an event that alone is larger is
+ * answered as an elided event. Equal to `EVENT_MAX_BYTES`: every storable
+ * event fits a page alone.
+ */
+export const HISTORY_PAGE_MAX_BYTES = EVENT_MAX_BYTES
+
+/**
+ * The type of an event that stands in for one too large to hand back: it
+ * keeps the original's `seq` (and `time`, when the reader could see it), and
+ * its `data` is `ElidedEventData`. Folds and renderers that do not know the
+ * type pass over it, as over any unknown event.
+ */
+export const ELIDED_EVENT_TYPE = 'event/elided'
+
+/**
+ * Why an event was elided: `line-too-large` — its stored line is over
+ * `LINE_MAX_BYTES` (a persistence read); `page-too-large` — it alone is over
+ * `HISTORY_PAGE_MAX_BYTES` (an HTTP history page).
+ */
+export type ElidedReason = 'line-too-large' | 'page-too-large'
+
+/** The `data` of an elided event. */
+export interface ElidedEventData {
+  readonly elided: {
+    /** UTF-8 bytes of what was elided: the stored line, or the event's JSON. */
+    readonly bytes: number
+    readonly reason: ElidedReason
+    /** The original event's type, when the reader could see it (`null` otherwise). */
+    readonly type: string | null
+  }
+}
+
+/** The elided event standing in for event `seq`. */
+export function elidedEvent(
+  seq: number,
+  time: number,
+  elided: ElidedEventData['elided'],
+): { type: typeof ELIDED_EVENT_TYPE; seq: number; time: number; data: ElidedEventData } {
+  return { type: ELIDED_EVENT_TYPE, seq, time, data: { elided: { bytes: elided.bytes, reason: elided.reason, type: elided.type } } }
+}
 
 /**
  * The distinct terms of a search text, in first-seen order: maximal runs of

@@ -123,6 +123,42 @@ export function describeChangeFeed(fresh: FreshHarness): void {
       if (start.logOpens !== undefined) expect(end.logOpens).toBe(start.logOpens)
     })
 
+    it('a bounded feed: a follower one pruning behind is answered exactly; one behind the horizon gets the typed resync, one counted rescan, then every change', async () => {
+      const harness = await fresh()
+      const p = harness.persistence
+      await p.append(target(header('a')), events(0, 1))
+      await p.append(target(header('b')), events(0, 1))
+      const early = (await p.changes()).cursor
+      await p.append(target(header('a')), events(1, 1))
+      await p.append(target(header('gone')), events(0, 1))
+      await harness.pruneFeed?.()
+      // Between the horizon and the base: the summary answers exactly.
+      const between = await drain(p, early)
+      expect(between).toMatchObject({ ids: ['a', 'gone'], rescan: false })
+      await p.append(target(header('b')), events(1, 1))
+      expect(await p.delete(header('gone').id)).toBe(true)
+      await p.append(target(header('c')), events(0, 1))
+      await harness.pruneFeed?.()
+      // A follower that read once between the prunings is answered exactly.
+      expect(await drain(p, between.cursor)).toMatchObject({ ids: ['b', 'c', 'gone'], rescan: false })
+      const before = snapshot(p)
+      const behind = await p.changes(early)
+      if (harness.pruneFeed === undefined) {
+        // A feed that is never pruned answers any cursor of its own exactly.
+        expect({ ids: [...behind.ids].sort(), rescan: behind.rescan }).toEqual({ ids: ['a', 'b', 'c', 'gone'], rescan: false })
+        return
+      }
+      expect(behind).toMatchObject({ ids: [], rescan: true, rescanReason: 'behind-horizon' })
+      if (before.rescans !== undefined) expect(snapshot(p).rescans! - before.rescans).toBe(1)
+      if (before.horizonRescans !== undefined) expect(snapshot(p).horizonRescans! - before.horizonRescans).toBe(1)
+      // The one rescan, then it follows from the resync's cursor exactly.
+      expect((await p.list()).map((r) => r.header.id as string).sort()).toEqual(['a', 'b', 'c'])
+      await p.append(target(header('c')), events(1, 1))
+      await p.append(target(header('d')), events(0, 1))
+      expect(await drain(p, behind.cursor)).toMatchObject({ ids: ['c', 'd'], rescan: false })
+      if (before.rescans !== undefined) expect(snapshot(p).rescans! - before.rescans).toBe(1)
+    })
+
     it('rejects with CANCELLED after its signal aborted', async () => {
       const { persistence: p } = await fresh()
       await expectCode(p.changes(undefined, aborted()), 'CANCELLED')

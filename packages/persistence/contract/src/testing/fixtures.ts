@@ -34,6 +34,14 @@ export interface PersistenceContractHarness {
    * a body that no longer reads back), so that reading it fails its checks.
    */
   damageBatch(id: string, seq: number): Promise<void>
+  /**
+   * For a bounded change feed: prunes it once now, as a writer past its bound
+   * does on its own — the horizon moves to where the previous pruning's
+   * verbatim records began (its base), the base to the feed's head. A cursor
+   * handed out before the previous pruning is then behind the horizon.
+   * Omitted by a backend whose feed is never pruned.
+   */
+  pruneFeed?(): Promise<void>
 }
 
 export interface PersistenceContractFactoryOptions {

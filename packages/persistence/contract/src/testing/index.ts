@@ -5,6 +5,7 @@ import { afterEach, describe } from 'vitest'
 import { describeChangeFeed } from './change-feed.js'
 import type { PersistenceContractFactory, PersistenceContractFactoryOptions, PersistenceContractHarness } from './fixtures.js'
 import { describeForks } from './forks.js'
+import { describeLimits } from './limits.js'
 import { describeRanges } from './ranges.js'
 import { describeReads } from './reads.js'
 import { describeRoundTrip } from './round-trip.js'
@@ -36,5 +37,6 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
     describeRoundTrip(fresh)
     describeChangeFeed(fresh)
     describeForks(fresh)
+    describeLimits(fresh)
   })
 }
