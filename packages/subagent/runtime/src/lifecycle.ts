@@ -1,4 +1,4 @@
-import type { JsonValue, SessionId, TurnEndReason } from '@dsh/session'
+import type { JsonValue, Session, SessionId, TurnEndReason } from '@dsh/session'
 import type { SubagentMode } from './descriptor.js'
 
 /**
@@ -78,6 +78,20 @@ export type SubagentNotice =
       readonly label?: string
       readonly text: string
     }
+
+declare module '@dsh/context' {
+  interface ContextEvents {
+    /**
+     * A run of `child` is about to start: emitted on the runtime's context
+     * right before its `subagent/start` is appended. A listener may append
+     * records of its own to the child here (they land before `subagent/start`
+     * and are part of the child's log from then on); it must not append
+     * `subagent/*`, turn or message events, which the runtime and the driver
+     * own. The descriptor is already written, so nothing here can change it.
+     */
+    'subagent/run-start': [child: Session, run: { readonly kind: SubagentRunKind; readonly turn: number }]
+  }
+}
 
 declare module '@dsh/session' {
   interface SessionEventMap {

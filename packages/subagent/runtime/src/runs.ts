@@ -50,6 +50,7 @@ export function startChild(
   }
   const controller = new AbortController()
   const turn = nextTurn(child)
+  core.services.emit?.('subagent/run-start', child, { kind, turn })
   child.append(SUBAGENT_START_EVENT, { kind, turn, ...(queued === undefined ? {} : { queued }) })
   if (prompt !== undefined) child.append('user/message', { text: prompt })
   const run: SubagentRun = {

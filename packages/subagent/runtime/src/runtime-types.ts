@@ -1,4 +1,4 @@
-import type { Services } from '@dsh/context'
+import type { ContextEvents, Services } from '@dsh/context'
 import type { Session, SessionId } from '@dsh/session'
 import type { SubagentMode } from './descriptor.js'
 import type { SubagentRunOutcome } from './driver.js'
@@ -103,7 +103,9 @@ export interface CloseResult {
   readonly dropped: number
 }
 
-/** Where the runtime looks up services at call time (a `Context` fits). */
+/** Where the runtime looks up services at call time and announces runs (a `Context` fits). */
 export interface SubagentServiceSource {
   get<K extends keyof Services & string>(name: K): Services[K] | undefined
+  /** Announces `subagent/run-start` to the context's listeners (see `ContextEvents`); optional, so a bare service map fits too. */
+  emit?(name: 'subagent/run-start', ...args: ContextEvents['subagent/run-start']): void
 }
