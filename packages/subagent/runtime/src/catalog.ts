@@ -1,6 +1,8 @@
+import type { ProjectionKey } from '@dsh/session-projection'
 import { coldReadConcurrencyOf, type SubagentCatalogOptions } from './catalog-options.js'
 import { explainChildrenWithin, explainDescendantsWithin } from './list-children.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry } from './list-types.js'
+import { type TreeSnapshotEntry, type TreeSnapshotOptions, treeSnapshotsWithin } from './tree-snapshots.js'
 
 /**
  * A configured catalog: the listing functions with a validated
@@ -39,5 +41,10 @@ export class SubagentCatalog {
   /** `listDescendants` plus rung, parent and depth per row. */
   explainDescendants(parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]> {
     return explainDescendantsWithin(this.#services(), parentId, signal, this.#concurrency)
+  }
+
+  /** Projection values of a session (and with `descendants`, of its whole tree) through the same ladder (see `tree-snapshots.ts`). */
+  treeSnapshots(rootId: string, keys: readonly ProjectionKey[], options: TreeSnapshotOptions = {}): Promise<TreeSnapshotEntry[]> {
+    return treeSnapshotsWithin(this.#services(), rootId, keys, options, this.#concurrency)
   }
 }

@@ -73,3 +73,5 @@ export type {
 export { DEFAULT_MAX_DEPTH, DEFAULT_WAIT_MS, MAX_WAIT_MS } from './runtime-types.js'
 export type { Script, ScriptedCallResult, ScriptedDriverOptions, ScriptStep } from './scripted-driver.js'
 export { createScriptedDriver } from './scripted-driver.js'
+export type { TreeSnapshotEntry, TreeSnapshotOptions, TreeSnapshotStatus } from './tree-snapshots.js'
+export { treeSnapshots } from './tree-snapshots.js'

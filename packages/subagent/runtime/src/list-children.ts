@@ -1,11 +1,11 @@
-import { type Session, type SessionId, sameLifecycle } from '@dsh/session'
+import type { Session, SessionId } from '@dsh/session'
 import type { ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
-import type { SessionQueryObservation } from '@dsh/session-query'
 import { DEFAULT_COLD_READ_CONCURRENCY } from './catalog-options.js'
 import { mapBounded } from './concurrency.js'
 import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
-import { cancelled, SubagentError } from './errors.js'
+import { SubagentError } from './errors.js'
+import { cachedRung, observedRung } from './ladder.js'
 import { type Candidate, type CorpusDeps, enumerateChildren, enumerateTree, isSubagent } from './list-corpus.js'
 import { ListingScope } from './list-scope.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
@@ -264,14 +264,9 @@ function hasOwnDescriptorEvent(session: Session): boolean {
  * a diagnostic.
  */
 function cacheRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean): Ladder | undefined {
-  if (deps.cache === undefined) return undefined
-  try {
-    const cut = candidate.inheritedEventCount
-    const identity = ownIdentity(deps.cache.cachedSnapshot(candidate.header, cut, KEYS), (seq) => seq >= cut)
-    return identity === undefined ? undefined : { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2 }
-  } catch {
-    return undefined
-  }
+  const cut = candidate.inheritedEventCount
+  const identity = ownIdentity(cachedRung(deps, candidate, KEYS), (seq) => seq >= cut)
+  return identity === undefined ? undefined : { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2 }
 }
 
 /**
@@ -283,22 +278,10 @@ function cacheRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean
  */
 async function observationRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, scope: ListingScope): Promise<Ladder> {
   const id = candidate.header.id
-  let observation: SessionQueryObservation
-  try {
-    observation = await scope.read((signal) => deps.query.observeSession(id, signal))
-  } catch {
-    if (scope.aborted) throw cancelled()
-    return { row: diagnostic(id, 'unavailable'), rung: 3 }
-  }
-  if (!sameLifecycle(observation.header, candidate.header)) return { row: diagnostic(id, 'corrupt'), rung: 3 }
-  let snapshot: ProjectionSnapshot
-  try {
-    snapshot = deps.projections.fold(observation.events, { inheritedEventCount: observation.inheritedEventCount }, KEYS)
-  } catch {
-    return { row: diagnostic(id, 'unavailable'), rung: 3 }
-  }
-  const cut = observation.inheritedEventCount
-  const count = observation.events.length
+  const observed = await observedRung(deps, candidate, KEYS, scope)
+  if (observed.kind === 'failed') return { row: diagnostic(id, 'unavailable'), rung: 3 }
+  if (observed.kind === 'other-lifecycle') return { row: diagnostic(id, 'corrupt'), rung: 3 }
+  const { snapshot, cut, count } = observed
   const identity = ownIdentity(snapshot, (seq) => seq >= cut && seq < count)
   return { row: identity === undefined ? diagnostic(id, 'corrupt') : childRow(id, 'inactive', hasChildren, identity), rung: 3 }
 }

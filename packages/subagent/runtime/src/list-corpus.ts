@@ -50,8 +50,20 @@ export async function enumerateChildren(deps: CorpusDeps, parentId: SessionId, s
 
 /** Every subagent (or every session) in the corpus grouped by its (live-preferred) parent, each group ordered. */
 export async function enumerateTree(deps: CorpusDeps, scopeOf: 'subagent' | 'all', scope: ListingScope): Promise<Map<string, Candidate[]>> {
+  return (await enumerateTreeFinding(deps, scopeOf, scope, undefined)).tree
+}
+
+/** `enumerateTree`, also returning the candidate of `wanted` when the same pass lists it. */
+export async function enumerateTreeFinding(
+  deps: CorpusDeps,
+  scopeOf: 'subagent' | 'all',
+  scope: ListingScope,
+  wanted: SessionId | undefined,
+): Promise<{ readonly tree: Map<string, Candidate[]>; readonly found: Candidate | undefined }> {
   const tree = new Map<string, Candidate[]>()
+  let found: Candidate | undefined
   await listCorpus(deps, {}, scope, scopeOf, (candidate) => {
+    if (candidate.header.id === wanted) found = candidate
     const parent = candidate.header.parentSession
     if (parent === undefined) return true
     const siblings = tree.get(parent)
@@ -60,7 +72,7 @@ export async function enumerateTree(deps: CorpusDeps, scopeOf: 'subagent' | 'all
     return true
   })
   for (const siblings of tree.values()) siblings.sort(byCreatedAtThenId)
-  return tree
+  return { tree, found }
 }
 
 /**

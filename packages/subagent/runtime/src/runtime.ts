@@ -1,4 +1,5 @@
 import type { Session } from '@dsh/session'
+import type { ProjectionKey } from '@dsh/session-projection'
 import { SubagentCatalog } from './catalog.js'
 import type { SubagentCatalogOptions } from './catalog-options.js'
 import { closeChild, driveSession, interruptChild, reportToParent, waitFor } from './control.js'
@@ -23,6 +24,7 @@ import {
   type WaitOptions,
 } from './runtime-types.js'
 import { spawnChild } from './spawn.js'
+import type { TreeSnapshotEntry, TreeSnapshotOptions } from './tree-snapshots.js'
 
 /** Gives an agent its tools for one run (the runtime narrows them by the child's `toolFilter`). */
 export type SubagentToolProvider = (agent: Session, runtime: SubagentRuntime) => readonly SubagentTool[]
@@ -193,6 +195,11 @@ export class SubagentRuntime {
   /** `listDescendants` plus rung, parent and depth per row. */
   explainDescendants(parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]> {
     return this.#catalog.explainDescendants(parentId, signal)
+  }
+
+  /** Projection values of a session and, with `descendants`, of every session below it, through the catalog's ladder. */
+  treeSnapshots(rootId: string, keys: readonly ProjectionKey[], options?: TreeSnapshotOptions): Promise<TreeSnapshotEntry[]> {
+    return this.#catalog.treeSnapshots(rootId, keys, options)
   }
 
   /** Interrupts every run (children end `cancelled`, nothing queued is lost) and waits for them to settle. */
