@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest'
+import { costOf, parsePriceTable, rollupSessionStats, sumSessionStats } from '../src/index.js'
+import { host, SECOND_TURN, TWO_TURNS } from './helpers.js'
+
+describe('rollupSessionStats', () => {
+  it('sums a parent and a fork without counting the inherited prefix twice', () => {
+    const h = host()
+    const parent = h.sessions.create()
+    h.play(parent, TWO_TURNS.slice(0, SECOND_TURN))
+    const fork = h.sessions.fork(parent)
+    h.play(fork, TWO_TURNS.slice(SECOND_TURN))
+    const whole = h.sessions.create()
+    h.play(whole, TWO_TURNS)
+    const rollup = rollupSessionStats([
+      { id: parent.id, status: 'ok', snapshot: { sessionStats: h.stats(parent) } },
+      { id: fork.id, status: 'ok', snapshot: { sessionStats: h.stats(fork) } },
+    ])
+    // Parent (turn 1) plus the fork's own suffix (turn 2 and the compaction) is the one session that did both.
+    const { inheritedEventCount: _cut, ...expected } = h.stats(whole)
+    expect(h.stats(fork).inheritedEventCount).toBe(SECOND_TURN)
+    expect(rollup).toEqual({ sessions: 2, totals: expected, gaps: [], complete: true })
+  })
+
+  it('merges models by provider and model and tools by name, and prices the totals', () => {
+    const h = host()
+    const a = h.sessions.create()
+    const b = h.sessions.create()
+    h.play(a, TWO_TURNS)
+    h.play(b, TWO_TURNS)
+    const totals = sumSessionStats([h.stats(a), h.stats(b)])
+    expect(totals.turns).toBe(4)
+    expect(totals.tokens).toEqual({ input: 294, output: 76, cacheRead: 100, cacheWrite: 0, reasoning: 10 })
+    expect(totals.byModel.map((usage) => [usage.provider, usage.model, usage.calls])).toEqual([
+      ['example-provider', 'example-model', 6],
+      [null, null, 4],
+    ])
+    expect(totals.tools).toEqual([
+      { name: 'read_file', calls: 2, errors: 0, ms: 80 },
+      { name: 'ls', calls: 2, errors: 2, ms: 20 },
+    ])
+    expect(totals.firstToken).toEqual({ count: 6, totalMs: 240, meanMs: 40 })
+    const table = parsePriceTable({
+      currency: 'USD',
+      providers: { 'example-provider': { 'example-model': { input: 1, output: 1, cacheRead: 1 } } },
+    })
+    expect(costOf(totals, table)).toMatchObject({ usd: null, reason: 'model-not-recorded' })
+  })
+
+  it('reports unavailable and corrupt sessions as gaps, never skipping them silently', () => {
+    const h = host()
+    const a = h.sessions.create()
+    h.play(a, TWO_TURNS)
+    const rollup = rollupSessionStats([
+      { id: a.id, status: 'ok', snapshot: { sessionStats: h.stats(a) } },
+      { id: 'gone', status: 'unavailable', problem: { message: 'disk went away' } },
+      { id: 'broken', status: 'corrupt', problem: { code: 'SESSION_QUERY_CORRUPT_SESSION', message: 'line 3' } },
+      { id: 'valueless', status: 'ok', snapshot: {} },
+    ])
+    expect(rollup.sessions).toBe(1)
+    expect(rollup.complete).toBe(false)
+    expect(rollup.gaps).toEqual([
+      { id: 'gone', status: 'unavailable', problem: { message: 'disk went away' } },
+      { id: 'broken', status: 'corrupt', problem: { code: 'SESSION_QUERY_CORRUPT_SESSION', message: 'line 3' } },
+      { id: 'valueless', status: 'unavailable', problem: { message: 'the sessionStats unit gave no value' } },
+    ])
+    expect(rollup.totals.turns).toBe(2)
+  })
+
+  it('sums nothing to zeros', () => {
+    expect(rollupSessionStats([]).totals).toMatchObject({ turns: 0, tokens: { input: 0, output: 0 }, firstToken: { meanMs: null } })
+  })
+})
