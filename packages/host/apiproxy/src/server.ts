@@ -9,6 +9,7 @@ import { ApiError } from './errors.js'
 import { createHostCheck } from './host-check.js'
 import { drainBody, sendError } from './http.js'
 import { type ApiLimits, resolveLimits } from './limits.js'
+import { openApiRoute } from './openapi-route.js'
 import { pageRoutes } from './page-routes.js'
 import { parseTarget } from './request.js'
 import { findRoute, type Route } from './route.js'
@@ -79,6 +80,7 @@ const routes: readonly Route[] = [
   childHistoryRoute,
   streamRoute,
   searchRoute,
+  openApiRoute,
 ]
 
 /** Builds the API's request listener over the given services (for mounting in an existing server; `apiproxyPlugin` provides one as service `httpApi`). */

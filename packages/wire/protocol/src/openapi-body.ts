@@ -1,5 +1,4 @@
 import { z } from 'zod'
-import { jsonValue } from './primitives.js'
 
 /**
  * The answer of `GET /api/openapi.json`: an OpenAPI 3.1 document. The route
@@ -9,5 +8,6 @@ import { jsonValue } from './primitives.js'
 export const openApiDocumentBody = z.looseObject({
   openapi: z.string().regex(/^3\.1\.[0-9]+$/),
   info: z.looseObject({ title: z.string(), version: z.string() }),
-  paths: z.record(z.string(), jsonValue),
+  /** Each path's item: its operations by method. */
+  paths: z.record(z.string(), z.looseObject({})),
 })
