@@ -1,11 +1,13 @@
 import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import {
   describePersistenceContract,
   type PersistenceContractFactoryOptions,
   type PersistenceContractHarness,
 } from '@dsh/session-persistence/testing'
-import { createJsonlPersistence, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { createJsonlPersistence, JOURNAL_FILE, type JsonlCompression, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { flushWriters, JournalWriter } from '../src/change-journal.js'
 import { createCodec } from '../src/codec.js'
 import { scanLog } from '../src/log-scan.js'
 import { tempDir } from './helpers.js'
@@ -39,6 +41,16 @@ function harness(compression: JsonlCompression) {
       },
       async tearTail(id) {
         appendFileSync(logPath(id), TORN[compression])
+      },
+      async pruneFeed() {
+        // The held `end` records of this process's writers first, as any compactor reads them.
+        flushWriters(join(root, JOURNAL_FILE))
+        const journal = new JournalWriter(root)
+        try {
+          if (!journal.compact()) throw new Error(`the change journal of ${root} was not compacted`)
+        } finally {
+          journal.close()
+        }
       },
       async damageBatch(id, seq) {
         const file = logPath(id)

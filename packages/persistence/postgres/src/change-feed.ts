@@ -1,5 +1,5 @@
 import type { SessionId } from '@dsh/session'
-import type { SessionChanges } from '@dsh/session-persistence'
+import type { SessionChanges, SessionRescanReason } from '@dsh/session-persistence'
 import type pg from 'pg'
 import { listenChannel } from './listener.js'
 import { CHANGES_CHANNEL } from './schema.js'
@@ -19,24 +19,35 @@ export interface ChangeSubscription {
  * time. Ids may repeat across reads, never go missing.
  *
  * A cursor is `<feed id>:<xmin>`; the feed id is random per database, so a
- * cursor from another database (or a re-created one) asks for a rescan.
+ * cursor from another database (or a re-created one) asks for a rescan
+ * (`unknown-cursor`). The table is pruned behind a horizon
+ * (`feed-pruning.ts`): a cursor below it asks for one (`behind-horizon`).
  */
 export async function readChanges(pool: pg.Pool, since: string | undefined): Promise<SessionChanges> {
   const parsed = parseCursor(since)
-  const { rows } = await pool.query<{ feed_id: string; xmin: string; ids: Buffer[] | null }>(
-    `SELECT (SELECT feed_id FROM dsh_feed) AS feed_id,
+  const { rows } = await pool.query<{ feed_id: string; xmin: string; behind: boolean | null; ids: Buffer[] | null }>(
+    `SELECT f.feed_id,
             pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
-            CASE WHEN $1::xid8 IS NULL THEN NULL
+            $1::xid8 < f.horizon AS behind,
+            CASE WHEN $1::xid8 IS NULL OR $1::xid8 < f.horizon THEN NULL
                  ELSE ARRAY(SELECT id FROM dsh_changes WHERE xid >= $1::xid8
                             UNION
-                            SELECT s.id FROM dsh_batches b JOIN dsh_sessions s USING (sid) WHERE b.xid >= $1::xid8) END AS ids`,
+                            SELECT s.id FROM dsh_batches b JOIN dsh_sessions s USING (sid) WHERE b.xid >= $1::xid8) END AS ids
+     FROM dsh_feed f`,
     [parsed?.xmin ?? null],
   )
   const row = rows[0]!
   const cursor = `${row.feed_id}:${row.xmin}`
-  if (parsed === undefined || parsed.feed !== row.feed_id || row.ids === null)
-    return Object.freeze({ ids: Object.freeze([]), cursor, rescan: true })
-  const ids = row.ids.map((bytes) => bytes.toString('utf8') as SessionId)
+  const reason: SessionRescanReason | undefined =
+    since === undefined
+      ? 'no-cursor'
+      : parsed === undefined || parsed.feed !== row.feed_id
+        ? 'unknown-cursor'
+        : row.behind === true || row.ids === null
+          ? 'behind-horizon'
+          : undefined
+  if (reason !== undefined) return Object.freeze({ ids: Object.freeze([]), cursor, rescan: true, rescanReason: reason })
+  const ids = row.ids!.map((bytes) => bytes.toString('utf8') as SessionId)
   return Object.freeze({ ids: Object.freeze(ids), cursor, rescan: false })
 }
 

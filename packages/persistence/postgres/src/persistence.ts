@@ -7,7 +7,6 @@ import type {
   DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
-  PersistenceMetrics,
   SessionChangeCursor,
   SessionChanges,
   SessionObservation,
@@ -31,12 +30,13 @@ import { encodeBatch } from './batch-codec.js'
 import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
 import { deleteSession } from './deletion.js'
 import { ioError, PostgresPersistenceError } from './errors.js'
+import { DEFAULT_FEED_LIMIT, FeedPruner } from './feed-pruning.js'
 import { forkReference } from './fork-reference.js'
 import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
 import { LogReader, notFound, revisionOf, SESSION_COLUMNS, type SessionRow } from './log-reader.js'
 import { watchPool } from './pool.js'
 import { SESSIONS_SCHEMA } from './schema.js'
-import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceOptions } from './types.js'
+import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceMetrics, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
 
 /** What this instance keeps of a session it has written, between appends. */
@@ -65,6 +65,13 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
       `maxLeases must be a positive integer, got ${String(maxLeases)}.`,
     )
   }
+  const feedLimit = options.feedLimit ?? DEFAULT_FEED_LIMIT
+  if (!Number.isSafeInteger(feedLimit) || feedLimit < 1) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
+      `feedLimit must be a positive integer (rows of dsh_changes between two prunings), got ${String(feedLimit)}.`,
+    )
+  }
   const owned = options.pool === undefined
   const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString })
   watchPool(pool)
@@ -74,7 +81,7 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
     if (owned) await pool.end().catch(() => {})
     throw error
   }
-  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases, options.readOnly === true)
+  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases, options.readOnly === true, feedLimit)
 }
 
 class PgPersistence implements PostgresPersistence {
@@ -84,15 +91,25 @@ class PgPersistence implements PostgresPersistence {
   readonly #writer: WriterConnection
   readonly #reader: LogReader
   readonly #states = new Map<string, WriterState>()
-  readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
+  readonly #metrics: PostgresPersistenceMetrics = {
+    headerReads: 0,
+    bodyReads: 0,
+    bytesRead: 0,
+    appends: 0,
+    rescans: 0,
+    logOpens: 0,
+    horizonRescans: 0,
+    feedPrunes: 0,
+  }
   readonly #subscriptions = new Set<ChangeSubscription>()
   readonly #announcer: ChangeAnnouncer
+  readonly #pruner: FeedPruner
   #closed = false
 
   readonly readOnly: boolean
   #damaged: DamagedLog[] = []
 
-  constructor(pool: pg.Pool, owned: boolean, clock: () => number, maxLeases: number, readOnly: boolean) {
+  constructor(pool: pg.Pool, owned: boolean, clock: () => number, maxLeases: number, readOnly: boolean, feedLimit: number) {
     this.pool = pool
     this.readOnly = readOnly
     this.#owned = owned
@@ -101,9 +118,10 @@ class PgPersistence implements PostgresPersistence {
     this.#writer = new WriterConnection(pool, maxLeases, (id) => this.#states.delete(id))
     this.#reader = new LogReader(pool, this.#metrics)
     this.#announcer = new ChangeAnnouncer(pool)
+    this.#pruner = new FeedPruner(pool, feedLimit, () => this.#metrics.feedPrunes++)
   }
 
-  get metrics(): Readonly<PersistenceMetrics> {
+  get metrics(): Readonly<PostgresPersistenceMetrics> {
     return this.#metrics
   }
 
@@ -206,6 +224,7 @@ class PgPersistence implements PostgresPersistence {
     }
     if (batch !== undefined) this.#metrics.appends++
     this.#announcer.announce()
+    this.#pruner.changed()
     this.#states.set(id.id, { sid, header: h, inheritedEventCount: cut, nextSeq: events.length, stored: id })
     return { revision: revisionOf(sid, events.length), nextSeq: SessionLogOffset(events.length) }
   }
@@ -275,7 +294,10 @@ class PgPersistence implements PostgresPersistence {
     const stored = storedId(id)
     try {
       const deleted = await deleteSession(this.#writer, this.#reader, stored, options.materializeDependants === true)
-      if (deleted) this.#announcer.announce()
+      if (deleted) {
+        this.#announcer.announce()
+        this.#pruner.changed()
+      }
       return deleted
     } finally {
       this.#states.delete(id)
@@ -389,8 +411,13 @@ class PgPersistence implements PostgresPersistence {
       signal,
       persistenceCancelled,
     )
-    if (changes.rescan) this.#metrics.rescans = (this.#metrics.rescans ?? 0) + 1
+    if (changes.rescan) this.#metrics.rescans++
+    if (changes.rescanReason === 'behind-horizon') this.#metrics.horizonRescans++
     return changes
+  }
+
+  feedIdle(): Promise<void> {
+    return this.#pruner.idle()
   }
 
   async subscribe(listener: () => void): Promise<ChangeSubscription> {
@@ -409,6 +436,7 @@ class PgPersistence implements PostgresPersistence {
     if (this.#closed) return
     this.#closed = true
     await this.#announcer.close()
+    await this.#pruner.close()
     await this.#writer.close()
     this.#states.clear()
     await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))

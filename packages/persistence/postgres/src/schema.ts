@@ -20,6 +20,8 @@ import { defineSchema, type MigrationReport } from './migrations.js'
  *   batch row carries it (schema 2: the append writes no other row), and
  *   materializations, deletes and fork materializations add a
  *   `dsh_changes` row. Readers take their snapshot's xmin as the cursor.
+ * - `dsh_changes` is pruned behind `dsh_feed.horizon` (schema 3,
+ *   `feed-pruning.ts`): a cursor below it asks for a rescan.
  */
 export const SESSIONS_SCHEMA = defineSchema('sessions', [
   {
@@ -75,6 +77,16 @@ export const SESSIONS_SCHEMA = defineSchema('sessions', [
     statements: [
       'ALTER TABLE dsh_batches ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id()',
       'CREATE INDEX dsh_batches_xid ON dsh_batches (xid)',
+    ],
+  },
+  {
+    version: 3,
+    description: 'the change feed is pruned behind a horizon: dsh_feed keeps the horizon, the base and the position the base was taken at',
+    statements: [
+      `ALTER TABLE dsh_feed
+         ADD COLUMN horizon xid8 NOT NULL DEFAULT '0'::xid8,
+         ADD COLUMN base xid8 NOT NULL DEFAULT '0'::xid8,
+         ADD COLUMN base_position bigint NOT NULL DEFAULT 0`,
     ],
   },
 ])

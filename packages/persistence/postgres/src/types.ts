@@ -1,5 +1,5 @@
 import type { SessionId } from '@dsh/session'
-import type { SessionPersistence } from '@dsh/session-persistence'
+import type { PersistenceMetrics, SessionPersistence } from '@dsh/session-persistence'
 import type pg from 'pg'
 import type { ChangeSubscription } from './change-feed.js'
 
@@ -23,12 +23,33 @@ export interface PostgresPersistenceOptions {
    * recently written session's lease is given back (see README, "Operating notes").
    */
   readonly maxLeases?: number
+  /**
+   * Rows written to `dsh_changes` between two prunings of the change feed
+   * (default 10,000; see README, "Change feed bound"): the table holds at
+   * most about twice this many rows, and a follower that reads the feed less
+   * often than once per this many materializations and deletes gets one
+   * rescan (`rescanReason: 'behind-horizon'`).
+   */
+  readonly feedLimit?: number
+}
+
+/** The metrics of this backend: the contract's, all kept, and the change feed's pruning. */
+export interface PostgresPersistenceMetrics extends PersistenceMetrics {
+  rescans: number
+  logOpens: number
+  /** Rescans `changes` answered because the cursor lay behind the feed's pruning horizon (`rescanReason: 'behind-horizon'`); counted in `rescans` too. */
+  horizonRescans: number
+  /** Prunings of `dsh_changes` this instance made. */
+  feedPrunes: number
 }
 
 /** The PostgreSQL backend of service `sessionPersistence`. */
 export interface PostgresPersistence extends SessionPersistence {
   /** The pool this instance reads through (share it with the query and cache backends). */
   readonly pool: pg.Pool
+  readonly metrics: Readonly<PostgresPersistenceMetrics>
+  /** Resolves when no check or pruning of the change feed this instance started is running (tests, shutdown). */
+  feedIdle(): Promise<void>
   /**
    * Calls `listener` after other hosts (or this one) commit changes — LISTEN
    * on the change channel, no polling — and once after a lost listener

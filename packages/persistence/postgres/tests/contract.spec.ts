@@ -9,6 +9,7 @@ import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { createTestDatabase } from '@dsh/session-persistence-postgres/testing'
 import { testCluster } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
+import { pruneChanges } from '../src/feed-pruning.js'
 
 // A contract "root" is a database on the run's cluster.
 describePersistenceContract('postgres', async (options?: PersistenceContractFactoryOptions): Promise<PersistenceContractHarness> => {
@@ -51,6 +52,14 @@ describePersistenceContract('postgres', async (options?: PersistenceContractFact
         [id, seq],
       )
       changed(`damaging event ${seq} of ${id}`, rows)
+    },
+    async pruneFeed() {
+      const pool = new pg.Pool({ connectionString: root, max: 1 })
+      try {
+        await pruneChanges(pool, -1)
+      } finally {
+        await pool.end()
+      }
     },
     get persistence() {
       return instances[0]!
