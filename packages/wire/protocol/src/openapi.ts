@@ -3,8 +3,13 @@
 // dialect OpenAPI 3.1 uses). A subpath of its own: only the commands and the
 // route that publish the document load it.
 import { z } from 'zod'
-import * as protocol from './index.js'
+import { errorBody } from './error-body.js'
+import { openApiDocumentBody } from './openapi-body.js'
 import { type ApiRoute, type RouteName, routes } from './routes.js'
+import { searchPage } from './search.js'
+import { historyPage, sessionListPage } from './session.js'
+import { streamEvent } from './stream.js'
+import { subagentList } from './subagents.js'
 
 /** A JSON Schema 2020-12 object, as it stands in the document. */
 export type JsonSchema = { readonly [keyword: string]: unknown }
@@ -69,7 +74,7 @@ export function openApiPath(path: string): string {
  */
 export function openApiDocument(): OpenApiDocument {
   const names = schemaNames()
-  const schemas: Record<string, JsonSchema> = { [ERROR_SCHEMA]: responseSchema(protocol.errorBody) }
+  const schemas: Record<string, JsonSchema> = { [ERROR_SCHEMA]: responseSchema(errorBody) }
   const paths: Record<string, Record<string, OpenApiOperation>> = {}
   for (const [name, route] of Object.entries(routes) as Array<[RouteName, ApiRoute]>) {
     const component = names.get(route.response) ?? `${capitalise(name)}Response`
@@ -143,13 +148,14 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
   return rest
 }
 
-/** Each exported schema of the package under its export name, capitalised (`historyPage` → `HistoryPage`). */
+/**
+ * Component names: each answer schema under its export name, capitalised
+ * (`historyPage` → `HistoryPage`), so generated clients read like the
+ * package's own types. An answer not listed here is named after its route.
+ */
 function schemaNames(): Map<unknown, string> {
-  const names = new Map<unknown, string>()
-  for (const [name, value] of Object.entries(protocol)) {
-    if (value instanceof z.ZodType && !names.has(value)) names.set(value, capitalise(name))
-  }
-  return names
+  const answers = { errorBody, historyPage, openApiDocumentBody, searchPage, sessionListPage, streamEvent, subagentList }
+  return new Map(Object.entries(answers).map(([name, schema]) => [schema, capitalise(name)]))
 }
 
 function capitalise(name: string): string {
