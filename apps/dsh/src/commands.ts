@@ -66,6 +66,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     summary: 'rebuild the query index (progress bar on a TTY)',
     load: () => import('./commands/reindex.js'),
   },
+  openapi: {
+    summary: 'the OpenAPI 3.1 document of the HTTP API (what serve answers at /api/openapi.json)',
+    options: { out: { type: 'string', value: 'FILE', help: 'write it to FILE (mode 0600) instead of stdout' } },
+    load: () => import('./commands/openapi.js'),
+  },
   serve: {
     store: true,
     summary: 'HTTP API + web catalog page',

@@ -15,6 +15,9 @@ import { DshError } from '@dsh/context'
  *   closed). Rerun; nothing outside the demo's own sessions was touched.
  * - `CLI_SEARCH_UNAVAILABLE`: `search` on a root without a query index (run
  *   `dsh reindex` once; read commands never build one).
+ * - `CLI_OUTPUT_INVALID`: `openapi --out FILE` names a path that cannot be
+ *   written (a missing or unwritable directory, a directory). Nothing is left
+ *   behind.
  */
 export type CliErrorCode =
   | 'CLI_USAGE'
@@ -24,5 +27,6 @@ export type CliErrorCode =
   | 'CLI_STORE_NOT_EMPTY'
   | 'CLI_DEMO_FAILED'
   | 'CLI_SEARCH_UNAVAILABLE'
+  | 'CLI_OUTPUT_INVALID'
 
 export class CliError extends DshError<CliErrorCode> {}

@@ -1,0 +1,84 @@
+import { randomBytes } from 'node:crypto'
+import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
+import { openApiDocument } from '@dsh/protocol/openapi'
+import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
+import { CliError } from '../errors.js'
+import { printJson } from '../output.js'
+import { safe } from '../terminal.js'
+
+/**
+ * `dsh openapi [--out FILE]`: the OpenAPI 3.1 document of the HTTP API (what
+ * `GET /api/openapi.json` serves), to stdout or to FILE. It reads no root.
+ */
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  noPositionals(command)
+  const text = `${JSON.stringify(openApiDocument(), null, 2)}\n`
+  const out = command.string('out')
+  if (out === undefined) {
+    io.out.write(text)
+    return 0
+  }
+  writePrivateFile(out, text)
+  const bytes = Buffer.byteLength(text)
+  if (command.json) printJson({ path: out, bytes }, io.out)
+  else io.out.write(safe`Wrote the OpenAPI document (${String(bytes)} bytes) to ${out}.\n`)
+  return 0
+}
+
+/**
+ * Writes `text` to `path` with mode 0600: into a new file beside it, then
+ * renamed over it, so a failure leaves no partial file and an existing file
+ * (whatever its mode) is replaced by a private one.
+ */
+function writePrivateFile(path: string, text: string): void {
+  if (path === '' || basename(path) === '' || path.endsWith('/')) refuse(path, 'names no file')
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`)
+  let fd: number
+  try {
+    fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+  } catch (error) {
+    refuse(path, reason(error), error)
+  }
+  try {
+    fchmodSync(fd, 0o600)
+    writeSync(fd, text)
+    fsyncSync(fd)
+    closeSync(fd)
+    renameSync(temp, path)
+  } catch (error) {
+    try {
+      closeSync(fd)
+    } catch {
+      // Already closed before the rename failed.
+    }
+    rmSync(temp, { force: true })
+    refuse(path, reason(error), error)
+  }
+}
+
+function reason(error: unknown): string {
+  switch ((error as NodeJS.ErrnoException).code) {
+    case 'ENOENT':
+      return 'is in a directory that does not exist'
+    case 'ENOTDIR':
+      return 'has a parent that is not a directory'
+    case 'EISDIR':
+      return 'is a directory'
+    case 'EACCES':
+    case 'EPERM':
+    case 'EROFS':
+      return 'is in a directory this user cannot write'
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return 'is on a full disk'
+    default:
+      return `cannot be written (${(error as NodeJS.ErrnoException).code ?? 'unknown error'})`
+  }
+}
+
+function refuse(path: string, why: string, cause?: unknown): never {
+  throw new CliError('CLI_OUTPUT_INVALID', `--out '${path}' ${why}; name a file in an existing, writable directory.`, {
+    ...(cause === undefined ? {} : { cause }),
+  })
+}
