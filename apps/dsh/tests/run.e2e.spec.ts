@@ -121,8 +121,9 @@ describe('dsh run', () => {
       'list_agents',
     ])
     expect(events.filter((e) => e.type === 'tool/result').map((e) => e.data.isError ?? false)).toEqual([false, false, false, false])
-    expect(events.filter((e) => e.type === 'assistant/message').map((e) => e.data)).toEqual([
-      { turn: 1, text: 'Eight wombats in all.', usage: { input: 20, output: 6 } },
+    // Usage sums every step of the turn (tests/stats.e2e.spec.ts checks it against the server's reports).
+    expect(events.filter((e) => e.type === 'assistant/message').map((e) => e.data)).toMatchObject([
+      { turn: 1, text: 'Eight wombats in all.', provider: '127.0.0.1', model: 'wombat-1' },
     ])
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'completed' } })
 

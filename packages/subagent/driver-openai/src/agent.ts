@@ -3,8 +3,9 @@ import type { JsonValue, Session, SessionEvent, TurnEndReason } from '@dsh/sessi
 import { DriverOpenAIError } from './errors.js'
 import './events.js'
 import { buildMessages } from './messages.js'
-import type { ModelClient, ModelUsage } from './model.js'
+import type { ModelClient } from './model.js'
 import { type AgentTool, loggedArguments, runTool, toolDefinitions } from './tools.js'
+import { addUsage, type ModelUsage } from './usage.js'
 
 /** Model steps (requests) one turn may take before it ends with `DRIVER_OPENAI_MAX_STEPS` (default 32). */
 export const DEFAULT_MAX_STEPS = 32
@@ -83,7 +84,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   }
 
   append('turn/start', { turn })
-  const usage = { input: 0, output: 0 }
+  let usage: ModelUsage = { input: 0, output: 0, cacheRead: 0, reasoning: 0 }
   let sawUsage = false
   try {
     for (let step = 0; step < maxSteps; step++) {
@@ -100,12 +101,18 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         onReasoning: (delta) => append('assistant/reasoning', { turn, index: reasoningIndex++, delta }),
       })
       if (result.usage !== undefined) {
-        addUsage(usage, result.usage)
+        usage = addUsage(usage, result.usage)
         sawUsage = true
       }
       if (result.toolCalls.length === 0) {
         text = result.text
-        append('assistant/message', { turn, text: result.text, ...(sawUsage ? { usage: { ...usage } } : {}) })
+        append('assistant/message', {
+          turn,
+          text: result.text,
+          ...(sawUsage ? { usage: { ...usage } } : {}),
+          provider: client.provider,
+          model: options.model ?? client.model,
+        })
         return end('completed')
       }
       // Every call is logged before any runs, then each gets its result in order, so a
@@ -130,11 +137,6 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     if (signal.aborted || isDshError(error, 'CANCELLED')) return end(options.abortReason)
     return end('error', error)
   }
-}
-
-function addUsage(total: { input: number; output: number }, step: ModelUsage): void {
-  total.input += step.input
-  total.output += step.output
 }
 
 /** One above the highest turn number in the log (1 for a fresh session). */

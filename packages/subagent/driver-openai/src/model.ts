@@ -4,6 +4,7 @@ import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'ope
 import { type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
 import { DriverOpenAIError } from './errors.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
+import { type ModelUsage, usageFromChat } from './usage.js'
 
 export interface ModelClientOptions extends ModelConfigInput {
   readonly retry?: RetryPolicy
@@ -19,11 +20,6 @@ export interface ModelToolCall {
   readonly name: string
   /** The raw JSON text of the arguments (it may be malformed; the tool runner says so to the model). */
   readonly arguments: string
-}
-
-export interface ModelUsage {
-  readonly input: number
-  readonly output: number
 }
 
 /** One model step: what one streamed Chat Completions response said. */
@@ -50,6 +46,8 @@ export interface StepRequest {
 export interface ModelClient {
   readonly model: string
   readonly baseURL: string
+  /** Who serves the model, for usage attribution and price tables: the base URL's host name (e.g. `api.deepseek.com`). */
+  readonly provider: string
   /** Blanks the API key out of any text. */
   readonly redact: (text: string) => string
   /** Streams one response, with the retry policy; rejects with a `DriverOpenAIError`. */
@@ -73,6 +71,7 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
   return Object.freeze({
     model: config.model,
     baseURL: config.baseURL,
+    provider: new URL(config.baseURL).hostname,
     redact: config.redact,
     async step(request: StepRequest): Promise<ModelStep> {
       for (let attempt = 1; ; attempt++) {
@@ -116,7 +115,7 @@ async function streamOnce(
   let finishReason: string | undefined
   const calls: { id: string; name: string; arguments: string }[] = []
   for await (const chunk of stream) {
-    if (chunk.usage) usage = { input: chunk.usage.prompt_tokens ?? 0, output: chunk.usage.completion_tokens ?? 0 }
+    if (chunk.usage) usage = usageFromChat(chunk.usage)
     const choice = chunk.choices?.[0]
     if (choice === undefined) continue
     const delta = (choice.delta ?? {}) as StreamDelta

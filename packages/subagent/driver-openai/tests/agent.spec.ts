@@ -12,7 +12,9 @@ afterEach(async () => {
 
 describe('runAgent over a Chat Completions server', () => {
   it('streams deltas as assistant/chunk, reasoning as assistant/reasoning, and ends with assistant/message carrying usage', async () => {
-    server = await startModelServer([answer(['Hel', 'lo, ', 'world'], { prompt: 12, completion: 5 }, ['think', 'ing'])])
+    server = await startModelServer([
+      answer(['Hel', 'lo, ', 'world'], { prompt: 12, completion: 5, cached: 4, reasoning: 2 }, ['think', 'ing']),
+    ])
     const { client } = testClient(server.baseURL)
     const session = newStore().create()
     const outcome = await runAgent({ client, session, prompt: 'Say hello', tools: [], signal: new AbortController().signal })
@@ -38,7 +40,29 @@ describe('runAgent over a Chat Completions server', () => {
       { turn: 1, index: 0, delta: 'think' },
       { turn: 1, index: 1, delta: 'ing' },
     ])
-    expect(ofType(session.events, 'assistant/message')).toEqual([{ turn: 1, text: 'Hello, world', usage: { input: 12, output: 5 } }])
+    // The provider's overlapping counts (12 prompt incl. 4 cached; 5 completion incl. 2 reasoning) stored disjoint.
+    expect(ofType(session.events, 'assistant/message')).toEqual([
+      {
+        turn: 1,
+        text: 'Hello, world',
+        usage: { input: 8, output: 3, cacheRead: 4, reasoning: 2 },
+        provider: '127.0.0.1',
+        model: 'test-model',
+      },
+    ])
+    expect(server.reported).toEqual([
+      {
+        request: 0,
+        model: 'test-model',
+        usage: {
+          prompt_tokens: 12,
+          completion_tokens: 5,
+          total_tokens: 17,
+          prompt_tokens_details: { cached_tokens: 4 },
+          completion_tokens_details: { reasoning_tokens: 2 },
+        },
+      },
+    ])
     expect(ofType(session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'completed' }])
 
     const [request] = server.requests
@@ -72,7 +96,15 @@ describe('runAgent over a Chat Completions server', () => {
     expect(results[0]).toEqual({ turn: 1, callId: 'call_a', content: { text: '42', sum: 42 } })
     expect(results[1]).toMatchObject({ turn: 1, callId: 'call_b', isError: true, content: { code: 'TOOL_UNKNOWN' } })
     // Usage is summed over the turn's steps.
-    expect(ofType(session.events, 'assistant/message')).toEqual([{ turn: 1, text: 'The sum is 42.', usage: { input: 40, output: 7 } }])
+    expect(ofType(session.events, 'assistant/message')).toEqual([
+      {
+        turn: 1,
+        text: 'The sum is 42.',
+        usage: { input: 40, output: 7, cacheRead: 0, reasoning: 0 },
+        provider: '127.0.0.1',
+        model: 'test-model',
+      },
+    ])
 
     // The tools went out as function definitions, without the JSON Schema dialect key.
     expect(server.requests[0]!.body.tools).toEqual([

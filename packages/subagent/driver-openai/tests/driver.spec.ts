@@ -79,7 +79,13 @@ describe('createOpenAIDriver under the subagent runtime', () => {
     expect(childRequest.body.tools?.map((tool) => tool.function.name).sort()).toEqual(['delegate', 'list_agents'])
     const child = await ctx!.require('sessionQuery').readHistory(delegated!.content.child!)
     expect(child.events.filter((event) => event.type === 'assistant/message').map((event) => event.data)).toEqual([
-      { turn: 1, text: 'There are 3 wombats.', usage: { input: 5, output: 4 } },
+      {
+        turn: 1,
+        text: 'There are 3 wombats.',
+        usage: { input: 5, output: 4, cacheRead: 0, reasoning: 0 },
+        provider: '127.0.0.1',
+        model: 'child-model',
+      },
     ])
     // The parent's next request read its child's settlement notice as input.
     expect(

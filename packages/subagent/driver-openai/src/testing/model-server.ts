@@ -12,6 +12,15 @@ import type { AddressInfo } from 'node:net'
  * empty `choices` (`stream_options.include_usage`), `{ error: {...} }` bodies
  * and 429 with `retry-after`. It replays scripted replies; the real `openai`
  * client talks to it.
+ *
+ * Every completed stream asked for usage reports it, with
+ * `prompt_tokens_details.cached_tokens` and
+ * `completion_tokens_details.reasoning_tokens` (overlapping counts, as the
+ * protocol has them: the prompt count includes the cached tokens, the
+ * completion count the reasoning tokens). A reply without scripted usage gets
+ * usage derived from the request and the reply (see `derivedUsage`). The
+ * server keeps its own record of every usage object it sent (`reported`), so
+ * a test can check what dsh stored against what the server said.
  */
 
 export interface RecordedRequest {
@@ -35,6 +44,30 @@ export interface ToolCallScript {
   readonly arguments: string
 }
 
+/** Scripted usage in the protocol's overlapping terms: `cached` is part of `prompt`, `reasoning` part of `completion`. */
+export interface ScriptedUsage {
+  readonly prompt: number
+  readonly completion: number
+  readonly cached?: number
+  readonly reasoning?: number
+}
+
+/** A usage object exactly as the server sent it in a final chunk. */
+export interface ChatUsage {
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly total_tokens: number
+  readonly prompt_tokens_details: { readonly cached_tokens: number }
+  readonly completion_tokens_details: { readonly reasoning_tokens: number }
+}
+
+/** One usage report: which request (0-based, in arrival order) and what was sent. */
+export interface ReportedUsage {
+  readonly request: number
+  readonly model: string
+  readonly usage: ChatUsage
+}
+
 export type Reply =
   /** A streamed answer: reasoning deltas, content pieces, then tool calls (arguments split into fragments), then finish and usage. */
   | {
@@ -42,7 +75,7 @@ export type Reply =
       readonly reasoning?: readonly string[]
       readonly content?: readonly string[]
       readonly toolCalls?: readonly ToolCallScript[]
-      readonly usage?: { readonly prompt: number; readonly completion: number }
+      readonly usage?: ScriptedUsage
       /** Stream this many content pieces, then stop writing and keep the connection open (to abort or kill mid-stream). */
       readonly hangAfter?: number
     }
@@ -61,6 +94,8 @@ export interface ModelServer {
   /** The base URL to give the client (`http://127.0.0.1:<port>/v1`). */
   readonly baseURL: string
   readonly requests: RecordedRequest[]
+  /** Every usage object the server sent, in order: the server's own record of what it reported. */
+  readonly reported: ReportedUsage[]
   /** Resolves when a reply with `hangAfter` has written its pieces (the nth hang, counting from 1). */
   hung(nth?: number): Promise<void>
   close(): Promise<void>
@@ -69,6 +104,7 @@ export interface ModelServer {
 /** Serves `replies` in order (or asks `responder` per request); an unscripted request gets a 500 naming it. */
 export async function startModelServer(script: readonly Reply[] | Responder): Promise<ModelServer> {
   const requests: RecordedRequest[] = []
+  const reported: ReportedUsage[] = []
   const responder: Responder = typeof script === 'function' ? script : (_request, index) => script[index]
   let hangs = 0
   const hangListeners: { nth: number; resolve: () => void }[] = []
@@ -97,10 +133,11 @@ export async function startModelServer(script: readonly Reply[] | Responder): Pr
         res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? 'invalid_request_error', param: null, code: null } }))
         return
       }
-      stream(res, body, reply, () => {
+      const usage = stream(res, body, reply, () => {
         hangs++
         for (const listener of hangListeners.filter((l) => l.nth === hangs)) listener.resolve()
       })
+      if (usage !== undefined) reported.push({ request: index, model: body.model, usage })
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -108,6 +145,7 @@ export async function startModelServer(script: readonly Reply[] | Responder): Pr
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,
+    reported,
     hung(nth = 1) {
       if (hangs >= nth) return Promise.resolve()
       return new Promise((resolve) => hangListeners.push({ nth, resolve }))
@@ -126,7 +164,40 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.end(JSON.stringify(body))
 }
 
-function stream(res: ServerResponse, request: ChatRequestBody, reply: Extract<Reply, { kind: 'stream' }>, onHang: () => void): void {
+/**
+ * The usage of a reply that scripts none, from the request and the reply:
+ * the prompt is 50 tokens plus 10 per message, of which 40 are cached once
+ * the conversation has more than one message (a repeated prefix); the
+ * completion is 5 plus one per content piece, 3 per tool call and 2 per
+ * reasoning piece, the reasoning pieces' tokens being its reasoning tokens.
+ */
+export function derivedUsage(request: ChatRequestBody, reply: Extract<Reply, { kind: 'stream' }>): ScriptedUsage {
+  const reasoning = 2 * (reply.reasoning?.length ?? 0)
+  return {
+    prompt: 50 + 10 * request.messages.length,
+    cached: request.messages.length > 1 ? 40 : 0,
+    completion: 5 + (reply.content?.length ?? 0) + 3 * (reply.toolCalls?.length ?? 0) + reasoning,
+    reasoning,
+  }
+}
+
+function chatUsage({ prompt, completion, cached = 0, reasoning = 0 }: ScriptedUsage): ChatUsage {
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+    completion_tokens_details: { reasoning_tokens: reasoning },
+  }
+}
+
+/** Streams the reply; returns the usage it sent (none when it hung or the client did not ask). */
+function stream(
+  res: ServerResponse,
+  request: ChatRequestBody,
+  reply: Extract<Reply, { kind: 'stream' }>,
+  onHang: () => void,
+): ChatUsage | undefined {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
   const base = {
     id: 'chatcmpl-test',
@@ -150,13 +221,13 @@ function stream(res: ServerResponse, request: ChatRequestBody, reply: Extract<Re
   for (let i = 0; i < content.length; i++) {
     if (reply.hangAfter !== undefined && i === reply.hangAfter) {
       onHang()
-      return
+      return undefined
     }
     send([choice({ content: content[i] })])
   }
   if (reply.hangAfter !== undefined && reply.hangAfter >= content.length) {
     onHang()
-    return
+    return undefined
   }
   const calls = reply.toolCalls ?? []
   calls.forEach((call, index) => {
@@ -172,20 +243,22 @@ function stream(res: ServerResponse, request: ChatRequestBody, reply: Extract<Re
     }
   })
   send([choice({}, calls.length > 0 ? 'tool_calls' : 'stop')])
-  if (request.stream_options?.include_usage && reply.usage) {
-    const { prompt, completion } = reply.usage
-    send([], { usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } })
+  let usage: ChatUsage | undefined
+  if (request.stream_options?.include_usage) {
+    usage = chatUsage(reply.usage ?? derivedUsage(request, reply))
+    send([], { usage })
   }
   res.write('data: [DONE]\n\n')
   res.end()
+  return usage
 }
 
 /** A streamed text answer split into pieces. */
-export function answer(pieces: readonly string[], usage?: { prompt: number; completion: number }, reasoning?: readonly string[]): Reply {
+export function answer(pieces: readonly string[], usage?: ScriptedUsage, reasoning?: readonly string[]): Reply {
   return { kind: 'stream', content: pieces, ...(usage === undefined ? {} : { usage }), ...(reasoning === undefined ? {} : { reasoning }) }
 }
 
 /** A streamed step that calls tools. */
-export function callTools(calls: readonly ToolCallScript[], usage?: { prompt: number; completion: number }): Reply {
+export function callTools(calls: readonly ToolCallScript[], usage?: ScriptedUsage): Reply {
   return { kind: 'stream', toolCalls: calls, ...(usage === undefined ? {} : { usage }) }
 }

@@ -1,0 +1,52 @@
+/**
+ * Token usage in dsh's disjoint kinds: `input` is prompt tokens not read
+ * from the provider's cache, `cacheRead` those that were, `output` visible
+ * completion tokens, `reasoning` hidden reasoning tokens. Each token is in
+ * exactly one kind, so kinds add up and a price table prices each once.
+ */
+export interface ModelUsage {
+  readonly input: number
+  readonly output: number
+  readonly cacheRead: number
+  readonly reasoning: number
+}
+
+const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
+
+function detail(value: unknown, field: string): unknown {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[field] : undefined
+}
+
+/**
+ * Maps a Chat Completions `usage` object (overlapping counts) to disjoint
+ * counts:
+ * - `cacheRead` = `prompt_tokens_details.cached_tokens` (or DeepSeek's
+ *   `prompt_cache_hit_tokens`), `input` = `prompt_tokens` − `cacheRead`;
+ * - `reasoning` = `completion_tokens_details.reasoning_tokens`,
+ *   `output` = `completion_tokens` − `reasoning`.
+ *
+ * A detail that is not a non-negative integer no larger than its total is
+ * ignored (its tokens stay in `input` or `output`); a missing or malformed
+ * total counts as 0.
+ */
+export function usageFromChat(raw: unknown): ModelUsage {
+  const prompt = detail(raw, 'prompt_tokens')
+  const completion = detail(raw, 'completion_tokens')
+  const promptTotal = isCount(prompt) ? prompt : 0
+  const completionTotal = isCount(completion) ? completion : 0
+  const cachedDetail = detail(detail(raw, 'prompt_tokens_details'), 'cached_tokens') ?? detail(raw, 'prompt_cache_hit_tokens')
+  const reasoningDetail = detail(detail(raw, 'completion_tokens_details'), 'reasoning_tokens')
+  const cacheRead = isCount(cachedDetail) && cachedDetail <= promptTotal ? cachedDetail : 0
+  const reasoning = isCount(reasoningDetail) && reasoningDetail <= completionTotal ? reasoningDetail : 0
+  return { input: promptTotal - cacheRead, output: completionTotal - reasoning, cacheRead, reasoning }
+}
+
+/** The sum of two usages, kind by kind. */
+export function addUsage(a: ModelUsage, b: ModelUsage): ModelUsage {
+  return {
+    input: a.input + b.input,
+    output: a.output + b.output,
+    cacheRead: a.cacheRead + b.cacheRead,
+    reasoning: a.reasoning + b.reasoning,
+  }
+}
