@@ -64,10 +64,15 @@ export function messageUsage(data: Json): UsageVerdict {
   return readUsage(data.usage)
 }
 
-/** The model an imported `assistant/message` names (`v0.message.source {kind: 'model', provider, model}`), or null. */
+/**
+ * The model an `assistant/message` names: an imported one's
+ * `v0.message.source {kind: 'model', provider, model}`, else its own
+ * `provider` and `model` fields (a driver's), or null.
+ */
 export function messageAttribution(data: Json): Attribution | null {
   const residual = data.v0
-  if (!isObject(residual) || !isObject(residual.message)) return null
+  if (!isObject(residual)) return attributionOf(data)
+  if (!isObject(residual.message)) return null
   const source = residual.message.source
   if (!isObject(source) || source.kind !== 'model') return null
   return attributionOf(source)

@@ -30,7 +30,7 @@ import {
 
 export const SESSION_STATS_KEY = 'sessionStats'
 /** Moves whenever the fold or the state changes: a checkpoint row of another version is ignored and the log refolded. */
-export const SESSION_STATS_STATE_VERSION = 1
+export const SESSION_STATS_STATE_VERSION = 2
 
 declare module '@dsh/session-projection' {
   interface SessionProjectionStateMap {

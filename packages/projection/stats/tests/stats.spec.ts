@@ -195,3 +195,27 @@ describe('sessionStats', () => {
     expect(sessionStatsUnit.apply(first, { ...chunk, seq: 4 as never })).toBe(first)
   })
 })
+
+describe('sessionStats: a driver’s assistant/message', () => {
+  it('is one call attributed to the provider and model it names, with disjoint usage', () => {
+    const h = host()
+    const session = h.sessions.create()
+    h.play(session, [
+      { type: 'turn/start', data: { turn: 1 } },
+      {
+        type: 'assistant/message',
+        data: { turn: 1, text: 'hi', usage: { input: 8, output: 3, cacheRead: 4, reasoning: 2 }, provider: 'api.example.com', model: 'm1' },
+      },
+      { type: 'turn/end', data: { turn: 1, reason: 'completed' } },
+    ])
+    expect(h.stats(session).byModel).toEqual([
+      {
+        provider: 'api.example.com',
+        model: 'm1',
+        calls: 1,
+        callsWithoutUsage: 0,
+        tokens: { input: 8, output: 3, cacheRead: 4, cacheWrite: 0, reasoning: 2 },
+      },
+    ])
+  })
+})
