@@ -10,6 +10,9 @@
 // helpers (to build what `append` takes), with the types their signatures
 // name. The other contract types are imported from the main entry
 // (`import type` loads nothing).
+
+// The size caps a backend applies, as `@dsh/protocol/limits` declares them.
+export { EVENT_MAX_BYTES, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'

@@ -1,4 +1,4 @@
-import { persistenceError } from '@dsh/session-persistence/backend'
+import { checkIdLength, persistenceError } from '@dsh/session-persistence/backend'
 
 /**
  * Session ids become directory names. The encoding keeps `[a-z0-9-]` as it
@@ -28,6 +28,8 @@ export function assertStorableId(id: unknown): asserts id is string {
       `A persisted session id must be a non-empty string, got ${typeof id === 'string' ? 'an empty string' : typeof id}.`,
     )
   }
+  // An id the wire cannot name (over ID_MAX_LENGTH) is never stored, nor looked for.
+  checkIdLength(id)
   // A lone surrogate has no UTF-8 form: two different ids would share one directory.
   if (LONE_SURROGATE.test(id)) {
     throw persistenceError(

@@ -9,6 +9,7 @@ import {
 } from '@dsh/session'
 import { SessionPersistenceError } from '@dsh/session-persistence'
 import { type AppendedEvent, type FlatValue, isEventRun, type StoredEventRun } from '@dsh/session-persistence/backend'
+import { checkEventLines, packedLineFits } from './line-caps.js'
 
 /** The physical header line's format tag. */
 export const LOG_FORMAT = 'dsh-session-log'
@@ -195,7 +196,9 @@ function writeEventLines(out: LineBytes, events: readonly AppendedEvent[], pack:
     if (packed !== undefined) {
       if (run.length > 0) run = out.addFlatRun(run)
       // packRunAt builds the run exactly as its one packed line reads (2 to PACKED_RUN_MAX events, fresh plain objects).
-      out.line(JSON.stringify(packed.run))
+      const line = JSON.stringify(packed.run)
+      if (packedLineFits(line)) out.line(line)
+      else for (let k = i; k < packed.end; k++) out.line(encodeLine(events[k] as StoredSessionEvent))
       i = packed.end
       continue
     }
@@ -234,8 +237,19 @@ function* eventRunLines(item: StoredEventRun): Generator<string> {
       columns[key] = !Array.isArray(column) ? column : n === 1 ? column[from] : whole ? column : column.slice(from, from + n)
     }
     const seq = item.seq + from
-    if (n === 1) yield JSON.stringify({ type: item.type, seq, time, data: columns })
-    else yield JSON.stringify({ type: item.type, seq, time, run: { dt: whole ? dt : dt.slice(from, from + n - 1), data: columns } })
+    const line =
+      n === 1
+        ? JSON.stringify({ type: item.type, seq, time, data: columns })
+        : JSON.stringify({ type: item.type, seq, time, run: { dt: whole ? dt : dt.slice(from, from + n - 1), data: columns } })
+    if (n === 1 || packedLineFits(line)) yield line
+    else {
+      // Over the event cap as one line: one line per event, each checked as any event.
+      for (let k = 0, t = time; k < n; t += dt[from + k] ?? 0, k++) {
+        const values: Record<string, unknown> = {}
+        for (const key of Object.keys(columns)) values[key] = Array.isArray(data[key]) ? (data[key] as unknown[])[from + k] : data[key]
+        yield JSON.stringify({ type: item.type, seq: seq + k, time: t, data: values })
+      }
+    }
     for (let k = from; k < from + n && k < dt.length; k++) time += dt[k]!
   }
 }
@@ -337,6 +351,7 @@ class LineBytes {
 
   /** Adds one line's text and its newline. */
   line(text: string): void {
+    checkEventLines(text)
     // A UTF-16 code unit takes at most 3 bytes in UTF-8 (a surrogate pair: 4 for 2).
     const room = text.length * 3 + 1
     if (this.length + room > this.buf.length) this.grow(room)

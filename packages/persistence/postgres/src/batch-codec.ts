@@ -1,6 +1,6 @@
 import { crc32 } from 'node:zlib'
 import { SessionSeq, type StoredSessionEvent } from '@dsh/session'
-import { persistenceError } from '@dsh/session-persistence/backend'
+import { checkEventBytes, EVENT_MAX_BYTES, persistenceError } from '@dsh/session-persistence/backend'
 import { compress, decompress } from 'zstd-napi'
 
 /** One batch as its row stores it. */
@@ -28,7 +28,12 @@ const LEVEL = 3
 /** Encodes a batch: JSONL lines, CRC32 of the plaintext, one zstd frame. */
 export function encodeBatch(events: readonly StoredSessionEvent[]): EncodedBatch {
   let text = ''
-  for (const e of events) text += `${JSON.stringify({ type: e.type, seq: e.seq, time: e.time, data: e.data })}\n`
+  for (const e of events) {
+    const line = JSON.stringify({ type: e.type, seq: e.seq, time: e.time, data: e.data })
+    // A UTF-16 code unit is at most 3 UTF-8 bytes: only a line that could be over the cap is measured.
+    if (line.length * 3 > EVENT_MAX_BYTES) checkEventBytes(e.seq, Buffer.byteLength(line))
+    text += `${line}\n`
+  }
   const plain = Buffer.from(text, 'utf8')
   return {
     firstSeq: events[0]!.seq,

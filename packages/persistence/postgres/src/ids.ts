@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { SessionId } from '@dsh/session'
-import { persistenceError } from '@dsh/session-persistence/backend'
+import { checkIdLength, ID_MAX_LENGTH, persistenceError } from '@dsh/session-persistence/backend'
 
 /** The bytes and keys of one session id as the tables store it. */
 export interface StoredId {
@@ -14,12 +14,15 @@ export interface StoredId {
 }
 
 /**
- * An id is any non-empty string of Unicode scalar values: NUL, quotes,
- * backslashes, any length. A lone surrogate has no UTF-8 encoding, so it
+ * An id is any non-empty string of Unicode scalar values up to
+ * `ID_MAX_LENGTH` code units: NUL, quotes, backslashes. A longer one is
+ * `SESSION_PERSISTENCE_INVALID_ID` (no id is stored that the wire cannot
+ * name). A lone surrogate has no UTF-8 encoding, so it
  * could only be stored by replacing it (two ids would collide): such an id
  * is `SESSION_PERSISTENCE_INVALID_ID`.
  */
 export function storedId(id: SessionId): StoredId {
+  if (typeof id === 'string') checkIdLength(id)
   if (!isStorableId(id)) {
     throw persistenceError(
       'SESSION_PERSISTENCE_INVALID_ID',
@@ -38,7 +41,7 @@ const LONE_SURROGATE = /\p{Cs}/u
 
 /** Whether an id can be stored at all (reads of one that cannot simply find nothing). */
 export function isStorableId(id: unknown): id is SessionId {
-  return typeof id === 'string' && id.length > 0 && !LONE_SURROGATE.test(id)
+  return typeof id === 'string' && id.length > 0 && id.length <= ID_MAX_LENGTH && !LONE_SURROGATE.test(id)
 }
 
 /** The SHA-256 key of a string (ids, parent ids, cwds), as the indexes store it. */
