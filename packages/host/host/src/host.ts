@@ -82,10 +82,17 @@ export async function createHost(options: HostOptions): Promise<Host> {
   }
 }
 
-/** The projection registry and, unless turned off, its checkpoint cache (read-only hosts use a cache file only if it exists). */
+/**
+ * The projection registry with the `sessionStats` and `sessionTitle` units
+ * and, unless turned off, its checkpoint cache (read-only hosts use a cache
+ * file only if it exists).
+ */
 async function activateProjections({ ctx, readOnly, root, pool }: CompositionStage, options: HostOptions): Promise<void> {
   const { sessionProjectionsPlugin } = await import('@dsh/session-projection')
   await ctx.activate(sessionProjectionsPlugin())
+  // Usage, timing and titles are units like any other: checkpointed by the cache, so cold reads cost no body read.
+  const { sessionStatsPlugin } = await import('@dsh/session-stats')
+  await ctx.activate(sessionStatsPlugin())
   if (options.projectionCache === false) return
   if (pool !== undefined && options.postgres !== undefined) {
     await activatePostgresCache(ctx, pool, options.postgres, readOnly)
