@@ -45,6 +45,16 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     options: { descendants: { type: 'boolean', help: 'the whole tree, not only direct children' } },
     load: () => import('./commands/agents.js'),
   },
+  stats: {
+    store: true,
+    summary: 'tokens, time and cost of a session, or summed over its subagent tree',
+    args: '<id>',
+    options: {
+      descendants: { type: 'boolean', help: 'sum over every session below it too' },
+      prices: { type: 'string', value: 'FILE', help: 'a price table (JSON, USD per million tokens; default $DSH_PRICES)' },
+    },
+    load: () => import('./commands/stats.js'),
+  },
   search: {
     store: true,
     summary: 'full-text search over sessions',
