@@ -1,1 +1,14 @@
-export { default } from '../../../tooling/vitest.preset.ts'
+import { defineConfig } from 'vitest/config'
+import preset from '../../../tooling/vitest.preset.ts'
+
+// The OpenTelemetry packages' `module` exports are ESM builds with
+// extension-less relative imports, which Node's loader rejects; the preset's
+// `module` condition (passed to the test processes as well) would pick them.
+// Node itself never uses that condition, so these tests resolve as Node does.
+const conditions = ['@dsh/source', 'node', 'import', 'default']
+
+export default defineConfig({
+  ...preset,
+  resolve: { ...preset.resolve, conditions },
+  ssr: { ...preset.ssr, resolve: { ...preset.ssr?.resolve, conditions, externalConditions: ['@dsh/source'] } },
+})

@@ -101,11 +101,14 @@ export class SessionTrace {
     for (const event of events) if (event.seq >= this.#session.inheritedEventCount) this.#label(event)
   }
 
-  /** The span of the tool call running now (the latest one without a result), if any. */
+  /**
+   * The span of the tool call running now: drivers log all of a step's calls
+   * first, then run them in order, each ending with its result, so the
+   * running one is the earliest call without a result.
+   */
   runningToolCall(): SpanContext | undefined {
-    let last: Span | undefined
-    for (const span of this.#tools.values()) last = span
-    return last?.spanContext()
+    for (const span of this.#tools.values()) return span.spanContext()
+    return undefined
   }
 
   consume(event: StoredSessionEvent): void {
@@ -152,7 +155,12 @@ export class SessionTrace {
   close(why: string): void {
     for (const span of this.#tools.values()) unfinished(span, why, this.#lastTime)
     this.#tools.clear()
-    this.#closeStep()
+    const step = this.#step
+    if (step !== undefined && !step.ended) {
+      step.ended = true
+      unfinished(step.span, why, step.lastTime)
+    }
+    this.#step = undefined
     if (this.#turn !== undefined) {
       unfinished(this.#turn.span, why, this.#lastTime)
       this.#turn = undefined
@@ -345,14 +353,30 @@ function noTokens(): Tokens & { seen: boolean } {
   return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, seen: false }
 }
 
-/** Adds a usage record (`{input, output, cacheRead?, cacheWrite?, reasoning?}`, disjoint counts) to `into`; false when there was none. */
+/** The harness's names for the same counts (`inputTokens`, …), as imported logs carry them. */
+const HARNESS_NAMES = {
+  input: 'inputTokens',
+  output: 'outputTokens',
+  cacheRead: 'cacheReadTokens',
+  cacheWrite: 'cacheWriteTokens',
+  reasoning: 'reasoningTokens',
+} as const
+
+/** Adds a usage record (`{input, output, cacheRead?, cacheWrite?, reasoning?}` or the harness's names; disjoint counts) to `into`; false when there was none. */
 function addUsage(into: Tokens & { seen?: boolean }, usage: unknown): boolean {
   if (usage === null || typeof usage !== 'object') return false
   const record = usage as Record<string, unknown>
-  if (!isCount(record.input) || !isCount(record.output)) return false
-  into.input += record.input
-  into.output += record.output
-  for (const kind of ['cacheRead', 'cacheWrite', 'reasoning'] as const) if (isCount(record[kind])) into[kind] += record[kind]
+  const names = Object.hasOwn(record, HARNESS_NAMES.input) ? HARNESS_NAMES : undefined
+  const read = (kind: keyof typeof HARNESS_NAMES): unknown => record[names === undefined ? kind : names[kind]]
+  const input = read('input')
+  const output = read('output')
+  if (!isCount(input) || !isCount(output)) return false
+  into.input += input
+  into.output += output
+  for (const kind of ['cacheRead', 'cacheWrite', 'reasoning'] as const) {
+    const count = read(kind)
+    if (isCount(count)) into[kind] += count
+  }
   into.seen = true
   return true
 }
