@@ -1,4 +1,5 @@
 import { DshError } from '@dsh/context'
+import { LINE_MAX_BYTES } from '@dsh/protocol/limits'
 
 /**
  * Codes of `ImportV0Error`. The `IMPORT_V0_*` codes below `IMPORT_V0_CONFLICT`
@@ -18,6 +19,10 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_SEQ_GAP'
   /** A packed chunk row that does not have the row shape. */
   | 'IMPORT_V0_BAD_ROW'
+  /** A line longer than `LINE_MAX_BYTES` (`@dsh/protocol/limits`): refused unread, never loaded whole. */
+  | 'IMPORT_V0_LINE_TOO_LARGE'
+  /** A zstd frame whose plaintext is over `V0_FRAME_MAX_BYTES`: refused from its stated size, or where stream decoding passes the cap. */
+  | 'IMPORT_V0_FRAME_TOO_LARGE'
   /** The first line is not a v0 session header, or its fields are invalid. */
   | 'IMPORT_V0_BAD_HEADER'
   /** A header line with a version other than 0. */
@@ -53,4 +58,13 @@ export function importCancelled(): ImportV0Error {
 
 export function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted === true) throw importCancelled()
+}
+
+/** Line `line` of a v0 log (1: the header) is longer than `LINE_MAX_BYTES`; `bytes` is its length, or how much of it was seen before the refusal. */
+export function lineTooLarge(line: number, bytes: number): ImportV0Error {
+  return new ImportV0Error(
+    'IMPORT_V0_LINE_TOO_LARGE',
+    `Line ${line} of the log is longer than ${LINE_MAX_BYTES} bytes (LINE_MAX_BYTES; ${bytes} seen): such a line is refused, never loaded whole. Trim the event in the harness, or leave the session out of the import.`,
+    { details: { line, bytes, max: LINE_MAX_BYTES } },
+  )
 }

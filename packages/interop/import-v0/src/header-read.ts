@@ -1,5 +1,6 @@
 import { promises as fsp } from 'node:fs'
-import { ImportV0Error } from './errors.js'
+import { LINE_MAX_BYTES } from '@dsh/protocol/limits'
+import { ImportV0Error, lineTooLarge } from './errors.js'
 import { assertPlaced, type V0LogEntry } from './reader.js'
 import { parseHeaderLine, type V0Header } from './v0-types.js'
 import { decodeFrames } from './zstd-frames.js'
@@ -31,7 +32,9 @@ export async function readV0Header(root: string, entry: V0LogEntry): Promise<V0H
         header = parseHeaderLine(line)
         break
       }
-      size *= 4
+      // A header line (or frame 0) is never read past the line cap.
+      if (size > LINE_MAX_BYTES) throw lineTooLarge(1, bytesRead)
+      size = Math.min(size * 4, LINE_MAX_BYTES + 1)
     }
   } finally {
     await handle.close()

@@ -1,7 +1,8 @@
 import { promises as fsp } from 'node:fs'
 import { join } from 'node:path'
+import { LINE_MAX_BYTES } from '@dsh/protocol/limits'
 import { expandRow, isRowType, type RowMaker, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
-import { ImportV0Error } from './errors.js'
+import { ImportV0Error, lineTooLarge } from './errors.js'
 import { decodeSegment, NO_CWD_DIR, PLAIN_LOG, type V0Compression, v0LogPath, ZSTD_LOG } from './layout.js'
 import { parseHeaderLine, type V0Event, type V0Header } from './v0-types.js'
 import { decodeFrames, decodeSpan, decodeTornTail, type FrameScan, PooledFrames, scanFrames } from './zstd-frames.js'
@@ -110,9 +111,43 @@ export async function openV0Log<E extends Sequenced>(
 
 async function readLogBytes(entry: V0LogEntry): Promise<Buffer> {
   try {
+    if (entry.compression === 'none') await checkLineLengths(entry.path)
     return await fsp.readFile(entry.path)
   } catch (error) {
+    if (error instanceof ImportV0Error) throw error
     throw new ImportV0Error('IMPORT_V0_IO', `Cannot read ${entry.path}: ${(error as Error).message}`, { cause: error })
+  }
+}
+
+/** Bytes a plain log is scanned in for its line lengths. */
+const SCAN_CHUNK = 1024 * 1024
+
+/**
+ * Refuses a plain log holding a line (a torn last one included) longer than
+ * `LINE_MAX_BYTES` before any of it is loaded: the file is read through one
+ * buffer of `SCAN_CHUNK` bytes, counting the bytes since the last newline.
+ */
+async function checkLineLengths(path: string): Promise<void> {
+  const handle = await fsp.open(path, 'r')
+  try {
+    const chunk = Buffer.allocUnsafe(SCAN_CHUNK)
+    let run = 0
+    let line = 1
+    for (;;) {
+      const { bytesRead } = await handle.read(chunk, 0, SCAN_CHUNK, null)
+      if (bytesRead === 0) return
+      let at = 0
+      for (let newline = chunk.indexOf(0x0a, at); newline !== -1 && newline < bytesRead; newline = chunk.indexOf(0x0a, at)) {
+        if (run + newline - at > LINE_MAX_BYTES) throw lineTooLarge(line, run + newline - at)
+        run = 0
+        line++
+        at = newline + 1
+      }
+      run += bytesRead - at
+      if (run > LINE_MAX_BYTES) throw lineTooLarge(line, run)
+    }
+  } finally {
+    await handle.close()
   }
 }
 
@@ -361,6 +396,8 @@ export class V0EventReader<E extends Sequenced = V0Event> {
     this.lengths = []
     this.at = 0
     try {
+      // A slice is whole lines of at most TEXT_SLICE bytes, or one longer line: never decoded past the line cap.
+      if (cut - 1 - at > LINE_MAX_BYTES) this.parser.refuseLine(cut - 1 - at)
       this.parser.lines(bytes.toString('utf8', at, cut - 1), this.buffered, this.lengths)
     } catch (error) {
       // The events before the bad line are returned first; the fault is thrown when they are used up.
@@ -428,6 +465,11 @@ class LineParser<E extends Sequenced> {
       events.push(this.make.line(record as unknown as V0Event))
       lengths.push(lineText.length)
     }
+  }
+
+  /** Refuses the next line, `bytes` long, as over the line cap (its text is never decoded). */
+  refuseLine(bytes: number): never {
+    throw lineTooLarge(this.line + 1, bytes)
   }
 
   private checkSeq(seq: unknown): void {

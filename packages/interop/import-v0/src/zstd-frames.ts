@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module'
+import { V0_FRAME_MAX_BYTES } from '@dsh/protocol/limits'
 import type * as Binding from 'zstd-napi/binding.js'
 import { ImportV0Error } from './errors.js'
 
@@ -100,6 +101,7 @@ export function scanFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY):
     } catch (error) {
       throw frameError(error, offset, spans.length)
     }
+    if (content !== null && content > V0_FRAME_MAX_BYTES) throw frameTooLarge(offset, spans.length, content)
     spans.push({ offset, size, content })
     offset += size
   }
@@ -340,24 +342,48 @@ function decodeTorn(ctx: Binding.DCtx, rest: Buffer, offset: number, index: numb
   return { torn: parts.plaintext, tornBytes: rest.length }
 }
 
+/** Output chunks of a streamed decode grow to this size at most. */
+const STREAM_CHUNK_MAX = 8 << 20
+
+/**
+ * Decodes a frame whose size its header does not state (or a torn one) as a
+ * stream, chunk by chunk, and stops with `IMPORT_V0_FRAME_TOO_LARGE` as soon
+ * as its plaintext passes `V0_FRAME_MAX_BYTES`: a few kilobytes of frame can
+ * stand for gigabytes, so memory stays bounded by the cap, not the frame.
+ */
 function streamDecode(ctx: Binding.DCtx, input: Buffer): { plaintext: Buffer; complete: boolean; consumed: number } {
   const chunks: Buffer[] = []
   let consumed = 0
-  let chunkSize = Math.max(binding.dStreamOutSize(), input.length * 4)
+  let total = 0
+  let chunkSize = Math.min(STREAM_CHUNK_MAX, Math.max(binding.dStreamOutSize(), input.length * 4))
   for (;;) {
     const out = Buffer.allocUnsafe(chunkSize)
     const [remaining, produced, read] = ctx.decompressStream(out, input.subarray(consumed))
     consumed += read
+    total += produced
+    if (total > V0_FRAME_MAX_BYTES) throw frameTooLarge(0, 0)
     if (produced > 0) chunks.push(out.subarray(0, produced))
     if (remaining === 0) return { plaintext: Buffer.concat(chunks), complete: true, consumed }
     if ((consumed >= input.length && produced < chunkSize) || (read === 0 && produced === 0)) {
       return { plaintext: Buffer.concat(chunks), complete: false, consumed }
     }
-    chunkSize = Math.min(chunkSize * 2, 64 << 20)
+    chunkSize = Math.min(chunkSize * 2, STREAM_CHUNK_MAX)
   }
 }
 
+/** A frame whose plaintext is over the cap: `stated` is the size its header states (`undefined`: a streamed decode passed the cap). */
+function frameTooLarge(offset: number, index: number, stated?: number): ImportV0Error {
+  const why = stated === undefined ? 'decompresses past' : `states ${stated} bytes of plaintext, over`
+  return new ImportV0Error(
+    'IMPORT_V0_FRAME_TOO_LARGE',
+    `Frame ${index} at offset ${offset} ${why} the cap of ${V0_FRAME_MAX_BYTES} bytes (V0_FRAME_MAX_BYTES); a v0 batch that large is refused, never decoded whole. Split the session's batches in the harness, or leave the session out of the import.`,
+    { details: { offset, frame: index, max: V0_FRAME_MAX_BYTES, ...(stated === undefined ? {} : { stated }) } },
+  )
+}
+
 function frameError(error: unknown, offset: number, index: number): ImportV0Error {
+  // A cap reached inside a decode names the frame here (the decode itself does not know where it is).
+  if (error instanceof ImportV0Error) return error.code === 'IMPORT_V0_FRAME_TOO_LARGE' ? frameTooLarge(offset, index) : error
   const message = error instanceof Error ? error.message : String(error)
   if (/checksum/i.test(message)) {
     return new ImportV0Error(
