@@ -1,8 +1,8 @@
-import { execFileSync } from 'node:child_process'
 import { chmodSync, chownSync, readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { runNodeAs } from '@dsh/tooling/as-user'
 import { describe, expect, it } from 'vitest'
 import { eventsFrom, targetOf, tempDir } from './helpers.js'
 
@@ -10,7 +10,9 @@ import { eventsFrom, targetOf, tempDir } from './helpers.js'
  * A session directory the reading user may not open (EACCES) is one damaged
  * entry, never a failed root. Root bypasses permission checks, so the reader
  * runs as the unprivileged `nobody` user (`runuser`; we run as root here and
- * in CI — elsewhere the test fails with the reason, it is never skipped).
+ * in CI — elsewhere the test fails with the reason, it is never skipped),
+ * from a world-readable copy of the worker and the package it imports, so a
+ * checkout inside a directory nobody may traverse runs it too.
  */
 const worker = join(dirname(fileURLToPath(import.meta.url)), 'workers', 'unprivileged-reader.mjs')
 const NOBODY = 65534
@@ -47,10 +49,9 @@ describe('a session directory the reader may not open', () => {
       chmodSync(lockedDir, 0o700)
       const before = readdirSync(root).sort()
 
-      const out = execFileSync('runuser', ['-u', 'nobody', '--', process.execPath, worker, root, 'locked'], {
-        cwd: dirname(worker),
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
+      const out = runNodeAs('nobody', worker, [root, 'locked'], {
+        packages: ['@dsh/session-persistence-jsonl'],
+        resolveFrom: dirname(worker),
       })
       const result = JSON.parse(out.trim().split('\n').at(-1)!)
       expect(result.uid).toBe(NOBODY)
