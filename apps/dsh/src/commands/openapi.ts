@@ -1,5 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+// The bundled CLI loads zod through a chunk that imports the bundler's runtime,
+// which loads node:module; the command states that load, so the bundle's check
+// (bundling adds no module a command did not already load) holds.
+import 'node:module'
 import { basename, dirname, join } from 'node:path'
 import { openApiDocument } from '@dsh/protocol/openapi'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
