@@ -6,6 +6,7 @@ import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import { CheckpointCacheCore, decodeCheckpointRow, type EncodedCheckpointRow } from '@dsh/session-projection-cache/backend'
 import type pg from 'pg'
 import { PostgresProjectionCacheError } from './errors.js'
+import { CheckpointMirror, DEFAULT_MIRROR_SESSIONS, type MirrorRow, type MirrorStats } from './mirror.js'
 import { CACHE_CHANNEL, CACHE_SCHEMA } from './schema.js'
 
 export interface PostgresProjectionCacheOptions {
@@ -20,6 +21,8 @@ export interface PostgresProjectionCacheOptions {
   readonly listen?: boolean
   /** Where fail-soft failures are reported; defaults to the console. */
   readonly logger?: Logger | (() => Logger)
+  /** Sessions whose rows the mirror keeps, the least recently used dropped first (default 10,000; README, "The mirror's bound"). */
+  readonly mirrorSessions?: number
 }
 
 /** The PostgreSQL checkpoint cache: the `sessionProjectionCache` contract plus mirror control. */
@@ -28,25 +31,20 @@ export interface PostgresProjectionCache extends SessionProjectionCache {
   refresh(): Promise<void>
   /** Writes the final rows of a session that went cold (the store flushed its log already). */
   writeColdRows(session: Session, rows: ProjectionCheckpointRows): Promise<boolean>
+  /** What the mirror holds (never more sessions than its bound) and how often it went to the table. */
+  readonly mirror: MirrorStats
+  /** Resolves when no read of missed sessions from the table is running (tests; a retry waiting out an outage is not awaited). */
+  mirrorIdle(): Promise<void>
   close(): void
 }
 
-/** A stored row, as the mirror keeps it. */
-interface MirrorRow {
-  readonly identity: string
-  readonly inherited: number
-  readonly stateVersion: number
-  readonly seq: number
-  readonly failed: boolean
-  /** The state's JSON, parsed only on a hit. */
-  readonly state: string | null
-}
+/** Sessions one load reads from the table at most. */
+const LOAD_BATCH = 256
 
-/** A row of one refresh: the snapshot's xmin, then a checkpoint row (all null when none changed). */
-interface RefreshRow {
-  xmin: string
-  session_id: Buffer | null
-  key: string | null
+/** A stored checkpoint row, as a statement returns it. */
+interface CheckpointRow {
+  session_id: Buffer
+  key: string
   identity: Buffer
   inherited: number
   state_version: number
@@ -55,11 +53,18 @@ interface RefreshRow {
   state: string | null
 }
 
+/** A row of one refresh: the snapshot's xmin, then a checkpoint row (`session_id` and `key` null when none changed). */
+type RefreshRow = Omit<CheckpointRow, 'session_id' | 'key'> & { xmin: string; session_id: Buffer | null; key: string | null }
+
 /**
- * Opens the cache: migrates, loads the whole table into a local mirror, and
- * LISTENs for other hosts' writes. `cachedSnapshot` is synchronous by
- * contract (rung 2 of the catalog's ladder reads it inline), so it answers
- * from the mirror: no database round trip and no log I/O per lookup.
+ * Opens the cache: migrates, loads the rows of the most recently written
+ * sessions (up to the mirror's bound) into a local mirror, and LISTENs for
+ * other hosts' writes. `cachedSnapshot` is synchronous by contract (rung 2
+ * of the catalog's ladder reads it inline), so it answers from the mirror: no
+ * database round trip and no log I/O per lookup. The mirror is an LRU of
+ * sessions (`mirrorSessions`): a lookup of a session it does not hold misses
+ * and asks for the session's rows from the table in the background
+ * (batched, off the caller's path), so the next lookup answers from them.
  *
  * The mirror may lag the table (a missed notification, a write in flight on
  * another host), never lead it, and the table never leads the log: every
@@ -74,9 +79,16 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
       'createPostgresProjectionCache needs { pool, projections, sessions }.',
     )
   }
+  const mirrorSessions = options.mirrorSessions ?? DEFAULT_MIRROR_SESSIONS
+  if (!Number.isSafeInteger(mirrorSessions) || mirrorSessions < 1) {
+    throw new PostgresProjectionCacheError(
+      'POSTGRES_PROJECTION_CACHE_INVALID_OPTIONS',
+      `mirrorSessions must be a positive integer (sessions whose rows the mirror keeps), got ${String(mirrorSessions)}.`,
+    )
+  }
   watchPool(options.pool)
   await CACHE_SCHEMA.open(options.pool, options.migrate !== false)
-  const cache = new PgProjectionCache(options)
+  const cache = new PgProjectionCache(options, mirrorSessions)
   await cache.refresh()
   if (options.listen !== false) await cache.listen()
   return cache
@@ -84,7 +96,14 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
 
 class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements PostgresProjectionCache {
   readonly #pool: pg.Pool
-  readonly #mirror = new Map<string, Map<string, MirrorRow>>()
+  readonly #mirror: CheckpointMirror
+  /** Sessions a lookup missed that are to be read from the table (at most the mirror's bound). */
+  readonly #wanted = new Set<string>()
+  #loading: Promise<void> | undefined
+  #loads = 0
+  #failedLoads = 0
+  /** Retries a failed load (the server went away). */
+  readonly #loadRetry = new Backoff(() => this.#startLoads())
   /** Transactions at or above this xid may not have been seen yet. */
   #cursor: string | undefined
   #refreshing: Promise<void> | undefined
@@ -93,9 +112,21 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
   /** Retries a failed refresh (the server went away): a row missed meanwhile is read once it is back. */
   readonly #retry = new Backoff(() => void this.refresh())
 
-  constructor(options: PostgresProjectionCacheOptions) {
+  constructor(options: PostgresProjectionCacheOptions, mirrorSessions: number) {
     super(options)
     this.#pool = options.pool
+    this.#mirror = new CheckpointMirror(mirrorSessions)
+  }
+
+  get mirror(): MirrorStats {
+    return {
+      sessions: this.#mirror.size,
+      rows: this.#mirror.rows,
+      limit: this.#mirror.limit,
+      evictions: this.#mirror.evictions,
+      loads: this.#loads,
+      failedLoads: this.#failedLoads,
+    }
   }
 
   writeColdRows(session: Session, rows: ProjectionCheckpointRows): Promise<boolean> {
@@ -109,7 +140,12 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
     key: string,
     stateVersion: number,
   ): ProjectionCheckpointRow | undefined {
-    const row = this.#mirror.get(header.id)?.get(key)
+    const rows = this.#mirror.use(header.id)
+    if (rows === undefined) {
+      this.#want(header.id)
+      return undefined
+    }
+    const row = rows.get(key)
     if (row === undefined || row.identity !== identity || row.inherited !== inheritedEventCount || row.stateVersion !== stateVersion)
       return undefined
     return decodeCheckpointRow(header, key, row)
@@ -152,12 +188,12 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
       return this.failed(session, error)
     }
     // Write-through: this host sees its own write at once.
-    const mirrored = this.#mirrorOf(session.id)
-    for (const [key, row] of mirrored)
-      if ((row.identity !== identity || row.inherited !== session.inheritedEventCount) && !rows.some((r) => r.key === key))
-        mirrored.delete(key)
+    this.#mirror.retain(
+      session.id,
+      (key, row) => (row.identity === identity && row.inherited === session.inheritedEventCount) || rows.some((r) => r.key === key),
+    )
     for (const row of rows)
-      mirrored.set(row.key, {
+      this.#mirror.set(session.id, row.key, {
         identity,
         inherited: session.inheritedEventCount,
         stateVersion: row.stateVersion,
@@ -193,9 +229,12 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
 
   /**
    * One statement, one snapshot: the rows of every transaction at or above
-   * the cursor, and the snapshot's xmin as the next cursor (transactions
-   * below it had ended, so their rows were visible here). Rows may be read
-   * twice, never missed. Never rejects: a failure (the server went away)
+   * the cursor (the first time: the rows of the most recently written
+   * sessions, as many as the mirror holds), and the snapshot's xmin as the
+   * next cursor (transactions below it had ended, so their rows were visible
+   * here). Rows may be read twice, never missed; rows of a session not held
+   * (or dropped meanwhile) are read by the lookup that misses it. Rows are
+   * applied oldest first, so the newest sessions stay held. Never rejects: a failure (the server went away)
    * leaves the cursor where it was, is logged once per outage, and is
    * retried with bounded backoff until a refresh succeeds.
    */
@@ -206,32 +245,100 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
         `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
                 c.session_id, c.key, c.identity, c.inherited, c.state_version, c.seq, c.failed, c.state
          FROM (SELECT 1) one
-         LEFT JOIN dsh_projection_checkpoints c ON $1::xid8 IS NULL OR c.xid >= $1::xid8`,
-        [this.#cursor ?? null],
+         LEFT JOIN dsh_projection_checkpoints c
+           ON CASE WHEN $1::xid8 IS NULL
+                   THEN c.session_key IN (SELECT session_key FROM dsh_projection_checkpoints GROUP BY session_key
+                                          ORDER BY max(xid::text::numeric) DESC LIMIT $2)
+                   ELSE c.xid >= $1::xid8 END
+         ORDER BY c.xid NULLS FIRST`,
+        [this.#cursor ?? null, this.#mirror.limit],
       ))
     } catch (error) {
-      if (this.closed) return
-      if (this.#retry.failures === 0)
-        this.logger().warn(
-          'dsh: refreshing the projection cache mirror from PostgreSQL failed; lookups may miss until it succeeds (retrying with backoff).',
-          error,
-        )
-      this.#retry.failed()
+      this.#backgroundFailed(
+        this.#retry,
+        'dsh: refreshing the projection cache mirror from PostgreSQL failed; lookups may miss until it succeeds (retrying with backoff).',
+        error,
+      )
       return
     }
     this.#retry.succeeded()
     for (const row of rows) {
       if (row.session_id === null || row.key === null) continue
-      this.#mirrorOf(row.session_id.toString('utf8')).set(row.key, {
-        identity: row.identity.toString('utf8'),
-        inherited: row.inherited,
-        stateVersion: row.state_version,
-        seq: row.seq,
-        failed: row.failed,
-        state: row.state,
-      })
+      this.#mirror.set(row.session_id.toString('utf8'), row.key, mirrorRow(row))
     }
     this.#cursor = rows[0]!.xmin
+  }
+
+  // ------------------------------------------------------- loads on a miss
+
+  /**
+   * Asks for a missed session's rows from the table, in the background. At
+   * most the mirror's bound wait: beyond it the longest waiting is dropped
+   * (the mirror could not hold it beside the newer ones anyway).
+   */
+  #want(id: string): void {
+    if (this.closed) return
+    this.#wanted.delete(id)
+    this.#wanted.add(id)
+    if (this.#wanted.size > this.#mirror.limit) this.#wanted.delete(this.#wanted.values().next().value as string)
+    if (this.#loading === undefined && !this.#loadRetry.pending) this.#startLoads()
+  }
+
+  #startLoads(): void {
+    if (this.closed || this.#loading !== undefined) return
+    this.#loading = this.#loadWanted().finally(() => {
+      this.#loading = undefined
+      // A session wanted while the last statement ran, after the loop looked.
+      if (this.#wanted.size > 0 && !this.#loadRetry.pending) this.#startLoads()
+    })
+  }
+
+  /**
+   * Reads the wanted sessions' rows, `LOAD_BATCH` sessions a statement, and
+   * fills them in (`CheckpointMirror.fill`: a key written or refreshed
+   * meanwhile is kept). Never rejects: a failure keeps the sessions wanted,
+   * is logged once per outage and retried with backoff.
+   */
+  async #loadWanted(): Promise<void> {
+    while (this.#wanted.size > 0 && !this.closed) {
+      const ids = [...this.#wanted].slice(0, LOAD_BATCH)
+      for (const id of ids) this.#wanted.delete(id)
+      let rows: CheckpointRow[]
+      try {
+        ;({ rows } = await this.#pool.query<CheckpointRow>(
+          `SELECT session_id, key, identity, inherited, state_version, seq, failed, state
+           FROM dsh_projection_checkpoints WHERE session_key = ANY($1::bytea[])`,
+          [ids.map((id) => keyOf(Buffer.from(id, 'utf8')))],
+        ))
+      } catch (error) {
+        if (this.closed) return
+        for (const id of ids) if (this.#wanted.size < this.#mirror.limit) this.#wanted.add(id)
+        this.#failedLoads++
+        this.#backgroundFailed(
+          this.#loadRetry,
+          'dsh: reading checkpoint rows from PostgreSQL after a mirror miss failed; those lookups miss until it succeeds (retrying with backoff).',
+          error,
+        )
+        return
+      }
+      this.#loadRetry.succeeded()
+      const loaded = new Map<string, Map<string, MirrorRow>>(ids.map((id) => [id, new Map()]))
+      for (const row of rows) loaded.get(row.session_id.toString('utf8'))?.set(row.key, mirrorRow(row))
+      if (this.closed) return
+      for (const [id, sessionRows] of loaded) this.#mirror.fill(id, sessionRows)
+      this.#loads += ids.length
+    }
+  }
+
+  /** A background statement failed (the server went away): logged once per outage, retried with backoff. */
+  #backgroundFailed(retry: Backoff, message: string, error: unknown): void {
+    if (this.closed) return
+    if (retry.failures === 0) this.logger().warn(message, error)
+    retry.failed()
+  }
+
+  async mirrorIdle(): Promise<void> {
+    while (this.#loading !== undefined) await this.#loading
   }
 
   /**
@@ -253,17 +360,21 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
     if (this.closed) return
     this.closed = true
     this.#retry.stop()
+    this.#loadRetry.stop()
+    this.#wanted.clear()
     void this.#listener?.close()
     this.#listener = undefined
     this.#mirror.clear()
   }
+}
 
-  #mirrorOf(id: string): Map<string, MirrorRow> {
-    let mirrored = this.#mirror.get(id)
-    if (mirrored === undefined) {
-      mirrored = new Map()
-      this.#mirror.set(id, mirrored)
-    }
-    return mirrored
+function mirrorRow(row: Omit<CheckpointRow, 'session_id' | 'key'>): MirrorRow {
+  return {
+    identity: row.identity.toString('utf8'),
+    inherited: row.inherited,
+    stateVersion: row.state_version,
+    seq: row.seq,
+    failed: row.failed,
+    state: row.state,
   }
 }

@@ -7,7 +7,7 @@ import { DshError } from '@dsh/context'
  * writes fail softly.
  */
 export type PostgresProjectionCacheErrorCode =
-  /** No pool, no projection registry, or a bad throttle. */
+  /** No pool, no projection registry, a bad throttle, or a mirrorSessions that is not a positive integer. */
   'POSTGRES_PROJECTION_CACHE_INVALID_OPTIONS'
 
 export class PostgresProjectionCacheError extends DshError<PostgresProjectionCacheErrorCode> {}

@@ -2,6 +2,8 @@ export type { PostgresProjectionCache, PostgresProjectionCacheOptions } from './
 export { createPostgresProjectionCache } from './cache.js'
 export type { PostgresProjectionCacheErrorCode } from './errors.js'
 export { PostgresProjectionCacheError } from './errors.js'
+export type { MirrorStats } from './mirror.js'
+export { DEFAULT_MIRROR_SESSIONS } from './mirror.js'
 export type { PostgresProjectionCachePluginOptions } from './plugin.js'
 export { postgresProjectionCachePlugin } from './plugin.js'
 export { CACHE_CHANNEL, CACHE_COMPONENT, CACHE_MIGRATIONS, CACHE_SCHEMA, migrateCache } from './schema.js'

@@ -14,11 +14,13 @@ export interface HostOptions {
   /** Persist through the PostgreSQL backend on the same pool (the whole stack). */
   readonly persist?: boolean
   readonly idPrefix?: string
+  /** The mirror's bound (default the cache's). */
+  readonly mirrorSessions?: number
 }
 
 /** The shared cache test host (`@dsh/session-projection-cache/testing`) with the PostgreSQL cache on `pool`. */
 export async function host(options: HostOptions) {
-  const { pool, persist, ...rest } = options
+  const { pool, persist, mirrorSessions, ...rest } = options
   const h = await cacheTestHost({
     ...rest,
     ...(persist
@@ -28,7 +30,13 @@ export async function host(options: HostOptions) {
         }
       : {}),
     activate: (ctx, throttle) =>
-      ctx.activate(postgresProjectionCachePlugin({ pool, throttle: throttle ?? { events: Infinity, ms: Infinity } })),
+      ctx.activate(
+        postgresProjectionCachePlugin({
+          pool,
+          throttle: throttle ?? { events: Infinity, ms: Infinity },
+          ...(mirrorSessions === undefined ? {} : { mirrorSessions }),
+        }),
+      ),
   })
   return { ...h, cache: h.cache as PostgresProjectionCache }
 }

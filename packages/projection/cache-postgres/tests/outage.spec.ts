@@ -15,10 +15,10 @@ afterEach(async () => {
 const KEYS = [keys.messages, keys.turns]
 
 /** A host on its own pool (another process, as far as the database can tell). */
-async function hostOn(url: string, idPrefix: string) {
+async function hostOn(url: string, idPrefix: string, mirrorSessions?: number) {
   const pool = new pg.Pool({ connectionString: url, max: 4 })
   cleanups.push(() => pool.end().catch(() => {}))
-  const h = await host({ pool, idPrefix })
+  const h = await host({ pool, idPrefix, ...(mirrorSessions === undefined ? {} : { mirrorSessions }) })
   cleanups.push(() => h.ctx.dispose())
   return h
 }
@@ -71,6 +71,29 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
       expect(h.warnings.filter((w) => /cannot LISTEN/.test(w.message)).length).toBeLessThanOrEqual(1)
       expect(h.warnings.filter((w) => /refreshing the projection cache mirror/.test(w.message)).length).toBeLessThanOrEqual(1)
     }
+    expect(outage.rejections).toEqual([])
+  }, 120_000)
+
+  it('a mirror miss during it misses quietly: the read of the session fails once per outage (a warning, no rejection) and is retried until the server is back, then hits', async () => {
+    const url = await outage.cluster().createDatabase()
+    const writer = await hostOn(url, 'w')
+    const reader = await hostOn(url, 'r', 2)
+    const sessions = Array.from({ length: 3 }, () => writer.sessions.create())
+    for (const [i, session] of sessions.entries()) turn(session, 1, `s${i}`)
+    await writer.cache.idle()
+    const at = (session: (typeof sessions)[number]) => reader.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)
+    // The reader holds two sessions at most: the first one is read from the table when looked up.
+    await until(() => at(sessions[2]!) !== undefined && at(sessions[1]!) !== undefined, 'the reader mirrored the newest two')
+    await outage.cluster().stopServer()
+    expect(at(sessions[0]!)).toBeUndefined()
+    await until(() => reader.cache.mirror.failedLoads > 0, 'the read of the missed session failed')
+    expect(at(sessions[0]!)).toBeUndefined()
+    expect(reader.cache.mirror.sessions).toBeLessThanOrEqual(2)
+    await outage.cluster().startServer()
+    await until(() => at(sessions[0]!) !== undefined, 'the missed session was read once the server was back')
+    expect(at(sessions[0]!)).toEqual(writer.projections.snapshot(sessions[0]!))
+    expect(reader.warnings.filter((w) => /after a mirror miss failed/.test(w.message)).length).toBe(1)
+    expect(reader.cache.mirror.sessions).toBeLessThanOrEqual(2)
     expect(outage.rejections).toEqual([])
   }, 120_000)
 })
