@@ -2,6 +2,7 @@ import type { CommandSpec, OptionSpec } from './command.js'
 
 const limit: OptionSpec = { type: 'string', value: 'N', help: 'at most N rows' }
 const cursor: OptionSpec = { type: 'string', value: 'C', help: 'the next page (printed by the previous one)' }
+const otlp: OptionSpec = { type: 'string', value: 'URL', help: 'OTLP/HTTP traces endpoint (e.g. http://127.0.0.1:4318/v1/traces)' }
 const dialect: OptionSpec = {
   type: 'string',
   value: 'dsh|harness',
@@ -101,8 +102,16 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
       resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },
       dialect,
+      otlp,
     },
     load: () => import('./commands/run.js'),
+  },
+  trace: {
+    store: true,
+    summary: "export a session's turns, model steps and tool calls as OpenTelemetry spans (OTLP/HTTP)",
+    args: '<id>',
+    options: { otlp, descendants: { type: 'boolean', help: 'its whole subagent tree too, joined into its traces' } },
+    load: () => import('./commands/trace.js'),
   },
   mcp: {
     store: true,

@@ -12,7 +12,8 @@ import {
 } from '@dsh/tool-subagent-control'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
-import { openHost, warnIfExposed } from '../host-access.js'
+import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
+import { otlpEndpointOf } from '../otlp.js'
 import { printJson } from '../output.js'
 import { escapeTerminal, safe } from '../terminal.js'
 
@@ -64,7 +65,10 @@ export function noticesOf(dialect: SubagentControlDialect): {
  * with the prompt when one is given.
  *
  * The API key comes from DSH_API_KEY or OPENAI_API_KEY only (never a flag:
- * flags show in `ps`).
+ * flags show in `ps`). `--otlp URL` exports the run (every turn, model step,
+ * tool call and subagent run, as one trace per top-level turn) as
+ * OpenTelemetry spans while it happens; a collector that is down costs
+ * dropped spans and one warning, never the run.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const prompt = command.args.join(' ').trim()
@@ -72,6 +76,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   if (prompt.length === 0 && resume === undefined)
     throw new CliError('CLI_USAGE', `'dsh run' needs a prompt: dsh run "what to do" (or --resume ID to continue a session).`)
   const dialect = dialectOf(command)
+  const otlp = await otlpEndpointOf(command)
   const model = command.string('model')
   const baseURL = command.string('base-url')
   // Configuration errors (no key, a bad URL) surface before the root is touched.
@@ -84,6 +89,15 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const driver = createOpenAIDriver({ client, onEvent: (child, event) => printer.child(child, event), ...noticesOf(dialect) })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
   const host = await openHost(command, { driver, tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent) })
+  if (otlp !== undefined) {
+    const { sessionTelemetryPlugin } = await import('@dsh/session-telemetry-otel')
+    try {
+      await host.ctx.activate(sessionTelemetryPlugin({ otlp, model: client.model, provider: driver.name, logger: terminalLogger(io) }))
+    } catch (error) {
+      await host.dispose()
+      throw error
+    }
+  }
   let session: Session | undefined
   const controller = new AbortController()
   const interrupt = (): void => {

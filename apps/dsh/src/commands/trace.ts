@@ -1,0 +1,46 @@
+import { SessionId } from '@dsh/session'
+import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
+import { CliError } from '../errors.js'
+import { terminalLogger, withReadHost } from '../host-access.js'
+import { otlpEndpointOf } from '../otlp.js'
+import { printJson } from '../output.js'
+import { safe } from '../terminal.js'
+
+/**
+ * `dsh trace <id> --otlp URL [--descendants]`: exports a stored session's
+ * turns, model steps and tool calls as OpenTelemetry spans over OTLP/HTTP
+ * (read-only). With `--descendants` its whole subagent tree goes too; a
+ * child whose log records a trace context (a run exported live) joins its
+ * parent's trace, as it did live. Prints the trace ids; exits 1 when any
+ * span could not be delivered (one warning says why).
+ */
+export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  const id = onePositional(command, 'session id')
+  const otlp = await otlpEndpointOf(command)
+  if (otlp === undefined)
+    throw new CliError('CLI_USAGE', `'dsh trace' needs --otlp URL (the collector's traces endpoint, e.g. http://127.0.0.1:4318/v1/traces).`)
+  const { replaySessionTraces } = await import('@dsh/session-telemetry-otel')
+  const logger = terminalLogger(io)
+  const { ids, result } = await withReadHost(
+    command,
+    async (host) => {
+      const ids = [id]
+      if (command.flag('descendants')) for (const entry of await host.subagents.explainDescendants(id)) ids.push(entry.row.id)
+      const logs = (async function* () {
+        for (const each of ids) yield await host.persistence.load(SessionId(each))
+      })()
+      return { ids, result: await replaySessionTraces(logs, { otlp, logger }) }
+    },
+    {},
+    io,
+  )
+  const { stats, traceIds } = result
+  if (command.json) printJson({ sessions: ids, traces: traceIds, exported: stats.exported, dropped: stats.dropped }, io.out)
+  else {
+    for (const trace of traceIds) io.out.write(`trace ${trace}\n`)
+    io.out.write(
+      safe`${stats.exported} spans of ${ids.length} session(s) exported to ${otlp}${stats.dropped > 0 ? `, ${stats.dropped} dropped` : ''}\n`,
+    )
+  }
+  return stats.dropped > 0 ? 1 : 0
+}
