@@ -52,9 +52,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const pricesPath = command.string('prices') ?? io.env[PRICES_ENV]
   // Validated before any read: a bad table fails fast with its own code.
   const prices: PriceTable | undefined = pricesPath === undefined || pricesPath === '' ? undefined : readPriceTable(pricesPath)
-  const entries = await withReadHost(command, (host) =>
-    host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }),
-  )
+  const entries = await withReadHost(command, (host) => host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }))
   const output = statsOutput(id, descendants, entries, prices)
   if (command.json) {
     printJson(output, io.out)
@@ -64,7 +62,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   return 0
 }
 
-export function statsOutput(id: string, descendants: boolean, entries: readonly TreeSnapshotEntry[], prices: PriceTable | undefined): StatsOutput {
+export function statsOutput(
+  id: string,
+  descendants: boolean,
+  entries: readonly TreeSnapshotEntry[],
+  prices: PriceTable | undefined,
+): StatsOutput {
   const rollup = rollupSessionStats(entries)
   const titleOf = (entry: TreeSnapshotEntry): string | null => entry.snapshot?.sessionTitle?.title ?? null
   return {
@@ -131,7 +134,8 @@ function writeText(output: StatsOutput, io: CommandIo): void {
   }
   const skipped = Object.entries(totals.skipped).filter(([, n]) => n > 0)
   if (skipped.length > 0) io.out.write(safe`\n  skipped inputs: ${skipped.map(([reason, n]) => `${reason} ${n}`).join(', ')}\n`)
-  for (const gap of gaps) io.out.write(safe`  missing ${gap.id}: ${gap.status}${gap.problem === undefined ? '' : ` (${gap.problem.message})`}\n`)
+  for (const gap of gaps)
+    io.out.write(safe`  missing ${gap.id}: ${gap.status}${gap.problem === undefined ? '' : ` (${gap.problem.message})`}\n`)
 }
 
 function costText(output: StatsOutput): string {
