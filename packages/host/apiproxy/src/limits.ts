@@ -1,4 +1,10 @@
-import { HTTP_HEADERS_TIMEOUT_MS, HTTP_IDLE_TIMEOUT_MS, HTTP_MAX_CONNECTIONS, HTTP_REQUEST_TIMEOUT_MS } from '@dsh/protocol/limits'
+import {
+  HISTORY_PAGE_MAX_BYTES,
+  HTTP_HEADERS_TIMEOUT_MS,
+  HTTP_IDLE_TIMEOUT_MS,
+  HTTP_MAX_CONNECTIONS,
+  HTTP_REQUEST_TIMEOUT_MS,
+} from '@dsh/protocol/limits'
 import { ApiError } from './errors.js'
 
 /**
@@ -26,6 +32,8 @@ export interface ApiLimits {
   readonly headersTimeoutMs: number
   /** Milliseconds a client has to send a whole request; past it → 408 and close. At least `headersTimeoutMs`. */
   readonly requestTimeoutMs: number
+  /** Bytes of events' JSON one history page holds at most (`capHistoryPage`); an event alone over it is answered elided. */
+  readonly maxHistoryPageBytes: number
 }
 
 export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
@@ -38,6 +46,7 @@ export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
   idleTimeoutMs: HTTP_IDLE_TIMEOUT_MS,
   headersTimeoutMs: HTTP_HEADERS_TIMEOUT_MS,
   requestTimeoutMs: HTTP_REQUEST_TIMEOUT_MS,
+  maxHistoryPageBytes: HISTORY_PAGE_MAX_BYTES,
 })
 
 /** Fills in defaults and refuses nonsensical limits early, at server creation. */

@@ -1,6 +1,7 @@
 import { PAGE_DEFAULT_LIMIT, routes } from '@dsh/protocol'
 import type { HistoryPageRequest, SessionListFilter } from '@dsh/session-query'
 import { ApiError } from './errors.js'
+import { capHistoryPage } from './history-page.js'
 import { isSubagent } from './owner.js'
 import { jsonRoute } from './route.js'
 import { wireHistory, wireSessionList } from './wire.js'
@@ -37,7 +38,7 @@ export function historyRequest(query: { readonly before?: number | undefined; re
  * events (the id may have been republished in between); a refusal carries no
  * event data.
  */
-export const historyRoute = jsonRoute(routes.history, async ({ params, query, signal, services }) => {
+export const historyRoute = jsonRoute(routes.history, async ({ params, query, signal, services, limits }) => {
   const forbidden = (): ApiError =>
     new ApiError(
       'API_FORBIDDEN',
@@ -46,5 +47,5 @@ export const historyRoute = jsonRoute(routes.history, async ({ params, query, si
   if (await isSubagent(services, params.id, signal)) throw forbidden()
   const page = await services.sessionQuery.readHistory(params.id, historyRequest(query), signal)
   if (page.header.origin === 'subagent') throw forbidden()
-  return wireHistory(page)
+  return capHistoryPage(wireHistory(page), limits.maxHistoryPageBytes)
 })

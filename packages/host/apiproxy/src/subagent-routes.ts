@@ -1,5 +1,6 @@
 import { routes } from '@dsh/protocol'
 import { ApiError } from './errors.js'
+import { capHistoryPage } from './history-page.js'
 import { isListedChild, isNotFound } from './owner.js'
 import { jsonRoute } from './route.js'
 import { historyRequest } from './session-routes.js'
@@ -25,7 +26,7 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
  * belongs to another parent, is no subagent at all or is damaged, and carries
  * no event data.
  */
-export const childHistoryRoute = jsonRoute(routes.childHistory, async ({ params, query, signal, services }) => {
+export const childHistoryRoute = jsonRoute(routes.childHistory, async ({ params, query, signal, services, limits }) => {
   const { parentId, childId } = params
   const notFound = (): ApiError => new ApiError('API_NOT_FOUND', `Session '${parentId}' has no subagent '${childId}'.`)
   if (!(await isListedChild(services.sessionQuery, parentId, childId, signal))) throw notFound()
@@ -38,5 +39,5 @@ export const childHistoryRoute = jsonRoute(routes.childHistory, async ({ params,
     throw error
   }
   if (page.header.origin !== 'subagent' || page.header.parentSession !== parentId) throw notFound()
-  return wireHistory(page)
+  return capHistoryPage(wireHistory(page), limits.maxHistoryPageBytes)
 })

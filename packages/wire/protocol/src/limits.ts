@@ -90,8 +90,8 @@ export const ELIDED_EVENT_TYPE = 'event/elided'
  */
 export type ElidedReason = 'line-too-large' | 'page-too-large'
 
-/** The `data` of an elided event. */
-export interface ElidedEventData {
+/** The `data` of an elided event (a type alias, not an interface: it is JSON, so it fits any JSON-valued field). */
+export type ElidedEventData = {
   readonly elided: {
     /** UTF-8 bytes of what was elided: the stored line, or the event's JSON. */
     readonly bytes: number
