@@ -1,13 +1,4 @@
-import {
-  costOf,
-  type PriceTable,
-  readPriceTable,
-  rollupSessionStats,
-  type SessionCost,
-  type SessionStatsRollup,
-  type TokenCounts,
-} from '@dsh/session-stats'
-import type { TreeSnapshotEntry } from '@dsh/subagent'
+import { type PriceTable, readPriceTable, type SessionStatsReport, sessionStatsReport, totalTokens } from '@dsh/session-stats'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson, table } from '../output.js'
@@ -16,35 +7,13 @@ import { safe } from '../terminal.js'
 /** The environment variable naming a price table file when `--prices` is not given. */
 export const PRICES_ENV = 'DSH_PRICES'
 
-/** What `dsh stats --json` prints. */
-export interface StatsOutput {
-  readonly id: string
-  readonly descendants: boolean
-  readonly title: string | null
-  /** Every session counted or missing, depth-first, the root first. */
-  readonly sessions: readonly {
-    readonly id: string
-    readonly parentId: string | null
-    readonly depth: number
-    readonly subagent: boolean
-    readonly rung: number
-    readonly status: TreeSnapshotEntry['status']
-    readonly title: string | null
-    readonly tokens: number | null
-    readonly problem?: TreeSnapshotEntry['problem']
-  }[]
-  readonly rollup: SessionStatsRollup
-  /** `null` with `costReason` when no price table is configured. */
-  readonly cost: SessionCost | null
-  readonly costReason?: 'no-price-table'
-}
-
 /**
  * Usage, timing and cost of a session — with `--descendants`, summed over
  * every session below it. Read-only. Values come through the catalog's
  * ladder (live, checkpoint cache, one body read per cold session without a
  * checkpoint); a session whose value cannot be had is listed as a gap, never
  * skipped. Cost needs a price table (`--prices FILE` or `DSH_PRICES`).
+ * `--json` prints the report `GET /api/sessions/:id/stats` answers.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
@@ -53,7 +22,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   // Validated before any read: a bad table fails fast with its own code.
   const prices: PriceTable | undefined = pricesPath === undefined || pricesPath === '' ? undefined : readPriceTable(pricesPath)
   const entries = await withReadHost(command, (host) => host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }))
-  const output = statsOutput(id, descendants, entries, prices)
+  const output = sessionStatsReport(id, descendants ? 'descendants' : 'session', entries, prices)
   if (command.json) {
     printJson(output, io.out)
     return 0
@@ -62,47 +31,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   return 0
 }
 
-export function statsOutput(
-  id: string,
-  descendants: boolean,
-  entries: readonly TreeSnapshotEntry[],
-  prices: PriceTable | undefined,
-): StatsOutput {
-  const rollup = rollupSessionStats(entries)
-  const titleOf = (entry: TreeSnapshotEntry): string | null => entry.snapshot?.sessionTitle?.title ?? null
-  return {
-    id,
-    descendants,
-    title: entries[0] === undefined ? null : titleOf(entries[0]),
-    sessions: entries.map((entry) => {
-      const tokens = entry.snapshot?.sessionStats?.tokens
-      return {
-        id: entry.id,
-        parentId: entry.parentId ?? null,
-        depth: entry.depth,
-        subagent: entry.subagent,
-        rung: entry.rung,
-        status: entry.status,
-        title: titleOf(entry),
-        tokens: tokens === undefined ? null : totalTokens(tokens),
-        ...(entry.problem === undefined ? {} : { problem: entry.problem }),
-      }
-    }),
-    rollup,
-    ...(prices === undefined ? { cost: null, costReason: 'no-price-table' as const } : { cost: costOf(rollup.totals, prices) }),
-  }
-}
-
-export function totalTokens(tokens: TokenCounts): number {
-  return tokens.input + tokens.output + tokens.cacheRead + tokens.cacheWrite + tokens.reasoning
-}
-
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`
 
-function writeText(output: StatsOutput, io: CommandIo): void {
+function writeText(output: SessionStatsReport, io: CommandIo): void {
   const { totals, sessions, gaps } = output.rollup
   io.out.write(safe`session ${output.id}${output.title === null ? '' : `  ${output.title}`}\n`)
-  const scope = output.descendants ? `${sessions} session(s) with descendants` : '1 session'
+  const scope = output.scope === 'descendants' ? `${sessions} session(s) with descendants` : '1 session'
   io.out.write(safe`  ${scope}${gaps.length > 0 ? `, ${gaps.length} missing (totals are a lower bound)` : ''}\n`)
   io.out.write(safe`  turns ${totals.turns}, steps ${totals.steps}, tool calls ${totals.toolCalls} (${totals.toolErrors} failed)\n`)
   const first = totals.firstToken.meanMs === null ? '-' : `${Math.round(totals.firstToken.meanMs)} ms`
@@ -138,7 +72,7 @@ function writeText(output: StatsOutput, io: CommandIo): void {
     io.out.write(safe`  missing ${gap.id}: ${gap.status}${gap.problem === undefined ? '' : ` (${gap.problem.message})`}\n`)
 }
 
-function costText(output: StatsOutput): string {
+function costText(output: SessionStatsReport): string {
   const cost = output.cost
   if (cost === null) return `unknown: no price table (--prices FILE or ${PRICES_ENV})`
   if (cost.usd !== null) return `$${cost.usd.toFixed(6)}`

@@ -5,6 +5,8 @@ export { SessionStatsError } from './errors.js'
 export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'
 export type { ModelPrice, PriceTable } from './price-table.js'
 export { parsePriceTable, readPriceTable } from './price-table.js'
+export type { ReportInput, SessionStatsReport, SessionStatsReportEntry } from './report.js'
+export { sessionStatsReport, totalTokens } from './report.js'
 export type { RollupGap, RollupInput, SessionStatsRollup, SessionStatsTotals } from './rollup.js'
 export { rollupSessionStats, sumSessionStats } from './rollup.js'
 export type {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { costOf, parsePriceTable, rollupSessionStats, sumSessionStats } from '../src/index.js'
+import { costOf, parsePriceTable, rollupSessionStats, sessionStatsReport, sumSessionStats, totalTokens } from '../src/index.js'
 import { host, SECOND_TURN, TWO_TURNS } from './helpers.js'
 
 describe('rollupSessionStats', () => {
@@ -68,5 +68,50 @@ describe('rollupSessionStats', () => {
 
   it('sums nothing to zeros', () => {
     expect(rollupSessionStats([]).totals).toMatchObject({ turns: 0, tokens: { input: 0, output: 0 }, firstToken: { meanMs: null } })
+  })
+})
+
+describe('sessionStatsReport', () => {
+  it('lines up each session (title, own tokens, turn time, gaps) with the rollup, and prices it only with a table', () => {
+    const h = host()
+    const parent = h.sessions.create()
+    h.play(parent, TWO_TURNS.slice(0, SECOND_TURN))
+    const fork = h.sessions.fork(parent)
+    h.play(fork, TWO_TURNS.slice(SECOND_TURN))
+    const snapshot = (s: typeof parent) => h.projections.snapshot(s, ['sessionStats', 'sessionTitle'])
+    const entries = [
+      {
+        id: parent.id,
+        parentId: undefined,
+        depth: 0,
+        subagent: false,
+        rung: 1 as const,
+        status: 'ok' as const,
+        snapshot: snapshot(parent),
+      },
+      { id: fork.id, parentId: parent.id, depth: 1, subagent: true, rung: 1 as const, status: 'ok' as const, snapshot: snapshot(fork) },
+      {
+        id: 'gone',
+        parentId: parent.id,
+        depth: 1,
+        subagent: true,
+        rung: 3 as const,
+        status: 'unavailable' as const,
+        problem: { message: 'x' },
+      },
+    ]
+    const report = sessionStatsReport(parent.id, 'descendants', entries)
+    expect(report.title).toBe('Release plan')
+    expect(report.sessions.map((s) => [s.id, s.depth, s.title, s.tokens, s.status])).toEqual([
+      [parent.id, 0, 'Release plan', totalTokens(h.stats(parent).tokens), 'ok'],
+      [fork.id, 1, 'go on', totalTokens(h.stats(fork).tokens), 'ok'],
+      ['gone', 1, null, null, 'unavailable'],
+    ])
+    expect(report.sessions[0]?.turnMs).toBe(h.stats(parent).turnMs)
+    expect(report.rollup.gaps.map((gap) => gap.id)).toEqual(['gone'])
+    expect(report).toMatchObject({ cost: null, costReason: 'no-price-table' })
+    const priced = sessionStatsReport(parent.id, 'descendants', entries, parsePriceTable({ currency: 'USD', providers: {} }))
+    expect(priced.cost).toMatchObject({ usd: null, reason: 'model-not-recorded' })
+    expect(priced).not.toHaveProperty('costReason')
   })
 })

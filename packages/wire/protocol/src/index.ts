@@ -21,6 +21,16 @@ export type { ApiRoute, AuthMode, RouteName, RouteParams, RoutePath, RouteQuery,
 export { buildTarget, describeIssues, matchPath, readRequest, routeSegments, routes } from './routes.js'
 export { eventSearchHit, searchKind, searchPage, searchQuery, searchRequest, searchText, sessionSearchHit } from './search.js'
 export { historyPage, historyQuery, listSessionsQuery, sessionHeader, sessionListPage, sessionRecord, storedEvent } from './session.js'
+export {
+  costUnavailableReason,
+  sessionCost,
+  sessionStatsEntry,
+  sessionStatsReport,
+  sessionStatsTotals,
+  statsQuery,
+  statsScope,
+  tokenCounts,
+} from './stats.js'
 export { STREAM_EVENT_NAMES, streamCatalog, streamEvent, streamProjection, streamReady } from './stream.js'
 export { subagentList, subagentListEntry, subagentListRow, subagentListRung, subagentScope, subagentsQuery } from './subagents.js'
 export type * from './types.js'

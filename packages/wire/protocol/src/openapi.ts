@@ -8,6 +8,7 @@ import { openApiDocumentBody } from './openapi-body.js'
 import { type ApiRoute, type RouteName, routes } from './routes.js'
 import { searchPage } from './search.js'
 import { historyPage, sessionListPage } from './session.js'
+import { sessionStatsReport } from './stats.js'
 import { streamEvent } from './stream.js'
 import { subagentList } from './subagents.js'
 
@@ -154,7 +155,16 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
  * package's own types. An answer not listed here is named after its route.
  */
 function schemaNames(): Map<unknown, string> {
-  const answers = { errorBody, historyPage, openApiDocumentBody, searchPage, sessionListPage, streamEvent, subagentList }
+  const answers = {
+    errorBody,
+    historyPage,
+    openApiDocumentBody,
+    searchPage,
+    sessionListPage,
+    sessionStatsReport,
+    streamEvent,
+    subagentList,
+  }
   return new Map(Object.entries(answers).map(([name, schema]) => [schema, capitalise(name)]))
 }
 

@@ -4,6 +4,7 @@ import { openApiDocumentBody } from './openapi-body.js'
 import { idParam, preview } from './primitives.js'
 import { searchPage, searchQuery } from './search.js'
 import { historyPage, historyQuery, listSessionsQuery, sessionListPage } from './session.js'
+import { sessionStatsReport, statsQuery } from './stats.js'
 import { streamEvent } from './stream.js'
 import { subagentList, subagentsQuery } from './subagents.js'
 
@@ -76,6 +77,16 @@ export const routes = Object.freeze({
     params: z.object({ parentId: idParam, childId: idParam }),
     query: historyQuery,
     response: historyPage,
+    answer: 'json',
+    auth: 'header',
+  }),
+  /** Usage, timing and titles of a session, or summed over its whole tree (`scope=descendants`). */
+  sessionStats: route({
+    method: 'GET',
+    path: '/api/sessions/:id/stats',
+    params: z.object({ id: idParam }),
+    query: statsQuery,
+    response: sessionStatsReport,
     answer: 'json',
     auth: 'header',
   }),

@@ -2,6 +2,7 @@ import type { z } from 'zod'
 import type { errorBody } from './error-body.js'
 import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
 import type { historyPage, sessionHeader, sessionListPage, sessionRecord, storedEvent } from './session.js'
+import type { sessionStatsEntry, sessionStatsReport, sessionStatsTotals, statsScope } from './stats.js'
 import type { streamCatalog, streamEvent, streamProjection, streamReady } from './stream.js'
 import type { subagentList, subagentListEntry, subagentListRow, subagentListRung, subagentScope } from './subagents.js'
 
@@ -23,6 +24,10 @@ export type WireSearchRequest = z.infer<typeof searchRequest>
 export type SessionSearchHitBody = z.infer<typeof sessionSearchHit>
 export type EventSearchHitBody = z.infer<typeof eventSearchHit>
 export type SearchPageBody = z.infer<typeof searchPage>
+export type SessionStatsReportBody = z.infer<typeof sessionStatsReport>
+export type SessionStatsEntryBody = z.infer<typeof sessionStatsEntry>
+export type SessionStatsTotalsBody = z.infer<typeof sessionStatsTotals>
+export type StatsScope = z.infer<typeof statsScope>
 export type StreamEventBody = z.infer<typeof streamEvent>
 export type StreamReadyBody = z.infer<typeof streamReady>
 export type StreamProjectionBody = z.infer<typeof streamProjection>

@@ -69,7 +69,16 @@ describe('openApiDocument', () => {
 
   it('names components after the schemas the package exports', () => {
     expect(Object.keys(document.components.schemas).sort()).toEqual(
-      ['ErrorBody', 'HistoryPage', 'OpenApiDocumentBody', 'SearchPage', 'SessionListPage', 'StreamEvent', 'SubagentList'].sort(),
+      [
+        'ErrorBody',
+        'HistoryPage',
+        'OpenApiDocumentBody',
+        'SearchPage',
+        'SessionListPage',
+        'SessionStatsReport',
+        'StreamEvent',
+        'SubagentList',
+      ].sort(),
     )
     expect(document.paths['/api/sessions/{parentId}/subagents/{childId}/history']?.get?.responses['200']?.content).toEqual({
       'application/json': { schema: { $ref: '#/components/schemas/HistoryPage' } },
