@@ -31,8 +31,8 @@ import { spawnSync } from 'node:child_process'
 import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SoakOptions, SoakResult, SoakSample } from '../fixtures/soak.js'
-import { soakJournalBound } from '../fixtures/soak.js'
-import { type BenchDefinition, benchRoot, median } from '../harness.js'
+import { soakJournalBound, soakJournalBoundTerms } from '../fixtures/soak.js'
+import { type BenchDefinition, benchRoot } from '../harness.js'
 
 const APPENDS = Number(process.env.DSH_SOAK_APPENDS ?? 1_000_000)
 const SESSIONS = Number(process.env.DSH_SOAK_SESSIONS ?? 10_000)
@@ -114,14 +114,13 @@ const definition: BenchDefinition = {
   },
   extra() {
     const after = warm()
-    const bound = soakJournalBound(SESSIONS, WORKING_SET)
     return {
       appends: result?.appends,
       sessions: SESSIONS,
       longForm: APPENDS === 1_000_000 && SESSIONS === 10_000,
       workingSet: WORKING_SET,
       soakMinutes: Math.round(elapsedMs / 6000) / 10,
-      journalBound: { formula: 'L + 192 + S·(48 + |s|) + F·r + (F + 1)·r, r = 96 + |s| + |host|', bytes: bound },
+      journalBound: soakJournalBoundTerms(SESSIONS, WORKING_SET),
       journalPeakBytes: result?.journalPeak,
       journalCompactions: result?.compactions,
       follower: { calls: result?.followerCalls, sessionsSeen: result?.followerSeen, rescansAfterFirst: result?.followerRescans },
@@ -129,7 +128,6 @@ const definition: BenchDefinition = {
       warmFromAppends: after[0]?.appends,
       rssMiB: { firstWarm: mib(after[0]!.rss), last: mib(after.at(-1)!.rss), max: mib(Math.max(...after.map((s) => s.rss))) },
       heapAfterGcMiB: { firstWarm: mib(after[0]!.heapUsed), last: mib(after.at(-1)!.heapUsed) },
-      listingMedianMs: { first: median(first.map((s) => s.listingMs)), last: median(last.map((s) => s.listingMs)) },
       listingLogOpensMax: Math.max(...after.map((s) => s.listingLogOpens)),
       series: samples
         .filter((_, i) => i % 10 === 9 || i === 0)
