@@ -17,6 +17,12 @@ export interface SqliteProjectionCacheOptions {
   readonly logger?: Logger | (() => Logger)
   /** Run SQLite's `quick_check` over the file on open (for `dsh verify`; default false). See `checkDatabase()`. */
   readonly check?: boolean
+  /**
+   * Hosts that only read (`dsh sessions`, `show`, `agents`): open the file
+   * read-only if it exists, and never write, create, rebuild or remove
+   * anything. Writes are skipped (they resolve `false`, without a warning).
+   */
+  readonly readOnly?: boolean
 }
 
 /**
@@ -37,7 +43,7 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
       )
     }
     super(options)
-    this.#db = new CheckpointDatabase(options.path, this.logger, options.check === true)
+    this.#db = new CheckpointDatabase(options.path, this.logger, { check: options.check === true, readOnly: options.readOnly === true })
   }
 
   /**
@@ -51,6 +57,16 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
 
   get path(): string {
     return this.#db.path
+  }
+
+  /**
+   * Why the file cannot be read or written now — `SESSION_PROJECTION_CACHE_UNAVAILABLE`
+   * with `details: { path, state }` (`CacheFileState`: `missing`, `corrupt`,
+   * `schema`, `full`, `read-only`, `locked`, `io`) — or `undefined` when it
+   * is open for everything this cache does.
+   */
+  get unavailable(): SessionProjectionCacheError | undefined {
+    return this.#db.unavailable
   }
 
   override get metrics(): Readonly<ProjectionCacheMetrics> {
@@ -94,7 +110,7 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
   }
 
   protected store(session: Session, identity: string, rows: readonly EncodedCheckpointRow[]): boolean {
-    if (this.closed) return false
+    if (this.closed || this.#db.readOnly) return false
     try {
       this.#db.write(
         session.id,

@@ -46,18 +46,79 @@ const SCHEMA = `
 /** Errors that mean the file itself is damaged: the cure is a rebuild, not a retry. */
 const DAMAGED = new Set(['SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_CORRUPT_INDEX', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_VTAB'])
 
+/** How long a statement waits for another connection's lock before it fails `locked` (ms). */
+const BUSY_TIMEOUT_MS = 2_000
+
 /**
- * The checkpoint table in one SQLite file. A file that is garbage, truncated,
- * damaged, another application's or another schema version's is deleted and
- * recreated empty: the cache is derived data, so a rebuild only costs misses.
- * When even a rebuild fails the database is unavailable: reads miss and
- * writes fail softly.
+ * Why the cache file cannot be used (in `details.state` of
+ * `SESSION_PROJECTION_CACHE_UNAVAILABLE`). `corrupt` (damaged, not SQLite,
+ * another application's) and `schema` (another version) are cured by a
+ * writer's rebuild. `missing`, `full` (no space: ENOSPC, EDQUOT,
+ * SQLITE_FULL), `read-only` (a read-only file system or a file this user
+ * cannot write: EROFS, EACCES, SQLITE_READONLY), `locked` (another
+ * connection holds it: SQLITE_BUSY, SQLITE_LOCKED) and `io` (anything else)
+ * are not: the file is left exactly as it is.
+ */
+export type CacheFileState = 'missing' | 'corrupt' | 'schema' | 'full' | 'read-only' | 'locked' | 'io'
+
+/** Error codes by the state they mean; what is in none of them is `io`. */
+const STATES: ReadonlyArray<readonly [CacheFileState, (code: string) => boolean]> = [
+  ['corrupt', (code) => DAMAGED.has(code)],
+  ['full', (code) => code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT'],
+  ['read-only', (code) => code.startsWith('SQLITE_READONLY') || code === 'EROFS' || code === 'EACCES' || code === 'EPERM'],
+  ['locked', (code) => code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')],
+]
+
+/** What a failure says about the file, never `corrupt` unless SQLite said the file is damaged. */
+function failureState(error: unknown): CacheFileState {
+  if (error instanceof SessionProjectionCacheError) return (error.details as { state: CacheFileState }).state
+  const code = String((error as { code?: unknown } | null)?.code ?? '')
+  return STATES.find(([, matches]) => matches(code))?.[0] ?? 'io'
+}
+
+export interface CheckpointDatabaseOptions {
+  /** Run SQLite's `quick_check` on open (for `dsh verify`). */
+  readonly check?: boolean
+  /** Read only: open the file read-only if it exists; never create, change, rebuild or remove anything. */
+  readonly readOnly?: boolean
+}
+
+/**
+ * The checkpoint table in one SQLite file. A writer (the default) opens it
+ * for writing in WAL mode, creating it when missing; a file that is garbage,
+ * damaged, another application's or another schema version's is deleted
+ * and recreated empty — the cache is derived data, so a rebuild only costs
+ * misses. A file that cannot be opened for another reason (a full disk, a
+ * read-only file system, a lock held by another connection, any other I/O
+ * failure) is never touched: the writer reads it read-only if it can (its
+ * writes fail softly, and each write tries to open it for writing again),
+ * else the cache is unavailable (reads miss, writes fail softly), with the
+ * state as its typed reason.
+ *
+ * A read-only database (`readOnly`: hosts that only read) opens the file
+ * read-only or not at all, and never writes, creates or removes anything; a
+ * damaged file is reported, not rebuilt. Reads of either never write: damage
+ * a read meets closes the connection and is rebuilt by the writer's next
+ * write, not by the read.
+ *
+ * A writer leaves the file at rest when it closes (rollback-journal mode, no
+ * WAL companions, when no other connection holds it), so a reader on a
+ * read-only mount opens it without creating anything.
  */
 export class CheckpointDatabase {
   readonly path: string
+  readonly readOnly: boolean
   #db: Database.Database | undefined
   #select: Database.Statement<[string, string], StoredPayload> | undefined
   #write: ((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => void) | undefined
+  /** Why the database cannot be read, or (a writer reading only) written. */
+  #problem: SessionProjectionCacheError | undefined
+  /** A read met damage: the writer rebuilds before its next write. */
+  #damaged = false
+  #closed = false
+  /** Writes refused since the last attempt to open for writing, and how many make the next attempt (doubling to 1024). */
+  #skipped = 0
+  #reopenAfter = 1
   readonly #logger: () => Logger
   readonly #check: boolean
   rebuilds = 0
@@ -65,40 +126,59 @@ export class CheckpointDatabase {
   /**
    * `check` runs SQLite's `quick_check` (a pass over every page) on open: for
    * `dsh verify`, not for every command. Without it, damage inside the file
-   * is found by the statement that meets it, and the file is rebuilt then.
+   * is found by the statement that meets it.
    */
-  constructor(path: string, logger: () => Logger, check = false) {
+  constructor(path: string, logger: () => Logger, options: CheckpointDatabaseOptions = {}) {
     this.path = path
     this.#logger = logger
-    this.#check = check
+    this.#check = options.check === true
+    this.readOnly = options.readOnly === true
     this.#open()
   }
 
   /**
-   * Runs `quick_check` now: `'ok'`, or SQLite's complaint, after which the
-   * file has been rebuilt empty. `'unavailable'` when no database is open.
+   * Runs `quick_check` now: `'ok'`, or SQLite's complaint, after which a
+   * writer has rebuilt the file empty (a read-only database reports it and
+   * leaves the file). `'unavailable'` when no database is open.
    */
   check(): string {
     const db = this.#db
-    if (db === undefined) return 'unavailable'
+    if (db === undefined || this.#select === undefined) return 'unavailable'
     let result: string
     try {
       result = String(db.pragma('quick_check', { simple: true }))
     } catch (error) {
       result = error instanceof Error ? error.message : String(error)
     }
-    if (result !== 'ok') this.#rebuild(`quick_check reports ${JSON.stringify(result)}`)
+    if (result !== 'ok' && this.#write !== undefined) this.#rebuild(`quick_check reports ${JSON.stringify(result)}`)
     return result
   }
 
+  /** Whether reads are served (an open connection, writable or not). */
   get available(): boolean {
-    return this.#db !== undefined
+    return this.#select !== undefined
+  }
+
+  /** Whether writes are taken now. */
+  get writable(): boolean {
+    return this.#write !== undefined
+  }
+
+  /**
+   * `SESSION_PROJECTION_CACHE_UNAVAILABLE` with `details: { path, state }`:
+   * why the file cannot be read, or (when `available`) written; `undefined`
+   * when it is open for everything this database does.
+   */
+  get unavailable(): SessionProjectionCacheError | undefined {
+    return this.#problem
   }
 
   /**
    * One point lookup by primary key: the payload, whatever lifecycle it was
-   * written for (the caller checks its witness), or `undefined`. A damaged
-   * file is rebuilt, then the error is rethrown (the caller misses).
+   * written for (the caller checks its witness), or `undefined`. A failure
+   * is rethrown (the caller misses); after damage or a lock the connection
+   * is used no more, so later reads miss at once (a writer reopens it, or
+   * rebuilds damage, on its next write).
    */
   read(sessionId: string, key: string): StoredPayload | undefined {
     const select = this.#select
@@ -106,7 +186,14 @@ export class CheckpointDatabase {
     try {
       return select.get(sessionId, key)
     } catch (error) {
-      this.#afterFailure(error)
+      const state = failureState(error)
+      if (state === 'corrupt' || state === 'locked') {
+        this.#damaged ||= state === 'corrupt'
+        // Not closed here: closing a writer's connection writes (it checkpoints, or puts the file at rest).
+        this.#select = undefined
+        this.#write = undefined
+        this.#problem = this.#failure(state, 'Reading', error)
+      }
       throw error
     }
   }
@@ -117,48 +204,87 @@ export class CheckpointDatabase {
    * The last write wins: the scheduler keeps writes of one session in order,
    * and a lifecycle recreated with an identical header (indistinguishable by
    * its witness) must replace its predecessor's rows, not be masked by them.
+   * A writer not open for writing (or told of damage by a read) opens (or
+   * rebuilds) first; damage met by the write is rebuilt and the write made
+   * once more. Throws `SESSION_PROJECTION_CACHE_UNAVAILABLE` (its state in
+   * `details`) when it cannot write.
    */
   write(sessionId: string, identity: string, inheritedEventCount: number, rows: readonly EncodedRow[]): void {
-    if (!this.#write)
-      throw new SessionProjectionCacheError(
-        'SESSION_PROJECTION_CACHE_UNAVAILABLE',
-        `The projection cache database at ${this.path} is unavailable (it could not be opened or rebuilt, or it is closed).`,
-      )
-    try {
-      this.#write(sessionId, identity, inheritedEventCount, rows)
-    } catch (error) {
-      this.#afterFailure(error)
-      throw error
+    if (!this.readOnly && !this.#closed) {
+      if (this.#damaged) this.#rebuild('a read found it damaged')
+      else if (this.#write === undefined && ++this.#skipped >= this.#reopenAfter) this.#reopen()
+    }
+    for (let attempt = 0; ; attempt++) {
+      const write = this.#write
+      if (write === undefined) throw this.#problem ?? this.#failure(this.#closed ? 'io' : 'read-only', 'Writing', undefined)
+      try {
+        write(sessionId, identity, inheritedEventCount, rows)
+        return
+      } catch (error) {
+        if (failureState(error) !== 'corrupt' || attempt > 0) throw error
+        this.#rebuild(`SQLite reported ${String((error as { code?: unknown }).code)}`)
+      }
     }
   }
 
   close(): void {
+    this.#closed = true
+    this.#release()
+  }
+
+  /** Closes the connection, a writer's at rest. */
+  #release(): void {
     const db = this.#db
+    const atRest = this.#write !== undefined
     this.#db = undefined
     this.#select = undefined
     this.#write = undefined
+    if (db === undefined) return
     try {
-      db?.close()
+      // Rollback-journal mode removes the WAL companions; only possible while no other connection holds the file.
+      if (atRest) {
+        db.pragma('busy_timeout = 0')
+        db.pragma('journal_mode = DELETE')
+      }
+    } catch {
+      // Held elsewhere: it stays in WAL mode, and the last connection leaves the WAL to the next writer.
+    }
+    try {
+      db.close()
     } catch (error) {
       this.#logger().warn(`dsh: closing the projection cache at ${this.path} failed.`, error)
     }
   }
 
   #open(): void {
-    try {
-      // Private like the logs it summarises: a directory created here is 0700, the file and its WAL companions 0600.
-      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 })
-    } catch (error) {
-      this.#unavailable(error)
+    if (this.readOnly) {
+      this.#openReader(undefined)
       return
     }
-    const reason = this.#tryOpen()
-    if (reason === undefined) return
-    this.#rebuild(reason)
+    const failure = this.#openWriter()
+    if (failure === undefined) return
+    const state = failureState(failure)
+    if (state === 'corrupt' || state === 'schema') this.#rebuild(failure.message)
+    else this.#openReader(failure)
+  }
+
+  /**
+   * A writer reading only (or unavailable) tries to open the file for
+   * writing again — the disk may have space, the lock may be gone — on the
+   * 1st, 2nd, 4th, … refused write (counted, so a lasting failure costs a
+   * few opens, not one per write).
+   */
+  #reopen(): void {
+    this.#release()
+    this.#problem = undefined
+    this.#skipped = 0
+    this.#open()
+    this.#reopenAfter = this.#write === undefined ? Math.min(this.#reopenAfter * 2, 1024) : 1
   }
 
   #rebuild(reason: string): void {
-    this.close()
+    this.#release()
+    this.#damaged = false
     this.rebuilds++
     this.#logger().warn(
       `dsh: the projection cache at ${this.path} is unusable (${reason}); rebuilding it empty. Cold reads fold the log until it refills.`,
@@ -166,77 +292,101 @@ export class CheckpointDatabase {
     try {
       for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(this.path + suffix, { force: true })
     } catch (error) {
-      this.#unavailable(error)
+      this.#unavailable(this.#failure(failureState(error), 'Rebuilding', error))
       return
     }
-    const again = this.#tryOpen()
-    if (again !== undefined) this.#unavailable(new Error(again))
+    const again = this.#openWriter()
+    if (again !== undefined) this.#unavailable(again)
   }
 
-  #unavailable(cause: unknown): void {
-    this.close()
+  /** Nothing can be read: reported once per open, reads miss and writes fail softly. */
+  #unavailable(problem: SessionProjectionCacheError): void {
+    this.#drop(problem)
     this.#logger().warn(
       `dsh: the projection cache at ${this.path} cannot be opened; running without it (reads miss, writes are skipped).`,
-      new SessionProjectionCacheError(
-        'SESSION_PROJECTION_CACHE_UNAVAILABLE',
-        `The projection cache database at ${this.path} could not be opened or rebuilt.`,
-        { cause },
-      ),
+      problem,
     )
   }
 
-  /** Opens and validates the file; returns why it must be rebuilt, or `undefined` when it is ours and sound. */
-  #tryOpen(): string | undefined {
+  #drop(problem: SessionProjectionCacheError): void {
+    this.#release()
+    this.#problem = problem
+  }
+
+  #failure(state: CacheFileState, doing: string, cause: unknown): SessionProjectionCacheError {
+    const detail = cause instanceof Error ? `: ${cause.message}` : ''
+    return new SessionProjectionCacheError(
+      'SESSION_PROJECTION_CACHE_UNAVAILABLE',
+      `${doing} the projection cache at ${this.path} failed (${state})${detail}. Reads miss and fold the log; the file is left as it is${state === 'corrupt' || state === 'schema' ? ' until a writer rebuilds it' : ''}.`,
+      { details: { path: this.path, state }, ...(cause === undefined ? {} : { cause }) },
+    )
+  }
+
+  /**
+   * Opens the file for writing (creating it, and its directory, when
+   * missing) and validates it. `undefined` when it is ours, sound and
+   * writable; otherwise the typed reason, nothing removed.
+   */
+  #openWriter(): SessionProjectionCacheError | undefined {
     let db: Database.Database | undefined
     try {
+      // Private like the logs it summarises: a directory created here is 0700, the file and its WAL companions 0600.
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 })
       makePrivate(this.path)
-      db = new Database(this.path, { timeout: 2_000 })
+      db = new Database(this.path, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
+      // SQLite opens a file it cannot write read-only instead of failing.
+      if (db.readonly) throw this.#failure('read-only', 'Opening', new Error('the file cannot be written'))
       // WAL: readers never wait for the background writer. NORMAL sync: a
       // power cut may lose the latest rows, which only makes the cache lag.
       db.pragma('journal_mode = WAL')
       db.pragma('synchronous = NORMAL')
       const opened = db
-      const problem = opened
-        .transaction((): string | undefined => {
-          const appId = opened.pragma('application_id', { simple: true })
-          const version = opened.pragma('user_version', { simple: true })
-          if (appId === 0 && version === 0) {
-            const objects = opened.prepare('SELECT count(*) FROM sqlite_schema').pluck().get()
-            if (objects !== 0) return 'it holds tables of another application'
-            opened.exec(SCHEMA)
-            return undefined
-          }
-          if (appId !== APPLICATION_ID) return `its application_id ${String(appId)} is not a dsh projection cache`
-          if (version !== CACHE_SCHEMA_VERSION) return `its schema version is ${String(version)}, this build uses ${CACHE_SCHEMA_VERSION}`
-          return undefined
-        })
-        .immediate()
-      if (problem !== undefined) {
-        db.close()
-        return problem
-      }
+      const problem = opened.transaction(() => identityProblem(opened, true)).immediate()
+      if (problem !== undefined) throw this.#failure(problem.state, 'Opening', new Error(problem.reason))
       const check = this.#check ? db.pragma('quick_check', { simple: true }) : 'ok'
-      if (check !== 'ok') {
-        db.close()
-        return `quick_check reports ${JSON.stringify(check)}`
-      }
+      if (check !== 'ok') throw this.#failure('corrupt', 'Checking', new Error(`quick_check reports ${JSON.stringify(check)}`))
       this.#prepare(db)
       this.#db = db
+      this.#problem = undefined
       return undefined
     } catch (error) {
-      try {
-        db?.close()
-      } catch {
-        // Already unusable; the rebuild removes the file anyway.
-      }
-      return error instanceof Error ? error.message : String(error)
+      closeQuietly(db)
+      return error instanceof SessionProjectionCacheError ? error : this.#failure(failureState(error), 'Opening', error)
+    }
+  }
+
+  /**
+   * Opens the file read-only, if it exists: reads only, nothing created or
+   * changed. `writerProblem` is why a writer reads only (kept as the reason
+   * its writes fail); without a readable file that reason (or the reader's)
+   * makes the cache unavailable.
+   */
+  #openReader(writerProblem: SessionProjectionCacheError | undefined): void {
+    let db: Database.Database | undefined
+    try {
+      if (!existsSync(this.path)) throw this.#failure('missing', 'Opening', new Error('there is no cache file'))
+      db = new Database(this.path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
+      const problem = identityProblem(db, false)
+      if (problem !== undefined) throw this.#failure(problem.state, 'Opening', new Error(problem.reason))
+      this.#select = selectStatement(db)
+      this.#db = db
+      this.#problem = writerProblem ?? this.#failure('read-only', 'Writing', new Error('it was opened read-only'))
+      if (writerProblem !== undefined)
+        this.#logger().warn(
+          `dsh: the projection cache at ${this.path} cannot be written (${failureState(writerProblem)}); reading it, writes are skipped until it can.`,
+          writerProblem,
+        )
+    } catch (error) {
+      closeQuietly(db)
+      const problem = error instanceof SessionProjectionCacheError ? error : this.#failure(failureState(error), 'Opening', error)
+      // A read-only host without a cache file simply has none: no warning.
+      if (this.readOnly && failureState(problem) === 'missing') this.#drop(problem)
+      else this.#unavailable(writerProblem ?? problem)
     }
   }
 
   #prepare(db: Database.Database): void {
-    this.#select = db
-      .prepare<[string, string], StoredPayload>('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?')
-      .pluck(true)
+    this.#select = selectStatement(db)
     const deleteOther = db.prepare<[string, string, number]>(
       'DELETE FROM checkpoint_rows WHERE session_id = ? AND (identity <> ? OR inherited_event_count <> ?)',
     )
@@ -255,25 +405,54 @@ export class CheckpointDatabase {
       for (const row of rows) upsert.run(sessionId, row.key, identity, cut, row.stateVersion, row.seq, row.failed ? 1 : 0, row.payload)
     })
   }
+}
 
-  /** A damaged file found mid-flight is rebuilt at once, so the next write lands in a sound file. */
-  #afterFailure(error: unknown): void {
-    const code = (error as { code?: unknown } | null)?.code
-    if (typeof code === 'string' && DAMAGED.has(code)) this.#rebuild(`SQLite reported ${code}`)
+/**
+ * Whether `db` is ours at this schema version, or what it is instead. An
+ * empty database (a new file) gets the table when `create`, and is
+ * `missing` (no cache yet) otherwise.
+ */
+function identityProblem(db: Database.Database, create: boolean): { state: CacheFileState; reason: string } | undefined {
+  const appId = db.pragma('application_id', { simple: true })
+  const version = db.pragma('user_version', { simple: true })
+  if (appId === 0 && version === 0) {
+    const objects = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get()
+    if (objects !== 0) return { state: 'corrupt', reason: 'it holds tables of another application' }
+    if (!create) return { state: 'missing', reason: 'the file holds no cache yet' }
+    db.exec(SCHEMA)
+    return undefined
+  }
+  if (appId !== APPLICATION_ID) return { state: 'corrupt', reason: `its application_id ${String(appId)} is not a dsh projection cache` }
+  if (version !== CACHE_SCHEMA_VERSION)
+    return { state: 'schema', reason: `its schema version is ${String(version)}, this build uses ${CACHE_SCHEMA_VERSION}` }
+  return undefined
+}
+
+function selectStatement(db: Database.Database): Database.Statement<[string, string], StoredPayload> {
+  return db.prepare<[string, string], StoredPayload>('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?').pluck(true)
+}
+
+function closeQuietly(db: Database.Database | undefined): void {
+  try {
+    db?.close()
+  } catch {
+    // A failed handle may fail to close; nothing more to release.
   }
 }
 
 /**
  * Creates the file empty with mode 0600 (SQLite gives its -wal and -shm
  * files the database file's mode), or narrows an existing one and its
- * companions to 0600. Best effort on files this user cannot chmod.
+ * companions to 0600. Best effort on files this user cannot chmod. Throws
+ * when the file cannot be created (a full disk, a read-only file system).
  */
 function makePrivate(path: string): void {
   if (!existsSync(path)) {
     try {
       closeSync(openSync(path, 'wx', 0o600))
-    } catch {
+    } catch (error) {
       // Another process created it first: narrowed below.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
     }
   }
   for (const suffix of ['', '-wal', '-shm']) {

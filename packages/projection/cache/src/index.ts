@@ -1,5 +1,6 @@
 export type { SqliteProjectionCacheOptions } from './cache.js'
 export { SqliteProjectionCache } from './cache.js'
+export type { CacheFileState } from './database.js'
 export { CACHE_SCHEMA_VERSION } from './database.js'
 export type { SessionProjectionCacheErrorCode } from './errors.js'
 export { SessionProjectionCacheError } from './errors.js'

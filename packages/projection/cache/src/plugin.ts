@@ -24,6 +24,8 @@ export interface ProjectionCachePluginOptions {
   readonly throttle?: CheckpointThrottle
   /** Run `quick_check` over the file on open (for `dsh verify`; default false). */
   readonly check?: boolean
+  /** A host that only reads: the file is opened read-only if it exists, and nothing is ever written, created or removed. */
+  readonly readOnly?: boolean
 }
 
 /**
@@ -49,6 +51,7 @@ export const sessionProjectionCachePlugin = (options: ProjectionCachePluginOptio
         sessions: ctx.sessions,
         logger: () => ctx.get('logger') ?? consoleLogger,
         ...(options.check === undefined ? {} : { check: options.check }),
+        ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       })
       provideCheckpointCache(ctx, cache, { throttle: options.throttle })
     },

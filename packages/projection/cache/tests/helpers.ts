@@ -40,15 +40,24 @@ export interface HostOptions {
   /** Installed before the cache plugin: stands where persistence's flush listener sits. */
   readonly onFlush?: (session: Session) => unknown
   readonly idPrefix?: string
+  /** Open the cache as a host that only reads. */
+  readonly readOnly?: boolean
 }
 
 /** The shared cache test host (`/testing`) with this package's typed units and the SQLite plugin on `path`. */
 export function host(options: HostOptions) {
-  const { path, units, ...rest } = options
+  const { path, units, readOnly, ...rest } = options
   return cacheTestHost({
     ...rest,
     units: (units ?? [messagesUnit, turnsUnit]) as readonly SessionProjectionUnit[],
-    activate: (ctx, throttle) => ctx.activate(sessionProjectionCachePlugin({ path, ...(throttle === undefined ? {} : { throttle }) })),
+    activate: (ctx, throttle) =>
+      ctx.activate(
+        sessionProjectionCachePlugin({
+          path,
+          ...(throttle === undefined ? {} : { throttle }),
+          ...(readOnly === undefined ? {} : { readOnly }),
+        }),
+      ),
   })
 }
 
