@@ -100,6 +100,6 @@ async function activateProjections({ ctx, readOnly, root, pool }: CompositionSta
     const path = derivedPaths(root).projectionCache
     if (readOnly && !existsSync(path)) return
     const { sessionProjectionCachePlugin } = await import('@dsh/session-projection-cache')
-    await ctx.activate(sessionProjectionCachePlugin({ path }))
+    await ctx.activate(sessionProjectionCachePlugin({ path, ...(readOnly ? { readOnly: true } : {}) }))
   }
 }
