@@ -12,7 +12,8 @@
 // (`import type` loads nothing).
 
 // The size caps a backend applies, as `@dsh/protocol/limits` declares them.
-export { EVENT_MAX_BYTES, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
+export type { ElidedEventData } from '@dsh/protocol/limits'
+export { ELIDED_EVENT_TYPE, EVENT_MAX_BYTES, elidedEvent, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'

@@ -477,9 +477,14 @@ function isDeepFrozenShallowCheck(value: JsonValue): boolean {
 /**
  * Parses one batch's lines into deep-frozen events, checking shape and that
  * seqs continue from `firstSeq`; a packed line (`encodeEventLines`) expands
- * to the events it stands for. Returns a reason string on failure.
+ * to the events it stands for (`count` undefined: as many as the lines hold). Returns a reason string on failure.
  */
-export function parseEventLines(plain: Buffer, firstSeq: number, count: number, into: StoredSessionEvent[]): string | undefined {
+export function parseEventLines(
+  plain: Buffer,
+  firstSeq: number,
+  count: number | undefined,
+  into: StoredSessionEvent[],
+): string | undefined {
   if (plain.length === 0 || plain[plain.length - 1] !== 0x0a) return 'the batch does not end with a newline'
   const text = plain.toString('utf8')
   let seq = firstSeq
@@ -514,7 +519,7 @@ export function parseEventLines(plain: Buffer, firstSeq: number, count: number, 
     seq++
     start = end + 1
   }
-  if (seq - firstSeq !== count) return `the batch holds ${seq - firstSeq} events, its trailer records ${count}`
+  if (count !== undefined && seq - firstSeq !== count) return `the batch holds ${seq - firstSeq} events, its trailer records ${count}`
   return undefined
 }
 

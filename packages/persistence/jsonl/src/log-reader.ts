@@ -4,7 +4,12 @@ import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import type { StoredSessionEvent } from '@dsh/session'
-import { persistenceCancelled as cancelled, persistenceError, SessionPersistenceError } from '@dsh/session-persistence/backend'
+import {
+  persistenceCancelled as cancelled,
+  LINE_MAX_BYTES,
+  persistenceError,
+  SessionPersistenceError,
+} from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
 import { ioError, labelOf } from './errors.js'
 import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
@@ -13,6 +18,7 @@ import type { ForkReference, PhysicalHeader } from './log-format.js'
 import { mayBePadded, SLOTS_BYTES } from './log-padding.js'
 import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
 import { type LastBatch, lastBatch, tailAsync, tailSync, type VerifiedTail, walkToPadding } from './log-tail.js'
+import { plainDigest } from './long-lines.js'
 import type { JsonlPersistenceMetrics } from './types.js'
 
 /** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
@@ -69,6 +75,16 @@ export class LogReader {
     const body = unitBuf.subarray(0, trailer.bodyLength)
     const extent = this.codec.measureBody(unitBuf, 0)
     if (extent.status !== 'complete' || extent.end !== trailer.bodyLength || crc32(body) !== trailer.bodyCrc) return undefined
+    if (trailer.plainLength > LINE_MAX_BYTES) {
+      // Checked a chunk at a time: a batch this large is never decoded whole.
+      const digest = await Promise.resolve()
+        .then(() => plainDigest(this.codec, body))
+        .catch(() => undefined)
+      if (digest === undefined || digest.length !== trailer.plainLength || digest.crc !== trailer.plainCrc) {
+        throw corrupt(file, bodyStart, 'the last committed batch does not decode to what its trailer records')
+      }
+      return tail
+    }
     const [plain] = await this.codec
       .decodeRun(unitBuf, [{ bodyStart: 0, bodyEnd: trailer.bodyLength, plainLength: trailer.plainLength }])
       .catch(() => [undefined])

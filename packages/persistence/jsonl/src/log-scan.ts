@@ -1,9 +1,10 @@
 import { crc32 } from 'node:zlib'
 import type { StoredSessionEvent } from '@dsh/session'
-import { persistenceError } from '@dsh/session-persistence/backend'
+import { LINE_MAX_BYTES, persistenceError } from '@dsh/session-persistence/backend'
 import type { LogCodec, UnitRange } from './codec.js'
 import { countEventLines, type PhysicalHeader, parseEventLines, parseHeaderLine } from './log-format.js'
 import { paddingFrameEnd, paddingIntact } from './log-padding.js'
+import { decodeLongUnit } from './long-lines.js'
 import type { TrailerFields } from './trailer.js'
 
 /** A structurally complete unit: its body and the trailer that closes it. */
@@ -200,7 +201,9 @@ async function decodeUnits(buf: Buffer, units: readonly LogUnit[], codec: LogCod
 
 /**
  * Decodes every committed batch into deep-frozen events. Checks the abort
- * signal between runs so a cancelled read of a huge log stops early.
+ * signal between runs so a cancelled read of a huge log stops early. A batch
+ * of more than `LINE_MAX_BYTES` of plaintext is decoded a chunk at a time,
+ * its lines over the cap elided (`decodeLongUnit`).
  */
 export async function decodeEvents(
   buf: Buffer,
@@ -223,6 +226,14 @@ export async function decodeEvents(
     runBytes = 0
   }
   for (const unit of scan.batches) {
+    if (unit.plainLength > LINE_MAX_BYTES) {
+      // A batch that may hold a line over the read cap is read a chunk at a time, never whole (`long-lines.ts`).
+      if (run.length > 0) await flush()
+      const reason = decodeLongUnit(codec, buf, unit, events)
+      if (reason !== undefined) throw corrupt(file, unit.bodyStart, reason)
+      checkpoint()
+      continue
+    }
     if (run.length > 0 && runBytes + unit.plainLength > RUN_PLAIN_BYTES) await flush()
     run.push(unit)
     runBytes += unit.plainLength
