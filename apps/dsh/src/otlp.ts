@@ -1,18 +1,14 @@
 import { isDshError } from '@dsh/context'
-import type { ParsedCommand } from './command.js'
 import { CliError } from './errors.js'
 
 /**
- * `--otlp URL`: the OTLP/HTTP traces endpoint, checked (a bare origin gets
- * `/v1/traces`); `undefined` when not given. A malformed URL is `CLI_USAGE`.
- * The telemetry package loads only when the option is given.
+ * `--otlp URL` checked by the telemetry package's `parseOtlpEndpoint` (a
+ * bare origin gets `/v1/traces`). A malformed URL is `CLI_USAGE`. Commands
+ * load the telemetry package themselves, and only when the option is given.
  */
-export async function otlpEndpointOf(command: ParsedCommand): Promise<string | undefined> {
-  const value = command.string('otlp')
-  if (value === undefined) return undefined
-  const { parseOtlpEndpoint } = await import('@dsh/session-telemetry-otel')
+export function otlpEndpoint(value: string, parse: (input: string) => string): string {
   try {
-    return parseOtlpEndpoint(value)
+    return parse(value)
   } catch (error) {
     if (isDshError(error, 'SESSION_TELEMETRY_INVALID_ENDPOINT'))
       throw new CliError('CLI_USAGE', `--otlp: ${error.message}`, { cause: error })

@@ -13,7 +13,7 @@ import {
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
-import { otlpEndpointOf } from '../otlp.js'
+import { otlpEndpoint } from '../otlp.js'
 import { printJson } from '../output.js'
 import { escapeTerminal, safe } from '../terminal.js'
 
@@ -76,7 +76,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   if (prompt.length === 0 && resume === undefined)
     throw new CliError('CLI_USAGE', `'dsh run' needs a prompt: dsh run "what to do" (or --resume ID to continue a session).`)
   const dialect = dialectOf(command)
-  const otlp = await otlpEndpointOf(command)
+  const otlpFlag = command.string('otlp')
+  const telemetry = otlpFlag === undefined ? undefined : await import('@dsh/session-telemetry-otel')
+  const otlp = otlpFlag === undefined || telemetry === undefined ? undefined : otlpEndpoint(otlpFlag, telemetry.parseOtlpEndpoint)
   const model = command.string('model')
   const baseURL = command.string('base-url')
   // Configuration errors (no key, a bad URL) surface before the root is touched.
@@ -89,10 +91,11 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const driver = createOpenAIDriver({ client, onEvent: (child, event) => printer.child(child, event), ...noticesOf(dialect) })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
   const host = await openHost(command, { driver, tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent) })
-  if (otlp !== undefined) {
-    const { sessionTelemetryPlugin } = await import('@dsh/session-telemetry-otel')
+  if (otlp !== undefined && telemetry !== undefined) {
     try {
-      await host.ctx.activate(sessionTelemetryPlugin({ otlp, model: client.model, provider: driver.name, logger: terminalLogger(io) }))
+      await host.ctx.activate(
+        telemetry.sessionTelemetryPlugin({ otlp, model: client.model, provider: driver.name, logger: terminalLogger(io) }),
+      )
     } catch (error) {
       await host.dispose()
       throw error

@@ -2,7 +2,7 @@ import { SessionId } from '@dsh/session'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { terminalLogger, withReadHost } from '../host-access.js'
-import { otlpEndpointOf } from '../otlp.js'
+import { otlpEndpoint } from '../otlp.js'
 import { printJson } from '../output.js'
 import { safe } from '../terminal.js'
 
@@ -16,10 +16,11 @@ import { safe } from '../terminal.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
-  const otlp = await otlpEndpointOf(command)
-  if (otlp === undefined)
+  const otlpFlag = command.string('otlp')
+  if (otlpFlag === undefined)
     throw new CliError('CLI_USAGE', `'dsh trace' needs --otlp URL (the collector's traces endpoint, e.g. http://127.0.0.1:4318/v1/traces).`)
-  const { replaySessionTraces } = await import('@dsh/session-telemetry-otel')
+  const { parseOtlpEndpoint, replaySessionTraces } = await import('@dsh/session-telemetry-otel')
+  const otlp = otlpEndpoint(otlpFlag, parseOtlpEndpoint)
   const logger = terminalLogger(io)
   const { ids, result } = await withReadHost(
     command,
@@ -27,7 +28,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       const ids = [id]
       if (command.flag('descendants')) for (const entry of await host.subagents.explainDescendants(id)) ids.push(entry.row.id)
       const logs = (async function* () {
-        for (const each of ids) yield await host.persistence.load(SessionId(each))
+        for (const each of ids) yield await host.persistence.inspect(SessionId(each))
       })()
       return { ids, result: await replaySessionTraces(logs, { otlp, logger }) }
     },

@@ -3,7 +3,7 @@ import { createScriptedDriver } from '@dsh/subagent'
 import { tempDir } from '@dsh/test-kit'
 import { afterEach, describe, expect, it } from 'vitest'
 import { replaySessionTraces, sessionTelemetryPlugin, TRACE_CONTEXT_EVENT } from '../src/index.js'
-import { type OtlpReceiver, type ReceivedSpan, spanTree, startOtlpReceiver } from './support/otlp-receiver.js'
+import { type OtlpReceiver, type ReceivedSpan, spanTree, startOtlpReceiver } from '../src/testing/index.js'
 
 const cleanups: (() => Promise<void> | void)[] = []
 afterEach(async () => {
