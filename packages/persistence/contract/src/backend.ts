@@ -13,11 +13,12 @@
 
 // The size caps a backend applies, as `@dsh/protocol/limits` declares them.
 export type { ElidedEventData } from '@dsh/protocol/limits'
-export { ELIDED_EVENT_TYPE, EVENT_MAX_BYTES, elidedEvent, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
+export { ELIDED_EVENT_TYPE, EVENT_MAX_BYTES, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
 export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
 export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
+export { CappedLines, elidedLineEvents } from './long-lines.js'
 export type { CheckedRange, RangeBounds } from './range.js'
 export { checkRange, rangeBounds } from './range.js'
 export { interruptedTurnEnds } from './repair.js'

@@ -1,7 +1,16 @@
+import { createRequire } from 'node:module'
 import { crc32 } from 'node:zlib'
 import { SessionSeq, type StoredSessionEvent } from '@dsh/session'
-import { checkEventBytes, EVENT_MAX_BYTES, persistenceError } from '@dsh/session-persistence/backend'
+import {
+  CappedLines,
+  checkEventBytes,
+  EVENT_MAX_BYTES,
+  elidedLineEvents,
+  LINE_MAX_BYTES,
+  persistenceError,
+} from '@dsh/session-persistence/backend'
 import { compress, decompress } from 'zstd-napi'
+import type * as Binding from 'zstd-napi/binding.js'
 
 /** One batch as its row stores it. */
 export interface EncodedBatch {
@@ -59,6 +68,7 @@ export function decodeBatch(id: string, row: BatchRow): StoredSessionEvent[] {
         ...(cause === undefined ? {} : { cause }),
       },
     )
+  if (row.plain_length > LINE_MAX_BYTES) return decodeLongBatch(row, corrupt)
   let plain: Buffer
   try {
     plain = decompress(row.body)
@@ -80,6 +90,66 @@ export function decodeBatch(id: string, row: BatchRow): StoredSessionEvent[] {
     if (event.seq !== row.first_seq + i) throw corrupt(`has seq ${String(event.seq)} where ${row.first_seq + i} belongs`)
     return deepFreeze({ type: event.type, seq: SessionSeq(event.seq), time: event.time, data: event.data })
   })
+}
+
+/** Plaintext bytes decoded at a time from a long batch. */
+const CHUNK = 1024 * 1024
+let binding: typeof Binding | undefined
+
+/**
+ * A batch of more than `LINE_MAX_BYTES` of plaintext, read without holding
+ * its plaintext: streamed out of its zstd frame a chunk at a time and split
+ * into lines there (`CappedLines`); a line over the cap comes back as an
+ * elided event (`elidedLineEvents`), never materialized. The batch is checked
+ * as any: length, CRC32, count, seqs.
+ */
+function decodeLongBatch(row: BatchRow, corrupt: (why: string, cause?: unknown) => Error): StoredSessionEvent[] {
+  const events: StoredSessionEvent[] = []
+  let fault: string | undefined
+  const lines = new CappedLines(
+    (line) => {
+      if (fault === undefined) fault = parseLine(line.toString('utf8'), row.first_seq + events.length, events)
+    },
+    (head, bytes) => {
+      if (fault !== undefined) return
+      const elided = elidedLineEvents(head, bytes, row.first_seq + events.length)
+      if (typeof elided === 'string') fault = elided
+      else events.push(...elided)
+    },
+  )
+  binding ??= createRequire(import.meta.url)('zstd-napi/binding.js') as typeof Binding
+  const ctx = new binding.DCtx()
+  const out = Buffer.allocUnsafe(CHUNK)
+  let input = row.body
+  try {
+    for (;;) {
+      const [remaining, produced, read] = ctx.decompressStream(out, input)
+      input = input.subarray(read)
+      if (produced > 0) lines.push(out.subarray(0, produced))
+      if (remaining === 0 && input.length === 0) break
+      if (remaining === 0 || (read === 0 && produced === 0)) throw new Error('the frame does not end where the body does')
+    }
+  } catch (error) {
+    throw corrupt('does not decompress', error)
+  }
+  if (lines.length !== row.plain_length) throw corrupt(`decompresses to ${lines.length} bytes, ${row.plain_length} were written`)
+  if ((lines.crc | 0) !== row.checksum) throw corrupt('fails its CRC32 checksum')
+  if (fault !== undefined || lines.unterminated > 0) throw corrupt(fault ?? 'does not end with a newline')
+  if (events.length !== row.count) throw corrupt(`holds ${events.length} events, ${row.count} were written`)
+  return events
+}
+
+/** One event line of seq `seq` pushed onto `into`, or why it is not one. */
+function parseLine(line: string, seq: number, into: StoredSessionEvent[]): string | undefined {
+  let event: StoredSessionEvent
+  try {
+    event = JSON.parse(line) as StoredSessionEvent
+  } catch {
+    return `has an event that is not JSON (seq ${seq})`
+  }
+  if (event.seq !== seq) return `has seq ${String(event.seq)} where ${seq} belongs`
+  into.push(deepFreeze({ type: event.type, seq: SessionSeq(event.seq), time: event.time, data: event.data }))
+  return undefined
 }
 
 function deepFreeze<T>(value: T): T {
