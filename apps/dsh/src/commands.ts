@@ -110,7 +110,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     store: true,
     summary: "export a session's turns, model steps and tool calls as OpenTelemetry spans (OTLP/HTTP)",
     args: '<id>',
-    options: { otlp, descendants: { type: 'boolean', help: 'its whole subagent tree too, joined into its traces' } },
+    options: {
+      otlp,
+      descendants: { type: 'boolean', help: 'its whole subagent tree too, joined into its traces' },
+      model: { type: 'string', value: 'M', help: 'the model the steps requested, where the log does not name one' },
+    },
     load: () => import('./commands/trace.js'),
   },
   mcp: {

@@ -7,12 +7,14 @@ import { printJson } from '../output.js'
 import { safe } from '../terminal.js'
 
 /**
- * `dsh trace <id> --otlp URL [--descendants]`: exports a stored session's
- * turns, model steps and tool calls as OpenTelemetry spans over OTLP/HTTP
- * (read-only). With `--descendants` its whole subagent tree goes too; a
- * child whose log records a trace context (a run exported live) joins its
- * parent's trace, as it did live. Prints the trace ids; exits 1 when any
- * span could not be delivered (one warning says why).
+ * `dsh trace <id> --otlp URL [--descendants] [--model M]`: exports a stored
+ * session's turns, model steps and tool calls as OpenTelemetry spans over
+ * OTLP/HTTP (read-only). With `--descendants` its whole subagent tree goes
+ * too; a child whose log records a trace context (a run exported live)
+ * joins its parent's trace, as it did live. `--model` names the model of
+ * steps whose log does not (a top-level session's log records none; `dsh
+ * run --otlp` gives the live export its `--model`). Prints the trace ids;
+ * exits 1 when any span could not be delivered (one warning says why).
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
@@ -30,7 +32,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       const logs = (async function* () {
         for (const each of ids) yield await host.persistence.inspect(SessionId(each))
       })()
-      return { ids, result: await replaySessionTraces(logs, { otlp, logger }) }
+      const model = command.string('model')
+      return { ids, result: await replaySessionTraces(logs, { otlp, logger, ...(model === undefined ? {} : { model }) }) }
     },
     {},
     io,
