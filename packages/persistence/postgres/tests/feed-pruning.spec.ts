@@ -38,33 +38,42 @@ async function rows(pool: pg.Pool): Promise<number> {
 const sorted = (ids: Iterable<string>): string[] => [...ids].sort()
 
 describe('dsh_changes is pruned behind a horizon', () => {
-  it('1,500 materializations and deletes over 120 ids with feedLimit 50: the table never holds more than 2 × (limit + 1) rows', async () => {
+  it('3,000 writes over 120 ids (creates, appends, deletes) with feedLimit 50: the table never holds more than 2 × (limit + 1) rows', async () => {
     const { pool } = await database()
     const limit = 50
     const p = await open(pool, { feedLimit: limit })
     // The bound (README, "Change feed bound"): 2 × (limit + W), one writer here.
     const bound = 2 * (limit + 1)
     let largest = 0
-    const live = new Set<string>()
-    for (let i = 0; i < 1_500; i++) {
+    let rowWrites = 0
+    const next = new Map<string, number>()
+    for (let i = 0; i < 3_000; i++) {
       const id = `s${(i * 7919) % 120}`
-      if (live.has(id)) {
-        expect(await p.delete(SessionId(id))).toBe(true)
-        live.delete(id)
-      } else {
+      const at = next.get(id)
+      if (at === undefined) {
         await p.append(target(id), events(0, 1))
-        live.add(id)
+        next.set(id, 1)
+        rowWrites++
+      } else if (i % 3 === 0) {
+        expect(await p.delete(SessionId(id))).toBe(true)
+        next.delete(id)
+        rowWrites++
+      } else {
+        // An append to a stored session is its own change record (its batch row): no dsh_changes row.
+        await p.append(target(id), events(at, 1))
+        next.set(id, at + 1)
       }
       await p.feedIdle()
       largest = Math.max(largest, await rows(pool))
     }
     expect(largest).toBeLessThanOrEqual(bound)
-    // 1,500 rows were written: pruned again and again.
-    expect(p.metrics.feedPrunes).toBeGreaterThanOrEqual(Math.floor(1_500 / (limit + 1)) - 1)
+    expect(rowWrites).toBeGreaterThan(10 * limit)
+    // Every `limit + 1` rows written since the last pruning prune again.
+    expect(p.metrics.feedPrunes).toBe(Math.floor(rowWrites / (limit + 1)))
     console.log(
-      `1,500 feed rows written, feedLimit ${limit}: largest dsh_changes ${largest} rows (bound ${bound}), ${p.metrics.feedPrunes} prunings`,
+      `3,000 writes (${rowWrites} of them dsh_changes rows), feedLimit ${limit}: largest dsh_changes ${largest} rows (bound ${bound}), ${p.metrics.feedPrunes} prunings`,
     )
-  }, 120_000)
+  }, 180_000)
 
   it('a follower polling at least once per pruning is answered exactly, never with a rescan; one left behind resyncs exactly once, counted', async () => {
     const { pool } = await database()
