@@ -127,6 +127,23 @@ describe('a cache on read-only storage', () => {
   })
 })
 
+describe('a read-only host on writable storage', () => {
+  it('reads hit, writes are skipped, and not one file beside the cache or byte of it changes', async () => {
+    const dir = scratch()
+    const { path, sessions, values } = await written(dir)
+    const before = snapshot(dir)
+    const reader = await open(path, { readOnly: true })
+    expect(sessions.map((s) => lookup(reader, s))).toEqual(values)
+    const fresh = reader.sessions.create()
+    turn(fresh, 1, 'not written')
+    await reader.cache.idle()
+    await reader.ctx.dispose()
+    expect(reader.cache.metrics).toMatchObject({ writes: 0, failedWrites: 0, rebuilds: 0 })
+    expect(reader.warnings).toEqual([])
+    expect(snapshot(dir)).toEqual(before)
+  })
+})
+
 describe('a cache file locked by another connection', () => {
   it('is reported locked, never rebuilt: its bytes and inode stay; writes succeed again once the lock is gone', async () => {
     const dir = scratch()
