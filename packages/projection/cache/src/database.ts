@@ -317,7 +317,7 @@ export class CheckpointDatabase {
     const detail = cause instanceof Error ? `: ${cause.message}` : ''
     return new SessionProjectionCacheError(
       'SESSION_PROJECTION_CACHE_UNAVAILABLE',
-      `${doing} the projection cache at ${this.path} failed (${state})${detail}. Reads miss and fold the log; the file is left as it is${state === 'corrupt' || state === 'schema' ? ' until a writer rebuilds it' : ''}.`,
+      `${doing} the projection cache at ${this.path} failed (${state})${detail}. The file is left as it is${state === 'corrupt' || state === 'schema' ? ' until a writer rebuilds it' : ''}; what the cache cannot answer is folded from the logs.`,
       { details: { path: this.path, state }, ...(cause === undefined ? {} : { cause }) },
     )
   }
