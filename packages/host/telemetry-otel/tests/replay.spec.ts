@@ -1,0 +1,105 @@
+import { createHost } from '@dsh/host'
+import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
+import { tempDir } from '@dsh/test-kit'
+import { afterEach, describe, expect, it } from 'vitest'
+import { replaySessionTraces, sessionTelemetryPlugin, TRACE_CONTEXT_EVENT } from '../src/index.js'
+import { type OtlpReceiver, spanTree, startOtlpReceiver } from '../src/testing/index.js'
+
+const cleanups: (() => Promise<void> | void)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+async function receiver(): Promise<OtlpReceiver> {
+  const started = await startOtlpReceiver()
+  cleanups.push(() => started.close())
+  return started
+}
+
+function log(events: [type: string, data: unknown][]): StoredSessionEvent[] {
+  return events.map(([type, data], seq) => ({ type, seq: seq as SessionSeq, time: 1_000 + 10 * seq, data: data as never }))
+}
+
+describe('replay', () => {
+  it('step/start and step/end make the steps: their model, finish and usage (disjoint counts added up as the conventions count them)', async () => {
+    const otlp = await receiver()
+    const events = log([
+      ['turn/start', { turn: 1 }],
+      ['step/start', { model: 'm-1', provider: 'p-1' }],
+      ['tool/call', { turn: 1, callId: 'a', name: 'read', arguments: {} }],
+      ['tool/result', { turn: 1, callId: 'a', content: 'ok' }],
+      ['step/end', { usage: { input: 10, output: 2, cacheRead: 5, reasoning: 1 }, finish: 'tool_calls' }],
+      ['step/start', { model: 'm-2', provider: 'p-1' }],
+      ['assistant/message', { turn: 1, text: 'done' }],
+      ['step/end', { usage: { inputTokens: 7, outputTokens: 3 }, finish: 'stop' }],
+      ['turn/end', { turn: 1, reason: 'completed' }],
+    ])
+    await replaySessionTraces([{ header: { id: 's', delegationDepth: 0 }, inheritedEventCount: 0, events }], { otlp: otlp.url })
+    expect(spanTree(otlp.spans)).toEqual([['invoke_agent dsh', ['chat m-2', ['chat m-1', ['execute_tool read']]]]])
+    const attributes = (name: string) => otlp.spans.find((span) => span.name === name)!.attributes
+    expect(attributes('chat m-1')).toMatchObject({
+      'gen_ai.request.model': 'm-1',
+      'gen_ai.provider.name': 'p-1',
+      'gen_ai.usage.input_tokens': 15,
+      'gen_ai.usage.output_tokens': 3,
+      'gen_ai.usage.cache_read.input_tokens': 5,
+      'gen_ai.usage.reasoning.output_tokens': 1,
+      'gen_ai.response.finish_reasons': ['tool_calls'],
+    })
+    expect(attributes('chat m-2')).toMatchObject({ 'gen_ai.usage.input_tokens': 7, 'gen_ai.usage.output_tokens': 3 })
+    expect(attributes('invoke_agent dsh')).toMatchObject({ 'gen_ai.usage.input_tokens': 22, 'gen_ai.usage.output_tokens': 6 })
+  })
+
+  it('a malformed trace context is ignored (the turn starts a trace of its own); an assistant error fails the step and the turn', async () => {
+    const otlp = await receiver()
+    const events = log([
+      [TRACE_CONTEXT_EVENT, { traceparent: '00-not-a-trace-01' }],
+      ['turn/start', { turn: 1 }],
+      ['assistant/error', { turn: 1, code: 'DRIVER_OPENAI_REQUEST_FAILED', message: 'HTTP 500' }],
+      ['turn/end', { turn: 1, reason: 'error' }],
+    ])
+    const result = await replaySessionTraces(
+      [{ header: { id: 'kid', parentSession: 'p', delegationDepth: 1 }, inheritedEventCount: 0, events }],
+      { otlp: otlp.url },
+    )
+    const turn = otlp.spans.find((span) => span.name === 'invoke_agent subagent')!
+    expect(turn.parentSpanId).toBeUndefined()
+    expect(result.traceIds).toEqual([turn.traceId])
+    expect(otlp.spans.map((span) => [span.name, span.status, span.attributes['error.type']]).sort()).toEqual([
+      ['chat', { code: 2, message: 'DRIVER_OPENAI_REQUEST_FAILED: HTTP 500' }, 'DRIVER_OPENAI_REQUEST_FAILED'],
+      ['invoke_agent subagent', { code: 2, message: 'DRIVER_OPENAI_REQUEST_FAILED: HTTP 500' }, 'DRIVER_OPENAI_REQUEST_FAILED'],
+    ])
+  })
+})
+
+describe('across processes', () => {
+  it('a child restored by another host, resumed there, joins the trace of the tool call its log names', async () => {
+    const { dir, cleanup } = tempDir('dsh-otel-two-')
+    cleanups.push(cleanup)
+    const first = await receiver()
+    const a = await createHost({ root: dir })
+    await a.ctx.activate(sessionTelemetryPlugin({ otlp: first.url }))
+    const parent = a.sessions.create({ id: 'parent' })
+    parent.append('turn/start', { turn: 1 })
+    parent.append('tool/call', { turn: 1, callId: 'c1', name: 'subagent', arguments: {} })
+    const handle = a.subagents.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fresh', prompt: 'one', id: 'kid' })
+    await handle.done
+    parent.append('tool/result', { turn: 1, callId: 'c1', content: null })
+    parent.append('turn/end', { turn: 1, reason: 'completed' })
+    await a.dispose()
+    const call = first.spans.find((span) => span.name === 'execute_tool subagent')!
+
+    // Another host over the same root: the child is cold there; a new turn of it joins the first trace.
+    const second = await receiver()
+    const b = await createHost({ root: dir })
+    cleanups.push(() => b.dispose())
+    await b.ctx.activate(sessionTelemetryPlugin({ otlp: second.url }))
+    const kid = b.sessions.restore(await b.persistence.load(handle.id))
+    kid.append('turn/start', { turn: 2 })
+    kid.append('assistant/message', { turn: 2, text: 'again' })
+    kid.append('turn/end', { turn: 2, reason: 'completed' })
+    await b.ctx.require('sessionTelemetry').flush()
+    const turns = second.spans.filter((span) => span.name === 'invoke_agent helper')
+    expect(turns.map((span) => [span.traceId, span.parentSpanId, span.attributes['dsh.turn']])).toEqual([[call.traceId, call.spanId, 2]])
+  })
+})
