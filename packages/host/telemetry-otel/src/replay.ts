@@ -54,10 +54,10 @@ export async function replaySessionTraces(
           ...(header.parentSession === undefined ? {} : { parentSession: header.parentSession }),
         },
         pipeline.defaults,
+        (traceId) => traceIds.add(traceId),
       )
       for (const event of log.events) trace.consume(event)
       trace.close('the log ends inside this turn')
-      for (const id of trace.traceIds) traceIds.add(id)
     }
   } finally {
     await pipeline.writer.shutdown()

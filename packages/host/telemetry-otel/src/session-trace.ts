@@ -85,11 +85,12 @@ export class SessionTrace {
   #stepStart = 0
   readonly #tools = new Map<string, Span>()
   #lastTime = 0
-  /** The trace of every turn so far, in order of first appearance. */
-  readonly traceIds = new Set<string>()
+  readonly #onTrace: ((traceId: string) => void) | undefined
 
-  constructor(writer: SpanWriter, session: TracedSession, defaults: TraceDefaults) {
+  /** `onTrace` hears the trace id of every turn (a replay reports them; the live side keeps nothing per turn). */
+  constructor(writer: SpanWriter, session: TracedSession, defaults: TraceDefaults, onTrace?: (traceId: string) => void) {
     this.#writer = writer
+    this.#onTrace = onTrace
     this.#session = session
     this.#agentName = session.parentSession === undefined ? defaults.agentName : 'subagent'
     this.#model = defaults.model
@@ -211,7 +212,7 @@ export class SessionTrace {
       startTime: event.time,
       attributes,
     })
-    this.traceIds.add(span.spanContext().traceId)
+    this.#onTrace?.(span.spanContext().traceId)
     this.#turn = { span, messages: noTokens(), steps: noTokens(), failed: false }
     this.#stepStart = event.time
   }
