@@ -3,19 +3,15 @@ import type { AddressInfo } from 'node:net'
 import type { Logger } from '@dsh/context'
 import { createHost, type Host } from '@dsh/host'
 import { tempDir } from '@dsh/test-kit'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { parseOtlpEndpoint, replaySessionTraces, SessionTelemetryError, sessionTelemetryPlugin } from '../src/index.js'
-
-const cleanups: (() => Promise<void> | void)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
+import { afterThisTest } from './support/cleanup.js'
 
 async function host(): Promise<Host> {
   const { dir, cleanup } = tempDir('dsh-otel-bad-')
-  cleanups.push(cleanup)
+  afterThisTest(cleanup)
   const h = await createHost({ root: dir })
-  cleanups.push(() => h.dispose())
+  afterThisTest(() => h.dispose())
   return h
 }
 

@@ -1,24 +1,14 @@
 import { createHost, type Host } from '@dsh/host'
 import { createScriptedDriver } from '@dsh/subagent'
 import { tempDir } from '@dsh/test-kit'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { replaySessionTraces, sessionTelemetryPlugin, TRACE_CONTEXT_EVENT } from '../src/index.js'
-import { type OtlpReceiver, type ReceivedSpan, spanTree, startOtlpReceiver } from '../src/testing/index.js'
-
-const cleanups: (() => Promise<void> | void)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
-
-async function receiver(): Promise<OtlpReceiver> {
-  const started = await startOtlpReceiver()
-  cleanups.push(() => started.close())
-  return started
-}
+import { type ReceivedSpan, spanTree } from '../src/testing/index.js'
+import { afterThisTest, receiver } from './support/cleanup.js'
 
 async function host(): Promise<Host> {
   const { dir, cleanup } = tempDir('dsh-otel-')
-  cleanups.push(cleanup)
+  afterThisTest(cleanup)
   // The child answers with a tool call of its own and a message with usage.
   const driver = createScriptedDriver([
     { kind: 'tool', name: 'lookup', arguments: { q: 'wombats' }, result: { text: 'found 3' } },
@@ -26,7 +16,7 @@ async function host(): Promise<Host> {
     { kind: 'message', text: 'three', usage: { input: 11, output: 4 } },
   ])
   const h = await createHost({ root: dir, driver })
-  cleanups.push(() => h.dispose())
+  afterThisTest(() => h.dispose())
   return h
 }
 

@@ -1,20 +1,10 @@
 import { createHost } from '@dsh/host'
 import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
 import { tempDir } from '@dsh/test-kit'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { replaySessionTraces, sessionTelemetryPlugin, TRACE_CONTEXT_EVENT } from '../src/index.js'
-import { type OtlpReceiver, spanTree, startOtlpReceiver } from '../src/testing/index.js'
-
-const cleanups: (() => Promise<void> | void)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
-
-async function receiver(): Promise<OtlpReceiver> {
-  const started = await startOtlpReceiver()
-  cleanups.push(() => started.close())
-  return started
-}
+import { spanTree } from '../src/testing/index.js'
+import { afterThisTest, receiver } from './support/cleanup.js'
 
 function log(events: [type: string, data: unknown][]): StoredSessionEvent[] {
   return events.map(([type, data], seq) => ({ type, seq: seq as SessionSeq, time: 1_000 + 10 * seq, data: data as never }))
@@ -75,7 +65,7 @@ describe('replay', () => {
 describe('across processes', () => {
   it('a child restored by another host, resumed there, joins the trace of the tool call its log names', async () => {
     const { dir, cleanup } = tempDir('dsh-otel-two-')
-    cleanups.push(cleanup)
+    afterThisTest(cleanup)
     const first = await receiver()
     const a = await createHost({ root: dir })
     await a.ctx.activate(sessionTelemetryPlugin({ otlp: first.url }))
@@ -92,7 +82,7 @@ describe('across processes', () => {
     // Another host over the same root: the child is cold there; a new turn of it joins the first trace.
     const second = await receiver()
     const b = await createHost({ root: dir })
-    cleanups.push(() => b.dispose())
+    afterThisTest(() => b.dispose())
     await b.ctx.activate(sessionTelemetryPlugin({ otlp: second.url }))
     const kid = b.sessions.restore(await b.persistence.load(handle.id))
     kid.append('turn/start', { turn: 2 })
