@@ -249,6 +249,7 @@ export class SessionTrace {
       step.span.setAttributes(usageAttributes(tokens))
     }
     if (typeof data.finish === 'string') step.span.setAttribute(GEN_AI.finishReasons, [data.finish])
+    if (typeof data.model === 'string') step.span.setAttribute(GEN_AI.responseModel, data.model)
     step.lastTime = this.#lastTime
     // Tool calls the step asked for may follow its end: the step stays their parent.
     this.#finishStep(step)
