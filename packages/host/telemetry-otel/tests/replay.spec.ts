@@ -21,7 +21,7 @@ describe('replay', () => {
       ['step/end', { usage: { input: 10, output: 2, cacheRead: 5, reasoning: 1 }, finish: 'tool_calls' }],
       ['step/start', { model: 'm-2', provider: 'p-1' }],
       ['assistant/message', { turn: 1, text: 'done' }],
-      ['step/end', { usage: { inputTokens: 7, outputTokens: 3 }, finish: 'stop' }],
+      ['step/end', { usage: { inputTokens: 7, outputTokens: 3 }, finish: 'stop', model: 'm-2-0613' }],
       ['turn/end', { turn: 1, reason: 'completed' }],
     ])
     await replaySessionTraces([{ header: { id: 's', delegationDepth: 0 }, inheritedEventCount: 0, events }], { otlp: otlp.url })
@@ -36,7 +36,11 @@ describe('replay', () => {
       'gen_ai.usage.reasoning.output_tokens': 1,
       'gen_ai.response.finish_reasons': ['tool_calls'],
     })
-    expect(attributes('chat m-2')).toMatchObject({ 'gen_ai.usage.input_tokens': 7, 'gen_ai.usage.output_tokens': 3 })
+    expect(attributes('chat m-2')).toMatchObject({
+      'gen_ai.usage.input_tokens': 7,
+      'gen_ai.usage.output_tokens': 3,
+      'gen_ai.response.model': 'm-2-0613',
+    })
     expect(attributes('invoke_agent dsh')).toMatchObject({ 'gen_ai.usage.input_tokens': 22, 'gen_ai.usage.output_tokens': 6 })
   })
 
