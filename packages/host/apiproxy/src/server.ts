@@ -16,6 +16,7 @@ import { findRoute, type Route } from './route.js'
 import { searchRoute } from './search-route.js'
 import { type ApiEventSource, type ApiServices, resolveServices } from './services.js'
 import { historyRoute, listSessionsRoute } from './session-routes.js'
+import { sessionStatsRoute } from './stats-route.js'
 import { StreamHub } from './stream-hub.js'
 import { streamRoute } from './stream-route.js'
 import { childHistoryRoute, subagentsRoute } from './subagent-routes.js'
@@ -78,6 +79,7 @@ const routes: readonly Route[] = [
   historyRoute,
   subagentsRoute,
   childHistoryRoute,
+  sessionStatsRoute,
   streamRoute,
   searchRoute,
   openApiRoute,

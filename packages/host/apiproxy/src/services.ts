@@ -4,7 +4,7 @@ import type { SessionStore } from '@dsh/session'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionQuery } from '@dsh/session-query'
 // Brings in the `subagents` service declaration (the runtime is what `ctx` provides).
-import type {} from '@dsh/subagent'
+import type { SubagentRuntime } from '@dsh/subagent'
 import { ApiError } from './errors.js'
 
 /** A catalog row as the subagent runtime returns it (`SubagentListEntry`), whose one declaration is `@dsh/protocol`'s. */
@@ -24,6 +24,8 @@ export interface ExplainedCatalogRow {
 export interface SubagentCatalog {
   explainChildren(parentId: string, signal?: AbortSignal): Promise<readonly ExplainedCatalogRow[]>
   explainDescendants(parentId: string, signal?: AbortSignal): Promise<readonly ExplainedCatalogRow[]>
+  /** Projection values of a session's tree through the catalog's ladder (`SubagentRuntime.treeSnapshots`); the stats route needs it. */
+  treeSnapshots?: SubagentRuntime['treeSnapshots']
 }
 
 /** What the API reads from. `sessions` and `sessionProjections` feed the SSE stream; without them it only sends keep-alives. */

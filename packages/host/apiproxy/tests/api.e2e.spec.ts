@@ -461,7 +461,12 @@ describe('event stream', () => {
 
     const parent = stack.sessions.get('parent')!
     turn(parent, 'another step')
-    const projection = streamEvent.parse(await stream.next((e) => e.event === 'projection'))
+    // Every registered unit's change is pushed: usage (sessionStats) as well as the subagent units.
+    const keyed = (key: string) => (e: { event: string; data: unknown }) =>
+      e.event === 'projection' && (e.data as { key: string }).key === key
+    const stats = streamEvent.parse(await stream.next(keyed('sessionStats')))
+    expect(stats.data).toMatchObject({ sessionId: 'parent', key: 'sessionStats' })
+    const projection = streamEvent.parse(await stream.next(keyed('subagentTiming')))
     expect(projection.data).toMatchObject({ sessionId: 'parent', key: 'subagentTiming' })
 
     stack.gates.hold('child-c')

@@ -74,6 +74,7 @@ beforeAll(async () => {
   await call('history', buildTarget(routes.history, { id: 'parent' }, { limit: 3 }))
   await call('subagents', buildTarget(routes.subagents, { id: 'parent' }, { scope: 'descendants' }))
   await call('childHistory', buildTarget(routes.childHistory, { parentId: 'parent', childId: 'child-a' }, {}))
+  await call('sessionStats', buildTarget(routes.sessionStats, { id: 'parent' }, { scope: 'descendants' }))
   await call('search', buildTarget(routes.search, {}, { q: 'bravo', kind: 'sessions' }))
   await call('search', buildTarget(routes.search, {}, { q: 'bravo', kind: 'events' }))
 

@@ -9,6 +9,7 @@ import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { sessionQueryPlugin } from '@dsh/session-query'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
+import { sessionStatsPlugin } from '@dsh/session-stats'
 import { createScriptedDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { type ApiLimits, type ApiServer, type ApiServices, createApiServer } from '../../src/index.js'
 
@@ -99,6 +100,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   await ctx.activate(sessionStorePlugin())
   await ctx.activate(sessionPersistencePlugin(persistence))
   await ctx.activate(sessionProjectionsPlugin())
+  // Usage and titles, as the host registers them (the stats route reads them).
+  await ctx.activate(sessionStatsPlugin())
   if (root === undefined || options.query === 'memory') {
     await ctx.activate(sessionQueryPlugin())
   }
