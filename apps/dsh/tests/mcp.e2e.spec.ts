@@ -113,6 +113,7 @@ describe('dsh mcp', () => {
       'list_agents',
       'list_sessions',
       'search',
+      'session_stats',
       'show_session',
     ])
     await reader.close()
@@ -226,6 +227,7 @@ describe('dsh mcp', () => {
         'report',
         'search',
         'send_message',
+        'session_stats',
         'show_session',
         'subagent',
       ])

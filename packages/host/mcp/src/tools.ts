@@ -14,6 +14,7 @@ import {
 import { z } from 'zod'
 import { McpError } from './errors.js'
 import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
+import { callSessionStats, SESSION_STATS_DESCRIPTION, sessionStatsInput } from './stats-tool.js'
 
 /** A tool as this server offers it: a name, a description, the input's JSON Schema, and a call. */
 export interface McpTool {
@@ -92,7 +93,8 @@ const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
  * `dsh … --json`'s: `list_sessions` a `SessionListPageBody` (`dsh sessions`,
  * `GET /api/sessions`), `show_session` a `HistoryPageBody` (`dsh show`),
  * `list_agents` a `SubagentListBody` (`dsh agents`, `GET /api/sessions/:id/subagents`),
- * `search` a `SearchPageBody` with its `kind` (`dsh search [--events]`, `GET /api/search`).
+ * `search` a `SearchPageBody` with its `kind` (`dsh search [--events]`, `GET /api/search`),
+ * `session_stats` a `SessionStatsReportBody` (`dsh stats`, `GET /api/sessions/:id/stats`).
  */
 export function readTools(services: McpServiceSource, options: ReadToolsOptions = {}): McpTool[] {
   const listAgentsFormat = options.listAgentsFormat ?? 'table'
@@ -136,6 +138,16 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
           entries.map((entry) => toListAgentsRow(entry, entry.row.kind === 'child' ? (catalog.queuedCount?.(entry.row.id) ?? 0) : 0)),
         )
         return { result: body, text }
+      },
+    },
+    {
+      name: 'session_stats',
+      description: SESSION_STATS_DESCRIPTION,
+      inputSchema: jsonSchemaOf(sessionStatsInput),
+      async call(args, signal) {
+        const input = parseInput('session_stats', sessionStatsInput, args)
+        const report = await callSessionStats(need(services.get('subagents'), 'subagents'), compact(input), signal)
+        return { result: report as unknown as Record<string, unknown> }
       },
     },
     {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
-import { historyPage, searchPage, sessionListPage, subagentList } from '@dsh/protocol'
+import { historyPage, searchPage, sessionListPage, sessionStatsReport, subagentList } from '@dsh/protocol'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -52,7 +52,7 @@ afterEach(async () => {
 describe('dsh MCP server', () => {
   it('lists the read tools with JSON Schemas from the zod inputs, and no control tools without allowControl', async () => {
     const { tools } = await client.listTools()
-    expect(tools.map((tool) => tool.name).sort()).toEqual(['list_agents', 'list_sessions', 'search', 'show_session'])
+    expect(tools.map((tool) => tool.name).sort()).toEqual(['list_agents', 'list_sessions', 'search', 'session_stats', 'show_session'])
     const show = tools.find((tool) => tool.name === 'show_session')!
     expect(show.inputSchema).toMatchObject({
       type: 'object',
@@ -93,6 +93,20 @@ describe('dsh MCP server', () => {
     )
     const text = await client.callTool({ name: 'list_agents', arguments: { id: parentId } })
     expect(text.content).toEqual([{ type: 'text', text: expected.text }])
+
+    // session_stats: the report of the HTTP route, through the catalog's ladder; the tree holds both children.
+    const stats = await call('session_stats', { id: parentId, scope: 'descendants' })
+    const report = sessionStatsReport.parse(stats)
+    expect(report).toMatchObject({ id: parentId, scope: 'descendants', title: 'find the flaky wombat test', cost: null })
+    expect(report.sessions.map((s) => [s.depth, s.status])).toEqual([
+      [0, 'ok'],
+      [1, 'ok'],
+      [1, 'ok'],
+    ])
+    expect(report.rollup).toMatchObject({ sessions: 3, complete: true })
+    expect((await call('session_stats', { id: parentId })).sessions).toHaveLength(1)
+    const unknown = await client.callTool({ name: 'session_stats', arguments: { id: 'no-such-session' } })
+    expect(unknown.isError).toBe(true)
 
     const hits = await call('search', { text: 'wombats' })
     const sessionHits = await host.query.searchSessions!({ text: 'wombats' })
@@ -150,7 +164,14 @@ describe('dsh MCP server', () => {
     await client.close()
     client = await connect({ allowControl: true, control: host.subagents, controlTools: () => [echo, listAgents] })
     const { tools } = await client.listTools()
-    expect(tools.map((tool) => tool.name).sort()).toEqual(['list_agents', 'list_sessions', 'report', 'search', 'show_session'])
+    expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'list_agents',
+      'list_sessions',
+      'report',
+      'search',
+      'session_stats',
+      'show_session',
+    ])
     const report = tools.find((tool) => tool.name === 'report')!
     expect(report.inputSchema).toMatchObject({
       type: 'object',
@@ -185,6 +206,7 @@ describe('dsh MCP server', () => {
       'report',
       'search',
       'send_message',
+      'session_stats',
       'show_session',
       'subagent',
     ])

@@ -1,0 +1,42 @@
+import { idParam, statsScope } from '@dsh/protocol'
+import { type ReportInput, sessionStatsReport } from '@dsh/session-stats'
+import { z } from 'zod'
+import { McpError } from './errors.js'
+
+const KEYS = ['sessionStats', 'sessionTitle'] as const
+
+export const sessionStatsInput = z.strictObject({
+  id: idParam.describe('The session whose usage to report.'),
+  scope: statsScope.optional().describe("'session' (default): the session alone; 'descendants': summed over every session below it."),
+})
+
+/** What the tool reads: the subagent runtime's `treeSnapshots` (the catalog's ladder). */
+export interface TreeSnapshotSource {
+  treeSnapshots(
+    rootId: string,
+    keys: readonly (typeof KEYS)[number][],
+    options: { readonly descendants?: boolean; readonly signal?: AbortSignal },
+  ): Promise<readonly ReportInput[]>
+}
+
+function hasTrees(catalog: unknown): catalog is TreeSnapshotSource {
+  return typeof (catalog as Partial<TreeSnapshotSource> | undefined)?.treeSnapshots === 'function'
+}
+
+export const SESSION_STATS_DESCRIPTION =
+  "Usage of a session: turns, steps, model/tool/turn wall time, first-token latency, tokens by kind (input, output, cacheRead, cacheWrite, reasoning), tool calls by name and errors. scope 'descendants' sums over its whole subagent tree; sessions that could not be read are listed as gaps. No price table is configured here, so cost is null."
+
+/**
+ * `session_stats`: the report `GET /api/sessions/:id/stats` answers, read
+ * through the catalog's ladder (live, checkpoint cache, one body read).
+ */
+export async function callSessionStats(catalog: unknown, input: z.output<typeof sessionStatsInput>, signal: AbortSignal) {
+  if (!hasTrees(catalog))
+    throw new McpError(
+      'MCP_SERVICE_UNAVAILABLE',
+      "This server's host cannot read session trees (its 'subagents' service has no treeSnapshots).",
+    )
+  const scope = input.scope ?? 'session'
+  const entries = await catalog.treeSnapshots(input.id, KEYS, { descendants: scope === 'descendants', signal })
+  return sessionStatsReport(input.id, scope, entries)
+}
