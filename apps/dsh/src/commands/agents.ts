@@ -21,7 +21,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const entries = await withReadHost(
     command,
     (host) => (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id)),
-    {},
+    // The catalog reads the subagent unit only: the usage units (and their module) stay unloaded.
+    { sessionStats: false },
     io,
   )
   if (command.json) {

@@ -22,6 +22,12 @@ export interface HostOptions extends QueryHostOptions {
    * else fails `createHost` with `SUBAGENT_INVALID_OPTIONS`.
    */
   readonly coldReadConcurrency?: number
+  /**
+   * Register the `sessionStats` and `sessionTitle` units (default true). A
+   * short read command that needs neither (the catalog) may leave them out so
+   * it loads less; writers keep them, so the cache checkpoints them.
+   */
+  readonly sessionStats?: boolean
   /** Serve the HTTP API and web page (activated last, closed first). */
   readonly http?: HttpApiOptions
 }
@@ -84,15 +90,17 @@ export async function createHost(options: HostOptions): Promise<Host> {
 
 /**
  * The projection registry with the `sessionStats` and `sessionTitle` units
- * and, unless turned off, its checkpoint cache (read-only hosts use a cache
+ * (unless `sessionStats: false`) and, unless turned off, its checkpoint cache (read-only hosts use a cache
  * file only if it exists).
  */
 async function activateProjections({ ctx, readOnly, root, pool }: CompositionStage, options: HostOptions): Promise<void> {
   const { sessionProjectionsPlugin } = await import('@dsh/session-projection')
   await ctx.activate(sessionProjectionsPlugin())
   // Usage, timing and titles are units like any other: checkpointed by the cache, so cold reads cost no body read.
-  const { sessionStatsPlugin } = await import('@dsh/session-stats')
-  await ctx.activate(sessionStatsPlugin())
+  if (options.sessionStats !== false) {
+    const { sessionStatsPlugin } = await import('@dsh/session-stats')
+    await ctx.activate(sessionStatsPlugin())
+  }
   if (options.projectionCache === false) return
   if (pool !== undefined && options.postgres !== undefined) {
     await activatePostgresCache(ctx, pool, options.postgres, readOnly)
