@@ -67,27 +67,42 @@ const INVISIBLE = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufe
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
 const segmenter = new Intl.Segmenter('und', { granularity: 'grapheme' })
 
-/**
- * A title fit for one line of a listing: terminal escapes and bidi/invisible
- * controls removed, other controls and every run of whitespace collapsed to
- * one space, trimmed, lone surrogates replaced, and capped at `maxLength`
- * graphemes (a cut title ends in `…`, never inside a grapheme). May be empty.
- */
-export function normalizeTitle(text: string, maxLength = TITLE_MAX_LENGTH): string {
-  const clean = text
+function clean(text: string): string {
+  return text
     .replace(LONE_SURROGATE, '\ufffd')
     .replace(ESCAPES, '')
     .replace(INVISIBLE, '')
     .replace(CONTROLS, ' ')
     .replace(/\s+/gu, ' ')
     .trim()
-  if (clean.length <= maxLength) return clean
-  const graphemes = Array.from(segmenter.segment(clean), (segment) => segment.segment)
-  if (graphemes.length <= maxLength) return clean
-  return `${graphemes
-    .slice(0, Math.max(0, maxLength - 1))
-    .join('')
-    .trimEnd()}…`
+}
+
+/** Graphemes a cut prefix must hold beyond `maxLength` so that what was cut at its end (half an escape sequence) is never kept. */
+const CUT_MARGIN = 8
+
+/**
+ * A title fit for one line of a listing: terminal escapes and bidi/invisible
+ * controls removed, other controls and every run of whitespace collapsed to
+ * one space, trimmed, lone surrogates replaced, and capped at `maxLength`
+ * graphemes (a cut title ends in `…`, never inside a grapheme). May be empty.
+ * The work is bounded by the title, not the text: a prefix is cleaned, grown
+ * only while it holds too few graphemes, so a prompt of megabytes costs what
+ * a short one does.
+ */
+export function normalizeTitle(text: string, maxLength = TITLE_MAX_LENGTH): string {
+  for (let end = Math.min(text.length, 16 * (maxLength + CUT_MARGIN)); ; end = Math.min(text.length, end * 4)) {
+    const whole = end >= text.length
+    const cleaned = clean(whole ? text : text.slice(0, end))
+    if (whole && cleaned.length <= maxLength) return cleaned
+    const graphemes = Array.from(segmenter.segment(cleaned), (segment) => segment.segment)
+    if (whole && graphemes.length <= maxLength) return cleaned
+    if (whole || graphemes.length > maxLength + CUT_MARGIN) {
+      return `${graphemes
+        .slice(0, Math.max(0, maxLength - 1))
+        .join('')
+        .trimEnd()}…`
+    }
+  }
 }
 
 /**

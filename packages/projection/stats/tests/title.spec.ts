@@ -31,6 +31,51 @@ describe('normalizeTitle', () => {
   })
 })
 
+describe('normalizeTitle on long text', () => {
+  // The whole-text algorithm, as an oracle: normalizeTitle cleans a prefix only, and must agree with it.
+  const segmenter = new Intl.Segmenter('und', { granularity: 'grapheme' })
+  function wholeText(text: string, maxLength = TITLE_MAX_LENGTH): string {
+    const clean = text
+      .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+      .replace(/\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-Z\\-_]?|\u009b[0-?]*[ -/]*[@-~]/g, '')
+      .replace(/[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g, '')
+      .replace(/\p{Cc}/gu, ' ')
+      .replace(/\s+/gu, ' ')
+      .trim()
+    const graphemes = Array.from(segmenter.segment(clean), (x) => x.segment)
+    return graphemes.length <= maxLength
+      ? clean
+      : `${graphemes
+          .slice(0, maxLength - 1)
+          .join('')
+          .trimEnd()}…`
+  }
+
+  it('agrees with cleaning the whole text, wherever the prefix it cleans ends (escapes, whitespace runs, emoji, surrogates)', () => {
+    const pieces = ['word ', '\u001b[31m', '  \n\t ', '👩‍👩‍👧‍👦', '\ud800', 'é', '\u202e', '\u001b]0;t\u0007', 'x']
+    let seed = 7
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed
+    }
+    for (let round = 0; round < 300; round++) {
+      let text = ''
+      const length = next() % 4000
+      while (text.length < length) text += pieces[next() % pieces.length]
+      expect(normalizeTitle(text), JSON.stringify(text.slice(0, 60))).toBe(wholeText(text))
+      expect(normalizeTitle(text, 5)).toBe(wholeText(text, 5))
+    }
+  })
+
+  it('titles a prompt of megabytes like a short one (a long noise prefix included)', () => {
+    const huge = 'a'.repeat(7 * 1024 * 1024)
+    expect(normalizeTitle(huge)).toBe(`${'a'.repeat(79)}…`)
+    const noisy = `${' \u001b[0m'.repeat(50_000)}plan the release ${'x'.repeat(2_000)}`
+    expect(normalizeTitle(noisy)).toBe(`plan the release ${'x'.repeat(62)}…`)
+    expect(normalizeTitle(noisy)).toBe(wholeText(noisy))
+  })
+})
+
 describe('sessionTitle', () => {
   it('is the first prompt, normalized; a session/title event overrides it, the last one wins', () => {
     const h = host()
