@@ -1,7 +1,6 @@
-import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
 import { buildTarget, type RouteName, routes } from '@dsh/protocol'
 import { type OpenApiDocument, type OpenApiMediaType, openApiDocument, openApiPath } from '@dsh/protocol/openapi'
+import { Ajv2020 } from 'ajv/dist/2020.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SseReader } from './support/sse.js'
 import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
@@ -11,19 +10,6 @@ import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
 // runtime). Each recorded answer is validated by ajv (JSON Schema 2020-12)
 // against the schema the OpenAPI document gives that route and status: the
 // document a third party reads, not the zod schemas it was made from.
-
-// ajv is the engine of @seriousme/openapi-schema-validator, the workspace's
-// OpenAPI validator, installed once for @dsh/protocol; it is reached through
-// that package so no second copy is declared.
-const protocolDir = fileURLToPath(new URL('../node_modules/@dsh/protocol/package.json', import.meta.url))
-const validatorEntry = createRequire(protocolDir).resolve('@seriousme/openapi-schema-validator')
-const Ajv2020 = createRequire(validatorEntry)('ajv/dist/2020.js').default as new (
-  options: object,
-) => {
-  addKeyword(keyword: string): void
-  addSchema(schema: object, key: string): void
-  compile(schema: object): ((data: unknown) => boolean) & { errors?: unknown }
-}
 
 interface Recorded {
   readonly route: RouteName
