@@ -14,7 +14,7 @@ beforeAll(async () => {
   parent.append('turn/start', { turn: 1 })
   parent.append('assistant/message', { turn: 1, text: 'ok', usage: usage(100), provider: 'p', model: 'm' })
   parent.append('turn/end', { turn: 1, reason: 'completed' })
-  const child = sessions.fork(parent, { id: 'stats-child', origin: 'subagent', delegationDepth: 1 })
+  const child = sessions.fork(parent, { childId: 'stats-child', origin: 'subagent', delegationDepth: 1 })
   child.append('turn/start', { turn: 2 })
   child.append('assistant/message', { turn: 2, text: 'done', usage: usage(40), provider: 'p', model: 'm' })
   child.append('turn/end', { turn: 2, reason: 'completed' })
