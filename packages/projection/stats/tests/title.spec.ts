@@ -37,6 +37,7 @@ describe('normalizeTitle on long text', () => {
   function wholeText(text: string, maxLength = TITLE_MAX_LENGTH): string {
     const clean = text
       .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the terminal escapes a title drops are control characters
       .replace(/\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-Z\\-_]?|\u009b[0-?]*[ -/]*[@-~]/g, '')
       .replace(/[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g, '')
       .replace(/\p{Cc}/gu, ' ')
