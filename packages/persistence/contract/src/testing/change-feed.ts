@@ -78,7 +78,12 @@ export function describeChangeFeed(fresh: FreshHarness): void {
       const e = header('empty-feed')
       cursor = (await p.changes()).cursor
       await p.append(target(e), [])
-      expect((await drain(p, cursor)).ids).toEqual(['empty-feed'])
+      // The empty materialization is reported. A feed whose cursor is a snapshot horizon (PostgreSQL's
+      // xmin, held back by any transaction still open on the server) may report the repair again:
+      // over-reporting is allowed, so only an id of neither session would be wrong.
+      const materialized = (await drain(p, cursor)).ids
+      expect(materialized).toContain('empty-feed')
+      expect(materialized.filter((id) => id !== 'empty-feed' && id !== 'repair-feed')).toEqual([])
     })
 
     it('follows writes of another instance over the same storage, and across a reopen', async () => {
