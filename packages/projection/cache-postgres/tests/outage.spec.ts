@@ -84,6 +84,15 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
     const at = (session: (typeof sessions)[number]) => reader.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)
     // The reader holds two sessions at most: the first one is read from the table when looked up.
     await until(() => at(sessions[2]!) !== undefined && at(sessions[1]!) !== undefined, 'the reader mirrored the newest two')
+    // A later write to each held session: NOTIFYs arrive in commit order, so once the reader shows both,
+    // it has also applied the first session's write (which may have put that session back), and the
+    // two newer writes have since made the first session the least recently used, and evicted it.
+    for (const session of [sessions[1]!, sessions[2]!]) turn(session, 2, 'again')
+    await writer.cache.idle()
+    await until(
+      () => at(sessions[2]!)?.[keys.turns] === 2 && at(sessions[1]!)?.[keys.turns] === 2,
+      "the reader mirrored the held sessions' later writes",
+    )
     await outage.cluster().stopServer()
     expect(at(sessions[0]!)).toBeUndefined()
     await until(() => reader.cache.mirror.failedLoads > 0, 'the read of the missed session failed')
