@@ -1,5 +1,5 @@
-// Units declare their checkpoint schema with this zod, the one the registry's
-// types are written against (a second zod copy would not type-check as a schema).
+// Units may declare their checkpoint schema with this zod; any schema with
+// zod's `safeParse` fits (`ProjectionStateSchema`), `zod/mini`'s included.
 export { z } from 'zod'
 export type { SessionProjectionErrorCode } from './errors.js'
 export { SessionProjectionError } from './errors.js'
@@ -14,6 +14,7 @@ export type {
   ProjectionKey,
   ProjectionMetrics,
   ProjectionSnapshot,
+  ProjectionStateSchema,
   SessionProjectionMap,
   SessionProjectionStateMap,
   SessionProjections,

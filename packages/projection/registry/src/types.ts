@@ -1,5 +1,4 @@
 import type { Session, SessionLogOffset, SessionSeqCursor, StoredSessionEvent } from '@dsh/session'
-import type { z } from 'zod'
 
 /** Host-side state per unit key (what folds and what checkpoints store). Augment it. */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type
@@ -39,7 +38,16 @@ export interface SessionProjectionUnit<K extends ProjectionKey = ProjectionKey> 
   init(context?: ProjectionInitContext): SessionProjectionStateMap[K]
   apply(state: SessionProjectionStateMap[K], event: StoredSessionEvent): SessionProjectionStateMap[K]
   view(state: SessionProjectionStateMap[K]): SessionProjectionMap[K]
-  readonly schema: z.ZodType<SessionProjectionStateMap[K]>
+  readonly schema: ProjectionStateSchema<SessionProjectionStateMap[K]>
+}
+
+/**
+ * A unit's checkpoint schema: a zod schema, classic (`zod`) or `zod/mini`
+ * (both parse with `safeParse`), so a unit whose states are read by a short
+ * command can keep classic zod out of that command.
+ */
+export interface ProjectionStateSchema<T> {
+  safeParse(input: unknown): { readonly success: true; readonly data: T } | { readonly success: false; readonly error: unknown }
 }
 
 /** Views by key; a key is absent when its unit failed for that session or was not asked for. */

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { z } from '@dsh/session-projection'
+import { z } from 'zod/mini'
 import { SessionStatsError } from './errors.js'
 
 /** USD per million tokens of each kind. `reasoning` defaults to `output`; a missing cache price leaves cached tokens unpriced. */
@@ -19,18 +19,21 @@ export interface PriceTable {
   readonly providers: { readonly [provider: string]: { readonly [model: string]: ModelPrice } }
 }
 
-const price = z.number().nonnegative().refine(Number.isFinite, 'must be a finite number of USD per million tokens')
+// zod/mini (a listing prices its rows without loading classic zod), with English issue messages.
+z.config(z.locales.en())
+const price = z.number().check(z.nonnegative(), z.refine(Number.isFinite, 'must be a finite number of USD per million tokens'))
 const modelPriceSchema = z.strictObject({
   input: price,
   output: price,
-  cacheRead: price.exactOptional(),
-  cacheWrite: price.exactOptional(),
-  reasoning: price.exactOptional(),
+  cacheRead: z.exactOptional(price),
+  cacheWrite: z.exactOptional(price),
+  reasoning: z.exactOptional(price),
 })
-const priceTableSchema: z.ZodType<PriceTable> = z.strictObject({
-  description: z.string().exactOptional(),
+const name = z.string().check(z.minLength(1))
+const priceTableSchema: z.ZodMiniType<PriceTable> = z.strictObject({
+  description: z.exactOptional(z.string()),
   currency: z.literal('USD'),
-  providers: z.record(z.string().min(1), z.record(z.string().min(1), modelPriceSchema)),
+  providers: z.record(name, z.record(name, modelPriceSchema)),
 })
 
 /** Validates a price table (parsed JSON); throws `SESSION_STATS_INVALID_PRICE_TABLE` naming every bad path. */

@@ -1,4 +1,5 @@
-import { z } from '@dsh/session-projection'
+import type { ProjectionStateSchema } from '@dsh/session-projection'
+import { z } from 'zod/mini'
 
 /** Token counts by kind. Kinds are disjoint: `input` is uncached input only, `reasoning` is not part of `output`. */
 export interface TokenCounts {
@@ -126,13 +127,15 @@ export interface SessionStatsState {
   readonly pending: readonly { readonly callId: string; readonly name: string; readonly start: number | null }[]
 }
 
-const count = z.number().int().nonnegative()
-const ms = z.number().nonnegative().refine(Number.isFinite, 'must be finite')
-const time = z.number().refine(Number.isFinite, 'must be finite').nullable()
+// zod/mini: a listing checks cached states against this schema without loading classic zod.
+const count = z.int().check(z.nonnegative())
+const finite = z.refine(Number.isFinite, 'must be finite')
+const ms = z.number().check(z.nonnegative(), finite)
+const time = z.nullable(z.number().check(finite))
 const tokens = z.strictObject({ input: count, output: count, cacheRead: count, cacheWrite: count, reasoning: count })
-const attribution = z.strictObject({ provider: z.string().nullable(), model: z.string().nullable() })
+const attribution = z.strictObject({ provider: z.nullable(z.string()), model: z.nullable(z.string()) })
 
-export const sessionStatsStateSchema: z.ZodType<SessionStatsState> = z.strictObject({
+export const sessionStatsStateSchema: ProjectionStateSchema<SessionStatsState> = z.strictObject({
   from: count,
   turns: count,
   steps: count,
@@ -142,21 +145,21 @@ export const sessionStatsStateSchema: z.ZodType<SessionStatsState> = z.strictObj
   firstTokenCount: count,
   firstTokenMs: ms,
   byModel: z.array(
-    z.strictObject({ provider: z.string().nullable(), model: z.string().nullable(), calls: count, callsWithoutUsage: count, tokens }),
+    z.strictObject({ provider: z.nullable(z.string()), model: z.nullable(z.string()), calls: count, callsWithoutUsage: count, tokens }),
   ),
   tools: z.array(z.strictObject({ name: z.string(), calls: count, errors: count, ms })),
   toolErrors: count,
   compactions: count,
   skipped: z.strictObject(Object.fromEntries(SKIP_REASONS.map((reason) => [reason, count])) as Record<SkipReason, typeof count>),
-  turn: z.strictObject({ turn: z.number().refine(Number.isFinite), start: time }).nullable(),
-  step: z
-    .strictObject({
+  turn: z.nullable(z.strictObject({ turn: z.number().check(finite), start: time })),
+  step: z.nullable(
+    z.strictObject({
       start: time,
-      named: attribution.nullable(),
-      last: attribution.nullable(),
-      counted: z.array(z.strictObject({ provider: z.string().nullable(), model: z.string().nullable(), tokens })),
-    })
-    .nullable(),
-  segment: z.strictObject({ start: time, firstToken: z.boolean() }).nullable(),
+      named: z.nullable(attribution),
+      last: z.nullable(attribution),
+      counted: z.array(z.strictObject({ provider: z.nullable(z.string()), model: z.nullable(z.string()), tokens })),
+    }),
+  ),
+  segment: z.nullable(z.strictObject({ start: time, firstToken: z.boolean() })),
   pending: z.array(z.strictObject({ callId: z.string(), name: z.string(), start: time })),
 })

@@ -1,5 +1,6 @@
 import type { Session, StoredSessionEvent } from '@dsh/session'
-import { type ProjectionInitContext, type SessionProjectionUnit, z } from '@dsh/session-projection'
+import type { ProjectionInitContext, SessionProjectionUnit } from '@dsh/session-projection'
+import { z } from 'zod/mini'
 import { SessionStatsError } from './errors.js'
 import { isObject, unwrapWholeLine } from './shapes.js'
 
@@ -162,7 +163,9 @@ function view(state: SessionTitleState): SessionTitle | null {
   )
 }
 
-const candidate = z.strictObject({ title: z.string().min(1), seq: z.number().int().nonnegative() }).nullable()
+const count = z.int().check(z.nonnegative())
+// zod/mini: a listing checks cached states against this schema without loading classic zod.
+const candidate = z.nullable(z.strictObject({ title: z.string().check(z.minLength(1)), seq: count }))
 
 /**
  * The `sessionTitle` unit: a session's own title first (its last
@@ -183,11 +186,11 @@ export const sessionTitleUnit: SessionProjectionUnit<'sessionTitle'> = Object.fr
   apply,
   view,
   schema: z.strictObject({
-    from: z.number().int().nonnegative(),
+    from: count,
     ownEvent: candidate,
     ownPrompt: candidate,
     inheritedEvent: candidate,
     inheritedPrompt: candidate,
-    skipped: z.number().int().nonnegative(),
+    skipped: count,
   }),
 })
