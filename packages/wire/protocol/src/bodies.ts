@@ -52,6 +52,15 @@ export interface ListPageSource {
   readonly nextCursor?: string | undefined
 }
 
+/** What the projection cache holds of a listed session (`null`: not cached, or unknown). */
+export interface ListingValuesSource {
+  readonly title: string | null
+  readonly tokens: number | null
+  readonly cost: number | null
+}
+
+const NO_VALUES: ListingValuesSource = Object.freeze({ title: null, tokens: null, cost: null })
+
 /** A history page (a `HistoryPage` fits). */
 export interface HistoryPageSource {
   readonly header: WireSessionHeader
@@ -125,8 +134,18 @@ export function wireEvent(event: EventSource): WireStoredEvent {
 }
 
 /** `GET /api/sessions`, `dsh sessions --json`, MCP `list_sessions`. */
-export function wireSessionList(page: ListPageSource): SessionListPageBody {
-  return { sessions: page.records.map(wireRecord), ...optional('nextCursor', page.nextCursor) }
+/**
+ * `values[i]` is what the cache holds of `page.records[i]`; a record without
+ * one lists `null` for each.
+ */
+export function wireSessionList(page: ListPageSource, values: readonly (ListingValuesSource | undefined)[] = []): SessionListPageBody {
+  return {
+    sessions: page.records.map((record, i) => {
+      const { title, tokens, cost } = values[i] ?? NO_VALUES
+      return { ...wireRecord(record), title, tokens, cost }
+    }),
+    ...optional('nextCursor', page.nextCursor),
+  }
 }
 
 /** The history routes, `dsh show --json`, MCP `show_session`. */

@@ -20,7 +20,16 @@ export { idParam, nonNegativeInt, sessionId } from './primitives.js'
 export type { ApiRoute, AuthMode, RouteName, RouteParams, RoutePath, RouteQuery, RouteReading, RouteResponse } from './routes.js'
 export { buildTarget, describeIssues, matchPath, readRequest, routeSegments, routes } from './routes.js'
 export { eventSearchHit, searchKind, searchPage, searchQuery, searchRequest, searchText, sessionSearchHit } from './search.js'
-export { historyPage, historyQuery, listSessionsQuery, sessionHeader, sessionListPage, sessionRecord, storedEvent } from './session.js'
+export {
+  historyPage,
+  historyQuery,
+  listSessionsQuery,
+  sessionHeader,
+  sessionListEntry,
+  sessionListPage,
+  sessionRecord,
+  storedEvent,
+} from './session.js'
 export {
   costUnavailableReason,
   sessionCost,

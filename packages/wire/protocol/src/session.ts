@@ -40,9 +40,24 @@ export const sessionRecord = z.object({
   revision: z.string().optional(),
 })
 
-/** Records ordered by `createdAt`, then id; `nextCursor` continues the same filter. */
+/**
+ * One session of a listing: its record, then what the projection cache holds
+ * of it. A listing reads no log for these: `null` is a value not cached yet
+ * (a later fold fills it), a unit that failed, or, for `cost`, no price table
+ * or a model without a price (never 0 in its place).
+ */
+export const sessionListEntry = sessionRecord.extend({
+  /** The `sessionTitle` view: the session's own title, else the first prompt, else the one it inherited. */
+  title: z.string().nullable(),
+  /** Tokens of every kind the session's own suffix used (`sessionStats`). */
+  tokens: nonNegativeInt.nullable(),
+  /** USD under the reader's price table (`dsh sessions --prices`); a server holds none. */
+  cost: z.number().nonnegative().nullable(),
+})
+
+/** Entries ordered by `createdAt`, then id; `nextCursor` continues the same filter. */
 export const sessionListPage = z.object({
-  sessions: z.array(sessionRecord),
+  sessions: z.array(sessionListEntry),
   nextCursor: z.string().optional(),
 })
 

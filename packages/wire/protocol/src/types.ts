@@ -1,7 +1,7 @@
 import type { z } from 'zod'
 import type { errorBody } from './error-body.js'
 import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
-import type { historyPage, sessionHeader, sessionListPage, sessionRecord, storedEvent } from './session.js'
+import type { historyPage, sessionHeader, sessionListEntry, sessionListPage, sessionRecord, storedEvent } from './session.js'
 import type { sessionStatsEntry, sessionStatsReport, sessionStatsTotals, statsScope } from './stats.js'
 import type { streamCatalog, streamEvent, streamProjection, streamReady } from './stream.js'
 import type { subagentList, subagentListEntry, subagentListRow, subagentListRung, subagentScope } from './subagents.js'
@@ -11,6 +11,7 @@ import type { subagentList, subagentListEntry, subagentListRow, subagentListRung
 export type ErrorBody = z.infer<typeof errorBody>
 export type WireSessionHeader = z.infer<typeof sessionHeader>
 export type WireSessionRecord = z.infer<typeof sessionRecord>
+export type WireSessionListEntry = z.infer<typeof sessionListEntry>
 export type SessionListPageBody = z.infer<typeof sessionListPage>
 export type WireStoredEvent = z.infer<typeof storedEvent>
 export type HistoryPageBody = z.infer<typeof historyPage>

@@ -54,6 +54,14 @@ const event = fc
   .chain((e) => extra.map((x) => ({ ...x, ...e })))
 
 const cursor = fc.option(fc.string(), { nil: undefined })
+const listingValues = fc.option(
+  fc.record({
+    title: fc.option(fc.string({ minLength: 1 }), { nil: null }),
+    tokens: fc.option(fc.nat(), { nil: null }),
+    cost: fc.option(fc.double({ min: 0, max: 1e6, noNaN: true }), { nil: null }),
+  }),
+  { nil: undefined },
+)
 
 const catalogRow = fc.record({
   row: fc.oneof(
@@ -96,9 +104,13 @@ const same = (built: unknown, parsed: unknown): void => {
 describe('@dsh/protocol/bodies builds what the schemas parse', () => {
   it('listing records and pages', () => {
     fc.assert(
-      fc.property(fc.array(record, { maxLength: 4 }), cursor, (records, nextCursor) => {
+      fc.property(fc.array(fc.tuple(record, listingValues), { maxLength: 4 }), cursor, (pairs, nextCursor) => {
+        const records = pairs.map(([r]) => r)
+        const values = pairs.map(([, v]) => v)
         for (const r of records) same(wireRecord(r), sessionRecord.parse(r))
-        same(wireSessionList({ records, nextCursor }), sessionListPage.parse({ sessions: records, nextCursor }))
+        // A record without values lists null for each, never a missing field.
+        const sessions = pairs.map(([r, v]) => ({ ...r, ...(v ?? { title: null, tokens: null, cost: null }) }))
+        same(wireSessionList({ records, nextCursor }, values), sessionListPage.parse({ sessions, nextCursor }))
       }),
     )
   })

@@ -24,7 +24,10 @@ const header = {
 describe('response schemas', () => {
   it('accept the documented shapes', () => {
     expect(
-      sessionListPage.parse({ sessions: [{ header, inheritedEventCount: 0, live: true, persisted: false }], nextCursor: 'c' }).sessions,
+      sessionListPage.parse({
+        sessions: [{ header, inheritedEventCount: 0, live: true, persisted: false, title: 'Plan the release', tokens: 12, cost: null }],
+        nextCursor: 'c',
+      }).sessions,
     ).toHaveLength(1)
     const page = historyPage.parse({
       header,
