@@ -1,0 +1,95 @@
+import { type Session, type SessionHeader, sameLifecycle } from '@dsh/session'
+import type { ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
+import { costOf } from './cost.js'
+import type { PriceTable } from './price-table.js'
+import { totalTokens } from './report.js'
+import type { SessionStats } from './stats-types.js'
+import { SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from './stats-unit.js'
+import { SESSION_TITLE_KEY, SESSION_TITLE_STATE_VERSION, type SessionTitle, sessionTitleUnit } from './title.js'
+
+/**
+ * What a session listing shows of a session (`title`, `tokens`, `cost` of
+ * `@dsh/protocol`'s listing entry). `null` is unknown: not cached, a unit
+ * that failed, or, for `cost`, no price table or a model without a price
+ * (never 0 in its place).
+ */
+export interface ListingValues {
+  readonly title: string | null
+  readonly tokens: number | null
+  readonly cost: number | null
+}
+
+/** The units a listing reads, with the state version a cached row must carry. */
+export const LISTING_UNITS = Object.freeze([
+  Object.freeze({ key: SESSION_TITLE_KEY, stateVersion: SESSION_TITLE_STATE_VERSION }),
+  Object.freeze({ key: SESSION_STATS_KEY, stateVersion: SESSION_STATS_STATE_VERSION }),
+])
+
+/** The keys of `LISTING_UNITS`, for a snapshot or cache lookup. */
+export const LISTING_KEYS = Object.freeze([SESSION_TITLE_KEY, SESSION_STATS_KEY] as const)
+
+/** The views a listing shows, as a snapshot has them (a key is absent when unknown). */
+export interface ListingViews {
+  readonly sessionTitle?: SessionTitle | null | undefined
+  readonly sessionStats?: SessionStats | undefined
+}
+
+/** The listing values of a session's views (a live or cached snapshot); `prices` prices its tokens. */
+export function listingValues(views: ListingViews | undefined, prices?: PriceTable): ListingValues {
+  const stats = views?.sessionStats
+  const cost = stats === undefined || prices === undefined ? null : costOf(stats, prices).usd
+  return {
+    title: views?.sessionTitle?.title ?? null,
+    tokens: stats === undefined ? null : totalTokens(stats.tokens),
+    cost,
+  }
+}
+
+/**
+ * The listing values of cached unit states (decoded checkpoint rows, `undefined`
+ * for a miss). Each state is checked against its unit's schema first — a
+ * state that fails it is unknown, never shown — then viewed by the unit.
+ */
+export function listingValuesOfStates(states: { readonly [key: string]: unknown }, prices?: PriceTable): ListingValues {
+  const title = sessionTitleUnit.schema.safeParse(states[SESSION_TITLE_KEY])
+  const stats = sessionStatsUnit.schema.safeParse(states[SESSION_STATS_KEY])
+  return listingValues(
+    {
+      sessionTitle: title.success ? sessionTitleUnit.view(title.data) : undefined,
+      sessionStats: stats.success ? sessionStatsUnit.view(stats.data) : undefined,
+    },
+    prices,
+  )
+}
+
+/** A listed session as a host reads its values (a `SessionQueryRecord` fits). */
+export interface ListedSession {
+  readonly header: SessionHeader
+  readonly inheritedEventCount: number
+  readonly live: boolean
+}
+
+/** What a host reads listing values from: its live sessions, then its checkpoint cache; never a log. */
+export interface ListingSources {
+  readonly sessions: { get(id: string): Session | undefined }
+  readonly projections: Pick<SessionProjections, 'snapshot'>
+  /** The checkpoint cache (service `sessionProjectionCache`), when the host has one. */
+  readonly cache?: { cachedSnapshot(header: SessionHeader, cut: number, keys: readonly ProjectionKey[]): ProjectionSnapshot | undefined }
+}
+
+/**
+ * The views of a listed session without reading its log: the live session's
+ * own (when it is open here, same lifecycle), else its checkpoint at the
+ * listed cut, else `undefined` (a later fold fills the cache). A cache fault
+ * or a poisoned row is a miss, and so is a host without the units.
+ */
+export function listedViews(record: ListedSession, sources: ListingSources): ListingViews | undefined {
+  try {
+    const session = record.live ? sources.sessions.get(record.header.id) : undefined
+    if (session !== undefined && sameLifecycle(session.header, record.header)) return sources.projections.snapshot(session, LISTING_KEYS)
+    return sources.cache?.cachedSnapshot(record.header, record.inheritedEventCount, LISTING_KEYS)
+  } catch {
+    // Units not registered here, a cache fault, a poisoned row: unknown, as a miss is.
+    return undefined
+  }
+}
