@@ -134,7 +134,7 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
 }
 
 /** `[seq, state]` or `[seq]` (failed), after the witness, back into a checkpoint row; anything else is poisoned. */
-function decodePayload(payload: string, stateVersion: number, key: string, header: SessionHeader): ProjectionCheckpointRow {
+export function decodePayload(payload: string, stateVersion: number, key: string, header: SessionHeader): ProjectionCheckpointRow {
   let decoded: unknown
   try {
     decoded = JSON.parse(payload)
