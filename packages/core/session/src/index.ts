@@ -1,7 +1,30 @@
+export type {
+  AttachmentRef,
+  ContentBlock,
+  ContentBlockMap,
+  ContentBlockType,
+  FileBlock,
+  ImageBlock,
+  ReasoningBlock,
+  StepFinish,
+  TextBlock,
+  TokenUsage,
+  ToolCallBlock,
+  ToolResultBlock,
+} from './blocks.js'
+export { ATTACHMENT_INLINE_MAX_BYTES, CORE_BLOCK_TYPES, STEP_FINISHES } from './blocks.js'
 export { SessionId, SessionLogOffset, SessionSeq, SessionSeqCursor } from './brands.js'
 export type { SessionErrorCode } from './errors.js'
 export { SessionError } from './errors.js'
-export type { SessionEvent, SessionEventMap, SessionEventType, StoredSessionEvent, TurnEndReason } from './events.js'
+export type {
+  CompactionOwner,
+  HarnessTokenUsage,
+  SessionEvent,
+  SessionEventMap,
+  SessionEventType,
+  StoredSessionEvent,
+  TurnEndReason,
+} from './events.js'
 export type { SessionHeader } from './header.js'
 export { parseSessionHeader, SESSION_HEADER_VERSION, SESSION_HEADER_WITNESS_FIELDS, sameLifecycle } from './header.js'
 export type { JsonValue } from './json.js'
