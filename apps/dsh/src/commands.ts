@@ -27,6 +27,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       parent: { type: 'string', value: 'ID', help: 'only the children of session ID' },
       origin: { type: 'string', value: 'subagent', help: 'only sessions of this origin' },
       cwd: { type: 'string', value: 'DIR', help: 'only sessions started in DIR' },
+      prices: { type: 'string', value: 'FILE', help: 'a price table for the cost column (default $DSH_PRICES)' },
       limit,
       cursor,
     },

@@ -1,15 +1,24 @@
 import type { SessionListPageBody } from '@dsh/protocol'
 import { wireSessionList } from '@dsh/protocol/bodies'
-import type { SessionListFilter } from '@dsh/session-query'
+import { CheckpointReader, projectionCachePath } from '@dsh/session-projection-cache'
+import type { SessionListFilter, SessionQueryRecord } from '@dsh/session-query'
+import { LISTING_UNITS, type ListingValues, listingValuesOfStates, type PriceTable } from '@dsh/session-stats'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
+import { terminalLogger } from '../host-open.js'
 import { formatTime, printJson, table } from '../output.js'
+import { priceTableOf } from '../prices.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
 /**
  * The live-preferred session list. Read-only: an existing root, nothing
- * created. `--json` prints the protocol's `SessionListPageBody`, the body of
- * `GET /api/sessions` for the same filter.
+ * created. Title, tokens and cost come from the projection cache (the
+ * `sessionTitle` and `sessionStats` checkpoint rows, one primary-key read
+ * each, checked against the units' schemas); a session not cached lists them
+ * blank until a later fold fills the cache: the listing never reads a log.
+ * Cost uses the price table of `--prices FILE` or `DSH_PRICES`, as `dsh stats`
+ * does; an unknown model's cost is blank, never 0. `--json` prints the
+ * protocol's `SessionListPageBody`, the body of `GET /api/sessions`.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command, '; filter with --parent, --origin, --cwd')
@@ -25,26 +34,62 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(limit === undefined ? {} : { limit }),
     ...(cursor === undefined ? {} : { cursor }),
   }
-  const page = await withQueryHost(command, (host) => host.query.listSessions(filter), io)
+  const prices = priceTableOf(command, io)
+  const { page, values } = await withQueryHost(
+    command,
+    async (host) => {
+      const page = await host.query.listSessions(filter)
+      // A PostgreSQL store keeps its checkpoints in the database: this light path reads the root's SQLite cache only.
+      const values = host.queryBackend === 'postgres' ? [] : cachedValues(projectionCachePath(host.root), page.records, prices, io)
+      return { page, values }
+    },
+    io,
+  )
   if (command.json) {
-    const body: SessionListPageBody = wireSessionList(page)
+    const body: SessionListPageBody = wireSessionList(page, values)
     printJson(body, io.out)
     return 0
   }
   io.out.write(
     `${table(
-      ['id', 'created', 'origin', 'parent', 'depth', 'cut'],
-      page.records.map((r) => [
-        r.header.id,
-        formatTime(r.header.createdAt),
-        r.header.origin ?? '-',
-        r.header.parentSession ?? '-',
-        String(r.header.delegationDepth),
-        String(r.inheritedEventCount),
-      ]),
+      ['id', 'created', 'origin', 'parent', 'depth', 'cut', 'tokens', 'cost', 'title'],
+      page.records.map((r, i) => {
+        const { title, tokens, cost } = values[i] ?? { title: null, tokens: null, cost: null }
+        return [
+          r.header.id,
+          formatTime(r.header.createdAt),
+          r.header.origin ?? '-',
+          r.header.parentSession ?? '-',
+          String(r.header.delegationDepth),
+          String(r.inheritedEventCount),
+          tokens === null ? '' : String(tokens),
+          cost === null ? '' : `$${cost.toFixed(6)}`,
+          title ?? '',
+        ]
+      }),
     )}\n`,
   )
   io.out.write(safe`${page.records.length} session(s)`)
   io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
   return 0
+}
+
+/** Each record's cached title, tokens and cost: one checkpoint-row read per unit, never a log. */
+function cachedValues(
+  path: string,
+  records: readonly SessionQueryRecord[],
+  prices: PriceTable | undefined,
+  io: CommandIo,
+): ListingValues[] {
+  const reader = new CheckpointReader(path, terminalLogger(io))
+  try {
+    return records.map((record) => {
+      const states: Record<string, unknown> = {}
+      for (const { key, stateVersion } of LISTING_UNITS)
+        states[key] = reader.state(record.header, record.inheritedEventCount, key, stateVersion)
+      return listingValuesOfStates(states, prices)
+    })
+  } finally {
+    reader.close()
+  }
 }

@@ -1,11 +1,9 @@
-import { type PriceTable, readPriceTable, type SessionStatsReport, sessionStatsReport, totalTokens } from '@dsh/session-stats'
+import { type SessionStatsReport, sessionStatsReport, totalTokens } from '@dsh/session-stats'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson, table } from '../output.js'
+import { PRICES_ENV, priceTableOf } from '../prices.js'
 import { safe } from '../terminal.js'
-
-/** The environment variable naming a price table file when `--prices` is not given. */
-export const PRICES_ENV = 'DSH_PRICES'
 
 /**
  * Usage, timing and cost of a session — with `--descendants`, summed over
@@ -18,9 +16,7 @@ export const PRICES_ENV = 'DSH_PRICES'
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
   const descendants = command.flag('descendants')
-  const pricesPath = command.string('prices') ?? io.env[PRICES_ENV]
-  // Validated before any read: a bad table fails fast with its own code.
-  const prices: PriceTable | undefined = pricesPath === undefined || pricesPath === '' ? undefined : readPriceTable(pricesPath)
+  const prices = priceTableOf(command, io)
   const entries = await withReadHost(command, (host) => host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }))
   const output = sessionStatsReport(id, descendants ? 'descendants' : 'session', entries, prices)
   if (command.json) {
