@@ -67,6 +67,8 @@ export async function createHost(options: HostOptions): Promise<Host> {
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
         ...(options.coldReadConcurrency === undefined ? {} : { coldReadConcurrency: options.coldReadConcurrency }),
         ...(options.tools === undefined ? {} : { tools: options.tools }),
+        // A read-only host lists children and starts no run (nor loads what spawning needs).
+        ...(options.readOnly === true ? { readOnly: true } : {}),
       }),
     )
     if (options.http !== undefined) await activateHttpApi(ctx, options.http)

@@ -69,6 +69,8 @@ export class RuntimeCore {
   readonly busy = new Map<string, BusyChild>()
   readonly #settled = new Map<string, SettledEntry>()
   readonly #tools: (session: Session) => readonly SubagentTool[]
+  /** A runtime of a read-only host: it lists, and starts no run. */
+  readonly readOnly: boolean
   disposed = false
 
   constructor(
@@ -76,15 +78,26 @@ export class RuntimeCore {
     driver: SubagentDriver,
     maxDepth: number,
     tools: (session: Session) => readonly SubagentTool[],
+    readOnly = false,
   ) {
     this.services = services
     this.driver = driver
     this.maxDepth = maxDepth
     this.#tools = tools
+    this.readOnly = readOnly
   }
 
   assertLive(): void {
     if (this.disposed) throw new SubagentError('SUBAGENT_DISPOSED', 'This subagent runtime has been disposed; activate a new one.')
+  }
+
+  /** Spawn, resume and send start runs, which write: a read-only runtime refuses them. */
+  assertWritable(): void {
+    if (this.readOnly)
+      throw new SubagentError(
+        'SUBAGENT_READ_ONLY',
+        'This subagent runtime belongs to a read-only host: it lists children but starts no run; open the host without readOnly to spawn, resume or send.',
+      )
   }
 
   sessions(): SessionStore {

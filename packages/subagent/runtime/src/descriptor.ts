@@ -1,4 +1,8 @@
-import { z } from 'zod'
+import { z } from 'zod/mini'
+
+// The schemas are zod/mini: a catalog listing checks cached rows against them
+// without loading classic zod. Issues read in English (spawn errors quote them).
+z.config(z.locales.en())
 
 /** The event type of the subagent descriptor: the durable source of a child's mode and label. */
 export const SUBAGENT_DESCRIPTOR_EVENT = 'subagent/descriptor'
@@ -11,10 +15,10 @@ export const SUBAGENT_DESCRIPTOR_VERSION = 2
  */
 export const subagentToolFilterSchema = z
   .strictObject({
-    allow: z.array(z.string()).exactOptional(),
-    deny: z.array(z.string()).exactOptional(),
+    allow: z.exactOptional(z.array(z.string())),
+    deny: z.exactOptional(z.array(z.string())),
   })
-  .refine((filter) => filter.allow !== undefined || filter.deny !== undefined, 'a tool filter declares allow and/or deny')
+  .check(z.refine((filter) => filter.allow !== undefined || filter.deny !== undefined, 'a tool filter declares allow and/or deny'))
 
 /**
  * v2 one-shot: `{ version, mode, provider, label? }` and nothing else. Any
@@ -24,7 +28,7 @@ const oneShotDescriptorSchema = z.strictObject({
   version: z.literal(SUBAGENT_DESCRIPTOR_VERSION),
   mode: z.literal('one-shot'),
   provider: z.string(),
-  label: z.string().exactOptional(),
+  label: z.exactOptional(z.string()),
 })
 
 /**
@@ -37,10 +41,10 @@ const continuableDescriptorSchema = z.strictObject({
   mode: z.literal('continuable'),
   provider: z.string(),
   label: z.string(),
-  agentProvider: z.string().exactOptional(),
-  agentModel: z.string().exactOptional(),
-  persona: z.string().exactOptional(),
-  toolFilter: subagentToolFilterSchema.exactOptional(),
+  agentProvider: z.exactOptional(z.string()),
+  agentModel: z.exactOptional(z.string()),
+  persona: z.exactOptional(z.string()),
+  toolFilter: z.exactOptional(subagentToolFilterSchema),
 })
 
 /**

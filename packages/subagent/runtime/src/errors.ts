@@ -33,6 +33,8 @@ export type SubagentErrorCode =
   | 'SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE'
   /** Listing needs the `sessionQuery` corpus. */
   | 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE'
+  /** Spawn, resume or send on the runtime of a read-only host (it lists, and starts no run). */
+  | 'SUBAGENT_READ_ONLY'
   /** The runtime was disposed. */
   | 'SUBAGENT_DISPOSED'
   | 'CANCELLED'

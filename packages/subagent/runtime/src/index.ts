@@ -32,7 +32,6 @@ export {
   subagentOptionsSchema,
   subagentSettingsSchema,
 } from './options.js'
-export { checkOutput } from './output.js'
 export { subagentsPlugin } from './plugin.js'
 export {
   registerSubagentUnits,

@@ -1,4 +1,4 @@
-import { z } from 'zod'
+import { z } from 'zod/mini'
 import { DESCRIPTOR_COMPOSITION_KEYS, type SubagentDescriptor, type SubagentMode, subagentToolFilterSchema } from './descriptor.js'
 
 /**
@@ -13,6 +13,7 @@ export const SUBAGENT_OPTIONS_VERSION = 1
 
 /** Any JSON object: an `outputSchema` is a JSON Schema document. */
 const jsonSchemaObject = z.record(z.string(), z.json())
+const nonEmpty = z.string().check(z.minLength(1))
 
 /**
  * Every option a child may run with:
@@ -28,14 +29,14 @@ const jsonSchemaObject = z.record(z.string(), z.json())
  * invalid (it could be a newer writer's field this reader would misapply).
  */
 const settingsFields = {
-  agentProvider: z.string().min(1).exactOptional(),
-  agentModel: z.string().min(1).exactOptional(),
-  persona: z.string().exactOptional(),
-  toolFilter: subagentToolFilterSchema.exactOptional(),
-  outputSchema: jsonSchemaObject.exactOptional(),
-  model: z.string().min(1).exactOptional(),
-  instructions: z.string().exactOptional(),
-  maxTurns: z.int().positive().exactOptional(),
+  agentProvider: z.exactOptional(nonEmpty),
+  agentModel: z.exactOptional(nonEmpty),
+  persona: z.exactOptional(z.string()),
+  toolFilter: z.exactOptional(subagentToolFilterSchema),
+  outputSchema: z.exactOptional(jsonSchemaObject),
+  model: z.exactOptional(nonEmpty),
+  instructions: z.exactOptional(z.string()),
+  maxTurns: z.exactOptional(z.int().check(z.positive())),
 }
 
 /** The options a caller may give `spawn` (`SpawnOptions.settings`). */

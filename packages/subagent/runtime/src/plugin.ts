@@ -21,14 +21,16 @@ declare module '@dsh/context' {
  * `SUBAGENT_CONTROL_QUERY_UNAVAILABLE`; without persistence a cold resume
  * fails with `SUBAGENT_PERSISTENCE_UNAVAILABLE`; without the cache cold
  * children take one body read each. A session disposed while its children run
- * drains them.
+ * drains them. With `readOnly` (a read-only host) the runtime lists and
+ * starts no run (`SUBAGENT_READ_ONLY`), and loads no `outputSchema` checks.
  */
 export const subagentsPlugin = (options: SubagentRuntimeOptions) =>
   definePlugin({
     name: 'subagents',
     inject: { required: ['sessions', 'sessionProjections'], optional: ['sessionQuery', 'sessionPersistence', 'sessionProjectionCache'] },
-    activate(ctx) {
+    async activate(ctx) {
       const runtime = new SubagentRuntime(ctx, options)
+      await runtime.ready()
       ctx.onDispose(registerSubagentUnits(ctx.sessionProjections))
       ctx.provide('subagents', runtime)
       ctx.onDispose(ctx.on('session/disposed', (session) => void runtime.drain(session.id)))

@@ -1,6 +1,6 @@
 import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
-import type { SessionProjections, SessionProjectionUnit } from '@dsh/session-projection'
-import { z } from 'zod'
+import type { ProjectionStateSchema, SessionProjections, SessionProjectionUnit } from '@dsh/session-projection'
+import { z } from 'zod/mini'
 import { SUBAGENT_DESCRIPTOR_EVENT, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
 import { SUBAGENT_OPTIONS_EVENT, type SubagentOptions, subagentOptionsSchema } from './options.js'
 import type {
@@ -41,15 +41,15 @@ function interpretDescriptor(data: unknown): SubagentDescriptor | undefined {
   return parsed.success ? parsed.data : undefined
 }
 
-const seqSchema = z
-  .int()
-  .nonnegative()
-  .transform((value) => value as SessionSeq)
+const seqSchema = z.pipe(
+  z.int().check(z.nonnegative()),
+  z.transform((value) => value as SessionSeq),
+)
 const identitySchema = z.discriminatedUnion('mode', [
-  z.strictObject({ mode: z.literal('one-shot'), label: z.string().exactOptional(), seq: seqSchema }),
+  z.strictObject({ mode: z.literal('one-shot'), label: z.exactOptional(z.string()), seq: seqSchema }),
   z.strictObject({ mode: z.literal('continuable'), label: z.string(), seq: seqSchema }),
 ])
-const identityStateSchema: z.ZodType<SubagentIdentityState> = z.strictObject({ identity: identitySchema.exactOptional() })
+const identityStateSchema: ProjectionStateSchema<SubagentIdentityState> = z.strictObject({ identity: z.exactOptional(identitySchema) })
 
 /**
  * The `subagent` identity unit: the only code that interprets logged
@@ -80,9 +80,9 @@ export const subagentIdentityUnit: SessionProjectionUnit<'subagent'> = Object.fr
 
 const EMPTY_PROFILE: SubagentProfileState = Object.freeze({})
 const optionsRecordSchema = z.strictObject({ seq: seqSchema, options: subagentOptionsSchema })
-const profileStateSchema: z.ZodType<SubagentProfileState> = z.strictObject({
-  profile: z.strictObject({ seq: seqSchema, descriptor: subagentDescriptorSchema }).exactOptional(),
-  options: optionsRecordSchema.exactOptional(),
+const profileStateSchema: ProjectionStateSchema<SubagentProfileState> = z.strictObject({
+  profile: z.exactOptional(z.strictObject({ seq: seqSchema, descriptor: subagentDescriptorSchema })),
+  options: z.exactOptional(optionsRecordSchema),
 })
 
 function interpretOptions(data: unknown): SubagentOptions | undefined {
@@ -126,9 +126,10 @@ export const subagentProfileUnit: SessionProjectionUnit<'subagentProfile'> = Obj
 
 const INITIAL_TIMING: SubagentTimingState = Object.freeze({ settledMs: 0 })
 
-const timingStateSchema: z.ZodType<SubagentTimingState> = z.strictObject({
-  settledMs: z.number().nonnegative().finite(),
-  activeTurn: z.strictObject({ turn: z.number().finite(), startedAt: z.number().finite() }).exactOptional(),
+// zod's number rejects NaN and the infinities: every number here is finite.
+const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = z.strictObject({
+  settledMs: z.number().check(z.nonnegative()),
+  activeTurn: z.exactOptional(z.strictObject({ turn: z.number(), startedAt: z.number() })),
 })
 
 /**

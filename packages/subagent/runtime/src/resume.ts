@@ -31,6 +31,7 @@ export async function resumeChild(
   signal?: AbortSignal,
 ): Promise<SubagentHandle> {
   core.assertLive()
+  core.assertWritable()
   throwIfAborted(signal, cancelled)
   const sessions = core.sessions()
   const projections = core.projections()
@@ -110,6 +111,7 @@ export async function sendToChild(
   signal?: AbortSignal,
 ): Promise<SendResult> {
   core.assertLive()
+  core.assertWritable()
   if (typeof options.text !== 'string') throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', 'A message to a subagent must be a string.')
   const sessions = core.sessions()
   const caller = core.liveCaller(sessions, options.caller, 'SUBAGENT_UNAUTHORIZED')

@@ -12,7 +12,7 @@ import {
   type SubagentRunKind,
 } from './lifecycle.js'
 import { nextTurn, noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
-import { checkOutput } from './output.js'
+import { loadedOutputChecks, loadOutputChecks, type OutputChecks } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import type { SubagentHandle, SubagentSettlement } from './runtime-types.js'
 
@@ -71,7 +71,9 @@ export function startChild(
     // Let the caller see the handle (and a live child) before the first step.
     await Promise.resolve()
     const outcome = await runDriver(core, run)
-    const settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason)
+    // A one-shot result with an outputSchema is checked (the checks are loaded already when this runtime spawned the child).
+    const checks = needsOutputCheck(identity, profile) ? (loadedOutputChecks() ?? (await loadOutputChecks())) : undefined
+    const settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason, checks)
     core.runs.delete(child.id)
     await afterRun(core, sessions, child, chain)
     return settlement
@@ -96,6 +98,10 @@ export async function runDriver(core: RuntimeCore, run: SubagentRun): Promise<Su
   return outcome
 }
 
+function needsOutputCheck(identity: SubagentIdentityProjection, profile: ChildProfile): boolean {
+  return identity.mode === 'one-shot' && profile.settings.outputSchema !== undefined
+}
+
 /** Logs the run's end on the child and the settlement notice on its parent. */
 function finishRun(
   core: RuntimeCore,
@@ -105,12 +111,13 @@ function finishRun(
   profile: ChildProfile,
   outcome: SubagentRunOutcome,
   override: SubagentEndReason | undefined,
+  checks: OutputChecks | undefined,
 ): SubagentSettlement {
   let settled: SubagentRunOutcome = outcome
   let end: SubagentEndReason = override ?? outcome.reason
   const outputSchema = profile.settings.outputSchema
-  if (override === undefined && outcome.reason === 'completed' && identity.mode === 'one-shot' && outputSchema !== undefined) {
-    const checked = checkOutput(outputSchema, outcome.text)
+  if (override === undefined && outcome.reason === 'completed' && checks !== undefined && outputSchema !== undefined) {
+    const checked = checks.checkOutput(outputSchema, outcome.text)
     if ('error' in checked) {
       end = 'invalid-output'
       settled = { ...outcome, error: checked.error }

@@ -8,6 +8,7 @@ import type { SubagentDriver, SubagentTool } from './driver.js'
 import { SubagentError } from './errors.js'
 import type { SubagentNotice } from './lifecycle.js'
 import type { ExplainedSubagentEntry, SubagentListEntry } from './list-types.js'
+import { loadOutputChecks } from './output-checks.js'
 import { resumeChild, sendToChild } from './resume.js'
 import { drain } from './runs.js'
 import {
@@ -35,6 +36,12 @@ export interface SubagentRuntimeOptions extends SubagentCatalogOptions {
   readonly maxDepth?: number
   /** The tools every run may call (e.g. `subagentControlTools` from `@dsh/tool-subagent-control`). */
   readonly tools?: SubagentToolProvider
+  /**
+   * A runtime of a read-only host: it lists children, and spawn, resume and
+   * send fail with `SUBAGENT_READ_ONLY`. It never loads the `outputSchema`
+   * checks (classic zod), so a listing process stays small.
+   */
+  readonly readOnly?: boolean
 }
 
 /**
@@ -83,7 +90,17 @@ export class SubagentRuntime {
       options,
     )
     const tools = options.tools
-    this.#core = new RuntimeCore(services, options.driver, maxDepth, (session) => tools?.(session, this) ?? [])
+    this.#core = new RuntimeCore(services, options.driver, maxDepth, (session) => tools?.(session, this) ?? [], options.readOnly === true)
+  }
+
+  /**
+   * Resolves once the runtime can spawn with an `outputSchema`: it loads the
+   * checks that compile one (a module of their own, with classic zod), which
+   * `spawn` needs synchronously. `subagentsPlugin` awaits it at activation; a
+   * read-only runtime loads nothing.
+   */
+  async ready(): Promise<void> {
+    if (!this.#core.readOnly) await loadOutputChecks()
   }
 
   get maxDepth(): number {

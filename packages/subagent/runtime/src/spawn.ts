@@ -4,7 +4,7 @@ import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDe
 import { SubagentError } from './errors.js'
 import { latestClosedCut } from './log-scan.js'
 import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, splitSettings, subagentSettingsSchema } from './options.js'
-import { compileOutputSchema } from './output.js'
+import { outputChecksForSpawn } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import { startChild } from './runs.js'
 import type { SpawnOptions, SubagentHandle } from './runtime-types.js'
@@ -24,6 +24,7 @@ import type { SpawnOptions, SubagentHandle } from './runtime-types.js'
  */
 export function spawnChild(core: RuntimeCore, parent: Session | string, options: SpawnOptions): SubagentHandle {
   core.assertLive()
+  core.assertWritable()
   const sessions = core.sessions()
   const parentSession = core.liveCaller(sessions, parent, 'SUBAGENT_PARENT_NOT_LIVE')
   const depth = parentSession.header.delegationDepth + 1
@@ -98,7 +99,7 @@ function prepareRecords(
     ...composition,
   })
   if (!parsed.success) throw invalid(parsed.error.issues, 'descriptor')
-  if (recorded?.outputSchema !== undefined) compileOutputSchema(recorded.outputSchema)
+  if (recorded?.outputSchema !== undefined) outputChecksForSpawn().compileOutputSchema(recorded.outputSchema)
   return { descriptor: parsed.data, recorded }
 }
 

@@ -322,6 +322,20 @@ describe('the subagents plugin', () => {
     await expectCode(sessionsOnly.resume('x', { caller: h.sessions.create() }), 'SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE')
   })
 
+  it('a read-only runtime lists but refuses spawn, resume and send with SUBAGENT_READ_ONLY', async () => {
+    const h = await host()
+    const parent = h.sessions.create()
+    await h.runtime.spawn(parent, { id: 'kid', mode: 'continuable', label: 'kid', context: 'fresh', prompt: 'go' }).done
+    const readOnly = new SubagentRuntime(h.ctx, { driver: createScriptedDriver(), readOnly: true })
+    await readOnly.ready()
+    expect((await readOnly.listChildren(parent.id)).map((entry) => entry.id)).toEqual(['kid'])
+    const before = h.sessions.list().length
+    await expectCode(() => readOnly.spawn(parent, { mode: 'one-shot', context: 'fresh' }), 'SUBAGENT_READ_ONLY')
+    await expectCode(readOnly.resume('kid', { caller: parent, prompt: 'again' }), 'SUBAGENT_READ_ONLY')
+    await expectCode(readOnly.send('kid', { caller: parent, text: 'more' }), 'SUBAGENT_READ_ONLY')
+    expect(h.sessions.list()).toHaveLength(before)
+  })
+
   it('refuses work after disposal', async () => {
     const h = await createHost()
     const runtime = h.runtime
