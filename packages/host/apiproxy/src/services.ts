@@ -3,6 +3,7 @@ import type { SubagentListEntryBody, SubagentListRung } from '@dsh/protocol'
 import type { SessionStore } from '@dsh/session'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionQuery } from '@dsh/session-query'
+import type { ListingSources } from '@dsh/session-stats'
 // Brings in the `subagents` service declaration (the runtime is what `ctx` provides).
 import type { SubagentRuntime } from '@dsh/subagent'
 import { ApiError } from './errors.js'
@@ -34,6 +35,8 @@ export interface ApiServices {
   readonly subagents: SubagentCatalog
   readonly sessions?: SessionStore | undefined
   readonly sessionProjections?: SessionProjections | undefined
+  /** Where the session listing reads titles, tokens and cost of sessions that are not live (never a log). */
+  readonly sessionProjectionCache?: ListingSources['cache']
 }
 
 /** The session lifecycle events the stream listens to (a `Context` has them). */
@@ -53,6 +56,7 @@ export function resolveServices(ctx: Context | undefined, overrides: Partial<Api
     subagents,
     sessions: overrides?.sessions ?? ctx?.get('sessions'),
     sessionProjections: overrides?.sessionProjections ?? ctx?.get('sessionProjections'),
+    sessionProjectionCache: overrides?.sessionProjectionCache ?? ctx?.get('sessionProjectionCache'),
   }
 }
 

@@ -1,12 +1,18 @@
 import { PAGE_DEFAULT_LIMIT, routes } from '@dsh/protocol'
 import type { HistoryPageRequest, SessionListFilter } from '@dsh/session-query'
+import { listedValues } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { capHistoryPage } from './history-page.js'
 import { isSubagent } from './owner.js'
 import { jsonRoute } from './route.js'
 import { wireHistory, wireSessionList } from './wire.js'
 
-/** `GET /api/sessions`: a page of the live-preferred corpus. */
+/**
+ * `GET /api/sessions`: a page of the live-preferred corpus, each session with
+ * its title, tokens and cost as far as they are known without reading a log
+ * (a live session's own views, else its checkpoint row; the server holds no
+ * price table, so `cost` is `null`).
+ */
 export const listSessionsRoute = jsonRoute(routes.listSessions, async ({ query, signal, services }) => {
   const { parentSession, origin, cwd, createdFrom, createdTo, cursor, limit } = query
   const filter: SessionListFilter = {
@@ -22,7 +28,12 @@ export const listSessionsRoute = jsonRoute(routes.listSessions, async ({ query, 
     ...(cursor === undefined ? {} : { cursor }),
   }
   const page = await services.sessionQuery.listSessions(filter, signal)
-  return wireSessionList(page)
+  const values = listedValues(page.records, {
+    sessions: services.sessions,
+    projections: services.sessionProjections,
+    cache: services.sessionProjectionCache,
+  })
+  return wireSessionList(page, values)
 })
 
 /** The service request of a history route's `before` / `limit`. */

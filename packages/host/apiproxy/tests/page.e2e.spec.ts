@@ -14,6 +14,8 @@ let stack: Stack
 let userDataDir: string
 let browser: BrowserContext
 let page: Page
+/** A first prompt, and so a title, that would run script if the page rendered it as markup. */
+const HOSTILE_TITLE = '<img src=x onerror="globalThis.dshPwned=1"><b>bold</b>'
 
 beforeAll(async () => {
   // What `dsh serve` embeds: zstd JSONL files, the SQLite query index and projection cache.
@@ -22,6 +24,7 @@ beforeAll(async () => {
   const parent = sessions.create({ id: 'parent', cwd: '/work/project' })
   turn(parent, 'plan the work')
   turn(sessions.create({ id: 'other' }), 'unrelated')
+  turn(sessions.create({ id: 'hostile-title' }), HOSTILE_TITLE)
   await subagents.spawn(parent, { mode: 'one-shot', label: 'summarizer', context: 'fresh', prompt: 'summarize', id: 'fresh-one-shot' }).done
   gates.hold('forked-continuable')
   const continuable = subagents.spawn(parent, {
@@ -79,6 +82,12 @@ describe('catalog page', () => {
     // The session list shows top-level sessions (subagents hidden by default).
     await page.locator('#sessions tr[data-session-id="parent"]').waitFor()
     expect(await page.locator('#sessions tr[data-session-id="fresh-one-shot"]').count()).toBe(0)
+    // Each session's title (its first prompt), as text: markup in it is shown, never run.
+    expect(await page.locator('#sessions tr[data-session-id="parent"] td.title').textContent()).toBe('plan the work')
+    const hostile = page.locator('#sessions tr[data-session-id="hostile-title"] td.title')
+    expect(await hostile.textContent()).toBe(HOSTILE_TITLE)
+    expect(await hostile.locator('img, b').count()).toBe(0)
+    expect(await page.evaluate(() => (globalThis as unknown as { dshPwned?: number }).dshPwned)).toBeUndefined()
 
     // The tree: labels, modes, activity, nesting and diagnostics.
     const oneShot = row('fresh-one-shot')

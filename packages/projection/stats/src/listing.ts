@@ -71,10 +71,13 @@ export interface ListedSession {
 
 /** What a host reads listing values from: its live sessions, then its checkpoint cache; never a log. */
 export interface ListingSources {
-  readonly sessions: { get(id: string): Session | undefined }
-  readonly projections: Pick<SessionProjections, 'snapshot'>
+  /** The live sessions (service `sessions`) and their views (`sessionProjections`), when the host has them. */
+  readonly sessions?: { get(id: string): Session | undefined } | undefined
+  readonly projections?: Pick<SessionProjections, 'snapshot'> | undefined
   /** The checkpoint cache (service `sessionProjectionCache`), when the host has one. */
-  readonly cache?: { cachedSnapshot(header: SessionHeader, cut: number, keys: readonly ProjectionKey[]): ProjectionSnapshot | undefined }
+  readonly cache?:
+    | { cachedSnapshot(header: SessionHeader, cut: number, keys: readonly ProjectionKey[]): ProjectionSnapshot | undefined }
+    | undefined
 }
 
 /**
@@ -85,11 +88,17 @@ export interface ListingSources {
  */
 export function listedViews(record: ListedSession, sources: ListingSources): ListingViews | undefined {
   try {
-    const session = record.live ? sources.sessions.get(record.header.id) : undefined
-    if (session !== undefined && sameLifecycle(session.header, record.header)) return sources.projections.snapshot(session, LISTING_KEYS)
+    const session = record.live ? sources.sessions?.get(record.header.id) : undefined
+    if (session !== undefined && sources.projections !== undefined && sameLifecycle(session.header, record.header))
+      return sources.projections.snapshot(session, LISTING_KEYS)
     return sources.cache?.cachedSnapshot(record.header, record.inheritedEventCount, LISTING_KEYS)
   } catch {
     // Units not registered here, a cache fault, a poisoned row: unknown, as a miss is.
     return undefined
   }
+}
+
+/** The listing values of a page's records, read from a host's live views and checkpoint cache (`listedViews`), priced with `prices`. */
+export function listedValues(records: readonly ListedSession[], sources: ListingSources, prices?: PriceTable): ListingValues[] {
+  return records.map((record) => listingValues(listedViews(record, sources), prices))
 }

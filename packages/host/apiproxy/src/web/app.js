@@ -75,6 +75,8 @@ async function loadSessions(reset) {
         'tr',
         { 'data-session-id': header.id, onclick: () => select(header.id) },
         el('td', { class: 'id', text: header.id }),
+        // Blank until the server knows it without reading the log (a later fold fills it); textContent, never markup.
+        el('td', { class: 'title', text: record.title ?? '' }),
         el('td', { text: new Date(header.createdAt).toLocaleString() }),
         el('td', {
           text:
@@ -85,6 +87,7 @@ async function loadSessions(reset) {
                 : 'top level',
         }),
         el('td', { text: record.live ? 'live' : 'cold' }),
+        el('td', { class: 'tokens', text: record.tokens === null ? '' : String(record.tokens) }),
       )
       if (header.id === state.selected) row.classList.add('selected')
       body.append(row)
