@@ -76,6 +76,9 @@ export interface CatalogRowSource {
   readonly rung: SubagentListRung
   readonly parentId: string
   readonly depth: number
+  /** The child's usage (`null` unknown); an `ExplainedSubagentEntry` always has both. */
+  readonly tokens?: number | null
+  readonly durationMs?: number | null
 }
 
 /** A matching session (a `SessionSearchHit` fits). */
@@ -159,8 +162,8 @@ export function wireHistory(page: HistoryPageSource): HistoryPageBody {
   }
 }
 
-export function wireSubagentRow({ row, parentId, depth, rung }: CatalogRowSource): SubagentListRowBody {
-  const place = { parentId, depth, rung }
+export function wireSubagentRow({ row, parentId, depth, rung, tokens, durationMs }: CatalogRowSource): SubagentListRowBody {
+  const place = { parentId, depth, rung, ...optional('tokens', tokens), ...optional('durationMs', durationMs) }
   if (row.kind === 'diagnostic') return { kind: row.kind, id: row.id, reason: row.reason, ...place }
   const child = { kind: row.kind, id: row.id, activity: row.activity, hasChildren: row.hasChildren }
   if (row.mode === 'continuable') return { ...child, mode: row.mode, label: row.label, ...place }

@@ -28,11 +28,22 @@ export const subagentListRung = z.union([z.literal(1), z.literal(2), z.literal(3
 /**
  * A catalog row on the wire: the entry plus where it sits in the tree
  * (`parentId` is the session whose catalog holds it, `depth` is 1 for a direct
- * child) and the rung that decided it.
+ * child), the rung that decided it and the child's usage: `tokens` (all of its
+ * own model calls' tokens) and `durationMs` (its own settled turns), read down
+ * the same ladder as the row and `null` when unknown (not cached, no such
+ * unit, a diagnostic row). dsh's catalog surfaces (HTTP, MCP, `dsh agents
+ * --json`) always send both; they are beyond the subagent design's row, so a
+ * row without them still parses.
  */
 export const subagentListRow = z.intersection(
   subagentListEntry,
-  z.object({ parentId: sessionId, depth: z.number().int().min(1), rung: subagentListRung }),
+  z.object({
+    parentId: sessionId,
+    depth: z.number().int().min(1),
+    rung: subagentListRung,
+    tokens: z.number().int().min(0).nullable().optional(),
+    durationMs: z.number().min(0).nullable().optional(),
+  }),
 )
 
 export const subagentScope = z.enum(['children', 'descendants'])

@@ -63,36 +63,51 @@ const listingValues = fc.option(
   { nil: undefined },
 )
 
-const catalogRow = fc.record({
-  row: fc.oneof(
-    fc.record(
-      {
+const catalogRow = fc.record(
+  {
+    row: fc.oneof(
+      fc.record(
+        {
+          kind: fc.constant('child' as const),
+          id: fc.string({ minLength: 1 }),
+          activity: fc.constantFrom('running' as const, 'inactive' as const),
+          hasChildren: fc.boolean(),
+          mode: fc.constant('one-shot' as const),
+          label: fc.string(),
+        },
+        { requiredKeys: ['kind', 'id', 'activity', 'hasChildren', 'mode'] },
+      ),
+      fc.record({
         kind: fc.constant('child' as const),
         id: fc.string({ minLength: 1 }),
         activity: fc.constantFrom('running' as const, 'inactive' as const),
         hasChildren: fc.boolean(),
-        mode: fc.constant('one-shot' as const),
+        mode: fc.constant('continuable' as const),
         label: fc.string(),
-      },
-      { requiredKeys: ['kind', 'id', 'activity', 'hasChildren', 'mode'] },
+      }),
+      fc.record({
+        kind: fc.constant('diagnostic' as const),
+        id: fc.string({ minLength: 1 }),
+        reason: fc.constantFrom('corrupt' as const, 'unsupported' as const, 'unavailable' as const),
+      }),
     ),
-    fc.record({
-      kind: fc.constant('child' as const),
-      id: fc.string({ minLength: 1 }),
-      activity: fc.constantFrom('running' as const, 'inactive' as const),
-      hasChildren: fc.boolean(),
-      mode: fc.constant('continuable' as const),
-      label: fc.string(),
-    }),
-    fc.record({
-      kind: fc.constant('diagnostic' as const),
-      id: fc.string({ minLength: 1 }),
-      reason: fc.constantFrom('corrupt' as const, 'unsupported' as const, 'unavailable' as const),
-    }),
-  ),
-  rung: fc.constantFrom(1 as const, 2 as const, 3 as const),
-  parentId: fc.string({ minLength: 1 }),
-  depth: fc.integer({ min: 1, max: 8 }),
+    rung: fc.constantFrom(1 as const, 2 as const, 3 as const),
+    parentId: fc.string({ minLength: 1 }),
+    depth: fc.integer({ min: 1, max: 8 }),
+    tokens: fc.option(fc.nat(), { nil: null }),
+    durationMs: fc.option(fc.nat(), { nil: null }),
+  },
+  { requiredKeys: ['row', 'rung', 'parentId', 'depth'] },
+)
+
+/** A catalog row source as its wire row (the usage fields only when the source has them). */
+const asWire = (r: { row: object; parentId: string; depth: number; rung: number; tokens?: number | null; durationMs?: number | null }) => ({
+  ...r.row,
+  parentId: r.parentId,
+  depth: r.depth,
+  rung: r.rung,
+  ...(r.tokens === undefined ? {} : { tokens: r.tokens }),
+  ...(r.durationMs === undefined ? {} : { durationMs: r.durationMs }),
 })
 
 /** Equal as JSON text: the same fields in the same order, nothing `undefined` left to drop. */
@@ -133,13 +148,8 @@ describe('@dsh/protocol/bodies builds what the schemas parse', () => {
   it('catalog rows and lists, every arm', () => {
     fc.assert(
       fc.property(fc.array(catalogRow, { maxLength: 5 }), (rows) => {
-        for (const r of rows)
-          same(wireSubagentRow(r), subagentListRow.parse({ ...r.row, parentId: r.parentId, depth: r.depth, rung: r.rung }))
-        const wire = {
-          parentId: 'p',
-          scope: 'descendants' as const,
-          rows: rows.map((r) => ({ ...r.row, parentId: r.parentId, depth: r.depth, rung: r.rung })),
-        }
+        for (const r of rows) same(wireSubagentRow(r), subagentListRow.parse(asWire(r)))
+        const wire = { parentId: 'p', scope: 'descendants' as const, rows: rows.map(asWire) }
         same(wireSubagentList('p', 'descendants', rows), subagentList.parse(wire))
       }),
     )
