@@ -3,6 +3,7 @@ import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentList
 import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
 import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
+import { type ListingSources, listedValues } from '@dsh/session-stats'
 import {
   type ListAgentsFormat,
   renderListAgents,
@@ -42,6 +43,10 @@ export interface ControlTool {
 export interface McpServiceSource {
   get(name: 'sessionQuery'): SessionQuery | undefined
   get(name: 'subagents'): SubagentCatalog | undefined
+  /** What `list_sessions` reads titles, tokens and cost from (live views, then the checkpoint cache; never a log). */
+  get(name: 'sessions'): ListingSources['sessions']
+  get(name: 'sessionProjections'): ListingSources['projections']
+  get(name: 'sessionProjectionCache'): ListingSources['cache']
 }
 
 /** Parses tool arguments; a mismatch is `MCP_INVALID_INPUT` naming each bad field. */
@@ -103,11 +108,17 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
     {
       name: 'list_sessions',
       description:
-        'List the sessions in this dsh root, oldest first: header (id, createdAt, origin, parentSession, delegationDepth, cwd) and inherited event count. Filter by parent, origin or cwd; page with limit and cursor.',
+        'List the sessions in this dsh root, oldest first: header (id, createdAt, origin, parentSession, delegationDepth, cwd), inherited event count, title and tokens used (null until known; cost is null, the server has no price table). Filter by parent, origin or cwd; page with limit and cursor.',
       inputSchema: jsonSchemaOf(listSessionsInput),
       async call(args, signal) {
         const input = parseInput('list_sessions', listSessionsInput, args)
-        const body: SessionListPageBody = wireSessionList(await query().listSessions(compact(input), signal))
+        const page = await query().listSessions(compact(input), signal)
+        const values = listedValues(page.records, {
+          sessions: services.get('sessions'),
+          projections: services.get('sessionProjections'),
+          cache: services.get('sessionProjectionCache'),
+        })
+        const body: SessionListPageBody = wireSessionList(page, values)
         return { result: body }
       },
     },

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, sessionStatsReport, subagentList } from '@dsh/protocol'
+import { listedValues } from '@dsh/session-stats'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -68,11 +69,29 @@ describe('dsh MCP server', () => {
     // parse of the service value (declared fields only, in schema order).
     const listed = await call('list_sessions', {})
     const all = await host.query.listSessions({})
-    expect(JSON.stringify(listed)).toBe(JSON.stringify(sessionListPage.parse({ sessions: all.records, nextCursor: all.nextCursor })))
+    // Each entry carries what the host knows without a log read: live views, else the checkpoint cache.
+    const sources = {
+      sessions: host.sessions,
+      projections: host.ctx.require('sessionProjections'),
+      cache: host.ctx.get('sessionProjectionCache'),
+    }
+    const entries = (records: typeof all.records) => {
+      const values = listedValues(records, sources)
+      return records.map((record, i) => ({ ...record, ...values[i] }))
+    }
+    expect(JSON.stringify(listed)).toBe(
+      JSON.stringify(sessionListPage.parse({ sessions: entries(all.records), nextCursor: all.nextCursor })),
+    )
     expect(Object.keys(listed)).toEqual(['sessions'])
+    // The parent's title is its first prompt; its tokens are known (none used); no price table, so no cost.
+    expect((listed.sessions as { header: { id: string } }[]).find((entry) => entry.header.id === parentId)).toMatchObject({
+      title: 'find the flaky wombat test',
+      tokens: 0,
+      cost: null,
+    })
     const first = await call('list_sessions', { parentSession: parentId, limit: 1 })
     const firstPage = await host.query.listSessions({ parentSession: parentId, limit: 1 })
-    expect(first).toEqual(sessionListPage.parse({ sessions: firstPage.records, nextCursor: firstPage.nextCursor }))
+    expect(first).toEqual(sessionListPage.parse({ sessions: entries(firstPage.records), nextCursor: firstPage.nextCursor }))
     expect(first).toMatchObject({ sessions: [expect.anything()], nextCursor: expect.any(String) })
 
     const shown = await call('show_session', { id: parentId, limit: 2 })
