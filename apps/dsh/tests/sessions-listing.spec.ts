@@ -79,6 +79,16 @@ describe('dsh sessions: title, tokens and cost from the projection cache', () =>
     expect(lines[3]).toMatch(/^b-unpriced .* 120\s+Plan the release b-unpriced$/)
   })
 
+  it("searching a title's words finds its session (the title is the first prompt, which the index holds)", async () => {
+    const listed = (JSON.parse((await cli(['sessions', '--root', root, '--json'])).stdout) as { sessions: Entry[] }).sessions
+    const title = listed.find((s) => s.header.id === 'b-unpriced')?.title
+    expect(title).toBe('Plan the release b-unpriced')
+    const run = await cli(['search', ...(title ?? '').split(' ').slice(1, 3), 'b-unpriced', '--root', root, '--json'])
+    expect(run.code, run.stderr).toBe(0)
+    const hits = (JSON.parse(run.stdout) as { hits: { record: { header: { id: string } } }[] }).hits
+    expect(hits.map((hit) => hit.record.header.id)).toEqual(['b-unpriced'])
+  })
+
   it('never reads a log: with every log unreadable the cached values still list, and a session without checkpoint rows lists blank', async () => {
     // A session the cache has no stats or title rows for: its host did not register the units.
     const bare = await createHost({ root, sessionStats: false })
