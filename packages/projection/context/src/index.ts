@@ -1,6 +1,16 @@
+export { PRUNED_RESULT_TEXT } from './draft.js'
 export type { SessionContextErrorCode } from './errors.js'
 export { SessionContextError } from './errors.js'
+export { registerSessionContextUnit, sessionContextPlugin } from './plugin.js'
 export { sessionContextStateSchema } from './schema.js'
+export type {
+  ContextTarget,
+  SessionContextMetrics,
+  SessionContextService,
+  SessionContextServiceOptions,
+  SessionRecordRef,
+} from './service.js'
+export { createSessionContextService, DEFAULT_CONTEXT_MEMO } from './service.js'
 export type {
   ContextBlock,
   ContextMessage,
@@ -17,3 +27,5 @@ export type {
   ViewWarning,
 } from './types.js'
 export { FOLD_WARNINGS, SESSION_CONTEXT_KEY, VIEW_WARNINGS } from './types.js'
+export { applyContextEvent, SESSION_CONTEXT_STATE_VERSION, sessionContextUnit } from './unit.js'
+export { contextView, MISSING_RESULT_TEXT } from './view.js'

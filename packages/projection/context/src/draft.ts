@@ -1,0 +1,62 @@
+import { pushMessage } from './messages.js'
+import type { ReadCounts } from './read.js'
+import { type ContextBlock, type ContextMessage, FOLD_WARNINGS, type FoldWarning, type SessionContextState } from './types.js'
+
+/** A state being built by one `apply` (a shallow copy: fields are replaced, never mutated). */
+export type Draft = { -readonly [K in keyof SessionContextState]: SessionContextState[K] }
+
+/** The text a pruned tool result holds when `compaction/prune` names no placeholder. */
+export const PRUNED_RESULT_TEXT = '[tool result pruned from the context]'
+
+/** Compactions open at once that the state keeps; beginning another abandons the oldest. */
+export const MAX_OPEN_COMPACTIONS = 8
+
+export const NO_WARNINGS = Object.freeze(Object.fromEntries(FOLD_WARNINGS.map((w) => [w, 0]))) as SessionContextState['warnings']
+
+export function initState(): SessionContextState {
+  return {
+    seq: -1,
+    chunks: [],
+    open: null,
+    mirrors: [],
+    compactions: [],
+    compaction: null,
+    step: null,
+    provider: null,
+    model: null,
+    warnings: NO_WARNINGS,
+  }
+}
+
+export function warn(next: Draft, warning: FoldWarning, n = 1): void {
+  if (n > 0) next.warnings = { ...next.warnings, [warning]: next.warnings[warning] + n }
+}
+
+export function counted(next: Draft, counts: ReadCounts): void {
+  warn(next, 'invalid-block', counts.invalid)
+  warn(next, 'unknown-block', counts.unknown)
+}
+
+export function newCounts(): ReadCounts {
+  return { invalid: 0, unknown: 0 }
+}
+
+/** Commits the streamed step (reasoning, text, calls) as an assistant message. */
+export function commitOpen(next: Draft): void {
+  const open = next.open
+  if (open === null) return
+  next.open = null
+  const blocks: ContextBlock[] = []
+  if (open.reasoning.length > 0) blocks.push({ type: 'reasoning', text: open.reasoning })
+  if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
+  blocks.push(...open.calls)
+  if (blocks.length > 0) push(next, { role: 'assistant', blocks, seq: open.seq, ...attribution(next) })
+}
+
+export function attribution(state: SessionContextState): { provider?: string; model?: string } {
+  return { ...(state.provider === null ? {} : { provider: state.provider }), ...(state.model === null ? {} : { model: state.model }) }
+}
+
+export function push(next: Draft, message: ContextMessage): void {
+  next.chunks = pushMessage(next.chunks, message)
+}

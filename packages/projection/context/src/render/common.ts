@@ -1,0 +1,219 @@
+import type { AttachmentRef, ContentBlock, ContentBlockType, JsonValue, ToolCallBlock } from '@dsh/session'
+import type { ContextBlock, ContextMessage, SessionContext } from '../types.js'
+
+/**
+ * What a renderer left out or replaced, by reason. A renderer never throws
+ * on content; every such case is counted:
+ * - `unknown-block`: a block of a type the renderer does not know (skipped);
+ * - `missing-attachment`: an image or file whose bytes neither the reference nor the resolver holds (a text placeholder is sent);
+ * - `unsupported-block`: a block the protocol cannot carry where it sits (e.g. an image in a Chat tool result; a text note is sent);
+ * - `reasoning-dropped`: a reasoning block the protocol cannot take back (Chat always; Responses without a signature and item id; Anthropic without a signature);
+ * - `system-as-user`: an Anthropic system message after the conversation began, sent as user text;
+ * - `missing-model`: neither the options nor the context name a model (the body's `model` is empty);
+ * - `previous-response-unusable`: the given previous response does not match the context (compacted since, or not found in it), so the whole input is sent without it.
+ */
+export const RENDER_WARNINGS = [
+  'unknown-block',
+  'missing-attachment',
+  'unsupported-block',
+  'reasoning-dropped',
+  'system-as-user',
+  'missing-model',
+  'previous-response-unusable',
+] as const
+export type RenderWarning = (typeof RENDER_WARNINGS)[number]
+export type RenderWarnings = { [W in RenderWarning]: number }
+
+/** A rendered request body and what rendering it left out. */
+export type Rendered<Body> = { readonly body: Body; readonly warnings: RenderWarnings }
+
+/** Attachment bytes, base64. */
+export type AttachmentBytes = { readonly base64: string }
+
+/**
+ * Looks up the bytes of an attachment stored beside the session. Renderers
+ * are pure: the caller reads the bytes first (e.g. for the attachments the
+ * context references) and hands them over by digest.
+ */
+export type AttachmentResolver = (ref: AttachmentRef) => AttachmentBytes | undefined
+
+/** Options every renderer takes. */
+export type RenderOptions = {
+  /** The model to address; defaults to the context's newest model. */
+  readonly model?: string
+  /** Bytes of attachments not inline in their reference. */
+  readonly attachments?: AttachmentResolver
+}
+
+export function noWarnings(): RenderWarnings {
+  const out = {} as { -readonly [W in RenderWarning]: number }
+  for (const w of RENDER_WARNINGS) out[w] = 0
+  return out
+}
+
+/** Per-message warning counts, sparse. */
+export type WarningCounts = { -readonly [W in RenderWarning]?: number }
+
+export function warn(counts: WarningCounts, warning: RenderWarning): void {
+  counts[warning] = (counts[warning] ?? 0) + 1
+}
+
+function addCounts(into: { -readonly [W in RenderWarning]: number }, counts: WarningCounts, sign: 1 | -1): void {
+  for (const w of RENDER_WARNINGS) {
+    const n = counts[w]
+    if (n !== undefined) into[w] += sign * n
+  }
+}
+
+const KNOWN: ReadonlySet<string> = new Set<ContentBlockType>(['text', 'reasoning', 'image', 'file', 'tool-call', 'tool-result'])
+
+/** The block as a known content block, or undefined for a block of a type the renderers do not know. */
+export function known(block: ContextBlock): ContentBlock | undefined {
+  return KNOWN.has(block.type) ? (block as ContentBlock) : undefined
+}
+
+/** The bytes of an attachment: inline in the reference, else from the resolver. */
+export function bytesOf(ref: AttachmentRef, resolver: AttachmentResolver | undefined): string | undefined {
+  if (typeof ref.data === 'string') return ref.data
+  return resolver?.(ref)?.base64
+}
+
+export function dataUrl(ref: AttachmentRef, base64: string): string {
+  return `data:${ref.mediaType};base64,${base64}`
+}
+
+/** What the model reads where an attachment's bytes are missing. */
+export function missingAttachmentText(ref: AttachmentRef): string {
+  return `[attachment ${ref.name ?? ref.digest.slice(0, 12)} (${ref.mediaType}, ${ref.size} bytes) is not available]`
+}
+
+/** What the model reads where the protocol cannot carry a block. */
+export function unsupportedText(what: string, ref?: AttachmentRef): string {
+  const name = ref === undefined ? '' : ` ${ref.name ?? ref.digest.slice(0, 12)} (${ref.mediaType})`
+  return `[${what}${name} omitted: not supported here]`
+}
+
+/** A tool call's arguments as the provider sent them, else its input as JSON. */
+export function argumentsOf(call: ToolCallBlock): string {
+  return call.arguments ?? JSON.stringify(call.input)
+}
+
+/** How an error result is marked where a protocol has no error flag. */
+export function errorText(text: string): string {
+  return text.startsWith('Error') ? text : `Error: ${text}`
+}
+
+/** Structural equality of two JSON values. */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false
+    return true
+  }
+  if (Array.isArray(b)) return false
+  const ka = Object.keys(a)
+  const kb = Object.keys(b)
+  if (ka.length !== kb.length) return false
+  for (const k of ka) {
+    if (!Object.hasOwn(b, k)) return false
+    if (!sameJson((a as Record<string, JsonValue>)[k], (b as Record<string, JsonValue>)[k])) return false
+  }
+  return true
+}
+
+/** Counts of an incremental renderer's work, for bounding its cost by counts. */
+export type RenderStats = {
+  /** Messages rendered (each costs the message's size). */
+  readonly rendered: number
+  /** Messages whose earlier rendering was kept. */
+  readonly reused: number
+  /** Renders that found a changed message before the end of the previous context (a compaction, a prune, a replaced open step). */
+  readonly rebuilds: number
+}
+
+/**
+ * Rendered parts of a message list, kept between renders. `sync` finds the
+ * first message that differs from the previous list (same object, or equal
+ * JSON for messages the view rebuilds, such as synthetic results and the
+ * open step) and renders only from there: appending k messages renders k.
+ * Finding the change compares references, one per message, and renders
+ * nothing.
+ */
+export class MessageParts<P> {
+  private readonly messages: ContextMessage[] = []
+  readonly parts: P[] = []
+  private readonly counts: WarningCounts[] = []
+  private readonly totals = noWarnings()
+  private stats = { rendered: 0, reused: 0, rebuilds: 0 }
+
+  constructor(private readonly render: (message: ContextMessage, counts: WarningCounts) => P) {}
+
+  /** Brings the parts up to `messages`; returns the index of the first part rendered anew. */
+  sync(messages: readonly ContextMessage[]): number {
+    const kept = this.messages.length
+    let from = 0
+    const limit = Math.min(kept, messages.length)
+    while (from < limit) {
+      const next = messages[from] as ContextMessage
+      const prev = this.messages[from] as ContextMessage
+      if (next !== prev && !sameJson(next, prev)) break
+      if (next !== prev) this.messages[from] = next
+      from++
+    }
+    if (from < kept) this.stats.rebuilds++
+    for (let i = from; i < kept; i++) addCounts(this.totals, this.counts[i] as WarningCounts, -1)
+    this.messages.length = from
+    this.parts.length = from
+    this.counts.length = from
+    for (let i = from; i < messages.length; i++) {
+      const message = messages[i] as ContextMessage
+      const counts: WarningCounts = {}
+      this.parts.push(this.render(message, counts))
+      this.messages.push(message)
+      this.counts.push(counts)
+      addCounts(this.totals, counts, 1)
+    }
+    this.stats = {
+      rendered: this.stats.rendered + messages.length - from,
+      reused: this.stats.reused + from,
+      rebuilds: this.stats.rebuilds,
+    }
+    return from
+  }
+
+  message(index: number): ContextMessage | undefined {
+    return this.messages[index]
+  }
+
+  get length(): number {
+    return this.messages.length
+  }
+
+  /** The warnings of all parts, plus `extra`. */
+  warnings(extra?: WarningCounts): RenderWarnings {
+    const out = { ...this.totals }
+    if (extra !== undefined) addCounts(out, extra, 1)
+    return out
+  }
+
+  get counters(): RenderStats {
+    return this.stats
+  }
+}
+
+/** An incremental renderer: renders a context, keeping what it rendered so the next render costs only the messages that changed. */
+export interface IncrementalRenderer<Body> {
+  render(context: SessionContext): Rendered<Body>
+  readonly stats: RenderStats
+}
+
+export function modelOf(options: RenderOptions, context: SessionContext, counts: WarningCounts): string {
+  const model = options.model ?? context.model ?? context.step?.model ?? null
+  if (model === null) {
+    warn(counts, 'missing-model')
+    return ''
+  }
+  return model
+}
