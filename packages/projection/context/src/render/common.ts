@@ -54,6 +54,13 @@ export function noWarnings(): RenderWarnings {
 /** Per-message warning counts, sparse. */
 export type WarningCounts = { -readonly [W in RenderWarning]?: number }
 
+/** Sparse counts summed into a full record. */
+export function totalWarnings(...counts: WarningCounts[]): RenderWarnings {
+  const out = noWarnings()
+  for (const c of counts) addCounts(out, c, 1)
+  return out
+}
+
 export function warn(counts: WarningCounts, warning: RenderWarning): void {
   counts[warning] = (counts[warning] ?? 0) + 1
 }
@@ -194,6 +201,15 @@ export class MessageParts<P> {
   /** The warnings of all parts, plus `extra`. */
   warnings(extra?: WarningCounts): RenderWarnings {
     const out = { ...this.totals }
+    if (extra !== undefined) addCounts(out, extra, 1)
+    return out
+  }
+
+  /** The warnings of the parts from `index` on (what a request sending only those carries), plus `extra`. */
+  warningsFrom(index: number, extra?: WarningCounts): RenderWarnings {
+    if (index <= 0) return this.warnings(extra)
+    const out = noWarnings()
+    for (let i = index; i < this.counts.length; i++) addCounts(out, this.counts[i] as WarningCounts, 1)
     if (extra !== undefined) addCounts(out, extra, 1)
     return out
   }

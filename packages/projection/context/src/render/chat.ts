@@ -1,0 +1,216 @@
+import type { AttachmentRef, ContentBlock } from '@dsh/session'
+import type { ContextMessage, SessionContext } from '../types.js'
+import {
+  type AttachmentResolver,
+  argumentsOf,
+  bytesOf,
+  dataUrl,
+  errorText,
+  type IncrementalRenderer,
+  known,
+  MessageParts,
+  missingAttachmentText,
+  modelOf,
+  type Rendered,
+  type RenderOptions,
+  type RenderStats,
+  totalWarnings,
+  unsupportedText,
+  type WarningCounts,
+  warn,
+} from './common.js'
+
+export type ChatTextPart = { type: 'text'; text: string }
+export type ChatImagePart = { type: 'image_url'; image_url: { url: string } }
+export type ChatFilePart = { type: 'file'; file: { file_data: string; filename: string } }
+export type ChatUserPart = ChatTextPart | ChatImagePart | ChatFilePart
+export type ChatToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } }
+export type ChatSystemMessage = { role: 'system'; content: string | ChatTextPart[] }
+export type ChatUserMessage = { role: 'user'; content: string | ChatUserPart[] }
+export type ChatAssistantMessage = { role: 'assistant'; content: string | ChatTextPart[] | null; tool_calls?: ChatToolCall[] }
+export type ChatToolMessage = { role: 'tool'; tool_call_id: string; content: string }
+/** A Chat Completions message (assignable to the SDK's `ChatCompletionMessageParam`). */
+export type ChatMessage = ChatSystemMessage | ChatUserMessage | ChatAssistantMessage | ChatToolMessage
+/** The context's part of a Chat Completions request; add tools, sampling and the rest. */
+export type ChatRequest = { model: string; messages: ChatMessage[] }
+
+/** The media types the Chat `file` part takes. */
+const CHAT_FILE_TYPES: ReadonlySet<string> = new Set(['application/pdf'])
+
+function fileName(ref: AttachmentRef): string {
+  return ref.name ?? `${ref.digest.slice(0, 12)}.${ref.mediaType.split('/')[1] ?? 'bin'}`
+}
+
+/** One attachment block as a user content part: image_url / file data URLs, or a text note. */
+function attachmentPart(
+  block: ContentBlock & { type: 'image' | 'file' },
+  where: 'user' | 'other',
+  resolver: AttachmentResolver | undefined,
+  counts: WarningCounts,
+): ChatUserPart {
+  const ref = block.attachment
+  const supported = where === 'user' && (block.type === 'image' || CHAT_FILE_TYPES.has(ref.mediaType))
+  if (!supported) {
+    warn(counts, 'unsupported-block')
+    return { type: 'text', text: unsupportedText(block.type, ref) }
+  }
+  const base64 = bytesOf(ref, resolver)
+  if (base64 === undefined) {
+    warn(counts, 'missing-attachment')
+    return { type: 'text', text: missingAttachmentText(ref) }
+  }
+  if (block.type === 'image') return { type: 'image_url', image_url: { url: dataUrl(ref, base64) } }
+  return { type: 'file', file: { file_data: dataUrl(ref, base64), filename: fileName(ref) } }
+}
+
+/** The parts of a message's blocks (text, attachments); tool blocks and reasoning are handled by the caller. */
+function contentParts(
+  blocks: readonly ContentBlock[],
+  where: 'user' | 'other',
+  resolver: AttachmentResolver | undefined,
+  counts: WarningCounts,
+): ChatUserPart[] {
+  const parts: ChatUserPart[] = []
+  for (const block of blocks) {
+    switch (block.type) {
+      case 'text':
+        if (block.text.length > 0) parts.push({ type: 'text', text: block.text })
+        break
+      case 'image':
+      case 'file':
+        parts.push(attachmentPart(block, where, resolver, counts))
+        break
+      case 'reasoning':
+        warn(counts, 'reasoning-dropped')
+        break
+      default:
+        warn(counts, 'unsupported-block')
+    }
+  }
+  return parts
+}
+
+function knownBlocks(message: ContextMessage, counts: WarningCounts): ContentBlock[] {
+  const out: ContentBlock[] = []
+  for (const block of message.blocks) {
+    const k = known(block)
+    if (k === undefined) warn(counts, 'unknown-block')
+    else out.push(k)
+  }
+  return out
+}
+
+function textOnly(parts: readonly ChatUserPart[]): string {
+  return parts.map((part) => (part.type === 'text' ? part.text : '')).join('\n')
+}
+
+/** Text parts as a string when there is one, else the list. */
+function textContent(parts: readonly ChatUserPart[]): string | ChatTextPart[] {
+  const texts = parts.filter((part): part is ChatTextPart => part.type === 'text')
+  return texts.length === 1 ? (texts[0] as ChatTextPart).text : texts
+}
+
+/**
+ * One context message as Chat messages (none when nothing in it can be
+ * sent). Pure; `counts` receives what was left out.
+ */
+export function chatMessage(message: ContextMessage, resolver: AttachmentResolver | undefined, counts: WarningCounts): ChatMessage[] {
+  const blocks = knownBlocks(message, counts)
+  switch (message.role) {
+    case 'system': {
+      const parts = contentParts(blocks, 'other', resolver, counts)
+      return parts.length === 0 ? [] : [{ role: 'system', content: textContent(parts) }]
+    }
+    case 'user': {
+      const parts = contentParts(blocks, 'user', resolver, counts)
+      if (parts.length === 0) return []
+      const only = parts[0]
+      return [{ role: 'user', content: parts.length === 1 && only?.type === 'text' ? only.text : parts }]
+    }
+    case 'assistant': {
+      const calls: ChatToolCall[] = []
+      for (const block of blocks) {
+        if (block.type === 'tool-call') {
+          calls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: argumentsOf(block) } })
+        }
+      }
+      const parts = contentParts(
+        blocks.filter((block) => block.type !== 'tool-call'),
+        'other',
+        resolver,
+        counts,
+      )
+      if (parts.length === 0 && calls.length === 0) return []
+      const out: ChatAssistantMessage = { role: 'assistant', content: parts.length === 0 ? null : textContent(parts) }
+      if (calls.length > 0) out.tool_calls = calls
+      return [out]
+    }
+    case 'tool': {
+      const out: ChatMessage[] = []
+      for (const block of blocks) {
+        if (block.type !== 'tool-result') {
+          warn(counts, 'unsupported-block')
+          continue
+        }
+        const text = textOnly(contentParts(block.content, 'other', resolver, counts))
+        out.push({ role: 'tool', tool_call_id: block.callId, content: block.isError === true ? errorText(text) : text })
+      }
+      return out
+    }
+  }
+}
+
+/** Messages as Chat messages, in order. Pure; renders each message once. */
+export function renderChatMessages(
+  messages: readonly ContextMessage[],
+  options: RenderOptions = {},
+): { messages: ChatMessage[]; warnings: WarningCounts } {
+  const counts: WarningCounts = {}
+  const out: ChatMessage[] = []
+  for (const message of messages) out.push(...chatMessage(message, options.attachments, counts))
+  return { messages: out, warnings: counts }
+}
+
+/**
+ * A Chat renderer that keeps what it rendered: each `render` renders only
+ * the messages that changed since the previous one (appending k messages
+ * renders k), and its body equals a fresh {@link renderChat} of the same
+ * context.
+ */
+export function chatRenderer(options: RenderOptions = {}): IncrementalRenderer<ChatRequest> {
+  const parts = new MessageParts<ChatMessage[]>((message, counts) => chatMessage(message, options.attachments, counts))
+  const flat: ChatMessage[] = []
+  /** Start of each message's parts in `flat`. */
+  const offsets: number[] = []
+  return {
+    render(context: SessionContext): Rendered<ChatRequest> {
+      const from = parts.sync(context.messages)
+      flat.length = offsets[from] ?? flat.length
+      offsets.length = from
+      for (let i = from; i < parts.length; i++) {
+        offsets.push(flat.length)
+        flat.push(...(parts.parts[i] as ChatMessage[]))
+      }
+      const counts: WarningCounts = {}
+      const model = modelOf(options, context, counts)
+      return { body: { model, messages: flat.slice() }, warnings: parts.warnings(counts) }
+    },
+    get stats(): RenderStats {
+      return parts.counters
+    },
+  }
+}
+
+/**
+ * The context as the `model` and `messages` of an OpenAI Chat Completions
+ * request: images as `image_url` data URLs, PDFs as `file` parts (user
+ * messages only; elsewhere a counted text note), reasoning left out and
+ * counted, calls as `tool_calls` with JSON-string arguments, each result as a
+ * `tool` message (an error result's text begins with `Error`).
+ */
+export function renderChat(context: SessionContext, options: RenderOptions = {}): Rendered<ChatRequest> {
+  const counts: WarningCounts = {}
+  const model = modelOf(options, context, counts)
+  const { messages, warnings } = renderChatMessages(context.messages, options)
+  return { body: { model, messages }, warnings: totalWarnings(counts, warnings) }
+}
