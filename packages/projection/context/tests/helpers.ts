@@ -44,7 +44,7 @@ export function transcript(context: SessionContext): string[] {
         case 'tool-call':
           return `call ${String(block.id)} ${String(block.name)} ${JSON.stringify(block.input)}`
         case 'tool-result':
-          return `result ${String(block.callId)}${block.isError === true ? ' error' : ''}: ${(block.content as { text?: string }[]).map((b) => b.text).join('|')}`
+          return `result ${String(block.callId)}${block.isError === true ? ' error' : ''}: ${(block.content as { type: string; text?: string }[]).map((b) => b.text ?? `[${b.type}]`).join('|')}`
         default:
           return `[${block.type}]`
       }

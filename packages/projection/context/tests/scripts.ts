@@ -66,7 +66,7 @@ export const BLOCK_TURN: readonly ScriptedEvent[] = [
 export const BLOCK_TURN_TRANSCRIPT = [
   'user: see | [image]',
   'assistant: (hmm) | ok | call c3 read {"path":"b"}',
-  'tool: result c3: B|undefined',
+  'tool: result c3: B|[image]',
   'assistant: fin | [chart]',
 ]
 
