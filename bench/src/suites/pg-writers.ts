@@ -1,0 +1,88 @@
+// pg-writers: durable appends from 64 writer connections in 8 host processes
+// (fixtures/pg-writers.ts), through the PostgreSQL persistence against raw
+// autocommitted INSERTs of the same bytes in the same layout, on one server
+// with its default durability (fsync on, synchronous commit). Each host
+// process opens 8 persistence instances over one pool: an instance writes
+// through one writer connection of its own, so 8 instances are 8 writer
+// connections. Every writer appends 1 KiB batches to a session of its own.
+// Ratio = subject / baseline aggregate appends per second; target >= 0.8.
+// Every run is checked against the writers' ledgers (each acknowledged batch
+// stored exactly once, byte for byte, nothing else); one more run SIGKILLs a
+// host process halfway and checks the same.
+// `DSH_PG_WRITERS_BATCHES` (default 100) sets the timed batches per writer.
+
+import { type LedgerCheck, runWriters, type WritersOptions, type WritersRun } from '../fixtures/pg-writers.js'
+import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
+import { type BenchDefinition, median } from '../harness.js'
+
+const PROCESSES = 8
+const CONNECTIONS = 8
+const BATCH_BYTES = 1024
+const BATCHES = Number(process.env.DSH_PG_WRITERS_BATCHES ?? 100)
+
+let db: BenchPostgres | undefined
+const runs: { raw: WritersRun[]; dsh: WritersRun[] } = { raw: [], dsh: [] }
+let fault: WritersRun | undefined
+
+const round = (x: number): number => Math.round(x * 1000) / 1000
+
+function clean(check: LedgerCheck): boolean {
+  return check.missing === 0 && check.duplicated === 0 && check.altered === 0 && check.unexpected === 0
+}
+
+async function measured(mode: 'dsh' | 'raw'): Promise<number> {
+  const result = await runWriters(options(mode))
+  if (!clean(result.check) || result.check.stored !== result.check.acknowledged)
+    throw new Error(`pg-writers: the ${mode} store does not match the ledgers: ${JSON.stringify(result.check)}`)
+  runs[mode].push(result)
+  return result.appendsPerSecond
+}
+
+function options(mode: 'dsh' | 'raw'): WritersOptions {
+  return { cluster: db!.cluster, mode, processes: PROCESSES, connections: CONNECTIONS, batches: BATCHES, batchBytes: BATCH_BYTES }
+}
+
+const definition: BenchDefinition = {
+  name: 'pg-writers',
+  unit: 'appends/s',
+  target: 0.8,
+  compare: 'ge',
+  ratio: 'subject/baseline',
+  repeats: 5,
+  async setup() {
+    db = await startBenchPostgres({ max: 1, settings: { max_connections: '300' } })
+    fault = await runWriters({ ...options('dsh'), kill: { process: 0, afterAcked: (CONNECTIONS * BATCHES) / 2 } })
+    if (!clean(fault.check) || !fault.killed)
+      throw new Error(`pg-writers: the SIGKILL run lost or altered batches: ${JSON.stringify(fault.check)}`)
+  },
+  async teardown() {
+    await db?.close()
+  },
+  baseline: {
+    label: `raw INSERT autocommit, ${PROCESSES} processes × ${CONNECTIONS} connections`,
+    run: () => measured('raw'),
+  },
+  subject: {
+    label: `PostgreSQL persistence append, ${PROCESSES} processes × ${CONNECTIONS} writer connections`,
+    run: () => measured('dsh'),
+  },
+  extra() {
+    const p = (rs: WritersRun[], k: 'p50' | 'p99') => round(median(rs.slice(1).map((r) => r.latencyMs[k])))
+    return {
+      processes: PROCESSES,
+      connectionsPerProcess: CONNECTIONS,
+      batchBytes: BATCH_BYTES,
+      timedBatchesPerWriter: BATCHES,
+      appendLatencyMs: {
+        raw: { p50: p(runs.raw, 'p50'), p99: p(runs.raw, 'p99') },
+        dsh: { p50: p(runs.dsh, 'p50'), p99: p(runs.dsh, 'p99') },
+        note: 'medians over the timed runs of each run’s p50 and p99 (the warm-up run excluded)',
+      },
+      ledgerChecks: { raw: runs.raw.map((r) => r.check), dsh: runs.dsh.map((r) => r.check) },
+      sigkill: { process: 0, afterAcked: (CONNECTIONS * BATCHES) / 2, check: fault?.check },
+      server: 'fsync on, synchronous_commit on (the defaults)',
+    }
+  },
+}
+
+export default definition
