@@ -2,6 +2,36 @@ export { PRUNED_RESULT_TEXT } from './draft.js'
 export type { SessionContextErrorCode } from './errors.js'
 export { SessionContextError } from './errors.js'
 export { registerSessionContextUnit, sessionContextPlugin } from './plugin.js'
+export type {
+  AnthropicBlock,
+  AnthropicMessage,
+  AnthropicPart,
+  AnthropicRenderOptions,
+  AnthropicRequest,
+} from './render/anthropic.js'
+export { anthropicPart, anthropicRenderer, renderAnthropic, renderAnthropicParts } from './render/anthropic.js'
+export type { ChatMessage, ChatRequest, ChatToolCall, ChatUserPart } from './render/chat.js'
+export { chatMessage, chatRenderer, renderChat, renderChatMessages } from './render/chat.js'
+export type {
+  AttachmentBytes,
+  AttachmentResolver,
+  IncrementalRenderer,
+  Rendered,
+  RenderOptions,
+  RenderStats,
+  RenderWarning,
+  RenderWarnings,
+  WarningCounts,
+} from './render/common.js'
+export { RENDER_WARNINGS } from './render/common.js'
+export type {
+  PreviousResponse,
+  ResponsesContent,
+  ResponsesItem,
+  ResponsesRenderOptions,
+  ResponsesRequest,
+} from './render/responses.js'
+export { firstUnsent, renderResponses, responsesItems, responsesRenderer } from './render/responses.js'
 export { sessionContextStateSchema } from './schema.js'
 export type {
   ContextTarget,
