@@ -13,6 +13,24 @@ function residual(data: Json): Json | undefined {
   return isObject(data.v0) ? data.v0 : undefined
 }
 
+/**
+ * An imported harness message that replaced surface nodes (`surfaceOp
+ * {op: 'replace'}`): the node a harness compaction or prune writes right
+ * after its `compaction/summary` or `compaction/prune`. The fold applies
+ * those events themselves, so the replacing node is not a message of its own.
+ */
+function isReplacement(data: Json): boolean {
+  const op = residual(data)?.surfaceOp
+  return isObject(op) && op.op === 'replace'
+}
+
+/** Skips harness replacement nodes (see {@link isReplacement}). */
+function surface(fold: (next: Draft, event: StoredSessionEvent, data: Json) => void) {
+  return (next: Draft, event: StoredSessionEvent, data: Json): void => {
+    if (!isReplacement(data)) fold(next, event, data)
+  }
+}
+
 function userMessage(next: Draft, event: StoredSessionEvent, data: Json): void {
   const counts = newCounts()
   const v0 = residual(data)
@@ -54,12 +72,11 @@ function assistantMessage(next: Draft, event: StoredSessionEvent, data: Json): v
   if (typeof who.provider === 'string') next.provider = who.provider
   if (typeof who.model === 'string') next.model = who.model
   // Calls streamed before the message close their own step; the message supersedes the streamed text.
+  // The message is the event's (a harness compaction names message events by their own seq).
   let reasoning = ''
-  let seq: number = event.seq
   if (next.open !== null && next.open.calls.length > 0) commitOpen(next)
   else if (next.open !== null) {
     reasoning = next.open.reasoning
-    seq = next.open.seq
     next.open = null
   }
   counted(next, counts)
@@ -70,7 +87,7 @@ function assistantMessage(next: Draft, event: StoredSessionEvent, data: Json): v
     if ((data.text as string).length > 0) blocks.push({ type: 'text', text: data.text as string })
   }
   next.mirrors = own === undefined ? [] : own.flatMap((block) => (block.type === 'tool-call' ? [(block as ToolCallBlock).id] : []))
-  if (blocks.length > 0) push(next, { role: 'assistant', blocks, seq, ...attribution(next) })
+  if (blocks.length > 0) push(next, { role: 'assistant', blocks, seq: event.seq, ...attribution(next) })
 }
 
 function streamed(next: Draft, event: StoredSessionEvent, data: Json, field: 'text' | 'reasoning'): void {
@@ -181,12 +198,12 @@ function stepEnd(next: Draft, event: StoredSessionEvent, data: Json): void {
 
 /** The fold of each message and step event type: each changes the draft, or counts why it could not. */
 export const HANDLERS: Readonly<Record<string, (next: Draft, event: StoredSessionEvent, data: Json) => void>> = {
-  'user/message': userMessage,
-  'assistant/message': assistantMessage,
+  'user/message': surface(userMessage),
+  'assistant/message': surface(assistantMessage),
   'assistant/chunk': (next, event, data) => streamed(next, event, data, 'text'),
   'assistant/reasoning': (next, event, data) => streamed(next, event, data, 'reasoning'),
   'tool/call': toolCall,
-  'tool/result': toolResult,
+  'tool/result': surface(toolResult),
   'turn/start': () => {},
   'turn/end': (next) => commitOpen(next),
   'step/start': stepStart,

@@ -32,7 +32,12 @@ export type ContextSummaryMark = {
 export type ContextMessage = {
   readonly role: ContextRole
   readonly blocks: readonly ContextBlock[]
-  /** The first event the message came from (a summary: the first event it shadows). */
+  /**
+   * The event that made the message: a message event's own seq; for a step
+   * assembled from streamed events and calls, its first event; for a
+   * summary, the first event it shadows. Compaction ranges select messages
+   * by it.
+   */
   readonly seq: number
   /** Who wrote an assistant message, when the log says. */
   readonly provider?: string

@@ -12,7 +12,7 @@ describe('sessionContext: messages of blocks from both vocabularies', () => {
     expect(transcript(context)).toEqual(OLD_TURN_TRANSCRIPT)
     // Raw arguments that are not JSON are kept as the model wrote them.
     expect(context.messages[1]?.blocks[3]).toEqual({ type: 'tool-call', id: 'c2', name: 'grep', input: 'not json', arguments: 'not json' })
-    expect(context.messages.at(-1)).toMatchObject({ role: 'assistant', provider: 'p', model: 'm', seq: 9 })
+    expect(context.messages.at(-1)).toMatchObject({ role: 'assistant', provider: 'p', model: 'm', seq: 10 })
     expect(context).toMatchObject({ provider: 'p', model: 'm', seq: 11, compaction: null, compacting: false })
     expect(Object.values(context.warnings).every((n) => n === 0)).toBe(true)
   })
