@@ -1,8 +1,9 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Logger } from '@dsh/context'
-import Database from 'better-sqlite3'
+import type Database from 'better-sqlite3'
 import { SessionProjectionCacheError } from './errors.js'
+import { openSqlite } from './sqlite.js'
 
 /** Bumped whenever the table layout changes: a file of another version is rebuilt. */
 export const CACHE_SCHEMA_VERSION = 2
@@ -333,7 +334,7 @@ export class CheckpointDatabase {
       // Private like the logs it summarises: a directory created here is 0700, the file and its WAL companions 0600.
       mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 })
       makePrivate(this.path)
-      db = new Database(this.path, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
+      db = openSqlite(this.path, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
       // SQLite opens a file it cannot write read-only instead of failing.
       if (db.readonly) throw this.#failure('read-only', 'Opening', new Error('the file cannot be written'))
       // WAL: readers never wait for the background writer. NORMAL sync: a
@@ -365,7 +366,7 @@ export class CheckpointDatabase {
     let db: Database.Database | undefined
     try {
       if (!existsSync(this.path)) throw this.#failure('missing', 'Opening', new Error('there is no cache file'))
-      db = new Database(this.path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
+      db = openSqlite(this.path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
       const problem = identityProblem(db, false)
       if (problem !== undefined) throw this.#failure(problem.state, 'Opening', new Error(problem.reason))
       this.#select = selectStatement(db)
