@@ -113,3 +113,39 @@ describe('sessionContext: tool calls are paired at view time', () => {
     expect(context.warnings['orphan-result']).toBe(1)
   })
 })
+
+describe('sessionContext: cost', () => {
+  it('a live context folds each event once: contextOf adds no apply and reads no log, however long the session', () => {
+    const { sessions, projections, contextOf } = liveHost()
+    const session = sessions.create()
+    for (let turn = 1; turn <= 200; turn++)
+      play(
+        session,
+        OLD_TURN.map((e) => ({ ...e, data: { ...(e.data as object), turn } })),
+      )
+    const events = session.seq
+    contextOf(session)
+    const { applies, logReads } = projections.metrics
+    // The cell was built as the events arrived: one apply per event, none from the log.
+    expect(applies).toBe(events)
+    expect(logReads).toBe(0)
+    const context = contextOf(session)
+    expect(projections.metrics.applies).toBe(events)
+    expect(context.messages.length).toBe(200 * OLD_TURN_TRANSCRIPT.length)
+    // A new event costs one apply.
+    session.append('user/message', { text: 'more' })
+    contextOf(session)
+    expect(projections.metrics.applies).toBe(events + 1)
+  })
+
+  it('an append copies at most one chunk of messages: earlier chunks keep their reference', () => {
+    const { sessions, projections } = liveHost()
+    const session = sessions.create()
+    for (let i = 0; i < 200; i++) session.append('user/message', { text: `m${i}` })
+    const before = projections.snapshot(session, ['sessionContext']).sessionContext
+    session.append('user/message', { text: 'last' })
+    const after = projections.snapshot(session, ['sessionContext']).sessionContext
+    expect(before?.chunks.length).toBe(4)
+    expect(after?.chunks.slice(0, 3).every((chunk, i) => chunk === before?.chunks[i])).toBe(true)
+  })
+})
