@@ -158,7 +158,9 @@ describe('incremental renderers', () => {
       const anthropic = anthropicRenderer({ attachments })
       const responses = responsesRenderer({ attachments })
       const chained = responsesRenderer({ attachments })
+      for (const renderer of [chat, anthropic, responses]) renderer.render(t.view())
       let kinds = { compactions: 0, prunes: 0, rebuilds: 0 }
+      const chain = { continued: 0, unusable: 0 }
       for (let op = 0; op < 300; op++) {
         const r = random()
         const before = t.messages.length
@@ -192,13 +194,19 @@ describe('incremental renderers', () => {
 
         if (t.lastStep !== null) {
           const previous: PreviousResponse = { id: `resp_${t.lastStep.assistant}`, throughSeq: t.lastStep.end }
-          expect(chained.render(context, previous)).toEqual(renderResponses(context, { attachments, previousResponse: previous }))
+          const rendered = chained.render(context, previous)
+          expect(rendered).toEqual(renderResponses(context, { attachments, previousResponse: previous }))
+          if (rendered.body.previous_response_id === undefined) chain.unusable++
+          else chain.continued++
         }
       }
       // the sequence exercised what it claims to
       expect(kinds.compactions).toBeGreaterThan(3)
       expect(kinds.prunes).toBeGreaterThan(3)
       expect(chat.stats.rebuilds).toBe(kinds.rebuilds)
+      expect(chain.continued).toBeGreaterThan(100)
+      expect(chain.unusable).toBeGreaterThan(0)
+      expect(anthropic.render(t.view()).warnings['system-as-user']).toBeGreaterThan(0)
     })
   }
 
