@@ -4,7 +4,7 @@ import {
   type AttachmentResolver,
   bytesOf,
   type IncrementalRenderer,
-  known,
+  knownBlocks,
   MessageParts,
   missingAttachmentText,
   modelOf,
@@ -145,13 +145,7 @@ function blocksOf(
 
 /** One context message as Anthropic blocks under its API role (a tool result is a user message). Pure. */
 export function anthropicPart(message: ContextMessage, resolver: AttachmentResolver | undefined, counts: WarningCounts): AnthropicPart {
-  const blocks: ContentBlock[] = []
-  for (const block of message.blocks) {
-    const k = known(block)
-    if (k === undefined) warn(counts, 'unknown-block')
-    else blocks.push(k)
-  }
-  const content = blocksOf(message, blocks, resolver, counts)
+  const content = blocksOf(message, knownBlocks(message, counts), resolver, counts)
   return { role: message.role === 'tool' ? 'user' : message.role, content }
 }
 

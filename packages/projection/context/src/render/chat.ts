@@ -6,9 +6,9 @@ import {
   bytesOf,
   dataUrl,
   errorText,
+  FlatParts,
   type IncrementalRenderer,
-  known,
-  MessageParts,
+  knownBlocks,
   missingAttachmentText,
   modelOf,
   type Rendered,
@@ -90,16 +90,6 @@ function contentParts(
   return parts
 }
 
-function knownBlocks(message: ContextMessage, counts: WarningCounts): ContentBlock[] {
-  const out: ContentBlock[] = []
-  for (const block of message.blocks) {
-    const k = known(block)
-    if (k === undefined) warn(counts, 'unknown-block')
-    else out.push(k)
-  }
-  return out
-}
-
 function textOnly(parts: readonly ChatUserPart[]): string {
   return parts.map((part) => (part.type === 'text' ? part.text : '')).join('\n')
 }
@@ -178,25 +168,16 @@ export function renderChatMessages(
  * context.
  */
 export function chatRenderer(options: RenderOptions = {}): IncrementalRenderer<ChatRequest> {
-  const parts = new MessageParts<ChatMessage[]>((message, counts) => chatMessage(message, options.attachments, counts))
-  const flat: ChatMessage[] = []
-  /** Start of each message's parts in `flat`. */
-  const offsets: number[] = []
+  const parts = new FlatParts<ChatMessage>((message, counts) => chatMessage(message, options.attachments, counts))
   return {
     render(context: SessionContext): Rendered<ChatRequest> {
-      const from = parts.sync(context.messages)
-      flat.length = offsets[from] ?? flat.length
-      offsets.length = from
-      for (let i = from; i < parts.length; i++) {
-        offsets.push(flat.length)
-        flat.push(...(parts.parts[i] as ChatMessage[]))
-      }
+      parts.sync(context.messages)
       const counts: WarningCounts = {}
       const model = modelOf(options, context, counts)
-      return { body: { model, messages: flat.slice() }, warnings: parts.warnings(counts) }
+      return { body: { model, messages: parts.itemsFrom(0) }, warnings: parts.parts.warnings(counts) }
     },
     get stats(): RenderStats {
-      return parts.counters
+      return parts.parts.counters
     },
   }
 }

@@ -79,6 +79,17 @@ export function known(block: ContextBlock): ContentBlock | undefined {
   return KNOWN.has(block.type) ? (block as ContentBlock) : undefined
 }
 
+/** A message's blocks of known types; each unknown one is counted and left out. */
+export function knownBlocks(message: ContextMessage, counts: WarningCounts): ContentBlock[] {
+  const out: ContentBlock[] = []
+  for (const block of message.blocks) {
+    const k = known(block)
+    if (k === undefined) warn(counts, 'unknown-block')
+    else out.push(k)
+  }
+  return out
+}
+
 /** The bytes of an attachment: inline in the reference, else from the resolver. */
 export function bytesOf(ref: AttachmentRef, resolver: AttachmentResolver | undefined): string | undefined {
   if (typeof ref.data === 'string') return ref.data
@@ -216,6 +227,37 @@ export class MessageParts<P> {
 
   get counters(): RenderStats {
     return this.stats
+  }
+}
+
+/**
+ * Parts that are lists (each message renders to zero or more items), kept
+ * flat: `sync` re-renders from the first changed message and rebuilds the
+ * flat list only from there.
+ */
+export class FlatParts<T> {
+  readonly parts: MessageParts<T[]>
+  private readonly flat: T[] = []
+  /** Where each message's items begin in `flat`. */
+  private readonly offsets: number[] = []
+
+  constructor(render: (message: ContextMessage, counts: WarningCounts) => T[]) {
+    this.parts = new MessageParts(render)
+  }
+
+  sync(messages: readonly ContextMessage[]): void {
+    const from = this.parts.sync(messages)
+    this.flat.length = this.offsets[from] ?? this.flat.length
+    this.offsets.length = from
+    for (let i = from; i < this.parts.length; i++) {
+      this.offsets.push(this.flat.length)
+      this.flat.push(...(this.parts.parts[i] as T[]))
+    }
+  }
+
+  /** The items of the messages from `index` on (a copy). */
+  itemsFrom(index: number): T[] {
+    return this.flat.slice(this.offsets[index] ?? this.flat.length)
   }
 }
 

@@ -6,9 +6,9 @@ import {
   bytesOf,
   dataUrl,
   errorText,
+  FlatParts,
   type IncrementalRenderer,
-  known,
-  MessageParts,
+  knownBlocks,
   missingAttachmentText,
   modelOf,
   type Rendered,
@@ -154,16 +154,6 @@ function assistantItems(
   return items
 }
 
-function knownBlocks(message: ContextMessage, counts: WarningCounts): ContentBlock[] {
-  const out: ContentBlock[] = []
-  for (const block of message.blocks) {
-    const k = known(block)
-    if (k === undefined) warn(counts, 'unknown-block')
-    else out.push(k)
-  }
-  return out
-}
-
 /** One context message as Responses input items (none when nothing in it can be sent). Pure. */
 export function responsesItems(message: ContextMessage, options: ResponsesRenderOptions, counts: WarningCounts): ResponsesItem[] {
   const blocks = knownBlocks(message, counts)
@@ -266,26 +256,18 @@ export function responsesRenderer(options: ResponsesRenderOptions = {}): Increme
   /** Renders with a different previous response (the one the driver got back last). */
   render(context: SessionContext, previousResponse?: PreviousResponse): Rendered<ResponsesRequest>
 } {
-  const parts = new MessageParts<ResponsesItem[]>((message, counts) => responsesItems(message, options, counts))
-  const flat: ResponsesItem[] = []
-  const offsets: number[] = []
+  const parts = new FlatParts<ResponsesItem>((message, counts) => responsesItems(message, options, counts))
   return {
     render(context: SessionContext, previousResponse?: PreviousResponse): Rendered<ResponsesRequest> {
-      const from = parts.sync(context.messages)
-      flat.length = offsets[from] ?? flat.length
-      offsets.length = from
-      for (let i = from; i < parts.length; i++) {
-        offsets.push(flat.length)
-        flat.push(...(parts.parts[i] as ResponsesItem[]))
-      }
+      parts.sync(context.messages)
       const counts: WarningCounts = {}
       const effective: ResponsesRenderOptions = previousResponse === undefined ? options : { ...options, previousResponse }
       const start = startOf(context, effective, counts)
-      const body = request(context, effective, counts, flat.slice(offsets[start] ?? flat.length))
-      return { body, warnings: parts.warningsFrom(start, counts) }
+      const body = request(context, effective, counts, parts.itemsFrom(start))
+      return { body, warnings: parts.parts.warningsFrom(start, counts) }
     },
     get stats(): RenderStats {
-      return parts.counters
+      return parts.parts.counters
     },
   }
 }
