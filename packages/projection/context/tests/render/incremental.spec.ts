@@ -139,6 +139,12 @@ class Transcript {
     return 1
   }
 
+  /** The system prompt changes: everything renders again. */
+  editSystem(): number {
+    this.messages[0] = { role: 'system', seq: 0, blocks: [{ type: 'text', text: `system prompt ${++this.edits}` }] }
+    return 0
+  }
+
   reload(): number {
     this.messages = structuredClone(this.messages)
     return this.messages.length
@@ -151,7 +157,7 @@ function renderedSince(before: RenderStats, after: RenderStats): number {
 
 describe('incremental renderers', () => {
   for (const seed of [1, 2, 3]) {
-    it(`equal a fresh full render after every one of 300 random appends, prunes, compactions and reloads, rendering only from the first changed message (seed ${seed})`, () => {
+    it(`equal a fresh full render after every one of 300 random appends, prunes, compactions, system edits and reloads, rendering only from the first changed message (seed ${seed})`, () => {
       const random = prng(seed)
       const t = new Transcript(random)
       const chat = chatRenderer({ attachments })
@@ -159,7 +165,7 @@ describe('incremental renderers', () => {
       const responses = responsesRenderer({ attachments })
       const chained = responsesRenderer({ attachments })
       for (const renderer of [chat, anthropic, responses]) renderer.render(t.view())
-      let kinds = { compactions: 0, prunes: 0, rebuilds: 0 }
+      let kinds = { compactions: 0, prunes: 0, systemEdits: 0, rebuilds: 0 }
       const chain = { continued: 0, unusable: 0 }
       for (let op = 0; op < 300; op++) {
         const r = random()
@@ -175,6 +181,9 @@ describe('incremental renderers', () => {
         } else if (r < 0.91) {
           first = t.compact()
           kinds = { ...kinds, compactions: kinds.compactions + (first < before ? 1 : 0) }
+        } else if (r < 0.93) {
+          first = t.editSystem()
+          kinds = { ...kinds, systemEdits: kinds.systemEdits + 1 }
         } else first = t.reload()
         if (first < before) kinds = { ...kinds, rebuilds: kinds.rebuilds + 1 }
         const context = t.view()
@@ -203,6 +212,7 @@ describe('incremental renderers', () => {
       // the sequence exercised what it claims to
       expect(kinds.compactions).toBeGreaterThan(3)
       expect(kinds.prunes).toBeGreaterThan(3)
+      expect(kinds.systemEdits).toBeGreaterThan(0)
       expect(chat.stats.rebuilds).toBe(kinds.rebuilds)
       expect(chain.continued).toBeGreaterThan(100)
       expect(chain.unusable).toBeGreaterThan(0)
