@@ -4,10 +4,13 @@ import { type Session, SessionStore, sessionStorePlugin } from '@dsh/session'
 import { createMemoryPersistence, MemoryPersistenceStorage, type SessionPersistence, type SessionRange } from '@dsh/session-persistence'
 import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { createProjectionRegistry, sessionProjectionsPlugin } from '@dsh/session-projection'
 import type { ScriptedEvent } from '@dsh/session-projection/testing'
 import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
+import { postgresProjectionCachePlugin } from '@dsh/session-projection-cache-postgres'
 import { tempDir } from '@dsh/test-kit'
+import type pg from 'pg'
 import { onTestFinished } from 'vitest'
 import { contextView, registerSessionContextUnit, type SessionContext, sessionContextPlugin } from '../src/index.js'
 
@@ -84,8 +87,13 @@ function recording(backend: SessionPersistence, log: ReadLog): SessionPersistenc
   })
 }
 
-export const PLACES = ['memory', 'jsonl'] as const
-export type PlaceName = (typeof PLACES)[number]
+export type PlaceName = 'memory' | 'jsonl' | 'postgres'
+
+/** What a PostgreSQL place needs: a fresh database's pool (the file owns its cluster). */
+export interface PostgresPlace {
+  readonly pool: pg.Pool
+  end(): Promise<void>
+}
 
 /** A process over a storage place: persistence, the SQLite checkpoint cache, projections and `sessionContext`. */
 export interface Process {
@@ -96,12 +104,13 @@ export interface Process {
 }
 
 /** One storage place; processes opened on it see the same sessions and the same checkpoint cache. */
-export function place(name: PlaceName): { open(): Promise<Process> } {
+export function place(name: PlaceName, postgres?: PostgresPlace): { open(): Promise<Process> } {
   const dir = tempDir(`dsh-context-${name}-`)
   const storage = new MemoryPersistenceStorage()
   const processes: Process[] = []
   onTestFinished(async () => {
     for (const p of processes.splice(0)) await p.dispose()
+    await postgres?.end()
     dir.cleanup()
   })
   return {
@@ -115,11 +124,19 @@ export function place(name: PlaceName): { open(): Promise<Process> } {
       await ctx.activate(sessionStorePlugin({ clock: () => now++, newId: () => `${name}-${processes.length}-${++n}` }))
       await ctx.activate(sessionProjectionsPlugin())
       const reads: ReadLog = { ranges: [], whole: 0 }
-      const backend = name === 'memory' ? createMemoryPersistence({ storage }) : createJsonlPersistence({ root: join(dir.dir, 'root') })
+      const backend =
+        name === 'memory'
+          ? createMemoryPersistence({ storage })
+          : name === 'jsonl'
+            ? createJsonlPersistence({ root: join(dir.dir, 'root') })
+            : await createPostgresPersistence({ pool: (postgres as PostgresPlace).pool })
       await ctx.activate(sessionPersistencePlugin(recording(backend, reads), { writeBehindMs: 0, sharedReads: false }))
       // Checkpoints only at the mandatory points (turn end, going cold), so what a test sees does not depend on timing.
+      const throttle = { events: 1_000_000, ms: 3_600_000 }
       await ctx.activate(
-        sessionProjectionCachePlugin({ path: join(dir.dir, 'projections.sqlite'), throttle: { events: 1_000_000, ms: 3_600_000 } }),
+        name === 'postgres'
+          ? postgresProjectionCachePlugin({ pool: (postgres as PostgresPlace).pool, throttle })
+          : sessionProjectionCachePlugin({ path: join(dir.dir, 'projections.sqlite'), throttle }),
       )
       await ctx.activate(sessionContextPlugin())
       let disposed = false
