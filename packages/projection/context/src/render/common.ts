@@ -164,7 +164,7 @@ export class MessageParts<P> {
   readonly parts: P[] = []
   private readonly counts: WarningCounts[] = []
   private readonly totals = noWarnings()
-  private stats = { rendered: 0, reused: 0, rebuilds: 0 }
+  private stats: RenderStats = { rendered: 0, reused: 0, rebuilds: 0 }
 
   constructor(private readonly render: (message: ContextMessage, counts: WarningCounts) => P) {}
 
@@ -180,7 +180,6 @@ export class MessageParts<P> {
       if (next !== prev) this.messages[from] = next
       from++
     }
-    if (from < kept) this.stats.rebuilds++
     for (let i = from; i < kept; i++) addCounts(this.totals, this.counts[i] as WarningCounts, -1)
     this.messages.length = from
     this.parts.length = from
@@ -196,7 +195,7 @@ export class MessageParts<P> {
     this.stats = {
       rendered: this.stats.rendered + messages.length - from,
       reused: this.stats.reused + from,
-      rebuilds: this.stats.rebuilds,
+      rebuilds: this.stats.rebuilds + (from < kept ? 1 : 0),
     }
     return from
   }
