@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { coldReadCases } from './cold-cases.js'
-import { play, transcript } from './helpers.js'
-import { OLD_TURN, OLD_TURN_TRANSCRIPT } from './scripts.js'
+import { place, play, transcript } from './helpers.js'
+import { BLOCK_TURN, OLD_TURN, OLD_TURN_TRANSCRIPT } from './scripts.js'
 
 coldReadCases('memory')
 coldReadCases('jsonl')
@@ -22,5 +22,33 @@ describe('contextOf without persistence', () => {
     expect(transcript(await service.contextOf(session.id))).toEqual(OLD_TURN_TRANSCRIPT)
     await expect(service.contextOf('elsewhere')).rejects.toMatchObject({ code: 'SESSION_CONTEXT_NO_PERSISTENCE' })
     await ctx.dispose()
+  })
+})
+
+describe('contextOf when the checkpoint no longer matches the log', () => {
+  it('a checkpoint that claims more events than the log holds (a log older than its cache) is dropped and the log folded from its start', async () => {
+    // Two places whose first sessions have the same header; the second reads the first's cache.
+    const ahead = place('memory')
+    const writer = await ahead.open()
+    const long = writer.ctx.require('sessions').create()
+    play(long, [...OLD_TURN, ...BLOCK_TURN])
+    await writer.ctx.require('sessions').dispose(long.id)
+
+    const behind = place('memory')
+    const shortWriter = await behind.open({ cachePath: `${behind.cachePath}.unused` })
+    const short = shortWriter.ctx.require('sessions').create()
+    expect(short.header).toEqual(long.header)
+    play(short, OLD_TURN)
+    await shortWriter.ctx.require('sessions').flush(short)
+
+    const reader = await behind.open({ cachePath: ahead.cachePath })
+    const service = reader.ctx.require('sessionContext')
+    const context = await service.contextOf(short.id)
+    expect(transcript(context)).toEqual(OLD_TURN_TRANSCRIPT)
+    expect(service.metrics).toMatchObject({ checkpointHits: 1, refolds: 1, rangeReads: 2, eventsRead: OLD_TURN.length })
+    expect(reader.reads.ranges.slice(1)).toEqual([
+      { range: { from: OLD_TURN.length + BLOCK_TURN.length }, events: 0 },
+      { range: { from: 0 }, events: OLD_TURN.length },
+    ])
   })
 })

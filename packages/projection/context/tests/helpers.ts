@@ -104,7 +104,10 @@ export interface Process {
 }
 
 /** One storage place; processes opened on it see the same sessions and the same checkpoint cache. */
-export function place(name: PlaceName, postgres?: PostgresPlace): { open(): Promise<Process> } {
+export function place(
+  name: PlaceName,
+  postgres?: PostgresPlace,
+): { readonly cachePath: string; open(options?: { cachePath?: string }): Promise<Process> } {
   const dir = tempDir(`dsh-context-${name}-`)
   const storage = new MemoryPersistenceStorage()
   const processes: Process[] = []
@@ -113,8 +116,10 @@ export function place(name: PlaceName, postgres?: PostgresPlace): { open(): Prom
     await postgres?.end()
     dir.cleanup()
   })
+  const cachePath = join(dir.dir, 'projections.sqlite')
   return {
-    async open() {
+    cachePath,
+    async open(options = {}) {
       const warnings: string[] = []
       const logger: Logger = { warn: (message) => void warnings.push(message), error: (message) => void warnings.push(message) }
       const ctx = new Context({ logger })
@@ -136,7 +141,7 @@ export function place(name: PlaceName, postgres?: PostgresPlace): { open(): Prom
       await ctx.activate(
         name === 'postgres'
           ? postgresProjectionCachePlugin({ pool: (postgres as PostgresPlace).pool, throttle })
-          : sessionProjectionCachePlugin({ path: join(dir.dir, 'projections.sqlite'), throttle }),
+          : sessionProjectionCachePlugin({ path: options.cachePath ?? cachePath, throttle }),
       )
       await ctx.activate(sessionContextPlugin())
       let disposed = false
