@@ -84,22 +84,34 @@ it('a read command loads its own module and the host, but not the HTTP API', asy
   expect([...loaded, ...modules].filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
 }, 60_000)
 
-it('dsh sessions, show and search on an existing root load the query host only (no projections, cache, subagents, zod or verify)', async () => {
+it('dsh sessions, show and search on an existing root load the query host only (no projection registry, subagents, classic zod or verify)', async () => {
   const root = join(dir, 'root')
   await rootWithOneSession(root, 'listed without the catalog')
   const lighter = [
-    /\/projection\//,
-    /session-projection/,
     /\/subagent\//,
     /@dsh\/subagent/,
-    /\/zod\//,
     /\/wire\/protocol\/src\/index\.ts$/,
     /\/host\/host\/src\/(index|host|verify|reindex|derived-check)\.ts$/,
   ]
+  // show and search load no projection module and no zod at all. The listing shows each session's
+  // cached title, tokens and cost: it reads the checkpoint rows through the cache's read-only reader
+  // and checks them against the stats units' zod/mini schemas (what is validated stays validated),
+  // so it loads those two packages and zod's mini core, but never the projection registry, the
+  // PostgreSQL cache or classic zod.
+  const noProjections = [/\/projection\//, /session-projection/, /\/zod\//]
+  const listingOnly = [
+    /\/projection\/(registry|cache-postgres)\//,
+    /@dsh\/session-projection\/dist\//,
+    /session-projection-cache-postgres/,
+    /\/zod\/v4\/classic\//,
+    /\/vendor\/zod\/index-shared\.js$/,
+    /\/zod\/v4\/locales\/(?!en\.js$)/,
+  ]
   const loadedBy = new Map<string, string[]>()
   // At most: the CLI's and the query host's chunks (the protocol's size caps among them, which the
-  // persistence backends apply to every read), better-sqlite3's 13 CommonJS files and its addon.
-  const bound: Record<string, number> = { sessions: 26, show: 30, search: 30 }
+  // persistence backends apply to every read), better-sqlite3's 13 CommonJS files and its addon;
+  // the listing also the price table's chunk, the stats chunk, the cache's two and zod/mini's two (its core and mini).
+  const bound: Record<string, number> = { sessions: 33, show: 30, search: 30 }
   for (const args of [['sessions'], ['show', 'one'], ['search', 'catalog']]) {
     const urls = await imports(...args, '--root', root, '--json')
     const loaded = [...urls, ...modulesOf(urls)]
@@ -112,7 +124,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
       loaded.some((path) => /\/query\/sqlite\/src\//.test(path)),
       args.join(' '),
     ).toBe(true)
-    for (const pattern of lighter)
+    for (const pattern of [...lighter, ...(args[0] === 'sessions' ? listingOnly : noProjections)])
       expect(
         loaded.filter((url) => pattern.test(url)),
         `${args.join(' ')}: ${pattern}`,
@@ -123,6 +135,12 @@ it('dsh sessions, show and search on an existing root load the query host only (
   // reader worker or PostgreSQL composition (each loaded at first use), and SQLite through require,
   // its addon by path (not through the `bindings` package's lookup).
   const listing = loadedBy.get('sessions')!
+  // The cached values: the read-only reader, the listing's schema check, zod/mini.
+  for (const module of [/\/projection\/cache\/src\/reader\.ts$/, /\/projection\/stats\/src\/listing\.ts$/, /\/zod\/v4\/mini\//])
+    expect(
+      listing.some((path) => module.test(path)),
+      `sessions: ${module}`,
+    ).toBe(true)
   const notForListing = [
     /session-query-sqlite\/dist\/(search|reader-worker)\.js$/,
     /\/query\/sqlite\/src\/(search|reader-worker)\.ts$/,
@@ -147,7 +165,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
   expect(search.some((path) => path.endsWith('/query/contract/src/search-request.ts'))).toBe(true)
 }, 120_000)
 
-it('dsh agents on a warm root loads the catalog with zod as one chunk, and no tool schemas, HTTP, search or PostgreSQL backend', async () => {
+it('dsh agents on a warm root loads the catalog with zod as two chunks, and no tool schemas, HTTP, search or PostgreSQL backend', async () => {
   const root = join(dir, 'family')
   const host = await createHost({ root })
   try {
@@ -164,10 +182,11 @@ it('dsh agents on a warm root loads the catalog with zod as one chunk, and no to
   const loaded = await imports('agents', 'parent', '--root', root)
   const modules = modulesOf(loaded)
   expect(modules.some((path) => path.endsWith('/apps/dsh/src/commands/agents.ts'))).toBe(true)
-  // The cached rows are checked against the subagent unit's zod schema: zod is loaded, as one file.
+  // The cached rows are checked against the subagent unit's zod schema: zod is loaded, as two files, its
+  // core (a chunk of its own, shared with the zod/mini schemas of the stats units) and classic zod.
   expect(modules.some((path) => /\/subagent\/runtime\/src\/projection\.ts$/.test(path))).toBe(true)
   expect(modules.some((path) => /\/zod\/v4\/core\/schemas\.js$/.test(path))).toBe(true)
-  expect(files(loaded).filter((url) => /\/zod\//.test(url))).toHaveLength(1)
+  expect(files(loaded).filter((url) => /\/zod\//.test(url))).toHaveLength(2)
   const notForAgents = [
     /\/subagent\/tools\/src\/(?!list-agents-table\.ts$)/,
     /apiproxy|^node:http$/,
@@ -180,8 +199,7 @@ it('dsh agents on a warm root loads the catalog with zod as one chunk, and no to
       [...loaded, ...modules].filter((url) => pattern.test(url)),
       `agents: ${pattern}`,
     ).toEqual([])
-  // The CLI's chunks and the inlined packages' (zod's one among them, the protocol's size caps, and
-  // the projection registry's errors as a chunk the cache shares), better-sqlite3's 13 files and
-  // addon, and the two files of the `bindings` lookup the projection cache's better-sqlite3 still makes.
+  // The CLI's chunks and the inlined packages' (zod's two among them, the protocol's size caps, and
+  // the projection registry's errors as a chunk the cache shares), better-sqlite3's 13 files and addon.
   expect(files(loaded).length).toBeLessThanOrEqual(39)
 }, 120_000)
