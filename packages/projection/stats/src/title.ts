@@ -66,7 +66,11 @@ const CONTROLS = /\p{Cc}/gu
 // Bidirectional controls and invisible formatting that could reorder or hide what a listing shows.
 const INVISIBLE = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
-const segmenter = new Intl.Segmenter('und', { granularity: 'grapheme' })
+/**
+ * Made on first use: a grapheme segmenter loads ICU's break data (tens of ms),
+ * which a command that only views cached titles (`dsh sessions`) never needs.
+ */
+let segmenter: Intl.Segmenter | undefined
 
 function clean(text: string): string {
   return text
@@ -95,7 +99,10 @@ export function normalizeTitle(text: string, maxLength = TITLE_MAX_LENGTH): stri
     const whole = end >= text.length
     const cleaned = clean(whole ? text : text.slice(0, end))
     if (whole && cleaned.length <= maxLength) return cleaned
-    const graphemes = Array.from(segmenter.segment(cleaned), (segment) => segment.segment)
+    const graphemes = Array.from(
+      (segmenter ??= new Intl.Segmenter('und', { granularity: 'grapheme' })).segment(cleaned),
+      (segment) => segment.segment,
+    )
     if (whole && graphemes.length <= maxLength) return cleaned
     if (whole || graphemes.length > maxLength + CUT_MARGIN) {
       return `${graphemes
