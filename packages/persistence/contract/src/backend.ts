@@ -24,3 +24,15 @@ export { checkRange, rangeBounds } from './range.js'
 export { interruptedTurnEnds } from './repair.js'
 export type { StoredAppendState } from './validate.js'
 export { checkAppend, checkEventBytes, checkIdLength } from './validate.js'
+// Attachments: the input checks, the cap and the typed errors every backend shares.
+export type { AttachmentPutOptions, CheckedAttachment } from './attachments.js'
+export {
+  ATTACHMENT_MAX_BYTES,
+  attachmentNotFound,
+  checkAttachment,
+  checkAttachmentCap,
+  checkAttachmentSession,
+  checkDigest,
+  digestMatches,
+  sha256Hex,
+} from './attachments.js'

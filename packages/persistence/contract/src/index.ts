@@ -32,3 +32,5 @@ export type {
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
+export type { AttachmentPutOptions } from './attachments.js'
+export { ATTACHMENT_MAX_BYTES } from './attachments.js'

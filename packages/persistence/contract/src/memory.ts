@@ -1,5 +1,13 @@
 import { EVENT_MAX_BYTES } from '@dsh/protocol/limits'
-import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { type AttachmentRef, parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import {
+  type AttachmentPutOptions,
+  attachmentNotFound,
+  checkAttachment,
+  checkAttachmentCap,
+  checkAttachmentSession,
+  checkDigest,
+} from './attachments.js'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, expandEventRuns } from './event-runs.js'
 import { checkRange, rangeBounds } from './range.js'
@@ -58,6 +66,14 @@ export class MemoryPersistenceStorage {
   readonly feedId = process.getBuiltinModule('node:crypto').randomUUID()
   /** The change feed: one entry per durable change (create, batch, repair, delete), in commit order. */
   readonly changed: string[] = []
+  /** Attachment bytes by SHA-256, each stored once however many sessions read it. */
+  readonly blobs = new Map<string, Buffer>()
+  /**
+   * Per session, the digests it may read and the session that holds each:
+   * itself (it stored them) or the source it forks (inherited by reference
+   * on the fork's first append, never copied).
+   */
+  readonly attachments = new Map<string, Map<string, string>>()
 }
 
 const CURSOR_PREFIX = 'mem1:'
@@ -67,6 +83,8 @@ export interface MemoryPersistenceOptions {
   readonly storage?: MemoryPersistenceStorage
   /** Clock for the `time` of crash-repair events. */
   readonly clock?: () => number
+  /** The cap on one attachment's bytes (default `ATTACHMENT_MAX_BYTES`, 20 MiB). */
+  readonly attachmentMaxBytes?: number
 }
 
 /**
@@ -76,18 +94,21 @@ export interface MemoryPersistenceOptions {
  * the metrics count real bytes, like a file backend.
  */
 export function createMemoryPersistence(options: MemoryPersistenceOptions = {}): SessionPersistence {
-  return new MemoryPersistence(options.storage ?? new MemoryPersistenceStorage(), options.clock ?? Date.now)
+  const cap = checkAttachmentCap(options.attachmentMaxBytes)
+  return new MemoryPersistence(options.storage ?? new MemoryPersistenceStorage(), options.clock ?? Date.now, cap)
 }
 
 class MemoryPersistence implements SessionPersistence {
   readonly #storage: MemoryPersistenceStorage
   readonly #clock: () => number
   readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
+  readonly #attachmentMaxBytes: number
   #closed = false
 
-  constructor(storage: MemoryPersistenceStorage, clock: () => number) {
+  constructor(storage: MemoryPersistenceStorage, clock: () => number, attachmentMaxBytes: number) {
     this.#storage = storage
     this.#clock = clock
+    this.#attachmentMaxBytes = attachmentMaxBytes
   }
 
   get metrics(): Readonly<PersistenceMetrics> {
@@ -113,6 +134,7 @@ class MemoryPersistence implements SessionPersistence {
         lifecycle: this.#storage.nextLifecycle++,
       }
       this.#storage.logs.set(id, log)
+      if (target.forkSource !== undefined) this.#inheritAttachments(id, target.forkSource)
       if (events.length === 0) this.#storage.changed.push(id)
     }
     if (events.length > 0) this.#commit(log, events, text)
@@ -196,12 +218,49 @@ class MemoryPersistence implements SessionPersistence {
     return log === undefined ? undefined : revisionOf(log)
   }
 
-  async delete(id: SessionId, _options?: DeleteOptions): Promise<boolean> {
+  async delete(id: SessionId, options?: DeleteOptions): Promise<boolean> {
     await this.#io()
-    // Forks are stored as copies here, so no session is ever referenced.
+    // Forks' logs are copies here; only attachments a fork inherited are read through its source.
+    const borrowers = this.#attachmentBorrowers(id)
+    if (borrowers.length > 0 && options?.materializeDependants !== true) {
+      throw new SessionPersistenceError(
+        'SESSION_PERSISTENCE_REFERENCED',
+        `Session '${id}' holds attachments that ${borrowers.length} fork(s) read by reference (${borrowers.slice(0, 3).join(', ')}${borrowers.length > 3 ? ', …' : ''}); deleting it would break them. Delete them first, or call delete(id, { materializeDependants: true }) to hand the attachments to them first.`,
+        { details: { id, dependants: borrowers.slice(0, 20) } },
+      )
+    }
+    for (const borrower of borrowers) {
+      const held = this.#storage.attachments.get(borrower)!
+      for (const [digest, holder] of held) if (holder === id) held.set(digest, borrower)
+    }
     const existed = this.#storage.logs.delete(id)
     if (existed) this.#storage.changed.push(id)
+    const own = this.#storage.attachments.get(id)
+    this.#storage.attachments.delete(id)
+    if (own !== undefined) for (const digest of own.keys()) this.#collect(digest)
     return existed
+  }
+
+  async putAttachment(sessionId: SessionId, bytes: Uint8Array, options: AttachmentPutOptions): Promise<AttachmentRef> {
+    await this.#io()
+    checkAttachmentSession(sessionId)
+    const { bytes: checked, digest, ref } = checkAttachment(sessionId, bytes, options, this.#attachmentMaxBytes)
+    // A copy: the caller may reuse its buffer.
+    if (!this.#storage.blobs.has(digest)) this.#storage.blobs.set(digest, Buffer.from(checked))
+    let held = this.#storage.attachments.get(sessionId)
+    if (held === undefined) this.#storage.attachments.set(sessionId, (held = new Map()))
+    held.set(digest, sessionId)
+    return Object.freeze(ref)
+  }
+
+  async readAttachment(sessionId: SessionId, digest: string, signal?: AbortSignal): Promise<Uint8Array> {
+    await this.#io(signal)
+    checkAttachmentSession(sessionId)
+    checkDigest(sessionId, digest)
+    const bytes = this.#storage.attachments.get(sessionId)?.has(digest) ? this.#storage.blobs.get(digest) : undefined
+    if (bytes === undefined) throw attachmentNotFound(sessionId, digest)
+    this.#metrics.bytesRead += bytes.length
+    return Buffer.from(bytes)
   }
 
   async close(): Promise<void> {
@@ -230,6 +289,36 @@ class MemoryPersistence implements SessionPersistence {
     if (log === undefined)
       throw new SessionPersistenceError('SESSION_PERSISTENCE_NOT_FOUND', `Session '${id}' is not persisted.`, { details: { id } })
     return log
+  }
+
+  /** A fork reads every attachment its source can, held where the source's are (no bytes copied). */
+  #inheritAttachments(id: string, source: string): void {
+    const inherited = this.#storage.attachments.get(source)
+    if (inherited === undefined || inherited.size === 0) return
+    let held = this.#storage.attachments.get(id)
+    if (held === undefined) this.#storage.attachments.set(id, (held = new Map()))
+    for (const [digest, holder] of inherited) if (!held.has(digest)) held.set(digest, holder)
+  }
+
+  /** The other sessions that read an attachment `id` holds. */
+  #attachmentBorrowers(id: string): string[] {
+    const out: string[] = []
+    for (const [session, held] of this.#storage.attachments) {
+      if (session === id) continue
+      for (const holder of held.values()) {
+        if (holder === id) {
+          out.push(session)
+          break
+        }
+      }
+    }
+    return out
+  }
+
+  /** Drops a blob no session holds any more. */
+  #collect(digest: string): void {
+    for (const held of this.#storage.attachments.values()) if (held.has(digest)) return
+    this.#storage.blobs.delete(digest)
   }
 
   #commit(log: StoredLog, events: readonly StoredSessionEvent[], text: string): void {

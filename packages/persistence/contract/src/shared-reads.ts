@@ -74,10 +74,15 @@ class SharedReads implements SharedReadsPersistence {
   /** Reads that later callers may join; a settled write removes its id. */
   readonly #inflight = new Map<string, Promise<SessionObservation>>()
   readonly #stats: SharedReadsStats = { joined: 0, lruHits: 0, misses: 0 }
+  /** Attachments pass straight through (they change no revision); present only when the backend has them. */
+  readonly putAttachment?: NonNullable<SessionPersistence['putAttachment']>
+  readonly readAttachment?: NonNullable<SessionPersistence['readAttachment']>
 
   constructor(backend: SessionPersistence, lruSize: number) {
     this.backend = backend
     this.#lruSize = lruSize
+    if (backend.putAttachment !== undefined) this.putAttachment = backend.putAttachment.bind(backend)
+    if (backend.readAttachment !== undefined) this.readAttachment = backend.readAttachment.bind(backend)
   }
 
   get metrics(): Readonly<PersistenceMetrics> {

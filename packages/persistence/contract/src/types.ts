@@ -1,4 +1,5 @@
-import type { SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { AttachmentRef, SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
+import type { AttachmentPutOptions } from './attachments.js'
 import type { AppendedEvent } from './event-runs.js'
 
 /**
@@ -191,6 +192,27 @@ export interface SessionPersistence {
    * a bound that is not a non-negative integer.
    */
   inspectRange(id: SessionId, range: SessionRange, signal?: AbortSignal): Promise<SessionRangeObservation>
+  /**
+   * Stores attachment bytes beside session `sessionId` (it need not be
+   * persisted yet) and returns the reference an `image`/`file` block
+   * carries: SHA-256-addressed, so equal bytes give an equal reference and
+   * are stored once per session; at or below `ATTACHMENT_INLINE_MAX_BYTES`
+   * the reference also carries the bytes (`data`). Bytes over the backend's
+   * cap (`ATTACHMENT_MAX_BYTES`, 20 MiB, unless configured) are refused with
+   * `SESSION_PERSISTENCE_ATTACHMENT_TOO_LARGE` and nothing is written.
+   * Optional for a backend outside this repository; every backend here has it.
+   */
+  putAttachment?(sessionId: SessionId, bytes: Uint8Array, options: AttachmentPutOptions): Promise<AttachmentRef>
+  /**
+   * The bytes `digest` names, as the session stored them or as the session it
+   * forks holds them (a fork reads its source's attachments through the
+   * reference, never a copy). `SESSION_PERSISTENCE_ATTACHMENT_NOT_FOUND`
+   * when neither does. A session whose attachment a fork still reads is
+   * deleted only as a referenced source is (`SESSION_PERSISTENCE_REFERENCED`
+   * unless `materializeDependants`, which hands the bytes to the dependants);
+   * deleting a session removes the attachments nothing else reads.
+   */
+  readAttachment?(sessionId: SessionId, digest: string, signal?: AbortSignal): Promise<Uint8Array>
   /**
    * The change feed: the ids whose revision changed since `since` (created,
    * appended, repaired, truncated, deleted), each once, exact across

@@ -1,4 +1,4 @@
-import { pushMessage } from './messages.js'
+import { popMessage, pushMessage } from './messages.js'
 import type { ReadCounts } from './read.js'
 import { type ContextBlock, type ContextMessage, FOLD_WARNINGS, type FoldWarning, type SessionContextState } from './types.js'
 
@@ -50,7 +50,29 @@ export function commitOpen(next: Draft): void {
   if (open.reasoning.length > 0) blocks.push({ type: 'reasoning', text: open.reasoning })
   if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
   blocks.push(...open.calls)
-  if (blocks.length > 0) push(next, { role: 'assistant', blocks, seq: open.seq, ...attribution(next) })
+  if (blocks.length > 0) pushStep(next, { role: 'assistant', blocks, seq: open.seq, ...attribution(next) }, open.seq)
+}
+
+/** The block a `subagent/notice` event becomes: the event's data, phrased by whoever renders it (renderers skip it). */
+export const NOTICE_BLOCK = 'notice'
+
+function isNoticeAfter(message: ContextMessage | undefined, seq: number): message is ContextMessage {
+  return message !== undefined && message.seq > seq && message.role === 'user' && message.blocks[0]?.type === NOTICE_BLOCK
+}
+
+/**
+ * Pushes a streamed step's message before the notices that arrived while it
+ * streamed (`from`: the step's first event): a notice is read at the next
+ * step boundary, so a step's text and its calls stay together.
+ */
+export function pushStep(next: Draft, message: ContextMessage, from: number): void {
+  const held: ContextMessage[] = []
+  for (let last = next.chunks.at(-1)?.at(-1); isNoticeAfter(last, from); last = next.chunks.at(-1)?.at(-1)) {
+    held.unshift(last)
+    next.chunks = popMessage(next.chunks)
+  }
+  push(next, message)
+  for (const notice of held) push(next, notice)
 }
 
 export function attribution(state: SessionContextState): { provider?: string; model?: string } {

@@ -1,5 +1,5 @@
 import { type JsonValue, STEP_FINISHES, type StepFinish, type StoredSessionEvent, type TokenUsage, type ToolCallBlock } from '@dsh/session'
-import { attribution, commitOpen, counted, type Draft, newCounts, push, warn } from './draft.js'
+import { attribution, commitOpen, counted, type Draft, NOTICE_BLOCK, newCounts, push, pushStep, warn } from './draft.js'
 import { isObject, type Json, type ReadCounts, readBlocks, toolCallOf, toolOutcomeText } from './read.js'
 import type { ContextBlock, OpenAssistant } from './types.js'
 
@@ -74,9 +74,11 @@ function assistantMessage(next: Draft, event: StoredSessionEvent, data: Json): v
   // Calls streamed before the message close their own step; the message supersedes the streamed text.
   // The message is the event's (a harness compaction names message events by their own seq).
   let reasoning = ''
+  let from: number = event.seq
   if (next.open !== null && next.open.calls.length > 0) commitOpen(next)
   else if (next.open !== null) {
     reasoning = next.open.reasoning
+    from = next.open.seq
     next.open = null
   }
   counted(next, counts)
@@ -87,7 +89,7 @@ function assistantMessage(next: Draft, event: StoredSessionEvent, data: Json): v
     if ((data.text as string).length > 0) blocks.push({ type: 'text', text: data.text as string })
   }
   next.mirrors = own === undefined ? [] : own.flatMap((block) => (block.type === 'tool-call' ? [(block as ToolCallBlock).id] : []))
-  if (blocks.length > 0) push(next, { role: 'assistant', blocks, seq: event.seq, ...attribution(next) })
+  if (blocks.length > 0) pushStep(next, { role: 'assistant', blocks, seq: event.seq, ...attribution(next) }, from)
 }
 
 function streamed(next: Draft, event: StoredSessionEvent, data: Json, field: 'text' | 'reasoning'): void {
@@ -196,6 +198,18 @@ function stepEnd(next: Draft, event: StoredSessionEvent, data: Json): void {
   }
 }
 
+/**
+ * A child's notice to its parent (`subagent/notice`, written by the subagent
+ * runtime): a `user` message holding one `notice` block with the event's
+ * data, which the driver phrases. One that lands while a step streams is
+ * placed after that step (see `pushStep`); one between a call and its
+ * result is read after the result (the view puts results right after
+ * their calls).
+ */
+function notice(next: Draft, event: StoredSessionEvent, data: Json): void {
+  push(next, { role: 'user', blocks: [{ type: NOTICE_BLOCK, event: event.type, data: data as JsonValue }], seq: event.seq })
+}
+
 /** The fold of each message and step event type: each changes the draft, or counts why it could not. */
 export const HANDLERS: Readonly<Record<string, (next: Draft, event: StoredSessionEvent, data: Json) => void>> = {
   'user/message': surface(userMessage),
@@ -208,4 +222,5 @@ export const HANDLERS: Readonly<Record<string, (next: Draft, event: StoredSessio
   'turn/end': (next) => commitOpen(next),
   'step/start': stepStart,
   'step/end': stepEnd,
+  'subagent/notice': notice,
 }

@@ -10,7 +10,7 @@ export type {
   AnthropicRequest,
 } from './render/anthropic.js'
 export { anthropicPart, anthropicRenderer, renderAnthropic, renderAnthropicParts } from './render/anthropic.js'
-export type { ChatMessage, ChatRequest, ChatToolCall, ChatUserPart } from './render/chat.js'
+export type { ChatMessage, ChatRenderOptions, ChatRequest, ChatToolCall, ChatUserPart } from './render/chat.js'
 export { chatMessage, chatRenderer, renderChat, renderChatMessages } from './render/chat.js'
 export type {
   AttachmentBytes,

@@ -15,6 +15,13 @@ export function pushMessage(chunks: Chunks, message: ContextMessage): Chunks {
   return [...chunks.slice(0, -1), [...last, message]]
 }
 
+/** The chunks without their last message. */
+export function popMessage(chunks: Chunks): Chunks {
+  const last = chunks.at(-1)
+  if (last === undefined) return chunks
+  return last.length <= 1 ? chunks.slice(0, -1) : [...chunks.slice(0, -1), last.slice(0, -1)]
+}
+
 export function flatten(chunks: Chunks): ContextMessage[] {
   const out: ContextMessage[] = []
   for (const chunk of chunks) for (const message of chunk) out.push(message)

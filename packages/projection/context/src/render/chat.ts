@@ -27,12 +27,28 @@ export type ChatUserPart = ChatTextPart | ChatImagePart | ChatFilePart
 export type ChatToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } }
 export type ChatSystemMessage = { role: 'system'; content: string | ChatTextPart[] }
 export type ChatUserMessage = { role: 'user'; content: string | ChatUserPart[] }
-export type ChatAssistantMessage = { role: 'assistant'; content: string | ChatTextPart[] | null; tool_calls?: ChatToolCall[] }
+export type ChatAssistantMessage = {
+  role: 'assistant'
+  content: string | ChatTextPart[] | null
+  tool_calls?: ChatToolCall[]
+  /** DeepSeek's thinking mode: the step's reasoning, on a message that calls tools (see {@link ChatRenderOptions}). */
+  reasoning_content?: string
+}
 export type ChatToolMessage = { role: 'tool'; tool_call_id: string; content: string }
 /** A Chat Completions message (assignable to the SDK's `ChatCompletionMessageParam`). */
 export type ChatMessage = ChatSystemMessage | ChatUserMessage | ChatAssistantMessage | ChatToolMessage
 /** The context's part of a Chat Completions request; add tools, sampling and the rest. */
 export type ChatRequest = { model: string; messages: ChatMessage[] }
+
+/** Chat options. */
+export type ChatRenderOptions = RenderOptions & {
+  /**
+   * Sends an assistant message's reasoning back as `reasoning_content` when
+   * the message calls tools (DeepSeek's thinking mode requires it there and
+   * ignores it elsewhere); otherwise reasoning is left out and counted.
+   */
+  readonly reasoningContent?: boolean
+}
 
 /** The media types the Chat `file` part takes. */
 const CHAT_FILE_TYPES: ReadonlySet<string> = new Set(['application/pdf'])
@@ -104,7 +120,12 @@ function textContent(parts: readonly ChatUserPart[]): string | ChatTextPart[] {
  * One context message as Chat messages (none when nothing in it can be
  * sent). Pure; `counts` receives what was left out.
  */
-export function chatMessage(message: ContextMessage, resolver: AttachmentResolver | undefined, counts: WarningCounts): ChatMessage[] {
+export function chatMessage(
+  message: ContextMessage,
+  resolver: AttachmentResolver | undefined,
+  counts: WarningCounts,
+  reasoningContent = false,
+): ChatMessage[] {
   const blocks = knownBlocks(message, counts)
   switch (message.role) {
     case 'system': {
@@ -124,8 +145,9 @@ export function chatMessage(message: ContextMessage, resolver: AttachmentResolve
           calls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: argumentsOf(block) } })
         }
       }
+      const sendReasoning = reasoningContent && calls.length > 0
       const parts = contentParts(
-        blocks.filter((block) => block.type !== 'tool-call'),
+        blocks.filter((block) => block.type !== 'tool-call' && !(sendReasoning && block.type === 'reasoning')),
         'other',
         resolver,
         counts,
@@ -133,6 +155,8 @@ export function chatMessage(message: ContextMessage, resolver: AttachmentResolve
       if (parts.length === 0 && calls.length === 0) return []
       const out: ChatAssistantMessage = { role: 'assistant', content: parts.length === 0 ? null : textContent(parts) }
       if (calls.length > 0) out.tool_calls = calls
+      const reasoning = sendReasoning ? blocks.flatMap((block) => (block.type === 'reasoning' ? [block.text] : [])).join('') : ''
+      if (reasoning.length > 0) out.reasoning_content = reasoning
       return [out]
     }
     case 'tool': {
@@ -153,11 +177,11 @@ export function chatMessage(message: ContextMessage, resolver: AttachmentResolve
 /** Messages as Chat messages, in order. Pure; renders each message once. */
 export function renderChatMessages(
   messages: readonly ContextMessage[],
-  options: RenderOptions = {},
+  options: ChatRenderOptions = {},
 ): { messages: ChatMessage[]; warnings: WarningCounts } {
   const counts: WarningCounts = {}
   const out: ChatMessage[] = []
-  for (const message of messages) out.push(...chatMessage(message, options.attachments, counts))
+  for (const message of messages) out.push(...chatMessage(message, options.attachments, counts, options.reasoningContent))
   return { messages: out, warnings: counts }
 }
 
@@ -167,8 +191,8 @@ export function renderChatMessages(
  * renders k), and its body equals a fresh {@link renderChat} of the same
  * context.
  */
-export function chatRenderer(options: RenderOptions = {}): IncrementalRenderer<ChatRequest> {
-  const parts = new FlatParts<ChatMessage>((message, counts) => chatMessage(message, options.attachments, counts))
+export function chatRenderer(options: ChatRenderOptions = {}): IncrementalRenderer<ChatRequest> {
+  const parts = new FlatParts<ChatMessage>((message, counts) => chatMessage(message, options.attachments, counts, options.reasoningContent))
   return {
     render(context: SessionContext): Rendered<ChatRequest> {
       parts.sync(context.messages)
@@ -186,10 +210,11 @@ export function chatRenderer(options: RenderOptions = {}): IncrementalRenderer<C
  * The context as the `model` and `messages` of an OpenAI Chat Completions
  * request: images as `image_url` data URLs, PDFs as `file` parts (user
  * messages only; elsewhere a counted text note), reasoning left out and
- * counted, calls as `tool_calls` with JSON-string arguments, each result as a
+ * counted (or, with `reasoningContent`, sent on messages that call tools),
+ * calls as `tool_calls` with JSON-string arguments, each result as a
  * `tool` message (an error result's text begins with `Error`).
  */
-export function renderChat(context: SessionContext, options: RenderOptions = {}): Rendered<ChatRequest> {
+export function renderChat(context: SessionContext, options: ChatRenderOptions = {}): Rendered<ChatRequest> {
   const counts: WarningCounts = {}
   const model = modelOf(options, context, counts)
   const { messages, warnings } = renderChatMessages(context.messages, options)
