@@ -26,6 +26,12 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_INVALID_RANGE'
   /** A coordinator or wrapper option out of range. */
   | 'SESSION_PERSISTENCE_INVALID_OPTION'
+  /** `putAttachment` bytes over the backend's attachment cap (default 20 MiB): nothing is stored. */
+  | 'SESSION_PERSISTENCE_ATTACHMENT_TOO_LARGE'
+  /** `readAttachment` of a digest the session neither stored nor inherits from its fork source. */
+  | 'SESSION_PERSISTENCE_ATTACHMENT_NOT_FOUND'
+  /** Attachment input that cannot be stored or looked up: bytes that are not a Uint8Array, a media type that is not type/subtype, a malformed digest. */
+  | 'SESSION_PERSISTENCE_INVALID_ATTACHMENT'
   | 'CANCELLED'
 
 export class SessionPersistenceError extends DshError<SessionPersistenceErrorCode> {}

@@ -20,6 +20,9 @@ describePersistenceContract('memory', (options): PersistenceContractHarness => {
   const instances: SessionPersistence[] = [createMemoryPersistence({ storage })]
   return {
     ...memoryFaults(storage),
+    async storedAttachments() {
+      return [...storage.blobs].map(([digest, bytes]) => ({ place: digest, bytes: bytes.length }))
+    },
     persistence: instances[0]!,
     root,
     async reopen() {

@@ -42,6 +42,21 @@ export interface PersistenceContractHarness {
    * Omitted by a backend whose feed is never pruned.
    */
   pruneFeed?(): Promise<void>
+  /**
+   * Every stored copy of attachment bytes in the storage (a file, a row,
+   * a blob), so the suite can count what a put, a fork or a delete stored:
+   * its place, its byte length and, where the storage has one, its
+   * permission bits.
+   */
+  storedAttachments?(): Promise<StoredAttachmentCopy[]>
+}
+
+/** One stored copy of attachment bytes (see `PersistenceContractHarness.storedAttachments`). */
+export interface StoredAttachmentCopy {
+  readonly place: string
+  readonly bytes: number
+  /** Permission bits (`mode & 0o777`) of a file. */
+  readonly mode?: number
 }
 
 export interface PersistenceContractFactoryOptions {

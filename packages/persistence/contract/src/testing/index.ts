@@ -2,6 +2,7 @@
 // from a spec file. vitest is an optional peer of this package, needed only
 // by test files that import this entry.
 import { afterEach, describe } from 'vitest'
+import { describeAttachments } from './attachments.js'
 import { describeChangeFeed } from './change-feed.js'
 import type { PersistenceContractFactory, PersistenceContractFactoryOptions, PersistenceContractHarness } from './fixtures.js'
 import { describeForks } from './forks.js'
@@ -11,7 +12,12 @@ import { describeReads } from './reads.js'
 import { describeRoundTrip } from './round-trip.js'
 import { describeWrites } from './writes.js'
 
-export type { PersistenceContractFactory, PersistenceContractFactoryOptions, PersistenceContractHarness } from './fixtures.js'
+export type {
+  PersistenceContractFactory,
+  PersistenceContractFactoryOptions,
+  PersistenceContractHarness,
+  StoredAttachmentCopy,
+} from './fixtures.js'
 
 /**
  * The persistence contract every backend passes. Call it at the top level of
@@ -38,5 +44,6 @@ export function describePersistenceContract(name: string, factory: PersistenceCo
     describeChangeFeed(fresh)
     describeForks(fresh)
     describeLimits(fresh)
+    describeAttachments(fresh)
   })
 }
