@@ -4,7 +4,7 @@
 //
 // Only here: the error constructors (`persistenceError`,
 // `persistenceCancelled`), the append check (`checkAppend`), the
-// crash-repair rule (`interruptedTurnEnds`) and the bounds of ranged reads
+// crash-repair rules (`interruptedTurnEnds`, `SessionRepairs`) and the bounds of ranged reads
 // (`checkRange`, `rangeBounds`). Also on the main entry, because
 // an application uses them too: the error class (to catch) and the event-run
 // helpers (to build what `append` takes), with the types their signatures
@@ -21,7 +21,8 @@ export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './e
 export { CappedLines, elidedLineEvents } from './long-lines.js'
 export type { CheckedRange, RangeBounds } from './range.js'
 export { checkRange, rangeBounds } from './range.js'
-export { interruptedTurnEnds } from './repair.js'
+export type { SessionRepairRule } from './repair.js'
+export { interruptedTurnEnds, SessionRepairs } from './repair.js'
 export type { StoredAppendState } from './validate.js'
 export { checkAppend, checkEventBytes, checkIdLength } from './validate.js'
 // Attachments: the input checks, the cap and the typed errors every backend shares.

@@ -13,6 +13,8 @@ export type { MemoryPersistenceOptions } from './memory.js'
 export { createMemoryPersistence, MemoryPersistenceStorage } from './memory.js'
 export type { SessionPersistencePluginOptions } from './plugin.js'
 export { sessionPersistencePlugin } from './plugin.js'
+export type { SessionRepairRule } from './repair.js'
+export { SessionRepairs } from './repair.js'
 export type { SharedReadsOptions, SharedReadsPersistence, SharedReadsStats } from './shared-reads.js'
 export { withSharedReads } from './shared-reads.js'
 export type {

@@ -11,7 +11,7 @@ import {
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, expandEventRuns } from './event-runs.js'
 import { checkRange, rangeBounds } from './range.js'
-import { interruptedTurnEnds } from './repair.js'
+import { SessionRepairs } from './repair.js'
 import type {
   AppendResult,
   AppendTarget,
@@ -102,6 +102,7 @@ class MemoryPersistence implements SessionPersistence {
   readonly #storage: MemoryPersistenceStorage
   readonly #clock: () => number
   readonly #metrics: PersistenceMetrics = { headerReads: 0, bodyReads: 0, bytesRead: 0, appends: 0, rescans: 0, logOpens: 0 }
+  readonly repairs = new SessionRepairs()
   readonly #attachmentMaxBytes: number
   #closed = false
 
@@ -201,7 +202,7 @@ class MemoryPersistence implements SessionPersistence {
     await this.#io(signal)
     const log = this.#find(id)
     const observation = this.#readBody(log)
-    const repairs = interruptedTurnEnds(observation.events, this.#clock())
+    const repairs = this.repairs.eventsFor(observation.events, this.#clock())
     if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
     this.#commit(log, repairs, encodeBatchText(id, repairs))
     return Object.freeze({

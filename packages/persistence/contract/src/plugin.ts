@@ -14,7 +14,8 @@ export interface SessionPersistencePluginOptions extends PersistenceCoordinatorO
 }
 
 /**
- * Provides service `sessionPersistence` and persists every live session of
+ * Provides service `sessionPersistence` (and `sessionRepairs`, the
+ * backend's crash-repair rules) and persists every live session of
  * service `sessions`. On context disposal it flushes everything still pending,
  * then closes the backend (also when the flush failed, after reporting it).
  * The coordinator's module is loaded at activation, not when this plugin is
@@ -32,6 +33,7 @@ export function sessionPersistencePlugin(
       const service = options.sharedReads === false ? persistence : withSharedReads(persistence, options.sharedReads)
       const coordinator = new SessionPersistenceCoordinator(ctx, service, options)
       ctx.provide('sessionPersistence', service)
+      if (service.repairs !== undefined) ctx.provide('sessionRepairs', service.repairs)
       ctx.onDispose(async () => {
         try {
           await coordinator.close()

@@ -56,3 +56,43 @@ export function interruptedTurnEnds(events: readonly StoredSessionEvent[], time:
 
 /** The same repair under the name that says what it covers (open turns and their dangling tool calls). */
 export const crashRepairEvents = interruptedTurnEnds
+
+/**
+ * A crash-repair rule: given a session's whole log as loaded (inherited
+ * prefix included) and the time to stamp, the events to append so that
+ * nothing the log began is left dangling. Seqs continue after the last
+ * event. A rule is pure and idempotent: a log it repaired needs nothing
+ * more, and an empty result means nothing to repair.
+ */
+export type SessionRepairRule = (events: readonly StoredSessionEvent[], time: number) => readonly StoredSessionEvent[]
+
+/**
+ * The crash-repair rules a backend applies on `load`: `interruptedTurnEnds`
+ * first, then every registered rule in registration order, each seeing the
+ * log with the repairs before it appended. Persistence knows no event
+ * vocabulary beyond turns and tool calls; a package that writes events
+ * which must be closed after a crash (a compaction) registers its rule here,
+ * through the `sessionRepairs` service.
+ */
+export class SessionRepairs {
+  readonly #rules: SessionRepairRule[] = []
+
+  /** Adds a rule; the returned function removes it. */
+  register(rule: SessionRepairRule): () => void {
+    this.#rules.push(rule)
+    return () => {
+      const at = this.#rules.indexOf(rule)
+      if (at >= 0) this.#rules.splice(at, 1)
+    }
+  }
+
+  /** The events every rule appends to `events`, in order (empty: nothing to repair). */
+  eventsFor(events: readonly StoredSessionEvent[], time: number): StoredSessionEvent[] {
+    const repairs = interruptedTurnEnds(events, time)
+    for (const rule of this.#rules) {
+      const log = repairs.length === 0 ? events : [...events, ...repairs]
+      repairs.push(...rule(log, time))
+    }
+    return repairs
+  }
+}

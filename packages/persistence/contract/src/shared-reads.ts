@@ -2,6 +2,7 @@ import { raceAbort, throwIfAborted } from '@dsh/context'
 import type { SessionId, SessionLogOffset } from '@dsh/session'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import type { AppendedEvent } from './event-runs.js'
+import type { SessionRepairs } from './repair.js'
 import type {
   AppendResult,
   AppendTarget,
@@ -87,6 +88,10 @@ class SharedReads implements SharedReadsPersistence {
 
   get metrics(): Readonly<PersistenceMetrics> {
     return this.backend.metrics
+  }
+
+  get repairs(): SessionRepairs | undefined {
+    return this.backend.repairs
   }
 
   get sharedReads(): Readonly<SharedReadsStats> {

@@ -1,6 +1,7 @@
 import type { AttachmentRef, SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import type { AttachmentPutOptions } from './attachments.js'
 import type { AppendedEvent } from './event-runs.js'
+import type { SessionRepairs } from './repair.js'
 
 /**
  * An opaque token that changes whenever a session's durable log changes.
@@ -223,7 +224,7 @@ export interface SessionPersistence {
    * is never missed. Reads no session log. See `SessionChanges.rescan`.
    */
   changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges>
-  /** Commits crash repair, then returns what a resume needs. */
+  /** Commits crash repair (the rules of `repairs`), then returns what a resume needs. */
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession>
   /** The current revision, or `undefined` when the session is not persisted. */
   stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined>
@@ -234,6 +235,12 @@ export interface SessionPersistence {
    */
   delete(id: SessionId, options?: DeleteOptions): Promise<boolean>
   readonly metrics: Readonly<PersistenceMetrics>
+  /**
+   * The crash-repair rules `load` applies (every backend has them; a wrapper
+   * forwards its backend's). `sessionPersistencePlugin` provides them as
+   * service `sessionRepairs`.
+   */
+  readonly repairs?: SessionRepairs | undefined
   /** Releases locks and handles. */
   close(): Promise<void>
 }
@@ -241,5 +248,7 @@ export interface SessionPersistence {
 declare module '@dsh/context' {
   interface Services {
     sessionPersistence: SessionPersistence
+    /** The crash-repair rules of the backend behind `sessionPersistence`: register a rule for the events a package writes. */
+    sessionRepairs: SessionRepairs
   }
 }

@@ -1,6 +1,6 @@
 import { type JsonValue, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { interruptedTurnEnds } from '../src/backend.js'
+import { interruptedTurnEnds, SessionRepairs } from '../src/backend.js'
 
 function log(...items: Array<[string, JsonValue]>): StoredSessionEvent[] {
   return items.map(([type, data], seq) => ({ type, seq: SessionSeq(seq), time: seq, data }))
@@ -30,5 +30,27 @@ describe('interruptedTurnEnds', () => {
 
   it('ignores events whose turn is not a number', () => {
     expect(interruptedTurnEnds(log(['turn/start', { turn: '1' }], ['turn/start', null], ['turn/start', [1]]), 1)).toEqual([])
+  })
+})
+
+describe('SessionRepairs', () => {
+  it('runs the built-in rule first, then registered rules in order, each seeing the repairs before it', () => {
+    const repairs = new SessionRepairs()
+    const seen: number[] = []
+    const close = (type: string) => (events: readonly StoredSessionEvent[], time: number) => {
+      seen.push(events.length)
+      return [{ type, seq: SessionSeq(events.length), time, data: null }]
+    }
+    repairs.register(close('a/end'))
+    const unregister = repairs.register(close('b/end'))
+    const events = log(['turn/start', { turn: 1 }])
+    expect(repairs.eventsFor(events, 5).map((e) => [e.type, e.seq])).toEqual([
+      ['turn/end', 1],
+      ['a/end', 2],
+      ['b/end', 3],
+    ])
+    expect(seen).toEqual([2, 3])
+    unregister()
+    expect(repairs.eventsFor([], 5).map((e) => e.type)).toEqual(['a/end'])
   })
 })

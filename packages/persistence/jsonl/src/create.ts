@@ -16,7 +16,7 @@ import type {
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
-import { persistenceCancelled as cancelled } from '@dsh/session-persistence/backend'
+import { persistenceCancelled as cancelled, SessionRepairs } from '@dsh/session-persistence/backend'
 import { JournalWriter } from './change-journal.js'
 import { checkJournal, readJournalChanges } from './change-journal-reader.js'
 import { closedError, JsonlPersistenceError } from './errors.js'
@@ -78,6 +78,7 @@ class JsonlPersistenceFront implements JsonlPersistence {
   /** The log side, once its modules are loaded (see `persistence.ts`). */
   #backend: Promise<LogBackend> | undefined
   #loaded: LogBackend | undefined
+  readonly repairs = new SessionRepairs()
   #closed = false
 
   constructor(options: JsonlPersistenceOptions) {
@@ -189,6 +190,7 @@ class JsonlPersistenceFront implements JsonlPersistence {
           readOnly: this.readOnly,
           metrics: this.#metrics,
           journal: this.#journal,
+          repairs: this.repairs,
         }),
       )
       this.#backend.then(

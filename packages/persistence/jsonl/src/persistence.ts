@@ -76,7 +76,7 @@ class JsonlLogBackend implements LogBackend {
     const ctx: LogContext = { root: this.root, codec, metrics: this.#metrics, reader: this.#reader, feed: new ChangeFeed(opened.journal) }
     this.#writers = new WriterPool(ctx, Math.max(1, options.maxOpenWriters ?? 256))
     this.#forks = new Forks(ctx, this.#writers)
-    this.#appender = new Appender(ctx, this.#writers, this.#forks, options.clock ?? Date.now)
+    this.#appender = new Appender(ctx, this.#writers, this.#forks, options.clock ?? Date.now, opened.repairs)
     this.#reads = new Reads(ctx, Math.max(1, options.listConcurrency ?? 16))
   }
 

@@ -1,5 +1,5 @@
 import type { SessionId } from '@dsh/session'
-import type { PersistenceMetrics, SessionPersistence } from '@dsh/session-persistence'
+import type { PersistenceMetrics, SessionPersistence, SessionRepairs } from '@dsh/session-persistence'
 
 /** How a root stores its logs: zstd frames, or plain JSON lines (fixtures and line tools). One root holds one encoding. */
 export type JsonlCompression = 'zstd' | 'none'
@@ -107,6 +107,8 @@ export interface OpenedRoot {
   readonly metrics: JsonlPersistenceMetrics
   /** Records the begin/end of every change of a log (writable backends; the front closes it after `close()`). */
   readonly journal: ChangeRecorder | undefined
+  /** The crash-repair rules `load` applies (the front's `repairs`). */
+  readonly repairs: SessionRepairs
 }
 
 /** The change journal's writer side, as the log side uses it (`change-journal.ts`'s `JournalWriter`). */

@@ -8,8 +8,8 @@ import {
   persistenceCancelled as cancelled,
   checkAppend,
   expandEventRuns,
-  interruptedTurnEnds,
   persistenceError,
+  type SessionRepairs,
 } from '@dsh/session-persistence/backend'
 import { encodeBatchUnit } from './bulk-append.js'
 import { createLog } from './create-log.js'
@@ -54,16 +54,18 @@ export class Appender {
   readonly #writers: WriterPool
   readonly #forks: Forks
   readonly #clock: () => number
+  readonly #repairs: SessionRepairs
   /** Batches being written (any session): a batch syncs inline only when it is the only one. */
   #batchesInFlight = 0
   /** Appends of each session that wait for their turn to open its writer: appends behind them are checked in turn too. */
   readonly #opening = new Map<string, number>()
 
-  constructor(ctx: LogContext, writers: WriterPool, forks: Forks, clock: () => number) {
+  constructor(ctx: LogContext, writers: WriterPool, forks: Forks, clock: () => number, repairs: SessionRepairs) {
     this.#ctx = ctx
     this.#writers = writers
     this.#forks = forks
     this.#clock = clock
+    this.#repairs = repairs
   }
 
   /** Appends `events` to the session `target` names (arguments already validated by the caller). */
@@ -241,7 +243,7 @@ export class Appender {
       await this.#writers.drop(writer)
       throw error
     }
-    const repairs = interruptedTurnEnds(events, this.#clock())
+    const repairs = this.#repairs.eventsFor(events, this.#clock())
     if (repairs.length > 0) {
       const batch = this.#encode(writer, repairs, writer.nextSeq)
       await this.#write(writer, batch.count, batch.unit!)

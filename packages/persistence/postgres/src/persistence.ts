@@ -19,9 +19,9 @@ import {
   checkAppend,
   checkRange,
   expandEventRuns,
-  interruptedTurnEnds,
   persistenceCancelled,
   persistenceError,
+  SessionRepairs,
   type StoredAppendState,
 } from '@dsh/session-persistence/backend'
 import pg from 'pg'
@@ -88,6 +88,7 @@ class PgPersistence implements PostgresPersistence {
   readonly pool: pg.Pool
   readonly #owned: boolean
   readonly #clock: () => number
+  readonly repairs = new SessionRepairs()
   readonly #writer: WriterConnection
   readonly #reader: LogReader
   readonly #states = new Map<string, WriterState>()
@@ -276,7 +277,7 @@ class PgPersistence implements PostgresPersistence {
     // The lease first: the repair must continue the log this read saw.
     if (!this.readOnly) await raceAbort(this.#writer.lease(stored), signal, persistenceCancelled)
     const observation = await this.inspect(id, signal)
-    const repairs = interruptedTurnEnds(observation.events, this.#clock())
+    const repairs = this.repairs.eventsFor(observation.events, this.#clock())
     if (repairs.length === 0) return Object.freeze({ ...observation, repaired: false })
     this.#assertWritable()
     const result = await this.append({ header: observation.header, inheritedEventCount: observation.inheritedEventCount }, repairs)

@@ -1,4 +1,4 @@
-import { SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
 import { aborted, event, events, expectCode, type FreshHarness, header, isDeepFrozen, plain, snapshot, target } from './fixtures.js'
 
@@ -137,6 +137,35 @@ export function describeReads(fresh: FreshHarness): void {
       expect(plain(observed.events)).toEqual(plain(loaded.events))
       expect((await reopened.load(h.id)).repaired).toBe(false)
       expect((await reopened.append(target(h), events(5, 1))).nextSeq).toBe(6)
+    })
+
+    it('applies a registered repair rule after the built-in one, durably; a second load is a no-op', async () => {
+      const harness = await fresh()
+      const p = harness.persistence
+      expect(p.repairs).toBeDefined()
+      // A rule for a vocabulary persistence does not know: close a dangling `x/open`.
+      const rule = (log: readonly StoredSessionEvent[], time: number): StoredSessionEvent[] => {
+        const opened = log.some((e) => e.type === 'x/open')
+        const closed = log.some((e) => e.type === 'x/close')
+        if (!opened || closed) return []
+        return [Object.freeze({ type: 'x/close', seq: SessionSeq(log.length), time, data: Object.freeze({ reason: 'interrupted' }) })]
+      }
+      p.repairs!.register(rule)
+      const h = header('ruled')
+      await p.append(target(h), [event(0, 'turn/start', { turn: 1 }), event(1, 'x/open', { n: 1 })])
+      const loaded = await p.load(h.id)
+      expect(loaded.repaired).toBe(true)
+      expect(loaded.events.slice(2).map((e) => [e.type, e.seq, e.data])).toEqual([
+        ['turn/end', 2, { turn: 1, reason: 'interrupted' }],
+        ['x/close', 3, { reason: 'interrupted' }],
+      ])
+      expect((await p.load(h.id)).repaired).toBe(false)
+      const reopened = await harness.reopen()
+      expect(plain((await reopened.inspect(h.id)).events)).toEqual(plain(loaded.events))
+      // An instance without the rule leaves a dangling `x/open` as it is.
+      const other = header('unruled')
+      await reopened.append(target(other), [event(0, 'x/open', { n: 1 })])
+      expect((await reopened.load(other.id)).repaired).toBe(false)
     })
 
     it('repairs an open turn of a seeded session after its cut', async () => {
