@@ -1,6 +1,6 @@
 import { SessionId } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { contextView, SessionContextError, sessionContextUnit } from '../src/index.js'
+import { contextView, createSessionContextService, SessionContextError, sessionContextUnit } from '../src/index.js'
 import { type PlaceName, type PostgresPlace, place, play, transcript } from './helpers.js'
 import { BLOCK_TURN, compaction, OLD_TURN } from './scripts.js'
 
@@ -101,6 +101,15 @@ export function coldReadCases(name: PlaceName, database?: () => Promise<Postgres
       let state = sessionContextUnit.init()
       for (const event of whole.events) state = sessionContextUnit.apply(state, event)
       expect(contextView(state)).toEqual(live)
+      // Without a cache the fork is folded from its first event: one ranged read through the fork to its source's prefix.
+      const uncached = createSessionContextService({
+        projections: second.ctx.require('sessionProjections'),
+        persistence: () => second.ctx.require('sessionPersistence'),
+      })
+      const before = second.reads.ranges.length
+      expect(await uncached.contextOf({ header: child.header, inheritedEventCount: child.inheritedEventCount })).toEqual(live)
+      expect(uncached.metrics).toMatchObject({ refolds: 1, rangeReads: 1, eventsRead: child.seq, headerReads: 0 })
+      expect(second.reads.ranges.slice(before)).toEqual([{ range: { from: 0 }, events: child.seq }])
     })
 
     it('a cold session without persistence, and a target that is not one, are typed errors', async () => {
