@@ -58,11 +58,17 @@ export interface SessionContextServiceOptions {
   readonly sessions?: () => { get(id: string): Session | undefined } | undefined
   readonly persistence?: () => SessionPersistence | undefined
   readonly cache?: () => SessionProjectionCache | undefined
-  /** Cold sessions whose last answer is kept to continue from (least recently used first out). Default 64; 0 keeps none. */
+  /**
+   * Cold sessions whose last answer is kept to continue from (least recently
+   * used first out). Default 16; 0 keeps none. A kept state is the whole
+   * context (megabytes for a long session), so the bound stays small: a
+   * session that went cold has its final checkpoint in the cache anyway, and
+   * the memo serves a session another process is still writing.
+   */
   readonly memo?: number
 }
 
-export const DEFAULT_CONTEXT_MEMO = 64
+export const DEFAULT_CONTEXT_MEMO = 16
 
 interface Memo {
   readonly header: SessionHeader

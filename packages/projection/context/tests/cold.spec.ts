@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { createSessionContextService } from '../src/index.js'
 import { coldReadCases } from './cold-cases.js'
 import { place, play, transcript } from './helpers.js'
 import { BLOCK_TURN, OLD_TURN, OLD_TURN_TRANSCRIPT } from './scripts.js'
@@ -50,5 +51,30 @@ describe('contextOf when the checkpoint no longer matches the log', () => {
       { range: { from: OLD_TURN.length + BLOCK_TURN.length }, events: 0 },
       { range: { from: 0 }, events: OLD_TURN.length },
     ])
+  })
+})
+
+describe('contextOf memo', () => {
+  it('keeps at most `memo` cold sessions: the least recently used is folded again', async () => {
+    const storage = place('memory')
+    const writer = await storage.open()
+    const sessions = writer.ctx.require('sessions')
+    const [a, b] = [sessions.create(), sessions.create()]
+    play(a, OLD_TURN.slice(0, 5))
+    play(b, OLD_TURN.slice(0, 3))
+    await sessions.flush(a)
+    await sessions.flush(b)
+    const reader = await storage.open()
+    const service = createSessionContextService({
+      projections: reader.ctx.require('sessionProjections'),
+      persistence: () => reader.ctx.require('sessionPersistence'),
+      memo: 1,
+    })
+    await service.contextOf(a.id)
+    await service.contextOf(a.id)
+    expect(service.metrics).toMatchObject({ refolds: 1, memoHits: 1, eventsRead: 5 })
+    await service.contextOf(b.id)
+    await service.contextOf(a.id)
+    expect(service.metrics).toMatchObject({ refolds: 3, memoHits: 1, eventsRead: 5 + 3 + 5 })
   })
 })
