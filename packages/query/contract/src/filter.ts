@@ -1,6 +1,6 @@
 import { PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import type { SessionHeader } from '@dsh/session'
-import { decodeListCursor, requestDigest } from './cursor.js'
+import { decodeListCursor, lazyDigest } from './cursor.js'
 import { invalidFilter } from './failures.js'
 import type { RecordKey } from './order.js'
 
@@ -67,10 +67,13 @@ export function parseListFilter(input: unknown): ParsedListFilter {
     limit = raw.limit
   }
   const parts = [parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null]
-  const digest = parts.every((part) => part === null) ? UNFILTERED_DIGEST : requestDigest(parts)
-  const after = raw.cursor === undefined ? undefined : decodeListCursor(raw.cursor, digest)
+  const digest = parts.every((part) => part === null) ? () => UNFILTERED_DIGEST : lazyDigest(parts)
+  const after = raw.cursor === undefined ? undefined : decodeListCursor(raw.cursor, digest())
   return {
-    digest,
+    // Computed when a cursor is read or written: a listing that fits one page hashes nothing.
+    get digest() {
+      return digest()
+    },
     ...(parentSession === undefined ? {} : { parentSession }),
     ...(origin === undefined ? {} : { origin }),
     ...(cwd === undefined ? {} : { cwd }),

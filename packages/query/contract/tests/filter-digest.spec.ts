@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { requestDigest } from '../src/cursor.js'
+import { lazyDigest, requestDigest } from '../src/cursor.js'
 import { parseListFilter, UNFILTERED_DIGEST } from '../src/filter.js'
 
 describe('listing filter digests', () => {
@@ -17,5 +17,17 @@ describe('listing filter digests', () => {
       parseListFilter({ cwd: '/w' }).digest,
     ]
     expect(new Set([UNFILTERED_DIGEST, ...digests]).size).toBe(4)
+  })
+})
+
+describe('a filtered listing computes its digest when a cursor needs it', () => {
+  it('the lazy digest is the request digest, computed once', () => {
+    const parts = ['p', 'subagent', null, null, null]
+    const digest = lazyDigest(parts)
+    expect(digest()).toBe(requestDigest(parts))
+    expect(digest()).toBe(digest())
+    const filter = parseListFilter({ parentSession: 'p', origin: 'subagent' })
+    expect(filter.digest).toBe(requestDigest(parts))
+    expect(Object.keys(filter)).toContain('digest')
   })
 })
