@@ -1,10 +1,13 @@
 // open-listing: what a command costs on a root of 10,000 sessions.
-// Subject: a new process running `dsh sessions --limit 50 --json` (the CLI,
-// `node apps/dsh/dist/bin.js`). Baseline: a new process running the same
-// SQLite query on the same index with better-sqlite3 alone (open, one
-// SELECT of the first page, JSON out). Ratio = subject / baseline, target
-// <= 1.5: opening a root with nothing changed must cost about what reading
-// its index costs (no log, no header read; the change feed says so).
+// Subject: a new process running `dsh sessions --limit 50 --json --prices FILE`
+// (the CLI, `node apps/dsh/dist/bin.js`), whose entries carry title, tokens and
+// cost from the projection cache. Baseline: a new process doing the same reads
+// with better-sqlite3 alone: open the index, one SELECT of the first page, open
+// the projection cache, one primary-key lookup of the `sessionTitle` row and
+// one of the `sessionStats` row per listed session (their JSON parsed, the
+// title and tokens taken), JSON out. Ratio = subject / baseline, target <= 1.5:
+// opening a root with nothing changed must cost about what reading its index
+// and cache costs (no log, no header read; the change feed says so).
 //
 // Also reported under `extra` (target: 0 header reads, <= 50 ms): reopening
 // the SQLite index over the 100,000-session root of `children-index` with
@@ -13,16 +16,19 @@
 // `extra` also counts the module files each process loads (its cost is
 // mostly module loading): `cliModules` against `libraryModules`.
 //
-// The 10,000-session fixture (a zstd JSONL root, one small event per session,
-// and its index) is built once under bench/.fixtures (git-ignored). Build the
+// The 10,000-session fixture (a zstd JSONL root, one short turn with usage per
+// session, its index and a warm projection cache: every session's checkpoint
+// rows) is built once under bench/.fixtures (git-ignored). Build the
 // CLI first: `npx turbo run build --filter=@dsh/cli...`.
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { Context } from '@dsh/context'
-import { SessionLogOffset, SessionSeq, SessionStore } from '@dsh/session'
+import { createHost } from '@dsh/host'
+import { Session, type SessionHeader, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
+import { projectionCachePath, SqliteProjectionCache } from '@dsh/session-projection-cache'
 import { createSqliteSessionQuery, defaultIndexPath, type ReconcileReport } from '@dsh/session-query-sqlite'
 import { headerOf } from '@dsh/test-kit'
 import { type BenchDefinition, benchRoot, median, time } from '../harness.js'
@@ -32,20 +38,37 @@ const SESSIONS = 10_000
 const PAGE = 50
 const REOPEN_TARGET_MS = 50
 const REOPEN_REPEATS = 5
-const FIXTURE_VERSION = 1
+const FIXTURE_VERSION = 2
 const fixture = join(benchRoot, '.fixtures', `open-listing-10k-v${FIXTURE_VERSION}`)
 const root = join(fixture, 'root')
 const readyFile = join(fixture, 'ready.json')
+const pricesFile = join(fixture, 'prices.json')
 const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
 const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
 
-/** The baseline process: the index's first page with better-sqlite3 alone, out as the wire body `dsh sessions --json` prints (`{ sessions }`). */
+/**
+ * The baseline process: the index's first page, then each listed session's
+ * `sessionTitle` and `sessionStats` checkpoint rows by primary key, with
+ * better-sqlite3 alone, out as the wire body `dsh sessions --json` prints.
+ */
 const RAW_QUERY = `
 const Database = require(process.argv[1])
 const db = new Database(process.argv[2], { readonly: true })
 const rows = db.prepare('SELECT id, header, inherited, revision FROM sessions WHERE revision IS NOT NULL ORDER BY created_at, id LIMIT ?').all(Number(process.argv[3]) + 1)
 db.close()
-const records = rows.slice(0, Number(process.argv[3])).map((r) => ({ header: JSON.parse(r.header), inheritedEventCount: r.inherited, live: false, persisted: true, revision: r.revision }))
+const cache = new Database(process.argv[4], { readonly: true })
+const row = cache.prepare('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?').pluck()
+const state = (id, key) => {
+  const payload = row.get(id, key)
+  return payload === undefined ? undefined : JSON.parse(payload.slice(payload.indexOf('\\n') + 1))[1]
+}
+const records = rows.slice(0, Number(process.argv[3])).map((r) => {
+  const title = state(r.id, 'sessionTitle')
+  const stats = state(r.id, 'sessionStats')
+  const tokens = stats === undefined ? null : stats.byModel.reduce((n, m) => n + m.tokens.input + m.tokens.output + m.tokens.cacheRead + m.tokens.cacheWrite + m.tokens.reasoning, 0)
+  return { header: JSON.parse(r.header), inheritedEventCount: r.inherited, live: false, persisted: true, revision: r.revision, title: title?.ownPrompt?.title ?? null, tokens, cost: null }
+})
+cache.close()
 process.stdout.write(JSON.stringify({ sessions: records }) + '\\n')
 `
 
@@ -80,25 +103,62 @@ function fixtureReady(): boolean {
   }
 }
 
+const BASE_TIME = 1_700_000_000_000
+
+const headerAt = (i: number): SessionHeader =>
+  headerOf(`s${String(i).padStart(5, '0')}`, { createdAt: BASE_TIME + i, cwd: `/work/p${i % 20}` })
+
+/** Session i's log: its question, then one turn of one model step with usage. */
+function eventsAt(i: number): StoredSessionEvent[] {
+  const time = BASE_TIME + i
+  const events: [string, unknown][] = [
+    ['user/message', { text: `question number ${i} about the listing` }],
+    ['turn/start', { turn: 1 }],
+    ['step/start', { turn: 1, step: 0, provider: 'bench-provider', model: i % 2 === 0 ? 'bench-model' : 'unpriced-model' }],
+    ['assistant/message', { turn: 1, text: `answer number ${i}` }],
+    ['step/end', { turn: 1, step: 0, usage: { input: 100 + (i % 50), output: 20, cacheRead: 10 }, finish: 'stop' }],
+    ['turn/end', { turn: 1, reason: 'completed' }],
+  ]
+  return events.map(([type, data], seq) => ({ type, seq: SessionSeq(seq), time: time + seq, data }) as StoredSessionEvent)
+}
+
 async function buildFixture(): Promise<void> {
   rmSync(fixture, { recursive: true, force: true })
   mkdirSync(fixture, { recursive: true })
   const writer = createJsonlPersistence({ root, maxOpenWriters: 16 })
-  const base = 1_700_000_000_000
   let next = 0
   await Promise.all(
     Array.from({ length: 16 }, async () => {
       while (next < SESSIONS) {
         const i = next++
-        const header = headerOf(`s${String(i).padStart(5, '0')}`, { createdAt: base + i, cwd: `/work/p${i % 20}` })
-        await writer.append({ header, inheritedEventCount: SessionLogOffset(0) }, [
-          { type: 'user/message', seq: SessionSeq(0), time: base + i, data: { text: `question number ${i} about the listing` } },
-        ])
+        await writer.append({ header: headerAt(i), inheritedEventCount: SessionLogOffset(0) }, eventsAt(i))
       }
     }),
   )
   await writer.close()
+  await warmCache()
+  writeFileSync(
+    pricesFile,
+    `${JSON.stringify({ currency: 'USD', providers: { 'bench-provider': { 'bench-model': { input: 1, output: 4, cacheRead: 0.1 } } } })}\n`,
+  )
   writeFileSync(readyFile, `${JSON.stringify({ version: FIXTURE_VERSION, sessions: SESSIONS })}\n`)
+}
+
+/** Every session's checkpoint rows in the root's projection cache, folded by the units a host registers: a warm cache. */
+async function warmCache(): Promise<void> {
+  const host = await createHost({ root })
+  try {
+    const cache = host.ctx.require('sessionProjectionCache')
+    if (!(cache instanceof SqliteProjectionCache) || cache.path !== projectionCachePath(root))
+      throw new Error("open-listing: the host's projection cache is not the root's SQLite file")
+    const projections = host.ctx.require('sessionProjections')
+    for (let i = 0; i < SESSIONS; i++) {
+      const session = new Session({ header: headerAt(i), events: eventsAt(i), inheritedEventCount: SessionLogOffset(0) })
+      if (!cache.writeColdRows(session, projections.checkpoint(session))) throw new Error(`open-listing: caching session ${i} failed`)
+    }
+  } finally {
+    await host.dispose()
+  }
 }
 
 async function reconcileIndex(at: string): Promise<void> {
@@ -141,13 +201,18 @@ function moduleFiles(args: readonly string[]): number {
   return new Set(child.stderr.split('\n').filter((line) => line.startsWith('FILE '))).size
 }
 
-function pageIds(stdout: string): string[] {
-  const page = JSON.parse(stdout) as { sessions: Array<{ header: { id: string } }> }
-  return page.sessions.map((r) => r.header.id)
+/** Each listed session's id, with its title and tokens when `values` (every one known: the cache is warm). */
+function pageRows(stdout: string, values: boolean): string[] {
+  const page = JSON.parse(stdout) as { sessions: Array<{ header: { id: string }; title?: string | null; tokens?: number | null }> }
+  return page.sessions.map((r) => {
+    if (!values) return r.header.id
+    if (typeof r.title !== 'string' || typeof r.tokens !== 'number') throw new Error(`open-listing: ${r.header.id} lists no cached values`)
+    return `${r.header.id}|${r.title}|${r.tokens}`
+  })
 }
 
-const cliArgs = [cli, 'sessions', '--root', root, '--limit', String(PAGE), '--json']
-const rawArgs = ['-e', RAW_QUERY, sqlite, defaultIndexPath(root), String(PAGE)]
+const cliArgs = [cli, 'sessions', '--root', root, '--limit', String(PAGE), '--json', '--prices', pricesFile]
+const rawArgs = ['-e', RAW_QUERY, sqlite, defaultIndexPath(root), String(PAGE), projectionCachePath(root)]
 const libraryArgs = ['--input-type=module', '-e', LIBRARY_LISTING, root, String(PAGE)]
 
 /** Index reopen with nothing changed over the 100k root: ms, header and body reads, what the reconciliation did. */
@@ -210,18 +275,18 @@ const definition: BenchDefinition = {
     // Read-only commands use an index only when one exists: build (or bring up to date) the root's index here.
     info.indexBuildMs = Math.round(await time(() => reconcileIndex(root)))
     info.firstCommandMs = Math.round(runProcess(cliArgs).ms)
-    const viaCli = pageIds(runProcess(cliArgs).stdout)
-    const viaSqlite = pageIds(runProcess(rawArgs).stdout)
-    const viaLibrary = pageIds(runProcess(libraryArgs).stdout)
-    if (viaCli.length !== PAGE || viaCli.join() !== viaSqlite.join() || viaLibrary.join() !== viaSqlite.join())
+    const viaCli = pageRows(runProcess(cliArgs).stdout, true)
+    const viaSqlite = pageRows(runProcess(rawArgs).stdout, true)
+    const viaLibrary = pageRows(runProcess(libraryArgs).stdout, false)
+    if (viaCli.length !== PAGE || viaCli.join() !== viaSqlite.join() || viaLibrary.join() !== viaSqlite.map((r) => r.split('|')[0]).join())
       throw new Error('open-listing: the CLI, the library and the raw query disagree on the first page')
   },
   baseline: {
-    label: `new process: the same SQLite query with better-sqlite3 alone (first ${PAGE} of ${SESSIONS})`,
+    label: `new process: the same SQLite query and 2 checkpoint-row lookups per session with better-sqlite3 alone (first ${PAGE} of ${SESSIONS})`,
     run: () => runProcess(rawArgs).ms,
   },
   subject: {
-    label: `new process: dsh sessions --limit ${PAGE} --json (${SESSIONS} sessions)`,
+    label: `new process: dsh sessions --limit ${PAGE} --json --prices FILE (${SESSIONS} sessions, warm projection cache)`,
     run: () => runProcess(cliArgs).ms,
   },
   async extra() {
