@@ -1,11 +1,12 @@
 import { isDshError } from '@dsh/context'
-import type { JsonValue, Session, SessionEvent, TurnEndReason } from '@dsh/session'
+import type { Session, SessionEvent, StepFinish, TurnEndReason } from '@dsh/session'
 import { DriverOpenAIError } from './errors.js'
 import './events.js'
-import { buildMessages } from './messages.js'
 import type { ModelClient } from './model.js'
+import type { Notices } from './notices.js'
+import { type ContextSource, requestMessages } from './requests.js'
 import { type AgentTool, loggedArguments, runTool, toolDefinitions } from './tools.js'
-import { addUsage, type ModelUsage } from './usage.js'
+import { addUsage, finishOf, type ModelUsage, stepUsage } from './usage.js'
 
 /** Model steps (requests) one turn may take before it ends with `DRIVER_OPENAI_MAX_STEPS` (default 32). */
 export const DEFAULT_MAX_STEPS = 32
@@ -25,8 +26,13 @@ export interface AgentTurnOptions {
   readonly system?: string
   /** A model override for this turn (e.g. the child's descriptor setting). */
   readonly model?: string
-  /** Event types the model reads as user input, with how to phrase them (settlement and report notices). */
-  readonly notices?: Readonly<Record<string, (data: JsonValue) => string | undefined>>
+  /** How the model reads a child's notice (`subagent/notice`, settled or report); default: the driver's own phrasing. */
+  readonly notices?: Notices
+  /**
+   * The `sessionContext` service (or a getter for it) the requests are built
+   * from; without one the driver folds the same unit itself, kept per session.
+   */
+  readonly context?: ContextSource
   /** Called after each event this turn appends (the CLI prints from it). Must not append. */
   readonly onEvent?: (event: SessionEvent) => void
 }
@@ -50,8 +56,10 @@ export interface AgentTurnOutcome {
  * ends it with `abortReason`, a failure with `assistant/error` then
  * `turn/end {reason: 'error'}`); every `tool/call` gets a `tool/result`
  * before the turn ends; nothing already appended is rewritten or repeated.
- * Every request is built from the log itself, so what the model sees is
- * exactly what a later resume would see.
+ * Every request is built from the session's context (`@dsh/session-context`),
+ * which is folded from the log, so what the model sees is exactly what a
+ * later resume would see. Each model call is framed by `step/start {model,
+ * provider}` and `step/end {usage, finish}` (that step's own usage).
  */
 export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurnOutcome> {
   const { client, session, turn, tools, signal } = options
@@ -84,22 +92,37 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   }
 
   append('turn/start', { turn })
+  const model = options.model ?? client.model
   let usage: ModelUsage = { input: 0, output: 0, cacheRead: 0, reasoning: 0 }
   let sawUsage = false
   try {
     for (let step = 0; step < maxSteps; step++) {
       if (signal.aborted) return end(options.abortReason)
-      const result = await client.step({
-        messages: buildMessages(session.events, {
-          ...(options.system === undefined ? {} : { system: options.system }),
-          ...(options.notices === undefined ? {} : { notices: options.notices }),
-        }),
-        tools: definitions,
-        signal,
-        ...(options.model === undefined ? {} : { model: options.model }),
-        onContent: (delta) => append('assistant/chunk', { turn, index: chunkIndex++, delta }),
-        onReasoning: (delta) => append('assistant/reasoning', { turn, index: reasoningIndex++, delta }),
+      const messages = await requestMessages(session, {
+        ...(options.context === undefined ? {} : { context: options.context }),
+        ...(options.notices === undefined ? {} : { notices: options.notices }),
+        ...(options.system === undefined ? {} : { system: options.system }),
       })
+      append('step/start', { model, provider: client.provider })
+      let result: Awaited<ReturnType<ModelClient['step']>>
+      try {
+        result = await client.step({
+          messages,
+          tools: definitions,
+          signal,
+          ...(options.model === undefined ? {} : { model: options.model }),
+          onContent: (delta) => append('assistant/chunk', { turn, index: chunkIndex++, delta }),
+          onReasoning: (delta) => append('assistant/reasoning', { turn, index: reasoningIndex++, delta }),
+        })
+      } catch (error) {
+        const finish: StepFinish = signal.aborted || isDshError(error, 'CANCELLED') ? 'aborted' : 'error'
+        if (!session.closed) append('step/end', { finish })
+        throw error
+      }
+      const stepEnd = {
+        ...(result.usage === undefined ? {} : { usage: stepUsage(result.usage) }),
+        finish: finishOf(result.finishReason, result.toolCalls.length > 0),
+      }
       if (result.usage !== undefined) {
         usage = addUsage(usage, result.usage)
         sawUsage = true
@@ -111,14 +134,16 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
           text: result.text,
           ...(sawUsage ? { usage: { ...usage } } : {}),
           provider: client.provider,
-          model: options.model ?? client.model,
+          model,
         })
+        append('step/end', stepEnd)
         return end('completed')
       }
       // Every call is logged before any runs, then each gets its result in order, so a
       // crash leaves calls a repair can answer, never a result without its call.
       for (const call of result.toolCalls)
         append('tool/call', { turn, callId: call.id, name: call.name, arguments: loggedArguments(call.arguments) })
+      append('step/end', stepEnd)
       for (const call of result.toolCalls) {
         const outcome = signal.aborted
           ? { content: { code: 'CANCELLED', message: 'The turn was interrupted before this tool ran.' }, isError: true }

@@ -10,6 +10,12 @@ export interface OpenAIDriverOptions extends ModelClientOptions {
   /** A system prompt for every agent, before the child's persona and instructions. */
   readonly system?: string
   readonly notices?: AgentTurnOptions['notices']
+  /**
+   * The `sessionContext` service the requests are built from, or a getter for
+   * it (the host that provides it is usually made after the driver); without
+   * one the driver folds the same unit itself, kept per session.
+   */
+  readonly context?: AgentTurnOptions['context']
   /** Called after each event a run appends (the CLI prints progress from it). Must not append. */
   readonly onEvent?: (run: SubagentRun, event: SessionEvent) => void
   /** Written into descriptors as the default `provider` (default `openai`). */
@@ -18,8 +24,9 @@ export interface OpenAIDriverOptions extends ModelClientOptions {
 
 /**
  * A `SubagentDriver` over an OpenAI-compatible Chat Completions API. Each run
- * is one agent turn over the agent's own log (a fork child's context starts
- * with the prefix it inherited; notices from its children are in that log),
+ * is one agent turn over the agent's own context (`@dsh/session-context`,
+ * folded from its log: a fork child's starts with the prefix it inherited;
+ * notices from its children are in it),
  * with the tools the runtime gives the run (already narrowed by the child's
  * `toolFilter`). The settings the runtime hands over supply the model
  * (`model`, else `agentModel`) and the system prompt (`persona`,
@@ -45,6 +52,7 @@ export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentD
         ...(system === undefined ? {} : { system }),
         ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
         ...(options.notices === undefined ? {} : { notices: options.notices }),
+        ...(options.context === undefined ? {} : { context: options.context }),
         ...(options.onEvent === undefined ? {} : { onEvent: (event: SessionEvent) => options.onEvent?.(run, event) }),
       })
     },

@@ -9,7 +9,7 @@ import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completio
  */
 export type AgentTool = SubagentTool
 
-/** What a tool run leaves in the log (`tool/result`); the model reads it through `toolText`. */
+/** What a tool run leaves in the log (`tool/result`); the model reads it as the context renders it (its `text`, an error's code and message, else its JSON). */
 export interface ToolOutcome {
   readonly content: JsonValue
   readonly isError: boolean

@@ -1,3 +1,5 @@
+import type { StepFinish, TokenUsage } from '@dsh/session'
+
 /**
  * Token usage in dsh's disjoint kinds: `input` is prompt tokens not read
  * from the provider's cache, `cacheRead` those that were, `output` visible
@@ -39,6 +41,28 @@ export function usageFromChat(raw: unknown): ModelUsage {
   const cacheRead = isCount(cachedDetail) && cachedDetail <= promptTotal ? cachedDetail : 0
   const reasoning = isCount(reasoningDetail) && reasoningDetail <= completionTotal ? reasoningDetail : 0
   return { input: promptTotal - cacheRead, output: completionTotal - reasoning, cacheRead, reasoning }
+}
+
+/** A step's usage as `step/end` records it (the session vocabulary's `TokenUsage`: zero kinds other than input and output left out). */
+export function stepUsage(usage: ModelUsage): TokenUsage {
+  return {
+    input: usage.input,
+    output: usage.output,
+    ...(usage.cacheRead === 0 ? {} : { cacheRead: usage.cacheRead }),
+    ...(usage.reasoning === 0 ? {} : { reasoning: usage.reasoning }),
+  }
+}
+
+/**
+ * Why a step stopped, from the Chat Completions `finish_reason`: `length` →
+ * `max-tokens`; `tool_calls` (or the older `function_call`), or any reason
+ * on a step that called tools → `tool-calls` (the driver runs them);
+ * anything else (`stop`, `content_filter`, none) → `stop`.
+ */
+export function finishOf(reason: string | undefined, calledTools: boolean): StepFinish {
+  if (reason === 'length') return 'max-tokens'
+  if (reason === 'tool_calls' || reason === 'function_call' || calledTools) return 'tool-calls'
+  return 'stop'
 }
 
 /** The sum of two usages, kind by kind. */

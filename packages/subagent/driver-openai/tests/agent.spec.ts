@@ -1,6 +1,6 @@
+import { MISSING_RESULT_TEXT } from '@dsh/session-context'
 import { afterEach, describe, expect, it } from 'vitest'
 import { DriverOpenAIError, runAgent } from '../src/index.js'
-import { buildMessages, MISSING_RESULT_TEXT, toolText } from '../src/messages.js'
 import { answer, callTools, type ModelServer, startModelServer } from '../src/testing/model-server.js'
 import { addTool, newStore, ofType, TEST_KEY, testClient, types } from './helpers.js'
 
@@ -23,14 +23,19 @@ describe('runAgent over a Chat Completions server', () => {
     expect(types(session)).toEqual([
       'user/message',
       'turn/start',
+      'step/start',
       'assistant/reasoning',
       'assistant/reasoning',
       'assistant/chunk',
       'assistant/chunk',
       'assistant/chunk',
       'assistant/message',
+      'step/end',
       'turn/end',
     ])
+    // The step's frame: who was called, then its own disjoint usage and why it stopped.
+    expect(ofType(session.events, 'step/start')).toEqual([{ model: 'test-model', provider: '127.0.0.1' }])
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 8, output: 3, cacheRead: 4, reasoning: 2 }, finish: 'stop' }])
     expect(ofType(session.events, 'assistant/chunk')).toEqual([
       { turn: 1, index: 0, delta: 'Hel' },
       { turn: 1, index: 1, delta: 'lo, ' },
@@ -150,7 +155,16 @@ describe('runAgent over a Chat Completions server', () => {
       { attempt: 2, retryAfterMs: undefined },
     ])
     expect(server.requests).toHaveLength(3)
-    expect(types(session)).toEqual(['user/message', 'turn/start', 'assistant/chunk', 'assistant/message', 'turn/end'])
+    // The retries are inside one step: one frame around them.
+    expect(types(session)).toEqual([
+      'user/message',
+      'turn/start',
+      'step/start',
+      'assistant/chunk',
+      'assistant/message',
+      'step/end',
+      'turn/end',
+    ])
   })
 
   it('gives up after the bounded attempts with a typed error recorded in the turn', async () => {
@@ -186,6 +200,8 @@ describe('runAgent over a Chat Completions server', () => {
     expect(session.events.slice(before.length).map((event) => [event.type, event.data])).toEqual([
       ['user/message', { text: 'two' }],
       ['turn/start', { turn: 2 }],
+      ['step/start', { model: 'test-model', provider: '127.0.0.1' }],
+      ['step/end', { finish: 'error' }],
       [
         'assistant/error',
         {
@@ -212,7 +228,16 @@ describe('runAgent over a Chat Completions server', () => {
     const outcome = await running
 
     expect(outcome.reason).toBe('interrupted')
-    expect(types(session)).toEqual(['user/message', 'turn/start', 'assistant/chunk', 'assistant/chunk', 'turn/end'])
+    expect(types(session)).toEqual([
+      'user/message',
+      'turn/start',
+      'step/start',
+      'assistant/chunk',
+      'assistant/chunk',
+      'step/end',
+      'turn/end',
+    ])
+    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'aborted' }])
     expect(ofType(session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'interrupted' }])
 
     await runAgent({ client, session, prompt: 'go on', tools: [], signal: new AbortController().signal })
@@ -311,25 +336,26 @@ describe('context from the session log', () => {
     expect(ofType(child.events, 'turn/start')).toEqual([{ turn: 1 }, { turn: 2 }])
   })
 
-  it('answers a call the log shows no result for, drops a result without its call, and reads child notices as input', () => {
-    const at = (type: string, data: unknown, seq: number) => ({ type, seq, time: 0, data }) as never
-    const messages = buildMessages(
-      [
-        at('user/message', { text: 'q' }, 0),
-        at('turn/start', { turn: 1 }, 1),
-        at('assistant/chunk', { turn: 1, index: 0, delta: 'let me look' }, 2),
-        at('tool/call', { turn: 1, callId: 'k1', name: 'list_agents', arguments: {} }, 3),
-        at('turn/end', { turn: 1, reason: 'interrupted' }, 4),
-        at('tool/result', { turn: 2, callId: 'ghost', content: 'x' }, 5),
-        at('subagent/descriptor', { version: 2 }, 6),
-        at('user/message', { text: 'again' }, 7),
-        at('subagent/start', { kind: 'spawn', turn: 1 }, 8),
-        at('subagent/notice', { kind: 'settled', child: 'c1', mode: 'one-shot', label: 'scout', reason: 'completed', text: 'found it' }, 9),
-        at('subagent/notice', { kind: 'report', child: 'c2', text: 'half way' }, 10),
-      ],
-      { system: 'be brief' },
-    )
-    expect(messages).toEqual([
+  it('answers a call the log shows no result for, drops a result without its call, and reads child notices as input', async () => {
+    server = await startModelServer([answer(['ok'])])
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
+    for (const [type, data] of [
+      ['user/message', { text: 'q' }],
+      ['turn/start', { turn: 1 }],
+      ['assistant/chunk', { turn: 1, index: 0, delta: 'let me look' }],
+      ['tool/call', { turn: 1, callId: 'k1', name: 'list_agents', arguments: {} }],
+      ['turn/end', { turn: 1, reason: 'interrupted' }],
+      ['tool/result', { turn: 2, callId: 'ghost', content: 'x' }],
+      ['subagent/descriptor', { version: 2 }],
+      ['user/message', { text: 'again' }],
+      ['subagent/start', { kind: 'spawn', turn: 1 }],
+      ['subagent/notice', { kind: 'settled', child: 'c1', mode: 'one-shot', label: 'scout', reason: 'completed', text: 'found it' }],
+      ['subagent/notice', { kind: 'report', child: 'c2', text: 'half way' }],
+    ] as const)
+      session.append(type, data)
+    await runAgent({ client, session, tools: [], system: 'be brief', signal: new AbortController().signal })
+    expect(server.requests[0]!.body.messages).toEqual([
       { role: 'system', content: 'be brief' },
       { role: 'user', content: 'q' },
       {
@@ -344,21 +370,26 @@ describe('context from the session log', () => {
     ])
   })
 
-  it('reads a notice that lands between a call and its result after the result, not as a missing result', () => {
-    const at = (type: string, data: unknown, seq: number) => ({ type, seq, time: 0, data }) as never
+  it('reads a notice that lands between a call and its result after the result, not as a missing result', async () => {
+    server = await startModelServer([answer(['ok'])])
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
     const notice = { kind: 'settled', child: 'c9', mode: 'one-shot', reason: 'completed', text: 'done' }
-    const messages = buildMessages([
-      at('user/message', { text: 'delegate' }, 0),
-      at('turn/start', { turn: 1 }, 1),
-      at('assistant/chunk', { turn: 1, index: 0, delta: 'on it' }, 2),
-      at('subagent/notice', notice, 3),
-      at('tool/call', { turn: 1, callId: 'k', name: 'subagent', arguments: { prompt: 'p' } }, 4),
-      at('subagent/notice', { ...notice, child: 'c10' }, 5),
-      at('tool/result', { turn: 1, callId: 'k', content: { text: 'c10 completed' } }, 6),
-      at('assistant/chunk', { turn: 1, index: 1, delta: 'fin' }, 7),
-      at('assistant/message', { turn: 1, text: 'fin' }, 8),
-    ])
-    expect(messages).toEqual([
+    for (const [type, data] of [
+      ['user/message', { text: 'delegate' }],
+      ['turn/start', { turn: 1 }],
+      ['assistant/chunk', { turn: 1, index: 0, delta: 'on it' }],
+      ['subagent/notice', notice],
+      ['tool/call', { turn: 1, callId: 'k', name: 'subagent', arguments: { prompt: 'p' } }],
+      ['subagent/notice', { ...notice, child: 'c10' }],
+      ['tool/result', { turn: 1, callId: 'k', content: { text: 'c10 completed' } }],
+      ['assistant/chunk', { turn: 1, index: 1, delta: 'fin' }],
+      ['assistant/message', { turn: 1, text: 'fin' }],
+      ['turn/end', { turn: 1, reason: 'completed' }],
+    ] as const)
+      session.append(type, data)
+    await runAgent({ client, session, tools: [], signal: new AbortController().signal })
+    expect(server.requests[0]!.body.messages).toEqual([
       { role: 'user', content: 'delegate' },
       {
         role: 'assistant',
@@ -372,7 +403,7 @@ describe('context from the session log', () => {
     ])
   })
 
-  it('sends reasoning back on the assistant messages of a turn that called tools, and only there', async () => {
+  it('sends reasoning back on the assistant messages that called tools, and only there', async () => {
     server = await startModelServer([
       { kind: 'stream', reasoning: ['I should ', 'add.'], toolCalls: [{ id: 'r1', name: 'add', arguments: '{"a":1,"b":2}' }] },
       answer(['3'], undefined, ['Done ', 'adding.']),
@@ -394,8 +425,8 @@ describe('context from the session log', () => {
       reasoning_content: 'I should add.',
       tool_calls: [{ id: 'r1' }],
     })
-    // What every later request carries: the tool-calling turn's reasoning, not the plain answer's.
-    expect(buildMessages(session.events)).toEqual([
+    // What every later request carries: the tool-calling step's reasoning, not the answers'.
+    expect(server.requests[2]!.body.messages).toEqual([
       { role: 'user', content: 'add 1 and 2' },
       {
         role: 'assistant',
@@ -404,16 +435,28 @@ describe('context from the session log', () => {
         tool_calls: [{ id: 'r1', type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } }],
       },
       { role: 'tool', tool_call_id: 'r1', content: '3' },
-      { role: 'assistant', content: '3', reasoning_content: 'Done adding.' },
+      { role: 'assistant', content: '3' },
       { role: 'user', content: 'thanks' },
-      { role: 'assistant', content: 'ok' },
     ])
   })
 
-  it('renders a tool result as its text, an error as its code and message, anything else as JSON', () => {
-    expect(toolText({ text: 'rows', rows: [] }, false)).toBe('rows')
-    expect(toolText({ code: 'SUBAGENT_BUSY', message: 'busy' }, true)).toBe('Error SUBAGENT_BUSY: busy')
-    expect(toolText([1, 2], false)).toBe('[1,2]')
-    expect(toolText('plain', false)).toBe('plain')
+  it('renders a tool result as its text, an error as its code and message, anything else as JSON', async () => {
+    server = await startModelServer([answer(['ok'])])
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
+    session.append('user/message', { text: 'q' })
+    session.append('turn/start', { turn: 1 })
+    const results = [
+      { content: { text: 'rows', rows: [] } },
+      { content: { code: 'SUBAGENT_BUSY', message: 'busy' }, isError: true },
+      { content: [1, 2] },
+      { content: 'plain' },
+    ]
+    results.forEach((_, i) => session.append('tool/call', { turn: 1, callId: `t${i}`, name: 'add', arguments: {} }))
+    results.forEach((result, i) => session.append('tool/result', { turn: 1, callId: `t${i}`, ...result }))
+    session.append('turn/end', { turn: 1, reason: 'completed' })
+    await runAgent({ client, session, tools: [], signal: new AbortController().signal })
+    const tools = server.requests[0]!.body.messages.filter((message) => message.role === 'tool')
+    expect(tools.map((message) => message.content)).toEqual(['rows', 'Error SUBAGENT_BUSY: busy', '[1,2]', 'plain'])
   })
 })

@@ -26,6 +26,8 @@ it("runs the README's example against the local Chat Completions server", async 
     log.mockRestore()
   }
   expect(printed[0]).toEqual(['completed', 'Hello there, five words here.'])
-  expect(printed[1]).toEqual([['user/message', 'turn/start', 'assistant/chunk', 'assistant/chunk', 'assistant/message', 'turn/end']])
+  expect(printed[1]).toEqual([
+    ['user/message', 'turn/start', 'step/start', 'assistant/chunk', 'assistant/chunk', 'assistant/message', 'step/end', 'turn/end'],
+  ])
   expect(server.requests[0]!.body.model).toBe('qwen2.5:7b')
 })

@@ -76,6 +76,8 @@ export type Reply =
       readonly content?: readonly string[]
       readonly toolCalls?: readonly ToolCallScript[]
       readonly usage?: ScriptedUsage
+      /** The `finish_reason` sent (default `tool_calls` when the reply calls tools, else `stop`). */
+      readonly finish?: string
       /** Stream this many content pieces, then stop writing and keep the connection open (to abort or kill mid-stream). */
       readonly hangAfter?: number
     }
@@ -242,7 +244,7 @@ function stream(
       send([choice({ tool_calls: [{ index, function: { arguments: call.arguments.slice(at, at + 7) } }] })])
     }
   })
-  send([choice({}, calls.length > 0 ? 'tool_calls' : 'stop')])
+  send([choice({}, reply.finish ?? (calls.length > 0 ? 'tool_calls' : 'stop'))])
   let usage: ChatUsage | undefined
   if (request.stream_options?.include_usage) {
     usage = chatUsage(reply.usage ?? derivedUsage(request, reply))

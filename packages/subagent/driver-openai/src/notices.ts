@@ -1,0 +1,67 @@
+import type { JsonValue } from '@dsh/session'
+import type { ContextMessage, SessionContext } from '@dsh/session-context'
+
+/** How the model reads notice events: event type → text, or `undefined` for a notice it should not see. */
+export type Notices = Readonly<Record<string, (data: JsonValue) => string | undefined>>
+
+/**
+ * How the model reads what its children tell it: a `subagent/notice`
+ * (`settled` when a child's run ended, `report` when a child reported) is
+ * input on the parent's next step. Other `subagent/*` events are the
+ * runtime's bookkeeping and stay out of the context.
+ */
+export const DEFAULT_NOTICES: Notices = {
+  'subagent/notice': (data) => {
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) return undefined
+    const notice = data as { readonly [key: string]: JsonValue }
+    const who = typeof notice.label === 'string' ? `${JSON.stringify(notice.label)} (${String(notice.child)})` : String(notice.child)
+    if (notice.kind === 'report' && typeof notice.text === 'string') return `[report from subagent ${who}]\n${notice.text}`
+    if (notice.kind === 'settled') {
+      const body = typeof notice.text === 'string' ? `\n${notice.text}` : typeof notice.error === 'string' ? `\n${notice.error}` : ''
+      return `[subagent ${who} settled: ${String(notice.reason)}]${body}`
+    }
+    return undefined
+  },
+}
+
+/** A context message holding a notice (the fold's `{type: 'notice', event, data}` block), or undefined. */
+function noticeOf(message: ContextMessage): { readonly event: string; readonly data: JsonValue } | undefined {
+  const block = message.blocks[0] as { readonly type: string; readonly event?: unknown; readonly data?: JsonValue } | undefined
+  if (message.role !== 'user' || block?.type !== 'notice' || typeof block.event !== 'string') return undefined
+  return { event: block.event, data: block.data ?? null }
+}
+
+/**
+ * The context with each notice message phrased as user text by `notices`
+ * (else {@link DEFAULT_NOTICES}); a notice no phrasing reads is left out.
+ * Each phrased message is made once per notice table and kept in `cache`,
+ * so a renderer comparing references reuses its rendering.
+ */
+export function phraseNotices(
+  context: SessionContext,
+  cache: WeakMap<Notices, WeakMap<ContextMessage, ContextMessage | null>>,
+  notices: Notices | undefined,
+): SessionContext {
+  const table = notices ?? DEFAULT_NOTICES
+  let phrased = cache.get(table)
+  if (phrased === undefined) {
+    phrased = new WeakMap()
+    cache.set(table, phrased)
+  }
+  const messages: ContextMessage[] = []
+  for (const message of context.messages) {
+    const notice = noticeOf(message)
+    if (notice === undefined) {
+      messages.push(message)
+      continue
+    }
+    let out = phrased.get(message)
+    if (out === undefined) {
+      const text = (notices?.[notice.event] ?? DEFAULT_NOTICES[notice.event])?.(notice.data)
+      out = text === undefined ? null : { role: 'user', blocks: [{ type: 'text', text }], seq: message.seq }
+      phrased.set(message, out)
+    }
+    if (out !== null) messages.push(out)
+  }
+  return { ...context, messages }
+}
