@@ -88,6 +88,7 @@ export const FULL_SCRIPT: readonly ScriptedEvent[] = [
   { type: 'compaction/start', data: { compactionId: 'k2', turn: null } },
   { type: 'compaction/summary', data: { compactionId: 'k2', summary: [{ type: 'text', text: 'lost' }], from: 0, to: 20 } },
   { type: 'compaction/end', data: { compactionId: 'k2', turn: null, error: 'interrupted' } },
-  { type: 'subagent/notice', data: { text: 'not model context here' } },
+  { type: 'subagent/notice', data: { kind: 'report', child: 'c4', text: 'done' } },
+  { type: 'suite/other', data: { text: 'a type the fold does not know' } },
   { type: 'user/message', data: { text: 'again' } },
 ]
