@@ -103,8 +103,30 @@ export interface ModelServer {
   close(): Promise<void>
 }
 
+export interface ModelServerOptions {
+  /**
+   * The model's window in the server's own tokens (`serverTokenCount`): a
+   * request over it gets 400 `context_length_exceeded`, as providers answer.
+   */
+  readonly contextWindow?: number
+}
+
+/**
+ * The server's own token count of a request, independent of any estimate
+ * dsh makes: every word, digit and punctuation mark of the messages' text
+ * (tool call names and arguments included) is one token, plus 3 per message.
+ */
+export function serverTokenCount(body: ChatRequestBody): number {
+  let tokens = 0
+  for (const message of body.messages) {
+    const text = `${typeof message.content === 'string' ? message.content : JSON.stringify(message.content ?? '')}${JSON.stringify(message.tool_calls ?? [])}`
+    tokens += 3 + (text.match(/[A-Za-z]+|\d|[^\sA-Za-z\d]/g)?.length ?? 0)
+  }
+  return tokens
+}
+
 /** Serves `replies` in order (or asks `responder` per request); an unscripted request gets a 500 naming it. */
-export async function startModelServer(script: readonly Reply[] | Responder): Promise<ModelServer> {
+export async function startModelServer(script: readonly Reply[] | Responder, options: ModelServerOptions = {}): Promise<ModelServer> {
   const requests: RecordedRequest[] = []
   const reported: ReportedUsage[] = []
   const responder: Responder = typeof script === 'function' ? script : (_request, index) => script[index]
@@ -127,6 +149,11 @@ export async function startModelServer(script: readonly Reply[] | Responder): Pr
       const request = { method: req.method, url: req.url, headers: req.headers, body }
       const index = requests.length
       requests.push(request)
+      const tokens = options.contextWindow === undefined ? 0 : serverTokenCount(body)
+      if (options.contextWindow !== undefined && tokens > options.contextWindow) {
+        const message = `This model's maximum context length is ${options.contextWindow} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`
+        return json(res, 400, { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } })
+      }
       const reply = responder(request, index)
       if (reply === undefined)
         return json(res, 500, { error: { message: `unscripted request #${index}`, type: 'server_error', param: null, code: null } })

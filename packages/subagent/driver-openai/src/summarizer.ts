@@ -1,0 +1,46 @@
+import type { Summarizer } from '@dsh/compaction'
+import { renderChat } from '@dsh/session-context'
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import type { ModelClient } from './model.js'
+
+export interface OpenAISummarizerOptions {
+  readonly client: ModelClient
+  /** The model that summarizes (default the client's). */
+  readonly model?: string
+}
+
+/**
+ * Service `summarizer` of `@dsh/compaction` over an OpenAI-compatible
+ * client: the shadowed context rendered as Chat messages, then the
+ * compaction's instruction as a user message, in one streamed request
+ * without tools. The answer's text is the summary; its usage is stored
+ * with it. A failed request rejects with the client's `DriverOpenAIError`
+ * (a window the request does not fit is `DRIVER_OPENAI_BAD_REQUEST`).
+ */
+export function createOpenAISummarizer(options: OpenAISummarizerOptions): Summarizer {
+  const { client } = options
+  const model = options.model ?? client.model
+  return {
+    async summarize({ context, instruction, signal }) {
+      const { body } = renderChat(context, { model })
+      const messages = [...(body.messages as ChatCompletionMessageParam[]), { role: 'user', content: instruction } as const]
+      const step = await client.step({
+        messages,
+        tools: [],
+        signal: signal ?? new AbortController().signal,
+        onContent: () => {},
+        onReasoning: () => {},
+        model,
+      })
+      const usage = step.usage
+      return {
+        summary: step.text,
+        provider: client.provider,
+        model,
+        ...(usage === undefined
+          ? {}
+          : { usage: { input: usage.input, output: usage.output, cacheRead: usage.cacheRead, reasoning: usage.reasoning } }),
+      }
+    },
+  }
+}
