@@ -88,7 +88,13 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(baseURL === undefined ? {} : { baseURL }),
   })
   const printer = new RunPrinter(io, command.json)
-  const driver = createOpenAIDriver({ client, onEvent: (child, event) => printer.child(child, event), ...noticesOf(dialect) })
+  // Requests are built from the host's sessionContext service (the host is made after the driver it runs).
+  const driver = createOpenAIDriver({
+    client,
+    onEvent: (child, event) => printer.child(child, event),
+    context: () => host.ctx.get('sessionContext'),
+    ...noticesOf(dialect),
+  })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
   const host = await openHost(command, { driver, tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent) })
   if (otlp !== undefined && telemetry !== undefined) {
@@ -118,6 +124,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       tools: controlToolsOf(host.subagents, dialect, session),
       signal: controller.signal,
       onEvent: (event) => printer.top(event),
+      context: host.ctx.require('sessionContext'),
       ...noticesOf(dialect),
     }
     let outcome = await runAgent({ ...turn, ...(prompt.length === 0 ? {} : { prompt }) })

@@ -98,6 +98,12 @@ export async function createHost(options: HostOptions): Promise<Host> {
 async function activateProjections({ ctx, readOnly, root, pool }: CompositionStage, options: HostOptions): Promise<void> {
   const { sessionProjectionsPlugin } = await import('@dsh/session-projection')
   await ctx.activate(sessionProjectionsPlugin())
+  // A host given a model driver folds each session's model-visible context as a unit (checkpointed like
+  // the others), so the driver builds every request from it in the cost of the events since its last step.
+  if (options.driver !== undefined && !readOnly) {
+    const { sessionContextPlugin } = await import('@dsh/session-context')
+    await ctx.activate(sessionContextPlugin())
+  }
   // Usage, timing and titles are units like any other: checkpointed by the cache, so cold reads cost no body read.
   if (options.sessionStats !== false) {
     const { sessionStatsPlugin } = await import('@dsh/session-stats')
