@@ -23,6 +23,7 @@ export type {
 export { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, SUBAGENT_QUEUED_EVENT, SUBAGENT_START_EVENT } from './lifecycle.js'
 export { explainChildren, explainDescendants, HAS_CHILDREN_PROBE_LIMIT, listChildren, listDescendants } from './list-children.js'
 export type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
+export type { SubagentUsage } from './list-usage.js'
 export { latestClosedCut } from './log-scan.js'
 export type { SubagentOptions, SubagentSettings } from './options.js'
 export {

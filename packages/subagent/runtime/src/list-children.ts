@@ -1,5 +1,5 @@
 import type { Session, SessionId } from '@dsh/session'
-import type { ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
+import type { ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import { DEFAULT_COLD_READ_CONCURRENCY } from './catalog-options.js'
 import { mapBounded } from './concurrency.js'
@@ -9,6 +9,7 @@ import { cachedRung, observedRung } from './ladder.js'
 import { type Candidate, type CorpusDeps, enumerateChildren, enumerateTree, isSubagent } from './list-corpus.js'
 import { ListingScope } from './list-scope.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
+import { type SubagentUsage, UNKNOWN_USAGE, usageKeys, usageOf } from './list-usage.js'
 import { SUBAGENT_IDENTITY_KEY } from './projection.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 
@@ -47,12 +48,12 @@ interface CatalogDeps extends CorpusDeps {
   readonly projections: SessionProjections
   readonly cache: SessionProjectionCache | undefined
   readonly concurrency: number
+  /** The registered usage units (`list-usage.ts`), read beside the identity. */
+  readonly usageKeys: readonly ProjectionKey[]
 }
 
-interface Classified {
+interface Classified extends Ladder {
   readonly id: SessionId
-  readonly row: SubagentListEntry | undefined
-  readonly rung: SubagentListRung
 }
 
 /**
@@ -88,9 +89,7 @@ export async function explainChildrenWithin(
       hasChildren = async (id) => tree.has(id)
     }
     const classified = await classifyAll(deps, candidates, hasChildren, scope)
-    return classified.flatMap((child) =>
-      child.row === undefined ? [] : [Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth: 1 })],
-    )
+    return classified.flatMap((child) => (child.row === undefined ? [] : [entryOf(child, child.row, parent, 1)]))
   })
 }
 
@@ -127,7 +126,7 @@ export async function explainDescendantsWithin(
       const rows = new Map(classified.map((child) => [child.id as string, child]))
       for (const candidate of candidates) {
         const child = rows.get(candidate.header.id)
-        if (child?.row !== undefined) out.push(Object.freeze({ row: child.row, rung: child.rung, parentId: parent, depth }))
+        if (child?.row !== undefined) out.push(entryOf(child, child.row, parent, depth))
         if (tree.has(candidate.header.id)) await walk(candidate.header.id, depth + 1)
       }
     }
@@ -206,7 +205,13 @@ function requireServices(services: SubagentCatalogServices, concurrency: number)
     query: services.sessionQuery,
     cache: services.sessionProjectionCache,
     concurrency,
+    usageKeys: usageKeys(projections),
   }
+}
+
+function entryOf(ladder: Ladder, row: SubagentListEntry, parentId: SessionId, depth: number): ExplainedSubagentEntry {
+  const { tokens, durationMs } = ladder.usage
+  return Object.freeze({ row, rung: ladder.rung, parentId, depth, tokens, durationMs })
 }
 
 /** A parent id to enumerate under, or `undefined` for one no session can have (it lists as empty). */
@@ -222,12 +227,11 @@ function classifyAll(
 ): Promise<Classified[]> {
   return mapBounded(candidates, deps.concurrency, async (candidate) => {
     const hasChildren = await hasChildrenOf(candidate.header.id)
-    const { row, rung } = await classify(deps, candidate, hasChildren, scope)
-    return { id: candidate.header.id, row, rung }
+    return { id: candidate.header.id, ...(await classify(deps, candidate, hasChildren, scope)) }
   })
 }
 
-type Ladder = { readonly row: SubagentListEntry | undefined; readonly rung: SubagentListRung }
+type Ladder = { readonly row: SubagentListEntry | undefined; readonly rung: SubagentListRung; readonly usage: SubagentUsage }
 
 /** The ladder for one child: the first rung that decides the row. */
 async function classify(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, scope: ListingScope): Promise<Ladder> {
@@ -245,8 +249,11 @@ async function classify(deps: CatalogDeps, candidate: Candidate, hasChildren: bo
  */
 function liveRung(deps: CatalogDeps, live: Session, hasChildren: boolean): Ladder {
   const identity = ownIdentity(deps.projections.snapshot(live, KEYS), (seq) => live.isOwnSeq(seq))
-  if (identity !== undefined) return { row: childRow(live.id, 'running', hasChildren, identity), rung: 1 }
-  return { row: hasOwnDescriptorEvent(live) ? diagnostic(live.id, 'corrupt') : undefined, rung: 1 }
+  if (identity !== undefined) {
+    const usage = deps.usageKeys.length === 0 ? UNKNOWN_USAGE : usageOf(deps.projections.snapshot(live, deps.usageKeys))
+    return { row: childRow(live.id, 'running', hasChildren, identity), rung: 1, usage }
+  }
+  return { row: hasOwnDescriptorEvent(live) ? diagnostic(live.id, 'corrupt') : undefined, rung: 1, usage: UNKNOWN_USAGE }
 }
 
 function hasOwnDescriptorEvent(session: Session): boolean {
@@ -266,7 +273,10 @@ function hasOwnDescriptorEvent(session: Session): boolean {
 function cacheRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean): Ladder | undefined {
   const cut = candidate.inheritedEventCount
   const identity = ownIdentity(cachedRung(deps, candidate, KEYS), (seq) => seq >= cut)
-  return identity === undefined ? undefined : { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2 }
+  if (identity === undefined) return undefined
+  // Each usage unit is its own lookup: a miss on one leaves that value unknown, not the row (nor the other value).
+  const views = Object.assign({}, ...deps.usageKeys.map((key) => cachedRung(deps, candidate, [key]) ?? {})) as ProjectionSnapshot
+  return { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2, usage: usageOf(views) }
 }
 
 /**
@@ -278,12 +288,14 @@ function cacheRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean
  */
 async function observationRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, scope: ListingScope): Promise<Ladder> {
   const id = candidate.header.id
-  const observed = await observedRung(deps, candidate, KEYS, scope)
-  if (observed.kind === 'failed') return { row: diagnostic(id, 'unavailable'), rung: 3 }
-  if (observed.kind === 'other-lifecycle') return { row: diagnostic(id, 'corrupt'), rung: 3 }
+  const observed = await observedRung(deps, candidate, [...KEYS, ...deps.usageKeys], scope)
+  if (observed.kind === 'failed') return { row: diagnostic(id, 'unavailable'), rung: 3, usage: UNKNOWN_USAGE }
+  if (observed.kind === 'other-lifecycle') return { row: diagnostic(id, 'corrupt'), rung: 3, usage: UNKNOWN_USAGE }
   const { snapshot, cut, count } = observed
   const identity = ownIdentity(snapshot, (seq) => seq >= cut && seq < count)
-  return { row: identity === undefined ? diagnostic(id, 'corrupt') : childRow(id, 'inactive', hasChildren, identity), rung: 3 }
+  if (identity === undefined) return { row: diagnostic(id, 'corrupt'), rung: 3, usage: UNKNOWN_USAGE }
+  // The usage units fold from the same read: no read of their own.
+  return { row: childRow(id, 'inactive', hasChildren, identity), rung: 3, usage: usageOf(snapshot) }
 }
 
 /** The non-null identity of a snapshot when its descriptor seq passes the own-suffix gate. */

@@ -1,5 +1,6 @@
 import { compareSessionIds, type Session, type SessionHeader, type SessionId, type SessionLogOffset, type SessionStore } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
+import { MAX_PAGE_SIZE } from '@dsh/session-query/backend'
 import type { ListingScope } from './list-scope.js'
 
 /**
@@ -88,10 +89,12 @@ async function listCorpus(
   visit: (candidate: Candidate) => boolean,
 ): Promise<void> {
   let cursor: string | undefined
+  // The largest page the query takes: a family of up to that many sessions is one page, with no cursor to make.
+  const limit = filter.limit ?? MAX_PAGE_SIZE
   do {
     const page = await scope.read((signal) =>
       deps.query.listSessions(
-        { ...filter, ...(which === 'subagent' ? { origin: 'subagent' } : {}), ...(cursor === undefined ? {} : { cursor }) },
+        { ...filter, limit, ...(which === 'subagent' ? { origin: 'subagent' } : {}), ...(cursor === undefined ? {} : { cursor }) },
         signal,
       ),
     )

@@ -37,6 +37,10 @@ export interface ExplainedSubagentEntry {
   readonly parentId: SessionId
   /** 1 for a direct child of the listed session, 2 for a grandchild, … */
   readonly depth: number
+  /** The child's own tokens, `null` when unknown (see `SubagentUsage` in `list-usage.ts`; always `null` on a diagnostic). */
+  readonly tokens: number | null
+  /** The time the child spent in its own settled turns, `null` when unknown. */
+  readonly durationMs: number | null
 }
 
 /**

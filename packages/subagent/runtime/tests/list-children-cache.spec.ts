@@ -6,8 +6,8 @@ import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import type { SessionProjectionUnit } from '@dsh/session-projection'
 import { type SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { type SubagentIdentityState, subagentIdentityUnit } from '../src/index.js'
-import { bodyReads, completedTurn, createHost, type Host, type HostOptions, queryProbe } from './helpers.js'
+import { createScriptedDriver, type SubagentIdentityState, subagentIdentityUnit } from '../src/index.js'
+import { bodyReads, completedTurn, createHost, gate, type Host, type HostOptions, queryProbe } from './helpers.js'
 
 let dir: string
 const hosts: Host[] = []
@@ -49,7 +49,7 @@ const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({
 /** Builds a family in one process and returns a second process (same storage and cache file) where all of it is cold. */
 async function coldWorld(
   build: (h: Host) => Promise<Record<string, string>>,
-  reopen: HostOptions & { cachePath?: string | false } = {},
+  reopen: Parameters<typeof host>[0] = {},
 ): Promise<{ cold: Host; ids: Record<string, string> }> {
   const storage = new MemoryPersistenceStorage()
   const writer = await host({ storage })
@@ -79,11 +79,15 @@ describe('listChildren: the checkpoint cache rung', () => {
         rung: 2,
         parentId: ids.parent,
         depth: 1,
+        // No stats unit in this host: tokens unknown. Its timing comes from the cache as well.
+        tokens: null,
+        durationMs: expect.any(Number),
       },
     ])
     expect(bodyReads(cold) - reads).toBe(0)
     expect(probe.calls.observeSession).toBe(0)
-    expect(cacheOf(cold).metrics.hits).toBe(1)
+    // The identity row and the timing row.
+    expect(cacheOf(cold).metrics.hits).toBe(2)
   })
 
   it('serves a seeded cold child from the cache at its exact cut (listing records carry it)', async () => {
@@ -123,7 +127,16 @@ describe('listChildren: the checkpoint cache rung', () => {
       { query: probe.wrap },
     )
     const explained = await cold.runtime.explainChildren(ids.parent!)
-    expect(explained).toEqual([{ row: { kind: 'diagnostic', id: ids.heir, reason: 'corrupt' }, rung: 3, parentId: ids.parent, depth: 1 }])
+    expect(explained).toEqual([
+      {
+        row: { kind: 'diagnostic', id: ids.heir, reason: 'corrupt' },
+        rung: 3,
+        parentId: ids.parent,
+        depth: 1,
+        tokens: null,
+        durationMs: null,
+      },
+    ])
     expect(JSON.stringify(explained)).not.toContain('ancestor')
     expect(probe.calls.observeSession).toBe(1)
     // The cache did hold a row (a hit), it just cannot prove the identity is the child's own.
@@ -252,5 +265,65 @@ describe('listChildren: the checkpoint cache rung', () => {
       { kind: 'child', id: child.id, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'second' },
     ])
     cacheOf(crashed).close()
+  })
+})
+
+describe('listChildren: usage beside the identity', () => {
+  // A unit under the key the catalog reads tokens from, with the view shape of `@dsh/session-stats`'s
+  // (`tokens` by kind): this package does not depend on that one, and the catalog reads it by key.
+  const usageUnit = {
+    key: 'sessionStats',
+    stateVersion: 1,
+    init: () => ({ input: 0, output: 0 }),
+    apply: (state: { input: number; output: number }, event: StoredSessionEvent) => {
+      const usage = (event.data as { usage?: { input: number; output: number } }).usage
+      return event.type === 'assistant/message' && usage !== undefined
+        ? { input: state.input + usage.input, output: state.output + usage.output }
+        : state
+    },
+    view: (state: { input: number; output: number }) => ({ tokens: state }),
+    schema: { safeParse: (state: unknown) => ({ success: true as const, data: state }) },
+  } as unknown as SessionProjectionUnit<'subagent'>
+  const withUsageUnit: HostOptions['extra'] = async (ctx) => void ctx.require('sessionProjections').register(usageUnit)
+  const spawnOne = async (h: Host) => {
+    const parent = h.sessions.create()
+    const child = h.runtime.spawn(parent, { mode: 'one-shot', label: 'counted', context: 'fresh', prompt: 'go' })
+    await child.done
+    return { parent: parent.id, child: child.id }
+  }
+
+  it('reads tokens and duration live, from the cache and from the one body read, and they agree', async () => {
+    const storage = new MemoryPersistenceStorage()
+    const hold = gate()
+    const driver = createScriptedDriver([
+      { kind: 'message', text: 'counted', usage: { input: 30, output: 12 } },
+      { kind: 'until', promise: hold.promise },
+    ])
+    const writer = await host({ storage, driver, before: withUsageUnit })
+    const parent = writer.sessions.create()
+    const child = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'counted', context: 'fresh', prompt: 'go' })
+    await expect.poll(async () => (await writer.runtime.explainChildren(parent.id))[0]?.tokens).toBe(42)
+    // Live and mid-turn: the open turn is not counted yet.
+    expect((await writer.runtime.explainChildren(parent.id))[0]).toMatchObject({ rung: 1, tokens: 42, durationMs: 0 })
+    hold.open()
+    await child.done
+    await cacheOf(writer).idle()
+    await writer.dispose()
+    hosts.splice(hosts.indexOf(writer), 1)
+    const cached = (await (await host({ storage, before: withUsageUnit })).runtime.explainChildren(parent.id))[0]!
+    expect(cached).toMatchObject({ rung: 2, tokens: 42, durationMs: expect.any(Number) })
+    expect(cached.durationMs).toBeGreaterThan(0)
+    const read = (await (await host({ storage, before: withUsageUnit, cachePath: false })).runtime.explainChildren(parent.id))[0]!
+    expect(read).toMatchObject({ rung: 3, tokens: 42, durationMs: cached.durationMs })
+  })
+
+  it('leaves tokens unknown on a cache miss for their unit, without a body read, and on a host without the unit', async () => {
+    // Written by a host without the usage unit: the cache has the identity and timing rows, not the usage one.
+    const { cold, ids } = await coldWorld(spawnOne, { before: withUsageUnit })
+    const reads = bodyReads(cold)
+    expect((await cold.runtime.explainChildren(ids.parent!))[0]).toMatchObject({ rung: 2, tokens: null, durationMs: expect.any(Number) })
+    expect(bodyReads(cold) - reads).toBe(0)
+    const { cold: plain, ids: plainIds } = await coldWorld(spawnOne)
+    expect((await plain.runtime.explainChildren(plainIds.parent!))[0]).toMatchObject({ rung: 2, tokens: null })
   })
 })

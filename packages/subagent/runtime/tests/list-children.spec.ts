@@ -73,6 +73,8 @@ describe('listChildren: the live rung', () => {
         rung: 1,
         parentId: parent.id,
         depth: 1,
+        tokens: null,
+        durationMs: expect.any(Number),
       },
     ])
     expect(bodyReads(h) - reads).toBe(0)
@@ -86,6 +88,8 @@ describe('listChildren: the live rung', () => {
         rung: 3,
         parentId: parent.id,
         depth: 1,
+        tokens: null,
+        durationMs: expect.any(Number),
       },
     ])
     expect(bodyReads(h) - reads).toBe(1)
