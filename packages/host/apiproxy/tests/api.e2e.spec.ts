@@ -273,6 +273,8 @@ describe('subagent catalog', () => {
         parentId: 'parent',
         depth: 1,
         rung: 3,
+        tokens: expect.any(Number),
+        durationMs: expect.any(Number),
       },
       {
         kind: 'child',
@@ -284,6 +286,8 @@ describe('subagent catalog', () => {
         parentId: 'parent',
         depth: 1,
         rung: 1,
+        tokens: expect.any(Number),
+        durationMs: expect.any(Number),
       },
     ])
   })

@@ -99,7 +99,14 @@ describe('dsh MCP server', () => {
 
     const agents = await call('list_agents', { id: parentId })
     const explained = await host.subagents.explainChildren(parentId)
-    const rows = explained.map(({ row, parentId: p, depth, rung }) => ({ ...row, parentId: p, depth, rung }))
+    const rows = explained.map(({ row, parentId: p, depth, rung, tokens, durationMs }) => ({
+      ...row,
+      parentId: p,
+      depth,
+      rung,
+      tokens,
+      durationMs,
+    }))
     expect(JSON.stringify(agents)).toBe(JSON.stringify(subagentList.parse({ parentId, scope: 'children', rows })))
     expect((agents.rows as { label?: string; rung: number; depth: number }[]).map((row) => [row.label, row.depth])).toEqual([
       ['scout', 1],

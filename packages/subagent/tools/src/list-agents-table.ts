@@ -15,6 +15,14 @@ export type ListAgentsRow =
       readonly hasChildren: boolean
       readonly parentId: SessionId
       readonly depth: number
+      /**
+       * Every token of its own model calls, with `usage` only (`dsh agents`; the
+       * model's table leaves usage out); `null` unknown (not cached: a listing
+       * never reads a log for it).
+       */
+      readonly tokens?: number | null
+      /** The time it spent in its own settled turns, with `usage` only; `null` unknown. */
+      readonly durationMs?: number | null
       /** Messages queued for it behind its running turn (present only when > 0). */
       readonly queued?: number
     }
@@ -42,8 +50,9 @@ export function statusOf(row: Extract<SubagentListEntry, { kind: 'child' }>): Li
   return row.mode === 'continuable' ? 'idle' : 'ready'
 }
 
-export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0): ListAgentsRow {
-  const { row, parentId, depth } = entry
+/** A catalog entry as a table row; `usage` copies its tokens and duration (`dsh agents` shows them, the model's table does not). */
+export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0, usage = false): ListAgentsRow {
+  const { row, parentId, depth, tokens, durationMs } = entry
   if (row.kind === 'diagnostic') return Object.freeze({ kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth })
   return Object.freeze({
     kind: 'child',
@@ -54,6 +63,7 @@ export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0): List
     hasChildren: row.hasChildren,
     parentId,
     depth,
+    ...(usage ? { tokens, durationMs } : {}),
     ...(queued > 0 ? { queued } : {}),
   })
 }
@@ -66,8 +76,10 @@ const DIAGNOSTIC_TEXT: Record<'corrupt' | 'unsupported' | 'unavailable', string>
 
 /**
  * The table (what `dsh agents` prints): one line per row, indented two spaces
- * per level below the caller, `<id>  <status>  <mode>  <label>[  +subagents]`
- * or `<id>  diagnostic: <reason>`; `(no subagents)` when empty.
+ * per level below the caller, `<id>  <status>  <mode>  <label>[  <n> tokens][
+ * <s>s][  +subagents]` or `<id>  diagnostic: <reason>`; `(no subagents)` when
+ * empty. Tokens and duration appear for rows that carry them (`usage`) and
+ * are blank (left out) when unknown.
  */
 export function renderListAgents(rows: readonly ListAgentsRow[]): string {
   if (rows.length === 0) return '(no subagents)'
@@ -77,7 +89,9 @@ export function renderListAgents(rows: readonly ListAgentsRow[]): string {
       if (row.kind === 'diagnostic') return `${indent}${row.id}  diagnostic: ${DIAGNOSTIC_TEXT[row.reason]}`
       const label = row.label === undefined ? '(no label)' : JSON.stringify(row.label)
       const status = row.queued === undefined ? row.status : `${row.status} (${row.queued} queued)`
-      return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${row.hasChildren ? '  +subagents' : ''}`
+      const tokens = row.tokens === undefined || row.tokens === null ? '' : `  ${row.tokens} tokens`
+      const duration = row.durationMs === undefined || row.durationMs === null ? '' : `  ${(row.durationMs / 1000).toFixed(1)}s`
+      return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${tokens}${duration}${row.hasChildren ? '  +subagents' : ''}`
     })
     .join('\n')
 }
