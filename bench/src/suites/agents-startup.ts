@@ -1,13 +1,15 @@
 // agents-startup: what `dsh agents P` costs as a new process, for a parent
 // with 200 children whose checkpoints are cached (every row from rung 2).
 // Subject: a new process running `dsh agents P --root <root>` (the CLI,
-// `node apps/dsh/dist/bin.js`, the table as printed). Baseline: a new process
-// doing the same lookups with better-sqlite3 alone: the index query for the
-// parent's subagent children (with whether each has children of its own) and
-// one checkpoint-cache point lookup per child, JSON out. Ratio = subject /
-// baseline, target <= 1.5: a short read command costs about what its SQLite
-// reads cost, which holds only while the CLI loads little besides them (the
-// catalog still checks each cached row against its unit's zod schema).
+// `node apps/dsh/dist/bin.js`, the table as printed, each row with the child's
+// tokens and duration). Baseline: a new process doing the same lookups with
+// better-sqlite3 alone: the index query for the parent's subagent children
+// (with whether each has children of its own) and three checkpoint-cache point
+// lookups per child (its `subagent`, `subagentTiming` and `sessionStats`
+// rows), the tokens summed, JSON out. Ratio = subject / baseline, target <=
+// 1.5: a short read command costs about what its SQLite reads cost, which
+// holds only while the CLI loads little besides them (the catalog still checks
+// each cached row against its unit's zod schema).
 //
 // The fixture (a JSONL root with its index and projection cache, built
 // through the real host) is built in a temporary directory on every run and
@@ -19,6 +21,7 @@ import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost } from '@dsh/host'
+import { createScriptedDriver } from '@dsh/subagent'
 import { type BenchDefinition, benchRoot } from '../harness.js'
 
 const CHILDREN = 200
@@ -31,8 +34,10 @@ const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
 /**
  * The baseline process: the parent's subagent children from the index (in
  * listing order, each with whether it has subagent children of its own), then
- * each child's `subagent` checkpoint row from the cache by primary key, its
- * state read after the row's witness line; the rows out as JSON.
+ * each child's `subagent`, `subagentTiming` and `sessionStats` checkpoint rows
+ * from the cache by primary key, each state read after the row's witness
+ * line; the identity, the settled time and the tokens (summed over the
+ * models) out as JSON.
  */
 const RAW_LOOKUPS = `
 const Database = require(process.argv[1])
@@ -42,11 +47,17 @@ const cache = new Database(root + '/.dsh/projections.sqlite', { readonly: true }
 const children = index
   .prepare("SELECT s.id, EXISTS (SELECT 1 FROM sessions c WHERE c.parent = s.id AND c.origin = 'subagent' AND c.revision IS NOT NULL) AS nested FROM sessions s WHERE s.revision IS NOT NULL AND s.parent = ? AND s.origin = 'subagent' ORDER BY s.created_at, s.id")
   .all(process.argv[3])
-const lookup = cache.prepare("SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = 'subagent'").pluck()
+const lookup = cache.prepare('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?').pluck()
+const state = (id, key) => {
+  const payload = lookup.get(id, key)
+  return JSON.parse(payload.slice(payload.indexOf('\\n') + 1))[1]
+}
 const rows = children.map((child) => {
-  const payload = lookup.get(child.id)
-  const identity = JSON.parse(payload.slice(payload.indexOf('\\n') + 1))[1].identity
-  return { id: child.id, mode: identity.mode, label: identity.label, hasChildren: child.nested === 1 }
+  const identity = state(child.id, 'subagent').identity
+  const durationMs = state(child.id, 'subagentTiming').settledMs
+  let tokens = 0
+  for (const model of state(child.id, 'sessionStats').byModel) for (const count of Object.values(model.tokens)) tokens += count
+  return { id: child.id, mode: identity.mode, label: identity.label, hasChildren: child.nested === 1, tokens, durationMs }
 })
 index.close()
 cache.close()
@@ -57,9 +68,15 @@ let dir = ''
 let root = ''
 const info: Record<string, unknown> = {}
 
+/** Each child's one model call reports usage, so its row has tokens to show. */
+const withUsage = createScriptedDriver((run) => [
+  { kind: 'chunk', text: 'Audited.' },
+  { kind: 'message', text: `Audited: ${run.prompt ?? ''}`, usage: { input: 1000 + run.turn, output: 200 } },
+])
+
 /** A parent with CHILDREN children spawned through the real host (scripted driver), all cold: their checkpoints are in the cache. */
 async function buildFixture(): Promise<void> {
-  const host = await createHost({ root })
+  const host = await createHost({ root, driver: withUsage })
   try {
     const parent = host.sessions.create({ id: PARENT })
     parent.append('user/message', { text: 'Split the audit across subagents.' })
@@ -134,6 +151,8 @@ interface CliRow {
   readonly label?: string
   readonly hasChildren?: boolean
   readonly rung: number
+  readonly tokens?: number | null
+  readonly durationMs?: number | null
 }
 
 const definition: BenchDefinition = {
@@ -153,12 +172,21 @@ const definition: BenchDefinition = {
       info.fixtureBuildMs = Math.round(Number(process.hrtime.bigint() - start) / 1e6)
       // The warm side must be warm: every row from the checkpoint cache, and the same rows the raw lookups find.
       const listed = (JSON.parse(runProcess([...cliArgs(), '--json']).stdout) as { rows: CliRow[] }).rows
-      const cold = listed.filter((row) => row.rung !== 2)
+      const cold = listed.filter(
+        (row) => row.rung !== 2 || typeof row.tokens !== 'number' || row.tokens === 0 || typeof row.durationMs !== 'number',
+      )
       if (listed.length !== CHILDREN || cold.length > 0)
         throw new Error(
-          `agents-startup: expected ${CHILDREN} rows from the checkpoint cache, got ${listed.length} (${cold.length} not from it)`,
+          `agents-startup: expected ${CHILDREN} rows from the checkpoint cache with tokens and duration, got ${listed.length} (${cold.length} not)`,
         )
-      const viaCli = listed.map((row) => ({ id: row.id, mode: row.mode, label: row.label, hasChildren: row.hasChildren }))
+      const viaCli = listed.map((row) => ({
+        id: row.id,
+        mode: row.mode,
+        label: row.label,
+        hasChildren: row.hasChildren,
+        tokens: row.tokens,
+        durationMs: row.durationMs,
+      }))
       if (runProcess(rawArgs()).stdout.trim() !== JSON.stringify(viaCli))
         throw new Error('agents-startup: the CLI and the raw lookups disagree on the children')
       if (runProcess(cliArgs()).stdout.trim().split('\n').length !== CHILDREN)
@@ -175,7 +203,7 @@ const definition: BenchDefinition = {
     rmSync(dir, { recursive: true, force: true })
   },
   baseline: {
-    label: `new process: the index query and ${CHILDREN} checkpoint-cache lookups with better-sqlite3 alone`,
+    label: `new process: the index query and ${3 * CHILDREN} checkpoint-cache lookups (identity, timing, stats) with better-sqlite3 alone`,
     run: runProcesses(rawArgs),
   },
   subject: {
