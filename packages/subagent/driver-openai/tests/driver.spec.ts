@@ -1,5 +1,6 @@
 import { Context } from '@dsh/context'
 import { sessionStorePlugin } from '@dsh/session'
+import { sessionContextPlugin } from '@dsh/session-context'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery } from '@dsh/session-query'
 import { type SubagentRuntime, type SubagentTool, subagentsPlugin } from '@dsh/subagent'
@@ -23,8 +24,18 @@ async function runtimeWith(baseURL: string, tools: (runtime: SubagentRuntime) =>
   ctx = new Context()
   await ctx.activate(sessionStorePlugin())
   await ctx.activate(sessionProjectionsPlugin())
+  await ctx.activate(sessionContextPlugin())
   ctx.provide('sessionQuery', createSessionQuery({ sessions: ctx.require('sessions') }))
-  const driver = createOpenAIDriver({ baseURL, apiKey: TEST_KEY, model: 'parent-model', env: {}, retry: { maxAttempts: 1 } })
+  const composed = ctx
+  const driver = createOpenAIDriver({
+    baseURL,
+    apiKey: TEST_KEY,
+    model: 'parent-model',
+    env: {},
+    retry: { maxAttempts: 1 },
+    // As a host does: the service is looked up when a run builds a request.
+    context: () => composed.get('sessionContext'),
+  })
   await ctx.activate(subagentsPlugin({ driver, tools: (_agent, runtime) => tools(runtime) }))
   return ctx.require('subagents')
 }
