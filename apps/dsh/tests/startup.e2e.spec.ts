@@ -165,7 +165,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
   expect(search.some((path) => path.endsWith('/query/contract/src/search-request.ts'))).toBe(true)
 }, 120_000)
 
-it('dsh agents on a warm root loads the catalog with zod as two chunks, and no tool schemas, HTTP, search or PostgreSQL backend', async () => {
+it('dsh agents on a warm root loads the catalog with zod/mini as two chunks, and no classic zod, spawn checks, tool schemas, HTTP, search or PostgreSQL backend', async () => {
   const root = join(dir, 'family')
   const host = await createHost({ root })
   try {
@@ -176,17 +176,29 @@ it('dsh agents on a warm root loads the catalog with zod as two chunks, and no t
   } finally {
     await host.dispose()
   }
-  // Every row comes from the checkpoint cache: the path below is the warm one.
+  // Every row comes from the checkpoint cache, its tokens and duration too: the path below is the warm one.
   const { stdout } = await promisify(execFile)(process.execPath, [bin, 'agents', 'parent', '--root', root, '--json'])
-  expect((JSON.parse(stdout) as { rows: Array<{ rung: number }> }).rows.map((row) => row.rung)).toEqual([2, 2])
+  const rows = (JSON.parse(stdout) as { rows: Array<{ rung: number; tokens: unknown; durationMs: unknown }> }).rows
+  expect(rows.map((row) => [row.rung, typeof row.tokens, typeof row.durationMs])).toEqual([
+    [2, 'number', 'number'],
+    [2, 'number', 'number'],
+  ])
   const loaded = await imports('agents', 'parent', '--root', root)
   const modules = modulesOf(loaded)
   expect(modules.some((path) => path.endsWith('/apps/dsh/src/commands/agents.ts'))).toBe(true)
-  // The cached rows are checked against the subagent unit's zod schema: zod is loaded, as two files, its
-  // core (a chunk of its own, shared with the zod/mini schemas of the stats units) and classic zod.
+  // The cached rows are checked against their units' zod/mini schemas (the subagent units' and the
+  // stats unit's): zod is loaded as two files, its core (a chunk of its own) and zod/mini. Classic zod,
+  // which only the spawn path's outputSchema checks need, is not loaded, nor are those checks.
   expect(modules.some((path) => /\/subagent\/runtime\/src\/projection\.ts$/.test(path))).toBe(true)
+  expect(modules.some((path) => /\/projection\/stats\/src\/stats-types\.ts$/.test(path))).toBe(true)
   expect(modules.some((path) => /\/zod\/v4\/core\/schemas\.js$/.test(path))).toBe(true)
+  expect(modules.some((path) => /\/zod\/v4\/mini\/schemas\.js$/.test(path))).toBe(true)
   expect(files(loaded).filter((url) => /\/zod\//.test(url))).toHaveLength(2)
+  for (const pattern of [/\/zod\/v4\/classic\//, /\/vendor\/zod\/index-shared\.js$/, /\/subagent\/runtime\/src\/output\.ts$/])
+    expect(
+      [...loaded, ...modules].filter((url) => pattern.test(url)),
+      `agents: ${pattern}`,
+    ).toEqual([])
   const notForAgents = [
     /\/subagent\/tools\/src\/(?!list-agents-table\.ts$)/,
     /apiproxy|^node:http$/,
@@ -199,7 +211,8 @@ it('dsh agents on a warm root loads the catalog with zod as two chunks, and no t
       [...loaded, ...modules].filter((url) => pattern.test(url)),
       `agents: ${pattern}`,
     ).toEqual([])
-  // The CLI's chunks and the inlined packages' (zod's two among them, the protocol's size caps, and
-  // the projection registry's errors as a chunk the cache shares), better-sqlite3's 13 files and addon.
-  expect(files(loaded).length).toBeLessThanOrEqual(39)
+  // The CLI's chunks and the inlined packages' (zod's two among them, the protocol's size caps, the
+  // projection registry's errors as a chunk the cache shares, and the stats package's two for the rows'
+  // tokens), better-sqlite3's 13 files and addon.
+  expect(files(loaded).length).toBeLessThanOrEqual(41)
 }, 120_000)
