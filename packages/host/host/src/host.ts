@@ -1,8 +1,10 @@
 import { existsSync } from 'node:fs'
 import type { ApiServer } from '@dsh/apiproxy'
+import type { CompactionServiceOptions, Summarizer } from '@dsh/compaction'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
 import type { SubagentDriver, SubagentRuntime, SubagentToolProvider } from '@dsh/subagent'
+import { activateCompaction } from './compaction.js'
 import { activateHttpApi, type HttpApiOptions } from './http-plugin.js'
 import { type DerivedPaths, derivedPaths } from './paths.js'
 import { activatePostgresCache } from './postgres.js'
@@ -30,6 +32,10 @@ export interface HostOptions extends QueryHostOptions {
   readonly sessionStats?: boolean
   /** Serve the HTTP API and web page (activated last, closed first). */
   readonly http?: HttpApiOptions
+  /** Writes compaction summaries: with it a writable host provides service `compaction` (`@dsh/compaction`). */
+  readonly summarizer?: Summarizer
+  /** Options of the compaction service (with `summarizer`). */
+  readonly compaction?: CompactionServiceOptions
 }
 
 /** The composed services of one process over one session root. */
@@ -104,6 +110,7 @@ async function activateProjections({ ctx, readOnly, root, pool }: CompositionSta
     const { sessionContextPlugin } = await import('@dsh/session-context')
     await ctx.activate(sessionContextPlugin())
   }
+  if (options.summarizer !== undefined && !readOnly) await activateCompaction(ctx, options.summarizer, options.compaction)
   // Usage, timing and titles are units like any other: checkpointed by the cache, so cold reads cost no body read.
   if (options.sessionStats !== false) {
     const { sessionStatsPlugin } = await import('@dsh/session-stats')

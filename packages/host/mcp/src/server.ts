@@ -2,6 +2,7 @@ import type { Session } from '@dsh/session'
 import type { SubagentControl } from '@dsh/tool-subagent-control'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import { compactSessionTool } from './compact-tool.js'
 import { ControlLimiter, countChildren, type McpControlLimits } from './control-limits.js'
 import { McpError } from './errors.js'
 import {
@@ -79,6 +80,7 @@ export function createMcpServer(
         new Set(tools.map((tool) => tool.name)),
         (tool, id, signal, call) => limiter.within(tool, id, signal, call),
       ),
+      compactSessionTool(() => services.get('compaction'), resolveAgent),
     )
   }
   const byName = new Map<string, McpTool>(tools.map((tool) => [tool.name, tool]))

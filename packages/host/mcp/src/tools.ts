@@ -1,3 +1,4 @@
+import type { CompactionService } from '@dsh/compaction'
 import { isDshError } from '@dsh/context'
 import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentListBody } from '@dsh/protocol'
 import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
@@ -47,6 +48,8 @@ export interface McpServiceSource {
   get(name: 'sessions'): ListingSources['sessions']
   get(name: 'sessionProjections'): ListingSources['projections']
   get(name: 'sessionProjectionCache'): ListingSources['cache']
+  /** What `compact_session` calls (control tools only; a host given a summarizer has it). */
+  get(name: 'compaction'): CompactionService | undefined
 }
 
 /** Parses tool arguments; a mismatch is `MCP_INVALID_INPUT` naming each bad field. */

@@ -191,6 +191,7 @@ describe('dsh MCP server', () => {
     client = await connect({ allowControl: true, control: host.subagents, controlTools: () => [echo, listAgents] })
     const { tools } = await client.listTools()
     expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'compact_session',
       'list_agents',
       'list_sessions',
       'report',
@@ -226,6 +227,7 @@ describe('dsh MCP server', () => {
     })
     const { tools } = await client.listTools()
     expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'compact_session',
       'interrupt_agent',
       'list_agents',
       'list_sessions',
