@@ -26,6 +26,79 @@ function missingResult(callId: string, seq: number): ContextMessage {
   }
 }
 
+/** How a run of committed chunks in view order ended: the calls still waiting for their results, in order; `null`: not in view order. */
+type ChunkWalk = { readonly pendingIn: string; readonly pendingOut: readonly string[] | null }
+
+/** Per chunk (chunks are immutable and shared by every later state): its walk from the pending calls it was last walked with. */
+const walks = new WeakMap<readonly ContextMessage[], ChunkWalk>()
+
+/**
+ * Walks a chunk from `pending` (calls of an earlier message still waiting for
+ * results): the chunk is in view order when each tool message is the result
+ * of the next waiting call and no other message comes while calls wait.
+ */
+function walkChunk(chunk: readonly ContextMessage[], pending: readonly string[], pendingIn: string): ChunkWalk {
+  const waiting = [...pending]
+  for (const message of chunk) {
+    if (message.role === 'tool') {
+      if (resultCallId(message) !== waiting[0] || waiting.length === 0) return { pendingIn, pendingOut: null }
+      waiting.shift()
+      continue
+    }
+    if (waiting.length > 0) return { pendingIn, pendingOut: null }
+    waiting.push(...callIdsOf(message))
+  }
+  return { pendingIn, pendingOut: waiting }
+}
+
+/**
+ * The committed messages as they are, when the log already has them in view
+ * order (every result right after its call, in call order, none missing
+ * before the next message, none orphaned) — the common case, and the view
+ * the general pairing would give. Each chunk is checked once (cached by
+ * reference), so a step costs its new chunk and one pointer copy per
+ * message. `undefined` when some chunk is not in view order.
+ */
+function orderedMessages(state: SessionContextState): { messages: ContextMessage[]; pending: readonly string[] } | undefined {
+  const messages: ContextMessage[] = []
+  let pending: readonly string[] = []
+  for (const chunk of state.chunks) {
+    const key = pending.join('\u0000')
+    let walk = walks.get(chunk)
+    if (walk === undefined || walk.pendingIn !== key) {
+      walk = walkChunk(chunk, pending, key)
+      walks.set(chunk, walk)
+    }
+    if (walk.pendingOut === null) return undefined
+    for (const message of chunk) messages.push(message)
+    pending = walk.pendingOut
+  }
+  return { messages, pending }
+}
+
+function openMessage(state: SessionContextState): ContextMessage | undefined {
+  const open = state.open
+  if (open === null) return undefined
+  const blocks: ContextBlock[] = []
+  if (open.reasoning.length > 0) blocks.push({ type: 'reasoning', text: open.reasoning })
+  if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
+  blocks.push(...open.calls)
+  return blocks.length > 0 ? { role: 'assistant', blocks, seq: open.seq } : undefined
+}
+
+function viewOf(state: SessionContextState, messages: readonly ContextMessage[], orphans: number, missing: number): SessionContext {
+  return {
+    messages,
+    step: state.step,
+    provider: state.provider,
+    model: state.model,
+    compaction: state.compaction,
+    compacting: state.compactions.length > 0,
+    seq: state.seq,
+    warnings: { ...state.warnings, 'orphan-result': orphans, 'missing-result': missing },
+  }
+}
+
 /**
  * The model-visible context of a state: its messages (the streamed step
  * still open included) with every tool call followed by exactly one result,
@@ -35,15 +108,32 @@ function missingResult(callId: string, seq: number): ContextMessage {
  * O(messages); pure.
  */
 export function contextView(state: SessionContextState): SessionContext {
-  const messages = flatten(state.chunks)
-  const open = state.open
-  if (open !== null) {
-    const blocks: ContextBlock[] = []
-    if (open.reasoning.length > 0) blocks.push({ type: 'reasoning', text: open.reasoning })
-    if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
-    blocks.push(...open.calls)
-    if (blocks.length > 0) messages.push({ role: 'assistant', blocks, seq: open.seq })
+  const open = openMessage(state)
+  const ordered = orderedMessages(state)
+  if (ordered !== undefined) {
+    // In view order already: only the calls left waiting (a crash, the open step) get synthetic results.
+    const out = ordered.messages
+    let missing = 0
+    const answer = (message: ContextMessage, ids: readonly string[]): void => {
+      for (const id of ids) {
+        missing++
+        out.push(missingResult(id, message.seq))
+      }
+    }
+    if (ordered.pending.length > 0) {
+      // The waiting calls are the newest non-tool message's (only its results can follow it).
+      let at = out.length - 1
+      while (at > 0 && (out[at] as ContextMessage).role === 'tool') at--
+      answer(out[at] as ContextMessage, ordered.pending)
+    }
+    if (open !== undefined) {
+      out.push(open)
+      answer(open, callIdsOf(open))
+    }
+    return viewOf(state, out, 0, missing)
   }
+  const messages = flatten(state.chunks)
+  if (open !== undefined) messages.push(open)
   // Results by call id, in log order: each call takes the first one not yet taken.
   const results = new Map<string, ContextMessage[]>()
   for (const message of messages) {
@@ -72,14 +162,5 @@ export function contextView(state: SessionContextState): SessionContext {
     }
   }
   const tools = messages.reduce((n, message) => n + (message.role === 'tool' ? 1 : 0), 0)
-  return {
-    messages: out,
-    step: state.step,
-    provider: state.provider,
-    model: state.model,
-    compaction: state.compaction,
-    compacting: state.compactions.length > 0,
-    seq: state.seq,
-    warnings: { ...state.warnings, 'orphan-result': tools - paired, 'missing-result': missing },
-  }
+  return viewOf(state, out, tools - paired, missing)
 }
