@@ -94,6 +94,17 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     },
     load: () => import('./commands/serve.js'),
   },
+  compact: {
+    store: true,
+    summary: "summarize a session's older context through a model (appended; the log is never rewritten)",
+    args: '<id>',
+    options: {
+      keep: { type: 'string', value: 'N', help: 'the newest N context messages stay verbatim (default 4)' },
+      model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-v4-flash)' },
+      'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
+    },
+    load: () => import('./commands/compact.js'),
+  },
   run: {
     store: true,
     summary: 'run an agent over an OpenAI-compatible API (key from DSH_API_KEY), with the subagent-control tools',

@@ -1,4 +1,4 @@
-import { API_KEY_ENV, createOpenAIDriver } from '@dsh/driver-openai'
+import { API_KEY_ENV, createModelClient, createOpenAIDriver, createOpenAISummarizer } from '@dsh/driver-openai'
 import { createMcpServer, McpError, serveStdio } from '@dsh/mcp'
 import type { Session } from '@dsh/session'
 import type { SubagentDriver } from '@dsh/subagent'
@@ -31,6 +31,13 @@ function limitsOf(command: ParsedCommand): {
       ...(maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns }),
     },
   }
+}
+
+/** The model client `--model` / `--base-url` and the environment name. */
+function modelClient(command: ParsedCommand, io: CommandIo) {
+  const model = command.string('model')
+  const baseURL = command.string('base-url')
+  return createModelClient({ env: io.env, ...(model === undefined ? {} : { model }), ...(baseURL === undefined ? {} : { baseURL }) })
 }
 
 /**
@@ -81,7 +88,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       ? {
           requireExisting: true,
           tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent),
-          ...(driver === undefined ? {} : { driver }),
+          // With a model, `compact_session` summarizes through it too.
+          ...(driver === undefined ? {} : { driver, summarizer: createOpenAISummarizer({ client: modelClient(command, io) }) }),
         }
       : { readOnly: true }),
   })
