@@ -72,6 +72,9 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   migrate: {
     store: true,
     summary: 'create or upgrade the schema of a PostgreSQL store (--store or DSH_DATABASE_URL); idempotent',
+    options: {
+      partitions: { type: 'string', value: 'N', help: 'hash partitions of the per-session tables, chosen once (default 16)' },
+    },
     load: () => import('./commands/migrate.js'),
   },
   reindex: {

@@ -15,16 +15,20 @@ export interface PostgresMigration {
  * what `dsh migrate` runs. Idempotent and safe from several hosts at once
  * (each step serializes on the backends' advisory lock). A database newer
  * than this code is refused with `POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW` and
- * left as it is: schemas never migrate down.
+ * left as it is: schemas never migrate down. `partitions` chooses the hash
+ * partition count of the per-session tables when they are created (default
+ * 16); a database partitioned otherwise is refused.
  */
-export async function migratePostgres(options: PostgresHostOptions): Promise<PostgresMigration> {
+export async function migratePostgres(options: PostgresHostOptions & { readonly partitions?: number }): Promise<PostgresMigration> {
   const { default: pgModule } = await import('pg')
   const { migrate } = await import('@dsh/session-persistence-postgres')
   const { migrateSearch } = await import('@dsh/session-query-postgres')
   const { migrateCache } = await import('@dsh/session-projection-cache-postgres')
   const pool = options.pool ?? new pgModule.Pool({ connectionString: options.connectionString })
   try {
-    const components = [await migrate(pool), await migrateSearch(pool), await migrateCache(pool)]
+    // The session tables migrate first: they record the partition count the other two follow.
+    const partitions = options.partitions === undefined ? {} : { partitions: options.partitions }
+    const components = [await migrate(pool, partitions), await migrateSearch(pool, partitions), await migrateCache(pool, partitions)]
     return { location: postgresLocation(options), components }
   } finally {
     if (options.pool === undefined) await pool.end()

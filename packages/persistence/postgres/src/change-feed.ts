@@ -32,7 +32,7 @@ export async function readChanges(pool: pg.Pool, since: string | undefined): Pro
             CASE WHEN $1::xid8 IS NULL OR $1::xid8 < f.horizon THEN NULL
                  ELSE ARRAY(SELECT id FROM dsh_changes WHERE xid >= $1::xid8
                             UNION
-                            SELECT s.id FROM dsh_batches b JOIN dsh_sessions s USING (sid) WHERE b.xid >= $1::xid8) END AS ids
+                            SELECT s.id FROM dsh_batches b JOIN dsh_sessions s USING (id_key, sid) WHERE b.xid >= $1::xid8) END AS ids
      FROM dsh_feed f`,
     [parsed?.xmin ?? null],
   )

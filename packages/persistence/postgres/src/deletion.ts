@@ -3,19 +3,25 @@ import { encodeBatch } from './batch-codec.js'
 import { ioError } from './errors.js'
 import type { StoredId } from './ids.js'
 import type { LogReader, SessionRow } from './log-reader.js'
-import type { WriterConnection } from './writer.js'
+import type { WriterConnection, WriterQuery } from './writer.js'
 
 /** Deletes the session row (its batches cascade) and records the change, in one statement. */
 const DELETE_STATEMENT = `WITH s AS (DELETE FROM dsh_sessions WHERE id_key = $1 RETURNING sid),
-   c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
+   c AS (INSERT INTO dsh_changes (id_key, id) SELECT $1, $2 FROM s)
    SELECT sid FROM s`
 
 /**
  * Deletes one session under its lease; resolves whether it existed. A
  * source that forks reference is refused with
- * `SESSION_PERSISTENCE_REFERENCED` (the `fork_sid` foreign key restricts)
- * unless `materializeDependants`, which first gives every direct dependant
- * its inherited prefix as its own first batch.
+ * `SESSION_PERSISTENCE_REFERENCED` unless `materializeDependants`, which
+ * first gives every direct dependant its inherited prefix as its own first
+ * batch.
+ *
+ * A fork's reference (`fork_key`, `fork_sid`) crosses sessions, so it is no
+ * foreign key (a key that includes the distribution key cannot name another
+ * session's partition). The delete's transaction locks the row it deletes
+ * (`FOR UPDATE`; a fork being made holds `FOR KEY SHARE` on its source until
+ * it commits) and then looks for a fork naming it: none, or the refusal.
  */
 export async function deleteSession(
   writer: WriterConnection,
@@ -27,19 +33,9 @@ export async function deleteSession(
   const dependants = materializeDependants ? await dependantsOf(reader, stored) : []
   let rows: { sid: string }[]
   try {
-    if (dependants.length === 0) {
-      ;({ rows } = await writer.run<{ sid: string }>(stored, DELETE_STATEMENT, [stored.key, stored.bytes]))
-    } else {
-      rows = await deleteMaterializing(writer, reader, stored, dependants)
-    }
+    rows = await deleteChecked(writer, reader, stored, dependants)
   } catch (error) {
-    if ((error as { code?: string }).code === '23503') {
-      throw persistenceError(
-        'SESSION_PERSISTENCE_REFERENCED',
-        `Session '${stored.id}' is the source of forks that reference its prefix; delete them first, or delete with { materializeDependants: true } to give them their own copy.`,
-        { details: { id: stored.id } },
-      )
-    }
+    // Typed refusals pass through as they are.
     throw ioError(`deleting session '${stored.id}'`, error)
   }
   await writer.release(stored)
@@ -47,9 +43,10 @@ export async function deleteSession(
 }
 
 /** The forks that reference `source` directly (a fork's reference always names the log holding its cut). */
-async function dependantsOf(reader: LogReader, source: StoredId): Promise<SessionRow[]> {
+async function dependantsOf(reader: LogReader, source: StoredId): Promise<(SessionRow & { id: Buffer })[]> {
   const { rows } = await reader.query<SessionRow & { id: Buffer }>(
-    `SELECT d.sid, d.header, d.inherited, d.next_seq, d.fork_sid, d.fork_checksum, d.id FROM dsh_sessions d JOIN dsh_sessions s ON d.fork_sid = s.sid WHERE s.id_key = $1`,
+    `SELECT d.id_key, d.sid, d.header, d.inherited, d.next_seq, d.fork_key, d.fork_sid, d.fork_checksum, d.id
+     FROM dsh_sessions d JOIN dsh_sessions s ON d.fork_key = s.id_key AND d.fork_sid = s.sid WHERE s.id_key = $1`,
     [source.key],
     `finding the forks of '${source.id}'`,
   )
@@ -57,11 +54,12 @@ async function dependantsOf(reader: LogReader, source: StoredId): Promise<Sessio
 }
 
 /**
- * Gives each dependant its inherited prefix as its own first batch and
- * drops its reference, then deletes the source, in one transaction on the
- * writer connection. The dependants' events and revisions do not change.
+ * In one transaction on the writer connection: locks the source row, gives
+ * each of `dependants` its inherited prefix as its own first batch and drops
+ * its reference, refuses if any fork still names the source, then deletes it.
+ * The dependants' events and revisions do not change.
  */
-async function deleteMaterializing(
+async function deleteChecked(
   writer: WriterConnection,
   reader: LogReader,
   source: StoredId,
@@ -69,24 +67,41 @@ async function deleteMaterializing(
 ): Promise<{ sid: string }[]> {
   const prefixes = await Promise.all(dependants.map(async (d) => ({ d, events: await reader.events(source.id, d, 0, d.inherited) })))
   return writer.transaction(source, async (query) => {
+    const locked = await query<{ sid: string }>('SELECT sid FROM dsh_sessions WHERE id_key = $1 FOR UPDATE', [source.key])
+    const sid = locked.rows[0]?.sid
+    if (sid === undefined) return []
     for (const { d, events } of prefixes) {
       if (events.length !== d.inherited)
         throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The inherited prefix of a fork of '${source.id}' could not be read whole.`, {
           details: { id: source.id },
         })
       const batch = encodeBatch(events)
-      await query('INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6)', [
+      await query(
+        'INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+        [d.id_key, d.sid, 0, batch.count, batch.plainLength, batch.checksum, batch.body],
+      )
+      await query('UPDATE dsh_sessions SET fork_key = NULL, fork_sid = NULL, fork_checksum = NULL WHERE id_key = $1 AND sid = $2', [
+        d.id_key,
         d.sid,
-        0,
-        batch.count,
-        batch.plainLength,
-        batch.checksum,
-        batch.body,
       ])
-      await query('UPDATE dsh_sessions SET fork_sid = NULL, fork_checksum = NULL WHERE sid = $1', [d.sid])
-      await query('INSERT INTO dsh_changes (id) SELECT id FROM dsh_sessions WHERE sid = $1', [d.sid])
+      await query('INSERT INTO dsh_changes (id_key, id) SELECT id_key, id FROM dsh_sessions WHERE id_key = $1 AND sid = $2', [
+        d.id_key,
+        d.sid,
+      ])
     }
+    await refuseIfReferenced(query, source, sid)
     const { rows } = await query<{ sid: string }>(DELETE_STATEMENT, [source.key, source.bytes])
     return rows
   })
+}
+
+/** `SESSION_PERSISTENCE_REFERENCED` when a fork names the (locked) source row. */
+async function refuseIfReferenced(query: WriterQuery, source: StoredId, sid: string): Promise<void> {
+  const { rows } = await query('SELECT 1 FROM dsh_sessions WHERE fork_sid = $1 AND fork_key = $2 LIMIT 1', [sid, source.key])
+  if (rows.length === 0) return
+  throw persistenceError(
+    'SESSION_PERSISTENCE_REFERENCED',
+    `Session '${source.id}' is the source of forks that reference its prefix; delete them first, or delete with { materializeDependants: true } to give them their own copy.`,
+    { details: { id: source.id } },
+  )
 }

@@ -7,6 +7,7 @@ import { type LogReader, SESSION_COLUMNS, type SessionRow } from './log-reader.j
 
 /** Where a fork by reference points: the log holding its cut, and that log's batch digest at the cut. */
 export interface ForkReference {
+  readonly key: Buffer
   readonly sid: string
   readonly checksum: number
 }
@@ -43,15 +44,19 @@ export async function forkReference(
     )
   }
   while (row.fork_sid !== null && cut <= row.inherited) {
-    const forkSid: string = row.fork_sid
-    row = (await reader.query<SessionRow>(`SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`, [forkSid], 'reading a fork source'))
-      .rows[0]
+    row = (
+      await reader.query<SessionRow>(
+        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1 AND sid = $2`,
+        [row.fork_key, row.fork_sid],
+        'reading a fork source',
+      )
+    ).rows[0]
     if (row === undefined)
       throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork source chain of '${source}' is broken.`, { details: { source } })
   }
   const { rows } = await reader.query<BatchRow>(
-    'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
-    [row.sid, cut - 1],
+    'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE id_key = $3 AND sid = $1 AND first_seq <= $2 ORDER BY first_seq DESC LIMIT 1',
+    [row.sid, cut - 1, row.id_key],
     'reading a fork source',
   )
   const holding = rows[0]
@@ -74,7 +79,7 @@ export async function forkReference(
       )
     }
   }
-  return { sid: row.sid, checksum: holding.checksum }
+  return { key: row.id_key, sid: row.sid, checksum: holding.checksum }
 }
 
 /** Two events are the same when their stored JSON lines are (the form a batch keeps them in). */

@@ -4,7 +4,7 @@
 export type { ChangeSubscription } from './change-feed.js'
 export type { PostgresPersistenceErrorCode } from './errors.js'
 export { PostgresPersistenceError } from './errors.js'
-export type { MigrationReport } from './migrations.js'
+export type { MigrateOptions, MigrationReport } from './migrations.js'
 export { createPostgresPersistence } from './persistence.js'
 export { migrate } from './schema.js'
 export type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceMetrics, PostgresPersistenceOptions } from './types.js'

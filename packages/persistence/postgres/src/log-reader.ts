@@ -8,15 +8,19 @@ import { keyOf } from './ids.js'
 
 /** A session row as reads and writes select it. */
 export interface SessionRow {
+  /** The distribution key (the id's SHA-256): every statement on a session's rows names it, so it touches one partition. */
+  id_key: Buffer
   sid: string
   header: string
   inherited: number
   next_seq: number
+  /** The fork source's `id_key` and `sid` (both or neither). */
+  fork_key: Buffer | null
   fork_sid: string | null
   fork_checksum: number | null
 }
 
-export const SESSION_COLUMNS = 'sid, header, inherited, next_seq, fork_sid, fork_checksum'
+export const SESSION_COLUMNS = 'id_key, sid, header, inherited, next_seq, fork_key, fork_sid, fork_checksum'
 
 /**
  * Reads of stored logs, shared by every read path of an instance (and by the
@@ -87,14 +91,14 @@ export class LogReader {
     const { rows } = await this.query<
       SessionRow & { lo: number; hi: number; first_seq: number | null; count: number; plain_length: number; checksum: number; body: Buffer }
     >(
-      `SELECT s.sid, s.header, s.inherited, s.next_seq, s.fork_sid, s.fork_checksum, r.lo, e.hi,
+      `SELECT s.id_key, s.sid, s.header, s.inherited, s.next_seq, s.fork_key, s.fork_sid, s.fork_checksum, r.lo, e.hi,
               b.first_seq, b.count, b.plain_length, b.checksum, b.body
        FROM dsh_sessions s
        CROSS JOIN LATERAL (SELECT LEAST(s.next_seq, COALESCE($3::integer, s.next_seq)) AS hi) e
        CROSS JOIN LATERAL (SELECT LEAST(e.hi, GREATEST($2::integer, e.hi - COALESCE($4::integer, e.hi))) AS lo) r
-       LEFT JOIN dsh_batches b ON b.sid = s.sid AND r.lo < e.hi AND b.first_seq < e.hi
+       LEFT JOIN dsh_batches b ON b.id_key = $1 AND b.sid = s.sid AND r.lo < e.hi AND b.first_seq < e.hi
          AND b.first_seq >= COALESCE(
-           (SELECT f.first_seq FROM dsh_batches f WHERE f.sid = s.sid AND f.first_seq <= r.lo ORDER BY f.first_seq DESC LIMIT 1), 0)
+           (SELECT f.first_seq FROM dsh_batches f WHERE f.id_key = $1 AND f.sid = s.sid AND f.first_seq <= r.lo ORDER BY f.first_seq DESC LIMIT 1), 0)
        WHERE s.id_key = $1
        ORDER BY b.first_seq`,
       [keyOf(id), range.from, range.to ?? null, range.limit ?? null],
@@ -117,7 +121,10 @@ export class LogReader {
       for (const event of decodeBatch(id, batch as BatchRow)) if (event.seq >= lo && event.seq < hi) events.push(event)
     }
     if (events.length !== hi - lo) {
-      if ((await this.query('SELECT 1 FROM dsh_sessions WHERE sid = $1', [row.sid], `reading session '${id}'`)).rows.length === 0)
+      if (
+        (await this.query('SELECT 1 FROM dsh_sessions WHERE id_key = $1 AND sid = $2', [row.id_key, row.sid], `reading session '${id}'`))
+          .rows.length === 0
+      )
         throw notFound(id)
       throw persistenceError(
         'SESSION_PERSISTENCE_CORRUPT',
@@ -150,8 +157,8 @@ export class LogReader {
     }
     if (lo >= hi) return out
     const { rows } = await this.query<BatchRow>(
-      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE sid = $1 AND first_seq < $3 AND first_seq + count > $2 ORDER BY first_seq',
-      [row.sid, lo, hi],
+      'SELECT first_seq, count, plain_length, checksum, body FROM dsh_batches WHERE id_key = $4 AND sid = $1 AND first_seq < $3 AND first_seq + count > $2 ORDER BY first_seq',
+      [row.sid, lo, hi, row.id_key],
       `reading the batches of session '${id}'`,
     )
     for (const batch of rows) {
@@ -178,8 +185,8 @@ export class LogReader {
   async sourceEvents(id: SessionId, fork: SessionRow, lo: number, hi: number): Promise<StoredSessionEvent[]> {
     const source = (
       await this.query<SessionRow>(
-        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE sid = $1`,
-        [fork.fork_sid],
+        `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1 AND sid = $2`,
+        [fork.fork_key, fork.fork_sid],
         `reading the fork source of '${id}'`,
       )
     ).rows[0]

@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import { PostgresPersistenceError, unavailable } from './errors.js'
+import { type Layout, resolveLayout } from './layout.js'
 
 /**
  * One schema step of one component. Steps run in order, each in its own
@@ -10,8 +11,33 @@ export interface Migration {
   /** 1, 2, 3, … without gaps. */
   readonly version: number
   readonly description: string
-  /** Statements run in order inside the step's transaction. */
-  readonly statements: readonly string[]
+  /**
+   * Statements run in order inside the step's transaction; a function gets
+   * the database's layout (its partition count, `layout.ts`).
+   */
+  readonly statements: readonly string[] | ((layout: Layout) => readonly string[])
+}
+
+/** How a component migrates beyond its steps. */
+export interface SchemaOptions {
+  /**
+   * The newest version's tables, created directly on a database that holds
+   * none of the component's tables (version 0): a fresh database is built
+   * in one step at the newest version, and the steps only upgrade databases
+   * that already hold an older one.
+   */
+  readonly baseline?: (layout: Layout) => readonly string[]
+}
+
+/** What one run of a component's migration may choose. */
+export interface MigrateOptions {
+  /**
+   * The partition count of the per-session tables (1–1024; default 16). It is
+   * chosen once, by the first migration that creates partitioned tables, and
+   * recorded in `dsh_layout`; a later run asking for another count is refused
+   * with `POSTGRES_PERSISTENCE_MIGRATION_FAILED`.
+   */
+  readonly partitions?: number
 }
 
 /** What `applyMigrations` did. */
@@ -37,7 +63,12 @@ const VERSION_TABLE = `CREATE TABLE IF NOT EXISTS dsh_schema_version (
  * (never a migration downwards); a failed step leaves the last committed
  * version and rejects with `POSTGRES_PERSISTENCE_MIGRATION_FAILED`.
  */
-export async function applyMigrations(pool: pg.Pool, component: string, migrations: readonly Migration[]): Promise<MigrationReport> {
+export async function applyMigrations(
+  pool: pg.Pool,
+  component: string,
+  migrations: readonly Migration[],
+  options: MigrateOptions & SchemaOptions = {},
+): Promise<MigrationReport> {
   migrations.forEach((m, i) => {
     if (m.version !== i + 1)
       throw new PostgresPersistenceError(
@@ -73,14 +104,23 @@ export async function applyMigrations(pool: pg.Pool, component: string, migratio
             { details: { component, version: current, known: latest } },
           )
         }
-        const step = migrations[current]
+        // A requested count is checked against the recorded one even when nothing is left to migrate.
+        const layout = options.partitions === undefined ? undefined : await resolveLayout(client, options.partitions)
+        const baseline = current === 0 ? options.baseline : undefined
+        const step: Migration | undefined =
+          baseline === undefined
+            ? migrations[current]
+            : { version: latest, description: 'the newest tables, created at once', statements: baseline }
         if (step === undefined) {
           await client.query('COMMIT')
           return { component, from, to: current }
         }
         try {
-          for (const statement of step.statements) await client.query(statement)
+          const statements =
+            typeof step.statements === 'function' ? step.statements(layout ?? (await resolveLayout(client, undefined))) : step.statements
+          for (const statement of statements) await client.query(statement)
         } catch (error) {
+          if (error instanceof PostgresPersistenceError) throw error
           throw new PostgresPersistenceError(
             'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
             `Migrating ${component} to version ${step.version} (${step.description}) failed: ${(error as Error).message}. The database stays at version ${current}.`,
@@ -157,18 +197,18 @@ export interface SchemaComponent {
   readonly component: string
   readonly migrations: readonly Migration[]
   /** Creates or upgrades the tables (idempotent; safe from several hosts at once). See `applyMigrations`. */
-  migrate(pool: pg.Pool): Promise<MigrationReport>
+  migrate(pool: pg.Pool, options?: MigrateOptions): Promise<MigrationReport>
   /** The tables must be exactly at the newest version (`requireSchema`). */
   require(pool: pg.Pool): Promise<void>
   /** What an open does: migrate when `migrate` is true, else require the newest version (a typed refusal otherwise). */
   open(pool: pg.Pool, migrate: boolean): Promise<void>
 }
 
-export function defineSchema(component: string, migrations: readonly Migration[]): SchemaComponent {
+export function defineSchema(component: string, migrations: readonly Migration[], schemaOptions: SchemaOptions = {}): SchemaComponent {
   const schema: SchemaComponent = {
     component,
     migrations,
-    migrate: (pool) => applyMigrations(pool, component, migrations),
+    migrate: (pool, options = {}) => applyMigrations(pool, component, migrations, { ...schemaOptions, ...options }),
     require: (pool) => requireSchema(pool, component, migrations),
     open: async (pool, migrate) => {
       if (migrate) await schema.migrate(pool)

@@ -179,20 +179,26 @@ class PgPersistence implements PostgresPersistence {
     // A fork by reference stores only what follows the cut.
     const own = fork === undefined ? events : events.slice(cut)
     const batch = own.length === 0 ? undefined : encodeBatch(own)
-    let rows: { sid: string }[]
+    // A fork's source is another session's row, not a foreign key: the insert
+    // locks it (FOR KEY SHARE, which a delete's FOR UPDATE waits for) and
+    // happens only while it exists, so a delete never leaves a dangling reference.
+    let rows: { sid: string | null; source: boolean }[]
     try {
-      ;({ rows } = await this.#writer.run<{ sid: string }>(
+      ;({ rows } = await this.#writer.run<{ sid: string | null; source: boolean }>(
         id,
-        `WITH s AS (
-           INSERT INTO dsh_sessions (id_key, id, header, created_at, parent_key, origin, cwd_key, inherited, fork_sid, fork_checksum, next_seq)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        `WITH src AS (
+           SELECT sid FROM dsh_sessions WHERE $9::bigint IS NOT NULL AND id_key = $17 AND sid = $9 FOR KEY SHARE),
+         s AS (
+           INSERT INTO dsh_sessions (id_key, id, header, created_at, parent_key, origin, cwd_key, inherited, fork_key, fork_sid, fork_checksum, next_seq)
+           SELECT $1::bytea, $2::bytea, $3::text, $4::bigint, $5::bytea, $6::text, $7::bytea, $8::integer, $17::bytea, $9::bigint, $10::integer, $11::integer
+           WHERE $9::bigint IS NULL OR EXISTS (SELECT 1 FROM src)
            ON CONFLICT (id_key) DO NOTHING
            RETURNING sid),
          b AS (
-           INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
-           SELECT sid, $12, $13, $14, $15, $16 FROM s WHERE $13::integer > 0),
-         c AS (INSERT INTO dsh_changes (id) SELECT $2 FROM s)
-         SELECT sid FROM s`,
+           INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body)
+           SELECT $1, sid, $12, $13, $14, $15, $16 FROM s WHERE $13::integer > 0),
+         c AS (INSERT INTO dsh_changes (id_key, id) SELECT $1, $2 FROM s)
+         SELECT (SELECT sid FROM s) AS sid, ($9::bigint IS NULL OR EXISTS (SELECT 1 FROM src)) AS source`,
         [
           id.key,
           id.bytes,
@@ -210,12 +216,20 @@ class PgPersistence implements PostgresPersistence {
           batch?.plainLength ?? 0,
           batch?.checksum ?? 0,
           batch?.body ?? Buffer.alloc(0),
+          fork?.key ?? null,
         ],
       ))
     } catch (error) {
       throw ioError(`materializing session '${id.id}'`, error)
     }
-    const sid = rows[0]?.sid
+    if (rows[0]?.source === false) {
+      throw persistenceError(
+        'SESSION_PERSISTENCE_CONFLICT',
+        `The fork source '${String(target.forkSource)}' was deleted while the fork '${id.id}' was being made; fork from a session that exists.`,
+        { details: { id: id.id, source: String(target.forkSource) } },
+      )
+    }
+    const sid = rows[0]?.sid ?? undefined
     if (sid === undefined) {
       throw persistenceError(
         'SESSION_PERSISTENCE_CONFLICT',
@@ -238,12 +252,12 @@ class PgPersistence implements PostgresPersistence {
       ;({ rows } = await this.#writer.run<{ sid: string }>(
         id,
         `WITH s AS (
-           UPDATE dsh_sessions SET next_seq = next_seq + $3 WHERE sid = $1 AND next_seq = $2 RETURNING sid),
+           UPDATE dsh_sessions SET next_seq = next_seq + $3 WHERE id_key = $7 AND sid = $1 AND next_seq = $2 RETURNING sid),
          b AS (
-           INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
-           SELECT sid, $2, $3, $4, $5, $6 FROM s)
+           INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body)
+           SELECT $7, sid, $2, $3, $4, $5, $6 FROM s)
          SELECT sid FROM s`,
-        [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body],
+        [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.key],
         'dsh_append',
       ))
     } catch (error) {
@@ -350,7 +364,7 @@ class PgPersistence implements PostgresPersistence {
     const before = this.#metrics.bytesRead
     const observation = await this.inspect(id, signal)
     const { rows } = await this.#reader.query<{ source: Buffer | null }>(
-      'SELECT f.id AS source FROM dsh_sessions s LEFT JOIN dsh_sessions f ON f.sid = s.fork_sid WHERE s.id_key = $1',
+      'SELECT f.id AS source FROM dsh_sessions s LEFT JOIN dsh_sessions f ON f.id_key = s.fork_key AND f.sid = s.fork_sid WHERE s.id_key = $1',
       [keyOf(id)],
       `verifying session '${id}'`,
     )

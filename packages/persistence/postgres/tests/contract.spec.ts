@@ -38,8 +38,8 @@ describePersistenceContract('postgres', async (options?: PersistenceContractFact
     // A batch row past the session's next_seq: what readers must treat as not committed.
     async tearTail(id: string) {
       const rows = await sql(
-        `INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body)
-         SELECT sid, next_seq, 1, 1, 0, '\\x28b52ffd'::bytea FROM dsh_sessions WHERE id = convert_to($1, 'UTF8')`,
+        `INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body)
+         SELECT id_key, sid, next_seq, 1, 1, 0, '\\x28b52ffd'::bytea FROM dsh_sessions WHERE id = convert_to($1, 'UTF8')`,
         [id],
       )
       changed(`tearing the tail of ${id}`, rows)
@@ -48,7 +48,7 @@ describePersistenceContract('postgres', async (options?: PersistenceContractFact
     async damageBatch(id: string, seq: number) {
       const rows = await sql(
         `UPDATE dsh_batches b SET body = set_byte(b.body, length(b.body) / 2, get_byte(b.body, length(b.body) / 2) # 90)
-         FROM dsh_sessions s WHERE s.id = convert_to($1, 'UTF8') AND b.sid = s.sid AND b.first_seq <= $2 AND $2 < b.first_seq + b.count`,
+         FROM dsh_sessions s WHERE s.id = convert_to($1, 'UTF8') AND b.id_key = s.id_key AND b.sid = s.sid AND b.first_seq <= $2 AND $2 < b.first_seq + b.count`,
         [id, seq],
       )
       changed(`damaging event ${seq} of ${id}`, rows)

@@ -134,7 +134,7 @@ describe('dsh_changes is pruned behind a horizon', () => {
       code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
       message: expect.stringContaining('dsh migrate'),
     })
-    expect(await migrate(pool)).toEqual({ component: SESSIONS_COMPONENT, from: 2, to: 3 })
+    expect(await migrate(pool)).toEqual({ component: SESSIONS_COMPONENT, from: 2, to: SESSION_MIGRATIONS.length })
     const p = await open(pool, { feedLimit: 100 })
     await p.append(target('new'), events(0, 1))
     expect(await p.changes(old)).toMatchObject({ ids: ['new'], rescan: false })

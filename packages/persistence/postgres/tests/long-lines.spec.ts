@@ -30,15 +30,11 @@ async function insertBatch(pool: pg.Pool, id: string, firstSeq: number, lines: B
   const plain = Buffer.concat(lines.flatMap((line) => [line, Buffer.from('\n')]))
   const { rows } = await pool.query<{ sid: string }>('SELECT sid FROM dsh_sessions WHERE id_key = $1', [keyOf(id)])
   const sid = rows[0]!.sid
-  await pool.query('INSERT INTO dsh_batches (sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6)', [
-    sid,
-    firstSeq,
-    lines.length,
-    plain.length,
-    crc32(plain) | 0,
-    compress(plain, { compressionLevel: 1 }),
-  ])
-  await pool.query('UPDATE dsh_sessions SET next_seq = $2 WHERE sid = $1', [sid, firstSeq + lines.length])
+  await pool.query(
+    'INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body) VALUES ($7, $1, $2, $3, $4, $5, $6)',
+    [sid, firstSeq, lines.length, plain.length, crc32(plain) | 0, compress(plain, { compressionLevel: 1 }), keyOf(id)],
+  )
+  await pool.query('UPDATE dsh_sessions SET next_seq = $2 WHERE id_key = $3 AND sid = $1', [sid, firstSeq + lines.length, keyOf(id)])
   return plain.length
 }
 

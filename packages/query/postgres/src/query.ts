@@ -1,7 +1,7 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
-import { type ChangeSubscription, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres/backend'
+import { type ChangeSubscription, keyOf, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres/backend'
 import type {
   EventSearchHit,
   LiveSessions,
@@ -107,6 +107,7 @@ export async function createPostgresSessionQuery(options: PostgresSessionQueryOp
 }
 
 interface Candidate {
+  id_key: Buffer
   sid: string
   id: Buffer
   indexed: number
@@ -176,7 +177,7 @@ class PgSessionQuery implements PostgresSessionQuery {
     const { rows } = await guarded(
       this.#sql<{ id: Buffer; seq: number; type: string; snippet: string; score: number }>(
         `SELECT s.id, t.seq, t.type, ts_headline('simple', t.body, q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=6') AS snippet, ts_rank(t.tsv, q) AS score
-         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (sid)
+         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (id_key, sid)
          WHERE t.tsv @@ q
          ORDER BY score DESC, s.id, t.seq
          LIMIT $2 OFFSET $3`,
@@ -198,9 +199,9 @@ class PgSessionQuery implements PostgresSessionQuery {
     const { rows } = await guarded(
       this.#sql<ListingRow & { score: number; matches: number }>(
         `SELECT s.sid, s.header, s.inherited, s.next_seq, max(ts_rank(t.tsv, q)) AS score, count(*)::integer AS matches
-         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (sid)
+         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (id_key, sid)
          WHERE t.tsv @@ q
-         GROUP BY s.sid
+         GROUP BY s.id_key, s.sid
          ORDER BY score DESC, s.id
          LIMIT $2 OFFSET $3`,
         [search.words.join(' '), search.limit + 1, search.offset],
@@ -280,7 +281,7 @@ class PgSessionQuery implements PostgresSessionQuery {
     let candidates: Candidate[]
     if (changes.rescan) {
       ;({ rows: candidates } = await this.#sql<Candidate>(
-        `SELECT s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (sid)
+        `SELECT s.id_key, s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (id_key, sid)
          WHERE s.next_seq > coalesce(p.indexed, 0)`,
         [],
         'finding unindexed sessions',
@@ -288,10 +289,10 @@ class PgSessionQuery implements PostgresSessionQuery {
     } else if (changes.ids.length === 0) {
       candidates = []
     } else {
-      const keys = changes.ids.filter((id) => typeof id === 'string').map((id) => Buffer.from(id, 'utf8'))
+      const keys = changes.ids.filter((id) => typeof id === 'string').map((id) => keyOf(id))
       ;({ rows: candidates } = await this.#sql<Candidate>(
-        `SELECT s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (sid)
-         WHERE s.id = ANY($1::bytea[]) AND s.next_seq > coalesce(p.indexed, 0)`,
+        `SELECT s.id_key, s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (id_key, sid)
+         WHERE s.id_key = ANY($1::bytea[]) AND s.next_seq > coalesce(p.indexed, 0)`,
         [keys],
         'finding changed sessions',
       ))
@@ -332,12 +333,12 @@ class PgSessionQuery implements PostgresSessionQuery {
       const upTo = observation.from + observation.events.length
       await this.#sql(
         `WITH p AS (
-           INSERT INTO dsh_search_progress (sid, indexed) VALUES ($1, $2)
-           ON CONFLICT (sid) DO UPDATE SET indexed = GREATEST(dsh_search_progress.indexed, EXCLUDED.indexed))
-         INSERT INTO dsh_event_text (sid, seq, type, body, tsv)
-         SELECT $1, u.seq, u.type, u.body, to_tsvector('simple', u.body) FROM unnest($3::integer[], $4::text[], $5::text[]) AS u(seq, type, body)
-         ON CONFLICT (sid, seq) DO NOTHING`,
-        [candidate.sid, upTo, seqs, types, bodies],
+           INSERT INTO dsh_search_progress (id_key, sid, indexed) VALUES ($6, $1, $2)
+           ON CONFLICT (id_key, sid) DO UPDATE SET indexed = GREATEST(dsh_search_progress.indexed, EXCLUDED.indexed))
+         INSERT INTO dsh_event_text (id_key, sid, seq, type, body, tsv)
+         SELECT $6, $1, u.seq, u.type, u.body, to_tsvector('simple', u.body) FROM unnest($3::integer[], $4::text[], $5::text[]) AS u(seq, type, body)
+         ON CONFLICT (id_key, sid, seq) DO NOTHING`,
+        [candidate.sid, upTo, seqs, types, bodies, candidate.id_key],
         `indexing the text of session '${id}'`,
       )
       return true

@@ -10,10 +10,19 @@
  * const url = await createTestDatabase(inject('dshPostgres'))
  * // or, with a pool: openTestDatabase(address) here, freshDatabase() from /testing/vitest
  * ```
+ *
+ * Also: `generateHeaderSessions` writes many stored sessions server-side in
+ * the backend's row layout (benchmarks, migration tests), and
+ * `distributionViolations` reads the catalog and reports per-session tables
+ * that break the partitioning rules.
  */
 
 export type { StartTestClusterOptions, TestCluster, TestClusterAddress } from './cluster.js'
 export { clusterUrl, createTestDatabase, DEFAULT_PG_BIN, startTestCluster } from './cluster.js'
 export type { TestDatabase } from './database.js'
 export { openTestDatabase } from './database.js'
+export type { DistributionViolation } from './distribution.js'
+export { distributionViolations } from './distribution.js'
+export type { GenerateSessionsOptions } from './generate.js'
+export { generateHeaderSessions } from './generate.js'
 export { vitestGlobalSetup } from './global-setup.js'
