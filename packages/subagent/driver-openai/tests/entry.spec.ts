@@ -13,6 +13,7 @@ it('the main entry holds what an application uses, and no internals', () => {
     'MODEL_ENV',
     'createModelClient',
     'createOpenAIDriver',
+    'createOpenAISummarizer',
     'runAgent',
   ])
 })
