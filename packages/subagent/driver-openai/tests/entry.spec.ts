@@ -11,6 +11,7 @@ it('the main entry holds what an application uses, and no internals', () => {
     'DEFAULT_MODEL',
     'DriverOpenAIError',
     'MODEL_ENV',
+    'budgetCompaction',
     'createModelClient',
     'createOpenAIDriver',
     'createOpenAISummarizer',
