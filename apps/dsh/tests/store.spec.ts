@@ -170,6 +170,39 @@ describe('dsh migrate', () => {
     }
   }, 60_000)
 
+  it('--partitions N chooses the hash partition count of every per-session table once; another count later is refused', async () => {
+    const database = await cluster.createDatabase()
+    const first = await cli(['migrate', '--store', database, '--partitions', '4'])
+    expect(first.code, first.stdout + first.stderr).toBe(0)
+    const pool = new pg.Pool({ connectionString: database })
+    try {
+      const { rows } = await pool.query<{ name: string; n: number }>(
+        `select p.relname as name, count(i.inhrelid)::int as n from pg_partitioned_table t join pg_class p on p.oid = t.partrelid
+         left join pg_inherits i on i.inhparent = p.oid group by p.relname order by 1`,
+      )
+      expect(rows).toEqual(
+        ['dsh_batches', 'dsh_changes', 'dsh_event_text', 'dsh_projection_checkpoints', 'dsh_search_progress', 'dsh_sessions'].map(
+          (name) => ({
+            name,
+            n: 4,
+          }),
+        ),
+      )
+      expect((await cli(['migrate', '--store', database])).code).toBe(0)
+      const refused = await cli(['migrate', '--store', database, '--partitions', '8', '--json'])
+      expect(refused.code).toBe(1)
+      expect(JSON.parse(refused.stdout).error).toMatchObject({
+        code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+        message: expect.stringContaining('split into 4 partitions'),
+      })
+      const bad = await cli(['migrate', '--store', database, '--partitions', 'many', '--json'])
+      expect(bad.code).toBe(2)
+      expect(JSON.parse(bad.stdout).error).toMatchObject({ code: 'CLI_USAGE' })
+    } finally {
+      await pool.end()
+    }
+  }, 60_000)
+
   it('needs a store: without --store or the environment it is a usage error', async () => {
     const result = await cli(['migrate', '--json'])
     expect(result.code).toBe(2)
