@@ -32,6 +32,8 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_ATTACHMENT_NOT_FOUND'
   /** Attachment input that cannot be stored or looked up: bytes that are not a Uint8Array, a media type that is not type/subtype, a malformed digest. */
   | 'SESSION_PERSISTENCE_INVALID_ATTACHMENT'
+  /** An attachment helper given a backend without `putAttachment`/`readAttachment`. */
+  | 'SESSION_PERSISTENCE_ATTACHMENTS_UNSUPPORTED'
   | 'CANCELLED'
 
 export class SessionPersistenceError extends DshError<SessionPersistenceErrorCode> {}

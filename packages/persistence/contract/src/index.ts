@@ -36,3 +36,5 @@ export type {
 } from './types.js'
 export type { AttachmentPutOptions } from './attachments.js'
 export { ATTACHMENT_MAX_BYTES } from './attachments.js'
+export type { AttachmentInput, PersistedAttachments } from './attachment-helpers.js'
+export { appendUserMessage, attachmentBlock, attachmentResolver } from './attachment-helpers.js'
