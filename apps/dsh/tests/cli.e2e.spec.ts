@@ -31,6 +31,8 @@ interface Row {
   reason?: string
   activity?: string
   rung: number
+  tokens?: number | null
+  durationMs?: number | null
 }
 
 let dir: string
@@ -50,10 +52,13 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 describe('dsh demo', () => {
   it('prints three listings that agree apart from activity and rung', () => {
     expect(demo.root).toBe(root)
-    const strip = (rows: Row[]) => rows.map(({ activity: _a, rung: _r, ...rest }) => rest)
+    // Usage grows while a child runs: the live listing's is left out, the cold listings' must match.
+    const strip = (rows: Row[]) => rows.map(({ activity: _a, rung: _r, tokens: _t, durationMs: _d, ...rest }) => rest)
+    const usage = (rows: Row[]) => rows.map((row) => [row.tokens, row.durationMs])
     expect(demo.listings.live.length).toBeGreaterThanOrEqual(6)
     expect(strip(demo.listings.coldCached)).toEqual(strip(demo.listings.live))
     expect(strip(demo.listings.coldUncached)).toEqual(strip(demo.listings.live))
+    expect(usage(demo.listings.coldUncached)).toEqual(usage(demo.listings.coldCached))
   })
 
   it('covers fresh and forked, one-shot and continuable children, a grandchild, a crashed and a corrupt child', () => {
