@@ -1,10 +1,11 @@
 import { isAbsolute, join, resolve } from 'node:path'
 import { throwIfAborted } from '@dsh/context'
-import type { SessionId, SessionLogOffset } from '@dsh/session'
+import type { AttachmentRef, SessionId, SessionLogOffset } from '@dsh/session'
 import type {
   AppendedEvent,
   AppendResult,
   AppendTarget,
+  AttachmentPutOptions,
   DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
@@ -92,6 +93,13 @@ class JsonlPersistenceFront implements JsonlPersistence {
         `compression must be 'zstd' or 'none', got ${JSON.stringify(requested)}.`,
       )
     }
+    const cap = options.attachmentMaxBytes
+    if (cap !== undefined && (!Number.isSafeInteger(cap) || cap < 1)) {
+      throw new JsonlPersistenceError(
+        'JSONL_PERSISTENCE_INVALID_OPTIONS',
+        `attachmentMaxBytes must be a positive whole number of bytes, got ${JSON.stringify(cap)}.`,
+      )
+    }
     const limit = options.journalLimit
     if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
       throw new JsonlPersistenceError(
@@ -163,6 +171,14 @@ class JsonlPersistenceFront implements JsonlPersistence {
 
   verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
     return this.#logs((b) => b.verify(id, signal))
+  }
+
+  putAttachment(sessionId: SessionId, bytes: Uint8Array, options: AttachmentPutOptions): Promise<AttachmentRef> {
+    return this.#logs((b) => b.putAttachment(sessionId, bytes, options))
+  }
+
+  readAttachment(sessionId: SessionId, digest: string, signal?: AbortSignal): Promise<Uint8Array> {
+    return this.#logs((b) => b.readAttachment(sessionId, digest, signal))
   }
 
   /**

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import type { DeleteOptions } from '@dsh/session-persistence'
 import { persistenceError } from '@dsh/session-persistence/backend'
+import { type AttachmentFiles, removeAttachments } from './attachments.js'
 import { encodeBatchUnit } from './bulk-append.js'
 import { ioError, labelOf } from './errors.js'
 import { deletingMarker, type ForkIo, locateCutSync } from './fork-refs.js'
@@ -31,10 +32,12 @@ import type { WriterPool } from './writers.js'
 export class Forks {
   readonly #ctx: LogContext
   readonly #writers: WriterPool
+  readonly #attachments: AttachmentFiles
 
-  constructor(ctx: LogContext, writers: WriterPool) {
+  constructor(ctx: LogContext, writers: WriterPool, attachments: AttachmentFiles) {
     this.#ctx = ctx
     this.#writers = writers
+    this.#attachments = attachments
   }
 
   /** What the synchronous fork helpers need (see `fork-refs.ts`). */
@@ -216,6 +219,8 @@ export class Forks {
       existed = false
     }
     if (writer.physical.fork) await this.#unregisterDependant(writer.physical.fork.source, id)
+    // No fork references this session any more (each dependant holds links to the attachments it read).
+    await removeAttachments(dir)
     await lock.release()
     await removeSessionDir(root, dir)
     return existed
@@ -231,6 +236,7 @@ export class Forks {
         await fsp.unlink(join(dir, codec.logFileName))
         await fsyncDir(dir)
       })
+      await removeAttachments(dir)
     } finally {
       await lock.release()
     }
@@ -301,6 +307,8 @@ export class Forks {
     if (fork === undefined) return
     for (const dependant of await this.#liveDependants(childId, writer.physical.logId))
       await this.#writers.serial(dependant, () => this.#materialize(dependant))
+    // The attachments it read through the reference become its own (hard links, no bytes copied).
+    await this.#attachments.inherit(childId, fork.source)
     const own = await reader.readOwnFrom(writer.handle, writer.file, writer.tail.committedEnd, undefined)
     const events = await reader.joinedEvents(own, writer.file, undefined)
     const physical: PhysicalHeader = {

@@ -1,8 +1,9 @@
 import { throwIfAborted } from '@dsh/context'
-import { type SessionId, SessionLogOffset } from '@dsh/session'
+import { type AttachmentRef, type SessionId, SessionLogOffset } from '@dsh/session'
 import type {
   AppendResult,
   AppendTarget,
+  AttachmentPutOptions,
   DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
@@ -12,7 +13,14 @@ import type {
   SessionRevision,
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
-import { type AppendedEvent, persistenceCancelled as cancelled, checkRange, persistenceError } from '@dsh/session-persistence/backend'
+import {
+  type AppendedEvent,
+  ATTACHMENT_MAX_BYTES,
+  persistenceCancelled as cancelled,
+  checkRange,
+  persistenceError,
+} from '@dsh/session-persistence/backend'
+import { AttachmentFiles, checkAttachmentId, readOnlyAttachments } from './attachments.js'
 import { createCodec } from './codec.js'
 import { closedError } from './errors.js'
 import { ChangeFeed } from './feed.js'
@@ -43,6 +51,7 @@ import { WriterPool } from './writers.js'
  * - `writers.ts` — the open writers and the per-session order of operations
  *   (`WriterPool`); `session-writer.ts` opens one (lock, tail check);
  * - `forks.ts` — forks by reference and deletes;
+ * - `attachments.ts` — attachment files beside a log (`putAttachment`, `readAttachment`);
  * - `reads.ts` — `inspect`, `verify`, `inspectFrom`, `inspectRange`, `stat`,
  *   `list` (`log-range.ts` reads a range of batches from the end back);
  * - `feed.ts` — the change journal records around every change.
@@ -64,6 +73,7 @@ class JsonlLogBackend implements LogBackend {
   readonly #forks: Forks
   readonly #appender: Appender
   readonly #reads: Reads
+  readonly #attachments: AttachmentFiles
   #closed = false
 
   constructor(options: JsonlPersistenceOptions, opened: OpenedRoot) {
@@ -75,7 +85,8 @@ class JsonlLogBackend implements LogBackend {
     this.#reader = new LogReader(this.root, codec, this.#metrics)
     const ctx: LogContext = { root: this.root, codec, metrics: this.#metrics, reader: this.#reader, feed: new ChangeFeed(opened.journal) }
     this.#writers = new WriterPool(ctx, Math.max(1, options.maxOpenWriters ?? 256))
-    this.#forks = new Forks(ctx, this.#writers)
+    this.#attachments = new AttachmentFiles(ctx, options.attachmentMaxBytes ?? ATTACHMENT_MAX_BYTES)
+    this.#forks = new Forks(ctx, this.#writers, this.#attachments)
     this.#appender = new Appender(ctx, this.#writers, this.#forks, options.clock ?? Date.now, opened.repairs)
     this.#reads = new Reads(ctx, Math.max(1, options.listConcurrency ?? 16))
   }
@@ -124,6 +135,25 @@ class JsonlLogBackend implements LogBackend {
       return Promise.reject(error as Error)
     }
     return this.#writers.serial(id, () => this.#forks.delete(id, options))
+  }
+
+  /** On the session's chain, so a put and a delete of the same session never interleave. */
+  putAttachment(id: SessionId, bytes: Uint8Array, options: AttachmentPutOptions): Promise<AttachmentRef> {
+    try {
+      this.#assertOpen()
+      if (this.readOnly) throw readOnlyAttachments(this.root)
+      checkAttachmentId(id)
+    } catch (error) {
+      return Promise.reject(error as Error)
+    }
+    return this.#writers.serial(id, () => this.#attachments.put(id, bytes, options))
+  }
+
+  async readAttachment(id: SessionId, digest: string, signal?: AbortSignal): Promise<Uint8Array> {
+    this.#assertOpen()
+    checkAttachmentId(id)
+    throwIfAborted(signal, cancelled)
+    return this.#attachments.read(id, digest)
   }
 
   async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {

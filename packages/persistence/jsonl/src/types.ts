@@ -1,5 +1,5 @@
-import type { SessionId } from '@dsh/session'
-import type { PersistenceMetrics, SessionPersistence, SessionRepairs } from '@dsh/session-persistence'
+import type { AttachmentRef, SessionId } from '@dsh/session'
+import type { AttachmentPutOptions, PersistenceMetrics, SessionPersistence, SessionRepairs } from '@dsh/session-persistence'
 
 /** How a root stores its logs: zstd frames, or plain JSON lines (fixtures and line tools). One root holds one encoding. */
 export type JsonlCompression = 'zstd' | 'none'
@@ -32,6 +32,8 @@ export interface JsonlPersistenceOptions {
    * for the bound it gives).
    */
   readonly journalLimit?: number
+  /** The cap on one attachment's bytes (default `ATTACHMENT_MAX_BYTES`, 20 MiB); more is `SESSION_PERSISTENCE_ATTACHMENT_TOO_LARGE`. */
+  readonly attachmentMaxBytes?: number
 }
 
 /** The metrics of this backend: the contract's, all kept. */
@@ -56,6 +58,10 @@ export interface JsonlPersistence extends SessionPersistence {
   readonly metrics: Readonly<JsonlPersistenceMetrics>
   /** The log file of `id` (whether or not it exists). */
   logPath(id: string): string
+  /** Stores attachment bytes as a private file beside the session's log (see the contract). */
+  putAttachment(sessionId: SessionId, bytes: Uint8Array, options: AttachmentPutOptions): Promise<AttachmentRef>
+  /** The bytes of an attachment of the session, or of the session its fork references. */
+  readAttachment(sessionId: SessionId, digest: string, signal?: AbortSignal): Promise<Uint8Array>
   /** Reads and checks one log in full (a fork's inherited prefix included), reporting its torn tail (bytes `load` would truncate). */
   verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
   /** Checks the root's change journal: whether a reader without a cursor could follow it, or why it must rescan. */

@@ -10,6 +10,7 @@ import { createJsonlPersistence, JOURNAL_FILE, type JsonlCompression, type Jsonl
 import { flushWriters, JournalWriter } from '../src/change-journal.js'
 import { createCodec } from '../src/codec.js'
 import { scanLog } from '../src/log-scan.js'
+import { attachmentFiles } from './attachment-files.js'
 import { tempDir } from './helpers.js'
 
 /** What a crash leaves after the committed end: the start of a batch that was never completed. */
@@ -38,6 +39,9 @@ function harness(compression: JsonlCompression) {
       async cleanup() {
         for (const instance of instances) await instance.close()
         if (owned) rmSync(owned.dir, { recursive: true, force: true })
+      },
+      async storedAttachments() {
+        return attachmentFiles(root)
       },
       async tearTail(id) {
         appendFileSync(logPath(id), TORN[compression])
