@@ -60,8 +60,8 @@ function walkChunk(chunk: readonly ContextMessage[], pending: readonly string[],
  * message. `undefined` when some chunk is not in view order.
  */
 function orderedMessages(state: SessionContextState): { messages: ContextMessage[]; pending: readonly string[] } | undefined {
-  const messages: ContextMessage[] = []
   let pending: readonly string[] = []
+  let total = 0
   for (const chunk of state.chunks) {
     const key = pending.join('\u0000')
     let walk = walks.get(chunk)
@@ -70,9 +70,13 @@ function orderedMessages(state: SessionContextState): { messages: ContextMessage
       walks.set(chunk, walk)
     }
     if (walk.pendingOut === null) return undefined
-    for (const message of chunk) messages.push(message)
     pending = walk.pendingOut
+    total += chunk.length
   }
+  // One allocation of the final size: a transcript-sized array grown by pushes is copied at every growth.
+  const messages = new Array<ContextMessage>(total)
+  let at = 0
+  for (const chunk of state.chunks) for (const message of chunk) messages[at++] = message
   return { messages, pending }
 }
 

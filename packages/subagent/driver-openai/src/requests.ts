@@ -56,6 +56,14 @@ async function contextOf(session: Session, kept: SessionRequests, source: Contex
   return contextView(state)
 }
 
+/** The system message, then `messages` (one allocation of the final size: the list is as long as the transcript). */
+function withSystem(system: string, messages: readonly ChatMessage[]): ChatMessage[] {
+  const out = new Array<ChatMessage>(messages.length + 1)
+  out[0] = { role: 'system', content: system }
+  for (let i = 0; i < messages.length; i++) out[i + 1] = messages[i] as ChatMessage
+  return out
+}
+
 /**
  * The Chat Completions messages of the session's next request, built from
  * its `sessionContext` (never from the log): the system prompt, then the
@@ -74,5 +82,5 @@ export async function requestMessages(
   const phrased = phraseNotices(context, kept.phrased, options.notices)
   const { body } = kept.renderer.render(phrased)
   if (options.system === undefined || options.system.length === 0) return body.messages
-  return [{ role: 'system', content: options.system }, ...body.messages]
+  return withSystem(options.system, body.messages)
 }

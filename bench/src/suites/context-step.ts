@@ -1,0 +1,318 @@
+// context-step: what building one model request costs as a session grows.
+// Each step of the session is what the OpenAI driver appends for a step that
+// calls a tool: step/start, an 80 B assistant/chunk, a tool/call, step/end,
+// and a 2 KiB tool/result (compaction off). Sessions of 50 and 5,000 steps
+// are folded by the `sessionContext` unit on a live projection registry.
+//
+// Ratio (the harness's): building the Chat request object (no serialization)
+// at step 5,000 — the old whole-log rebuild (bench/src/fixtures/whole-log-chat.ts,
+// the baseline) against the driver's way (sessionContext + its incremental
+// Chat renderer kept across steps, the subject); baseline / subject,
+// target >= 20. Requirements, all within one run:
+// - the new work of one step — folding the step's events and rendering the
+//   messages they made — at step 5,000 against step 50: at most 2x;
+// - every incrementally built body equals a fresh full render of the same
+//   context and the old rebuild's messages (so a cached array cannot pass);
+// - with the Responses renderer and previous_response_id, the bytes sent at
+//   step 5,000 against step 50: at most 2x.
+// Reported without a target: one whole driver step (fold, view, renderer
+// sync, request) at both sizes, and Chat and Anthropic serialization times.
+import { isDeepStrictEqual } from 'node:util'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { Context } from '@dsh/context'
+import { type Session, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
+import {
+  applyContextEvent,
+  type ChatMessage,
+  type ChatRequest,
+  type ContextMessage,
+  chatMessage,
+  chatRenderer,
+  contextView,
+  type IncrementalRenderer,
+  renderAnthropic,
+  renderChat,
+  renderResponses,
+  type SessionContext,
+  type SessionContextService,
+  type SessionContextState,
+  sessionContextPlugin,
+  sessionContextUnit,
+} from '@dsh/session-context'
+import { sessionProjectionsPlugin } from '@dsh/session-projection'
+import { buildMessages } from '../fixtures/whole-log-chat.js'
+import { type BenchDefinition, median } from '../harness.js'
+
+const SMALL = 50
+const LARGE = 5_000
+const CHUNK_BYTES = 80
+const RESULT_BYTES = 2 * 1024
+const EVENTS_PER_STEP = 5
+const SYSTEM = 'You are a careful agent.'
+const MODEL = 'bench-model'
+const RENDER = { model: MODEL, reasoningContent: true } as const
+/** Subject steps per sample (each appended untimed, then its request built timed). */
+const SUBJECT_STEPS = 20
+/** Repetitions of a one-step measurement per sample (they take microseconds). */
+const STEP_REPEATS = 200
+
+/** A full garbage collection before each timed section, so one side's garbage is not collected in the other's timing. */
+const gc: () => void = (() => {
+  setFlagsFromString('--expose-gc')
+  return runInNewContext('gc') as () => void
+})()
+
+function text(seed: number, bytes: number): string {
+  let state = seed >>> 0 || 1
+  let out = ''
+  while (out.length < bytes) {
+    state ^= state << 13
+    state ^= state >>> 17
+    state ^= state << 5
+    out += `${((state >>> 0) % 100_000).toString(36)} `
+  }
+  return out.slice(0, bytes)
+}
+
+function appendStep(session: Session, i: number): void {
+  session.append('step/start', { model: MODEL, provider: 'bench' })
+  session.append('assistant/chunk', { turn: 1, index: i, delta: text(i * 2 + 1, CHUNK_BYTES) })
+  session.append('tool/call', { turn: 1, callId: `c${i}`, name: 'read_file', arguments: { path: `part-${i}.md` } })
+  session.append('step/end', { usage: { input: 1_000, output: 30 }, finish: 'tool-calls' })
+  session.append('tool/result', { turn: 1, callId: `c${i}`, content: { text: text(i * 2 + 2, RESULT_BYTES) } })
+}
+
+/** A session at the step boundary: the state before its last step, that step's events, and the state after. */
+interface Sized {
+  readonly session: Session
+  readonly steps: number
+  readonly before: SessionContextState
+  readonly last: readonly StoredSessionEvent[]
+  readonly after: SessionContextState
+  /** The Chat renderer kept for the one-step measurement (reset to `before` before each repetition). */
+  readonly renderer: IncrementalRenderer<ChatRequest>
+}
+
+let ctx: Context | undefined
+let service: SessionContextService | undefined
+let small: Sized | undefined
+let large: Sized | undefined
+/** The live session the subject grows step by step, with the renderer the driver keeps for it. */
+let live: { session: Session; renderer: IncrementalRenderer<ChatRequest>; next: number } | undefined
+const checks = { samples: 0, equalsFullRender: 0, equalsWholeLogRebuild: 0 }
+const figures = {
+  newWorkUs: { [SMALL]: [] as number[], [LARGE]: [] as number[] },
+  wholeStepUs: { [SMALL]: [] as number[], [LARGE]: [] as number[] },
+}
+
+async function sized(steps: number): Promise<Sized> {
+  const session = ctx!.require('sessions').create()
+  session.append('user/message', { text: 'Survey the repository, one file per step.' })
+  session.append('turn/start', { turn: 1 })
+  for (let i = 0; i < steps; i++) appendStep(session, i)
+  const events = session.events
+  const cut = events.length - EVENTS_PER_STEP
+  let before = sessionContextUnit.init()
+  for (let i = 0; i < cut; i++) before = applyContextEvent(before, events[i] as StoredSessionEvent)
+  const last = events.slice(cut)
+  let after = before
+  for (const event of last) after = applyContextEvent(after, event)
+  if (!isDeepStrictEqual(after, await service!.stateOf(session)))
+    throw new Error('context-step: the detached fold differs from the live unit')
+  const renderer = chatRenderer(RENDER)
+  renderer.render(contextView(before))
+  return { session, steps, before, last, after, renderer }
+}
+
+/** The messages a fold pushed after `seq` (walking back from the end of the last chunk). */
+function pushedAfter(state: SessionContextState, seq: number): ContextMessage[] {
+  const out: ContextMessage[] = []
+  for (let c = state.chunks.length - 1; c >= 0; c--) {
+    const chunk = state.chunks[c] as readonly ContextMessage[]
+    for (let m = chunk.length - 1; m >= 0; m--) {
+      const message = chunk[m] as ContextMessage
+      if (message.seq <= seq) return out.reverse()
+      out.push(message)
+    }
+  }
+  return out.reverse()
+}
+
+/**
+ * (a) The new work of one step, in microseconds: fold the step's events into
+ * the state before it and render the messages they made. Also one whole
+ * driver step: the fold, the view, the kept renderer's sync and the request.
+ */
+function oneStep(s: Sized): void {
+  const firstSeq = (s.last[0] as StoredSessionEvent).seq
+  let newWork = 0
+  let whole = 0
+  let rendered = 0
+  const previous = contextView(s.before)
+  gc()
+  // Two loops, so the garbage of the whole step (a view and a request the size of the context) is not collected inside the new work's timing.
+  for (let r = 0; r < STEP_REPEATS; r++) {
+    const start = process.hrtime.bigint()
+    let state = s.before
+    for (const event of s.last) state = applyContextEvent(state, event)
+    const counts = {}
+    for (const message of pushedAfter(state, firstSeq - 1)) rendered += chatMessage(message, undefined, counts, true).length
+    newWork += Number(process.hrtime.bigint() - start)
+  }
+  gc()
+  for (let r = 0; r < STEP_REPEATS; r++) {
+    s.renderer.render(previous)
+    const start = process.hrtime.bigint()
+    let state = s.before
+    for (const event of s.last) state = applyContextEvent(state, event)
+    const body = s.renderer.render(contextView(state)).body
+    whole += Number(process.hrtime.bigint() - start)
+    rendered += body.messages.length
+  }
+  if (rendered === 0) throw new Error('context-step: a step rendered nothing')
+  figures.newWorkUs[s.steps as 50 | 5000].push(newWork / STEP_REPEATS / 1e3)
+  figures.wholeStepUs[s.steps as 50 | 5000].push(whole / STEP_REPEATS / 1e3)
+}
+
+/** The system message, then the context's (as the driver prepends it: one allocation of the final size). */
+function withSystem(messages: readonly ChatMessage[]): ChatMessage[] {
+  const out = new Array<ChatMessage>(messages.length + 1)
+  out[0] = { role: 'system', content: SYSTEM }
+  for (let i = 0; i < messages.length; i++) out[i + 1] = messages[i] as ChatMessage
+  return out
+}
+
+/** (b) subject: the driver's way; the median of a sample's steps (ms per request). (c) checks the sample's last body. */
+async function incremental(): Promise<number> {
+  const l = live!
+  const samples: number[] = []
+  let body: ChatMessage[] = []
+  let context: SessionContext | undefined
+  gc()
+  for (let k = 0; k < SUBJECT_STEPS; k++) {
+    appendStep(l.session, l.next++)
+    const start = process.hrtime.bigint()
+    context = await service!.contextOf(l.session)
+    body = withSystem(l.renderer.render(context).body.messages)
+    samples.push(Number(process.hrtime.bigint() - start) / 1e6)
+  }
+  checks.samples++
+  if (isDeepStrictEqual(body, withSystem(renderChat(context!, RENDER).body.messages))) checks.equalsFullRender++
+  if (isDeepStrictEqual(body, buildMessages(l.session.events, { system: SYSTEM }))) checks.equalsWholeLogRebuild++
+  // (a) rides along: one-step figures at both sizes, alternated with the rest.
+  oneStep(small!)
+  oneStep(large!)
+  return median(samples)
+}
+
+/** (b) baseline: the whole-log rebuild of the live session; the median of 3 (ms per request). */
+function wholeLog(): number {
+  const l = live!
+  const samples: number[] = []
+  let count = 0
+  gc()
+  for (let k = 0; k < 3; k++) {
+    const start = process.hrtime.bigint()
+    count += buildMessages(l.session.events, { system: SYSTEM }).length
+    samples.push(Number(process.hrtime.bigint() - start) / 1e6)
+  }
+  if (count === 0) throw new Error('context-step: the rebuild built nothing')
+  return median(samples)
+}
+
+/** (d) Bytes of a Responses request continuing the previous response (the step before's `step/end`). */
+function responsesBytes(s: Sized): number {
+  const context = contextView(s.after)
+  const stepEnd = s.last.find((event) => event.type === 'step/end') as StoredSessionEvent
+  const body = renderResponses(context, { model: MODEL, previousResponse: { id: `resp_${s.steps}`, throughSeq: stepEnd.seq } }).body
+  if (body.previous_response_id !== `resp_${s.steps}`) throw new Error('context-step: the previous response was not usable')
+  return Buffer.byteLength(JSON.stringify(body))
+}
+
+/** (e) Milliseconds to serialize a Chat and an Anthropic body of the same context (median of 5). */
+function serialization(s: Sized): { chatMs: number; anthropicMs: number; chatBytes: number; anthropicBytes: number } {
+  const context = contextView(s.after)
+  const chat = { ...renderChat(context, RENDER).body, messages: withSystem(renderChat(context, RENDER).body.messages) }
+  const anthropic = renderAnthropic(context, { model: MODEL }).body
+  const timeOf = (body: unknown): { ms: number; bytes: number } => {
+    const samples: number[] = []
+    let bytes = 0
+    for (let i = 0; i < 5; i++) {
+      const start = process.hrtime.bigint()
+      bytes = JSON.stringify(body).length
+      samples.push(Number(process.hrtime.bigint() - start) / 1e6)
+    }
+    return { ms: median(samples), bytes }
+  }
+  const c = timeOf(chat)
+  const a = timeOf(anthropic)
+  return { chatMs: c.ms, anthropicMs: a.ms, chatBytes: c.bytes, anthropicBytes: a.bytes }
+}
+
+const round = (n: number, digits = 2): number => Number(n.toFixed(digits))
+
+const definition: BenchDefinition = {
+  name: 'context-step',
+  unit: 'ms',
+  target: 20,
+  compare: 'ge',
+  ratio: 'baseline/subject',
+  repeats: 7,
+  async setup() {
+    ctx = new Context()
+    await ctx.activate(sessionStorePlugin())
+    await ctx.activate(sessionProjectionsPlugin())
+    await ctx.activate(sessionContextPlugin())
+    service = ctx.require('sessionContext')
+    small = await sized(SMALL)
+    large = await sized(LARGE)
+    // The subject's session starts at step 5,000 and grows by its own steps, its renderer kept as the driver keeps it.
+    const session = large.session
+    const renderer = chatRenderer(RENDER)
+    renderer.render(await service.contextOf(session))
+    live = { session, renderer, next: LARGE }
+  },
+  async teardown() {
+    await ctx?.dispose()
+    ctx = undefined
+  },
+  baseline: { label: 'whole-log rebuild (the previous driver algorithm) at step 5,000', run: () => wholeLog() },
+  subject: { label: 'sessionContext + kept incremental Chat renderer at step 5,000', run: () => incremental() },
+  extra() {
+    const newWork = { small: median(figures.newWorkUs[SMALL]), large: median(figures.newWorkUs[LARGE]) }
+    const whole = { small: median(figures.wholeStepUs[SMALL]), large: median(figures.wholeStepUs[LARGE]) }
+    const bytes = { small: responsesBytes(small!), large: responsesBytes(large!) }
+    const ser = { small: serialization(small!), large: serialization(large!) }
+    return {
+      steps: { small: SMALL, large: LARGE },
+      eventsPerStep: EVENTS_PER_STEP,
+      chunkBytes: CHUNK_BYTES,
+      toolResultBytes: RESULT_BYTES,
+      stepsAtEnd: live!.next,
+      ratioDefinition:
+        'whole-log rebuild median / incremental build median (ms per request, no serialization; each sample the median of its requests, a full GC before each timed section)',
+      newWorkOfOneStepUs: { small: round(newWork.small), large: round(newWork.large), ratio: round(newWork.large / newWork.small) },
+      wholeDriverStepUs: { small: round(whole.small), large: round(whole.large), ratio: round(whole.large / whole.small) },
+      responsesBytesWithPreviousResponse: { small: bytes.small, large: bytes.large, ratio: round(bytes.large / bytes.small) },
+      serialization: {
+        chatMs: { small: round(ser.small.chatMs, 3), large: round(ser.large.chatMs, 3) },
+        anthropicMs: { small: round(ser.small.anthropicMs, 3), large: round(ser.large.anthropicMs, 3) },
+        chatBytes: { small: ser.small.chatBytes, large: ser.large.chatBytes },
+        anthropicBytes: { small: ser.small.anthropicBytes, large: ser.large.anthropicBytes },
+      },
+      checks,
+    }
+  },
+  requirements() {
+    const newWork = median(figures.newWorkUs[LARGE]) / median(figures.newWorkUs[SMALL])
+    return {
+      newWorkOfOneStepAt5000Within2xOf50: newWork <= 2,
+      everyIncrementalBodyEqualsAFreshFullRender: checks.samples > 0 && checks.equalsFullRender === checks.samples,
+      everyIncrementalBodyEqualsTheWholeLogRebuild: checks.samples > 0 && checks.equalsWholeLogRebuild === checks.samples,
+      responsesBytesAt5000Within2xOf50: responsesBytes(large!) <= 2 * responsesBytes(small!),
+    }
+  },
+}
+
+export default definition
