@@ -1,7 +1,6 @@
 import type { AttachmentRef, ContentBlock, FileBlock, ImageBlock, Session, SessionEvent, SessionId } from '@dsh/session'
-import type { AttachmentPutOptions } from './attachments.js'
 import { SessionPersistenceError } from './errors.js'
-import type { SessionPersistence } from './types.js'
+import type { AttachmentPutOptions, SessionPersistence } from './types.js'
 
 /** Bytes to attach, with what the reference records of them. */
 export interface AttachmentInput extends AttachmentPutOptions {

@@ -1,17 +1,10 @@
 import { ATTACHMENT_INLINE_MAX_BYTES, type AttachmentRef } from '@dsh/session'
 import { persistenceError } from './errors.js'
+import type { AttachmentPutOptions } from './types.js'
 import { checkIdLength } from './validate.js'
 
 /** The default cap on one attachment's bytes (20 MiB); a backend option changes it. */
 export const ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
-
-/** What `putAttachment` takes besides the bytes. */
-export interface AttachmentPutOptions {
-  /** IANA media type, `type/subtype` (e.g. `image/png`); parameters are kept as given. */
-  readonly mediaType: string
-  /** A display or file name, kept in the reference. */
-  readonly name?: string
-}
 
 /** Bytes checked for storing: the digest that names them, the reference to hand back. */
 export interface CheckedAttachment {

@@ -14,19 +14,8 @@
 // The size caps a backend applies, as `@dsh/protocol/limits` declares them.
 export type { ElidedEventData } from '@dsh/protocol/limits'
 export { ELIDED_EVENT_TYPE, EVENT_MAX_BYTES, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
-export type { SessionPersistenceErrorCode } from './errors.js'
-export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
-export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
-export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
-export { CappedLines, elidedLineEvents } from './long-lines.js'
-export type { CheckedRange, RangeBounds } from './range.js'
-export { checkRange, rangeBounds } from './range.js'
-export type { SessionRepairRule } from './repair.js'
-export { interruptedTurnEnds, SessionRepairs } from './repair.js'
-export type { StoredAppendState } from './validate.js'
-export { checkAppend, checkEventBytes, checkIdLength } from './validate.js'
 // Attachments: the input checks, the cap and the typed errors every backend shares.
-export type { AttachmentPutOptions, CheckedAttachment } from './attachments.js'
+export type { CheckedAttachment } from './attachments.js'
 export {
   ATTACHMENT_MAX_BYTES,
   attachmentNotFound,
@@ -37,3 +26,15 @@ export {
   digestMatches,
   sha256Hex,
 } from './attachments.js'
+export type { SessionPersistenceErrorCode } from './errors.js'
+export { persistenceCancelled, persistenceError, SessionPersistenceError } from './errors.js'
+export type { AppendedEvent, FlatValue, StoredEventRun } from './event-runs.js'
+export { appendedEventCount, eventCount, expandEventRuns, isEventRun } from './event-runs.js'
+export { CappedLines, elidedLineEvents } from './long-lines.js'
+export type { CheckedRange, RangeBounds } from './range.js'
+export { checkRange, rangeBounds } from './range.js'
+export type { SessionRepairRule } from './repair.js'
+export { interruptedTurnEnds, SessionRepairs } from './repair.js'
+export type { AttachmentPutOptions } from './types.js'
+export type { StoredAppendState } from './validate.js'
+export { checkAppend, checkEventBytes, checkIdLength } from './validate.js'

@@ -3,6 +3,10 @@
 // takes), the coordinator and its plugin, shared reads and the in-memory
 // backend. What only a backend implementation needs (the append check, the
 // crash-repair rule, the error constructors) is `./backend`.
+
+export type { AttachmentInput, PersistedAttachments } from './attachment-helpers.js'
+export { appendUserMessage, attachmentBlock, attachmentResolver } from './attachment-helpers.js'
+export { ATTACHMENT_MAX_BYTES } from './attachments.js'
 export type { CoordinatorSessionStatus, PersistenceCoordinatorOptions } from './coordinator.js'
 export { SessionPersistenceCoordinator } from './coordinator.js'
 export type { SessionPersistenceErrorCode } from './errors.js'
@@ -20,6 +24,7 @@ export { withSharedReads } from './shared-reads.js'
 export type {
   AppendResult,
   AppendTarget,
+  AttachmentPutOptions,
   DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
@@ -34,7 +39,3 @@ export type {
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
-export type { AttachmentPutOptions } from './attachments.js'
-export { ATTACHMENT_MAX_BYTES } from './attachments.js'
-export type { AttachmentInput, PersistedAttachments } from './attachment-helpers.js'
-export { appendUserMessage, attachmentBlock, attachmentResolver } from './attachment-helpers.js'

@@ -1,13 +1,13 @@
 import { EVENT_MAX_BYTES } from '@dsh/protocol/limits'
-import { type AttachmentRef, parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import {
-  type AttachmentPutOptions,
-  attachmentNotFound,
-  checkAttachment,
-  checkAttachmentCap,
-  checkAttachmentSession,
-  checkDigest,
-} from './attachments.js'
+  type AttachmentRef,
+  parseSessionHeader,
+  type SessionHeader,
+  type SessionId,
+  SessionLogOffset,
+  type StoredSessionEvent,
+} from '@dsh/session'
+import { attachmentNotFound, checkAttachment, checkAttachmentCap, checkAttachmentSession, checkDigest } from './attachments.js'
 import { persistenceCancelled, SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, expandEventRuns } from './event-runs.js'
 import { checkRange, rangeBounds } from './range.js'
@@ -15,6 +15,7 @@ import { SessionRepairs } from './repair.js'
 import type {
   AppendResult,
   AppendTarget,
+  AttachmentPutOptions,
   DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,

@@ -1,5 +1,4 @@
 import type { AttachmentRef, SessionHeader, SessionId, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
-import type { AttachmentPutOptions } from './attachments.js'
 import type { AppendedEvent } from './event-runs.js'
 import type { SessionRepairs } from './repair.js'
 
@@ -40,6 +39,14 @@ export interface AppendTarget {
    * backend may always copy instead; absent, the seed's events are stored.
    */
   readonly forkSource?: SessionId
+}
+
+/** What `putAttachment` takes besides the bytes. */
+export interface AttachmentPutOptions {
+  /** IANA media type, `type/subtype` (e.g. `image/png`); parameters are kept as given. */
+  readonly mediaType: string
+  /** A display or file name, kept in the reference. */
+  readonly name?: string
 }
 
 /** An opaque position in the change feed; pass it back to `changes`, never parse it. */
