@@ -249,9 +249,7 @@ class MemoryPersistence implements SessionPersistence {
     const { bytes: checked, digest, ref } = checkAttachment(sessionId, bytes, options, this.#attachmentMaxBytes)
     // A copy: the caller may reuse its buffer.
     if (!this.#storage.blobs.has(digest)) this.#storage.blobs.set(digest, Buffer.from(checked))
-    let held = this.#storage.attachments.get(sessionId)
-    if (held === undefined) this.#storage.attachments.set(sessionId, (held = new Map()))
-    held.set(digest, sessionId)
+    this.#held(sessionId).set(digest, sessionId)
     return Object.freeze(ref)
   }
 
@@ -297,9 +295,18 @@ class MemoryPersistence implements SessionPersistence {
   #inheritAttachments(id: string, source: string): void {
     const inherited = this.#storage.attachments.get(source)
     if (inherited === undefined || inherited.size === 0) return
-    let held = this.#storage.attachments.get(id)
-    if (held === undefined) this.#storage.attachments.set(id, (held = new Map()))
+    const held = this.#held(id)
     for (const [digest, holder] of inherited) if (!held.has(digest)) held.set(digest, holder)
+  }
+
+  /** The digests session `id` reads, and who holds each (made empty on first use). */
+  #held(id: string): Map<string, string> {
+    let held = this.#storage.attachments.get(id)
+    if (held === undefined) {
+      held = new Map()
+      this.#storage.attachments.set(id, held)
+    }
+    return held
   }
 
   /** The other sessions that read an attachment `id` holds. */
