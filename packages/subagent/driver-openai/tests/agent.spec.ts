@@ -452,8 +452,8 @@ describe('context from the session log', () => {
       { content: [1, 2] },
       { content: 'plain' },
     ]
-    results.forEach((_, i) => session.append('tool/call', { turn: 1, callId: `t${i}`, name: 'add', arguments: {} }))
-    results.forEach((result, i) => session.append('tool/result', { turn: 1, callId: `t${i}`, ...result }))
+    for (const [i] of results.entries()) session.append('tool/call', { turn: 1, callId: `t${i}`, name: 'add', arguments: {} })
+    for (const [i, result] of results.entries()) session.append('tool/result', { turn: 1, callId: `t${i}`, ...result })
     session.append('turn/end', { turn: 1, reason: 'completed' })
     await runAgent({ client, session, tools: [], signal: new AbortController().signal })
     const tools = server.requests[0]!.body.messages.filter((message) => message.role === 'tool')

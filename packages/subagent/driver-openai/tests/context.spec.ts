@@ -52,7 +52,7 @@ describe('requests built from the session context', () => {
     // Each request is built before its step/start: the context of the log up to there.
     const starts = session.events.flatMap((event, i) => (event.type === 'step/start' ? [i] : []))
     expect(starts).toHaveLength(STEPS)
-    starts.forEach((at, n) => expect(server!.requests[n]!.body.messages).toEqual(freshRender(session.events, at)))
+    for (const [n, at] of starts.entries()) expect(server!.requests[n]!.body.messages).toEqual(freshRender(session.events, at))
     expect(server.requests.at(-1)!.body.messages).toHaveLength(1 + 2 * (STEPS - 1))
   })
 
@@ -64,7 +64,7 @@ describe('requests built from the session context', () => {
     await runAgent({ client, session, prompt: 'once more', tools: [addTool], signal: new AbortController().signal })
     const starts = session.events.flatMap((event, i) => (event.type === 'step/start' ? [i] : []))
     expect(starts).toHaveLength(STEPS + 1)
-    starts.forEach((at, n) => expect(server!.requests[n]!.body.messages).toEqual(freshRender(session.events, at)))
+    for (const [n, at] of starts.entries()) expect(server!.requests[n]!.body.messages).toEqual(freshRender(session.events, at))
   })
 
   it('records each step: step/start {model, provider} before the call, step/end with its own usage and finish after its output', async () => {
