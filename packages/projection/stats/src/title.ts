@@ -72,6 +72,11 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  */
 let segmenter: Intl.Segmenter | undefined
 
+function graphemesOf(text: string): string[] {
+  segmenter ??= new Intl.Segmenter('und', { granularity: 'grapheme' })
+  return Array.from(segmenter.segment(text), (segment) => segment.segment)
+}
+
 function clean(text: string): string {
   return text
     .replace(LONE_SURROGATE, '\ufffd')
@@ -99,10 +104,7 @@ export function normalizeTitle(text: string, maxLength = TITLE_MAX_LENGTH): stri
     const whole = end >= text.length
     const cleaned = clean(whole ? text : text.slice(0, end))
     if (whole && cleaned.length <= maxLength) return cleaned
-    const graphemes = Array.from(
-      (segmenter ??= new Intl.Segmenter('und', { granularity: 'grapheme' })).segment(cleaned),
-      (segment) => segment.segment,
-    )
+    const graphemes = graphemesOf(cleaned)
     if (whole && graphemes.length <= maxLength) return cleaned
     if (whole || graphemes.length > maxLength + CUT_MARGIN) {
       return `${graphemes
