@@ -4,6 +4,7 @@ import { distributionViolations, generateHeaderSessions, type TestDatabase } fro
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import type pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
+import { applyMigrations } from '../src/migrations.js'
 import { migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT } from '../src/schema.js'
 import { events, header, target } from './fixtures.js'
 
@@ -32,14 +33,45 @@ describe('the partitioned layout', () => {
     const { pool } = await database()
     expect(await migrate(pool)).toEqual({ component: SESSIONS_COMPONENT, from: 0, to: SESSION_MIGRATIONS.length })
     expect(await distributionViolations(pool)).toEqual([])
-    expect(await partitionCounts(pool)).toEqual({ dsh_sessions: 16, dsh_batches: 16, dsh_changes: 16 })
+    const counts = await partitionCounts(pool)
+    expect(counts).toMatchObject({ dsh_sessions: 16, dsh_batches: 16, dsh_changes: 16 })
+    expect(new Set(Object.values(counts))).toEqual(new Set([16]))
     expect((await pool.query('SELECT partitions FROM dsh_layout')).rows).toEqual([{ partitions: 16 }])
+  })
+
+  it('a database upgraded from schema 3 has the same tables, columns, keys and indexes as one created at the newest schema', async () => {
+    const fresh = await database()
+    await migrate(fresh.pool)
+    const upgraded = await database()
+    await applyMigrations(upgraded.pool, SESSIONS_COMPONENT, SESSION_MIGRATIONS.slice(0, 3))
+    expect(await migrate(upgraded.pool)).toEqual({ component: SESSIONS_COMPONENT, from: 3, to: SESSION_MIGRATIONS.length })
+    const catalog = async (pool: pg.Pool) =>
+      (
+        await pool.query<{ line: string }>(
+          `SELECT c.relname || ' column ' || a.attnum || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull
+                  || ' ' || a.attidentity::text || ' ' || a.attstorage::text || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '') AS line
+           FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+           LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+           WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+           UNION ALL
+           SELECT conrelid::regclass::text || ' constraint ' || pg_get_constraintdef(oid) FROM pg_constraint
+           WHERE connamespace = current_schema()::regnamespace AND contype IN ('p', 'u', 'f', 'c')
+           UNION ALL
+           SELECT tablename || ' index ' || regexp_replace(indexdef, 'INDEX \\S+ ON', 'INDEX ON') FROM pg_indexes WHERE schemaname = current_schema()
+           ORDER BY 1`,
+        )
+      ).rows.map((r) => r.line)
+    const expected = await catalog(fresh.pool)
+    expect(expected.length).toBeGreaterThan(100)
+    expect(await catalog(upgraded.pool)).toEqual(expected)
   })
 
   it('the partition count is chosen at the first migration; a later run keeps it and refuses another', async () => {
     const { pool } = await database()
     await migrate(pool, { partitions: 4 })
-    expect(await partitionCounts(pool)).toEqual({ dsh_sessions: 4, dsh_batches: 4, dsh_changes: 4 })
+    const counts = await partitionCounts(pool)
+    expect(counts).toMatchObject({ dsh_sessions: 4, dsh_batches: 4, dsh_changes: 4 })
+    expect(new Set(Object.values(counts))).toEqual(new Set([4]))
     expect(await migrate(pool)).toEqual({ component: SESSIONS_COMPONENT, from: SESSION_MIGRATIONS.length, to: SESSION_MIGRATIONS.length })
     expect(await migrate(pool, { partitions: 4 })).toMatchObject({ to: SESSION_MIGRATIONS.length })
     await expect(migrate(pool, { partitions: 8 })).rejects.toMatchObject({
@@ -48,7 +80,7 @@ describe('the partitioned layout', () => {
     })
     for (const bad of [0, 1025, 2.5])
       await expect(migrate(pool, { partitions: bad })).rejects.toMatchObject({ code: 'POSTGRES_PERSISTENCE_INVALID_OPTIONS' })
-    expect(await partitionCounts(pool)).toEqual({ dsh_sessions: 4, dsh_batches: 4, dsh_changes: 4 })
+    expect(await partitionCounts(pool)).toEqual(counts)
   })
 
   it('the checker reports each planted violation: no key, not partitioned, a key without the distribution key, a reference across sessions, another count', async () => {
