@@ -2,7 +2,7 @@ import { SessionId } from '@dsh/session'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { distributionViolations, generateHeaderSessions, type TestDatabase } from '@dsh/session-persistence-postgres/testing'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
-import type pg from 'pg'
+import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { applyMigrations } from '../src/migrations.js'
 import { migrate, SESSION_MIGRATIONS, SESSIONS_COMPONENT } from '../src/schema.js'
@@ -159,6 +159,41 @@ describe('the partitioned layout', () => {
       expect(await p.delete(SessionId('source'))).toBe(true)
       expect(await p.stat(SessionId('source'))).toBeUndefined()
     } finally {
+      await p.close()
+    }
+  })
+
+  it('a fork made while its source is being deleted waits for the delete, then is refused: no fork names a source that is gone', async () => {
+    const { pool, url } = await database()
+    const p = await createPostgresPersistence({ pool })
+    const deleter = new pg.Client({ connectionString: url })
+    try {
+      await p.append(target('doomed'), events(0, 2))
+      const seed = (await p.inspect(SessionId('doomed'))).events
+      // Another transaction holds the source row as a delete does (FOR UPDATE) and deletes it.
+      await deleter.connect()
+      await deleter.query('BEGIN')
+      await deleter.query("SELECT 1 FROM dsh_sessions WHERE id = convert_to('doomed', 'UTF8') FOR UPDATE")
+      const fork = { header: header('orphan', 'doomed'), inheritedEventCount: 2 as never, forkSource: 'doomed' as never }
+      const made = p.append(fork, [...seed, ...events(2, 1)]).then(
+        () => 'stored',
+        (error: { code?: string; message?: string }) => `${error.code}: ${error.message}`,
+      )
+      // The fork's insert waits on the source row's lock (FOR KEY SHARE against FOR UPDATE).
+      for (;;) {
+        const { rows } = await pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR KEY SHARE%'",
+        )
+        if (rows.length > 0) break
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await deleter.query("DELETE FROM dsh_sessions WHERE id = convert_to('doomed', 'UTF8')")
+      await deleter.query('COMMIT')
+      expect(await made).toMatch(/^SESSION_PERSISTENCE_CONFLICT: The fork source 'doomed' was deleted/)
+      expect(await p.stat(SessionId('orphan'))).toBeUndefined()
+      expect((await pool.query('SELECT count(*)::int AS n FROM dsh_sessions WHERE fork_sid IS NOT NULL')).rows).toEqual([{ n: 0 }])
+    } finally {
+      await deleter.end().catch(() => {})
       await p.close()
     }
   })
