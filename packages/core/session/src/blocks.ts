@@ -50,6 +50,8 @@ export type ReasoningBlock = {
   readonly type: 'reasoning'
   readonly text: string
   readonly signature?: string
+  /** The provider's id of the reasoning item (OpenAI Responses), which it needs beside the signature to accept the reasoning back. */
+  readonly id?: string
 }
 
 /** An image, by attachment reference. */

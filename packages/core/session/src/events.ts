@@ -39,7 +39,14 @@ export interface SessionEventMap {
    */
   'step/start': { model?: string; provider?: string; turn?: number; step?: number }
   /** A model call ended: its own disjoint usage and why it stopped (the harness's logs carry `{turn, step}` only). */
-  'step/end': { usage?: TokenUsage; finish?: StepFinish; turn?: number; step?: number }
+  'step/end': {
+    usage?: TokenUsage
+    finish?: StepFinish
+    /** The provider's id of the response (a Chat Completions `id`; for OpenAI Responses, what `previous_response_id` names). */
+    responseId?: string
+    turn?: number
+    step?: number
+  }
   /** A compaction begins. An unfinished one (no `compaction/end`, or an end with `error`) changes no context. */
   'compaction/start': CompactionOwner & { reason?: string }
   /**

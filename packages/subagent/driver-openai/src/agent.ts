@@ -122,6 +122,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       const stepEnd = {
         ...(result.usage === undefined ? {} : { usage: stepUsage(result.usage) }),
         finish: finishOf(result.finishReason, result.toolCalls.length > 0),
+        ...(result.responseId === undefined ? {} : { responseId: result.responseId }),
       }
       if (result.usage !== undefined) {
         usage = addUsage(usage, result.usage)

@@ -28,6 +28,8 @@ export interface ModelStep {
   readonly toolCalls: readonly ModelToolCall[]
   readonly usage: ModelUsage | undefined
   readonly finishReason: string | undefined
+  /** The response's `id`, when the server sent one. */
+  readonly responseId: string | undefined
 }
 
 export interface StepRequest {
@@ -113,9 +115,11 @@ async function streamOnce(
   let text = ''
   let usage: ModelUsage | undefined
   let finishReason: string | undefined
+  let responseId: string | undefined
   const calls: { id: string; name: string; arguments: string }[] = []
   for await (const chunk of stream) {
     if (chunk.usage) usage = usageFromChat(chunk.usage)
+    if (responseId === undefined && typeof chunk.id === 'string' && chunk.id.length > 0) responseId = chunk.id
     const choice = chunk.choices?.[0]
     if (choice === undefined) continue
     const delta = (choice.delta ?? {}) as StreamDelta
@@ -143,7 +147,7 @@ async function streamOnce(
     .filter((call) => call !== undefined && call.name.length > 0)
     // Some servers send no call id: make one that cannot collide with another step's.
     .map((call) => ({ id: call.id.length > 0 ? call.id : `call_${randomUUID()}`, name: call.name, arguments: call.arguments }))
-  return { text, toolCalls, usage, finishReason }
+  return { text, toolCalls, usage, finishReason, responseId }
 }
 
 function cancelled(): DriverOpenAIError {

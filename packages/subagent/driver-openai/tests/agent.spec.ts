@@ -35,7 +35,9 @@ describe('runAgent over a Chat Completions server', () => {
     ])
     // The step's frame: who was called, then its own disjoint usage and why it stopped.
     expect(ofType(session.events, 'step/start')).toEqual([{ model: 'test-model', provider: '127.0.0.1' }])
-    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 8, output: 3, cacheRead: 4, reasoning: 2 }, finish: 'stop' }])
+    expect(ofType(session.events, 'step/end')).toEqual([
+      { usage: { input: 8, output: 3, cacheRead: 4, reasoning: 2 }, finish: 'stop', responseId: 'chatcmpl-test' },
+    ])
     expect(ofType(session.events, 'assistant/chunk')).toEqual([
       { turn: 1, index: 0, delta: 'Hel' },
       { turn: 1, index: 1, delta: 'lo, ' },

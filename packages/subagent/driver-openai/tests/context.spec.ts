@@ -67,7 +67,7 @@ describe('requests built from the session context', () => {
     for (const [n, at] of starts.entries()) expect(server!.requests[n]!.body.messages).toEqual(freshRender(session.events, at))
   })
 
-  it('records each step: step/start {model, provider} before the call, step/end with its own usage and finish after its output', async () => {
+  it('records each step: step/start {model, provider} before the call, step/end with its own usage, finish and response id after its output', async () => {
     server = await startModelServer([
       {
         kind: 'stream',
@@ -97,8 +97,8 @@ describe('requests built from the session context', () => {
       { model: 'other-model', provider: '127.0.0.1' },
     ])
     expect(ofType(session.events, 'step/end')).toEqual([
-      { usage: { input: 4, output: 4, cacheRead: 6 }, finish: 'tool-calls' },
-      { usage: { input: 20, output: 6, reasoning: 3 }, finish: 'max-tokens' },
+      { usage: { input: 4, output: 4, cacheRead: 6 }, finish: 'tool-calls', responseId: 'chatcmpl-test' },
+      { usage: { input: 20, output: 6, reasoning: 3 }, finish: 'max-tokens', responseId: 'chatcmpl-test' },
     ])
     // The turn's sum stays on assistant/message (what session stats count); step/end holds each step's own.
     expect(ofType(session.events, 'assistant/message')).toMatchObject([{ usage: { input: 24, output: 10, cacheRead: 6, reasoning: 3 } }])
