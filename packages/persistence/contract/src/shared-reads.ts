@@ -6,6 +6,7 @@ import type { SessionRepairs } from './repair.js'
 import type {
   AppendResult,
   AppendTarget,
+  DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
   PersistenceMetrics,
@@ -140,9 +141,9 @@ class SharedReads implements SharedReadsPersistence {
     }
   }
 
-  async delete(id: SessionId): Promise<boolean> {
+  async delete(id: SessionId, options?: DeleteOptions): Promise<boolean> {
     try {
-      return await this.backend.delete(id)
+      return await this.backend.delete(id, options)
     } finally {
       this.#wrote(id)
     }
