@@ -181,12 +181,18 @@ describe('dsh migrate', () => {
          left join pg_inherits i on i.inhparent = p.oid group by p.relname order by 1`,
       )
       expect(rows).toEqual(
-        ['dsh_batches', 'dsh_changes', 'dsh_event_text', 'dsh_projection_checkpoints', 'dsh_search_progress', 'dsh_sessions'].map(
-          (name) => ({
-            name,
-            n: 4,
-          }),
-        ),
+        [
+          'dsh_attachments',
+          'dsh_batches',
+          'dsh_changes',
+          'dsh_event_text',
+          'dsh_projection_checkpoints',
+          'dsh_search_progress',
+          'dsh_sessions',
+        ].map((name) => ({
+          name,
+          n: 4,
+        })),
       )
       expect((await cli(['migrate', '--store', database])).code).toBe(0)
       const refused = await cli(['migrate', '--store', database, '--partitions', '8', '--json'])

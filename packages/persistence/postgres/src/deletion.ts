@@ -1,4 +1,5 @@
 import { persistenceError } from '@dsh/session-persistence/backend'
+import { deleteAttachments, inheritAttachments } from './attachments.js'
 import { encodeBatch } from './batch-codec.js'
 import { ioError } from './errors.js'
 import type { StoredId } from './ids.js'
@@ -80,6 +81,8 @@ async function deleteChecked(
         'INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6, $7)',
         [d.id_key, d.sid, 0, batch.count, batch.plainLength, batch.checksum, batch.body],
       )
+      // The attachments it read through the reference become its own rows.
+      await inheritAttachments(query, d.id_key, source.key)
       await query('UPDATE dsh_sessions SET fork_key = NULL, fork_sid = NULL, fork_checksum = NULL WHERE id_key = $1 AND sid = $2', [
         d.id_key,
         d.sid,
@@ -90,6 +93,7 @@ async function deleteChecked(
       ])
     }
     await refuseIfReferenced(query, source, sid)
+    await deleteAttachments(query, source.key)
     const { rows } = await query<{ sid: string }>(DELETE_STATEMENT, [source.key, source.bytes])
     return rows
   })

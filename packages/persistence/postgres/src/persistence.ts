@@ -1,9 +1,10 @@
 import { raceAbort } from '@dsh/context'
-import { type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
+import { type AttachmentRef, type SessionHeader, type SessionId, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import type {
   AppendedEvent,
   AppendResult,
   AppendTarget,
+  AttachmentPutOptions,
   DeleteOptions,
   LoadedSession,
   PersistedSessionRecord,
@@ -16,7 +17,9 @@ import type {
   SessionSuffixObservation,
 } from '@dsh/session-persistence'
 import {
+  ATTACHMENT_MAX_BYTES,
   checkAppend,
+  checkAttachmentSession,
   checkRange,
   expandEventRuns,
   persistenceCancelled,
@@ -26,6 +29,7 @@ import {
 } from '@dsh/session-persistence/backend'
 import pg from 'pg'
 import { ChangeAnnouncer } from './announcer.js'
+import { putAttachment, readAttachment } from './attachments.js'
 import { encodeBatch } from './batch-codec.js'
 import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
 import { deleteSession } from './deletion.js'
@@ -81,7 +85,15 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
     if (owned) await pool.end().catch(() => {})
     throw error
   }
-  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases, options.readOnly === true, feedLimit)
+  const attachmentMaxBytes = options.attachmentMaxBytes ?? ATTACHMENT_MAX_BYTES
+  if (!Number.isSafeInteger(attachmentMaxBytes) || attachmentMaxBytes < 1) {
+    if (owned) await pool.end().catch(() => {})
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
+      `attachmentMaxBytes must be a positive integer, got ${String(attachmentMaxBytes)}.`,
+    )
+  }
+  return new PgPersistence(pool, owned, options.clock ?? Date.now, maxLeases, options.readOnly === true, feedLimit, attachmentMaxBytes)
 }
 
 class PgPersistence implements PostgresPersistence {
@@ -110,7 +122,18 @@ class PgPersistence implements PostgresPersistence {
   readonly readOnly: boolean
   #damaged: DamagedLog[] = []
 
-  constructor(pool: pg.Pool, owned: boolean, clock: () => number, maxLeases: number, readOnly: boolean, feedLimit: number) {
+  readonly #attachmentMaxBytes: number
+
+  constructor(
+    pool: pg.Pool,
+    owned: boolean,
+    clock: () => number,
+    maxLeases: number,
+    readOnly: boolean,
+    feedLimit: number,
+    attachmentMaxBytes: number,
+  ) {
+    this.#attachmentMaxBytes = attachmentMaxBytes
     this.pool = pool
     this.readOnly = readOnly
     this.#owned = owned
@@ -319,7 +342,21 @@ class PgPersistence implements PostgresPersistence {
     }
   }
 
+  async putAttachment(id: SessionId, bytes: Uint8Array, options: AttachmentPutOptions): Promise<AttachmentRef> {
+    this.#assertWritable()
+    checkAttachmentSession(id)
+    return putAttachment(this.#reader, storedId(id), bytes, options, this.#attachmentMaxBytes)
+  }
+
   // ------------------------------------------------------------------- reads
+
+  async readAttachment(id: SessionId, digest: string, signal?: AbortSignal): Promise<Uint8Array> {
+    this.#assertOpen()
+    checkAttachmentSession(id)
+    const bytes = await raceAbort(readAttachment(this.#reader, storedId(id), digest), signal, persistenceCancelled)
+    this.#metrics.bytesRead += bytes.length
+    return bytes
+  }
 
   async list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
     this.#assertOpen()

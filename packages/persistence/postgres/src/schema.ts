@@ -1,4 +1,5 @@
 import type pg from 'pg'
+import { attachmentsTable } from './attachments.js'
 import { type Layout, partitionsOf } from './layout.js'
 import { defineSchema, type MigrateOptions, type MigrationReport } from './migrations.js'
 
@@ -208,8 +209,13 @@ export const SESSIONS_SCHEMA = defineSchema(
         `DROP SCHEMA ${OLD} CASCADE`,
       ],
     },
+    {
+      version: 5,
+      description: 'attachments: one bytea row per session and digest, hash-partitioned on id_key like the session tables',
+      statements: (layout) => attachmentsTable(layout),
+    },
   ],
-  { baseline: (layout) => [...sessionTables(layout), FEED_TABLE, FEED_ROW, FEED_HORIZON] },
+  { baseline: (layout) => [...sessionTables(layout), ...attachmentsTable(layout), FEED_TABLE, FEED_ROW, FEED_HORIZON] },
 )
 
 /** The component name of the session tables in `dsh_schema_version`. */

@@ -31,6 +31,8 @@ export interface PostgresPersistenceOptions {
    * rescan (`rescanReason: 'behind-horizon'`).
    */
   readonly feedLimit?: number
+  /** The cap on one attachment's bytes (default `ATTACHMENT_MAX_BYTES`, 20 MiB); more is `SESSION_PERSISTENCE_ATTACHMENT_TOO_LARGE`. */
+  readonly attachmentMaxBytes?: number
 }
 
 /** The metrics of this backend: the contract's, all kept, and the change feed's pruning. */

@@ -67,6 +67,18 @@ const harness =
         )
         changed(`damaging event ${seq} of ${id}`, rows)
       },
+      async storedAttachments() {
+        const client = new pg.Client({ connectionString: root })
+        await client.connect()
+        try {
+          const { rows } = await client.query<{ place: string; bytes: number }>(
+            "SELECT encode(id_key, 'hex') || '/' || encode(digest, 'hex') AS place, length(body) AS bytes FROM dsh_attachments ORDER BY 1",
+          )
+          return rows
+        } finally {
+          await client.end()
+        }
+      },
       async pruneFeed() {
         const pool = new pg.Pool({ connectionString: root, max: 1 })
         try {
