@@ -176,6 +176,32 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
       expect(ids((await query.listSessions({ parentSession: 'nobody' })).records)).toEqual([])
     })
 
+    it('lists the children of several parents with parentSessions: live headers preferred, other families left out, paged', async () => {
+      const e = await env()
+      await persist(e.persistence, header('a1', 200, { parentSession: 'A', origin: 'subagent', delegationDepth: 1 }))
+      await persist(e.persistence, header('b1', 210, { parentSession: 'B', origin: 'subagent', delegationDepth: 1 }))
+      await persist(e.persistence, header('b-fork', 220, { parentSession: 'B', isSeeded: true }))
+      await persist(e.persistence, header('z1', 230, { parentSession: 'Z', origin: 'subagent', delegationDepth: 1 }))
+      // Persisted under Z, live under A: the live header decides.
+      await persist(e.persistence, header('moved', 240, { parentSession: 'Z', origin: 'subagent', delegationDepth: 1 }))
+      const query = await e.open()
+      e.sessions.create({ id: 'moved', createdAt: 240, parentSession: 'A', origin: 'subagent', delegationDepth: 1 })
+      e.sessions.create({ id: 'b2', createdAt: 150, parentSession: 'B', origin: 'subagent', delegationDepth: 1 })
+      const family = await query.listSessions({ parentSessions: ['A', 'B', 'A', 'nobody'], origin: 'subagent' })
+      expect(ids(family.records)).toEqual(['b2', 'a1', 'b1', 'moved'])
+      expect(ids((await query.listSessions({ parentSessions: ['B'] })).records)).toEqual(['b2', 'b1', 'b-fork'])
+      expect(ids((await query.listSessions({ parentSessions: ['Z'] })).records)).toEqual(['z1'])
+      expect(ids((await query.listSessions({ parentSessions: ['nobody'] })).records)).toEqual([])
+      const first = await query.listSessions({ parentSessions: ['A', 'B'], limit: 2 })
+      expect(ids(first.records)).toEqual(['b2', 'a1'])
+      const rest = await query.listSessions({ parentSessions: ['A', 'B'], limit: 5, cursor: first.nextCursor! })
+      expect(ids(rest.records)).toEqual(['b1', 'b-fork', 'moved'])
+      // A cursor is bound to the parent list too.
+      expect(await code(query.listSessions({ parentSessions: ['A'], limit: 2, cursor: first.nextCursor! }))).toBe(
+        'SESSION_QUERY_INVALID_CURSOR',
+      )
+    })
+
     it('pages with an opaque cursor bound to the filter; pages concatenate to the whole listing', async () => {
       const e = await env()
       for (let i = 0; i < 7; i++) await persist(e.persistence, header(`s${i}`, 1000 + (i % 3), { cwd: '/p' }))
@@ -224,6 +250,12 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
         [],
         { parentSession: 5 },
         { parentSession: '' },
+        { parentSessions: [] },
+        { parentSessions: 'P' },
+        { parentSessions: [''] },
+        { parentSessions: ['P', 5] },
+        { parentSessions: Array.from({ length: 1001 }, (_, i) => `p${i}`) },
+        { parentSession: 'P', parentSessions: ['Q'] },
         { origin: 'human' },
         { cwd: {} },
         { createdAt: 5 },

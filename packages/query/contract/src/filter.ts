@@ -10,6 +10,8 @@ export const MAX_PAGE_SIZE = PAGE_MAX_LIMIT
 /** A validated listing filter. */
 export interface ParsedListFilter {
   readonly parentSession?: string
+  /** Any of these parents (distinct, non-empty). */
+  readonly parentSessions?: ReadonlySet<string>
   readonly origin?: 'subagent'
   readonly cwd?: string
   readonly createdFrom?: number
@@ -21,7 +23,7 @@ export interface ParsedListFilter {
   readonly digest: string
 }
 
-const FILTER_KEYS = new Set(['parentSession', 'origin', 'cwd', 'createdAt', 'limit', 'cursor'])
+const FILTER_KEYS = new Set(['parentSession', 'parentSessions', 'origin', 'cwd', 'createdAt', 'limit', 'cursor'])
 const RANGE_KEYS = new Set(['from', 'to'])
 
 /**
@@ -44,6 +46,9 @@ export function parseListFilter(input: unknown): ParsedListFilter {
   const raw = input as Record<string, unknown>
   for (const key of Object.keys(raw)) if (!FILTER_KEYS.has(key)) throw invalidFilter(`unknown filter field '${key}'`)
   const parentSession = optionalId(raw.parentSession, 'parentSession')
+  const parentSessions = optionalIds(raw.parentSessions, 'parentSessions')
+  if (parentSession !== undefined && parentSessions !== undefined)
+    throw invalidFilter('give parentSession or parentSessions, not both (put the one parent in the parentSessions list)')
   if (raw.origin !== undefined && raw.origin !== 'subagent')
     throw invalidFilter(`origin must be 'subagent' when present, got ${show(raw.origin)}`)
   const origin = raw.origin
@@ -66,7 +71,9 @@ export function parseListFilter(input: unknown): ParsedListFilter {
       throw invalidFilter(`limit must be an integer from 1 to ${MAX_PAGE_SIZE}, got ${show(raw.limit)}`)
     limit = raw.limit
   }
-  const parts = [parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null]
+  const parts: unknown[] = [parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null]
+  // Appended only when present, so every other filter keeps its digest (and its cursors).
+  if (parentSessions !== undefined) parts.push([...parentSessions])
   const digest = parts.every((part) => part === null) ? () => UNFILTERED_DIGEST : lazyDigest(parts)
   const after = raw.cursor === undefined ? undefined : decodeListCursor(raw.cursor, digest())
   return {
@@ -75,6 +82,7 @@ export function parseListFilter(input: unknown): ParsedListFilter {
       return digest()
     },
     ...(parentSession === undefined ? {} : { parentSession }),
+    ...(parentSessions === undefined ? {} : { parentSessions }),
     ...(origin === undefined ? {} : { origin }),
     ...(cwd === undefined ? {} : { cwd }),
     ...(createdFrom === undefined ? {} : { createdFrom }),
@@ -88,6 +96,7 @@ export function parseListFilter(input: unknown): ParsedListFilter {
 export function matchesFilter(header: SessionHeader, filter: ParsedListFilter): boolean {
   return (
     (filter.parentSession === undefined || header.parentSession === filter.parentSession) &&
+    (filter.parentSessions === undefined || (header.parentSession !== undefined && filter.parentSessions.has(header.parentSession))) &&
     (filter.origin === undefined || header.origin === filter.origin) &&
     (filter.cwd === undefined || header.cwd === filter.cwd) &&
     (filter.createdFrom === undefined || header.createdAt >= filter.createdFrom) &&
@@ -99,6 +108,19 @@ function optionalId(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined
   if (typeof value !== 'string' || value.length === 0) throw invalidFilter(`${field} must be a non-empty string, got ${show(value)}`)
   return value
+}
+
+/** 1..MAX_PAGE_SIZE non-empty strings, repeats dropped (first position kept). */
+function optionalIds(value: unknown, field: string): ReadonlySet<string> | undefined {
+  if (value === undefined) return undefined
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_PAGE_SIZE)
+    throw invalidFilter(`${field} must be an array of 1 to ${MAX_PAGE_SIZE} session ids, got ${show(value)}`)
+  const ids = new Set<string>()
+  for (const [i, id] of value.entries()) {
+    if (typeof id !== 'string' || id.length === 0) throw invalidFilter(`${field}[${i}] must be a non-empty string, got ${show(id)}`)
+    ids.add(id)
+  }
+  return ids
 }
 
 function optionalEpoch(value: unknown, field: string): number | undefined {

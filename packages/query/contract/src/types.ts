@@ -14,6 +14,13 @@ export interface SessionQueryRecord {
 
 export interface SessionListFilter {
   readonly parentSession?: string
+  /**
+   * The children of any of these parents (1..1000 distinct ids; not with
+   * `parentSession`): one indexed listing for the children of a whole
+   * generation, so a caller asking about N parents reads their children
+   * only, in one query instead of N.
+   */
+  readonly parentSessions?: readonly string[]
   readonly origin?: 'subagent'
   readonly cwd?: string
   /** Inclusive range on `header.createdAt` (epoch ms). */

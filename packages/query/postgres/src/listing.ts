@@ -12,7 +12,7 @@ export interface Statement {
 /**
  * The listing statement for a parsed filter: only the conditions present, so
  * the planner picks the matching index — `(parent_key, created_at)` for a
- * parent's children, `(cwd_key, created_at)`, `(origin, created_at)` or
+ * parent's children (or for those of several parents), `(cwd_key, created_at)`, `(origin, created_at)` or
  * `(created_at)` — and sorts each run of equal `created_at` by id. `id` is the
  * UTF-8 bytes, so `bytea` order is code point order, the order every backend
  * lists in. The keyset position after `(c, i)` is written
@@ -29,6 +29,8 @@ export function listingStatement(filter: ParsedListFilter, limit: number | undef
     return `$${values.length}`
   }
   if (filter.parentSession !== undefined) where.push(`parent_key = ${param(keyOf(filter.parentSession))}`)
+  // `= ANY(array)` is a run of `(parent_key, created_at)` index lookups, one per parent.
+  if (filter.parentSessions !== undefined) where.push(`parent_key = ANY(${param([...filter.parentSessions].map(keyOf))}::bytea[])`)
   if (filter.origin !== undefined) where.push(`origin = ${param(filter.origin)}`)
   if (filter.cwd !== undefined) where.push(`cwd_key = ${param(keyOf(filter.cwd))}`)
   if (filter.createdFrom !== undefined) where.push(`created_at >= ${param(filter.createdFrom)}`)

@@ -85,6 +85,13 @@ describe('listing plans on PostgreSQL', () => {
     expect(removed(scans)).toBe(0)
   })
 
+  it('lists the children of several parents (parentSessions) through the parent index, reading their rows only', async () => {
+    const scans = indexScans(await plan({ parentSessions: ['s5000', 's7000', 's9000'], origin: 'subagent' }))
+    expect(new Set(scans.map((s) => s.index))).toEqual(new Set(['dsh_sessions_parent']))
+    expect(scans.reduce((sum, s) => sum + (s.node['Actual Rows'] ?? 0), 0)).toBe(3 * 99)
+    expect(removed(scans)).toBe(0)
+  })
+
   it('starts a page after a deep keyset position at that position in the created_at index', async () => {
     const scans = indexScans(await plan({ limit: 50, cursor: cursorAt({}, 15_001) }))
     expect(new Set(scans.map((s) => s.index))).toEqual(new Set(['dsh_sessions_created']))

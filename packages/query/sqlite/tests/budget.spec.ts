@@ -132,3 +132,18 @@ describe('the worker mode', () => {
     expect(await again).toBe('SESSION_QUERY_CLOSED')
   })
 })
+
+describe('the children of several parents (parentSessions)', () => {
+  it('step their own rows only: within a 30-row budget on a store of 2,000 other subagents, which a store-wide listing exceeds', async () => {
+    const persistence = createMemoryPersistence()
+    const sub = (parent: string) => ({ parentSession: parent, origin: 'subagent' as const, delegationDepth: 1 })
+    for (let p = 0; p < 100; p++) for (let c = 0; c < 20; c++) await persist(persistence, header(`o${p}-${c}`, p * 20 + c, sub(`o${p}`)))
+    const children = Array.from({ length: 20 }, (_, i) => `c${i}`)
+    for (const [i, id] of children.entries()) await persist(persistence, header(id, 5000 + i, sub('p')))
+    for (const parent of ['c2', 'c3', 'c4']) await persist(persistence, header(`g-${parent}`, 6000, sub(parent)))
+    const query = await open(persistence, { budget: { ms: 600_000, rows: 30 } })
+    const page = await query.listSessions({ parentSessions: children, origin: 'subagent', limit: 1000 })
+    expect(page.records.map((r) => r.header.id)).toEqual(['g-c2', 'g-c3', 'g-c4'])
+    expect(await code(query.listSessions({ origin: 'subagent', limit: 1000 }))).toBe('SESSION_QUERY_BUDGET_EXCEEDED')
+  })
+})
