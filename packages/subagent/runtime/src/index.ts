@@ -21,7 +21,7 @@ export type {
   SubagentStartData,
 } from './lifecycle.js'
 export { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, SUBAGENT_QUEUED_EVENT, SUBAGENT_START_EVENT } from './lifecycle.js'
-export { explainChildren, explainDescendants, HAS_CHILDREN_PROBE_LIMIT, listChildren, listDescendants } from './list-children.js'
+export { explainChildren, explainDescendants, listChildren, listDescendants } from './list-children.js'
 export type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
 export type { SubagentUsage } from './list-usage.js'
 export { latestClosedCut } from './log-scan.js'

@@ -6,7 +6,7 @@ import { mapBounded } from './concurrency.js'
 import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
 import { SubagentError } from './errors.js'
 import { cachedRung, observedRung } from './ladder.js'
-import { type Candidate, type CorpusDeps, enumerateChildren, enumerateTree, isSubagent } from './list-corpus.js'
+import { type Candidate, type CorpusDeps, enumerateChildren, enumerateChildrenOf, isSubagent } from './list-corpus.js'
 import { ListingScope } from './list-scope.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
 import { type SubagentUsage, UNKNOWN_USAGE, usageKeys, usageOf } from './list-usage.js'
@@ -57,14 +57,6 @@ interface Classified extends Ladder {
 }
 
 /**
- * Up to this many children, `hasChildren` is answered by one indexed probe per
- * child; beyond it, by one listing of every subagent in the corpus. Probes are
- * cheap on an indexed backend but each is a full corpus pass on the in-memory
- * one, so the fallback keeps a listing linear in the corpus on every backend.
- */
-export const HAS_CHILDREN_PROBE_LIMIT = 8
-
-/**
  * A parent's direct subagent children, with the rung that decided each row,
  * classifying at most `concurrency` children at once (a validated
  * `coldReadConcurrency`: see `SubagentCatalog`).
@@ -81,13 +73,14 @@ export async function explainChildrenWithin(
     if (parent === undefined) return []
     const candidates = await enumerateChildren(deps, parent, scope)
     if (candidates.length === 0) return []
-    let hasChildren: (id: SessionId) => Promise<boolean>
-    if (candidates.length <= HAS_CHILDREN_PROBE_LIMIT) {
-      hasChildren = async (id) => (await enumerateChildren(deps, id, scope, true)).length > 0
-    } else {
-      const tree = await enumerateTree(deps, 'subagent', scope)
-      hasChildren = async (id) => tree.has(id)
-    }
+    // `hasChildren` for every row from one listing of the children's own children: the family, never the corpus.
+    const grandchildren = await enumerateChildrenOf(
+      deps,
+      candidates.map((c) => c.header.id),
+      'subagent',
+      scope,
+    )
+    const hasChildren = async (id: SessionId): Promise<boolean> => grandchildren.has(id)
     const classified = await classifyAll(deps, candidates, hasChildren, scope)
     return classified.flatMap((child) => (child.row === undefined ? [] : [entryOf(child, child.row, parent, 1)]))
   })
@@ -100,9 +93,10 @@ export async function explainChildrenWithin(
  * and so are ordinary (non-subagent) sessions between them — a plain fork of
  * the parent that spawned subagents of its own — which get no row: their
  * subagents list with `parentId` the ordinary session and `depth` counting
- * every link from `parentId`. The tree comes from one header-only listing of
- * the corpus (live headers preferred), so a deep tree costs one query, not
- * one per node, and no body read beyond the ladder's.
+ * every link from `parentId`. The tree comes from header-only listings of
+ * the family, one per generation (live headers preferred): its cost follows
+ * the subtree, not the corpus, a deep tree costs one query per level, not
+ * one per node, and no body is read beyond the ladder's.
  */
 export async function explainDescendantsWithin(
   services: SubagentCatalogServices,
@@ -114,7 +108,7 @@ export async function explainDescendantsWithin(
   return ListingScope.run(signal, async (scope) => {
     const root = parentIdOf(parentId)
     if (root === undefined) return []
-    const tree = await enumerateTree(deps, 'all', scope)
+    const tree = await enumerateFamily(deps, root, scope)
     const hasSubagentChildren = async (id: SessionId): Promise<boolean> => (tree.get(id) ?? []).some(isSubagent)
     const out: ExplainedSubagentEntry[] = []
     // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
@@ -133,6 +127,31 @@ export async function explainDescendantsWithin(
     await walk(root, 1)
     return out
   })
+}
+
+/**
+ * Every session below `root` (subagents and ordinary ones) grouped by parent,
+ * one generation per listing. Each id is expanded once, which also ends a
+ * parent/child cycle in damaged data.
+ */
+async function enumerateFamily(deps: CatalogDeps, root: SessionId, scope: ListingScope): Promise<Map<string, Candidate[]>> {
+  const tree = new Map<string, Candidate[]>()
+  const expanded = new Set<string>([root])
+  let generation: SessionId[] = [root]
+  while (generation.length > 0) {
+    const groups = await enumerateChildrenOf(deps, generation, 'all', scope)
+    const next: SessionId[] = []
+    for (const [parent, children] of groups) {
+      tree.set(parent, children)
+      for (const child of children) {
+        if (expanded.has(child.header.id)) continue
+        expanded.add(child.header.id)
+        next.push(child.header.id)
+      }
+    }
+    generation = next
+  }
+  return tree
 }
 
 /** A parent's direct subagent children with their rungs, at the default cold-read concurrency. */

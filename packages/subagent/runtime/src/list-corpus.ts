@@ -36,25 +36,51 @@ export function byCreatedAtThenId(a: Candidate, b: Candidate): number {
   return a.header.createdAt - b.header.createdAt || compareSessionIds(a.header.id, b.header.id)
 }
 
-/**
- * The parent's subagent children (an indexed query on a backend with an
- * index), ordered. With `probe`, stops at the first child found.
- */
-export async function enumerateChildren(deps: CorpusDeps, parentId: SessionId, scope: ListingScope, probe = false): Promise<Candidate[]> {
+/** The parent's subagent children (an indexed query on a backend with an index), ordered. */
+export async function enumerateChildren(deps: CorpusDeps, parentId: SessionId, scope: ListingScope): Promise<Candidate[]> {
   const candidates: Candidate[] = []
-  await listCorpus(deps, { parentSession: parentId, ...(probe ? { limit: 16 } : {}) }, scope, 'subagent', (candidate) => {
+  await listCorpus(deps, { parentSession: parentId }, scope, 'subagent', (candidate) => {
     if (candidate.header.parentSession === parentId) candidates.push(candidate)
-    return !(probe && candidates.length > 0)
+    return true
   })
   return candidates.sort(byCreatedAtThenId)
 }
 
-/** Every subagent (or every session) in the corpus grouped by its (live-preferred) parent, each group ordered. */
-export async function enumerateTree(deps: CorpusDeps, scopeOf: 'subagent' | 'all', scope: ListingScope): Promise<Map<string, Candidate[]>> {
-  return (await enumerateTreeFinding(deps, scopeOf, scope, undefined)).tree
+/**
+ * The children of each of `parentIds` (subagents only, or every session),
+ * grouped by their (live-preferred) parent, each group ordered: one
+ * `parentSessions` listing per `MAX_PAGE_SIZE` parents, so the cost follows
+ * these parents' children, not the corpus. A parent without children has no
+ * entry.
+ */
+export async function enumerateChildrenOf(
+  deps: CorpusDeps,
+  parentIds: readonly SessionId[],
+  scopeOf: 'subagent' | 'all',
+  scope: ListingScope,
+): Promise<Map<string, Candidate[]>> {
+  const groups = new Map<string, Candidate[]>()
+  const wanted = new Set<string>(parentIds)
+  const distinct = [...wanted]
+  for (let at = 0; at < distinct.length; at += MAX_PAGE_SIZE) {
+    await listCorpus(deps, { parentSessions: distinct.slice(at, at + MAX_PAGE_SIZE) }, scope, scopeOf, (candidate) => {
+      const parent = candidate.header.parentSession
+      if (parent === undefined || !wanted.has(parent)) return true
+      const siblings = groups.get(parent)
+      if (siblings === undefined) groups.set(parent, [candidate])
+      else siblings.push(candidate)
+      return true
+    })
+  }
+  for (const siblings of groups.values()) siblings.sort(byCreatedAtThenId)
+  return groups
 }
 
-/** `enumerateTree`, also returning the candidate of `wanted` when the same pass lists it. */
+/**
+ * Every subagent (or every session) in the corpus grouped by its
+ * (live-preferred) parent, each group ordered, and the candidate of `wanted`
+ * when the same pass lists it.
+ */
 export async function enumerateTreeFinding(
   deps: CorpusDeps,
   scopeOf: 'subagent' | 'all',
@@ -83,14 +109,14 @@ export async function enumerateTreeFinding(
  */
 async function listCorpus(
   deps: CorpusDeps,
-  filter: { readonly parentSession?: string; readonly limit?: number },
+  filter: { readonly parentSession?: string; readonly parentSessions?: readonly string[] },
   scope: ListingScope,
   which: 'subagent' | 'all',
   visit: (candidate: Candidate) => boolean,
 ): Promise<void> {
   let cursor: string | undefined
   // The largest page the query takes: a family of up to that many sessions is one page, with no cursor to make.
-  const limit = filter.limit ?? MAX_PAGE_SIZE
+  const limit = MAX_PAGE_SIZE
   do {
     const page = await scope.read((signal) =>
       deps.query.listSessions(

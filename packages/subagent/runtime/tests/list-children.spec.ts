@@ -330,7 +330,7 @@ describe('listChildren: enumeration', () => {
     ])
   })
 
-  it('answers hasChildren from one corpus listing when a parent has many children', async () => {
+  it('answers hasChildren for many children from one listing of their own children', async () => {
     const probe = queryProbe()
     const h = await host({ query: probe.wrap })
     const parent = h.sessions.create()
