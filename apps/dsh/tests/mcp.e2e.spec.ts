@@ -121,7 +121,7 @@ describe('dsh mcp', () => {
     const controller = await connect('--allow-control')
     const tools = (await controller.listTools()).tools
     const names = tools.map((tool) => tool.name)
-    for (const name of ['subagent', 'send_message', 'wait_agents', 'interrupt_agent', 'close_agent', 'report'])
+    for (const name of ['subagent', 'send_message', 'wait_agents', 'interrupt_agent', 'close_agent', 'report', 'compact_session'])
       expect(names).toContain(name)
     expect(names.filter((name) => name === 'list_agents')).toHaveLength(1)
     expect(tools.find((tool) => tool.name === 'subagent')!.inputSchema.required).toEqual(expect.arrayContaining(['session', 'prompt']))
@@ -220,7 +220,10 @@ describe('dsh mcp', () => {
         server.baseURL,
       )
       const tools = (await client.listTools()).tools
+      // The dialect names the model-facing subagent tools only; dsh's own read and operator tools
+      // (session_stats, compact_session, ...) keep their names in every dialect.
       expect(tools.map((tool) => tool.name).sort()).toEqual([
+        'compact_session',
         'interrupt_agent',
         'list_agents',
         'list_sessions',
