@@ -7,8 +7,10 @@ export const ATTACHMENT_TOKENS = 1_000
 
 /**
  * The text of a block as a model reads it: text and reasoning, a call's name
- * and JSON arguments, a result's content. Attachments count as
- * {@link ATTACHMENT_TOKENS} and have no text here.
+ * and JSON arguments, a result's content; any other block (a child's
+ * `notice`, which a driver phrases into text) by its JSON, which holds the
+ * text a phrasing carries. Attachments count as {@link ATTACHMENT_TOKENS}
+ * and have no text here.
  */
 export function blockText(block: ContextBlock): string {
   switch (block.type) {
@@ -24,8 +26,11 @@ export function blockText(block: ContextBlock): string {
       const content = (block as { content?: unknown }).content
       return Array.isArray(content) ? content.map((b) => blockText(b as ContextBlock)).join('') : ''
     }
-    default:
+    case 'image':
+    case 'file':
       return ''
+    default:
+      return JSON.stringify(block)
   }
 }
 

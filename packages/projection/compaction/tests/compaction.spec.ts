@@ -153,6 +153,20 @@ describe('maybeCompact', () => {
   })
 })
 
+describe('estimate', () => {
+  it("counts a child's notice (a block a driver phrases into text) by its size, like the text it becomes", async () => {
+    const h = await host(createMemoryPersistence())
+    onTestFinished(() => h.ctx.dispose())
+    const session = h.sessions.create()
+    const empty = await h.compaction.estimate(session)
+    const text = 'the child read every chunk. '.repeat(100)
+    session.append('subagent/notice', { kind: 'settled', subagentId: 'c1', reason: 'completed', text })
+    const context = await contextOf(h, session)
+    expect(context.messages.map((m) => m.blocks.map((b) => b.type))).toEqual([['notice']])
+    expect((await h.compaction.estimate(session)) - empty).toBeGreaterThanOrEqual(text.length / 4)
+  })
+})
+
 describe('prune', () => {
   it('replaces old large tool results by a placeholder, keeping the newest and the small ones; no model is called', async () => {
     const h = await host(createMemoryPersistence(), null)
