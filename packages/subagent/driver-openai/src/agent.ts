@@ -1,5 +1,6 @@
 import { isDshError } from '@dsh/context'
 import type { Session, SessionEvent, StepFinish, TurnEndReason } from '@dsh/session'
+import { budgetCompaction, type CompactionSource } from './budget.js'
 import { DriverOpenAIError } from './errors.js'
 import './events.js'
 import type { ModelClient } from './model.js'
@@ -33,6 +34,17 @@ export interface AgentTurnOptions {
    * from; without one the driver folds the same unit itself, kept per session.
    */
   readonly context?: ContextSource
+  /**
+   * The `compaction` service (or a getter for it). With `contextWindow`, each
+   * step first compacts the session when its context's estimate reaches
+   * `contextWindow * compactAt` (`budgetCompaction`); without either, no
+   * step compacts.
+   */
+  readonly compaction?: CompactionSource
+  /** The model's context window, in tokens (the budget trigger's `window`). */
+  readonly contextWindow?: number
+  /** The fraction of `contextWindow` at which a step compacts first (default the service's, 0.8). */
+  readonly compactAt?: number
   /** Called after each event this turn appends (the CLI prints from it). Must not append. */
   readonly onEvent?: (event: SessionEvent) => void
 }
@@ -75,6 +87,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     const event = session.append(type, clean === json ? data : JSON.parse(clean))
     options.onEvent?.(event)
   }
+  const budget = budgetOf(options)
   const definitions = toolDefinitions(tools)
   let chunkIndex = 0
   let reasoningIndex = 0
@@ -98,6 +111,11 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   try {
     for (let step = 0; step < maxSteps; step++) {
       if (signal.aborted) return end(options.abortReason)
+      if (budget !== undefined) {
+        // Never throws: a failed compaction is in the log (`compaction/end {error}`) and the request goes ahead.
+        await budget(session, signal)
+        if (signal.aborted) return end(options.abortReason)
+      }
       const messages = await requestMessages(session, {
         ...(options.context === undefined ? {} : { context: options.context }),
         ...(options.notices === undefined ? {} : { notices: options.notices }),
@@ -163,6 +181,22 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     if (signal.aborted || isDshError(error, 'CANCELLED')) return end(options.abortReason)
     return end('error', error)
   }
+}
+
+/** The turn's budget trigger: present when both the compaction service and the window are given; a bad window or fraction is `DRIVER_OPENAI_INVALID_OPTIONS`. */
+function budgetOf(options: AgentTurnOptions): ReturnType<typeof budgetCompaction> | undefined {
+  const { compaction, contextWindow, compactAt } = options
+  if (contextWindow !== undefined && (!Number.isSafeInteger(contextWindow) || contextWindow < 1)) {
+    throw new DriverOpenAIError(
+      'DRIVER_OPENAI_INVALID_OPTIONS',
+      `contextWindow must be a positive integer (tokens), got ${String(contextWindow)}.`,
+    )
+  }
+  if (compactAt !== undefined && !(compactAt > 0 && compactAt <= 1)) {
+    throw new DriverOpenAIError('DRIVER_OPENAI_INVALID_OPTIONS', `compactAt must be a fraction in (0, 1], got ${String(compactAt)}.`)
+  }
+  if (compaction === undefined || contextWindow === undefined) return undefined
+  return budgetCompaction({ compaction, window: contextWindow, ...(compactAt === undefined ? {} : { fraction: compactAt }) })
 }
 
 /** One above the highest turn number in the log (1 for a fresh session). */

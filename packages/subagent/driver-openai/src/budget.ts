@@ -1,9 +1,12 @@
 import type { CompactionService, MaybeCompactResult } from '@dsh/compaction'
 import type { Session } from '@dsh/session'
 
+/** The `compaction` service, or a getter for it (it may be provided after the driver). */
+export type CompactionSource = CompactionService | (() => CompactionService | undefined)
+
 export interface BudgetCompactionOptions {
   /** The `compaction` service, or a getter for it (it may be provided after the driver). */
-  readonly compaction: CompactionService | (() => CompactionService | undefined)
+  readonly compaction: CompactionSource
   /** The model's context window, in tokens. */
   readonly window: number
   /** Compact at this fraction of the window (default the service's, 0.8). */

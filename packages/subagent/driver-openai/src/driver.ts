@@ -16,6 +16,12 @@ export interface OpenAIDriverOptions extends ModelClientOptions {
    * one the driver folds the same unit itself, kept per session.
    */
   readonly context?: AgentTurnOptions['context']
+  /** The `compaction` service or a getter for it; with `contextWindow` every run's steps compact at the budget (see `runAgentTurn`). */
+  readonly compaction?: AgentTurnOptions['compaction']
+  /** The model's context window in tokens: the budget trigger compacts at `contextWindow * compactAt`. */
+  readonly contextWindow?: number
+  /** The fraction of the window at which a step compacts first (default 0.8). */
+  readonly compactAt?: number
   /** Called after each event a run appends (the CLI prints progress from it). Must not append. */
   readonly onEvent?: (run: SubagentRun, event: SessionEvent) => void
   /** Written into descriptors as the default `provider` (default `openai`). */
@@ -53,6 +59,9 @@ export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentD
         ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
         ...(options.notices === undefined ? {} : { notices: options.notices }),
         ...(options.context === undefined ? {} : { context: options.context }),
+        ...(options.compaction === undefined ? {} : { compaction: options.compaction }),
+        ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
+        ...(options.compactAt === undefined ? {} : { compactAt: options.compactAt }),
         ...(options.onEvent === undefined ? {} : { onEvent: (event: SessionEvent) => options.onEvent?.(run, event) }),
       })
     },

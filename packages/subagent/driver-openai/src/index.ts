@@ -4,7 +4,7 @@
 // are internal (the package's own tests reach them by file).
 export type { AgentTurnOutcome, RunAgentOptions } from './agent.js'
 export { runAgent } from './agent.js'
-export type { BudgetCheck, BudgetCompactionOptions } from './budget.js'
+export type { BudgetCheck, BudgetCompactionOptions, CompactionSource } from './budget.js'
 export { budgetCompaction } from './budget.js'
 export type { ModelConfigInput } from './config.js'
 export { API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, MODEL_ENV } from './config.js'

@@ -110,7 +110,9 @@ async function streamOnce(
       stream: true,
       stream_options: { include_usage: true },
     },
-    { signal: request.signal },
+    // A signal of its own per request: the client adds an abort listener to the signal it is given and never
+    // removes it, so a long turn's signal would collect one per step (MaxListenersExceededWarning past 10).
+    { signal: AbortSignal.any([request.signal]) },
   )
   let text = ''
   let usage: ModelUsage | undefined
