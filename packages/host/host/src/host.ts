@@ -32,6 +32,8 @@ export interface HostOptions extends QueryHostOptions {
   readonly sessionStats?: boolean
   /** Serve the HTTP API and web page (activated last, closed first). */
   readonly http?: HttpApiOptions
+  /** Provide service `sessionContext` (`@dsh/session-context`) without a driver: a read-only host too (`dsh show --context`). */
+  readonly sessionContext?: boolean
   /** Writes compaction summaries: with it a writable host provides service `compaction` (`@dsh/compaction`). */
   readonly summarizer?: Summarizer
   /** Options of the compaction service (with `summarizer`). */
@@ -106,7 +108,7 @@ async function activateProjections({ ctx, readOnly, root, pool }: CompositionSta
   await ctx.activate(sessionProjectionsPlugin())
   // A host given a model driver folds each session's model-visible context as a unit (checkpointed like
   // the others), so the driver builds every request from it in the cost of the events since its last step.
-  if (options.driver !== undefined && !readOnly) {
+  if ((options.driver !== undefined && !readOnly) || options.sessionContext === true) {
     const { sessionContextPlugin } = await import('@dsh/session-context')
     await ctx.activate(sessionContextPlugin())
   }
