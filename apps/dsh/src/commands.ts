@@ -37,7 +37,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     store: true,
     summary: "a session's header and a page of history",
     args: '<id>',
-    options: { before: { type: 'string', value: 'SEQ', help: 'events before SEQ (paging backwards)' }, limit },
+    options: {
+      before: { type: 'string', value: 'SEQ', help: 'events before SEQ (paging backwards)' },
+      limit,
+      context: { type: 'boolean', help: 'what the model sees now (the compacted context), not the log' },
+    },
     load: () => import('./commands/show.js'),
   },
   agents: {
@@ -116,6 +120,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-v4-flash)' },
       'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
       resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },
+      'context-window': { type: 'string', value: 'TOKENS', help: "the model's window: compact before a step at 80% of it" },
+      'max-steps': { type: 'string', value: 'N', help: 'model steps one turn may take (default 32)' },
       dialect,
       otlp,
     },

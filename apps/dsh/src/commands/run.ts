@@ -1,5 +1,12 @@
 import { isDshError } from '@dsh/context'
-import { type AgentTurnOutcome, createModelClient, createOpenAIDriver, type RunAgentOptions, runAgent } from '@dsh/driver-openai'
+import {
+  type AgentTurnOutcome,
+  createModelClient,
+  createOpenAIDriver,
+  createOpenAISummarizer,
+  type RunAgentOptions,
+  runAgent,
+} from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
 import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
 import type { SubagentRun, SubagentRuntime, SubagentTool } from '@dsh/subagent'
@@ -10,7 +17,7 @@ import {
   subagentControlTools,
   waitForChildSettlement,
 } from '@dsh/tool-subagent-control'
-import type { CommandIo, ParsedCommand } from '../command.js'
+import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
 import { otlpEndpoint } from '../otlp.js'
@@ -62,7 +69,11 @@ export function noticesOf(dialect: SubagentControlDialect): {
  * for `dsh show`/`dsh agents`. Ctrl-C ends the turn `interrupted` (closed and
  * flushed; a second Ctrl-C quits at once). `--resume ID` loads the session
  * (crash repair closes a turn a killed run left open) and runs the next turn,
- * with the prompt when one is given.
+ * with the prompt when one is given. `--context-window TOKENS` (the
+ * model's window) compacts the session before a step whose context reaches
+ * 80% of it (the host has the summarizer, over the same client, so
+ * compaction's crash repair runs on every load); without it no step
+ * compacts. `--max-steps N` bounds one turn's model steps (default 32).
  *
  * The API key comes from DSH_API_KEY or OPENAI_API_KEY only (never a flag:
  * flags show in `ps`). `--otlp URL` exports the run (every turn, model step,
@@ -87,16 +98,24 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(model === undefined ? {} : { model }),
     ...(baseURL === undefined ? {} : { baseURL }),
   })
+  const budget = budgetOf(command)
   const printer = new RunPrinter(io, command.json)
   // Requests are built from the host's sessionContext service (the host is made after the driver it runs).
   const driver = createOpenAIDriver({
     client,
     onEvent: (child, event) => printer.child(child, event),
     context: () => host.ctx.get('sessionContext'),
+    compaction: () => host.ctx.get('compaction'),
+    ...budget,
     ...noticesOf(dialect),
   })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
-  const host = await openHost(command, { driver, tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent) })
+  // The summarizer (the same client) gives the host service `compaction` and its crash repair.
+  const host = await openHost(command, {
+    driver,
+    tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent),
+    summarizer: createOpenAISummarizer({ client }),
+  })
   if (otlp !== undefined && telemetry !== undefined) {
     try {
       await host.ctx.activate(
@@ -125,6 +144,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       signal: controller.signal,
       onEvent: (event) => printer.top(event),
       context: host.ctx.require('sessionContext'),
+      compaction: host.ctx.require('compaction'),
+      ...budget,
       ...noticesOf(dialect),
     }
     let outcome = await runAgent({ ...turn, ...(prompt.length === 0 ? {} : { prompt }) })
@@ -136,6 +157,15 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     // Children still running are drained (their turns close) and everything is flushed.
     await host.dispose()
   }
+}
+
+/** `--context-window TOKENS` (the budget trigger's window; without it no step compacts) and `--max-steps N`. */
+function budgetOf(command: ParsedCommand): { contextWindow?: number; maxSteps?: number } {
+  const contextWindow = intOption(command, 'context-window')
+  const maxSteps = intOption(command, 'max-steps')
+  if (contextWindow === 0) throw new CliError('CLI_USAGE', '--context-window must be a positive number of tokens.')
+  if (maxSteps === 0) throw new CliError('CLI_USAGE', '--max-steps must be at least 1.')
+  return { ...(contextWindow === undefined ? {} : { contextWindow }), ...(maxSteps === undefined ? {} : { maxSteps }) }
 }
 
 /**

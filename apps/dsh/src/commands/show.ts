@@ -4,13 +4,16 @@ import { type CommandIo, intOption, onePositional, type ParsedCommand } from '..
 import { formatTime, printJson } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
+import { showContext } from './show-context.js'
 
 /**
  * A session's header and a page of history. Read-only. `--json` prints the
- * protocol's `HistoryPageBody`, the body of the history routes.
+ * protocol's `HistoryPageBody`, the body of the history routes. `--context`
+ * prints what the model sees now instead (see `showContext`).
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
+  if (command.flag('context')) return showContext(id, command, io)
   const before = intOption(command, 'before')
   const limit = intOption(command, 'limit')
   const page = await withQueryHost(
