@@ -51,20 +51,26 @@ async function setup(withCompaction: boolean) {
   return { server, ctx, client, session: ctx.require('sessions').create() }
 }
 
+/** The 30-step reading turn with the compaction service, and `window` options. */
+async function readAll(window: { contextWindow?: number }) {
+  const { server, ctx, client, session } = await setup(true)
+  const outcome = await runAgent({
+    client,
+    session,
+    prompt: 'Read every chunk.',
+    tools: [readTool],
+    signal: new AbortController().signal,
+    maxSteps: STEPS + 1,
+    context: ctx.require('sessionContext'),
+    compaction: () => ctx.get('compaction'),
+    ...window,
+  })
+  return { server, session, outcome }
+}
+
 describe('the step loop compacts at the budget', () => {
   it('with the compaction service and contextWindow, a turn of 30 tool steps stays inside a 2,000-token window', async () => {
-    const { server, ctx, client, session } = await setup(true)
-    const outcome = await runAgent({
-      client,
-      session,
-      prompt: 'Read every chunk.',
-      tools: [readTool],
-      signal: new AbortController().signal,
-      maxSteps: STEPS + 1,
-      context: ctx.require('sessionContext'),
-      compaction: () => ctx.get('compaction'),
-      contextWindow: WINDOW,
-    })
+    const { server, session, outcome } = await readAll({ contextWindow: WINDOW })
     expect(outcome).toMatchObject({ reason: 'completed', text: 'Done.' })
     const ends = session.events.filter((e) => e.type === 'compaction/end')
     expect(ends.length).toBeGreaterThanOrEqual(2)
@@ -77,17 +83,7 @@ describe('the step loop compacts at the budget', () => {
   })
 
   it('without a contextWindow nothing compacts, and the model refuses the overgrown request', async () => {
-    const { ctx, client, session } = await setup(true)
-    const outcome = await runAgent({
-      client,
-      session,
-      prompt: 'Read every chunk.',
-      tools: [readTool],
-      signal: new AbortController().signal,
-      maxSteps: STEPS + 1,
-      context: ctx.require('sessionContext'),
-      compaction: () => ctx.get('compaction'),
-    })
+    const { session, outcome } = await readAll({})
     expect(outcome.reason).toBe('error')
     expect(isDshError(outcome.error, 'DRIVER_OPENAI_BAD_REQUEST')).toBe(true)
     expect(session.events.some((e) => e.type.startsWith('compaction/'))).toBe(false)
