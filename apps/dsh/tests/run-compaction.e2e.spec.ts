@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -195,5 +195,44 @@ describe('dsh run --context-window', () => {
 
     // Read-only: showing the context appended nothing.
     expect(await history(id)).toHaveLength(events.length)
+  })
+
+  it('a run killed while its compaction waits for the summary: the next run --resume closes it (interrupted), compacts again and answers', async () => {
+    let summaries = 0
+    server = await startModelServer((request) => {
+      if (!isSummarize(request)) return answer([`About "${lastUser(request)}": `, 'many words. '.repeat(80)])
+      return ++summaries === 1 ? { kind: 'stream', hangAfter: 0 } : answer([`summary ${summaries}`])
+    })
+    const flags = ['--root', root, '--base-url', server.baseURL]
+    const first = await dsh(['run', 'first question', ...flags])
+    expect(first.code, first.stderr).toBe(0)
+    const id = /^session (\S+)$/m.exec(first.stdout)![1]!
+    expect((await dsh(['run', '--resume', id, 'second question', ...flags])).code).toBe(0)
+
+    // The third run's context is over 80% of a 400-token window: it compacts first, and the model holds the summary.
+    const killed = spawn(process.execPath, [bin, 'run', '--resume', id, 'third question', ...flags, '--context-window', '400'], {
+      env: env(),
+      stdio: 'ignore',
+    })
+    const exited = new Promise((resolve) => killed.on('exit', resolve))
+    await server.hung()
+    killed.kill('SIGKILL')
+    await exited
+    const compactions = async () => (await history(id)).filter((e) => e.type.startsWith('compaction/')).map((e) => [e.type, e.data.error])
+    expect(await compactions()).toEqual([['compaction/start', undefined]])
+
+    const next = await dsh(['run', '--resume', id, 'fourth question', ...flags, '--context-window', '400'])
+    expect(next.code, next.stdout + next.stderr).toBe(0)
+    expect(await compactions()).toEqual([
+      ['compaction/start', undefined],
+      ['compaction/end', 'interrupted'],
+      ['compaction/start', undefined],
+      ['compaction/summary', undefined],
+      ['compaction/end', undefined],
+    ])
+    const request = server.requests.at(-1)!
+    expect(JSON.stringify(request.body.messages)).toContain('summary 2')
+    expect(JSON.stringify(request.body.messages)).not.toContain('first question')
+    expect(lastUser(request)).toBe('fourth question')
   })
 })
