@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import {
@@ -234,5 +234,18 @@ describe('dsh run --context-window', () => {
     expect(JSON.stringify(request.body.messages)).toContain('summary 2')
     expect(JSON.stringify(request.body.messages)).not.toContain('first question')
     expect(lastUser(request)).toBe('fourth question')
+  })
+
+  it('a window or step bound that is not a positive integer is CLI_USAGE (exit 2) before the root is touched', async () => {
+    for (const bad of [
+      ['--context-window', '0'],
+      ['--context-window', '8k'],
+      ['--max-steps', '0'],
+    ]) {
+      const result = await dsh(['run', 'x', '--root', root, '--base-url', 'http://127.0.0.1:9/v1', '--json', ...bad])
+      expect(result.code, result.stderr).toBe(2)
+      expect(JSON.parse(result.stdout).error.code).toBe('CLI_USAGE')
+    }
+    expect(existsSync(root)).toBe(false)
   })
 })
