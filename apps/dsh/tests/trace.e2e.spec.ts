@@ -253,8 +253,10 @@ describe('dsh run --otlp / dsh trace', () => {
     expect((await history(root, id)).map((e) => e.type)).toEqual([
       'user/message',
       'turn/start',
+      'step/start',
       'assistant/chunk',
       'assistant/message',
+      'step/end',
       'turn/end',
     ])
   }, 300_000)
