@@ -34,7 +34,8 @@ const HARNESS_NAMES: { readonly [K in TokenKind]: string } = {
   reasoning: 'reasoningTokens',
 }
 
-function isCount(value: unknown): value is number {
+/** A token count: a safe non-negative integer. */
+export function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
 }
 

@@ -14,6 +14,7 @@ import {
   turnOf,
   unwrapWholeLine,
 } from './shapes.js'
+import { sessionStatsStateSchema } from './state-schema.js'
 import {
   type Attribution,
   type ModelUsage,
@@ -23,7 +24,6 @@ import {
   type SessionStatsState,
   SKIP_REASONS,
   type SkipReason,
-  sessionStatsStateSchema,
   TOKEN_KINDS,
   type TokenCounts,
 } from './stats-types.js'

@@ -1,6 +1,7 @@
 import { prng } from '@dsh/test-kit'
 import { describe, expect, it } from 'vitest'
-import { type SessionStatsState, SKIP_REASONS, sessionStatsStateSchema, sessionStatsStateZod } from '../src/stats-types.js'
+import { sessionStatsStateSchema } from '../src/state-schema.js'
+import { type SessionStatsState, SKIP_REASONS, sessionStatsStateZod } from '../src/stats-types.js'
 
 const tokens = { input: 120, output: 30, cacheRead: 7, cacheWrite: 0, reasoning: 2 }
 const skipped = Object.fromEntries(SKIP_REASONS.map((reason, i) => [reason, i]))
