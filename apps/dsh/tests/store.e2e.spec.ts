@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -13,6 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 // the store it left.
 const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const run = promisify(execFile)
+
+/** `dsh serve --json` over the store at `url`, answering with `token`. */
+function spawnServe(url: string, token: string) {
+  return spawn(process.execPath, [bin, 'serve', '--json'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, DSH_STORE: '', DSH_DATABASE_URL: url, DSH_TOKEN: token },
+  })
+}
 
 async function dsh(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -160,10 +168,7 @@ describe('dsh verify and serve on the demo store', () => {
 
   it('serve --store answers GET /api/sessions (with the token) with the sessions `dsh sessions --store --json` prints', async () => {
     const token = 'store-serve-token-0123456789'
-    const child = spawn(process.execPath, [bin, 'serve', '--json'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, DSH_STORE: '', DSH_DATABASE_URL: url, DSH_TOKEN: token },
-    })
+    const child = spawnServe(url, token)
     let err = ''
     child.stderr.setEncoding('utf8')
     child.stderr.on('data', (chunk: string) => (err += chunk))
@@ -204,13 +209,11 @@ describe('dsh verify and serve on the demo store', () => {
         'release-1.4.researcher',
         'release-1.4.reviewer',
       ])
-      // The same records. Title, tokens and cost: the server reads them from its cache service (null until
-      // its mirror holds the session's rows); `dsh sessions --store` reads a root's SQLite cache only, so null.
+      // The same page, title, tokens and cost included (the demo deleted its checkpoint rows, so both list
+      // them null; the case below lists cached values).
       const records = (body: unknown) =>
         sessionListPage.parse(body).sessions.map(({ title: _t, tokens: _n, cost: _c, ...record }) => record)
-      const listed = sessionListPage.parse(await cli('sessions'))
-      expect(listed.sessions.map((s) => [s.title, s.tokens, s.cost])).toEqual(listed.sessions.map(() => [null, null, null]))
-      expect(records(listed)).toEqual(records(all))
+      expect(sessionListPage.parse(await cli('sessions'))).toEqual(all)
       expect(records(await cli('sessions', '--parent', 'release-1.4'))).toEqual(
         records(await get('/api/sessions?parentSession=release-1.4')),
       )
@@ -220,6 +223,93 @@ describe('dsh verify and serve on the demo store', () => {
     } finally {
       child.kill('SIGTERM')
       expect(await exited).toBe(0)
+    }
+  }, 120_000)
+})
+
+describe('dsh sessions --store: title, tokens and cost from the checkpoint table', () => {
+  it('lists the cached values of a run with usage, as serve --store does; a stale row lists null', async () => {
+    const db = await cluster.createDatabase()
+    const host = await createHost({ postgres: { connectionString: db } })
+    try {
+      for (const id of ['a-run', 'b-run']) {
+        const session = host.sessions.create({ id, cwd: '/work' })
+        session.append('user/message', { text: `  Plan the\n release ${id} ` })
+        session.append('turn/start', { turn: 1 })
+        session.append('step/start', { turn: 1, step: 0, provider: 'p', model: 'm' })
+        session.append('assistant/message', { turn: 1, text: 'ok' })
+        session.append('step/end', { turn: 1, step: 0, usage: { input: 100, output: 20 }, finish: 'stop' })
+        session.append('turn/end', { turn: 1, reason: 'completed' })
+      }
+      host.sessions.create({ id: 'c-uncached', cwd: '/work' })
+    } finally {
+      // Disposing writes the final checkpoints of the live sessions.
+      await host.dispose()
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-store-prices-'))
+    try {
+      const prices = join(dir, 'prices.json')
+      writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { p: { m: { input: 1, output: 4 } } } }))
+      const listed = await dsh(['sessions', '--store', db, '--json', '--prices', prices])
+      expect(listed.code, listed.stderr).toBe(0)
+      expect(listed.stderr).toBe('')
+      const page = sessionListPage.parse(JSON.parse(listed.stdout))
+      const values = (body: typeof page) => body.sessions.map((s) => [s.header.id, s.title, s.tokens, s.cost])
+      expect(values(page).sort()).toEqual([
+        ['a-run', 'Plan the release a-run', 120, expect.closeTo((100 * 1 + 20 * 4) / 1e6, 12)],
+        ['b-run', 'Plan the release b-run', 120, expect.closeTo((100 * 1 + 20 * 4) / 1e6, 12)],
+        ['c-uncached', null, null, null],
+      ])
+      const text = await dsh(['sessions', '--store', db, '--prices', prices])
+      expect(text.stdout).toMatch(/a-run .* 120 +\$0\.000180 +Plan the release a-run/)
+
+      // serve --store lists the same page (it has no price table, so cost is null there and here without one).
+      const token = 'store-values-token-0123456789'
+      const child = spawnServe(db, token)
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+      try {
+        const info = await new Promise<{ url: string }>((resolve, reject) => {
+          let out = ''
+          child.stdout.setEncoding('utf8')
+          child.stdout.on('data', (chunk: string) => {
+            out += chunk
+            try {
+              resolve(JSON.parse(out))
+            } catch {
+              // wait for the whole object
+            }
+          })
+          void exited.then((code) => reject(new Error(`serve exited early (${String(code)})`)))
+        })
+        const response = await fetch(`${info.url}/api/sessions`, { headers: { authorization: `Bearer ${token}` } })
+        expect(response.status).toBe(200)
+        const served = sessionListPage.parse(await response.json())
+        const unpriced = await dsh(['sessions', '--store', db, '--json'])
+        expect(sessionListPage.parse(JSON.parse(unpriced.stdout))).toEqual(served)
+        expect(served.sessions.filter((s) => s.tokens === 120 && s.title !== null)).toHaveLength(2)
+      } finally {
+        child.kill('SIGTERM')
+        expect(await exited).toBe(0)
+      }
+
+      // A row of another lifecycle (its identity no longer the header's) lists null, never its values.
+      const { default: pg } = await import('pg')
+      const pool = new pg.Pool({ connectionString: db, max: 1 })
+      try {
+        await pool.query(
+          "UPDATE dsh_projection_checkpoints SET identity = identity || 'x'::bytea WHERE session_id = convert_to('a-run', 'UTF8')",
+        )
+      } finally {
+        await pool.end()
+      }
+      const stale = sessionListPage.parse(JSON.parse((await dsh(['sessions', '--store', db, '--json'])).stdout))
+      expect(values(stale).sort()).toEqual([
+        ['a-run', null, null, null],
+        ['b-run', 'Plan the release b-run', 120, null],
+        ['c-uncached', null, null, null],
+      ])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)
 })

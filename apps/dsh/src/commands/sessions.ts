@@ -14,8 +14,10 @@ import { safe } from '../terminal.js'
  * The live-preferred session list. Read-only: an existing root, nothing
  * created. Title, tokens and cost come from the projection cache (the
  * `sessionTitle` and `sessionStats` checkpoint rows, one primary-key read
- * each, checked against the units' schemas); a session not cached lists them
- * blank until a later fold fills the cache: the listing never reads a log.
+ * each from the root's SQLite cache, or with `--store` one statement for the
+ * page from the database's checkpoint table; checked against the units'
+ * schemas); a session not cached lists them blank until a later fold fills
+ * the cache: the listing never reads a log.
  * Cost uses the price table of `--prices FILE` or `DSH_PRICES`, as `dsh stats`
  * does; an unknown model's cost is blank, never 0. `--json` prints the
  * protocol's `SessionListPageBody`, the body of `GET /api/sessions`.
@@ -39,8 +41,10 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     command,
     async (host) => {
       const page = await host.query.listSessions(filter)
-      // A PostgreSQL store keeps its checkpoints in the database: this light path reads the root's SQLite cache only.
-      const values = host.queryBackend === 'postgres' ? [] : cachedValues(projectionCachePath(host.root), page.records, prices, io)
+      const values =
+        command.store === undefined
+          ? cachedValues(projectionCachePath(host.root), page.records, prices, io)
+          : await storedValues(command.store, page.records, prices, io)
       return { page, values }
     },
     io,
@@ -91,5 +95,29 @@ function cachedValues(
     })
   } finally {
     reader.close()
+  }
+}
+
+/**
+ * The same values from a PostgreSQL store's checkpoint table: one read-only
+ * statement for the page, on a connection of its own (the query host's pool
+ * is not shared). The reader and `pg` load only on this path.
+ */
+async function storedValues(
+  url: string,
+  records: readonly SessionQueryRecord[],
+  prices: PriceTable | undefined,
+  io: CommandIo,
+): Promise<ListingValues[]> {
+  if (records.length === 0) return []
+  const [{ readCheckpointStates }, { default: pg }] = await Promise.all([import('@dsh/session-projection-cache-postgres'), import('pg')])
+  const pool = new pg.Pool({ connectionString: url, max: 1 })
+  // A connection lost while idle; the read itself reports its failure.
+  pool.on('error', () => {})
+  try {
+    const states = await readCheckpointStates(pool, records, LISTING_UNITS, terminalLogger(io))
+    return states.map((state) => listingValuesOfStates(state, prices))
+  } finally {
+    await pool.end()
   }
 }
