@@ -4,7 +4,6 @@ import { type CommandIo, intOption, onePositional, type ParsedCommand } from '..
 import { formatTime, printJson } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
-import { showContext } from './show-context.js'
 
 /**
  * A session's header and a page of history. Read-only. `--json` prints the
@@ -13,7 +12,8 @@ import { showContext } from './show-context.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
-  if (command.flag('context')) return showContext(id, command, io)
+  // The full host (units, cache) loads only for --context: a history page needs the query host alone.
+  if (command.flag('context')) return (await import('./show-context.js')).showContext(id, command, io)
   const before = intOption(command, 'before')
   const limit = intOption(command, 'limit')
   const page = await withQueryHost(
