@@ -292,7 +292,7 @@ describe('dsh sessions --store: title, tokens and cost from the checkpoint table
         expect(await exited).toBe(0)
       }
 
-      // A row of another lifecycle (its identity no longer the header's) lists null, never its values.
+      // A row of another lifecycle (its identity differs from the header's) lists null, never its values.
       const { default: pg } = await import('pg')
       const pool = new pg.Pool({ connectionString: db, max: 1 })
       try {

@@ -74,7 +74,7 @@ export interface SessionEventMap {
   /** A compaction ends; `error` says it failed or was interrupted, and then its summary is not applied. */
   'compaction/end': CompactionOwner & { error?: string }
   /**
-   * Tool results whose content the model no longer needs: dsh names them by
+   * Tool results whose content the model does not need: dsh names them by
    * `callIds`; a harness log names the shadowed result events in
    * `shadowedSeqs`. Their content is replaced by `placeholder` (or a short
    * default text); the calls and results stay paired.

@@ -33,7 +33,7 @@ export interface SessionContextMetrics {
   rangeReads: number
   /** Events those reads returned. */
   eventsRead: number
-  /** Cold answers folded from the log's first event (no checkpoint, or one that no longer matched the log). */
+  /** Cold answers folded from the log's first event (no checkpoint, or one that does not match the log). */
   refolds: number
 }
 

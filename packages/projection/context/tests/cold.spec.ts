@@ -26,7 +26,7 @@ describe('contextOf without persistence', () => {
   })
 })
 
-describe('contextOf when the checkpoint no longer matches the log', () => {
+describe('contextOf when the checkpoint does not match the log', () => {
   it('a checkpoint that claims more events than the log holds (a log older than its cache) is dropped and the log folded from its start', async () => {
     // Two places whose first sessions have the same header; the second reads the first's cache.
     const ahead = place('memory')
