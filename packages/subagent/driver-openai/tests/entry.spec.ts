@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest'
 import * as entry from '../src/index.js'
 
-it('the main entry holds what an application uses, and no internals', () => {
+it('the main entry holds what an application uses, the provider-neutral pieces other drivers share, and no internals', () => {
   expect(Object.keys(entry).sort()).toEqual([
     'API_KEY_ENV',
     'ASSISTANT_ERROR_EVENT',
@@ -9,12 +9,22 @@ it('the main entry holds what an application uses, and no internals', () => {
     'BASE_URL_ENV',
     'DEFAULT_BASE_URL',
     'DEFAULT_MODEL',
+    'DEFAULT_NOTICES',
     'DriverOpenAIError',
     'MODEL_ENV',
     'budgetCompaction',
     'createModelClient',
     'createOpenAIDriver',
     'createOpenAISummarizer',
+    'defaultBackoff',
+    'isRetryableStatus',
+    'loggedArguments',
+    'nextTurn',
+    'phraseNotices',
+    'redactor',
+    'retryAfterMs',
     'runAgent',
+    'runTool',
+    'toJson',
   ])
 })
