@@ -3,6 +3,7 @@
 // dialect OpenAPI 3.1 uses). A subpath of its own: only the commands and the
 // route that publish the document load it.
 import { z } from 'zod'
+import { compactionResult } from './compaction.js'
 import { errorBody } from './error-body.js'
 import { openApiDocumentBody } from './openapi-body.js'
 import { type ApiRoute, type RouteName, routes } from './routes.js'
@@ -89,7 +90,8 @@ export function openApiDocument(): OpenApiDocument {
     info: {
       title: 'dsh HTTP API',
       version: API_VERSION,
-      description: 'Sessions, their histories and subagent catalogs, search, and a stream of changes, read from a dsh host.',
+      description:
+        "Sessions, their histories and subagent catalogs, search, and a stream of changes, read from a dsh host; and compaction of a session's model-visible context on demand.",
     },
     paths,
     components: {
@@ -156,6 +158,7 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
  */
 function schemaNames(): Map<unknown, string> {
   const answers = {
+    compactionResult,
     errorBody,
     historyPage,
     openApiDocumentBody,

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { compactionResult, compactQuery } from './compaction.js'
 import { ProtocolError } from './errors.js'
 import { openApiDocumentBody } from './openapi-body.js'
 import { idParam, preview } from './primitives.js'
@@ -22,7 +23,8 @@ export type AuthMode =
  * `response` is the JSON answer (or, for an event stream, each message).
  */
 export interface ApiRoute<P extends z.ZodObject = z.ZodObject, Q extends z.ZodObject = z.ZodObject, R extends z.ZodType = z.ZodType> {
-  readonly method: 'GET'
+  /** `GET` reads; `POST` acts (no request body: its values travel in the query, like every route's). */
+  readonly method: 'GET' | 'POST'
   readonly path: string
   readonly params: P
   readonly query: Q
@@ -38,7 +40,7 @@ function route<P extends z.ZodObject, Q extends z.ZodObject, R extends z.ZodType
 const noParams = z.object({})
 const noQuery = z.object({})
 
-/** Every route of the HTTP API. All are `GET`; none takes a body. */
+/** Every route of the HTTP API. Reads are `GET`, actions `POST`; none takes a body. */
 export const routes = Object.freeze({
   /** A page of the live-preferred corpus, `createdAt` then id order. */
   listSessions: route({
@@ -109,6 +111,20 @@ export const routes = Object.freeze({
     response: streamEvent,
     answer: 'event-stream',
     auth: 'header-or-query',
+  }),
+  /**
+   * Compacts a session's model-visible context on demand: a summary replaces
+   * all but the newest `keep` messages in what the model sees next; the log
+   * keeps every event. Served when the host has a compaction service.
+   */
+  compact: route({
+    method: 'POST',
+    path: '/api/sessions/:id/compact',
+    params: z.object({ id: idParam }),
+    query: compactQuery,
+    response: compactionResult,
+    answer: 'json',
+    auth: 'header',
   }),
   /** The OpenAPI 3.1 document of this table (built by `@dsh/protocol/openapi`). */
   openapi: route({

@@ -1,4 +1,5 @@
 import type { z } from 'zod'
+import type { compactionResult } from './compaction.js'
 import type { errorBody } from './error-body.js'
 import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
 import type { historyPage, sessionHeader, sessionListEntry, sessionListPage, sessionRecord, storedEvent } from './session.js'
@@ -9,6 +10,7 @@ import type { subagentList, subagentListEntry, subagentListRow, subagentListRung
 // The types of the wire shapes, inferred from their schemas (never written by hand).
 
 export type ErrorBody = z.infer<typeof errorBody>
+export type CompactionResultBody = z.infer<typeof compactionResult>
 export type WireSessionHeader = z.infer<typeof sessionHeader>
 export type WireSessionRecord = z.infer<typeof sessionRecord>
 export type WireSessionListEntry = z.infer<typeof sessionListEntry>

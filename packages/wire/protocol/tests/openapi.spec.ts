@@ -70,6 +70,7 @@ describe('openApiDocument', () => {
   it('names components after the schemas the package exports', () => {
     expect(Object.keys(document.components.schemas).sort()).toEqual(
       [
+        'CompactionResult',
         'ErrorBody',
         'HistoryPage',
         'OpenApiDocumentBody',
@@ -83,6 +84,22 @@ describe('openApiDocument', () => {
     expect(document.paths['/api/sessions/{parentId}/subagents/{childId}/history']?.get?.responses['200']?.content).toEqual({
       'application/json': { schema: { $ref: '#/components/schemas/HistoryPage' } },
     })
+  })
+
+  it('declares the one action, compaction, as a POST with its query and no body, behind the header token only', () => {
+    const item = document.paths['/api/sessions/{id}/compact']
+    expect(Object.keys(item ?? {})).toEqual(['post'])
+    expect(item?.post?.operationId).toBe('compact')
+    expect(item?.post?.parameters.map((p) => [p.name, p.in, p.required])).toEqual([
+      ['id', 'path', true],
+      ['keep', 'query', false],
+    ])
+    expect(item?.post?.security).toEqual([{ bearer: [] }])
+    expect(item?.post?.responses['200']?.content).toEqual({
+      'application/json': { schema: { $ref: '#/components/schemas/CompactionResult' } },
+    })
+    const others = Object.values(document.paths).flatMap((path) => Object.keys(path).filter((method) => method !== 'get'))
+    expect(others).toEqual(['post'])
   })
 
   it('states the 2020-12 dialect, the package version, and no schema-level $schema', () => {
