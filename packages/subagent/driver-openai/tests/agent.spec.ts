@@ -60,6 +60,7 @@ describe('runAgent over a Chat Completions server', () => {
     expect(server.reported).toEqual([
       {
         request: 0,
+        protocol: 'chat',
         model: 'test-model',
         usage: {
           prompt_tokens: 12,

@@ -1,0 +1,123 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+
+/**
+ * What the test model server's protocols share: the scripted replies, the
+ * record of a request, and the interface a protocol module implements
+ * (`ModelProtocol`). The server (`model-server.ts`) routes each POST by its
+ * path to the protocol that serves it.
+ */
+
+/** A recorded request. `body` is the parsed JSON; it is typed as the Chat body, the protocol most tests speak (narrow with `RecordedRequest<B>` for another). */
+export interface RecordedRequest<Body = ChatRequestBody> {
+  readonly method: string
+  readonly url: string
+  readonly headers: IncomingMessage['headers']
+  /** The name of the protocol whose route took the request (`chat`, `responses`, …). */
+  readonly protocol: string
+  readonly body: Body
+}
+
+export interface ChatRequestBody {
+  readonly model: string
+  readonly stream?: boolean
+  /** `content` is typed as text; a message with images or files carries an array of parts there. */
+  readonly messages: readonly { role: string; content?: string | null; tool_calls?: unknown[]; tool_call_id?: string }[]
+  readonly tools?: readonly { type: string; function: { name: string; description?: string; parameters?: unknown } }[]
+  readonly stream_options?: { include_usage?: boolean }
+}
+
+export interface ToolCallScript {
+  readonly id: string
+  readonly name: string
+  readonly arguments: string
+}
+
+/** Scripted usage in the protocol's overlapping terms: `cached` is part of `prompt`, `reasoning` part of `completion`. */
+export interface ScriptedUsage {
+  readonly prompt: number
+  readonly completion: number
+  readonly cached?: number
+  readonly reasoning?: number
+}
+
+/** A streamed answer: reasoning deltas, content pieces, then tool calls (arguments split into fragments), then finish and usage. */
+export interface StreamReply {
+  readonly kind: 'stream'
+  readonly reasoning?: readonly string[]
+  readonly content?: readonly string[]
+  readonly toolCalls?: readonly ToolCallScript[]
+  readonly usage?: ScriptedUsage
+  /** The finish reason sent, in the protocol's words (default: the protocol's tool-call reason when the reply calls tools, else its stop reason). */
+  readonly finish?: string
+  /** Stream this many content pieces, then stop writing and keep the connection open (to abort or kill mid-stream). */
+  readonly hangAfter?: number
+}
+
+/** An HTTP error with the protocol's error body. */
+export interface ErrorReply {
+  readonly kind: 'error'
+  readonly status: number
+  readonly message: string
+  readonly type?: string
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+export type Reply = StreamReply | ErrorReply
+
+export type Responder = (request: RecordedRequest, index: number) => Reply | undefined
+
+/** An error as a protocol writes it into its own body shape. */
+export interface ErrorDetail {
+  readonly message: string
+  readonly type: string
+  readonly code?: string | null
+  readonly param?: string | null
+}
+
+/** What a protocol hands back after streaming a reply. */
+export interface StreamOutcome {
+  /** The usage object sent (what `reported` records), or undefined when none was sent. */
+  readonly usage: unknown
+}
+
+/**
+ * One wire protocol of the test server. The server parses the body, records
+ * the request, applies the context window, asks the responder, then calls
+ * `error` or `stream` of the protocol whose `path` the URL ends with.
+ */
+export interface ModelProtocol {
+  /** Recorded as `RecordedRequest.protocol` (`chat`, `responses`, `messages`). */
+  readonly name: string
+  /** The path the route ends with (`/chat/completions`, `/responses`, `/messages`). */
+  readonly path: string
+  /** The server's own token count of a request body (for `contextWindow`; independent of any dsh estimate). */
+  tokens(body: unknown): number
+  /** Writes an HTTP error in this protocol's body shape. */
+  error(res: ServerResponse, status: number, detail: ErrorDetail, headers?: Readonly<Record<string, string>>): void
+  /** Streams `reply`; `onHang` is called when a `hangAfter` reply stops writing. */
+  stream(res: ServerResponse, body: unknown, reply: StreamReply, onHang: () => void): StreamOutcome
+}
+
+/** Counts words, digits and punctuation marks of `text`: the server's own token rule. */
+export function countTokens(text: string): number {
+  return text.match(/[A-Za-z]+|\d|[^\sA-Za-z\d]/g)?.length ?? 0
+}
+
+export function writeJson(res: ServerResponse, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers })
+  res.end(JSON.stringify(body))
+}
+
+export function openEventStream(res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
+}
+
+/** A streamed text answer split into pieces. */
+export function answer(pieces: readonly string[], usage?: ScriptedUsage, reasoning?: readonly string[]): Reply {
+  return { kind: 'stream', content: pieces, ...(usage === undefined ? {} : { usage }), ...(reasoning === undefined ? {} : { reasoning }) }
+}
+
+/** A streamed step that calls tools. */
+export function callTools(calls: readonly ToolCallScript[], usage?: ScriptedUsage): Reply {
+  return { kind: 'stream', toolCalls: calls, ...(usage === undefined ? {} : { usage }) }
+}
