@@ -1,3 +1,5 @@
+export type { SubagentBudget, SubagentBudgetExceeded, SubagentBudgetKind, SubagentBudgetSpent } from './budget.js'
+export { budgetOf, SUBAGENT_BUDGET_KEYS, SUBAGENT_BUDGET_KIND_OF, subagentBudgetSchema } from './budget.js'
 export { SubagentCatalog } from './catalog.js'
 export type { SubagentCatalogOptions } from './catalog-options.js'
 export { DEFAULT_COLD_READ_CONCURRENCY, MAX_COLD_READ_CONCURRENCY } from './catalog-options.js'

@@ -1,4 +1,5 @@
 import { z } from 'zod/mini'
+import { subagentBudgetFields } from './budget.js'
 import { DESCRIPTOR_COMPOSITION_KEYS, type SubagentDescriptor, type SubagentMode, subagentToolFilterSchema } from './descriptor.js'
 
 /**
@@ -23,7 +24,9 @@ const nonEmpty = z.string().check(z.minLength(1))
  *   them, so a one-shot child keeps them here.
  * - `outputSchema`: a JSON Schema the final message of a one-shot child must
  *   satisfy (the runtime checks it).
- * - `model`, `instructions`, `maxTurns`: settings a driver may honour.
+ * - `model`, `instructions`: settings a driver may honour.
+ * - `maxTokens`, `maxCostUsd`, `maxWallMs`, `maxTurns`: the child's budget,
+ *   which the runtime enforces (`budget.ts`).
  *
  * Strict: an unknown key or a field of the wrong type makes the whole record
  * invalid (it could be a newer writer's field this reader would misapply).
@@ -36,7 +39,7 @@ const settingsFields = {
   outputSchema: z.exactOptional(jsonSchemaObject),
   model: z.exactOptional(nonEmpty),
   instructions: z.exactOptional(z.string()),
-  maxTurns: z.exactOptional(z.int().check(z.positive())),
+  ...subagentBudgetFields,
 }
 
 /** The options a caller may give `spawn` (`SpawnOptions.settings`). */

@@ -1,0 +1,85 @@
+import { z } from 'zod/mini'
+
+/**
+ * What a child may spend. Every field is optional; a child without one of
+ * its own still spends from the budgets of its budgeted ancestors.
+ *
+ * - `maxTokens`: tokens of every kind (input, output, cache reads and
+ *   writes, reasoning) summed over the `step/end` usage of the child and its
+ *   descendants;
+ * - `maxCostUsd`: those steps priced by the runtime's price table
+ *   (`@dsh/session-stats`), in USD; a step whose model the table does not
+ *   price ends the child (the budget fails closed);
+ * - `maxWallMs`: milliseconds of the runtime's clock since the child was
+ *   spawned, idle time included;
+ * - `maxTurns`: turns the child and its descendants run (the `maxTurns`
+ *   setting a child already had, enforced).
+ *
+ * Agent definitions carry these four names in their frontmatter; `spawn`
+ * takes them among the child's settings, and they are recorded in its
+ * `subagent/options` event, never in its descriptor.
+ */
+export interface SubagentBudget {
+  readonly maxTokens?: number
+  readonly maxCostUsd?: number
+  readonly maxWallMs?: number
+  readonly maxTurns?: number
+}
+
+/** The budget fields, in the order they are checked and reported. */
+export const SUBAGENT_BUDGET_KEYS = ['maxTokens', 'maxCostUsd', 'maxWallMs', 'maxTurns'] as const
+
+/** Which budget a child crossed. */
+export type SubagentBudgetKind = 'tokens' | 'cost' | 'wall' | 'turns'
+
+export const SUBAGENT_BUDGET_KIND_OF: Readonly<Record<(typeof SUBAGENT_BUDGET_KEYS)[number], SubagentBudgetKind>> = Object.freeze({
+  maxTokens: 'tokens',
+  maxCostUsd: 'cost',
+  maxWallMs: 'wall',
+  maxTurns: 'turns',
+})
+
+/** What a budgeted child (with its descendants) has spent. `costUsd` is `null` once a step could not be priced. */
+export interface SubagentBudgetSpent {
+  readonly tokens: number
+  readonly costUsd: number | null
+  readonly turns: number
+  readonly wallMs: number
+}
+
+/**
+ * Why a run ended `budget`: which budget, whose it is, its limit and the
+ * figure that crossed it. `session` is the child itself or the ancestor
+ * whose budget it shared (siblings spending one parent's budget all end
+ * with the parent's figures). `unpriced` says a cost budget failed closed:
+ * the step's model has no price (`unknown-model`, `model-not-recorded`,
+ * `missing-price`, as `@dsh/session-stats` names them).
+ */
+export interface SubagentBudgetExceeded {
+  readonly kind: SubagentBudgetKind
+  readonly session: string
+  readonly limit: number
+  readonly spent: number
+  readonly unpriced?: string
+}
+
+const positiveInt = z.int().check(z.positive())
+const positiveUsd = z.number().check(z.positive(), z.refine(Number.isFinite, 'must be a finite number of USD'))
+
+/** The budget fields of the settings schema (strict, like every setting). */
+export const subagentBudgetFields = {
+  maxTokens: z.exactOptional(positiveInt),
+  maxCostUsd: z.exactOptional(positiveUsd),
+  maxWallMs: z.exactOptional(positiveInt),
+  maxTurns: z.exactOptional(positiveInt),
+}
+
+/** A budget on its own (the `subagent` tool's `budget`, an agent definition's budgets). */
+export const subagentBudgetSchema = z.strictObject(subagentBudgetFields)
+
+/** The budget fields of `settings`, without the rest. */
+export function budgetOf(settings: SubagentBudget): SubagentBudget {
+  const budget: Record<string, number> = {}
+  for (const key of SUBAGENT_BUDGET_KEYS) if (settings[key] !== undefined) budget[key] = settings[key]
+  return budget as SubagentBudget
+}
