@@ -1,1 +1,16 @@
-export {};
+export type { AgentDefinitions, AgentDefinitionsOptions, AgentDirectory, ListedAgentDefinition } from './catalog.js'
+export { agentDefinitions, agentDirectories, checkAgentName } from './catalog.js'
+export type { AgentDefinitionErrorCode } from './errors.js'
+export { AgentDefinitionError } from './errors.js'
+export type { FrontmatterProblem, FrontmatterSplit } from './frontmatter.js'
+export { splitFrontmatter } from './frontmatter.js'
+export type { DefinitionSource } from './parse.js'
+export { parseAgentDefinition } from './parse.js'
+export type { AgentBudgets, AgentDefinition, AgentDefinitionScope, AgentFrontmatter } from './schema.js'
+export {
+  AGENT_NAME_PATTERN,
+  agentBudgetsSchema,
+  agentFrontmatterSchema,
+  MAX_DEFINITION_BYTES,
+  MAX_DEFINITIONS_PER_DIRECTORY,
+} from './schema.js'
