@@ -14,13 +14,16 @@ export type ApiPluginOptions = Pick<ApiHandlerOptions, 'token' | 'limits' | 'all
  * The HTTP API as a plugin: requires `sessionQuery` and `subagents` (a
  * missing one fails at activation with `CONTEXT_SERVICE_UNAVAILABLE`), reads
  * `sessions` and `sessionProjections` for the event stream and the listing's
- * live values, `sessionProjectionCache` for its cached values, when present, and
+ * live values, `sessionProjectionCache` for its cached values and `sessionPersistence` for attachment bytes, when present, and
  * provides service `httpApi`. Disposing the context ends its event streams.
  */
 export const apiproxyPlugin = (options: ApiPluginOptions) =>
   definePlugin({
     name: 'apiproxy',
-    inject: { required: ['sessionQuery', 'subagents'], optional: ['sessions', 'sessionProjections', 'sessionProjectionCache', 'logger'] },
+    inject: {
+      required: ['sessionQuery', 'subagents'],
+      optional: ['sessions', 'sessionProjections', 'sessionProjectionCache', 'sessionPersistence', 'logger'],
+    },
     activate(ctx) {
       const handler = createApiHandler({
         ...options,
@@ -30,6 +33,7 @@ export const apiproxyPlugin = (options: ApiPluginOptions) =>
           sessions: ctx.sessions,
           sessionProjections: ctx.sessionProjections,
           sessionProjectionCache: ctx.sessionProjectionCache,
+          sessionPersistence: ctx.sessionPersistence,
         },
         events: ctx,
         ...(ctx.logger === undefined ? {} : { logger: ctx.logger }),

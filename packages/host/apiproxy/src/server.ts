@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { isIP } from 'node:net'
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
+import { attachmentRoute, childAttachmentRoute } from './attachment-route.js'
 import { authenticate, createTokenCheck } from './auth.js'
 import { guardConnections, timeoutOptions } from './connections.js'
 import { toErrorResponse } from './error-response.js'
@@ -83,6 +84,8 @@ const routes: readonly Route[] = [
   streamRoute,
   searchRoute,
   openApiRoute,
+  attachmentRoute,
+  childAttachmentRoute,
 ]
 
 /** Builds the API's request listener over the given services (for mounting in an existing server; `apiproxyPlugin` provides one as service `httpApi`). */

@@ -37,6 +37,13 @@ export interface ApiServices {
   readonly sessionProjections?: SessionProjections | undefined
   /** Where the session listing reads titles, tokens and cost of sessions that are not live (never a log). */
   readonly sessionProjectionCache?: ListingSources['cache']
+  /** Where the attachment routes read bytes (`readAttachment` of the persistence contract); without it they answer 503. */
+  readonly sessionPersistence?: AttachmentReader | undefined
+}
+
+/** The part of the persistence service (`sessionPersistence`) the attachment routes read. */
+export interface AttachmentReader {
+  readAttachment?(sessionId: string, digest: string, signal?: AbortSignal): Promise<Uint8Array>
 }
 
 /** The session lifecycle events the stream listens to (a `Context` has them). */
@@ -57,6 +64,7 @@ export function resolveServices(ctx: Context | undefined, overrides: Partial<Api
     sessions: overrides?.sessions ?? ctx?.get('sessions'),
     sessionProjections: overrides?.sessionProjections ?? ctx?.get('sessionProjections'),
     sessionProjectionCache: overrides?.sessionProjectionCache ?? ctx?.get('sessionProjectionCache'),
+    sessionPersistence: overrides?.sessionPersistence ?? (ctx?.get('sessionPersistence') as AttachmentReader | undefined),
   }
 }
 
