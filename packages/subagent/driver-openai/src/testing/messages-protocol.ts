@@ -111,9 +111,6 @@ export function messagesTokenCount(body: MessagesRequestBody): number {
   return segmentsOf(body).reduce((sum, segment) => sum + segment.tokens, 0)
 }
 
-/** What the server's cache holds: the hashes of breakpoint prefixes it has seen, per server. */
-const caches = new WeakMap<object, Set<string>>()
-
 /** Reads and writes the server's cache for `body`: `{ read, write, input }` tokens (disjoint). */
 function cacheUsage(cache: Set<string>, body: MessagesRequestBody): { read: number; write: number; input: number } {
   const segments = segmentsOf(body)
@@ -180,27 +177,20 @@ function messagesError(res: ServerResponse, status: number, detail: ErrorDetail,
   writeJson(res, status, { type: 'error', error: { type, message: detail.message } }, { 'request-id': `req_test_${status}`, ...headers })
 }
 
-function stream(res: ServerResponse, body: MessagesRequestBody, reply: StreamReply, onHang: () => void): MessagesUsage | undefined {
-  const refused = refusal(body)
-  if (refused !== undefined) {
-    messagesError(res, 400, { message: refused, type: 'invalid_request_error' })
-    return undefined
-  }
-  const server = (res.socket as { server?: object } | null)?.server ?? res
-  let cache = caches.get(server)
-  if (cache === undefined) {
-    cache = new Set()
-    caches.set(server, cache)
-  }
+/** Streams the reply; `cache` holds the hashes of the breakpoint prefixes this server has seen. Returns the usage sent (none when it hung). */
+function stream(
+  res: ServerResponse,
+  cache: Set<string>,
+  body: MessagesRequestBody,
+  reply: StreamReply,
+  onHang: () => void,
+): MessagesUsage | undefined {
   const pieces = reply.reasoning ?? []
   const thinkingTokens = 2 * pieces.length
   const derived = cacheUsage(cache, body)
   const prompt =
-    reply.usage === undefined
-      ? derived
-      : { read: reply.usage.cached ?? 0, write: 0, input: reply.usage.prompt - (reply.usage.cached ?? 0) }
-  const output =
-    reply.usage?.completion ?? 5 + (reply.content?.length ?? 0) + 3 * (reply.toolCalls?.length ?? 0) + thinkingTokens
+    reply.usage === undefined ? derived : { read: reply.usage.cached ?? 0, write: 0, input: reply.usage.prompt - (reply.usage.cached ?? 0) }
+  const output = reply.usage?.completion ?? 5 + (reply.content?.length ?? 0) + 3 * (reply.toolCalls?.length ?? 0) + thinkingTokens
   const usage: MessagesUsage = {
     input_tokens: prompt.input,
     output_tokens: output,
@@ -275,10 +265,18 @@ function stream(res: ServerResponse, body: MessagesRequestBody, reply: StreamRep
   return usage
 }
 
-export const messagesProtocol: ModelProtocol = {
-  name: 'messages',
-  path: '/messages',
-  tokens: (body) => messagesTokenCount(body as MessagesRequestBody),
-  error: messagesError,
-  stream: (res, body, reply, onHang) => ({ usage: stream(res, body as MessagesRequestBody, reply, onHang) }),
+/** The Messages protocol of one server (its own prompt cache). */
+export function messagesProtocol(): ModelProtocol {
+  const cache = new Set<string>()
+  return {
+    name: 'messages',
+    path: '/messages',
+    tokens: (body) => messagesTokenCount(body as MessagesRequestBody),
+    error: messagesError,
+    refuse: (body) => {
+      const message = refusal(body as MessagesRequestBody)
+      return message === undefined ? undefined : { status: 400, detail: { message, type: 'invalid_request_error' } }
+    },
+    stream: (res, body, reply, onHang) => ({ usage: stream(res, cache, body as MessagesRequestBody, reply, onHang) }),
+  }
 }

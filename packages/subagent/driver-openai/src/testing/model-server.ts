@@ -1,7 +1,9 @@
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { type ChatUsage, chatProtocol } from './chat-protocol.js'
-import { type ModelProtocol, type RecordedRequest, type Reply, type Responder, writeJson } from './script.js'
+import { messagesProtocol } from './messages-protocol.js'
+import { responsesProtocol } from './responses-protocol.js'
+import { type ModelProtocol, type ProtocolEntry, type RecordedRequest, type Reply, type Responder, writeJson } from './script.js'
 
 /**
  * `@dsh/driver-openai/testing` — for tests only, never for production.
@@ -9,7 +11,8 @@ import { type ModelProtocol, type RecordedRequest, type Reply, type Responder, w
  * The only fake in dsh's tests: a local HTTP server speaking the model
  * protocols as their public API references describe them, routed by path
  * (`PROTOCOLS`): Chat Completions (`/v1/chat/completions`,
- * `chat-protocol.ts`). It replays scripted replies (or asks a responder per
+ * `chat-protocol.ts`) and Responses (`/v1/responses`,
+ * `responses-protocol.ts`). It replays scripted replies (or asks a responder per
  * request); the real SDK clients talk to it. It records every request with
  * the protocol whose route took it.
  *
@@ -24,11 +27,16 @@ import { type ModelProtocol, type RecordedRequest, type Reply, type Responder, w
 
 export type { ChatUsage } from './chat-protocol.js'
 export { derivedUsage, serverTokenCount } from './chat-protocol.js'
+export type { MessagesRequestBody, MessagesUsage } from './messages-protocol.js'
+export { messagesTokenCount, thinkingSignature } from './messages-protocol.js'
+export type { ResponsesRequestBody } from './responses-protocol.js'
+export { responsesTokenCount } from './responses-protocol.js'
 export type {
   ChatRequestBody,
   ErrorDetail,
   ErrorReply,
   ModelProtocol,
+  ProtocolEntry,
   RecordedRequest,
   Reply,
   Responder,
@@ -40,7 +48,7 @@ export type {
 export { answer, callTools } from './script.js'
 
 /** The protocols the server speaks, by the path their route ends with. */
-const PROTOCOLS: readonly ModelProtocol[] = [chatProtocol]
+const PROTOCOLS: readonly ProtocolEntry[] = [chatProtocol, responsesProtocol, messagesProtocol]
 
 /** One usage report: which request (0-based, in arrival order), on which protocol, and what was sent (typed as Chat's usage; narrow with `ReportedUsage<U>` for another protocol). */
 export interface ReportedUsage<Usage = ChatUsage> {
@@ -70,10 +78,10 @@ export interface ModelServerOptions {
   readonly contextWindow?: number
 }
 
-function protocolOf(method: string | undefined, url: string | undefined): ModelProtocol | undefined {
+function protocolOf(protocols: readonly ModelProtocol[], method: string | undefined, url: string | undefined): ModelProtocol | undefined {
   if (method !== 'POST' || url === undefined) return undefined
   const path = url.split('?')[0] ?? ''
-  return PROTOCOLS.find((protocol) => path.endsWith(protocol.path))
+  return protocols.find((protocol) => path.endsWith(protocol.path))
 }
 
 /** Serves `replies` in order (or asks `responder` per request); an unscripted request gets a 500 naming it. */
@@ -84,6 +92,7 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
   let hangs = 0
   const hangListeners: { nth: number; resolve: () => void }[] = []
   const open = new Set<ServerResponse>()
+  const protocols = PROTOCOLS.map((entry) => (typeof entry === 'function' ? entry() : entry))
 
   const server: Server = createServer((req, res) => {
     const parts: Buffer[] = []
@@ -91,7 +100,7 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
     req.on('end', () => {
       open.add(res)
       res.on('close', () => open.delete(res))
-      const protocol = protocolOf(req.method, req.url)
+      const protocol = protocolOf(protocols, req.method, req.url)
       if (protocol === undefined) {
         return writeJson(res, 404, {
           error: { message: `No route ${req.method} ${req.url}`, type: 'invalid_request_error', param: null, code: null },
@@ -106,6 +115,8 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
         const message = `This model's maximum context length is ${options.contextWindow} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`
         return protocol.error(res, 400, { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' })
       }
+      const refused = protocol.refuse?.(body)
+      if (refused !== undefined) return protocol.error(res, refused.status, refused.detail)
       const reply = responder(request, index)
       if (reply === undefined) return protocol.error(res, 500, { message: `unscripted request #${index}`, type: 'server_error' })
       if (reply.kind === 'error') {

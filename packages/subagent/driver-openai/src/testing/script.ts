@@ -94,9 +94,14 @@ export interface ModelProtocol {
   tokens(body: unknown): number
   /** Writes an HTTP error in this protocol's body shape. */
   error(res: ServerResponse, status: number, detail: ErrorDetail, headers?: Readonly<Record<string, string>>): void
+  /** A request the protocol refuses before any reply is asked for (e.g. an unknown `previous_response_id`): the status and error, or undefined. */
+  refuse?(body: unknown): { readonly status: number; readonly detail: ErrorDetail } | undefined
   /** Streams `reply`; `onHang` is called when a `hangAfter` reply stops writing. */
   stream(res: ServerResponse, body: unknown, reply: StreamReply, onHang: () => void): StreamOutcome
 }
+
+/** A protocol entry of the server: the protocol, or a function making one per server (a protocol that keeps state, such as stored responses). */
+export type ProtocolEntry = ModelProtocol | (() => ModelProtocol)
 
 /** Counts words, digits and punctuation marks of `text`: the server's own token rule. */
 export function countTokens(text: string): number {
