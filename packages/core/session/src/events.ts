@@ -34,10 +34,11 @@ export interface SessionEventMap {
   /** `blocks`, when present, is the result's content for the model; `content` stays the tool's JSON outcome. */
   'tool/result': { turn: number; callId: string; content: JsonValue; isError?: boolean; blocks?: readonly ContentBlock[] }
   /**
-   * A model call begins. dsh drivers write `model` and `provider`; logs
-   * imported from the harness carry `{turn, step}` only.
+   * A model call begins. dsh drivers write `model` and `provider` (and `api`,
+   * the wire protocol, where a provider speaks more than one, e.g. `responses`);
+   * logs imported from the harness carry `{turn, step}` only.
    */
-  'step/start': { model?: string; provider?: string; turn?: number; step?: number }
+  'step/start': { model?: string; provider?: string; api?: string; turn?: number; step?: number }
   /** A model call ended: its own disjoint usage and why it stopped (the harness's logs carry `{turn, step}` only). */
   'step/end': {
     usage?: TokenUsage
