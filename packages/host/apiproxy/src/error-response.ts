@@ -15,6 +15,13 @@ const SERVICE_STATUS: Readonly<Record<string, number>> = {
   SESSION_QUERY_CLOSED: 503,
   SESSION_INVALID_ID: 400,
   CONTEXT_SERVICE_UNAVAILABLE: 503,
+  // Another process holds the session's writer lock (a run, `dsh compact`): the action may succeed once it is done.
+  SESSION_PERSISTENCE_LOCKED: 409,
+  // A compaction of the session is under way already, or the context is too short to shadow anything.
+  COMPACTION_BUSY: 409,
+  COMPACTION_NOTHING_TO_COMPACT: 409,
+  // The model behind the summarizer failed; the log records the attempt and the context is unchanged.
+  COMPACTION_SUMMARIZER_FAILED: 502,
   // The caller went away; nobody reads this status, but logs should not call it a server fault.
   CANCELLED: 499,
 }
@@ -33,7 +40,7 @@ const SUFFIX_STATUS: ReadonlyArray<readonly [RegExp, number]> = [
 ]
 
 /** 5xx answers that are the host's configuration working as intended, not faults to log. */
-const EXPECTED_REFUSALS: ReadonlySet<string> = new Set(['API_SEARCH_UNAVAILABLE', 'API_TOO_MANY_STREAMS'])
+const EXPECTED_REFUSALS: ReadonlySet<string> = new Set(['API_SEARCH_UNAVAILABLE', 'API_COMPACTION_UNAVAILABLE', 'API_TOO_MANY_STREAMS'])
 
 export interface ErrorResponse {
   readonly status: number

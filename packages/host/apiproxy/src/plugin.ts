@@ -22,7 +22,7 @@ export const apiproxyPlugin = (options: ApiPluginOptions) =>
     name: 'apiproxy',
     inject: {
       required: ['sessionQuery', 'subagents'],
-      optional: ['sessions', 'sessionProjections', 'sessionProjectionCache', 'sessionPersistence', 'logger'],
+      optional: ['sessions', 'sessionProjections', 'sessionProjectionCache', 'sessionPersistence', 'compaction', 'logger'],
     },
     activate(ctx) {
       const handler = createApiHandler({
@@ -34,6 +34,8 @@ export const apiproxyPlugin = (options: ApiPluginOptions) =>
           sessionProjections: ctx.sessionProjections,
           sessionProjectionCache: ctx.sessionProjectionCache,
           sessionPersistence: ctx.sessionPersistence,
+          compaction: ctx.compaction,
+          sessionLoader: ctx.sessionPersistence,
         },
         events: ctx,
         ...(ctx.logger === undefined ? {} : { logger: ctx.logger }),

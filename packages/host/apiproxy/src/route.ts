@@ -27,6 +27,8 @@ type BaseContext = Omit<RouteContext, 'params' | 'query'>
 
 /** A route the server dispatches: an API route of the protocol table, or a page asset. */
 export interface Route {
+  /** The one method the route answers, `GET` when absent (any other on its path is 405). */
+  readonly method?: 'GET' | 'POST'
   readonly path: string
   readonly auth: AuthMode
   /** Reads decoded captures and query values (without `token`) and runs the handler; throws `API_BAD_REQUEST` on a value the route refuses. */
@@ -57,6 +59,7 @@ export function jsonRoute<R extends ApiRoute>(
   handle: (rc: RouteContext<RouteParams<R>, RouteQuery<R>>) => Promise<RouteResponse<R>>,
 ): Route {
   return {
+    method: route.method,
     path: route.path,
     auth: route.auth,
     async serve(base, captures, query) {
@@ -69,6 +72,7 @@ export function jsonRoute<R extends ApiRoute>(
 /** An API route that writes its own answer (the event stream). */
 export function streamingRoute<R extends ApiRoute>(route: R, handle: (rc: RouteContext<RouteParams<R>, RouteQuery<R>>) => void): Route {
   return {
+    method: route.method,
     path: route.path,
     auth: route.auth,
     async serve(base, captures, query) {

@@ -4,6 +4,7 @@ import { isIP } from 'node:net'
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
 import { attachmentRoute, childAttachmentRoute } from './attachment-route.js'
 import { authenticate, createTokenCheck } from './auth.js'
+import { compactRoute } from './compaction-route.js'
 import { guardConnections, timeoutOptions } from './connections.js'
 import { toErrorResponse } from './error-response.js'
 import { ApiError } from './errors.js'
@@ -86,6 +87,7 @@ const routes: readonly Route[] = [
   openApiRoute,
   attachmentRoute,
   childAttachmentRoute,
+  compactRoute,
 ]
 
 /** Builds the API's request listener over the given services (for mounting in an existing server; `apiproxyPlugin` provides one as service `httpApi`). */
@@ -108,7 +110,7 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
     if (res.destroyed || res.writableEnded) return
     const headers: Record<string, string> = {}
     if (response.status === 401) headers['WWW-Authenticate'] = 'Bearer'
-    if (response.status === 405) headers.Allow = 'GET'
+    if (response.status === 405) headers.Allow = String(error instanceof ApiError ? (error.details?.allow ?? 'GET') : 'GET')
     // The caller may still be sending a body we refused; do not read it, drop the connection after answering.
     if (response.status === 413 || response.status === 414 || response.status === 421) headers.Connection = 'close'
     sendError(res, response, headers)
@@ -130,9 +132,12 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
         'API_NOT_FOUND',
         `No API route matches ${req.method ?? 'GET'} /${target.segments.map(encodeURIComponent).join('/')}.`,
       )
-    if (req.method !== 'GET')
-      throw new ApiError('API_METHOD_NOT_ALLOWED', `This route answers GET only, not ${req.method ?? 'an unknown method'}.`)
     const { route, captures } = match
+    const method = route.method ?? 'GET'
+    if (req.method !== method)
+      throw new ApiError('API_METHOD_NOT_ALLOWED', `This route answers ${method} only, not ${req.method ?? 'an unknown method'}.`, {
+        details: { allow: method },
+      })
     const { token: _token, ...query } = target.query
     await route.serve(
       { req, res, signal: controller.signal, services, limits, streams, logger },

@@ -1,6 +1,8 @@
+import type { CompactionService } from '@dsh/compaction'
 import type { Context } from '@dsh/context'
 import type { SubagentListEntryBody, SubagentListRung } from '@dsh/protocol'
 import type { SessionStore } from '@dsh/session'
+import type { SessionPersistence } from '@dsh/session-persistence'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionQuery } from '@dsh/session-query'
 import type { ListingSources } from '@dsh/session-stats'
@@ -39,6 +41,10 @@ export interface ApiServices {
   readonly sessionProjectionCache?: ListingSources['cache']
   /** Where the attachment routes read bytes (`readAttachment` of the persistence contract); without it they answer 503. */
   readonly sessionPersistence?: AttachmentReader | undefined
+  /** Serves `POST /api/sessions/:id/compact` (with `sessions` and `sessionLoader`); without it that route answers 501. */
+  readonly compaction?: CompactionService | undefined
+  /** Where the compaction route loads a session that is not live, as a writer (its crash repair runs): the persistence service. */
+  readonly sessionLoader?: Pick<SessionPersistence, 'load'> | undefined
 }
 
 /** The part of the persistence service (`sessionPersistence`) the attachment routes read. */
@@ -65,6 +71,8 @@ export function resolveServices(ctx: Context | undefined, overrides: Partial<Api
     sessionProjections: overrides?.sessionProjections ?? ctx?.get('sessionProjections'),
     sessionProjectionCache: overrides?.sessionProjectionCache ?? ctx?.get('sessionProjectionCache'),
     sessionPersistence: overrides?.sessionPersistence ?? (ctx?.get('sessionPersistence') as AttachmentReader | undefined),
+    compaction: overrides?.compaction ?? ctx?.get('compaction'),
+    sessionLoader: overrides?.sessionLoader ?? ctx?.get('sessionPersistence'),
   }
 }
 

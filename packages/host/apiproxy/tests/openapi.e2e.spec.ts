@@ -4,6 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SseReader } from './support/sse.js'
 import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
+import { extractive } from './support/summarizer.js'
 
 // Every route of the protocol table, called over real HTTP against the real
 // stack the CLI embeds (JSONL files, SQLite index with search, subagent
@@ -24,14 +25,17 @@ let document: OpenApiDocument
 const recorded: Recorded[] = []
 
 async function call(route: RouteName, target: string, token: string | null = TOKEN): Promise<Recorded> {
-  const response = await fetch(`${stack.server.url}${target}`, { headers: token === null ? {} : { Authorization: `Bearer ${token}` } })
+  const response = await fetch(`${stack.server.url}${target}`, {
+    method: routes[route].method,
+    headers: token === null ? {} : { Authorization: `Bearer ${token}` },
+  })
   const entry = { route, status: response.status, contentType: response.headers.get('content-type') ?? '', body: await response.json() }
   recorded.push(entry)
   return entry
 }
 
 beforeAll(async () => {
-  stack = await startStack({ backend: 'disk' })
+  stack = await startStack({ backend: 'disk', summarizer: extractive })
   const parent = stack.sessions.create({ id: 'parent', cwd: '/work/project' })
   turn(parent, 'alpha bravo')
   turn(stack.sessions.create({ id: 'other' }), 'bravo charlie')
@@ -63,6 +67,7 @@ beforeAll(async () => {
   await call('sessionStats', buildTarget(routes.sessionStats, { id: 'parent' }, { scope: 'descendants' }))
   await call('search', buildTarget(routes.search, {}, { q: 'bravo', kind: 'sessions' }))
   await call('search', buildTarget(routes.search, {}, { q: 'bravo', kind: 'events' }))
+  await call('compact', buildTarget(routes.compact, { id: 'other' }, { keep: 1 }))
 
   // The stream: its ready message, a projection change and a catalog notice, each recorded as one message.
   const stream = await SseReader.open(`${stack.server.url}${buildTarget(routes.stream, { id: 'parent' })}`, {

@@ -1,8 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { compactionPlugin, type Summarizer } from '@dsh/compaction'
 import { Context, type Logger } from '@dsh/context'
 import { type Session, type SessionStore, sessionStorePlugin } from '@dsh/session'
+import { sessionContextPlugin } from '@dsh/session-context'
 import { createMemoryPersistence, type SessionPersistence, sessionPersistencePlugin } from '@dsh/session-persistence'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
@@ -66,6 +68,8 @@ export interface StackOptions {
   readonly limits?: Partial<ApiLimits>
   /** Wraps the services the server reads (to interpose on a read in a test). */
   readonly wrap?: (services: ApiServices) => Partial<ApiServices>
+  /** Provides service `compaction` over this summarizer (and the context unit), as a host with a model does. */
+  readonly summarizer?: Summarizer
 }
 
 /**
@@ -110,6 +114,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await ctx.activate(sqliteSessionQueryPlugin({ path: defaultIndexPath(root) }))
   }
   await ctx.activate(subagentsPlugin({ driver }))
+  if (options.summarizer !== undefined) {
+    await ctx.activate(sessionContextPlugin())
+    ctx.provide('summarizer', options.summarizer)
+    await ctx.activate(compactionPlugin())
+  }
   const sessions = ctx.require('sessions')
   const subagents = ctx.require('subagents')
   const base: ApiServices = {
@@ -117,6 +126,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     subagents,
     sessions,
     sessionProjections: ctx.require('sessionProjections'),
+    compaction: ctx.get('compaction'),
+    sessionLoader: ctx.require('sessionPersistence'),
   }
   const server = await createApiServer({
     ctx,
