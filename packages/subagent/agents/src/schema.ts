@@ -23,26 +23,26 @@ const positiveInt = z.int('must be an integer').positive('must be positive')
  */
 export const agentBudgetsSchema = z.strictObject({
   /** Tokens the child may use, counted from its steps' usage. */
-  maxTokens: positiveInt.optional(),
+  maxTokens: positiveInt.exactOptional(),
   /** US dollars the child may spend, priced from the configured price table. */
-  maxCostUsd: z.number('must be a number').positive('must be positive').finite().optional(),
+  maxCostUsd: z.number('must be a number').positive('must be positive').finite().exactOptional(),
   /** Wall-clock milliseconds the child may run. */
-  maxWallMs: positiveInt.optional(),
+  maxWallMs: positiveInt.exactOptional(),
   /** Turns the child may take. */
-  maxTurns: positiveInt.optional(),
+  maxTurns: positiveInt.exactOptional(),
 })
 
 /** The frontmatter of a definition file. Strict: a key it does not list is refused. */
 export const agentFrontmatterSchema = z.strictObject({
   name: z.string('must be a string').regex(AGENT_NAME_PATTERN, 'must be lower-case letters, digits, - or _ (at most 64)'),
   description: nonEmpty(1024),
-  provider: nonEmpty(64).optional(),
-  model: nonEmpty(200).optional(),
+  provider: nonEmpty(64).exactOptional(),
+  model: nonEmpty(200).exactOptional(),
   tools: z
     .array(nonEmpty(128), 'must be a list of tool names')
     .refine((names) => new Set(names).size === names.length, 'names a tool twice')
-    .optional(),
-  budgets: agentBudgetsSchema.optional(),
+    .exactOptional(),
+  budgets: agentBudgetsSchema.exactOptional(),
 })
 
 export type AgentBudgets = z.output<typeof agentBudgetsSchema>

@@ -1,3 +1,5 @@
+export type { AgentDefinitionSource, DefinedSpawn, InlineAgentArguments } from './agent-definition.js'
+export { definedSpawn } from './agent-definition.js'
 export type { CloseAgentResult } from './close-agent.js'
 export {
   CLOSE_AGENT_TOOL_NAME,
@@ -70,7 +72,7 @@ export {
   sendMessageDescription,
   sendMessageInputSchema,
 } from './send-message.js'
-export type { SubagentToolInput, SubagentToolResult } from './subagent-tool.js'
+export type { SubagentToolInput, SubagentToolOptions, SubagentToolResult } from './subagent-tool.js'
 export {
   createSubagentTool,
   renderSubagentResult,

@@ -1,7 +1,9 @@
+import { agentDefinitions } from '@dsh/agent-definitions'
 import { isDshError } from '@dsh/context'
 import type { SessionId } from '@dsh/session'
 import type { SubagentEndReason, SubagentSettings } from '@dsh/subagent'
 import { z } from 'zod'
+import { type AgentDefinitionSource, definedSpawn } from './agent-definition.js'
 import { awaitChild, callerOf, defineTool, labelText, type SubagentControl, type ToolResult } from './tool.js'
 
 export const SUBAGENT_TOOL_NAME = 'subagent'
@@ -19,7 +21,17 @@ export const subagentInputSchema = z
       .min(1)
       .max(80)
       .exactOptional()
-      .describe("A short name for the subagent (a few words). Required when mode is 'continuable'."),
+      .describe(
+        "A short name for the subagent (a few words). Required when mode is 'continuable' (with agent, it defaults to the agent's name).",
+      ),
+    agent: z
+      .string()
+      .min(1)
+      .max(64)
+      .exactOptional()
+      .describe(
+        'The name of a defined agent to start: its instructions, model, tools and budgets apply. Inline instructions are added to its own; inline tools may only narrow its tools.',
+      ),
     mode: z
       .enum(['one-shot', 'continuable'])
       .exactOptional()
@@ -60,7 +72,7 @@ export const subagentInputSchema = z
       .describe('One-shot only: a JSON Schema its final message must match (as JSON). A mismatch is reported as an error in the result.'),
   })
   .superRefine((input, ctx) => {
-    if (input.mode === 'continuable' && input.label === undefined)
+    if (input.mode === 'continuable' && input.label === undefined && input.agent === undefined)
       ctx.addIssue({ code: 'custom', path: ['label'], message: 'a continuable subagent needs a label' })
     if (input.mode === 'continuable' && input.wait !== undefined)
       ctx.addIssue({ code: 'custom', path: ['wait'], message: 'only a one-shot subagent can be waited for here; use wait_agents' })
@@ -83,6 +95,8 @@ export interface SubagentToolResult extends ToolResult {
   readonly id: SessionId
   readonly mode: 'one-shot' | 'continuable'
   readonly label?: string
+  /** The definition it was started from, when the call named one. */
+  readonly agent?: string
   /** `running` when not awaited; else how it ended. */
   readonly status: 'running' | SubagentEndReason
   /** The final message of an awaited one-shot run. */
@@ -109,33 +123,65 @@ function errorBody(error: unknown): { code: string; message: string } {
   return { code: isDshError(error) ? error.code : 'SUBAGENT_RUN_FAILED', message: error instanceof Error ? error.message : String(error) }
 }
 
-/** The `subagent` tool: start a child (one-shot awaited, or continuable returned at once); `provider`, when given, goes into its descriptor. */
-export function createSubagentTool(control: SubagentControl, options: { readonly provider?: string } = {}) {
+export interface SubagentToolOptions {
+  /** Written into the descriptor of every child it starts. */
+  readonly provider?: string
+  /** The definitions `agent: <name>` names (without them, a call naming an agent is `AGENT_NOT_FOUND`). */
+  readonly agents?: AgentDefinitionSource
+}
+
+/** The inline settings of a call without `agent`. */
+function inlineSettings(input: SubagentToolInput): SubagentSettings {
+  return {
+    ...(input.instructions === undefined ? {} : { instructions: input.instructions }),
+    ...(input.persona === undefined ? {} : { persona: input.persona }),
+    ...(input.model === undefined ? {} : { model: input.model }),
+    ...(input.tools === undefined ? {} : { toolFilter: input.tools }),
+  }
+}
+
+/**
+ * The `subagent` tool: start a child (one-shot awaited, or continuable
+ * returned at once); `provider`, when given, goes into its descriptor. With
+ * `agent: <name>` the definition is read and validated whole before the child
+ * exists, so a missing or invalid definition fails the call (its typed
+ * `AGENT_*` error) and leaves no child behind.
+ */
+export function createSubagentTool(control: SubagentControl, options: SubagentToolOptions = {}) {
   return defineTool({
     name: SUBAGENT_TOOL_NAME,
     description: subagentToolDescription,
     inputSchema: subagentInputSchema,
     expected:
-      '{ "prompt": string, "label"?: string, "mode"?: "one-shot" | "continuable", "context"?: "fresh" | "fork", "wait"?: boolean, ... }',
+      '{ "prompt": string, "agent"?: string, "label"?: string, "mode"?: "one-shot" | "continuable", "context"?: "fresh" | "fork", "wait"?: boolean, ... }',
     async run(input, context): Promise<SubagentToolResult> {
       const mode = input.mode ?? 'one-shot'
+      const caller = callerOf(SUBAGENT_TOOL_NAME, context)
+      const defined =
+        input.agent === undefined
+          ? undefined
+          : definedSpawn(await (options.agents ?? agentDefinitions({})).get(input.agent, context.signal), input)
+      const label = defined?.label ?? input.label
       const settings: SubagentSettings = {
-        ...(input.instructions === undefined ? {} : { instructions: input.instructions }),
-        ...(input.persona === undefined ? {} : { persona: input.persona }),
-        ...(input.model === undefined ? {} : { model: input.model }),
-        ...(input.tools === undefined ? {} : { toolFilter: input.tools }),
+        ...(defined?.settings ?? inlineSettings(input)),
         // Tool input arrives as parsed JSON, so the schema is lossless JSON; the runtime re-checks it strictly.
         ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema as NonNullable<SubagentSettings['outputSchema']> }),
       }
-      const handle = control.spawn(callerOf(SUBAGENT_TOOL_NAME, context), {
+      const handle = control.spawn(caller, {
         mode,
         context: input.context ?? 'fresh',
         prompt: input.prompt,
-        ...(input.label === undefined ? {} : { label: input.label }),
+        ...(label === undefined ? {} : { label }),
         ...(options.provider === undefined ? {} : { provider: options.provider }),
         ...(Object.keys(settings).length === 0 ? {} : { settings }),
+        ...(defined === undefined ? {} : { agentPreset: defined.agentPreset }),
       })
-      const base = { id: handle.id, mode, ...(input.label === undefined ? {} : { label: input.label }) }
+      const base = {
+        id: handle.id,
+        mode,
+        ...(label === undefined ? {} : { label }),
+        ...(input.agent === undefined ? {} : { agent: input.agent }),
+      }
       if (mode === 'continuable' || input.wait === false) {
         const started = { ...base, status: 'running' as const }
         return Object.freeze({ text: renderSubagentResult(started), ...started })

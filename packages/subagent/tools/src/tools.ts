@@ -1,3 +1,4 @@
+import type { AgentDefinitionSource } from './agent-definition.js'
 import { createCloseAgentTool } from './close-agent.js'
 import { ToolSubagentControlError } from './errors.js'
 import { createHarnessInterruptAgentTool, createHarnessReportTool, createHarnessSendMessageTool } from './harness-control.js'
@@ -54,6 +55,13 @@ export interface SubagentControlToolsOptions {
   readonly provider?: string
   /** How `list_agents` renders (default `harness`, in either dialect; `table` lists one-shot children too). */
   readonly listAgentsFormat?: ListAgentsFormat
+  /**
+   * The agent definitions the `dsh` dialect's `subagent` starts with
+   * `agent: <name>` (e.g. `agentDefinitions({ root, project })` from
+   * `@dsh/agent-definitions`). The harness dialect's `subagent` has no
+   * `agent` argument.
+   */
+  readonly agents?: AgentDefinitionSource
 }
 
 /**
@@ -100,7 +108,7 @@ export function subagentControlTools(control: SubagentControl, options: Subagent
     return HARNESS_CONTROL_TOOL_NAMES.filter(keep).map((name) => harness[name]())
   }
   const all: Record<SubagentControlToolName, () => SubagentControlTool> = {
-    subagent: () => createSubagentTool(control, provider),
+    subagent: () => createSubagentTool(control, { ...provider, ...(options.agents === undefined ? {} : { agents: options.agents }) }),
     send_message: () => createSendMessageTool(control),
     wait_agents: () => createWaitAgentsTool(control),
     interrupt_agent: () => createInterruptAgentTool(control),

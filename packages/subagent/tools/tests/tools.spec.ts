@@ -178,6 +178,12 @@ describe('subagentControlTools', () => {
           "$schema": "https://json-schema.org/draft/2020-12/schema",
           "additionalProperties": false,
           "properties": {
+            "agent": {
+              "description": "The name of a defined agent to start: its instructions, model, tools and budgets apply. Inline instructions are added to its own; inline tools may only narrow its tools.",
+              "maxLength": 64,
+              "minLength": 1,
+              "type": "string",
+            },
             "context": {
               "description": "'fresh' (default): an empty conversation. 'fork': starts from a copy of your conversation so far.",
               "enum": [
@@ -192,7 +198,7 @@ describe('subagentControlTools', () => {
               "type": "string",
             },
             "label": {
-              "description": "A short name for the subagent (a few words). Required when mode is 'continuable'.",
+              "description": "A short name for the subagent (a few words). Required when mode is 'continuable' (with agent, it defaults to the agent's name).",
               "maxLength": 80,
               "minLength": 1,
               "type": "string",

@@ -1,0 +1,72 @@
+import type { AgentDefinition, AgentDefinitions } from '@dsh/agent-definitions'
+import type { SubagentBudget, SubagentSettings, SubagentToolFilter } from '@dsh/subagent'
+import { ToolSubagentControlError } from './errors.js'
+
+/** Where the `subagent` tool finds `agent: <name>` (an `agentDefinitions(...)` from `@dsh/agent-definitions` fits). */
+export type AgentDefinitionSource = Pick<AgentDefinitions, 'get'>
+
+/** The inline arguments of a `subagent` call that a definition combines with. */
+export interface InlineAgentArguments {
+  readonly label?: string
+  readonly instructions?: string
+  readonly persona?: string
+  readonly model?: string
+  readonly tools?: { readonly allow?: readonly string[]; readonly deny?: readonly string[] }
+}
+
+/** What a spawn from a definition runs with. */
+export interface DefinedSpawn {
+  readonly label: string
+  readonly settings: SubagentSettings
+  /** Recorded in the child's header (`agentPreset`): which definition it was started from. */
+  readonly agentPreset: string
+}
+
+/**
+ * Combines a definition with the call's inline arguments:
+ *
+ * - instructions: the definition's body, then the inline `instructions`
+ *   (appended after a blank line);
+ * - `provider`/`model` become the child's `agentProvider`/`agentModel`; an
+ *   inline `model` is its `model`, which a driver prefers over `agentModel`;
+ * - tools: the definition's `tools` is an allow-list the call may narrow,
+ *   never widen. An inline `tools.allow` must name only tools the definition
+ *   allows (else `TOOL_SUBAGENT_CONTROL_INVALID_INPUT`, and nothing starts),
+ *   and replaces the definition's list; an inline `tools.deny` removes tools
+ *   from whichever list applies. A definition without `tools` leaves the
+ *   inline filter as given;
+ * - budgets: the definition's, as the child's budget settings;
+ * - label: the inline `label`, else the definition's name.
+ */
+export function definedSpawn(definition: AgentDefinition, inline: InlineAgentArguments): DefinedSpawn {
+  const budget: SubagentBudget = definition.budgets ?? {}
+  const toolFilter = narrowedTools(definition, inline.tools)
+  const instructions = inline.instructions === undefined ? definition.instructions : `${definition.instructions}\n\n${inline.instructions}`
+  const settings: SubagentSettings = {
+    instructions,
+    ...(definition.provider === undefined ? {} : { agentProvider: definition.provider }),
+    ...(definition.model === undefined ? {} : { agentModel: definition.model }),
+    ...(inline.model === undefined ? {} : { model: inline.model }),
+    ...(inline.persona === undefined ? {} : { persona: inline.persona }),
+    ...(toolFilter === undefined ? {} : { toolFilter }),
+    ...budget,
+  }
+  return { label: inline.label ?? definition.name, settings, agentPreset: definition.name }
+}
+
+function narrowedTools(definition: AgentDefinition, inline: InlineAgentArguments['tools']): SubagentToolFilter | undefined {
+  const deny = inline?.deny === undefined ? {} : { deny: [...inline.deny] }
+  if (definition.tools === undefined) {
+    return inline === undefined ? undefined : { ...(inline.allow === undefined ? {} : { allow: [...inline.allow] }), ...deny }
+  }
+  const allowed = new Set(definition.tools)
+  const widening = (inline?.allow ?? []).filter((name) => !allowed.has(name))
+  if (widening.length > 0) {
+    throw new ToolSubagentControlError(
+      'TOOL_SUBAGENT_CONTROL_INVALID_INPUT',
+      `subagent input is invalid (tools.allow: agent '${definition.name}' may only use ${definition.tools.length === 0 ? 'no tools' : definition.tools.join(', ')}; ${widening.join(', ')} would widen that). Inline tools may only narrow an agent's tools: allow a subset, or deny some.`,
+      { details: { agent: definition.name, widening } },
+    )
+  }
+  return { allow: [...(inline?.allow ?? definition.tools)], ...deny }
+}
