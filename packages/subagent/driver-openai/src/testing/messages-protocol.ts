@@ -20,11 +20,12 @@ import { countTokens, type ErrorDetail, type ModelProtocol, openEventStream, typ
  *   user message answers must start with its thinking block, else 400.
  *
  * Prompt caching is modelled per server: each `cache_control` breakpoint
- * names the prefix up to and including its block (tools, then system, then
- * messages). The longest breakpoint prefix the server has seen before is
- * read from the cache (`cache_read_input_tokens`), the rest up to the last
- * breakpoint is written (`cache_creation_input_tokens`), the remainder is
- * `input_tokens` — the three disjoint, as the protocol has them. A reply with
+ * writes the prefix up to and including its block (tools, then system, then
+ * messages). A request reads the longest prefix written before that ends
+ * at a breakpoint or up to 20 blocks before one
+ * (`cache_read_input_tokens`), writes the rest up to its last breakpoint
+ * (`cache_creation_input_tokens`), and the remainder is `input_tokens` —
+ * the three disjoint, as the protocol has them. A reply with
  * scripted usage reports `prompt - cached` as input and `cached` as read. The
  * output count includes the thinking tokens (`output_tokens_details`).
  */
@@ -111,24 +112,41 @@ export function messagesTokenCount(body: MessagesRequestBody): number {
   return segmentsOf(body).reduce((sum, segment) => sum + segment.tokens, 0)
 }
 
-/** Reads and writes the server's cache for `body`: `{ read, write, input }` tokens (disjoint). */
+/** How many block boundaries before a breakpoint the cache looks back for an earlier prefix, as the API does. */
+const LOOKBACK = 20
+
+/**
+ * Reads and writes the server's cache for `body`: `{ read, write, input }`
+ * tokens (disjoint). Every block boundary's prefix has a hash; a breakpoint
+ * reads the longest prefix the cache holds among its own and the 20
+ * boundaries before it, and every breakpoint's prefix is written.
+ */
 function cacheUsage(cache: Set<string>, body: MessagesRequestBody): { read: number; write: number; input: number } {
   const segments = segmentsOf(body)
   const hash = createHash('sha256')
+  const prefixes: { key: string; tokens: number }[] = []
   let tokens = 0
-  let read = 0
-  let lastBreakpoint = 0
-  const written: string[] = []
   for (const segment of segments) {
     hash.update(segment.key)
     tokens += segment.tokens
-    if (!segment.breakpoint) continue
-    const key = hash.copy().digest('hex')
-    if (cache.has(key)) read = tokens
-    written.push(key)
-    lastBreakpoint = tokens
+    prefixes.push({ key: hash.copy().digest('hex'), tokens })
   }
-  for (const key of written) cache.add(key)
+  let read = 0
+  let lastBreakpoint = 0
+  segments.forEach((segment, at) => {
+    if (!segment.breakpoint) return
+    for (let back = at; back >= 0 && back > at - LOOKBACK; back--) {
+      const prefix = prefixes[back] as { key: string; tokens: number }
+      if (cache.has(prefix.key)) {
+        read = Math.max(read, prefix.tokens)
+        break
+      }
+    }
+    lastBreakpoint = (prefixes[at] as { tokens: number }).tokens
+  })
+  segments.forEach((segment, at) => {
+    if (segment.breakpoint) cache.add((prefixes[at] as { key: string }).key)
+  })
   return { read, write: Math.max(0, lastBreakpoint - read), input: tokens - Math.max(read, lastBreakpoint) }
 }
 
