@@ -1,0 +1,152 @@
+import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk'
+import type { MessageCreateParamsStreaming, MessageParam, TextBlockParam, Tool } from '@anthropic-ai/sdk/resources/messages'
+import { isRetryableStatus, type RetryPolicy, retryAfterMs } from '@dsh/driver-openai'
+import { type AnthropicConfig, type AnthropicConfigInput, resolveAnthropicConfig } from './config.js'
+import { DriverAnthropicError } from './errors.js'
+import { checkRetryPolicy } from './retry.js'
+import { type AnthropicStep, StepAssembler, type StreamCallbacks } from './stream.js'
+
+export interface AnthropicClientOptions extends AnthropicConfigInput {
+  readonly retry?: RetryPolicy
+  /** Per-request timeout in ms (default 10 minutes: a long answer streams for a while). */
+  readonly timeoutMs?: number
+}
+
+export interface AnthropicStepRequest extends StreamCallbacks {
+  readonly system: TextBlockParam[] | undefined
+  readonly messages: MessageParam[]
+  readonly tools: Tool[]
+  readonly signal: AbortSignal
+  /** Overrides the client's model for this request (a descriptor's `model`). */
+  readonly model?: string
+  /** Call without extended thinking even when the client has a budget (a summary needs none). */
+  readonly noThinking?: boolean
+}
+
+/** A Messages client: the resolved configuration plus the SDK client. The key stays inside. */
+export interface AnthropicClient {
+  readonly model: string
+  readonly baseURL: string
+  /** Who serves the model, for usage attribution and price tables: the base URL's host name (e.g. `api.anthropic.com`). */
+  readonly provider: string
+  /** Blanks the API key out of any text. */
+  readonly redact: (text: string) => string
+  /** The request body (without `stream`) a step would send: what the driver logs nowhere and tests pin as fixtures. */
+  body(request: Omit<AnthropicStepRequest, 'signal' | 'onText' | 'onThinking'>): MessageCreateParamsStreaming
+  /** Streams one response, with the retry policy; rejects with a `DriverAnthropicError`. */
+  step(request: AnthropicStepRequest): Promise<AnthropicStep>
+}
+
+export function createAnthropicClient(options: AnthropicClientOptions = {}): AnthropicClient {
+  const config: AnthropicConfig = resolveAnthropicConfig(options)
+  const retry = checkRetryPolicy(options.retry)
+  const timeout = options.timeoutMs ?? 600_000
+  if (!Number.isSafeInteger(timeout) || timeout <= 0) {
+    throw new DriverAnthropicError(
+      'DRIVER_ANTHROPIC_INVALID_OPTIONS',
+      `timeoutMs must be a positive integer, got ${String(options.timeoutMs)}.`,
+    )
+  }
+  // The SDK's own retries are off: ours are bounded, injectable and never repeat recorded output.
+  // Its logger is off too, and it is given the key and base URL so it reads no credentials of its own.
+  const client = new Anthropic({ apiKey: config.apiKey, baseURL: config.baseURL, maxRetries: 0, timeout, logLevel: 'off' })
+  const body = (request: Omit<AnthropicStepRequest, 'signal' | 'onText' | 'onThinking'>): MessageCreateParamsStreaming => ({
+    model: request.model ?? config.model,
+    max_tokens: config.maxTokens,
+    ...(request.system === undefined || request.system.length === 0 ? {} : { system: request.system }),
+    messages: request.messages,
+    ...(request.tools.length === 0 ? {} : { tools: request.tools }),
+    ...(config.thinkingBudget === undefined || request.noThinking === true
+      ? {}
+      : { thinking: { type: 'enabled' as const, budget_tokens: config.thinkingBudget } }),
+    stream: true,
+  })
+
+  return Object.freeze({
+    model: config.model,
+    baseURL: config.baseURL,
+    provider: new URL(config.baseURL).hostname,
+    redact: config.redact,
+    body,
+    async step(request: AnthropicStepRequest): Promise<AnthropicStep> {
+      const params = body(request)
+      for (let attempt = 1; ; attempt++) {
+        const assembler = new StepAssembler(request)
+        try {
+          // A signal of its own per request: the client adds an abort listener to the signal it is given.
+          const stream = await client.messages.create(params, { signal: AbortSignal.any([request.signal]) })
+          for await (const event of stream) assembler.add(event)
+          if (request.signal.aborted) throw cancelled()
+          return assembler.step()
+        } catch (error) {
+          if (request.signal.aborted || error instanceof APIUserAbortError || isCancelled(error)) throw cancelled()
+          const status = error instanceof APIError ? error.status : undefined
+          const retryable = !assembler.emitted && (error instanceof APIConnectionError || isRetryableStatus(status))
+          if (!retryable || attempt >= retry.maxAttempts) throw toDriverError(error, config.redact, attempt, assembler.emitted)
+          await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
+          if (request.signal.aborted) throw cancelled()
+        }
+      }
+    },
+  })
+}
+
+function isCancelled(error: unknown): boolean {
+  return error instanceof DriverAnthropicError && error.code === 'CANCELLED'
+}
+
+function cancelled(): DriverAnthropicError {
+  return new DriverAnthropicError('CANCELLED', 'The model request was cancelled by its caller (AbortSignal aborted).')
+}
+
+/** Maps a failure to a typed error; the server's own message is kept (redacted, bounded) so a person can act on it. */
+export function toDriverError(error: unknown, redact: (text: string) => string, attempts: number, emitted = false): DriverAnthropicError {
+  const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  if (emitted && !(error instanceof APIError && error.status !== undefined)) {
+    const message = error instanceof Error ? error.message : String(error)
+    return new DriverAnthropicError(
+      'DRIVER_ANTHROPIC_REQUEST_FAILED',
+      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${bounded(redact(message))}`,
+    )
+  }
+  if (error instanceof APIConnectionError) {
+    return new DriverAnthropicError(
+      'DRIVER_ANTHROPIC_CONNECTION',
+      `Could not reach the Anthropic API${tries}: ${bounded(redact(error.message))}. Check --base-url and that the server is running.`,
+    )
+  }
+  if (error instanceof APIError) {
+    const status = error.status
+    const server = bounded(redact(error.apiMessage ?? error.message))
+    const details = { status, ...(error.type ? { type: error.type } : {}), ...(error.requestID ? { requestId: error.requestID } : {}) }
+    const make = (code: Parameters<typeof newError>[0], message: string): DriverAnthropicError => newError(code, message, details)
+    if (status === 400 || status === 413 || status === 422)
+      return make('DRIVER_ANTHROPIC_BAD_REQUEST', `The Anthropic API rejected the request (HTTP ${status}): ${server}`)
+    if (status === 401 || status === 403)
+      return make(
+        'DRIVER_ANTHROPIC_UNAUTHORIZED',
+        `The Anthropic API refused the API key (HTTP ${status}): ${server}. Check ANTHROPIC_API_KEY or DSH_API_KEY.`,
+      )
+    if (status === 404)
+      return make('DRIVER_ANTHROPIC_NOT_FOUND', `No such model or route (HTTP 404): ${server}. Check --model and --base-url.`)
+    if (status === 429) return make('DRIVER_ANTHROPIC_RATE_LIMITED', `The Anthropic API is rate limiting${tries} (HTTP 429): ${server}`)
+    if (status === 529) return make('DRIVER_ANTHROPIC_OVERLOADED', `The Anthropic API is overloaded${tries} (HTTP 529): ${server}`)
+    if (status !== undefined && status >= 500)
+      return make('DRIVER_ANTHROPIC_UNAVAILABLE', `The Anthropic API failed${tries} (HTTP ${status}): ${server}`)
+    return make('DRIVER_ANTHROPIC_REQUEST_FAILED', `The model request failed (HTTP ${String(status)}): ${server}`)
+  }
+  const message = error instanceof Error ? error.message : String(error)
+  return new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', `The model request failed: ${bounded(redact(message))}`)
+}
+
+function newError(
+  code: ConstructorParameters<typeof DriverAnthropicError>[0],
+  message: string,
+  details: Record<string, unknown>,
+): DriverAnthropicError {
+  return new DriverAnthropicError(code, message, { details })
+}
+
+function bounded(text: string, max = 500): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}

@@ -1,0 +1,118 @@
+import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createAnthropicClient, DriverAnthropicError, runAgent } from '../src/index.js'
+import { messagesURL, newStore, ofType, TEST_KEY, testClient } from './helpers.js'
+
+let server: ModelServer | undefined
+afterEach(async () => {
+  await server?.close()
+  server = undefined
+})
+
+const signal = new AbortController().signal
+
+async function turn(client: ReturnType<typeof testClient>['client']) {
+  const session = newStore().create()
+  const outcome = await runAgent({ client, session, prompt: 'Hi', tools: [], signal })
+  return { session, outcome }
+}
+
+describe('retries (attempts counted at the server)', () => {
+  it('retries a 429 after the retry-after the server asked for, then completes', async () => {
+    server = await startModelServer([
+      { kind: 'error', status: 429, message: 'Rate limited.', headers: { 'retry-after': '0' } },
+      answer(['Hello']),
+    ])
+    const { client, waits } = testClient(server)
+    const { outcome, session } = await turn(client)
+    expect(outcome).toEqual({ reason: 'completed', text: 'Hello' })
+    expect(server.requests).toHaveLength(2)
+    expect(waits).toEqual([{ attempt: 1, retryAfterMs: 0 }])
+    // The retries of one call are inside one step.
+    expect(ofType(session.events, 'step/start')).toHaveLength(1)
+  })
+
+  it('retries 529 (overloaded) and 500 with the default backoff when the server says retry-after: 0', async () => {
+    server = await startModelServer([
+      { kind: 'error', status: 529, message: 'Overloaded.', headers: { 'retry-after': '0' } },
+      { kind: 'error', status: 500, message: 'Internal error.', headers: { 'retry-after': '0' } },
+      answer(['Hello']),
+    ])
+    const client = createAnthropicClient({ baseURL: messagesURL(server), apiKey: TEST_KEY, model: 'claude-test', env: {} })
+    const { outcome } = await turn(client)
+    expect(outcome.reason).toBe('completed')
+    expect(server.requests).toHaveLength(3)
+  })
+
+  it('gives up after maxAttempts with a typed error per status: 529 OVERLOADED, 429 RATE_LIMITED, 503 UNAVAILABLE', async () => {
+    for (const [status, code] of [
+      [529, 'DRIVER_ANTHROPIC_OVERLOADED'],
+      [429, 'DRIVER_ANTHROPIC_RATE_LIMITED'],
+      [503, 'DRIVER_ANTHROPIC_UNAVAILABLE'],
+    ] as const) {
+      server = await startModelServer(() => ({ kind: 'error', status, message: 'Try later.', headers: { 'retry-after': '0' } }))
+      const { client, waits } = testClient(server)
+      const { outcome, session } = await turn(client)
+      expect(outcome.reason).toBe('error')
+      expect(outcome.error).toBeInstanceOf(DriverAnthropicError)
+      expect(outcome.error).toMatchObject({ code, message: expect.stringContaining('after 3 attempts') })
+      expect(server.requests).toHaveLength(3)
+      expect(waits.map((wait) => wait.attempt)).toEqual([1, 2])
+      expect(ofType(session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'error' }])
+      await server.close()
+      server = undefined
+    }
+  })
+
+  it('does not retry 400, 401 or 404; the server message is kept with the key blanked out', async () => {
+    for (const [status, code] of [
+      [400, 'DRIVER_ANTHROPIC_BAD_REQUEST'],
+      [401, 'DRIVER_ANTHROPIC_UNAUTHORIZED'],
+      [404, 'DRIVER_ANTHROPIC_NOT_FOUND'],
+    ] as const) {
+      server = await startModelServer(() => ({ kind: 'error', status, message: `Refused key ${TEST_KEY}.` }))
+      const { client } = testClient(server)
+      const { outcome, session } = await turn(client)
+      expect(server.requests).toHaveLength(1)
+      expect(outcome.error).toMatchObject({ code, message: expect.stringContaining('Refused key [redacted]') })
+      expect(JSON.stringify(session.events)).not.toContain(TEST_KEY)
+      await server.close()
+      server = undefined
+    }
+  })
+
+  it('sends the key in its header only, never in the body', async () => {
+    server = await startModelServer([answer(['ok'])])
+    const { client } = testClient(server)
+    await turn(client)
+    const headers = server.requests[0]?.headers ?? {}
+    expect(JSON.stringify(headers)).toContain(TEST_KEY)
+    expect(JSON.stringify(server.requests[0]?.body)).not.toContain(TEST_KEY)
+  })
+})
+
+describe('configuration', () => {
+  it('without a key is DRIVER_ANTHROPIC_NO_API_KEY; ANTHROPIC_API_KEY or DSH_API_KEY supplies one', () => {
+    expect(() => createAnthropicClient({ env: {} })).toThrow(expect.objectContaining({ code: 'DRIVER_ANTHROPIC_NO_API_KEY' }))
+    expect(createAnthropicClient({ env: { ANTHROPIC_API_KEY: 'k1' } }).provider).toBe('api.anthropic.com')
+    expect(createAnthropicClient({ env: { DSH_API_KEY: 'k2', DSH_MODEL: 'claude-x' } }).model).toBe('claude-x')
+  })
+
+  it('bad options are DRIVER_ANTHROPIC_INVALID_OPTIONS naming what to fix', () => {
+    const bad = [
+      { baseURL: 'not a url' },
+      { baseURL: 'ftp://example.com' },
+      { baseURL: 'https://user:pw@example.com' },
+      { maxTokens: 0 },
+      { thinkingBudget: 512 },
+      { maxTokens: 2000, thinkingBudget: 2000 },
+      { retry: { maxAttempts: 0 } },
+      { timeoutMs: -1 },
+    ]
+    for (const options of bad) {
+      expect(() => createAnthropicClient({ apiKey: 'k', env: {}, ...options })).toThrow(
+        expect.objectContaining({ code: 'DRIVER_ANTHROPIC_INVALID_OPTIONS' }),
+      )
+    }
+  })
+})
