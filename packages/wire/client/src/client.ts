@@ -42,6 +42,8 @@ export type SearchRequest<K extends 'sessions' | 'events' = 'sessions' | 'events
   readonly kind?: K
 }
 export type SubagentsRequest = RouteQuery<typeof routes.subagents>
+/** `keep` of a compaction: the newest context messages left verbatim (the host's default, 4, when absent). */
+export type CompactRequest = RouteQuery<typeof routes.compact>
 
 export type SessionSearchPage = Extract<SearchPageBody, { kind: 'sessions' }>
 export type EventSearchPage = Extract<SearchPageBody, { kind: 'events' }>
@@ -65,6 +67,14 @@ export interface DshClient {
   ): Promise<RouteResponse<typeof routes.childHistory>>
   search(request: SearchRequest<'events'> & { readonly kind: 'events' }, options?: RequestOptions): Promise<EventSearchPage>
   search(request: SearchRequest<'sessions'>, options?: RequestOptions): Promise<SessionSearchPage>
+  /**
+   * Compacts the session's model-visible context (`POST /api/sessions/:id/compact`):
+   * a summary replaces all but the newest `keep` messages in what the model
+   * sees next; the log keeps every event. Refusals are typed: e.g.
+   * `API_COMPACTION_UNAVAILABLE` (no model on the host), `SESSION_PERSISTENCE_LOCKED`
+   * (another process writes the session), `COMPACTION_NOTHING_TO_COMPACT`.
+   */
+  compact(id: string, request?: CompactRequest, options?: RequestOptions): Promise<RouteResponse<typeof routes.compact>>
   /** The session's SSE stream as validated events; ends when `signal` aborts or the server closes it. */
   stream(id: string, options?: RequestOptions): AsyncIterable<StreamEventBody>
   /** The catalog page's address, token included. */
@@ -101,12 +111,18 @@ export function createClient(options: ClientOptions): DshClient {
     }
   }
 
-  const send = async (url: string, accept: string, signal: AbortSignal | undefined): Promise<Response> => {
+  const send = async (
+    url: string,
+    accept: string,
+    signal: AbortSignal | undefined,
+    method: ApiRoute['method'] = 'GET',
+  ): Promise<Response> => {
     if (signal?.aborted) throw cancelled()
     let response: Response
     try {
       // Redirects are never followed: the token must not travel to whatever a redirect names.
       response = await doFetch(url, {
+        method,
         headers: { ...headers, Accept: accept },
         redirect: 'manual',
         ...(signal === undefined ? {} : { signal }),
@@ -129,14 +145,15 @@ export function createClient(options: ClientOptions): DshClient {
     return response
   }
 
-  const getJson = async <R extends ApiRoute>(
+  /** Sends the route's request (its method, no body) and validates the JSON answer against its schema. */
+  const callJson = async <R extends ApiRoute>(
     route: R,
     params: RouteParams<R>,
     query: Partial<RouteQuery<R>>,
     signal: AbortSignal | undefined,
   ): Promise<RouteResponse<R>> => {
     const url = target(route, params, query)
-    const response = await send(url, 'application/json', signal)
+    const response = await send(url, 'application/json', signal, route.method)
     let text: string
     try {
       text = await response.text()
@@ -163,7 +180,7 @@ export function createClient(options: ClientOptions): DshClient {
     pageUrl: `${root}/?token=${encodeURIComponent(options.token)}`,
 
     async listSessions(filter = {}, { signal } = {}) {
-      return getJson(routes.listSessions, {}, filter, signal)
+      return callJson(routes.listSessions, {}, filter, signal)
     },
 
     async *sessions(filter = {}, { signal } = {}) {
@@ -179,23 +196,27 @@ export function createClient(options: ClientOptions): DshClient {
     },
 
     async history(id, request = {}, { signal } = {}) {
-      return getJson(routes.history, { id }, request, signal)
+      return callJson(routes.history, { id }, request, signal)
     },
 
     async subagents(parentId, request = {}, { signal } = {}) {
-      return getJson(routes.subagents, { id: parentId }, request, signal)
+      return callJson(routes.subagents, { id: parentId }, request, signal)
     },
 
     async childHistory(parentId, childId, request = {}, { signal } = {}) {
-      return getJson(routes.childHistory, { parentId, childId }, request, signal)
+      return callJson(routes.childHistory, { parentId, childId }, request, signal)
     },
 
     async search(request: SearchRequest, { signal }: RequestOptions = {}) {
       const kind = request.kind ?? 'sessions'
-      const page = await getJson(routes.search, {}, { ...request, kind }, signal)
+      const page = await callJson(routes.search, {}, { ...request, kind }, signal)
       if (page.kind !== kind)
         throw new ClientError('CLIENT_INVALID_RESPONSE', 200, `Asked to search ${kind} but the answer holds ${page.kind}.`)
       return page
+    },
+
+    async compact(id, request = {}, { signal } = {}) {
+      return callJson(routes.compact, { id }, request, signal)
     },
 
     async *stream(id, { signal } = {}) {

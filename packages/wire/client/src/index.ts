@@ -1,5 +1,6 @@
 // The wire types, declared once in @dsh/protocol.
 export type {
+  CompactionResultBody,
   HistoryPageBody,
   SearchPageBody,
   SessionListPageBody,
@@ -14,6 +15,7 @@ export type {
 } from '@dsh/protocol'
 export type {
   ClientOptions,
+  CompactRequest,
   DshClient,
   EventSearchPage,
   HistoryRequest,

@@ -9,13 +9,13 @@ import { failure } from './failure.js'
 // give (the full-stack behaviour is covered by client.e2e.spec.ts).
 type Answer = (req: IncomingMessage, res: ServerResponse) => void
 let answer: Answer = (_req, res) => res.end()
-const seen: Array<{ url: string; authorization: string | undefined; accept: string | undefined }> = []
+const seen: Array<{ method: string | undefined; url: string; authorization: string | undefined; accept: string | undefined }> = []
 let server: Server
 let baseUrl: string
 
 beforeAll(async () => {
   server = createServer((req, res) => {
-    seen.push({ url: req.url ?? '', authorization: req.headers.authorization, accept: req.headers.accept })
+    seen.push({ method: req.method, url: req.url ?? '', authorization: req.headers.authorization, accept: req.headers.accept })
     answer(req, res)
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -46,6 +46,27 @@ describe('createClient', () => {
     expect(request.url).toBe('/api/sessions/a%2Fb%3Fc/history?before=5&limit=2')
     expect(request.authorization).toBe('Bearer secret-token-0123456789')
     expect(request.accept).toBe('application/json')
+  })
+
+  it('compact POSTs with no body, keep in the query, and validates the answer; a LOCKED refusal comes back typed', async () => {
+    const result = { id: 'a/b', compactionId: 'c1', from: 1, to: 9, shadowed: 6, tokensBefore: 900, tokensAfter: 120 }
+    let body = ''
+    answer = (req, res) => {
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()))
+      req.on('end', () => json(200, result)(req, res))
+    }
+    const client = createClient({ baseUrl, token: 'secret-token-0123456789' })
+    expect(await client.compact('a/b', { keep: 2 })).toEqual(result)
+    expect(seen.at(-1)).toMatchObject({ method: 'POST', url: '/api/sessions/a%2Fb/compact?keep=2', accept: 'application/json' })
+    expect(body).toBe('')
+    await client.compact('plain')
+    expect(seen.at(-1)).toMatchObject({ method: 'POST', url: '/api/sessions/plain/compact' })
+    expect((await failure(client.compact('x', { keep: -1 }))).code).toBe('CLIENT_INVALID_ARGUMENT')
+
+    answer = json(409, { code: 'SESSION_PERSISTENCE_LOCKED', message: 'Session "x" is being written by process 7.' })
+    expect((await failure(client.compact('x'))).toJSON()).toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED', status: 409 })
+    answer = json(200, { ...result, shadowed: -1 })
+    expect((await failure(client.compact('x'))).code).toBe('CLIENT_INVALID_RESPONSE')
   })
 
   it('passes typed server errors through with their status', async () => {
