@@ -41,12 +41,24 @@ function staticRoute(path: string, file: string, contentType: string, auth: Auth
   }
 }
 
+/** The page's ES modules (`app.js` imports the others by relative path). */
+export const PAGE_SCRIPTS: readonly string[] = Object.freeze([
+  'app.js',
+  'api.js',
+  'dom.js',
+  'list.js',
+  'live.js',
+  'session.js',
+  'transcript.js',
+  'trace.js',
+])
+
 /**
  * `GET /?token=…` serves the catalog page; the token guards the page like the
- * API. Its script and stylesheet hold no data and are public.
+ * API. Its scripts and stylesheet hold no data and are public.
  */
 export const pageRoutes: readonly Route[] = [
   staticRoute('/', 'index.html', 'text/html; charset=utf-8', 'header-or-query'),
-  staticRoute('/app.js', 'app.js', 'text/javascript; charset=utf-8', 'public'),
+  ...PAGE_SCRIPTS.map((file) => staticRoute(`/${file}`, file, 'text/javascript; charset=utf-8', 'public')),
   staticRoute('/app.css', 'app.css', 'text/css; charset=utf-8', 'public'),
 ]

@@ -1,21 +1,33 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { type BrowserContext, chromium, type Page } from 'playwright-core'
+import { gzipSync } from 'node:zlib'
+import { appendUserMessage } from '@dsh/session-persistence'
+import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type Stack, startStack, turn } from './support/stack.js'
+import { type ApiServer, createApiServer } from '../src/index.js'
+import { PAGE_SCRIPTS } from '../src/page-routes.js'
+import { launchChromium, pngBytes, screenshot, seriousViolations } from './support/browser.js'
+import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
 
 // The catalog page in a real headless Chromium (Debian's /usr/bin/chromium via
-// playwright-core) against the real stack over HTTP, on disk.
+// playwright-core) against the real stack over HTTP, on disk: the sessions
+// list, a session's transcript, its trace, live updates and a server restart.
 
 const outputDir = fileURLToPath(new URL('../test-output/', import.meta.url))
 let stack: Stack
 let userDataDir: string
 let browser: BrowserContext
 let page: Page
+let restarted: ApiServer | undefined
 /** A first prompt, and so a title, that would run script if the page rendered it as markup. */
 const HOSTILE_TITLE = '<img src=x onerror="globalThis.dshPwned=1"><b>bold</b>'
+/** A subagent id and label that would run script as markup. */
+const HOSTILE_ID = '<img src=x onerror=globalThis.dshPwned=2>'
+const HOSTILE_LABEL = '<script>globalThis.dshPwned=3</script>'
+const requests: string[] = []
+const consoleErrors: string[] = []
 
 beforeAll(async () => {
   // What `dsh serve` embeds: zstd JSONL files, the SQLite query index and projection cache.
@@ -26,6 +38,7 @@ beforeAll(async () => {
   turn(sessions.create({ id: 'other' }), 'unrelated')
   turn(sessions.create({ id: 'hostile-title' }), HOSTILE_TITLE)
   await subagents.spawn(parent, { mode: 'one-shot', label: 'summarizer', context: 'fresh', prompt: 'summarize', id: 'fresh-one-shot' }).done
+  await subagents.spawn(parent, { mode: 'one-shot', label: HOSTILE_LABEL, context: 'fresh', prompt: HOSTILE_TITLE, id: HOSTILE_ID }).done
   gates.hold('forked-continuable')
   const continuable = subagents.spawn(parent, {
     mode: 'continuable',
@@ -39,102 +52,230 @@ beforeAll(async () => {
   const broken = sessions.create({ id: 'broken-child', parentSession: 'parent', origin: 'subagent', delegationDepth: 1 })
   turn(broken, 'lost my descriptor')
   await sessions.dispose('broken-child')
+  await richSession()
 
   userDataDir = mkdtempSync(join(tmpdir(), 'dsh-chromium-'))
-  browser = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-    viewport: { width: 1280, height: 800 },
-  })
+  browser = await launchChromium(userDataDir)
   page = browser.pages()[0] ?? (await browser.newPage())
+  page.on('request', (request) => requests.push(request.url()))
+  page.on('console', (message) => {
+    if (message.type() === 'error') consoleErrors.push(message.text())
+  })
 }, 60_000)
 
 afterAll(async () => {
   stack?.gates.release('forked-continuable')
   await browser?.close()
+  await restarted?.close()
   await stack?.close()
   if (userDataDir) rmSync(userDataDir, { recursive: true, force: true })
 })
 
-const row = (id: string) => page.locator(`li[data-row-id="${id}"]`)
+/** A session with every kind of transcript item: an image, reasoning, a tool call and a failed result, a compaction, usage. */
+async function richSession(): Promise<void> {
+  const rich = stack.sessions.create({ id: 'rich' })
+  rich.append('turn/start', { turn: 1 })
+  await appendUserMessage(stack.persistence, rich, 'look at this picture', [
+    { bytes: pngBytes(24, 16, [200, 30, 30]), mediaType: 'image/png', name: 'red.png' },
+  ])
+  rich.append('step/start', { model: 'model-x', provider: 'fake' })
+  rich.append('assistant/message', {
+    turn: 1,
+    text: 'It is red.',
+    usage: { input: 120, output: 30 },
+    model: 'model-x',
+    blocks: [
+      { type: 'reasoning', text: 'The pixels are all red.' },
+      { type: 'text', text: 'It is red.' },
+      { type: 'tool-call', id: 'call-1', name: 'read_file', input: { path: '/etc/<passwd>' } },
+    ],
+  })
+  rich.append('tool/call', { turn: 1, callId: 'call-1', name: 'read_file', arguments: { path: '/etc/<passwd>' } })
+  rich.append('step/end', { usage: { input: 120, output: 30 }, finish: 'tool-calls' })
+  rich.append('tool/result', { turn: 1, callId: 'call-1', content: 'EACCES: <b>permission denied</b>', isError: true })
+  rich.append('compaction/start', { compactionId: 'c1', reason: 'budget' })
+  rich.append('compaction/summary', {
+    compactionId: 'c1',
+    from: 1,
+    to: 5,
+    summary: [{ type: 'text', text: 'The user showed a red picture.' }],
+  })
+  rich.append('compaction/end', { compactionId: 'c1' })
+  rich.append('turn/end', { turn: 1, reason: 'error' })
+  await stack.sessions.flush(rich)
+}
+
+const span = (id: string) => page.locator(`#trace li[data-span-id="${id}"]`)
+const pwned = () => page.evaluate(() => (globalThis as unknown as { dshPwned?: number }).dshPwned)
+const marker = (value?: number) =>
+  page.evaluate((v) => {
+    const g = globalThis as unknown as { dshMarker?: number }
+    if (v !== undefined) g.dshMarker = v
+    return g.dshMarker
+  }, value)
 
 describe('catalog page', () => {
-  it("shows a parent's subagent tree and updates a row live when a child finishes", async () => {
-    const failedRequests: string[] = []
-    page.on('requestfailed', (request) => failedRequests.push(request.url()))
-    const consoleErrors: string[] = []
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text())
-    })
-
-    await page.goto(`${stack.server.pageUrl}#session=parent`)
-    await page.locator('#status[data-state="open"]').waitFor()
-    await row('grandchild').waitFor()
-
-    // The session list shows top-level sessions (subagents hidden by default).
-    await page.locator('#sessions tr[data-session-id="parent"]').waitFor()
-    expect(await page.locator('#sessions tr[data-session-id="fresh-one-shot"]').count()).toBe(0)
-    // Each session's title (its first prompt), as text: markup in it is shown, never run.
-    expect(await page.locator('#sessions tr[data-session-id="parent"] td.title').textContent()).toBe('plan the work')
-    const hostile = page.locator('#sessions tr[data-session-id="hostile-title"] td.title')
+  it('lists sessions with title, state, tokens, cost and subagents; filters; searches with highlighted matches', async () => {
+    await page.goto(stack.server.pageUrl)
+    const row = (id: string) => page.locator(`#sessions tr[data-session-id="${id}"]`)
+    await row('parent').waitFor()
+    // Top-level sessions only by default.
+    expect(await row('fresh-one-shot').count()).toBe(0)
+    expect(await row('parent').locator('td.title a').textContent()).toBe('plan the work')
+    expect(await row('parent').getAttribute('data-state')).toBe('live')
+    expect(await row('rich').locator('td.tokens').textContent()).toBe('150')
+    expect(await row('rich').locator('td.cost').textContent()).toBe('—')
+    await row('parent').locator('td.children[data-children="4"]').waitFor()
+    await row('other').locator('td.children[data-children="0"]').waitFor()
+    // Markup in a title is shown as text, never run.
+    const hostile = row('hostile-title').locator('td.title a')
     expect(await hostile.textContent()).toBe(HOSTILE_TITLE)
     expect(await hostile.locator('img, b').count()).toBe(0)
-    expect(await page.evaluate(() => (globalThis as unknown as { dshPwned?: number }).dshPwned)).toBeUndefined()
+    await screenshot(page, outputDir, 'list')
+    expect(await seriousViolations(page)).toEqual([])
 
-    // The tree: labels, modes, activity, nesting and diagnostics.
-    const oneShot = row('fresh-one-shot')
-    expect(await oneShot.getAttribute('data-mode')).toBe('one-shot')
-    expect(await oneShot.getAttribute('data-activity')).toBe('inactive')
-    expect(await oneShot.locator('.label').textContent()).toBe('summarizer')
-    const continuable = row('forked-continuable')
-    expect(await continuable.getAttribute('data-mode')).toBe('continuable')
-    expect(await continuable.getAttribute('data-activity')).toBe('running')
-    expect(await continuable.locator(':scope > .row .label').textContent()).toBe('researcher')
-    // The grandchild is nested inside its parent's item.
-    expect(await continuable.locator('li[data-row-id="grandchild"]').count()).toBe(1)
-    expect(await row('grandchild').locator('.label').textContent()).toBe('(no label)')
-    expect(await row('broken-child').getAttribute('data-kind')).toBe('diagnostic')
-    expect(await row('broken-child').getAttribute('data-reason')).toBe('corrupt')
+    // Subagents, then those at rest only (the disposed corrupt child, not the running one).
+    await page.selectOption('#filter-kind', 'subagent')
+    await row('fresh-one-shot').waitFor()
+    expect(await row(HOSTILE_ID).locator('.sub').textContent()).toBe(HOSTILE_ID)
+    await page.selectOption('#filter-state', 'at-rest')
+    await row('broken-child').waitFor()
+    expect(await row('forked-continuable').count()).toBe(0)
+    await page.selectOption('#filter-state', 'all')
+    await page.selectOption('#filter-kind', 'top')
+    await row('parent').waitFor()
 
-    // A marker that a reload would wipe.
-    await page.evaluate(() => ((globalThis as unknown as { dshMarker: number }).dshMarker = 42))
-    const loadedBefore = await page.locator('#tree').getAttribute('data-loaded')
-
-    stack.gates.release('forked-continuable')
-    await row('forked-continuable').and(page.locator('[data-activity="inactive"]')).waitFor({ timeout: 10_000 })
-
-    expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(42)
-    expect(Number(await page.locator('#tree').getAttribute('data-loaded'))).toBeGreaterThan(Number(loadedBefore))
-
-    // A child spawned while the page is open appears without a reload too.
-    await stack.subagents.spawn('parent', { mode: 'one-shot', label: 'late arrival', context: 'fresh', prompt: 'late', id: 'late-child' })
-      .done
-    await row('late-child').and(page.locator('[data-activity="inactive"]')).waitFor({ timeout: 10_000 })
-    expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(42)
-
-    // Clicking a child shows its history, fetched through the parent's catalog.
-    await row('fresh-one-shot').locator('.row').click()
-    await page.locator('#history-events li', { hasText: 'finished summarize' }).first().waitFor()
-
-    mkdirSync(outputDir, { recursive: true })
-    const screenshot = join(outputDir, 'catalog-page.png')
-    await page.screenshot({ path: screenshot, fullPage: true })
-    expect(statSync(screenshot).size).toBeGreaterThan(1000)
-
-    expect(failedRequests.filter((url) => !url.includes('/stream'))).toEqual([])
-    expect(consoleErrors).toEqual([])
+    // Full-text search: matched words marked, hostile text shown as text.
+    await page.fill('#search', 'summarize')
+    await page.press('#search', 'Enter')
+    const hit = page.locator('#search-hits li[data-hit-session="fresh-one-shot"]').first()
+    await hit.waitFor()
+    expect(await hit.locator('mark').first().textContent()).toMatch(/^summarize$/i)
+    expect(await hit.locator('a').getAttribute('href')).toContain('parent=parent')
+    await page.fill('#search', 'onerror dshPwned')
+    await page.press('#search', 'Enter')
+    await page.locator('#search-hits li mark').first().waitFor()
+    expect(await page.locator('#search-hits img, #search-hits b, #search-hits script').count()).toBe(0)
+    await screenshot(page, outputDir, 'search')
+    expect(await seriousViolations(page)).toEqual([])
+    expect(await pwned()).toBeUndefined()
   }, 60_000)
 
+  it("shows a transcript: messages, collapsed reasoning and tools, a highlighted error, a compaction's range, an image, deep links", async () => {
+    await page.goto(`${stack.server.pageUrl}#session=rich`)
+    const item = (type: string) => page.locator(`#transcript li[data-type="${type}"]`)
+    await item('user/message').waitFor()
+    expect(await item('user/message').locator('.text').textContent()).toBe('look at this picture')
+    const reasoning = item('assistant/message').locator('details.reasoning')
+    expect(await reasoning.evaluate((node) => (node as HTMLDetailsElement).open)).toBe(false)
+    expect(await item('assistant/message').locator('details.tool-call code').textContent()).toBe('read_file')
+    // The `tool/call` event mirrors the message's block: shown once.
+    expect(await item('tool/call').count()).toBe(0)
+    const failed = item('tool/result')
+    expect(await failed.getAttribute('class')).toContain('error')
+    expect(await failed.locator('details').evaluate((node) => (node as HTMLDetailsElement).open)).toBe(true)
+    expect(await failed.locator('pre').textContent()).toBe('EACCES: <b>permission denied</b>')
+    expect(await item('turn/end').getAttribute('class')).toContain('error')
+    const range = item('compaction/summary').locator('a', { hasText: 'events 1–4' })
+    expect(await range.getAttribute('href')).toBe('#session=rich&event=1')
+    // The image comes through the authorized attachment route and decodes.
+    const image = item('user/message').locator('img.attachment')
+    await expect.poll(() => image.evaluate((node) => (node as HTMLImageElement).naturalWidth)).toBe(24)
+    expect(await image.getAttribute('src')).toMatch(/^\/api\/sessions\/rich\/attachments\/[0-9a-f]{64}\?token=/)
+    expect(await page.locator('#session-title').textContent()).toBe('look at this picture')
+    await screenshot(page, outputDir, 'transcript')
+    expect(await seriousViolations(page)).toEqual([])
+
+    // A deep link to an event focuses it; following the compaction's range link goes to its first event.
+    await range.click()
+    await page.locator('#ev-1.target').waitFor()
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('ev-1')
+    await page.goto(`${stack.server.pageUrl}#session=rich&event=6`)
+    await page.locator('#ev-6.target').waitFor()
+  }, 60_000)
+
+  it('shows the trace: nested spans, a waterfall, tokens and rollups, why a row is unavailable; a running child settles live', async () => {
+    await page.goto(`${stack.server.pageUrl}#session=parent&view=trace`)
+    await span('grandchild').waitFor()
+    await page.locator('#status[data-state="open"]').waitFor()
+    expect(await span('forked-continuable').locator('li[data-span-id="grandchild"]').count()).toBe(1)
+    expect(await span('forked-continuable').getAttribute('data-activity')).toBe('running')
+    expect(await span('fresh-one-shot').getAttribute('data-activity')).toBe('inactive')
+    expect(await span('fresh-one-shot').locator('.span-name').first().textContent()).toBe('summarizer')
+    expect(await span(HOSTILE_ID).locator('.span-name').first().textContent()).toBe(HOSTILE_LABEL)
+    expect(await span('broken-child').getAttribute('data-reason')).toBe('corrupt')
+    expect(await span('broken-child').locator('.why').textContent()).toContain('descriptor')
+    // Every span with a known start has a bar; the root's rollup counts its tree.
+    expect(await page.locator('#trace .bar:not(.unknown)').count()).toBeGreaterThanOrEqual(5)
+    const rollup = Number(await span('parent').locator(':scope > .span .span-rollup').getAttribute('data-tokens'))
+    const own = await page
+      .locator('#trace .span-tokens')
+      .evaluateAll((nodes) => nodes.map((n) => Number(n.getAttribute('data-tokens') || 0)))
+    expect(rollup).toBe(own.reduce((a, b) => a + b, 0))
+    await screenshot(page, outputDir, 'trace')
+    expect(await seriousViolations(page)).toEqual([])
+
+    await marker(42)
+    stack.gates.release('forked-continuable')
+    await page.locator('#trace li[data-span-id="forked-continuable"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
+    // A child spawned while the page is open appears without a reload.
+    await stack.subagents.spawn('parent', { mode: 'one-shot', label: 'late arrival', context: 'fresh', prompt: 'late', id: 'late-child' })
+      .done
+    await page.locator('#trace li[data-span-id="late-child"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
+    expect(await marker()).toBe(42)
+
+    // A child's transcript opens through its parent's catalog.
+    await span('fresh-one-shot').locator('.span-name').first().click()
+    await page.locator('#transcript li', { hasText: 'finished summarize' }).first().waitFor()
+    expect(page.url()).toContain('parent=parent')
+    expect(await pwned()).toBeUndefined()
+  }, 60_000)
+
+  it('streams new events into an open transcript, and reconnects by itself after a server restart', async () => {
+    const live = stack.sessions.create({ id: 'live-one' })
+    turn(live, 'first question')
+    await page.goto(`${stack.server.pageUrl}#session=live-one`)
+    await page.locator('#transcript li', { hasText: 'first question' }).first().waitFor()
+    await page.locator('#status[data-state="open"]').waitFor()
+    await marker(7)
+    turn(live, 'second question')
+    await page.locator('#transcript li', { hasText: 'answer to second question' }).waitFor({ timeout: 15_000 })
+
+    // The server goes away and comes back on the same port: the page notices both, without a reload.
+    const port = stack.server.port
+    await stack.server.close()
+    await page.locator('#status[data-state="error"]').waitFor({ timeout: 15_000 })
+    restarted = await createApiServer({ ctx: stack.ctx, token: TOKEN, port })
+    await page.locator('#status[data-state="open"]').waitFor({ timeout: 30_000 })
+    turn(live, 'third question')
+    await page.locator('#transcript li', { hasText: 'answer to third question' }).waitFor({ timeout: 15_000 })
+    expect(await marker()).toBe(7)
+  }, 90_000)
+
+  it('stays small and self-contained: JS and CSS at most 100 KiB gzipped, the strict CSP, no request off the origin', async () => {
+    const base = restarted?.url ?? stack.server.url
+    let gzipped = 0
+    for (const file of [...PAGE_SCRIPTS, 'app.css']) {
+      const response = await fetch(`${base}/${file}`)
+      expect(response.status).toBe(200)
+      gzipped += gzipSync(Buffer.from(await response.arrayBuffer()), { level: 9 }).length
+    }
+    console.log(`page assets: ${gzipped} bytes gzipped`)
+    expect(gzipped).toBeLessThanOrEqual(100 * 1024)
+    const html = await fetch(`${base}/?token=${TOKEN}`)
+    expect(html.headers.get('content-security-policy')).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    )
+    // Every asset the page loaded is one of those measured, and nothing left the origin.
+    const assets = requests.filter((url) => /\.(js|css)$/.test(new URL(url).pathname)).map((url) => new URL(url).pathname.slice(1))
+    expect(new Set(assets)).toEqual(new Set([...PAGE_SCRIPTS, 'app.css']))
+    const origins = new Set(requests.map((url) => new URL(url).origin))
+    expect([...origins].every((origin) => origin.startsWith('http://127.0.0.1:'))).toBe(true)
+    expect(consoleErrors.filter((text) => !/Failed to load resource|EventSource|ERR_CONNECTION_REFUSED/.test(text))).toEqual([])
+  })
+
   it('shows a typed error instead of data when the token is wrong', async () => {
-    const response = await page.goto(`${stack.server.url}/?token=wrong-token-0123456789`)
+    const response = await page.goto(`${restarted?.url ?? stack.server.url}/?token=wrong-token-0123456789`)
     expect(response?.status()).toBe(401)
     expect(await page.locator('body').textContent()).toContain('API_UNAUTHORIZED')
   })

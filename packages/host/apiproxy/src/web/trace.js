@@ -1,0 +1,192 @@
+// The trace view: a session's subagent tree as nested spans, each with its
+// own tokens and time and the sums over its subtree, on a waterfall that
+// starts every span when its session was created and runs it for its turn
+// time (a running child runs until now). Rows the catalog could not read
+// say why. The catalog stream's notices reload it, so running children
+// change state on the page without a reload.
+
+import { api, seg } from './api.js'
+import { $, el, fmtCost, fmtMs, fmtTokens, hashLink, showError } from './dom.js'
+
+const REASONS = {
+  corrupt: 'its log holds no valid subagent descriptor',
+  unavailable: 'its log could not be read this time; the view retries on the next change',
+  unsupported: 'its descriptor is of an unsupported kind',
+}
+const RUNGS = { 1: 'live in this server', 2: 'from the checkpoint cache', 3: 'from one read of its log' }
+
+const trace = { id: undefined, parentId: undefined, generation: 0, timer: undefined }
+
+/** Headers (creation time, liveness) of every child of `ids`, one indexed listing per parent. */
+async function childRecords(ids) {
+  const records = new Map()
+  await Promise.all(
+    ids.map(async (id) => {
+      let cursor
+      do {
+        const params = new URLSearchParams({ parentSession: id, limit: '1000', ...(cursor === undefined ? {} : { cursor }) })
+        const page = await api(`/api/sessions?${params}`)
+        for (const record of page.sessions) records.set(record.header.id, record)
+        cursor = page.nextCursor
+      } while (cursor !== undefined)
+    }),
+  )
+  return records
+}
+
+function spanNode(node, scale) {
+  const { row, entry } = node
+  const diagnostic = row?.kind === 'diagnostic'
+  const problem = entry?.problem
+  const name = row === undefined ? (entry?.title ?? node.id) : (row.label ?? entry?.title ?? '(no label)')
+  const link = el('a', { href: node.href, class: 'span-name', text: name })
+  const badges = [
+    row?.mode ? el('span', { class: 'badge mode', text: row.mode }) : undefined,
+    row?.activity ? el('span', { class: `badge activity ${row.activity}`, text: row.activity }) : undefined,
+    diagnostic ? el('span', { class: 'badge diagnostic', text: row.reason }) : undefined,
+  ]
+  const why =
+    diagnostic || (entry !== undefined && entry.status !== 'ok')
+      ? el('p', {
+          class: 'why error',
+          text: `${diagnostic ? `${REASONS[row.reason] ?? row.reason}.` : `${entry.status}.`}${problem ? ` ${problem.code ? `${problem.code}: ` : ''}${problem.message}` : ''}`,
+        })
+      : undefined
+  const bar = el('div', { class: `bar ${row?.activity === 'running' ? 'running' : diagnostic ? 'diagnostic' : ''}`, 'aria-hidden': 'true' })
+  if (node.start !== undefined && scale.span > 0) {
+    bar.style.marginLeft = `${(100 * (node.start - scale.t0)) / scale.span}%`
+    bar.style.width = `${Math.max(0.5, (100 * (node.end - node.start)) / scale.span)}%`
+  } else bar.classList.add('unknown')
+  const item = el(
+    'li',
+    {
+      'data-span-id': node.id,
+      'data-kind': row?.kind ?? 'session',
+      'data-activity': row?.activity,
+      'data-reason': row?.reason,
+      'data-depth': String(node.depth),
+      'data-status': entry?.status,
+      title: `Values ${RUNGS[row?.rung ?? entry?.rung] ?? 'unknown'}.`,
+    },
+    el(
+      'div',
+      { class: 'span' },
+      el('div', { class: 'span-label' }, link, ...badges, el('div', { class: 'sub mono', text: node.id })),
+      el('div', { class: 'span-bar' }, bar),
+      el('div', { class: 'num span-tokens', 'data-tokens': String(node.tokens ?? ''), text: fmtTokens(node.tokens) }),
+      el('div', { class: 'num span-rollup', 'data-tokens': String(node.rollup), text: fmtTokens(node.rollup) }),
+      el('div', { class: 'num span-time', text: fmtMs(node.ms) }),
+      el('div', { class: 'num span-cost', text: fmtCost(null), title: 'No price table on this server.' }),
+    ),
+    why,
+  )
+  return item
+}
+
+/** Loads and draws the tree under `id` (a subagent's through `parentId`). */
+async function load() {
+  const { id } = trace
+  if (id === undefined) return
+  const generation = ++trace.generation
+  try {
+    const [catalog, stats, tail] = await Promise.all([
+      api(`/api/sessions/${seg(id)}/subagents?scope=descendants`),
+      api(`/api/sessions/${seg(id)}/stats?scope=descendants`),
+      api(
+        `${trace.parentId === undefined ? `/api/sessions/${seg(id)}` : `/api/sessions/${seg(trace.parentId)}/subagents/${seg(id)}`}/history?limit=1`,
+      ),
+    ])
+    const parents = [id, ...catalog.rows.filter((row) => row.kind === 'child' && row.hasChildren).map((row) => row.id)]
+    const records = await childRecords(parents)
+    if (generation !== trace.generation) return
+    draw(catalog, stats, tail, records)
+    showError('trace-error', undefined)
+    $('trace').setAttribute('data-loaded', String(generation))
+  } catch (error) {
+    if (generation === trace.generation) showError('trace-error', error)
+  }
+}
+
+function draw(catalog, stats, tail, records) {
+  const now = Date.now()
+  const entries = new Map(stats.sessions.map((entry) => [entry.id, entry]))
+  const rootEntry = entries.get(trace.id)
+  const lastTime = tail.events.at(-1)?.time
+  const root = {
+    id: trace.id,
+    depth: 0,
+    entry: rootEntry,
+    href: hashLink({ session: trace.id, parent: trace.parentId }),
+    start: tail.header.createdAt,
+    end: Math.max(tail.header.createdAt, rootEntry?.rung === 1 ? now : (lastTime ?? tail.header.createdAt)),
+    tokens: rootEntry?.tokens ?? null,
+    ms: rootEntry?.turnMs ?? null,
+    children: [],
+  }
+  const nodes = new Map([[trace.id, root]])
+  for (const row of catalog.rows) {
+    const record = records.get(row.id)
+    const entry = entries.get(row.id)
+    const start = record?.header.createdAt
+    const ms = row.durationMs ?? entry?.turnMs ?? null
+    const node = {
+      id: row.id,
+      depth: row.depth,
+      row,
+      entry,
+      record,
+      href: hashLink({ session: row.id, parent: row.parentId }),
+      start,
+      end: start === undefined ? undefined : row.activity === 'running' ? Math.max(now, start + (ms ?? 0)) : start + (ms ?? 0),
+      tokens: row.tokens ?? entry?.tokens ?? null,
+      ms,
+      children: [],
+    }
+    nodes.set(row.id, node)
+    ;(nodes.get(row.parentId) ?? root).children.push(node)
+  }
+  const rollup = (node) => (node.rollup = (node.tokens ?? 0) + node.children.reduce((n, child) => n + rollup(child), 0))
+  rollup(root)
+  let t0 = Infinity
+  let t1 = -Infinity
+  for (const node of nodes.values())
+    if (node.start !== undefined) {
+      t0 = Math.min(t0, node.start)
+      t1 = Math.max(t1, node.end)
+    }
+  const scale = { t0, span: Number.isFinite(t1 - t0) ? Math.max(1, t1 - t0) : 0 }
+  const build = (node) => {
+    const item = spanNode(node, scale)
+    if (node.children.length > 0) item.append(el('ul', {}, ...node.children.map(build)))
+    return item
+  }
+  $('trace').replaceChildren(build(root))
+  const totals = stats.rollup
+  const gaps = totals.gaps.length
+  $('trace-summary').textContent =
+    `${totals.sessions} sessions, ${fmtTokens(root.rollup)} tokens in all, ${fmtMs(totals.totals.turnMs)} of turns; cost ${fmtCost(stats.cost?.usd ?? null)}` +
+    `${stats.costReason === 'no-price-table' ? ' (no price table on this server)' : ''}` +
+    `${gaps === 0 ? '.' : `; ${gaps} sessions could not be counted, so the sums are a lower bound.`}`
+  $('trace-scale').textContent = Number.isFinite(t0) ? `Timeline: ${new Date(t0).toLocaleString()} + ${fmtMs(scale.span)}` : ''
+  $('trace-hint').textContent = catalog.rows.length === 0 ? 'This session has no subagents.' : ''
+}
+
+/** Shows the trace of `id` (a subagent's through `parentId`). */
+export function openTrace(id, parentId) {
+  if (id !== trace.id || parentId !== trace.parentId) $('trace').replaceChildren()
+  trace.id = id
+  trace.parentId = parentId
+  load()
+}
+
+export function closeTrace() {
+  trace.id = undefined
+  trace.generation++
+}
+
+/** Coalesces bursts of catalog notices (a finishing child ends a turn and goes cold) into one reload. */
+export function scheduleTrace() {
+  if (trace.id === undefined) return
+  clearTimeout(trace.timer)
+  trace.timer = setTimeout(load, 100)
+}
