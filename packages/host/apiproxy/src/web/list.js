@@ -99,7 +99,8 @@ export async function loadSessions(reset) {
     $('sessions').setAttribute('data-loaded', String(generation))
     $('list-info').textContent =
       list.shown === 0 ? 'No sessions match.' : `${list.shown} shown${list.done ? '' : '; more on the next page'}.`
-    countChildren()
+    // The rows paint first; their subagent counts follow.
+    requestAnimationFrame(countChildren)
   } catch (error) {
     if (generation === list.generation) showError('sessions-error', error)
   } finally {
