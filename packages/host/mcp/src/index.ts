@@ -1,5 +1,7 @@
 export type { McpControlLimits } from './control-limits.js'
 export { ControlLimiter, countChildren } from './control-limits.js'
+export type { AgentDefinitionListing } from './definitions-tool.js'
+export { LIST_AGENT_DEFINITIONS_TOOL, listAgentDefinitionsInput, listAgentDefinitionsTool } from './definitions-tool.js'
 export type { McpErrorCode } from './errors.js'
 export { McpError } from './errors.js'
 export { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'

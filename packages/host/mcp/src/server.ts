@@ -4,6 +4,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { compactSessionTool } from './compact-tool.js'
 import { ControlLimiter, countChildren, type McpControlLimits } from './control-limits.js'
+import { type AgentDefinitionListing, listAgentDefinitionsTool } from './definitions-tool.js'
 import { McpError } from './errors.js'
 import {
   type ControlTool,
@@ -39,6 +40,8 @@ export interface McpServerOptions extends ReadToolsOptions {
   readonly resolveAgent?: (id: string, signal: AbortSignal) => Promise<Session>
   /** Reported in the initialize handshake. */
   readonly version?: string
+  /** The agent definitions `list_agent_definitions` lists (a read tool, offered only when given). */
+  readonly agentDefinitions?: AgentDefinitionListing
 }
 
 /**
@@ -53,6 +56,7 @@ export function createMcpServer(
   options: McpServerOptions = {},
 ): Server {
   const tools = readTools(services, options.listAgentsFormat === undefined ? {} : { listAgentsFormat: options.listAgentsFormat })
+  if (options.agentDefinitions !== undefined) tools.push(listAgentDefinitionsTool(options.agentDefinitions))
   if (options.allowControl === true) {
     if (options.control === undefined || options.controlTools === undefined) {
       throw new McpError(
