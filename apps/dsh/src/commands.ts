@@ -48,7 +48,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     store: true,
     summary: "a session's subagents, like the list_agents tool",
     args: '<id>',
-    options: { descendants: { type: 'boolean', help: 'the whole tree, not only direct children' } },
+    options: {
+      descendants: { type: 'boolean', help: 'the whole tree, not only direct children' },
+      definitions: { type: 'boolean', help: 'instead: the agent definitions (<root>/.dsh/agents, <project>/.dsh/agents); no <id>' },
+      project: { type: 'string', value: 'DIR', help: 'with --definitions: the project directory (default: the current directory)' },
+    },
     load: () => import('./commands/agents.js'),
   },
   stats: {

@@ -110,6 +110,7 @@ describe('dsh mcp', () => {
   it('lists the read tools, and the control tools only with --allow-control', async () => {
     const reader = await connect()
     expect((await reader.listTools()).tools.map((tool) => tool.name).sort()).toEqual([
+      'list_agent_definitions',
       'list_agents',
       'list_sessions',
       'search',

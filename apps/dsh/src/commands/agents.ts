@@ -21,6 +21,7 @@ import { escapeTerminal } from '../terminal.js'
  * tool input.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
+  if (command.flag('definitions')) return (await import('./agent-definitions.js')).run(command, io)
   const id = onePositional(command, 'session id')
   const scope = command.flag('descendants') ? 'descendants' : 'children'
   const entries = await withReadHost(

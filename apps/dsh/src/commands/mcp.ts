@@ -3,6 +3,7 @@ import { createMcpServer, McpError, serveStdio } from '@dsh/mcp'
 import type { Session } from '@dsh/session'
 import type { SubagentDriver } from '@dsh/subagent'
 import { type SubagentControl, type SubagentControlDialect, subagentControlTools } from '@dsh/tool-subagent-control'
+import { commandAgentDefinitions } from '../agent-definitions-access.js'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
@@ -109,14 +110,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         )
       }
     }
+    const agents = commandAgentDefinitions(command)
     const server = createMcpServer(host.ctx, {
+      agentDefinitions: agents,
       ...(dialect === 'harness' ? { listAgentsFormat: 'harness' as const } : {}),
       ...(allowControl
         ? {
             allowControl,
             control: host.subagents,
             // The tools drive the server's bounded view of the runtime, so its limits hold.
-            controlTools: (control: SubagentControl) => subagentControlTools(control, { dialect }),
+            controlTools: (control: SubagentControl) => subagentControlTools(control, { dialect, agents }),
             limits,
             resolveAgent,
           }
