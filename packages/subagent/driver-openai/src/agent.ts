@@ -3,9 +3,11 @@ import type { Session, SessionEvent, StepFinish, TurnEndReason } from '@dsh/sess
 import { budgetCompaction, type CompactionSource } from './budget.js'
 import { DriverOpenAIError } from './errors.js'
 import './events.js'
+import { RESPONSES_API } from './chain.js'
 import type { ModelClient } from './model.js'
 import type { Notices } from './notices.js'
-import { type ContextSource, requestMessages } from './requests.js'
+import { type AttachmentSource, type ContextSource, type RequestOptions, requestInput, requestMessages } from './requests.js'
+import type { StepRequest } from './step.js'
 import { type AgentTool, loggedArguments, runTool, toolDefinitions } from './tools.js'
 import { addUsage, finishOf, type ModelUsage, stepUsage } from './usage.js'
 
@@ -34,6 +36,14 @@ export interface AgentTurnOptions {
    * from; without one the driver folds the same unit itself, kept per session.
    */
   readonly context?: ContextSource
+  /**
+   * Where the bytes of the images and files the context references come
+   * from: one reader per session, e.g. `(session) =>
+   * attachmentResolver(persistence, session.id)` of
+   * `@dsh/session-persistence`. Without it an attachment is sent as a note
+   * that it is missing.
+   */
+  readonly attachments?: AttachmentSource
   /**
    * The `compaction` service (or a getter for it). With `contextWindow`, each
    * step first compacts the session when its context's estimate reaches
@@ -116,16 +126,18 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         await budget(session, signal)
         if (signal.aborted) return end(options.abortReason)
       }
-      const messages = await requestMessages(session, {
+      const request = await requestOf(client, session, model, {
         ...(options.context === undefined ? {} : { context: options.context }),
         ...(options.notices === undefined ? {} : { notices: options.notices }),
         ...(options.system === undefined ? {} : { system: options.system }),
+        ...(options.attachments === undefined ? {} : { attachments: options.attachments }),
+        signal,
       })
-      append('step/start', { model, provider: client.provider })
+      append('step/start', { model, provider: client.provider, ...(client.api === 'responses' ? { api: RESPONSES_API } : {}) })
       let result: Awaited<ReturnType<ModelClient['step']>>
       try {
         result = await client.step({
-          messages,
+          ...request,
           tools: definitions,
           signal,
           ...(options.model === undefined ? {} : { model: options.model }),
@@ -180,6 +192,28 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   } catch (error) {
     if (signal.aborted || isDshError(error, 'CANCELLED')) return end(options.abortReason)
     return end('error', error)
+  }
+}
+
+/**
+ * The body of the next step's request in the client's API: Chat messages, or
+ * Responses input items continuing the session's chain (see
+ * `requestInput`) with the system prompt as `instructions`.
+ */
+async function requestOf(
+  client: ModelClient,
+  session: Session,
+  model: string,
+  options: RequestOptions,
+): Promise<{ readonly messages: NonNullable<StepRequest['messages']> } | { readonly responses: NonNullable<StepRequest['responses']> }> {
+  if (client.api !== 'responses') return { messages: await requestMessages(session, options) }
+  const { input, previous } = await requestInput(session, { provider: client.provider, model }, options)
+  return {
+    responses: {
+      input,
+      ...(previous === undefined ? {} : { previous_response_id: previous.id }),
+      ...(options.system === undefined || options.system.length === 0 ? {} : { instructions: options.system }),
+    },
   }
 }
 

@@ -11,7 +11,13 @@ export const DEFAULT_BASE_URL = 'https://api.deepseek.com'
 /** The default model: DeepSeek's fast model (`deepseek-chat` is not a model name DeepSeek serves). */
 export const DEFAULT_MODEL = 'deepseek-v4-flash'
 
+/** The wire protocols the client speaks: Chat Completions, or Responses. */
+export const MODEL_APIS = ['chat', 'responses'] as const
+export type ModelApi = (typeof MODEL_APIS)[number]
+
 export interface ModelConfigInput {
+  /** Which API the agent's requests use (default `chat`): Chat Completions, or Responses with `previous_response_id` chains. */
+  readonly api?: ModelApi
   /** Chat Completions base URL (default: `DSH_BASE_URL`, `OPENAI_BASE_URL`, then DeepSeek's). */
   readonly baseURL?: string
   /** Model name (default: `DSH_MODEL`, then `deepseek-v4-flash`). */
@@ -23,6 +29,7 @@ export interface ModelConfigInput {
 }
 
 export interface ModelConfig {
+  readonly api: ModelApi
   readonly baseURL: string
   readonly model: string
   /** Replaces every occurrence of the API key in `text`. */
@@ -64,6 +71,10 @@ export function resolveModelConfig(input: ModelConfigInput = {}): ModelConfig {
   if (typeof model !== 'string' || model.trim().length === 0) {
     throw new DriverOpenAIError('DRIVER_OPENAI_INVALID_OPTIONS', 'The model name must be a non-empty string (--model or DSH_MODEL).')
   }
+  const api = input.api ?? 'chat'
+  if (!(MODEL_APIS as readonly string[]).includes(api)) {
+    throw new DriverOpenAIError('DRIVER_OPENAI_INVALID_OPTIONS', `api must be one of ${MODEL_APIS.join(', ')}, got ${JSON.stringify(api)}.`)
+  }
   const apiKey = input.apiKey ?? pick(API_KEY_ENV)
   if (apiKey === undefined || apiKey.length === 0) {
     throw new DriverOpenAIError(
@@ -71,7 +82,7 @@ export function resolveModelConfig(input: ModelConfigInput = {}): ModelConfig {
       `No API key: set ${API_KEY_ENV.join(' or ')} (a local server that ignores keys accepts any value, e.g. DSH_API_KEY=local).`,
     )
   }
-  return Object.freeze({ baseURL: parsed.toString().replace(/\/$/, ''), model, apiKey, redact: redactor(apiKey) })
+  return Object.freeze({ api, baseURL: parsed.toString().replace(/\/$/, ''), model, apiKey, redact: redactor(apiKey) })
 }
 
 /** A function that blanks `secret` out of any text (keys shorter than 4 characters are still blanked). */

@@ -16,6 +16,8 @@ export interface OpenAIDriverOptions extends ModelClientOptions {
    * one the driver folds the same unit itself, kept per session.
    */
   readonly context?: AgentTurnOptions['context']
+  /** Where attachment bytes come from, one reader per session (see `runAgentTurn`); without it an image is sent as a missing-attachment note. */
+  readonly attachments?: AgentTurnOptions['attachments']
   /** The `compaction` service or a getter for it; with `contextWindow` every run's steps compact at the budget (see `runAgentTurn`). */
   readonly compaction?: AgentTurnOptions['compaction']
   /** The model's context window in tokens: the budget trigger compacts at `contextWindow * compactAt`. */
@@ -59,6 +61,7 @@ export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentD
         ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
         ...(options.notices === undefined ? {} : { notices: options.notices }),
         ...(options.context === undefined ? {} : { context: options.context }),
+        ...(options.attachments === undefined ? {} : { attachments: options.attachments }),
         ...(options.compaction === undefined ? {} : { compaction: options.compaction }),
         ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
         ...(options.compactAt === undefined ? {} : { compactAt: options.compactAt }),

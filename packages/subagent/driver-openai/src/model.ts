@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
-import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
-import { type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import { type ModelApi, type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
 import { DriverOpenAIError } from './errors.js'
+import { streamResponse } from './responses-stream.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
+import { cancelled, type ModelStep, type StepOptions, type StepRequest } from './step.js'
 import { type ModelUsage, usageFromChat } from './usage.js'
 
 export interface ModelClientOptions extends ModelConfigInput {
@@ -14,38 +16,10 @@ export interface ModelClientOptions extends ModelConfigInput {
   readonly extraBody?: Readonly<Record<string, unknown>>
 }
 
-/** One tool call as the model streamed it, fragments joined. */
-export interface ModelToolCall {
-  readonly id: string
-  readonly name: string
-  /** The raw JSON text of the arguments (it may be malformed; the tool runner says so to the model). */
-  readonly arguments: string
-}
-
-/** One model step: what one streamed Chat Completions response said. */
-export interface ModelStep {
-  readonly text: string
-  readonly toolCalls: readonly ModelToolCall[]
-  readonly usage: ModelUsage | undefined
-  readonly finishReason: string | undefined
-  /** The response's `id`, when the server sent one. */
-  readonly responseId: string | undefined
-}
-
-export interface StepRequest {
-  readonly messages: ChatCompletionMessageParam[]
-  readonly tools: ChatCompletionFunctionTool[]
-  readonly signal: AbortSignal
-  /** A content delta arrived. */
-  readonly onContent: (delta: string) => void
-  /** A reasoning delta arrived (DeepSeek's `reasoning_content`). */
-  readonly onReasoning: (delta: string) => void
-  /** Overrides the client's model for this request (a descriptor's `model`). */
-  readonly model?: string
-}
-
-/** A Chat Completions client: the resolved configuration plus the `openai` client. The key stays inside. */
+/** A Chat Completions and Responses client: the resolved configuration plus the `openai` client. The key stays inside. */
 export interface ModelClient {
+  /** The API an agent's requests use (`chat` or `responses`). */
+  readonly api: ModelApi
   readonly model: string
   readonly baseURL: string
   /** Who serves the model, for usage attribution and price tables: the base URL's host name (e.g. `api.deepseek.com`). */
@@ -71,6 +45,7 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
   const extraBody = options.extraBody ?? {}
 
   return Object.freeze({
+    api: config.api,
     model: config.model,
     baseURL: config.baseURL,
     provider: new URL(config.baseURL).hostname,
@@ -79,9 +54,12 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
       for (let attempt = 1; ; attempt++) {
         let emitted = false
         try {
-          return await streamOnce(client, { ...extraBody, model: request.model ?? config.model }, request, () => {
+          const body = { ...extraBody, model: request.model ?? config.model }
+          const markEmitted = (): void => {
             emitted = true
-          })
+          }
+          if (request.responses !== undefined) return await streamResponse(client, body, request, request.responses, markEmitted)
+          return await streamOnce(client, body, request, request.messages, markEmitted)
         } catch (error) {
           if (request.signal.aborted || error instanceof APIUserAbortError) throw cancelled()
           const status = error instanceof APIError ? error.status : undefined
@@ -98,14 +76,15 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
 async function streamOnce(
   client: OpenAI,
   body: Record<string, unknown> & { model: string },
-  request: StepRequest,
+  request: StepOptions,
+  messages: ChatCompletionMessageParam[],
   markEmitted: () => void,
 ): Promise<ModelStep> {
   const stream = await client.chat.completions.create(
     {
       ...body,
       model: body.model,
-      messages: request.messages,
+      messages,
       ...(request.tools.length === 0 ? {} : { tools: request.tools }),
       stream: true,
       stream_options: { include_usage: true },
@@ -150,10 +129,6 @@ async function streamOnce(
     // Some servers send no call id: make one that cannot collide with another step's.
     .map((call) => ({ id: call.id.length > 0 ? call.id : `call_${randomUUID()}`, name: call.name, arguments: call.arguments }))
   return { text, toolCalls, usage, finishReason, responseId }
-}
-
-function cancelled(): DriverOpenAIError {
-  return new DriverOpenAIError('CANCELLED', 'The model request was cancelled by its caller (AbortSignal aborted).')
 }
 
 /** Maps a failure to a typed error; the server's own message is kept (redacted, bounded) so a person can act on it. */

@@ -2,6 +2,7 @@ import { isDshError } from '@dsh/context'
 import type { JsonValue, Session } from '@dsh/session'
 import type { SubagentTool } from '@dsh/subagent'
 import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completions'
+import type { FunctionTool } from 'openai/resources/responses/responses'
 
 /**
  * A tool the runtime gives an agent: `SubagentTool` of `@dsh/subagent` (the
@@ -21,6 +22,17 @@ export function toolDefinitions(tools: readonly AgentTool[]): ChatCompletionFunc
     const { $schema: _ignored, ...parameters } = tool.jsonSchema as Record<string, unknown>
     return { type: 'function', function: { name: tool.name, description: tool.description, parameters } }
   })
+}
+
+/** The same tools as Responses function tools (`{type, name, description, parameters}`, not strict: the schemas are the tools' own). */
+export function responsesTools(tools: readonly ChatCompletionFunctionTool[]): FunctionTool[] {
+  return tools.map(({ function: fn }) => ({
+    type: 'function',
+    name: fn.name,
+    ...(fn.description === undefined ? {} : { description: fn.description }),
+    parameters: (fn.parameters ?? null) as FunctionTool['parameters'],
+    strict: false,
+  }))
 }
 
 /**

@@ -32,12 +32,35 @@ function detail(value: unknown, field: string): unknown {
  * total counts as 0.
  */
 export function usageFromChat(raw: unknown): ModelUsage {
-  const prompt = detail(raw, 'prompt_tokens')
-  const completion = detail(raw, 'completion_tokens')
+  return disjoint(
+    detail(raw, 'prompt_tokens'),
+    detail(raw, 'completion_tokens'),
+    detail(detail(raw, 'prompt_tokens_details'), 'cached_tokens') ?? detail(raw, 'prompt_cache_hit_tokens'),
+    detail(detail(raw, 'completion_tokens_details'), 'reasoning_tokens'),
+  )
+}
+
+/**
+ * Maps a Responses `usage` object (overlapping counts, as in Chat) to
+ * disjoint counts: `cacheRead` = `input_tokens_details.cached_tokens`,
+ * `input` = `input_tokens` − `cacheRead`; `reasoning` =
+ * `output_tokens_details.reasoning_tokens`, `output` = `output_tokens` −
+ * `reasoning`. Malformed details and totals are treated as in
+ * {@link usageFromChat}.
+ */
+export function usageFromResponses(raw: unknown): ModelUsage {
+  return disjoint(
+    detail(raw, 'input_tokens'),
+    detail(raw, 'output_tokens'),
+    detail(detail(raw, 'input_tokens_details'), 'cached_tokens'),
+    detail(detail(raw, 'output_tokens_details'), 'reasoning_tokens'),
+  )
+}
+
+/** Disjoint counts from a prompt and completion total and the details they include. */
+function disjoint(prompt: unknown, completion: unknown, cachedDetail: unknown, reasoningDetail: unknown): ModelUsage {
   const promptTotal = isCount(prompt) ? prompt : 0
   const completionTotal = isCount(completion) ? completion : 0
-  const cachedDetail = detail(detail(raw, 'prompt_tokens_details'), 'cached_tokens') ?? detail(raw, 'prompt_cache_hit_tokens')
-  const reasoningDetail = detail(detail(raw, 'completion_tokens_details'), 'reasoning_tokens')
   const cacheRead = isCount(cachedDetail) && cachedDetail <= promptTotal ? cachedDetail : 0
   const reasoning = isCount(reasoningDetail) && reasoningDetail <= completionTotal ? reasoningDetail : 0
   return { input: promptTotal - cacheRead, output: completionTotal - reasoning, cacheRead, reasoning }
@@ -54,13 +77,14 @@ export function stepUsage(usage: ModelUsage): TokenUsage {
 }
 
 /**
- * Why a step stopped, from the Chat Completions `finish_reason`: `length` →
- * `max-tokens`; `tool_calls` (or the older `function_call`), or any reason
+ * Why a step stopped, from the Chat Completions `finish_reason` (or a
+ * Responses status): `length` (Responses: incomplete for
+ * `max_output_tokens`) → `max-tokens`; `tool_calls` (or the older `function_call`), or any reason
  * on a step that called tools → `tool-calls` (the driver runs them);
  * anything else (`stop`, `content_filter`, none) → `stop`.
  */
 export function finishOf(reason: string | undefined, calledTools: boolean): StepFinish {
-  if (reason === 'length') return 'max-tokens'
+  if (reason === 'length' || reason === 'max_output_tokens') return 'max-tokens'
   if (reason === 'tool_calls' || reason === 'function_call' || calledTools) return 'tool-calls'
   return 'stop'
 }

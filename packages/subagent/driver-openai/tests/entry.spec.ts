@@ -11,6 +11,7 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'DEFAULT_MODEL',
     'DEFAULT_NOTICES',
     'DriverOpenAIError',
+    'MODEL_APIS',
     'MODEL_ENV',
     'budgetCompaction',
     'createModelClient',

@@ -1,0 +1,54 @@
+import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
+import type { ResponseInputItem } from 'openai/resources/responses/responses'
+import { DriverOpenAIError } from './errors.js'
+import type { ModelUsage } from './usage.js'
+
+/** One tool call as the model streamed it, fragments joined. */
+export interface ModelToolCall {
+  readonly id: string
+  readonly name: string
+  /** The raw JSON text of the arguments (it may be malformed; the tool runner says so to the model). */
+  readonly arguments: string
+}
+
+/** One model step: what one streamed response (Chat Completions or Responses) said. */
+export interface ModelStep {
+  readonly text: string
+  readonly toolCalls: readonly ModelToolCall[]
+  readonly usage: ModelUsage | undefined
+  readonly finishReason: string | undefined
+  /** The response's `id`, when the server sent one. */
+  readonly responseId: string | undefined
+}
+
+/** A Responses request's own part: the input items, the response it continues, the system prompt. */
+export interface ResponsesInput {
+  readonly input: ResponseInputItem[]
+  /** The response this request continues: only the items after it are in `input`. */
+  readonly previous_response_id?: string
+  readonly instructions?: string
+}
+
+/** One step's request: Chat `messages`, or a Responses input (then the Responses API is used). */
+export type StepRequest = StepOptions &
+  (
+    | { readonly messages: ChatCompletionMessageParam[]; readonly responses?: undefined }
+    | { readonly responses: ResponsesInput; readonly messages?: undefined }
+  )
+
+export interface StepOptions {
+  /** The tools in Chat's form (the Responses API gets them as function tools). */
+  readonly tools: ChatCompletionFunctionTool[]
+  readonly signal: AbortSignal
+  /** A content delta arrived. */
+  readonly onContent: (delta: string) => void
+  /** A reasoning delta arrived (DeepSeek's `reasoning_content`). */
+  readonly onReasoning: (delta: string) => void
+  /** Overrides the client's model for this request (a descriptor's `model`). */
+  readonly model?: string
+}
+
+/** The error of an aborted request. */
+export function cancelled(): DriverOpenAIError {
+  return new DriverOpenAIError('CANCELLED', 'The model request was cancelled by its caller (AbortSignal aborted).')
+}
