@@ -7,9 +7,9 @@ import { z } from 'zod/mini'
  * - `maxTokens`: tokens of every kind (input, output, cache reads and
  *   writes, reasoning) summed over the `step/end` usage of the child and its
  *   descendants;
- * - `maxCostUsd`: those steps priced by the runtime's price table
- *   (`@dsh/session-stats`), in USD; a step whose model the table does not
- *   price ends the child (the budget fails closed);
+ * - `maxCostUsd`: those steps priced by the runtime's `pricing` (the price
+ *   table of `@dsh/session-stats`), in USD; a step whose model the table
+ *   does not price ends the child (the budget fails closed);
  * - `maxWallMs`: milliseconds of the runtime's clock since the child was
  *   spawned, idle time included;
  * - `maxTurns`: turns the child and its descendants run (the `maxTurns`
@@ -19,12 +19,35 @@ import { z } from 'zod/mini'
  * takes them among the child's settings, and they are recorded in its
  * `subagent/options` event, never in its descriptor.
  */
-export interface SubagentBudget {
+export type SubagentBudget = {
   readonly maxTokens?: number
   readonly maxCostUsd?: number
   readonly maxWallMs?: number
   readonly maxTurns?: number
 }
+
+/** One model call to price: its provider and model (as its `step/start` names them) and its disjoint token counts. */
+export type SubagentPricedStep = {
+  readonly provider: string | null
+  readonly model: string | null
+  readonly tokens: {
+    readonly input: number
+    readonly output: number
+    readonly cacheRead: number
+    readonly cacheWrite: number
+    readonly reasoning: number
+  }
+}
+
+/**
+ * Prices one model call in USD, or says why it cannot (a reason, never 0 in
+ * its place). A host builds it from the price table of `@dsh/session-stats`:
+ * `(step) => costOf({ byModel: [{ ...step, calls: 1, callsWithoutUsage: 0 }] }, table)`
+ * fits as it is.
+ */
+export type SubagentStepPricer = (
+  step: SubagentPricedStep,
+) => { readonly usd: number; readonly reason?: undefined } | { readonly usd: null; readonly reason: string }
 
 /** The budget fields, in the order they are checked and reported. */
 export const SUBAGENT_BUDGET_KEYS = ['maxTokens', 'maxCostUsd', 'maxWallMs', 'maxTurns'] as const
@@ -40,7 +63,7 @@ export const SUBAGENT_BUDGET_KIND_OF: Readonly<Record<(typeof SUBAGENT_BUDGET_KE
 })
 
 /** What a budgeted child (with its descendants) has spent. `costUsd` is `null` once a step could not be priced. */
-export interface SubagentBudgetSpent {
+export type SubagentBudgetSpent = {
   readonly tokens: number
   readonly costUsd: number | null
   readonly turns: number
@@ -55,7 +78,7 @@ export interface SubagentBudgetSpent {
  * the step's model has no price (`unknown-model`, `model-not-recorded`,
  * `missing-price`, as `@dsh/session-stats` names them).
  */
-export interface SubagentBudgetExceeded {
+export type SubagentBudgetExceeded = {
   readonly kind: SubagentBudgetKind
   readonly session: string
   readonly limit: number

@@ -2,6 +2,8 @@ import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
 import type { Session, SessionStore } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { SessionProjections } from '@dsh/session-projection'
+import type { SubagentBudgetExceeded, SubagentStepPricer } from './budget.js'
+import type { BudgetLedger } from './budget-ledger.js'
 import type { SubagentDescriptor, SubagentToolFilter } from './descriptor.js'
 import type { SubagentDriver, SubagentTool } from './driver.js'
 import { cancelled, SubagentError } from './errors.js'
@@ -26,8 +28,12 @@ export interface ActiveRun {
   readonly session: Session
   readonly controller: AbortController
   readonly done: Promise<SubagentSettlement>
-  /** Set by drain: the reason logged in `subagent/end` instead of the turn's. */
+  /** Set by drain or a budget stop: the reason logged in `subagent/end` instead of the turn's. */
   endReason?: SubagentEndReason
+  /** Set by a budget stop: which budget was crossed. */
+  exceeded?: SubagentBudgetExceeded
+  /** The wall budget's backstop timer, cleared when the run ends. */
+  wallTimer?: ReturnType<typeof setTimeout>
 }
 
 /**
@@ -71,6 +77,14 @@ export class RuntimeCore {
   readonly #tools: (session: Session) => readonly SubagentTool[]
   /** A runtime of a read-only host: it lists, and starts no run. */
   readonly readOnly: boolean
+  /** The clock wall budgets are measured on (epoch ms). */
+  readonly clock: () => number
+  /** Prices the steps cost budgets count (a price table's). */
+  readonly pricing: SubagentStepPricer | undefined
+  /** The counters of budgeted children that are live in this process (see `budget-ledger.ts`). */
+  readonly ledgers = new Map<string, BudgetLedger>()
+  /** True once the runtime sees every appended event (`session/event`), which budgets need. */
+  budgetsObserved = false
   disposed = false
 
   constructor(
@@ -79,12 +93,15 @@ export class RuntimeCore {
     maxDepth: number,
     tools: (session: Session) => readonly SubagentTool[],
     readOnly = false,
+    budgets: { readonly clock?: () => number; readonly pricing?: SubagentStepPricer | undefined } = {},
   ) {
     this.services = services
     this.driver = driver
     this.maxDepth = maxDepth
     this.#tools = tools
     this.readOnly = readOnly
+    this.clock = budgets.clock ?? Date.now
+    this.pricing = budgets.pricing
   }
 
   assertLive(): void {

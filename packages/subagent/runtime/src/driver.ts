@@ -94,5 +94,11 @@ export interface SubagentRunOutcome {
 export interface SubagentDriver {
   /** Written into descriptors as the default `provider`. */
   readonly name: string
+  /**
+   * The provider and model its steps name in `step/start` when a child's
+   * settings name no model: a cost budget is priced by them at spawn. A
+   * driver without it leaves a cost budget to the child's `model` setting.
+   */
+  readonly model?: { readonly provider: string; readonly model: string }
   run(run: SubagentRun): Promise<SubagentRunOutcome>
 }

@@ -35,6 +35,14 @@ export type SubagentErrorCode =
   | 'SUBAGENT_CONTROL_QUERY_UNAVAILABLE'
   /** Spawn, resume or send on the runtime of a read-only host (it lists, and starts no run). */
   | 'SUBAGENT_READ_ONLY'
+  /** A spawn asks for a budget but the runtime does not see its children's events (no `on` in its service source). */
+  | 'SUBAGENT_BUDGET_UNENFORCEABLE'
+  /** A spawn under a budget with nothing left of some kind (tokens, cost, turns or wall time). */
+  | 'SUBAGENT_BUDGET_EXHAUSTED'
+  /** A spawn with a cost budget (its own or an ancestor's) whose model the price table does not price, or without a price table: cost fails closed. */
+  | 'SUBAGENT_BUDGET_UNPRICED'
+  /** In a result, not thrown: the run ended `budget` (a budget of the child or of an ancestor it shares was used up). */
+  | 'SUBAGENT_BUDGET_EXCEEDED'
   /** The runtime was disposed. */
   | 'SUBAGENT_DISPOSED'
   | 'CANCELLED'

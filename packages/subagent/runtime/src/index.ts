@@ -1,4 +1,11 @@
-export type { SubagentBudget, SubagentBudgetExceeded, SubagentBudgetKind, SubagentBudgetSpent } from './budget.js'
+export type {
+  SubagentBudget,
+  SubagentBudgetExceeded,
+  SubagentBudgetKind,
+  SubagentBudgetSpent,
+  SubagentPricedStep,
+  SubagentStepPricer,
+} from './budget.js'
 export { budgetOf, SUBAGENT_BUDGET_KEYS, SUBAGENT_BUDGET_KIND_OF, subagentBudgetSchema } from './budget.js'
 export { SubagentCatalog } from './catalog.js'
 export type { SubagentCatalogOptions } from './catalog-options.js'

@@ -1,4 +1,5 @@
 import type { JsonValue, Session, SessionId, TurnEndReason } from '@dsh/session'
+import type { SubagentBudgetExceeded, SubagentBudgetSpent } from './budget.js'
 import type { SubagentMode } from './descriptor.js'
 
 /**
@@ -8,7 +9,8 @@ import type { SubagentMode } from './descriptor.js'
  * - `subagent/start {kind, turn, queued?}` before each run (`spawn`, `resume`,
  *   or `message`: delivery of one queued message, whose `subagent/queued` seq
  *   it names).
- * - `subagent/end {turn, reason, text?, error?}` after each run; and one final
+ * - `subagent/end {turn, reason, text?, error?, spent?, exceeded?}` after each
+ *   run (`spent` on a budgeted child, `exceeded` on a `budget` end); and one final
  *   `subagent/end {reason: 'closed'}` (no turn) when the child is closed: no
  *   run follows it and the child is not resumable.
  * - `subagent/queued {from, text}` when input arrives while the child is busy.
@@ -30,9 +32,10 @@ export type SubagentRunKind = 'spawn' | 'resume' | 'message'
  * Why a run (or the child) ended: the run's `turn/end` reason, or
  * `invalid-output` (a one-shot result failed its `outputSchema`), `drained`
  * (its parent went away or closed while it ran), `closed` (the lifecycle's
- * final end, written by `close`).
+ * final end, written by `close`), `budget` (the child, or an ancestor whose
+ * budget it shares, used up a budget: `exceeded` says which).
  */
-export type SubagentEndReason = TurnEndReason | 'invalid-output' | 'drained' | 'closed'
+export type SubagentEndReason = TurnEndReason | 'invalid-output' | 'drained' | 'closed' | 'budget'
 
 export interface SubagentStartData {
   readonly kind: SubagentRunKind
@@ -53,6 +56,10 @@ export interface SubagentEndData {
   readonly output?: JsonValue
   /** On `closed`: how many queued messages were dropped undelivered. */
   readonly dropped?: number
+  /** A budgeted child's figures (with its descendants') when the run ended; a resume counts on from them. */
+  readonly spent?: SubagentBudgetSpent
+  /** On `budget`: which budget was crossed, whose, its limit and the figure that crossed it. */
+  readonly exceeded?: SubagentBudgetExceeded
 }
 
 export interface SubagentQueuedData {
@@ -71,6 +78,8 @@ export type SubagentNotice =
       readonly reason: SubagentEndReason
       readonly text?: string
       readonly error?: string
+      /** On `budget`: which budget was crossed. */
+      readonly exceeded?: SubagentBudgetExceeded
     }
   | {
       readonly kind: 'report'

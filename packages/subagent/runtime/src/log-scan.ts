@@ -72,6 +72,7 @@ export function lastSettlement(id: string, events: readonly StoredSessionEvent[]
         ...(end.text === undefined ? {} : { text: end.text }),
         ...(end.error === undefined ? {} : { error: end.error }),
         ...(end.output === undefined ? {} : { output: end.output }),
+        ...(end.exceeded === undefined ? {} : { exceeded: end.exceeded }),
       }
     }
     if (event.type === 'turn/end' && turnReason === undefined) turnReason = String(data?.reason)

@@ -1,4 +1,6 @@
 import type { Session, SessionStore } from '@dsh/session'
+import type { SubagentBudgetExceeded } from './budget.js'
+import { admitRun, armWallTimer, budgetRecord, ledgerFor } from './budget-guard.js'
 import type { ActiveRun, BusyChild, ChildProfile, RuntimeCore } from './core.js'
 import type { SubagentRun, SubagentRunOutcome } from './driver.js'
 import { describeError } from './errors.js'
@@ -50,6 +52,10 @@ export function startChild(
   }
   const controller = new AbortController()
   const turn = nextTurn(child)
+  // A run under a budget with nothing left (or no turn to give) starts and
+  // ends `budget` at once, without calling the driver.
+  const ledger = ledgerFor(core, child, profile.settings)
+  const refused = admitRun(core, ledger)
   core.services.emit?.('subagent/run-start', child, { kind, turn })
   child.append(SUBAGENT_START_EVENT, { kind, turn, ...(queued === undefined ? {} : { queued }) })
   if (prompt !== undefined) child.append('user/message', { text: prompt })
@@ -66,20 +72,30 @@ export function startChild(
     ...(prompt === undefined ? {} : { prompt }),
   }
   const active: ActiveRun = { session: child, controller, done: undefined as never }
+  if (refused !== undefined) {
+    active.endReason = 'budget'
+    active.exceeded = refused
+    state.stop ??= 'park'
+  }
   const chain = state
   const done = (async (): Promise<SubagentSettlement> => {
     // Let the caller see the handle (and a live child) before the first step.
     await Promise.resolve()
-    const outcome = await runDriver(core, run)
+    const outcome: SubagentRunOutcome = refused === undefined ? await runDriver(core, run) : { reason: 'cancelled' }
+    clearTimeout(active.wallTimer)
     // A one-shot result with an outputSchema is checked (the checks are loaded already when this runtime spawned the child).
-    const checks = needsOutputCheck(identity, profile) ? (loadedOutputChecks() ?? (await loadOutputChecks())) : undefined
-    const settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason, checks)
+    const checks =
+      needsOutputCheck(identity, profile) && active.endReason === undefined
+        ? (loadedOutputChecks() ?? (await loadOutputChecks()))
+        : undefined
+    const settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason, checks, active.exceeded)
     core.runs.delete(child.id)
     await afterRun(core, sessions, child, chain)
     return settlement
   })()
   ;(active as { done: Promise<SubagentSettlement> }).done = done
   core.runs.set(child.id, active)
+  if (refused === undefined) armWallTimer(core, ledger, active)
   return { id: child.id, session: child, done }
 }
 
@@ -112,9 +128,12 @@ function finishRun(
   outcome: SubagentRunOutcome,
   override: SubagentEndReason | undefined,
   checks: OutputChecks | undefined,
+  exceeded: SubagentBudgetExceeded | undefined,
 ): SubagentSettlement {
   let settled: SubagentRunOutcome = outcome
   let end: SubagentEndReason = override ?? outcome.reason
+  const budget = budgetRecord(core, child.id, end === 'budget' ? exceeded : undefined)
+  if (budget.error !== undefined) settled = { ...outcome, error: budget.error }
   const outputSchema = profile.settings.outputSchema
   if (override === undefined && outcome.reason === 'completed' && checks !== undefined && outputSchema !== undefined) {
     const checked = checks.checkOutput(outputSchema, outcome.text)
@@ -130,6 +149,8 @@ function finishRun(
     ...(settled.text === undefined ? {} : { text: settled.text }),
     ...(error === undefined ? {} : { error }),
     ...(settled.output === undefined ? {} : { output: settled.output as never }),
+    ...(budget.spent === undefined ? {} : { spent: budget.spent }),
+    ...(budget.exceeded === undefined ? {} : { exceeded: budget.exceeded }),
   }
   if (!child.closed) child.append(SUBAGENT_END_EVENT, data)
   const { turn: _turn, ...entry } = data
@@ -144,13 +165,14 @@ function finishRun(
       reason: end,
       ...(settled.text === undefined ? {} : { text: settled.text }),
       ...(error === undefined ? {} : { error }),
+      ...(budget.exceeded === undefined ? {} : { exceeded: budget.exceeded }),
     }
     const parent = core.services.get('sessions')?.get(parentId)
     if (parent !== undefined && !parent.closed) parent.append(SUBAGENT_NOTICE_EVENT, notice)
     else if (end !== 'drained')
       core.warn(`dsh: subagent '${child.id}' settled (${end}) while its parent '${parentId}' was not live; its own log records the end.`)
   }
-  return { ...settled, end }
+  return { ...settled, end, ...(budget.exceeded === undefined ? {} : { exceeded: budget.exceeded }) }
 }
 
 /** After a run: start the next queued message, or drain, write a final close, go cold. */
@@ -180,6 +202,8 @@ export async function settle(core: RuntimeCore, sessions: SessionStore, child: S
   if (core.services.get('sessionPersistence') === undefined || child.closed) return
   try {
     await sessions.dispose(child.id)
+    // A cold child's counter is rebuilt from its log when it runs again.
+    core.ledgers.delete(child.id)
   } catch (error) {
     // The child stays live and its events stay queued for retry; nothing is lost.
     core.warn(`dsh: subagent '${child.id}' could not go cold after its run; it stays live.`, error)
@@ -199,7 +223,8 @@ export async function drain(core: RuntimeCore, parentId: string): Promise<void> 
     if (session?.header.parentSession !== parentId) continue
     state.stop ??= 'drain'
     if (run !== undefined) {
-      run.endReason = 'drained'
+      // A run a budget stopped already says why.
+      run.endReason ??= 'drained'
       run.controller.abort()
     }
     waits.push(state.idle)

@@ -1,5 +1,6 @@
 import type { ContextEvents, Services } from '@dsh/context'
 import type { Session, SessionId } from '@dsh/session'
+import type { SubagentBudget, SubagentBudgetExceeded } from './budget.js'
 import type { SubagentMode } from './descriptor.js'
 import type { SubagentRunOutcome } from './driver.js'
 import type { SubagentEndReason } from './lifecycle.js'
@@ -60,6 +61,8 @@ export interface InterruptOptions extends CallerOptions {
 
 export interface SubagentSettlement extends SubagentRunOutcome {
   readonly end: SubagentEndReason
+  /** On a `budget` end: which budget was crossed. */
+  readonly exceeded?: SubagentBudgetExceeded
 }
 
 export interface SubagentHandle {
@@ -68,6 +71,8 @@ export interface SubagentHandle {
   readonly session: Session
   /** Settles when this run ends and its end is logged; never rejects. */
   readonly done: Promise<SubagentSettlement>
+  /** The budget the child runs under, as recorded (a request above the parent's remainder is clamped); absent without one of its own. */
+  readonly budget?: SubagentBudget
 }
 
 /** The result of `send`: delivered at once (a new run started) or queued behind the running turn. */
@@ -85,6 +90,7 @@ export type WaitEntry =
       readonly text?: string
       readonly error?: string
       readonly output?: unknown
+      readonly exceeded?: SubagentBudgetExceeded
     }
   | { readonly id: string; readonly state: 'closed' }
   | { readonly id: string; readonly state: 'not-found' }
@@ -108,4 +114,6 @@ export interface SubagentServiceSource {
   get<K extends keyof Services & string>(name: K): Services[K] | undefined
   /** Announces `subagent/run-start` to the context's listeners (see `ContextEvents`); optional, so a bare service map fits too. */
   emit?(name: 'subagent/run-start', ...args: ContextEvents['subagent/run-start']): void
+  /** Every append to a live session (a `Context` has it): budgets are counted from it; without it a budgeted spawn is refused. */
+  on?(name: 'session/event', listener: (...args: ContextEvents['session/event']) => void): () => void
 }

@@ -1,5 +1,7 @@
 import type { Session } from '@dsh/session'
 import type { ProjectionKey } from '@dsh/session-projection'
+import type { SubagentStepPricer } from './budget.js'
+import { observeBudget } from './budget-guard.js'
 import { SubagentCatalog } from './catalog.js'
 import type { SubagentCatalogOptions } from './catalog-options.js'
 import { closeChild, driveSession, interruptChild, reportToParent, waitFor } from './control.js'
@@ -42,6 +44,14 @@ export interface SubagentRuntimeOptions extends SubagentCatalogOptions {
    * checks (classic zod), so a listing process stays small.
    */
   readonly readOnly?: boolean
+  /**
+   * Prices the model calls cost budgets count, from a price table of
+   * `@dsh/session-stats` (`@dsh/host` builds it from `prices`); without it a
+   * spawn with a cost budget is refused.
+   */
+  readonly pricing?: SubagentStepPricer
+  /** The clock wall budgets are measured on, in epoch ms (default `Date.now`); tests inject one and advance it. */
+  readonly clock?: () => number
 }
 
 /**
@@ -71,6 +81,7 @@ export interface SubagentRuntimeOptions extends SubagentCatalogOptions {
 export class SubagentRuntime {
   readonly #core: RuntimeCore
   readonly #catalog: SubagentCatalog
+  readonly #unobserve: (() => void) | undefined
 
   /** Checks the options (`SUBAGENT_INVALID_OPTIONS`), so a plugin fails at activation. */
   constructor(services: SubagentServiceSource, options: SubagentRuntimeOptions) {
@@ -89,8 +100,24 @@ export class SubagentRuntime {
       }),
       options,
     )
+    if (options.pricing !== undefined && typeof options.pricing !== 'function') {
+      throw new SubagentError('SUBAGENT_INVALID_OPTIONS', 'pricing must be a function pricing one model call.', {
+        details: { option: 'pricing' },
+      })
+    }
+    if (options.clock !== undefined && typeof options.clock !== 'function') {
+      throw new SubagentError('SUBAGENT_INVALID_OPTIONS', 'clock must be a function returning epoch milliseconds.', {
+        details: { option: 'clock' },
+      })
+    }
     const tools = options.tools
-    this.#core = new RuntimeCore(services, options.driver, maxDepth, (session) => tools?.(session, this) ?? [], options.readOnly === true)
+    const core = new RuntimeCore(services, options.driver, maxDepth, (session) => tools?.(session, this) ?? [], options.readOnly === true, {
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.pricing === undefined ? {} : { pricing: options.pricing }),
+    })
+    this.#core = core
+    this.#unobserve = services.on?.('session/event', (session, event) => observeBudget(core, session, event))
+    core.budgetsObserved = this.#unobserve !== undefined
   }
 
   /**
@@ -224,6 +251,7 @@ export class SubagentRuntime {
     const core = this.#core
     if (core.disposed) return
     core.disposed = true
+    this.#unobserve?.()
     for (const state of core.busy.values()) state.stop ??= 'drain'
     const runs = [...core.runs.values()]
     for (const run of runs) run.controller.abort()

@@ -1,5 +1,5 @@
 import { isDshError } from '@dsh/context'
-import type { JsonValue } from '@dsh/session'
+import type { JsonValue, TokenUsage } from '@dsh/session'
 import type { SubagentDriver, SubagentRun, SubagentRunOutcome } from './driver.js'
 
 /** What a `call` step's tool produced, in the order the calls ran. */
@@ -14,6 +14,13 @@ export interface ScriptedCallResult {
 export type ScriptStep =
   /** Streams one `assistant/chunk` (indices count up within the turn). */
   | { readonly kind: 'chunk'; readonly text: string }
+  /**
+   * One model call: `step/start {model, provider}` (each when given, else
+   * the child's `model` setting or the driver's `model`), then `step/end
+   * {usage, finish: 'stop'}`; budgets count the usage. Aborted as it
+   * starts, it ends `step/end {finish: 'aborted'}` and the turn `cancelled`.
+   */
+  | { readonly kind: 'step'; readonly usage?: TokenUsage; readonly model?: string; readonly provider?: string }
   /** Appends the `assistant/message` (the run's final text is the last one). */
   | { readonly kind: 'message'; readonly text: string; readonly usage?: { readonly input: number; readonly output: number } }
   /** Appends a `tool/call` and a scripted `tool/result` (no tool runs). */
@@ -49,6 +56,8 @@ export type Script = readonly ScriptStep[] | ((run: SubagentRun) => readonly Scr
 export interface ScriptedDriverOptions {
   /** Pause between steps, in ms (default 0: one macrotask, so observers can interleave). */
   readonly stepDelayMs?: number
+  /** The provider and model its `step` steps name by default (the driver's `model`). */
+  readonly model?: { readonly provider: string; readonly model: string }
 }
 
 /** The default script: one chunk and one message that echo the prompt. */
@@ -69,8 +78,10 @@ const echoScript: Script = (run) => {
  */
 export function createScriptedDriver(script: Script = echoScript, options: ScriptedDriverOptions = {}): SubagentDriver {
   const stepDelayMs = options.stepDelayMs ?? 0
+  const defaults = options.model
   return {
     name: 'scripted',
+    ...(defaults === undefined ? {} : { model: defaults }),
     async run(run: SubagentRun): Promise<SubagentRunOutcome> {
       const { session, turn, signal } = run
       const steps = typeof script === 'function' ? script(run) : script
@@ -90,6 +101,21 @@ export function createScriptedDriver(script: Script = echoScript, options: Scrip
             case 'chunk':
               session.append('assistant/chunk', { turn, index: chunkIndex++, delta: step.text })
               break
+            case 'step': {
+              const model = step.model ?? run.settings?.model ?? defaults?.model
+              const provider = step.provider ?? defaults?.provider
+              session.append('step/start', {
+                ...(model === undefined ? {} : { model }),
+                ...(provider === undefined ? {} : { provider }),
+              })
+              // Stopped as the call began (a budget with nothing left): the call is aborted and reports no usage.
+              if (signal.aborted) {
+                session.append('step/end', { finish: 'aborted' })
+                return end('cancelled')
+              }
+              session.append('step/end', { ...(step.usage === undefined ? {} : { usage: { ...step.usage } }), finish: 'stop' })
+              break
+            }
             case 'message':
               text = step.text
               session.append('assistant/message', {

@@ -1,9 +1,18 @@
 import type { Session } from '@dsh/session'
+import { budgetOf } from './budget.js'
+import { planBudget } from './budget-guard.js'
 import type { ChildProfile, RuntimeCore } from './core.js'
 import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
 import { SubagentError } from './errors.js'
 import { latestClosedCut } from './log-scan.js'
-import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, splitSettings, subagentSettingsSchema } from './options.js'
+import {
+  mergeSettings,
+  SUBAGENT_OPTIONS_EVENT,
+  type SubagentOptions,
+  type SubagentSettings,
+  splitSettings,
+  subagentSettingsSchema,
+} from './options.js'
 import { outputChecksForSpawn } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import { startChild } from './runs.js'
@@ -38,7 +47,12 @@ export function spawnChild(core: RuntimeCore, parent: Session | string, options:
   if (options.context !== 'fresh' && options.context !== 'fork') {
     throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `context must be 'fresh' or 'fork', got ${JSON.stringify(options.context)}.`)
   }
-  const { descriptor, recorded } = prepareRecords(options, core.driver.name)
+  const planned: { ledger?: ReturnType<typeof planBudget>['ledger'] } = {}
+  const { descriptor, recorded } = prepareRecords(options, core.driver.name, (settings) => {
+    const plan = planBudget(core, parentSession, settings)
+    planned.ledger = plan.ledger
+    return plan.settings
+  })
   const common = {
     origin: 'subagent' as const,
     delegationDepth: depth,
@@ -60,16 +74,20 @@ export function spawnChild(core: RuntimeCore, parent: Session | string, options:
       ? { mode: 'continuable', label: descriptor.label, seq: event.seq }
       : { mode: 'one-shot', seq: event.seq, ...(descriptor.label === undefined ? {} : { label: descriptor.label }) }
   const profile: ChildProfile = { descriptor, settings: mergeSettings(descriptor, recorded) }
-  return startChild(core, sessions, child, 'spawn', identity, profile, options.prompt)
+  if (planned.ledger !== undefined) core.ledgers.set(child.id, planned.ledger(child.id))
+  const handle = startChild(core, sessions, child, 'spawn', identity, profile, options.prompt)
+  const budget = budgetOf(profile.settings)
+  return Object.keys(budget).length === 0 ? handle : { ...handle, budget }
 }
 
 /** The descriptor and the options record a spawn writes, validated. */
 function prepareRecords(
   options: SpawnOptions,
   driverName: string,
+  budget: (settings: SubagentSettings) => SubagentSettings,
 ): { descriptor: SubagentDescriptor; recorded: SubagentOptions | undefined } {
-  const settings = subagentSettingsSchema.safeParse(options.settings ?? {})
-  if (!settings.success) throw invalid(settings.error.issues, 'settings')
+  const parsedSettings = subagentSettingsSchema.safeParse(options.settings ?? {})
+  if (!parsedSettings.success) throw invalid(parsedSettings.error.issues, 'settings')
   const label = options.label
   if (label !== undefined && (typeof label !== 'string' || label.length === 0)) {
     throw new SubagentError(
@@ -90,7 +108,7 @@ function prepareRecords(
       `Cannot spawn: the provider must be a non-empty string, got ${JSON.stringify(provider)}.`,
     )
   }
-  const { composition, options: recorded } = splitSettings(options.mode, settings.data)
+  const { composition, options: recorded } = splitSettings(options.mode, budget(parsedSettings.data))
   const parsed = subagentDescriptorSchema.safeParse({
     version: SUBAGENT_DESCRIPTOR_VERSION,
     mode: options.mode,

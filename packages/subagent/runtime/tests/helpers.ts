@@ -13,6 +13,7 @@ import {
   type ScriptStep,
   type SubagentDriver,
   type SubagentRuntime,
+  type SubagentStepPricer,
   type SubagentToolProvider,
   subagentsPlugin,
 } from '../src/index.js'
@@ -33,6 +34,9 @@ export interface HostOptions {
   readonly coldReadConcurrency?: number
   /** First createdAt; each new session gets the next millisecond. */
   readonly epoch?: number
+  /** The runtime's pricing and clock (budgets). */
+  readonly pricing?: SubagentStepPricer
+  readonly clock?: () => number
   /** Extra plugins activated after persistence (the projection cache). */
   readonly extra?: (ctx: Context) => Promise<void>
 }
@@ -79,6 +83,8 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
         ...(options.coldReadConcurrency === undefined ? {} : { coldReadConcurrency: options.coldReadConcurrency }),
         ...(options.tools === undefined ? {} : { tools: options.tools }),
+        ...(options.pricing === undefined ? {} : { pricing: options.pricing }),
+        ...(options.clock === undefined ? {} : { clock: options.clock }),
       }),
     )
   }

@@ -10,6 +10,7 @@ const ENDINGS: Record<SubagentEndReason, string> = {
   drained: 'was stopped because the session that started it went away',
   'invalid-output': 'ended with an answer that did not match its schema',
   closed: 'was closed',
+  budget: 'was stopped because it used up its budget',
 }
 
 /**

@@ -40,6 +40,7 @@ const UNFINISHED: Partial<Record<SubagentEndReason, string>> = {
   drained: 'was stopped because the session that started it went away',
   'invalid-output': 'ended with an answer that did not match its schema',
   closed: 'was closed before it finished',
+  budget: 'was stopped because it used up its budget',
 }
 
 /** The failure a waiting caller gets when its subagent did not complete: why, the detail, and what it had written. */
