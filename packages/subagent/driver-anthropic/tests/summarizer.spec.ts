@@ -1,0 +1,35 @@
+import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
+import { applyContextEvent, contextView, sessionContextUnit } from '@dsh/session-context'
+import { afterEach, expect, it } from 'vitest'
+import { createAnthropicSummarizer, runAgent } from '../src/index.js'
+import { bodyOf, newStore, testClient } from './helpers.js'
+
+let server: ModelServer | undefined
+afterEach(async () => {
+  await server?.close()
+  server = undefined
+})
+
+it('summarizes a context in one request without tools or thinking; the instruction joins the last user message', async () => {
+  server = await startModelServer([answer(['Hi there.'], undefined, ['Greeting.']), answer(['They said hello.'])])
+  const { client } = testClient(server, { thinkingBudget: 1024, maxTokens: 2048 })
+  const session = newStore().create()
+  await runAgent({ client, session, prompt: 'Hello', tools: [], signal: new AbortController().signal })
+  session.append('user/message', { text: 'And now?' })
+  const context = contextView(session.events.reduce(applyContextEvent, sessionContextUnit.init()))
+
+  const summary = await createAnthropicSummarizer({ client }).summarize({ sessionId: session.id, context, instruction: 'Summarize.' })
+
+  expect(summary).toMatchObject({ summary: 'They said hello.', provider: '127.0.0.1', model: 'claude-test' })
+  expect(summary.usage).toMatchObject({ input: expect.any(Number), output: expect.any(Number) })
+  const body = bodyOf(server.requests[1])
+  expect(body.thinking).toBeUndefined()
+  expect(body.tools).toBeUndefined()
+  expect(body.messages.at(-1)).toEqual({
+    role: 'user',
+    content: [
+      { type: 'text', text: 'And now?', cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'Summarize.' },
+    ],
+  })
+})
