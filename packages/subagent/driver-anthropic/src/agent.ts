@@ -1,11 +1,10 @@
 import { isDshError } from '@dsh/context'
 import { budgetCompaction, type CompactionSource, loggedArguments, type Notices, nextTurn, runTool } from '@dsh/driver-openai'
 import type { Session, SessionEvent, StepFinish, TurnEndReason } from '@dsh/session'
-import type { AttachmentResolver } from '@dsh/session-context'
 import type { SubagentTool } from '@dsh/subagent'
 import { DriverAnthropicError } from './errors.js'
 import type { AnthropicClient } from './model.js'
-import { type ContextSource, requestParts } from './requests.js'
+import { type AttachmentSource, type ContextSource, requestParts } from './requests.js'
 import type { AnthropicStep } from './stream.js'
 import { anthropicTools } from './tools.js'
 import { type AnthropicUsage, addUsage, finishOf, NO_USAGE, tokenUsage } from './usage.js'
@@ -38,8 +37,8 @@ export interface AgentTurnOptions {
   readonly contextWindow?: number
   /** The fraction of `contextWindow` at which a step compacts first (default the service's, 0.8). */
   readonly compactAt?: number
-  /** Attachment bytes for the renderer (images and PDFs stored beside the session). */
-  readonly attachments?: AttachmentResolver
+  /** Where the bytes of images and PDFs stored beside a session come from (one reader per session). */
+  readonly attachments?: AttachmentSource
   /** Called after each event this turn appends (the CLI prints from it). Must not append. */
   readonly onEvent?: (event: SessionEvent) => void
 }
@@ -116,6 +115,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         ...(options.notices === undefined ? {} : { notices: options.notices }),
         ...(options.system === undefined ? {} : { system: options.system }),
         ...(options.attachments === undefined ? {} : { attachments: options.attachments }),
+        signal,
       })
       append('step/start', { model, provider: client.provider })
       let result: AnthropicStep

@@ -18,7 +18,7 @@ export interface AnthropicDriverOptions extends AnthropicClientOptions {
   readonly contextWindow?: number
   /** The fraction of the window at which a step compacts first (default 0.8). */
   readonly compactAt?: number
-  /** Attachment bytes for the renderer (images and PDFs stored beside the session). */
+  /** Where the bytes of images and PDFs stored beside a session come from (one reader per session). */
   readonly attachments?: AgentTurnOptions['attachments']
   /** Called after each event a run appends (the CLI prints progress from it). Must not append. */
   readonly onEvent?: (run: SubagentRun, event: SessionEvent) => void

@@ -1,9 +1,8 @@
 import type { MessageParam, TextBlockParam } from '@anthropic-ai/sdk/resources/messages'
-import { type ContextSource, type Notices, phraseNotices } from '@dsh/driver-openai'
-import type { Session } from '@dsh/session'
+import { type AttachmentSource, type ContextSource, type Notices, phraseNotices, type SessionAttachments } from '@dsh/driver-openai'
+import type { AttachmentRef, Session } from '@dsh/session'
 import {
   type AnthropicRequest,
-  type AttachmentResolver,
   anthropicRenderer,
   applyContextEvent,
   type ContextMessage,
@@ -14,12 +13,16 @@ import {
   sessionContextUnit,
 } from '@dsh/session-context'
 
-export type { ContextSource }
+export type { AttachmentSource, ContextSource }
 
 /** What the driver keeps per session between steps and turns. */
 interface SessionRequests {
   /** The Anthropic renderer: each step renders only the messages that changed since the previous one. */
   readonly renderer: IncrementalRenderer<AnthropicRequest>
+  /** The session's attachment bytes, when the driver has a source for them. */
+  attachments: SessionAttachments | undefined
+  /** Context messages whose attachments were loaded (a step loads only the messages after the newest of them). */
+  readonly loaded: WeakSet<ContextMessage>
   /** Phrased notice messages by notice table and context message (the same message stays the same object, so the renderer reuses it). */
   readonly phrased: WeakMap<Notices, WeakMap<ContextMessage, ContextMessage | null>>
   /** The driver's own fold of the unit when no `sessionContext` service is reachable: the state and the next event to fold. */
@@ -49,8 +52,9 @@ export interface RequestOptions {
   readonly notices?: Notices
   /** The driver's system prompt, sent before the context's own system text. */
   readonly system?: string
-  /** Attachment bytes the log keeps beside the session (images, PDFs) for the renderer. */
-  readonly attachments?: AttachmentResolver
+  /** Where attachment bytes come from (one reader per session); without it an image or PDF renders as a note that it is missing. */
+  readonly attachments?: AttachmentSource
+  readonly signal?: AbortSignal
 }
 
 /** The system blocks and messages of one Messages request. */
@@ -68,19 +72,33 @@ export interface RequestParts {
  * system block (which covers the tools before it), the last message before
  * the newest turn, and the last message. The driver's system prompt leads
  * the system blocks (and takes the breakpoint when the context has no
- * system text of its own). Notices are phrased by `notices`.
+ * system text of its own). Notices are phrased by `notices`; the bytes of
+ * images and PDFs the new messages reference are loaded first.
  */
 export async function requestParts(session: Session, options: RequestOptions): Promise<RequestParts> {
   let kept = perSession.get(session)
   if (kept === undefined) {
+    // The renderer reads attachment bytes through the session's loaded set (none without a source).
+    const attachments = (ref: AttachmentRef) => perSession.get(session)?.attachments?.resolve(ref)
     kept = {
-      renderer: anthropicRenderer({ model: '', ...(options.attachments === undefined ? {} : { attachments: options.attachments }) }),
+      renderer: anthropicRenderer({ model: '', attachments }),
+      attachments: undefined,
+      loaded: new WeakSet(),
       phrased: new WeakMap(),
       fold: undefined,
     }
     perSession.set(session, kept)
   }
   const context = await contextOf(session, kept, options.context)
+  if (options.attachments !== undefined) {
+    // The bytes of the attachments the new messages reference: from the end back to the newest message loaded before.
+    kept.attachments ??= options.attachments(session)
+    const fresh: ContextMessage[] = []
+    for (let i = context.messages.length - 1; i >= 0 && !kept.loaded.has(context.messages[i] as ContextMessage); i--)
+      fresh.push(context.messages[i] as ContextMessage)
+    await kept.attachments.load(fresh, options.signal)
+    for (const message of fresh) kept.loaded.add(message)
+  }
   const { body } = kept.renderer.render(phraseNotices(context, kept.phrased, options.notices))
   const messages = body.messages as MessageParam[]
   const rendered = body.system ?? []

@@ -184,6 +184,26 @@ describe('runAgent over a Messages server', () => {
     })
   })
 
+  it('sends an image the prompt references as a base64 image block (bytes inline in a small reference)', async () => {
+    server = await startModelServer([answer(['A red dot.'])])
+    const { client } = testClient(server)
+    const session = newStore().create()
+    const data = Buffer.from('not really a png').toString('base64')
+    const image = { digest: 'a'.repeat(64), mediaType: 'image/png', size: 16, name: 'dot.png', data }
+    session.append('user/message', {
+      text: 'What is this?',
+      blocks: [
+        { type: 'text', text: 'What is this?' },
+        { type: 'image', attachment: image },
+      ],
+    })
+    await runAgent({ client, session, tools: [], signal: new AbortController().signal })
+    expect(bodyOf(server.requests[0]).messages[0]?.content).toEqual([
+      { type: 'text', text: 'What is this?' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data }, cache_control: { type: 'ephemeral' } },
+    ])
+  })
+
   it('a thinking block whose signature the API cannot verify is refused: the turn ends with DRIVER_ANTHROPIC_BAD_REQUEST', async () => {
     server = await startModelServer([answer(['unused'])])
     const { client } = testClient(server)
