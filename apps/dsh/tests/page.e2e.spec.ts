@@ -1,90 +1,162 @@
 import { execFile } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { answer, callTools, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
 import { type ApiServer, createHost, type Host } from '@dsh/host'
 import { SessionId } from '@dsh/session'
 import { createScriptedDriver } from '@dsh/subagent'
-import { type BrowserContext, chromium } from 'playwright-core'
-import { afterAll, beforeAll, expect, it } from 'vitest'
+import type { BrowserContext, Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { launchChromium, screenshot, seriousViolations } from './support/browser.js'
 
-// The web catalog page over a root built by the real `dsh demo` (built CLI),
-// served the way `dsh serve` serves it (createHost's http plugin), in Debian's headless Chromium.
+// The web catalog over roots the built CLI wrote (`dsh demo`, and `dsh run`
+// delegating to a subagent through a local Chat Completions server), served
+// the way `dsh serve` serves it (createHost's http plugin), in Debian's headless Chromium.
 
 const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const outputDir = join(import.meta.dirname, '..', 'test-output')
+const TOKEN = 'page-test-token-0123456789'
 let dir: string
-let host: Host
-let server: ApiServer
+let demo: Host
+let delegation: Host
+let runId: string
+let models: ModelServer
 let browser: BrowserContext
+let page: Page
 let release!: () => void
 const hold = new Promise<void>((resolve) => (release = resolve))
 
+function env(): NodeJS.ProcessEnv {
+  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
+  return { ...rest, DSH_API_KEY: 'sk-page-0d9c7b5a3f1e' }
+}
+
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'dsh-page-'))
-  const root = join(dir, 'demo')
-  await promisify(execFile)(process.execPath, [bin, 'demo', '--json', '--root', root])
-  host = await createHost({
-    root,
+  await promisify(execFile)(process.execPath, [bin, 'demo', '--json', '--root', join(dir, 'demo')])
+  models = await startModelServer((request) => {
+    const lastUser = request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
+    if (lastUser === 'count the wombats in the garden') return answer(['There are ', '7 wombats.'], { prompt: 12, completion: 5 })
+    const step = request.body.messages.filter((m) => m.role === 'tool').length
+    if (step === 0)
+      return callTools(
+        [{ id: 'c1', name: 'subagent', arguments: '{"prompt":"count the wombats in the garden","label":"counter","mode":"one-shot"}' }],
+        { prompt: 30, completion: 9 },
+      )
+    return answer(['The counter ', 'found 7.'], { prompt: 50, completion: 4 })
+  })
+  const run = await promisify(execFile)(
+    process.execPath,
+    [bin, 'run', 'How many wombats?', '--root', join(dir, 'run'), '--base-url', models.baseURL, '--model', 'wombat-1'],
+    { env: env() },
+  )
+  runId = /^session (\S+)$/m.exec(run.stdout)?.[1] ?? ''
+  expect(runId).not.toBe('')
+  demo = await createHost({
+    root: join(dir, 'demo'),
     driver: createScriptedDriver([
       { kind: 'message', text: 'on it' },
       { kind: 'until', promise: hold },
     ]),
-    http: { token: 'page-test-token-0123456789' },
+    http: { token: TOKEN },
   })
-  server = host.http!
-  browser = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-    viewport: { width: 1280, height: 800 },
-  })
-}, 120_000)
+  delegation = await createHost({ root: join(dir, 'run'), http: { token: TOKEN } })
+  browser = await launchChromium(join(dir, 'chromium-profile'))
+  page = browser.pages()[0] ?? (await browser.newPage())
+}, 180_000)
 
 afterAll(async () => {
   release()
   await browser?.close()
-  await host?.dispose()
+  await demo?.dispose()
+  await delegation?.dispose()
+  await models?.close()
   rmSync(dir, { recursive: true, force: true })
 })
 
-it("shows the demo parent's tree and a row's activity changes without reload when a child finishes", async () => {
-  const page = browser.pages()[0] ?? (await browser.newPage())
-  const row = (id: string) => page.locator(`li[data-row-id="${id}"]`)
-  await page.goto(`${server.pageUrl}#session=release-1.4`)
-  await row('release-1.4.planner.fact-checker').waitFor()
-  expect(await row('release-1.4.researcher').getAttribute('data-mode')).toBe('continuable')
-  expect(await row('release-1.4.planner').locator('li[data-row-id="release-1.4.planner.fact-checker"]').count()).toBe(1)
-  expect(await row('release-1.4.log-summarizer').getAttribute('data-reason')).toBe('unavailable')
+const server = (host: Host): ApiServer => host.http as ApiServer
+const span = (id: string) => page.locator(`#trace li[data-span-id="${id}"]`)
 
-  // Resume the parent and spawn a child that holds its turn open.
-  const parent = host.sessions.restore(await host.persistence.load(SessionId('release-1.4')))
-  const child = host.subagents.spawn(parent, {
-    id: 'release-1.4.hotfix',
-    mode: 'one-shot',
-    label: 'hotfix',
-    context: 'fresh',
-    prompt: 'patch it',
-  })
-  await row('release-1.4.hotfix').and(page.locator('[data-activity="running"]')).waitFor({ timeout: 15_000 })
-  await page.evaluate(() => ((globalThis as unknown as { dshMarker: number }).dshMarker = 7))
+describe('the demo root', () => {
+  it('lists the demo sessions with titles and subagent counts', async () => {
+    await page.goto(server(demo).pageUrl)
+    const row = page.locator('#sessions tr[data-session-id="release-1.4"]')
+    await row.waitFor()
+    expect((await row.locator('td.title a').textContent())?.length).toBeGreaterThan(0)
+    await row.locator('td.children:not([data-children="pending"])').waitFor()
+    expect(Number(await row.locator('td.children').getAttribute('data-children'))).toBeGreaterThanOrEqual(4)
+    await screenshot(page, outputDir, 'demo-list')
+    expect(await seriousViolations(page)).toEqual([])
+  }, 60_000)
 
-  release()
-  await child.done
-  await row('release-1.4.hotfix').and(page.locator('[data-activity="inactive"]')).waitFor({ timeout: 15_000 })
-  // Same document: a reload would have wiped the marker.
-  expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(7)
+  it("shows the parent's transcript and a child's through the parent", async () => {
+    await page.goto(`${server(demo).pageUrl}#session=release-1.4`)
+    await page.locator('#transcript li[data-type="user/message"]').first().waitFor()
+    await screenshot(page, outputDir, 'demo-transcript')
+    expect(await seriousViolations(page)).toEqual([])
+    await page.goto(`${server(demo).pageUrl}#session=release-1.4.researcher&parent=release-1.4`)
+    await page.locator('#transcript li[data-type="assistant/message"]').first().waitFor()
+  }, 60_000)
 
-  mkdirSync(outputDir, { recursive: true })
-  const screenshot = join(outputDir, 'demo-catalog.png')
-  await page.screenshot({ path: screenshot, fullPage: true })
-  expect(statSync(screenshot).size).toBeGreaterThan(1000)
-}, 60_000)
+  it('shows the trace: nested children, the unreadable one says why; a child spawned in the serving process runs and settles live', async () => {
+    await page.goto(`${server(demo).pageUrl}#session=release-1.4&view=trace`)
+    await span('release-1.4.planner.fact-checker').waitFor()
+    expect(await span('release-1.4.planner').locator('li[data-span-id="release-1.4.planner.fact-checker"]').count()).toBe(1)
+    expect(await span('release-1.4.researcher').getAttribute('data-kind')).toBe('child')
+    const broken = span('release-1.4.log-summarizer')
+    expect(await broken.getAttribute('data-kind')).toBe('diagnostic')
+    expect((await broken.locator('.why').textContent())?.length).toBeGreaterThan(10)
+    await page.locator('#status[data-state="open"]').waitFor()
+    await screenshot(page, outputDir, 'demo-trace')
+    expect(await seriousViolations(page)).toEqual([])
+
+    // Resume the parent and spawn a child that holds its turn open.
+    const parent = demo.sessions.restore(await demo.persistence.load(SessionId('release-1.4')))
+    const child = demo.subagents.spawn(parent, {
+      id: 'release-1.4.hotfix',
+      mode: 'one-shot',
+      label: 'hotfix',
+      context: 'fresh',
+      prompt: 'patch it',
+    })
+    await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="running"]').waitFor({ timeout: 15_000 })
+    await page.evaluate(() => ((globalThis as unknown as { dshMarker: number }).dshMarker = 7))
+    release()
+    await child.done
+    await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
+    // Same document: a reload would have wiped the marker.
+    expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(7)
+  }, 60_000)
+})
+
+describe('a `dsh run` delegation', () => {
+  it("shows the run's tree with the child's label and tokens, and both transcripts", async () => {
+    await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
+    const childSpan = page.locator('#trace li[data-kind="child"]')
+    await childSpan.waitFor()
+    expect(await childSpan.locator('.span-name').textContent()).toBe('counter')
+    expect(await childSpan.getAttribute('data-activity')).toBe('inactive')
+    expect(Number(await childSpan.locator('.span-tokens').getAttribute('data-tokens'))).toBeGreaterThan(0)
+    const rootSpan = page.locator(`#trace li[data-span-id="${runId}"]`)
+    expect(Number(await rootSpan.locator(':scope > .span .span-rollup').getAttribute('data-tokens'))).toBeGreaterThan(
+      Number(await childSpan.locator('.span-tokens').getAttribute('data-tokens')),
+    )
+    await screenshot(page, outputDir, 'run-trace')
+    expect(await seriousViolations(page)).toEqual([])
+
+    // The parent's transcript: the subagent call collapsed with its arguments, the answer.
+    await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}`)
+    await page.locator('#transcript li[data-type="assistant/message"]', { hasText: 'The counter found 7.' }).waitFor()
+    expect(await page.locator('#transcript details.tool-call code', { hasText: 'subagent' }).count()).toBeGreaterThanOrEqual(1)
+    await screenshot(page, outputDir, 'run-transcript')
+    expect(await seriousViolations(page)).toEqual([])
+
+    // The child's, through the link in the trace.
+    await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
+    await page.locator('#trace li[data-kind="child"] .span-name').click()
+    await page.locator('#transcript li[data-type="assistant/message"]', { hasText: 'There are 7 wombats.' }).waitFor()
+    await page.locator('#transcript li[data-type="user/message"]', { hasText: 'count the wombats in the garden' }).waitFor()
+  }, 60_000)
+})
