@@ -1,9 +1,10 @@
 import { agentDefinitions } from '@dsh/agent-definitions'
 import { isDshError } from '@dsh/context'
 import type { SessionId } from '@dsh/session'
-import type { SubagentEndReason, SubagentSettings } from '@dsh/subagent'
+import type { SubagentBudget, SubagentBudgetExceeded, SubagentEndReason, SubagentSettings } from '@dsh/subagent'
 import { z } from 'zod'
 import { type AgentDefinitionSource, definedSpawn } from './agent-definition.js'
+import { budgetText, subagentBudgetInputSchema, withBudget } from './budget-input.js'
 import { awaitChild, callerOf, defineTool, labelText, type SubagentControl, type ToolResult } from './tool.js'
 
 export const SUBAGENT_TOOL_NAME = 'subagent'
@@ -70,6 +71,7 @@ export const subagentInputSchema = z
       .record(z.string(), z.unknown())
       .exactOptional()
       .describe('One-shot only: a JSON Schema its final message must match (as JSON). A mismatch is reported as an error in the result.'),
+    budget: subagentBudgetInputSchema.exactOptional(),
   })
   .superRefine((input, ctx) => {
     if (input.mode === 'continuable' && input.label === undefined && input.agent === undefined)
@@ -104,14 +106,19 @@ export interface SubagentToolResult extends ToolResult {
   /** The parsed result, when an `outputSchema` was given and matched. */
   readonly output?: unknown
   readonly error?: { readonly code: string; readonly message: string }
+  /** The budget it runs under, as the runtime recorded it (lowered to what was left of yours). */
+  readonly budget?: SubagentBudget
+  /** On status `budget`: which budget was used up, whose, its limit and what was spent. */
+  readonly exceeded?: SubagentBudgetExceeded
 }
 
 export function renderSubagentResult(result: Omit<SubagentToolResult, 'text'>): string {
   const who = `${result.id} (${result.mode} ${labelText(result.label)})`
+  const budget = result.budget === undefined ? '' : `\n${budgetText(result.budget)}`
   if (result.status === 'running') {
     return result.mode === 'continuable'
-      ? `Started ${who}. It runs in the background; use send_message to give it more work, wait_agents to collect its result, close_agent when done.`
-      : `Started ${who}. Collect its result with wait_agents.`
+      ? `Started ${who}. It runs in the background; use send_message to give it more work, wait_agents to collect its result, close_agent when done.${budget}`
+      : `Started ${who}. Collect its result with wait_agents.${budget}`
   }
   const lines = [`${who} ${result.status}.`]
   if (result.error !== undefined) lines.push(`Error ${result.error.code}: ${result.error.message}`)
@@ -163,7 +170,7 @@ export function createSubagentTool(control: SubagentControl, options: SubagentTo
           : definedSpawn(await (options.agents ?? agentDefinitions({})).get(input.agent, context.signal), input)
       const label = defined?.label ?? input.label
       const settings: SubagentSettings = {
-        ...(defined?.settings ?? inlineSettings(input)),
+        ...withBudget(defined?.settings ?? inlineSettings(input), input.budget),
         // Tool input arrives as parsed JSON, so the schema is lossless JSON; the runtime re-checks it strictly.
         ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema as NonNullable<SubagentSettings['outputSchema']> }),
       }
@@ -181,6 +188,7 @@ export function createSubagentTool(control: SubagentControl, options: SubagentTo
         mode,
         ...(label === undefined ? {} : { label }),
         ...(input.agent === undefined ? {} : { agent: input.agent }),
+        ...(handle.budget === undefined ? {} : { budget: handle.budget }),
       }
       if (mode === 'continuable' || input.wait === false) {
         const started = { ...base, status: 'running' as const }
@@ -193,6 +201,7 @@ export function createSubagentTool(control: SubagentControl, options: SubagentTo
         ...(settled.text === undefined ? {} : { result: settled.text }),
         ...(settled.output === undefined ? {} : { output: settled.output }),
         ...(settled.error === undefined || settled.end === 'completed' ? {} : { error: errorBody(settled.error) }),
+        ...(settled.exceeded === undefined ? {} : { exceeded: settled.exceeded }),
       }
       return Object.freeze({ text: renderSubagentResult(finished), ...finished })
     },

@@ -20,7 +20,7 @@ export type WaitAgentsInput = z.output<typeof waitAgentsInputSchema>
 
 export const waitAgentsDescription = [
   'Wait until the given subagents have finished their work (including queued messages), or until the timeout.',
-  "Returns, for each, its final message and how it ended ('completed', 'error', 'cancelled', 'invalid-output', 'drained', 'interrupted'), or that it is still running, closed, or unknown.",
+  "Returns, for each, its final message and how it ended ('completed', 'error', 'cancelled', 'invalid-output', 'drained', 'interrupted', 'budget'), or that it is still running, closed, or unknown.",
 ].join(' ')
 
 export interface WaitAgentsResult extends ToolResult {

@@ -184,6 +184,36 @@ describe('subagentControlTools', () => {
               "minLength": 1,
               "type": "string",
             },
+            "budget": {
+              "additionalProperties": false,
+              "description": "Limits on what it may spend; when one is used up it stops and ends with status "budget". It can never get more than what is left of your own budget (a larger figure is lowered to that).",
+              "properties": {
+                "maxCostUsd": {
+                  "description": "USD its model calls (and its own subagents) may cost, by the price table.",
+                  "exclusiveMinimum": 0,
+                  "type": "number",
+                },
+                "maxTokens": {
+                  "description": "Tokens of every kind its model calls (and its own subagents) may use.",
+                  "exclusiveMinimum": 0,
+                  "maximum": 9007199254740991,
+                  "type": "integer",
+                },
+                "maxTurns": {
+                  "description": "Turns it (and its own subagents) may run.",
+                  "exclusiveMinimum": 0,
+                  "maximum": 9007199254740991,
+                  "type": "integer",
+                },
+                "maxWallMs": {
+                  "description": "Milliseconds it may take from its start, idle time included.",
+                  "exclusiveMinimum": 0,
+                  "maximum": 9007199254740991,
+                  "type": "integer",
+                },
+              },
+              "type": "object",
+            },
             "context": {
               "description": "'fresh' (default): an empty conversation. 'fork': starts from a copy of your conversation so far.",
               "enum": [
