@@ -9,7 +9,7 @@ export const PRICES_ENV = 'DSH_PRICES'
  * `DSH_PRICES`), or `undefined` when none is. Read and validated before any
  * session is: a bad table fails fast with its own code.
  */
-export function priceTableOf(command: ParsedCommand, io: CommandIo): PriceTable | undefined {
+export async function priceTableOf(command: ParsedCommand, io: CommandIo): Promise<PriceTable | undefined> {
   const path = command.string('prices') ?? io.env[PRICES_ENV]
-  return path === undefined || path === '' ? undefined : readPriceTable(path)
+  return path === undefined || path === '' ? undefined : await readPriceTable(path)
 }

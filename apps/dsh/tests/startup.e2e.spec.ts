@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -84,7 +84,7 @@ it('a read command loads its own module and the host, but not the HTTP API', asy
   expect([...loaded, ...modules].filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
 }, 60_000)
 
-it('dsh sessions, show and search on an existing root load the query host only (no projection registry, subagents, classic zod or verify)', async () => {
+it('dsh sessions, show and search on an existing root load the query host only (no projection registry, subagents, zod or verify)', async () => {
   const root = join(dir, 'root')
   await rootWithOneSession(root, 'listed without the catalog')
   const lighter = [
@@ -95,25 +95,30 @@ it('dsh sessions, show and search on an existing root load the query host only (
   ]
   // show and search load no projection module and no zod at all. The listing shows each session's
   // cached title, tokens and cost: it reads the checkpoint rows through the cache's read-only reader
-  // and checks them against the stats units' zod/mini schemas (what is validated stays validated),
-  // so it loads those two packages and zod's mini core, but never the projection registry, the
-  // PostgreSQL cache or classic zod.
+  // and checks them against the stats units' schemas (what is validated stays validated) and a valid
+  // price table against its own, all plain checks: it loads the stats and cache packages but no zod,
+  // the projection registry or the PostgreSQL cache.
   const noProjections = [/\/projection\//, /session-projection/, /\/zod\//]
   const listingOnly = [
     /\/projection\/(registry|cache-postgres)\//,
     /@dsh\/session-projection\/dist\//,
     /session-projection-cache-postgres/,
-    /\/zod\/v4\/classic\//,
-    /\/vendor\/zod\/index-shared\.js$/,
-    /\/zod\/v4\/locales\/(?!en\.js$)/,
+    /\/zod\//,
+    /\/projection\/stats\/src\/price-table-zod\.ts$/,
   ]
+  const prices = join(dir, 'prices.json')
+  writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { p: { m: { input: 1, output: 4 } } } }))
   const loadedBy = new Map<string, string[]>()
   // At most: the CLI's and the query host's chunks (the protocol's size caps among them, which the
   // persistence backends apply to every read), better-sqlite3's 13 CommonJS files and its addon;
-  // the listing also the price table's chunk, the stats chunk, the cache's two and zod/mini's two (its core and mini);
+  // the listing also the price table's chunk, the stats chunk and the cache's two;
   // show also the persistence contract's attachments chunk (the JSONL backend and the contract's helpers share it).
-  const bound: Record<string, number> = { sessions: 33, show: 31, search: 30 }
-  for (const args of [['sessions'], ['show', 'one'], ['search', 'catalog']]) {
+  const bound: Record<string, number> = { sessions: 30, show: 31, search: 30 }
+  for (const args of [
+    ['sessions', '--prices', prices],
+    ['show', 'one'],
+    ['search', 'catalog'],
+  ]) {
     const urls = await imports(...args, '--root', root, '--json')
     const loaded = [...urls, ...modulesOf(urls)]
     loadedBy.set(args[0]!, loaded)
@@ -136,8 +141,13 @@ it('dsh sessions, show and search on an existing root load the query host only (
   // reader worker or PostgreSQL composition (each loaded at first use), and SQLite through require,
   // its addon by path (not through the `bindings` package's lookup).
   const listing = loadedBy.get('sessions')!
-  // The cached values: the read-only reader, the listing's schema check, zod/mini.
-  for (const module of [/\/projection\/cache\/src\/reader\.ts$/, /\/projection\/stats\/src\/listing\.ts$/, /\/zod\/v4\/mini\//])
+  // The cached values: the read-only reader, the listing's schema checks, the price table's.
+  for (const module of [
+    /\/projection\/cache\/src\/reader\.ts$/,
+    /\/projection\/stats\/src\/listing\.ts$/,
+    /\/projection\/stats\/src\/plain-check\.ts$/,
+    /\/projection\/stats\/src\/price-table\.ts$/,
+  ])
     expect(
       listing.some((path) => module.test(path)),
       `sessions: ${module}`,

@@ -36,7 +36,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(limit === undefined ? {} : { limit }),
     ...(cursor === undefined ? {} : { cursor }),
   }
-  const prices = priceTableOf(command, io)
+  const prices = await priceTableOf(command, io)
   const { page, values } = await withQueryHost(
     command,
     async (host) => {

@@ -16,7 +16,7 @@ import { safe } from '../terminal.js'
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
   const descendants = command.flag('descendants')
-  const prices = priceTableOf(command, io)
+  const prices = await priceTableOf(command, io)
   const entries = await withReadHost(command, (host) => host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }))
   const output = sessionStatsReport(id, descendants ? 'descendants' : 'session', entries, prices)
   if (command.json) {

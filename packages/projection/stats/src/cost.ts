@@ -1,4 +1,5 @@
-import { type PriceTable, priceOf } from './price-table.js'
+import { priceOf } from './price-table.js'
+import type { PriceTable } from './price-types.js'
 import type { ModelUsage, SessionStats, TokenKind } from './stats-types.js'
 
 /**

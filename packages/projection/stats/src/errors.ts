@@ -7,5 +7,7 @@ export type SessionStatsErrorCode =
   | 'SESSION_STATS_PRICE_TABLE_UNREADABLE'
   /** A title to write is not a string or is empty once normalized. */
   | 'SESSION_STATS_INVALID_TITLE'
+  /** A cached `sessionStats` or `sessionTitle` state fails its unit's schema (a schema's refusal; the row is a miss). */
+  | 'SESSION_STATS_INVALID_STATE'
 
 export class SessionStatsError extends DshError<SessionStatsErrorCode> {}

@@ -1,7 +1,7 @@
 import { type Session, type SessionHeader, sameLifecycle } from '@dsh/session'
 import type { ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
 import { costOf } from './cost.js'
-import type { PriceTable } from './price-table.js'
+import type { PriceTable } from './price-types.js'
 import { totalTokens } from './report.js'
 import type { SessionStats } from './stats-types.js'
 import { SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from './stats-unit.js'

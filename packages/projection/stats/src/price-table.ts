@@ -1,43 +1,40 @@
 import { readFileSync } from 'node:fs'
-import { z } from 'zod/mini'
 import { SessionStatsError } from './errors.js'
+import { type Check, exactly, failedAt, isNonEmptyString, isNonNegative, isString, recordOf } from './plain-check.js'
+import type { ModelPrice, PriceTable } from './price-types.js'
 
-/** USD per million tokens of each kind. `reasoning` defaults to `output`; a missing cache price leaves cached tokens unpriced. */
-export interface ModelPrice {
-  readonly input: number
-  readonly output: number
-  readonly cacheRead?: number
-  readonly cacheWrite?: number
-  readonly reasoning?: number
-}
+const isPrice: Check = isNonNegative
+const isPriceTable = exactly(
+  {
+    description: isString,
+    currency: (value) => value === 'USD',
+    providers: recordOf(
+      isNonEmptyString,
+      recordOf(
+        isNonEmptyString,
+        exactly({ input: isPrice, output: isPrice, cacheRead: isPrice, cacheWrite: isPrice, reasoning: isPrice }, [
+          'cacheRead',
+          'cacheWrite',
+          'reasoning',
+        ]),
+      ),
+    ),
+  },
+  ['description'],
+)
 
-/** A configured price table: `providers[provider][model]`. Applied at view time, never stored in a projection. */
-export interface PriceTable {
-  /** What the table is and where its figures come from. */
-  readonly description?: string
-  readonly currency: 'USD'
-  readonly providers: { readonly [provider: string]: { readonly [model: string]: ModelPrice } }
-}
-
-// zod/mini (a listing prices its rows without loading classic zod), with English issue messages.
-z.config(z.locales.en())
-const price = z.number().check(z.nonnegative(), z.refine(Number.isFinite, 'must be a finite number of USD per million tokens'))
-const modelPriceSchema = z.strictObject({
-  input: price,
-  output: price,
-  cacheRead: z.exactOptional(price),
-  cacheWrite: z.exactOptional(price),
-  reasoning: z.exactOptional(price),
-})
-const name = z.string().check(z.minLength(1))
-const priceTableSchema: z.ZodMiniType<PriceTable> = z.strictObject({
-  description: z.exactOptional(z.string()),
-  currency: z.literal('USD'),
-  providers: z.record(name, z.record(name, modelPriceSchema)),
-})
-
-/** Validates a price table (parsed JSON); throws `SESSION_STATS_INVALID_PRICE_TABLE` naming every bad path. */
-export function parsePriceTable(input: unknown, source = 'the price table'): PriceTable {
+/**
+ * Validates a price table (parsed JSON); rejects with
+ * `SESSION_STATS_INVALID_PRICE_TABLE` naming every bad path. A plain check
+ * (`plain-check.ts`) accepts a valid table without loading a schema library;
+ * a table it refuses is parsed by the zod schema (`price-table-zod.ts`,
+ * loaded then), which accepts what the plain check was stricter about (an
+ * object without a prototype) and words every issue of what it rejects.
+ */
+export async function parsePriceTable(input: unknown, source = 'the price table'): Promise<PriceTable> {
+  if (isPriceTable(input)) return input as PriceTable
+  failedAt()
+  const { priceTableSchema } = await import('./price-table-zod.js')
   const parsed = priceTableSchema.safeParse(input)
   if (parsed.success) return parsed.data
   const issues = parsed.error.issues.map((issue) => `${issue.path.length === 0 ? '(root)' : issue.path.join('.')}: ${issue.message}`)
@@ -48,8 +45,8 @@ export function parsePriceTable(input: unknown, source = 'the price table'): Pri
   )
 }
 
-/** Reads and validates a price table file (JSON). */
-export function readPriceTable(path: string): PriceTable {
+/** Reads and validates a price table file (JSON); rejects as `parsePriceTable` does. */
+export async function readPriceTable(path: string): Promise<PriceTable> {
   let text: string
   try {
     text = readFileSync(path, 'utf8')

@@ -1,5 +1,5 @@
 import { costOf, type SessionCost } from './cost.js'
-import type { PriceTable } from './price-table.js'
+import type { PriceTable } from './price-types.js'
 import { type RollupInput, rollupSessionStats, type SessionStatsRollup } from './rollup.js'
 import type { TokenCounts } from './stats-types.js'
 import type { SessionTitle } from './title.js'

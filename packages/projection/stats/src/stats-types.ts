@@ -1,6 +1,3 @@
-import type { ProjectionStateSchema } from '@dsh/session-projection'
-import { z } from 'zod/mini'
-
 /** Token counts by kind. Kinds are disjoint: `input` is uncached input only, `reasoning` is not part of `output`. */
 export interface TokenCounts {
   readonly input: number
@@ -126,41 +123,3 @@ export interface SessionStatsState {
   readonly segment: { readonly start: number | null; readonly firstToken: boolean } | null
   readonly pending: readonly { readonly callId: string; readonly name: string; readonly start: number | null }[]
 }
-
-// zod/mini: a listing checks cached states against this schema without loading classic zod.
-const count = z.int().check(z.nonnegative())
-const finite = z.refine(Number.isFinite, 'must be finite')
-const ms = z.number().check(z.nonnegative(), finite)
-const time = z.nullable(z.number().check(finite))
-const tokens = z.strictObject({ input: count, output: count, cacheRead: count, cacheWrite: count, reasoning: count })
-const attribution = z.strictObject({ provider: z.nullable(z.string()), model: z.nullable(z.string()) })
-
-/** The state's schema in zod: it words the issues of a state the plain check (`state-schema.ts`) refuses. */
-export const sessionStatsStateZod: ProjectionStateSchema<SessionStatsState> = z.strictObject({
-  from: count,
-  turns: count,
-  steps: count,
-  turnMs: ms,
-  modelMs: ms,
-  toolMs: ms,
-  firstTokenCount: count,
-  firstTokenMs: ms,
-  byModel: z.array(
-    z.strictObject({ provider: z.nullable(z.string()), model: z.nullable(z.string()), calls: count, callsWithoutUsage: count, tokens }),
-  ),
-  tools: z.array(z.strictObject({ name: z.string(), calls: count, errors: count, ms })),
-  toolErrors: count,
-  compactions: count,
-  skipped: z.strictObject(Object.fromEntries(SKIP_REASONS.map((reason) => [reason, count])) as Record<SkipReason, typeof count>),
-  turn: z.nullable(z.strictObject({ turn: z.number().check(finite), start: time })),
-  step: z.nullable(
-    z.strictObject({
-      start: time,
-      named: z.nullable(attribution),
-      last: z.nullable(attribution),
-      counted: z.array(z.strictObject({ provider: z.nullable(z.string()), model: z.nullable(z.string()), tokens })),
-    }),
-  ),
-  segment: z.nullable(z.strictObject({ start: time, firstToken: z.boolean() })),
-  pending: z.array(z.strictObject({ callId: z.string(), name: z.string(), start: time })),
-})

@@ -1,8 +1,8 @@
 import type { Session, StoredSessionEvent } from '@dsh/session'
 import type { ProjectionInitContext, SessionProjectionUnit } from '@dsh/session-projection'
-import { z } from 'zod/mini'
 import { SessionStatsError } from './errors.js'
-import { isObject, unwrapWholeLine } from './shapes.js'
+import { exactly, isNonEmptyString, nullable, plainStateSchema } from './plain-check.js'
+import { isCount, isObject, unwrapWholeLine } from './shapes.js'
 
 export const SESSION_TITLE_KEY = 'sessionTitle'
 /** Moves whenever the fold or the state changes (a checkpoint row of another version is ignored). */
@@ -172,9 +172,19 @@ function view(state: SessionTitleState): SessionTitle | null {
   )
 }
 
-const count = z.int().check(z.nonnegative())
-// zod/mini: a listing checks cached states against this schema without loading classic zod.
-const candidate = z.nullable(z.strictObject({ title: z.string().check(z.minLength(1)), seq: count }))
+const candidate = nullable(exactly({ title: isNonEmptyString, seq: isCount }))
+/** The checkpoint schema, a plain check (`plain-check.ts`): a listing checks a row per session and loads no schema library for it. */
+const stateSchema = plainStateSchema<SessionTitleState>(
+  SESSION_TITLE_KEY,
+  exactly({
+    from: isCount,
+    ownEvent: candidate,
+    ownPrompt: candidate,
+    inheritedEvent: candidate,
+    inheritedPrompt: candidate,
+    skipped: isCount,
+  }),
+)
 
 /**
  * The `sessionTitle` unit: a session's own title first (its last
@@ -194,12 +204,5 @@ export const sessionTitleUnit: SessionProjectionUnit<'sessionTitle'> = Object.fr
   }),
   apply,
   view,
-  schema: z.strictObject({
-    from: count,
-    ownEvent: candidate,
-    ownPrompt: candidate,
-    inheritedEvent: candidate,
-    inheritedPrompt: candidate,
-    skipped: count,
-  }),
+  schema: stateSchema,
 })

@@ -9,7 +9,7 @@ import { V0_TURN } from './v0-events.js'
 
 const EXAMPLE = fileURLToPath(new URL('../examples/prices.example.json', import.meta.url))
 
-const TABLE: PriceTable = parsePriceTable({
+const TABLE: PriceTable = await parsePriceTable({
   currency: 'USD',
   providers: {
     'example-provider': { 'example-model': { input: 1, output: 4, cacheRead: 0.1 } },
@@ -33,7 +33,7 @@ const step = (provider: string, model: string, usage?: object) => [
 ]
 
 describe('costOf', () => {
-  it('prices tokens by kind per model at view time (USD per million; reasoning at the output price unless priced)', () => {
+  it('prices tokens by kind per model at view time (USD per million; reasoning at the output price unless priced)', async () => {
     const cost = costOf(statsOf(TWO_TURNS.slice(0, SECOND_TURN)), TABLE)
     // 110 input, 25 output, 50 cacheRead, 5 reasoning (at the output price).
     const usd = (110 * 1 + 25 * 4 + 50 * 0.1 + 5 * 4) / 1_000_000
@@ -42,7 +42,7 @@ describe('costOf', () => {
       byModel: [{ provider: 'example-provider', model: 'example-model', usd: expect.closeTo(usd, 15) }],
     })
     // Another table re-prices the same stats: nothing of a price is stored.
-    const doubled = parsePriceTable({
+    const doubled = await parsePriceTable({
       currency: 'USD',
       providers: { 'example-provider': { 'example-model': { input: 2, output: 8, cacheRead: 0.2 } } },
     })
@@ -86,10 +86,10 @@ describe('costOf', () => {
     expect(costOf(statsOf([{ type: 'user/message', data: { text: 'hi' } }]), TABLE)).toEqual({ usd: 0, byModel: [] })
   })
 
-  it('imported v0 messages name their model: an imported session is priced', () => {
+  it('imported v0 messages name their model: an imported session is priced', async () => {
     const h = host()
     const session = h.sessions.restore(V0_TURN)
-    const table = parsePriceTable({
+    const table = await parsePriceTable({
       currency: 'USD',
       providers: { deepseek: { 'deepseek-chat': { input: 1, output: 2, cacheRead: 0.5 } } },
     })
@@ -98,8 +98,8 @@ describe('costOf', () => {
 })
 
 describe('price tables', () => {
-  it('the shipped example validates and says it is an example', () => {
-    const table = readPriceTable(EXAMPLE)
+  it('the shipped example validates and says it is an example', async () => {
+    const table = await readPriceTable(EXAMPLE)
     expect(table.description).toMatch(/^EXAMPLE ONLY/)
     expect(Object.keys(table.providers)).toEqual(['example-provider', 'another-example-provider'])
   })
@@ -111,10 +111,10 @@ describe('price tables', () => {
     ['a misspelt kind', { currency: 'USD', providers: { p: { m: { input: 1, output: 1, cache_read: 1 } } } }, 'providers.p.m'],
     ['a price that is a string', { currency: 'USD', providers: { p: { m: { input: '1', output: 1 } } } }, 'providers.p.m.input'],
     ['not an object', [], '(root)'],
-  ])('refuses %s with SESSION_STATS_INVALID_PRICE_TABLE naming the path', (_why, input, path) => {
+  ])('refuses %s with SESSION_STATS_INVALID_PRICE_TABLE naming the path', async (_why, input, path) => {
     let caught: unknown
     try {
-      parsePriceTable(input)
+      await parsePriceTable(input)
     } catch (error) {
       caught = error
     }
@@ -122,15 +122,19 @@ describe('price tables', () => {
     expect((caught as Error).message).toContain(`${path}:`)
   })
 
-  it('a missing or non-JSON file is SESSION_STATS_PRICE_TABLE_UNREADABLE', () => {
+  it('a missing or non-JSON file is SESSION_STATS_PRICE_TABLE_UNREADABLE', async () => {
     const { dir, cleanup } = tempDir('dsh-prices-')
     onTestFinished(cleanup)
-    expect(() => readPriceTable(join(dir, 'missing.json'))).toThrow(
+    await expect(readPriceTable(join(dir, 'missing.json'))).rejects.toThrow(
       expect.objectContaining({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE' }),
     )
     writeFileSync(join(dir, 'bad.json'), '{ "currency": ')
-    expect(() => readPriceTable(join(dir, 'bad.json'))).toThrow(expect.objectContaining({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE' }))
+    await expect(readPriceTable(join(dir, 'bad.json'))).rejects.toThrow(
+      expect.objectContaining({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE' }),
+    )
     writeFileSync(join(dir, 'wrong.json'), '{ "currency": "USD" }')
-    expect(() => readPriceTable(join(dir, 'wrong.json'))).toThrow(expect.objectContaining({ code: 'SESSION_STATS_INVALID_PRICE_TABLE' }))
+    await expect(readPriceTable(join(dir, 'wrong.json'))).rejects.toThrow(
+      expect.objectContaining({ code: 'SESSION_STATS_INVALID_PRICE_TABLE' }),
+    )
   })
 })

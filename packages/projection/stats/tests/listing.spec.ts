@@ -14,7 +14,7 @@ import {
 } from '../src/index.js'
 import { host } from './helpers.js'
 
-const TABLE: PriceTable = parsePriceTable({ currency: 'USD', providers: { p: { m: { input: 1, output: 4 } } } })
+const TABLE: PriceTable = await parsePriceTable({ currency: 'USD', providers: { p: { m: { input: 1, output: 4 } } } })
 
 const turn = (model: string) => [
   { type: 'user/message', data: { text: '  Plan the\n release ' } },

@@ -21,7 +21,7 @@ describe('rollupSessionStats', () => {
     expect(rollup).toEqual({ sessions: 2, totals: expected, gaps: [], complete: true })
   })
 
-  it('merges models by provider and model and tools by name, and prices the totals', () => {
+  it('merges models by provider and model and tools by name, and prices the totals', async () => {
     const h = host()
     const a = h.sessions.create()
     const b = h.sessions.create()
@@ -39,7 +39,7 @@ describe('rollupSessionStats', () => {
       { name: 'ls', calls: 2, errors: 2, ms: 20 },
     ])
     expect(totals.firstToken).toEqual({ count: 6, totalMs: 240, meanMs: 40 })
-    const table = parsePriceTable({
+    const table = await parsePriceTable({
       currency: 'USD',
       providers: { 'example-provider': { 'example-model': { input: 1, output: 1, cacheRead: 1 } } },
     })
@@ -72,7 +72,7 @@ describe('rollupSessionStats', () => {
 })
 
 describe('sessionStatsReport', () => {
-  it('lines up each session (title, own tokens, turn time, gaps) with the rollup, and prices it only with a table', () => {
+  it('lines up each session (title, own tokens, turn time, gaps) with the rollup, and prices it only with a table', async () => {
     const h = host()
     const parent = h.sessions.create()
     h.play(parent, TWO_TURNS.slice(0, SECOND_TURN))
@@ -110,7 +110,7 @@ describe('sessionStatsReport', () => {
     expect(report.sessions[0]?.turnMs).toBe(h.stats(parent).turnMs)
     expect(report.rollup.gaps.map((gap) => gap.id)).toEqual(['gone'])
     expect(report).toMatchObject({ cost: null, costReason: 'no-price-table' })
-    const priced = sessionStatsReport(parent.id, 'descendants', entries, parsePriceTable({ currency: 'USD', providers: {} }))
+    const priced = sessionStatsReport(parent.id, 'descendants', entries, await parsePriceTable({ currency: 'USD', providers: {} }))
     expect(priced.cost).toMatchObject({ usd: null, reason: 'model-not-recorded' })
     expect(priced).not.toHaveProperty('costReason')
   })
