@@ -226,6 +226,7 @@ describe('dsh mcp', () => {
       expect(tools.map((tool) => tool.name).sort()).toEqual([
         'compact_session',
         'interrupt_agent',
+        'list_agent_definitions',
         'list_agents',
         'list_sessions',
         'report',
