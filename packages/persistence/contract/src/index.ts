@@ -38,4 +38,5 @@ export type {
   SessionRescanReason,
   SessionRevision,
   SessionSuffixObservation,
+  SessionWriter,
 } from './types.js'

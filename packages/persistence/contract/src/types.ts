@@ -41,6 +41,12 @@ export interface AppendTarget {
   readonly forkSource?: SessionId
 }
 
+/** The process holding a session's writer lock (see `SessionPersistence.writerOf`). */
+export interface SessionWriter {
+  readonly pid: number
+  readonly host: string
+}
+
 /** What `putAttachment` takes besides the bytes. */
 export interface AttachmentPutOptions {
   /** IANA media type, `type/subtype` (e.g. `image/png`); parameters are kept as given. */
@@ -231,6 +237,13 @@ export interface SessionPersistence {
    * is never missed. Reads no session log. See `SessionChanges.rescan`.
    */
   changes(since?: SessionChangeCursor, signal?: AbortSignal): Promise<SessionChanges>
+  /**
+   * The live process holding session `id`'s writer lock, or `undefined` when
+   * no process does (never written, closed, or its holder died): whether the
+   * session is being written now, by this process or another. Reads no log.
+   * Optional: a backend without cross-process writer locks omits it.
+   */
+  writerOf?(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined>
   /** Commits crash repair (the rules of `repairs`), then returns what a resume needs. */
   load(id: SessionId, signal?: AbortSignal): Promise<LoadedSession>
   /** The current revision, or `undefined` when the session is not persisted. */

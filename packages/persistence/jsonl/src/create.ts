@@ -16,6 +16,7 @@ import type {
   SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
+  SessionWriter,
 } from '@dsh/session-persistence'
 import { persistenceCancelled as cancelled, SessionRepairs } from '@dsh/session-persistence/backend'
 import { JournalWriter } from './change-journal.js'
@@ -217,6 +218,18 @@ class JsonlPersistenceFront implements JsonlPersistence {
       )
     }
     return this.#backend.then(operation)
+  }
+
+  // ------------------------------------------------------------ writers
+
+  /** Reads the session's lock file only (never a log); loads the writer lock module on first use. */
+  async writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined> {
+    this.#assertOpen()
+    throwIfAborted(signal, cancelled)
+    const [{ liveHolder }, { LOCK_FILE }] = await Promise.all([import('./writer-lock.js'), import('./session-writer.js')])
+    const holder = await liveHolder(join(this.root, encodeSessionDirName(id), LOCK_FILE))
+    throwIfAborted(signal, cancelled)
+    return holder === undefined ? undefined : Object.freeze({ pid: holder.pid, host: holder.host })
   }
 
   // ------------------------------------------------------------ the change feed

@@ -1,5 +1,5 @@
 import type { AttachmentRef, SessionId } from '@dsh/session'
-import type { AttachmentPutOptions, PersistenceMetrics, SessionPersistence, SessionRepairs } from '@dsh/session-persistence'
+import type { AttachmentPutOptions, PersistenceMetrics, SessionPersistence, SessionRepairs, SessionWriter } from '@dsh/session-persistence'
 
 /** How a root stores its logs: zstd frames, or plain JSON lines (fixtures and line tools). One root holds one encoding. */
 export type JsonlCompression = 'zstd' | 'none'
@@ -56,6 +56,8 @@ export interface JsonlPersistence extends SessionPersistence {
   readonly compression: JsonlCompression
   readonly readOnly: boolean
   readonly metrics: Readonly<JsonlPersistenceMetrics>
+  /** The live process holding `id`'s writer lock (its lock file names it; a dead holder counts as none). */
+  writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined>
   /** The log file of `id` (whether or not it exists). */
   logPath(id: string): string
   /** Stores attachment bytes as a private file beside the session's log (see the contract). */
@@ -125,5 +127,5 @@ export interface ChangeRecorder {
   end(id: string, op: string): void
 }
 
-/** Every operation that touches a log; the change feed and the journal's check stay with the front. */
-export type LogBackend = Omit<JsonlPersistence, 'changes' | 'verifyChangeJournal'>
+/** Every operation that touches a log; the change feed, the journal's check and the writer lock probe stay with the front. */
+export type LogBackend = Omit<JsonlPersistence, 'changes' | 'verifyChangeJournal' | 'writerOf'>
