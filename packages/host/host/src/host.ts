@@ -3,6 +3,7 @@ import type { ApiServer } from '@dsh/apiproxy'
 import type { CompactionServiceOptions, Summarizer } from '@dsh/compaction'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionProjectionCache } from '@dsh/session-projection-cache'
+import type { PriceTable } from '@dsh/session-stats'
 import type { SubagentDriver, SubagentRuntime, SubagentToolProvider } from '@dsh/subagent'
 import { activateCompaction } from './compaction.js'
 import { activateHttpApi, type HttpApiOptions } from './http-plugin.js'
@@ -24,6 +25,12 @@ export interface HostOptions extends QueryHostOptions {
    * else fails `createHost` with `SUBAGENT_INVALID_OPTIONS`.
    */
   readonly coldReadConcurrency?: number
+  /**
+   * The price table subagent cost budgets count with: the runtime's
+   * `pricing` prices each model call by it (`costOf` of
+   * `@dsh/session-stats`). Without it a spawn with a cost budget is refused.
+   */
+  readonly prices?: PriceTable
   /**
    * Register the `sessionStats` and `sessionTitle` units (default true). A
    * short read command that needs neither (the catalog) may leave them out so
@@ -69,8 +76,13 @@ export async function createHost(options: HostOptions): Promise<Host> {
   const { ctx } = base
   try {
     const { createScriptedDriver, subagentsPlugin } = await import('@dsh/subagent')
+    const table = options.prices
+    const costOf = table === undefined ? undefined : (await import('@dsh/session-stats')).costOf
     await ctx.activate(
       subagentsPlugin({
+        ...(table === undefined || costOf === undefined
+          ? {}
+          : { pricing: (step) => costOf({ byModel: [{ ...step, calls: 1, callsWithoutUsage: 0 }] }, table) }),
         driver: options.driver ?? createScriptedDriver(),
         ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
         ...(options.coldReadConcurrency === undefined ? {} : { coldReadConcurrency: options.coldReadConcurrency }),
