@@ -52,6 +52,13 @@ async function setup(): Promise<{
   const runs: SubagentRun[] = []
   const driver = createScriptedDriver((run) => {
     runs.push(run)
+    // A child started from 'spender' spends ten tokens in each model step.
+    if (run.session.header.agentPreset === 'spender')
+      return [
+        { kind: 'step', usage: { input: 5, output: 5 } },
+        { kind: 'step', usage: { input: 5, output: 5 } },
+        { kind: 'message', text: 'spent' },
+      ]
     return [{ kind: 'message', text: `done: ${run.prompt ?? ''}` }]
   })
   await ctx.activate(subagentsPlugin({ driver, tools: (_agent, runtime) => subagentControlTools(runtime) }))
@@ -148,6 +155,26 @@ describe('subagent with agent: <name>', () => {
     expect(await s.childIds()).toEqual([])
     expect(s.runs).toEqual([])
     expect(await s.runtime.explainChildren(s.parent.id)).toEqual([])
+  })
+
+  it("the definition's budgets are enforced: a token budget ends the child 'budget'; an unpriceable cost budget starts nothing", async () => {
+    const s = await setup()
+    const dir = join(s.root, '.dsh', 'agents')
+    writeFileSync(join(dir, 'spender.md'), '---\nname: spender\ndescription: spends\nbudgets:\n  maxTokens: 15\n---\nSpend.\n')
+    writeFileSync(
+      join(dir, 'priced.md'),
+      '---\nname: priced\ndescription: costs\nmodel: unpriced-model\nbudgets:\n  maxCostUsd: 1\n---\nCost.\n',
+    )
+    const tool = s.subagent(agentDefinitions({ root: s.root }))
+    const spent = (await tool.execute({ agent: 'spender', prompt: 'go' }, { agent: s.parent })) as unknown as { status: string }
+    expect(spent.status).toBe('budget')
+    const [child] = await s.childIds()
+    expect(s.runs[0]?.session.events.find((event) => event.type === 'subagent/options')?.data).toMatchObject({ maxTokens: 15 })
+    expect(child).toBeDefined()
+
+    const unpriced = await failure(tool.execute({ agent: 'priced', prompt: 'go' }, { agent: s.parent }))
+    expect(unpriced.code).toBe('SUBAGENT_BUDGET_UNPRICED')
+    expect(await s.childIds()).toEqual([child])
   })
 
   it('an unknown or unsafe name, or no definitions configured, starts nothing', async () => {
