@@ -41,6 +41,6 @@ export {
   statsScope,
   tokenCounts,
 } from './stats.js'
-export { STREAM_EVENT_NAMES, streamCatalog, streamEvent, streamProjection, streamReady } from './stream.js'
+export { STREAM_EVENT_NAMES, streamCatalog, streamEvent, streamProjection, streamReady, streamWritten } from './stream.js'
 export { subagentList, subagentListEntry, subagentListRow, subagentListRung, subagentScope, subagentsQuery } from './subagents.js'
 export type * from './types.js'

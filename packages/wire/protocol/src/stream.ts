@@ -28,11 +28,25 @@ export const streamCatalog = z.object({
   reason: z.enum(['created', 'turn-end', 'disposed', 'projection']),
 })
 
+/**
+ * `event: written`: session `id` (the streamed session, or one below it) was
+ * written by another process (the persistence change feed), or that
+ * process's writer lock went away. `writer` says who holds the lock now:
+ * `other-process` (being written), `this-process`, or `none` (at rest).
+ * Ids only, never event data; a page refetches what it shows.
+ */
+export const streamWritten = z.object({
+  sessionId,
+  id: sessionId,
+  writer: z.enum(['other-process', 'this-process', 'none']),
+})
+
 /** The event names a stream carries; a reader skips others (a newer host may add some). */
-export const STREAM_EVENT_NAMES = ['ready', 'projection', 'catalog'] as const
+export const STREAM_EVENT_NAMES = ['ready', 'projection', 'catalog', 'written'] as const
 
 export const streamEvent = z.discriminatedUnion('event', [
   z.object({ event: z.literal('ready'), data: streamReady }),
   z.object({ event: z.literal('projection'), data: streamProjection }),
   z.object({ event: z.literal('catalog'), data: streamCatalog }),
+  z.object({ event: z.literal('written'), data: streamWritten }),
 ])

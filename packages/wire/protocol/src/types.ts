@@ -4,7 +4,7 @@ import type { errorBody } from './error-body.js'
 import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
 import type { historyPage, sessionHeader, sessionListEntry, sessionListPage, sessionRecord, storedEvent } from './session.js'
 import type { sessionStatsEntry, sessionStatsReport, sessionStatsTotals, statsScope } from './stats.js'
-import type { streamCatalog, streamEvent, streamProjection, streamReady } from './stream.js'
+import type { streamCatalog, streamEvent, streamProjection, streamReady, streamWritten } from './stream.js'
 import type { subagentList, subagentListEntry, subagentListRow, subagentListRung, subagentScope } from './subagents.js'
 
 // The types of the wire shapes, inferred from their schemas (never written by hand).
@@ -35,3 +35,4 @@ export type StreamEventBody = z.infer<typeof streamEvent>
 export type StreamReadyBody = z.infer<typeof streamReady>
 export type StreamProjectionBody = z.infer<typeof streamProjection>
 export type StreamCatalogBody = z.infer<typeof streamCatalog>
+export type StreamWrittenBody = z.infer<typeof streamWritten>
