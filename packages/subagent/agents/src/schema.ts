@@ -13,7 +13,8 @@ export const MAX_DEFINITION_BYTES = 256 * 1024
 /** The most definition files one directory may hold. */
 export const MAX_DEFINITIONS_PER_DIRECTORY = 1000
 
-const nonEmpty = (max: number) => z.string().trim().min(1, 'must not be empty').max(max, `must be at most ${max} characters`)
+const nonEmpty = (max: number) =>
+  z.string('must be a string').trim().min(1, 'must not be empty').max(max, `must be at most ${max} characters`)
 const positiveInt = z.int('must be an integer').positive('must be positive')
 
 /**
@@ -21,16 +22,19 @@ const positiveInt = z.int('must be an integer').positive('must be positive')
  * optional; a budget left out is not limited by the definition. The names
  * are the runtime's per-child budget names.
  */
-export const agentBudgetsSchema = z.strictObject({
-  /** Tokens the child may use, counted from its steps' usage. */
-  maxTokens: positiveInt.exactOptional(),
-  /** US dollars the child may spend, priced from the configured price table. */
-  maxCostUsd: z.number('must be a number').positive('must be positive').finite().exactOptional(),
-  /** Wall-clock milliseconds the child may run. */
-  maxWallMs: positiveInt.exactOptional(),
-  /** Turns the child may take. */
-  maxTurns: positiveInt.exactOptional(),
-})
+export const agentBudgetsSchema = z.strictObject(
+  {
+    /** Tokens the child may use, counted from its steps' usage. */
+    maxTokens: positiveInt.exactOptional(),
+    /** US dollars the child may spend, priced from the configured price table. */
+    maxCostUsd: z.number('must be a number').positive('must be positive').finite().exactOptional(),
+    /** Wall-clock milliseconds the child may run. */
+    maxWallMs: positiveInt.exactOptional(),
+    /** Turns the child may take. */
+    maxTurns: positiveInt.exactOptional(),
+  },
+  'must be a mapping of maxTokens, maxCostUsd, maxWallMs and maxTurns',
+)
 
 /** The frontmatter of a definition file. Strict: a key it does not list is refused. */
 export const agentFrontmatterSchema = z.strictObject({

@@ -86,6 +86,10 @@ describe('parseAgentDefinition', () => {
 
     const description = refusal(GOOD.replace('description: Reviews a diff for bugs and risky changes.', 'description: [a, b]'))
     expect(description.details).toMatchObject({ line: 3, key: 'description' })
+    expect(description.message).toContain("reviewer.md:3: 'description' must be a string")
+
+    const budgets = refusal(GOOD.replace(/budgets:\n( {2}.*\n)+/, 'budgets: 3\n'))
+    expect(budgets.message).toContain("reviewer.md:7: 'budgets' must be a mapping of maxTokens, maxCostUsd, maxWallMs and maxTurns")
   })
 
   it('bad YAML names the line and column the parser reports', () => {
