@@ -3,7 +3,7 @@ import { throwIfAborted } from '@dsh/context'
 import { AgentDefinitionError } from './errors.js'
 import { definitionFileNames, readDefinitionFile } from './files.js'
 import { parseAgentDefinition } from './parse.js'
-import { AGENT_NAME_PATTERN, type AgentBudgets, type AgentDefinition, type AgentDefinitionScope } from './schema.js'
+import { AGENT_NAME_PATTERN, type AgentDefinition, type AgentDefinitionScope } from './schema.js'
 
 /** One directory definitions are read from. */
 export interface AgentDirectory {
@@ -19,15 +19,7 @@ export interface AgentDefinitionsOptions {
 }
 
 /** A definition as listed: what it sets, without its instructions, and the root file it overrides, if any. */
-export interface ListedAgentDefinition {
-  readonly name: string
-  readonly description: string
-  readonly provider?: string
-  readonly model?: string
-  readonly tools?: readonly string[]
-  readonly budgets?: AgentBudgets
-  readonly scope: AgentDefinitionScope
-  readonly file: string
+export type ListedAgentDefinition = Omit<AgentDefinition, 'instructions'> & {
   /** The root's file of the same name, which this project definition overrides. */
   readonly overrides?: string
 }
