@@ -11,6 +11,7 @@ import type {
   SubagentTimingProjection,
   SubagentTimingState,
 } from './projection-types.js'
+import { isIdentityState, isTimingState, plainFirst } from './state-checks.js'
 
 export const SUBAGENT_IDENTITY_KEY = 'subagent'
 export const SUBAGENT_TIMING_KEY = 'subagentTiming'
@@ -49,7 +50,11 @@ const identitySchema = z.discriminatedUnion('mode', [
   z.strictObject({ mode: z.literal('one-shot'), label: z.exactOptional(z.string()), seq: seqSchema }),
   z.strictObject({ mode: z.literal('continuable'), label: z.string(), seq: seqSchema }),
 ])
-const identityStateSchema: ProjectionStateSchema<SubagentIdentityState> = z.strictObject({ identity: z.exactOptional(identitySchema) })
+/** A cached row is checked plainly first (`state-checks.ts`); zod words a refusal. */
+const identityStateSchema: ProjectionStateSchema<SubagentIdentityState> = plainFirst(
+  isIdentityState,
+  z.strictObject({ identity: z.exactOptional(identitySchema) }),
+)
 
 /**
  * The `subagent` identity unit: the only code that interprets logged
@@ -126,11 +131,14 @@ export const subagentProfileUnit: SessionProjectionUnit<'subagentProfile'> = Obj
 
 const INITIAL_TIMING: SubagentTimingState = Object.freeze({ settledMs: 0 })
 
-// zod's number rejects NaN and the infinities: every number here is finite.
-const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = z.strictObject({
-  settledMs: z.number().check(z.nonnegative()),
-  activeTurn: z.exactOptional(z.strictObject({ turn: z.number(), startedAt: z.number() })),
-})
+// zod's number rejects NaN and the infinities: every number here is finite. A cached row is checked plainly first.
+const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = plainFirst(
+  isTimingState,
+  z.strictObject({
+    settledMs: z.number().check(z.nonnegative()),
+    activeTurn: z.exactOptional(z.strictObject({ turn: z.number(), startedAt: z.number() })),
+  }),
+)
 
 /**
  * The `subagentTiming` unit: milliseconds spent in settled turns plus the
