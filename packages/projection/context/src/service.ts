@@ -81,7 +81,8 @@ function isSession(target: unknown): target is Session {
     typeof target === 'object' &&
     target !== null &&
     typeof (target as Session).append === 'function' &&
-    Array.isArray((target as Session).events)
+    // Not `events`: that getter copies and freezes the whole log after every append.
+    typeof (target as Session).eventAt === 'function'
   )
 }
 

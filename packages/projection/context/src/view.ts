@@ -52,14 +52,14 @@ function walkChunk(chunk: readonly ContextMessage[], pending: readonly string[],
 }
 
 /**
- * The committed messages as they are, when the log already has them in view
- * order (every result right after its call, in call order, none missing
- * before the next message, none orphaned) — the common case, and the view
- * the general pairing would give. Each chunk is checked once (cached by
- * reference), so a step costs its new chunk and one pointer copy per
- * message. `undefined` when some chunk is not in view order.
+ * Whether the committed messages are already in view order (every result
+ * right after its call, in call order, none missing before the next message,
+ * none orphaned) — the common case, and the view the general pairing would
+ * give — and if so how many there are and which calls still wait. Each chunk
+ * is checked once (cached by reference), so a step costs its new chunk and
+ * one lookup per chunk. `undefined` when some chunk is not in view order.
  */
-function orderedMessages(state: SessionContextState): { messages: ContextMessage[]; pending: readonly string[] } | undefined {
+function orderedChunks(state: SessionContextState): { total: number; pending: readonly string[] } | undefined {
   let pending: readonly string[] = []
   let total = 0
   for (const chunk of state.chunks) {
@@ -73,11 +73,37 @@ function orderedMessages(state: SessionContextState): { messages: ContextMessage
     pending = walk.pendingOut
     total += chunk.length
   }
-  // One allocation of the final size: a transcript-sized array grown by pushes is copied at every growth.
-  const messages = new Array<ContextMessage>(total)
-  let at = 0
-  for (const chunk of state.chunks) for (const message of chunk) messages[at++] = message
-  return { messages, pending }
+  return { total, pending }
+}
+
+/** The newest committed message that is not a tool result (only its calls can still wait). */
+function newestNonTool(chunks: SessionContextState['chunks']): ContextMessage | undefined {
+  for (let c = chunks.length - 1; c >= 0; c--) {
+    const chunk = chunks[c] as readonly ContextMessage[]
+    for (let m = chunk.length - 1; m >= 0; m--) if ((chunk[m] as ContextMessage).role !== 'tool') return chunk[m]
+  }
+  return undefined
+}
+
+/**
+ * How a view's messages lie when the log has them in view order: the
+ * state's committed chunks as they are, then a short tail (synthetic results
+ * for calls still waiting, the open step and its synthetic results).
+ * Renderers read it to find what changed since their previous render by
+ * comparing chunk references, without the flat message list.
+ */
+export interface ViewLayout {
+  readonly chunks: SessionContextState['chunks']
+  /** Messages in `chunks`. */
+  readonly committed: number
+  readonly tail: readonly ContextMessage[]
+}
+
+const layouts = new WeakMap<SessionContext, ViewLayout>()
+
+/** The layout of a view `contextView` built in view order; `undefined` for any other context (read its `messages`). */
+export function viewLayout(context: SessionContext): ViewLayout | undefined {
+  return layouts.get(context)
 }
 
 function openMessage(state: SessionContextState): ContextMessage | undefined {
@@ -93,6 +119,12 @@ function openMessage(state: SessionContextState): ContextMessage | undefined {
 function viewOf(state: SessionContextState, messages: readonly ContextMessage[], orphans: number, missing: number): SessionContext {
   return {
     messages,
+    ...viewFields(state, orphans, missing),
+  }
+}
+
+function viewFields(state: SessionContextState, orphans: number, missing: number): Omit<SessionContext, 'messages'> {
+  return {
     step: state.step,
     provider: state.provider,
     model: state.model,
@@ -104,37 +136,57 @@ function viewOf(state: SessionContextState, messages: readonly ContextMessage[],
 }
 
 /**
+ * A view in view order whose `messages` list is built on first read (then
+ * kept): the chunks copied into one array of the final size, then the tail.
+ * A caller that only renders it through an incremental renderer never pays
+ * for the list.
+ */
+function layoutView(state: SessionContextState, layout: ViewLayout, missing: number): SessionContext {
+  let messages: ContextMessage[] | undefined
+  const view: SessionContext = {
+    get messages(): readonly ContextMessage[] {
+      if (messages === undefined) {
+        // One allocation of the final size: a transcript-sized array grown by pushes is copied at every growth.
+        const out = new Array<ContextMessage>(layout.committed + layout.tail.length)
+        let at = 0
+        for (const chunk of layout.chunks) for (const message of chunk) out[at++] = message
+        for (const message of layout.tail) out[at++] = message
+        messages = out
+      }
+      return messages
+    },
+    ...viewFields(state, 0, missing),
+  }
+  layouts.set(view, layout)
+  return view
+}
+
+/**
  * The model-visible context of a state: its messages (the streamed step
  * still open included) with every tool call followed by exactly one result,
  * in call order, right after the message holding the calls. A call without
  * a result gets a synthetic error result; a result whose call is not in the
  * context (compacted away, or never made) is left out. Both are counted.
- * O(messages); pure.
+ * Pure. When the log already has its messages in view order (the common
+ * case) the view costs one lookup per chunk of messages plus the open step,
+ * and its `messages` list is built on first read; otherwise O(messages).
  */
 export function contextView(state: SessionContextState): SessionContext {
   const open = openMessage(state)
-  const ordered = orderedMessages(state)
+  const ordered = orderedChunks(state)
   if (ordered !== undefined) {
     // In view order already: only the calls left waiting (a crash, the open step) get synthetic results.
-    const out = ordered.messages
-    let missing = 0
+    const tail: ContextMessage[] = []
     const answer = (message: ContextMessage, ids: readonly string[]): void => {
-      for (const id of ids) {
-        missing++
-        out.push(missingResult(id, message.seq))
-      }
+      for (const id of ids) tail.push(missingResult(id, message.seq))
     }
-    if (ordered.pending.length > 0) {
-      // The waiting calls are the newest non-tool message's (only its results can follow it).
-      let at = out.length - 1
-      while (at > 0 && (out[at] as ContextMessage).role === 'tool') at--
-      answer(out[at] as ContextMessage, ordered.pending)
-    }
+    if (ordered.pending.length > 0) answer(newestNonTool(state.chunks) as ContextMessage, ordered.pending)
     if (open !== undefined) {
-      out.push(open)
+      tail.push(open)
       answer(open, callIdsOf(open))
     }
-    return viewOf(state, out, 0, missing)
+    const missing = tail.reduce((n, message) => n + (message.synthetic === true ? 1 : 0), 0)
+    return layoutView(state, { chunks: state.chunks, committed: ordered.total, tail }, missing)
   }
   const messages = flatten(state.chunks)
   if (open !== undefined) messages.push(open)

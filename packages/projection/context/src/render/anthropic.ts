@@ -297,7 +297,7 @@ export function anthropicRenderer(options: AnthropicRenderOptions = {}): Increme
   const merged = new Merged()
   return {
     render(context: SessionContext): Rendered<AnthropicRequest> {
-      const from = parts.sync(context.messages)
+      const from = parts.syncContext(context)
       merged.rebuild(parts.parts, from)
       return assemble(context, options, merged, (extra) => parts.warnings(extra))
     },

@@ -48,6 +48,13 @@ export type ChatRenderOptions = RenderOptions & {
    * ignores it elsewhere); otherwise reasoning is left out and counted.
    */
   readonly reasoningContent?: boolean
+  /** A system message sent first (a non-empty prompt); none when absent. */
+  readonly system?: string
+}
+
+/** The system message `options` asks for, as the first of the request's messages. */
+function systemHead(options: ChatRenderOptions): ChatMessage[] {
+  return options.system === undefined || options.system.length === 0 ? [] : [{ role: 'system', content: options.system }]
 }
 
 /** The media types the Chat `file` part takes. */
@@ -188,17 +195,24 @@ export function renderChatMessages(
 /**
  * A Chat renderer that keeps what it rendered: each `render` renders only
  * the messages that changed since the previous one (appending k messages
- * renders k), and its body equals a fresh {@link renderChat} of the same
- * context.
+ * renders k) and its body equals a fresh {@link renderChat} of the same
+ * context. A view in view order (`contextView`'s common case) is synced
+ * from its layout, and the body's `messages` is the renderer's own kept
+ * list, extended in place: a step costs its new messages, not the length of
+ * the conversation. That list is valid until the next `render`; copy it to
+ * keep it longer.
  */
 export function chatRenderer(options: ChatRenderOptions = {}): IncrementalRenderer<ChatRequest> {
-  const parts = new FlatParts<ChatMessage>((message, counts) => chatMessage(message, options.attachments, counts, options.reasoningContent))
+  const parts = new FlatParts<ChatMessage>(
+    (message, counts) => chatMessage(message, options.attachments, counts, options.reasoningContent),
+    systemHead(options),
+  )
   return {
     render(context: SessionContext): Rendered<ChatRequest> {
-      parts.sync(context.messages)
+      parts.syncContext(context)
       const counts: WarningCounts = {}
       const model = modelOf(options, context, counts)
-      return { body: { model, messages: parts.itemsFrom(0) }, warnings: parts.parts.warnings(counts) }
+      return { body: { model, messages: parts.items() as ChatMessage[] }, warnings: parts.parts.warnings(counts) }
     },
     get stats(): RenderStats {
       return parts.parts.counters
@@ -212,11 +226,13 @@ export function chatRenderer(options: ChatRenderOptions = {}): IncrementalRender
  * messages only; elsewhere a counted text note), reasoning left out and
  * counted (or, with `reasoningContent`, sent on messages that call tools),
  * calls as `tool_calls` with JSON-string arguments, each result as a
- * `tool` message (an error result's text begins with `Error`).
+ * `tool` message (an error result's text begins with `Error`); `system`
+ * first when given.
  */
 export function renderChat(context: SessionContext, options: ChatRenderOptions = {}): Rendered<ChatRequest> {
   const counts: WarningCounts = {}
   const model = modelOf(options, context, counts)
   const { messages, warnings } = renderChatMessages(context.messages, options)
-  return { body: { model, messages }, warnings: totalWarnings(counts, warnings) }
+  const head = systemHead(options)
+  return { body: { model, messages: head.length === 0 ? messages : [...head, ...messages] }, warnings: totalWarnings(counts, warnings) }
 }

@@ -1,5 +1,6 @@
 import type { AttachmentRef, ContentBlock, ContentBlockType, JsonValue, ToolCallBlock } from '@dsh/session'
-import type { ContextBlock, ContextMessage, SessionContext } from '../types.js'
+import type { ContextBlock, ContextMessage, SessionContext, SessionContextState } from '../types.js'
+import { viewLayout } from '../view.js'
 
 /**
  * What a renderer left out or replaced, by reason. A renderer never throws
@@ -149,6 +150,8 @@ export type RenderStats = {
   readonly reused: number
   /** Renders that found a changed message before the end of the previous context (a compaction, a prune, a replaced open step). */
   readonly rebuilds: number
+  /** Kept messages compared with the new context's to find the first change (a layout skips the chunks both share). */
+  readonly compared: number
 }
 
 /**
@@ -156,25 +159,61 @@ export type RenderStats = {
  * first message that differs from the previous list (same object, or equal
  * JSON for messages the view rebuilds, such as synthetic results and the
  * open step) and renders only from there: appending k messages renders k.
- * Finding the change compares references, one per message, and renders
- * nothing.
+ * `syncContext` finds it from the view's layout when the context has one:
+ * one reference compare per chunk of messages, then the messages of the
+ * first changed chunk and the short tail, so a step costs its new messages
+ * and never a pass over the whole list.
  */
 export class MessageParts<P> {
   private readonly messages: ContextMessage[] = []
   readonly parts: P[] = []
   private readonly counts: WarningCounts[] = []
   private readonly totals = noWarnings()
-  private stats: RenderStats = { rendered: 0, reused: 0, rebuilds: 0 }
+  private stats: RenderStats = { rendered: 0, reused: 0, rebuilds: 0, compared: 0 }
+  /** The chunks of the layout synced last (`syncContext`), and how many messages they hold. */
+  private chunks: SessionContextState['chunks'] = []
 
   constructor(private readonly render: (message: ContextMessage, counts: WarningCounts) => P) {}
 
   /** Brings the parts up to `messages`; returns the index of the first part rendered anew. */
   sync(messages: readonly ContextMessage[]): number {
+    this.chunks = []
+    return this.syncFrom(0, messages.length, (i) => messages[i] as ContextMessage)
+  }
+
+  /** Brings the parts up to the context's messages, reading its layout when it has one; returns the index of the first part rendered anew. */
+  syncContext(context: SessionContext): number {
+    const layout = viewLayout(context)
+    if (layout === undefined) return this.sync(context.messages)
+    const { chunks, committed, tail } = layout
+    // The chunks both layouts share by reference hold the same messages in the same places: one compare per chunk.
+    let same = 0
+    let offset = 0
+    const shared = Math.min(chunks.length, this.chunks.length)
+    while (same < shared && chunks[same] === this.chunks[same]) offset += (chunks[same++] as readonly ContextMessage[]).length
+    this.chunks = chunks
+    // Messages are asked for in increasing order: a cursor walks the chunks once.
+    let c = same
+    let start = offset
+    const at = (i: number): ContextMessage => {
+      if (i >= committed) return tail[i - committed] as ContextMessage
+      if (i < start) {
+        c = 0
+        start = 0
+      }
+      while (start + (chunks[c] as readonly ContextMessage[]).length <= i) start += (chunks[c++] as readonly ContextMessage[]).length
+      return (chunks[c] as readonly ContextMessage[])[i - start] as ContextMessage
+    }
+    return this.syncFrom(Math.min(offset, this.messages.length), committed + tail.length, at)
+  }
+
+  /** Syncs the `total` messages `at` gives, knowing the first `known` are the kept ones. */
+  private syncFrom(known: number, total: number, at: (index: number) => ContextMessage): number {
     const kept = this.messages.length
-    let from = 0
-    const limit = Math.min(kept, messages.length)
+    let from = known
+    const limit = Math.min(kept, total)
     while (from < limit) {
-      const next = messages[from] as ContextMessage
+      const next = at(from)
       const prev = this.messages[from] as ContextMessage
       if (next !== prev && !sameJson(next, prev)) break
       if (next !== prev) this.messages[from] = next
@@ -184,8 +223,8 @@ export class MessageParts<P> {
     this.messages.length = from
     this.parts.length = from
     this.counts.length = from
-    for (let i = from; i < messages.length; i++) {
-      const message = messages[i] as ContextMessage
+    for (let i = from; i < total; i++) {
+      const message = at(i)
       const counts: WarningCounts = {}
       this.parts.push(this.render(message, counts))
       this.messages.push(message)
@@ -193,9 +232,10 @@ export class MessageParts<P> {
       addCounts(this.totals, counts, 1)
     }
     this.stats = {
-      rendered: this.stats.rendered + messages.length - from,
+      rendered: this.stats.rendered + total - from,
       reused: this.stats.reused + from,
       rebuilds: this.stats.rebuilds + (from < kept ? 1 : 0),
+      compared: this.stats.compared + Math.min(from + 1, limit) - known,
     }
     return from
   }
@@ -231,32 +271,47 @@ export class MessageParts<P> {
 
 /**
  * Parts that are lists (each message renders to zero or more items), kept
- * flat: `sync` re-renders from the first changed message and rebuilds the
- * flat list only from there.
+ * flat after `head` (items that come before every message's, e.g. a system
+ * message): `sync` re-renders from the first changed message and rebuilds
+ * the flat list only from there.
  */
 export class FlatParts<T> {
   readonly parts: MessageParts<T[]>
-  private readonly flat: T[] = []
+  private readonly flat: T[]
   /** Where each message's items begin in `flat`. */
   private readonly offsets: number[] = []
 
-  constructor(render: (message: ContextMessage, counts: WarningCounts) => T[]) {
+  constructor(render: (message: ContextMessage, counts: WarningCounts) => T[], head: readonly T[] = []) {
     this.parts = new MessageParts(render)
+    this.flat = [...head]
   }
 
   sync(messages: readonly ContextMessage[]): void {
-    const from = this.parts.sync(messages)
+    this.rebuildFrom(this.parts.sync(messages))
+  }
+
+  /** `sync` of a context's messages, found from its layout when it has one (see `MessageParts.syncContext`). */
+  syncContext(context: SessionContext): void {
+    this.rebuildFrom(this.parts.syncContext(context))
+  }
+
+  private rebuildFrom(from: number): void {
     this.flat.length = this.offsets[from] ?? this.flat.length
     this.offsets.length = from
     for (let i = from; i < this.parts.length; i++) {
       this.offsets.push(this.flat.length)
-      this.flat.push(...(this.parts.parts[i] as T[]))
+      for (const item of this.parts.parts[i] as T[]) this.flat.push(item)
     }
   }
 
-  /** The items of the messages from `index` on (a copy). */
+  /** The items of the messages from `index` on (a copy; the head only with index 0). */
   itemsFrom(index: number): T[] {
-    return this.flat.slice(this.offsets[index] ?? this.flat.length)
+    return this.flat.slice(index === 0 ? 0 : (this.offsets[index] ?? this.flat.length))
+  }
+
+  /** Every item, head first: the kept list itself, not a copy (the next `sync` changes it). */
+  items(): readonly T[] {
+    return this.flat
   }
 }
 

@@ -259,7 +259,7 @@ export function responsesRenderer(options: ResponsesRenderOptions = {}): Increme
   const parts = new FlatParts<ResponsesItem>((message, counts) => responsesItems(message, options, counts))
   return {
     render(context: SessionContext, previousResponse?: PreviousResponse): Rendered<ResponsesRequest> {
-      parts.sync(context.messages)
+      parts.syncContext(context)
       const counts: WarningCounts = {}
       const effective: ResponsesRenderOptions = previousResponse === undefined ? options : { ...options, previousResponse }
       const start = startOf(context, effective, counts)
