@@ -7,8 +7,11 @@
 // Ratio (the harness's): building the Chat request object (no serialization)
 // at step 5,000 — the old whole-log rebuild (bench/src/fixtures/whole-log-chat.ts,
 // the baseline) against the driver's way (sessionContext + its incremental
-// Chat renderer kept across steps, the subject); baseline / subject,
-// target >= 20. Requirements, all within one run:
+// Chat renderer kept across steps, holding the system prompt first in its
+// list, the subject); baseline / subject, target >= 20. The subject costs the
+// step's new events: the view in view order builds no message list, the
+// renderer finds the change by comparing chunk references (one per 64
+// messages) and extends its own list in place. Requirements, all within one run:
 // - the new work of one step — folding the step's events and rendering the
 //   messages they made — at step 5,000 against step 50: at most 2x;
 // - every incrementally built body equals a fresh full render of the same
@@ -41,17 +44,15 @@ import {
   sessionContextUnit,
 } from '@dsh/session-context'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
+import { appendStep, beginSession, CHUNK_BYTES, EVENTS_PER_STEP, MODEL, RESULT_BYTES, SYSTEM } from '../fixtures/context-step.js'
 import { buildMessages } from '../fixtures/whole-log-chat.js'
 import { type BenchDefinition, median } from '../harness.js'
 
 const SMALL = 50
 const LARGE = 5_000
-const CHUNK_BYTES = 80
-const RESULT_BYTES = 2 * 1024
-const EVENTS_PER_STEP = 5
-const SYSTEM = 'You are a careful agent.'
-const MODEL = 'bench-model'
 const RENDER = { model: MODEL, reasoningContent: true } as const
+/** What the driver's renderer is given: the system prompt goes first in its kept list. */
+const RENDER_WITH_SYSTEM = { ...RENDER, system: SYSTEM } as const
 /** Subject steps per sample (each appended untimed, then its request built timed). */
 const SUBJECT_STEPS = 20
 /** Repetitions of a one-step measurement per sample (they take microseconds). */
@@ -62,26 +63,6 @@ const gc: () => void = (() => {
   setFlagsFromString('--expose-gc')
   return runInNewContext('gc') as () => void
 })()
-
-function text(seed: number, bytes: number): string {
-  let state = seed >>> 0 || 1
-  let out = ''
-  while (out.length < bytes) {
-    state ^= state << 13
-    state ^= state >>> 17
-    state ^= state << 5
-    out += `${((state >>> 0) % 100_000).toString(36)} `
-  }
-  return out.slice(0, bytes)
-}
-
-function appendStep(session: Session, i: number): void {
-  session.append('step/start', { model: MODEL, provider: 'bench' })
-  session.append('assistant/chunk', { turn: 1, index: i, delta: text(i * 2 + 1, CHUNK_BYTES) })
-  session.append('tool/call', { turn: 1, callId: `c${i}`, name: 'read_file', arguments: { path: `part-${i}.md` } })
-  session.append('step/end', { usage: { input: 1_000, output: 30 }, finish: 'tool-calls' })
-  session.append('tool/result', { turn: 1, callId: `c${i}`, content: { text: text(i * 2 + 2, RESULT_BYTES) } })
-}
 
 /** A session at the step boundary: the state before its last step, that step's events, and the state after. */
 interface Sized {
@@ -108,8 +89,7 @@ const figures = {
 
 async function sized(steps: number): Promise<Sized> {
   const session = ctx!.require('sessions').create()
-  session.append('user/message', { text: 'Survey the repository, one file per step.' })
-  session.append('turn/start', { turn: 1 })
+  beginSession(session)
   for (let i = 0; i < steps; i++) appendStep(session, i)
   const events = session.events
   const cut = events.length - EVENTS_PER_STEP
@@ -175,30 +155,32 @@ function oneStep(s: Sized): void {
   figures.wholeStepUs[s.steps as 50 | 5000].push(whole / STEP_REPEATS / 1e3)
 }
 
-/** The system message, then the context's (as the driver prepends it: one allocation of the final size). */
+/** The system message, then the context's (what the whole-log rebuild and a fresh full render are compared in). */
 function withSystem(messages: readonly ChatMessage[]): ChatMessage[] {
-  const out = new Array<ChatMessage>(messages.length + 1)
-  out[0] = { role: 'system', content: SYSTEM }
-  for (let i = 0; i < messages.length; i++) out[i + 1] = messages[i] as ChatMessage
-  return out
+  return [{ role: 'system', content: SYSTEM }, ...messages]
 }
 
-/** (b) subject: the driver's way; the median of a sample's steps (ms per request). (c) checks the sample's last body. */
+/**
+ * (b) subject: the driver's way, the renderer holding the system prompt
+ * first in its kept list; the median of a sample's steps (ms per request).
+ * (c) checks the sample's last body against a fresh full render and the
+ * whole-log rebuild.
+ */
 async function incremental(): Promise<number> {
   const l = live!
   const samples: number[] = []
-  let body: ChatMessage[] = []
+  let body: readonly ChatMessage[] = []
   let context: SessionContext | undefined
   gc()
   for (let k = 0; k < SUBJECT_STEPS; k++) {
     appendStep(l.session, l.next++)
     const start = process.hrtime.bigint()
     context = await service!.contextOf(l.session)
-    body = withSystem(l.renderer.render(context).body.messages)
+    body = l.renderer.render(context).body.messages
     samples.push(Number(process.hrtime.bigint() - start) / 1e6)
   }
   checks.samples++
-  if (isDeepStrictEqual(body, withSystem(renderChat(context!, RENDER).body.messages))) checks.equalsFullRender++
+  if (isDeepStrictEqual(body, renderChat(context!, RENDER_WITH_SYSTEM).body.messages)) checks.equalsFullRender++
   if (isDeepStrictEqual(body, buildMessages(l.session.events, { system: SYSTEM }))) checks.equalsWholeLogRebuild++
   // (a) rides along: one-step figures at both sizes, alternated with the rest.
   oneStep(small!)
@@ -269,7 +251,7 @@ const definition: BenchDefinition = {
     large = await sized(LARGE)
     // The subject's session starts at step 5,000 and grows by its own steps, its renderer kept as the driver keeps it.
     const session = large.session
-    const renderer = chatRenderer(RENDER)
+    const renderer = chatRenderer(RENDER_WITH_SYSTEM)
     renderer.render(await service.contextOf(session))
     live = { session, renderer, next: LARGE }
   },
