@@ -118,9 +118,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   run: {
     store: true,
-    summary: 'run an agent over an OpenAI-compatible API (key from DSH_API_KEY), with the subagent-control tools',
+    summary: 'run an agent over an OpenAI-compatible or Anthropic API (key from DSH_API_KEY), with the subagent-control tools',
     args: '"<prompt>"',
     options: {
+      provider: { type: 'string', value: 'P', help: 'openai (default: Chat Completions/Responses) or anthropic (Messages)' },
+      thinking: { type: 'string', value: 'TOKENS', help: "with --provider anthropic: extended thinking's budget_tokens (at least 1024)" },
       model: { type: 'string', value: 'M', help: 'model name (default DSH_MODEL, then deepseek-v4-flash)' },
       'base-url': { type: 'string', value: 'URL', help: 'Chat Completions base URL (default DSH_BASE_URL, then DeepSeek)' },
       resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },

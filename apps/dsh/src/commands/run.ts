@@ -1,28 +1,24 @@
 import { isDshError } from '@dsh/context'
-import {
-  type AgentTurnOutcome,
-  createModelClient,
-  createOpenAIDriver,
-  createOpenAISummarizer,
-  type RunAgentOptions,
-  runAgent,
-} from '@dsh/driver-openai'
+import type { AgentTurnOutcome } from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
 import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
 import type { SubagentRun, SubagentRuntime, SubagentTool } from '@dsh/subagent'
 import {
+  type AgentDefinitionSource,
   harnessNotices,
   SUBAGENT_CONTROL_DIALECTS,
   type SubagentControlDialect,
   subagentControlTools,
   waitForChildSettlement,
 } from '@dsh/tool-subagent-control'
+import { commandAgentDefinitions } from '../agent-definitions-access.js'
 import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
 import { otlpEndpoint } from '../otlp.js'
 import { printJson } from '../output.js'
 import { escapeTerminal, safe } from '../terminal.js'
+import { type RunModel, runModelOf, type TopTurnOptions } from './run-provider.js'
 
 /** Follow-up turns one `dsh run --dialect harness` gives its agent when background subagents settle. */
 export const MAX_WAKES = 32
@@ -44,10 +40,12 @@ export function controlToolsOf(
   runtime: SubagentRuntime,
   dialect: SubagentControlDialect = 'dsh',
   agent?: Session,
+  agents?: AgentDefinitionSource,
 ): readonly SubagentTool[] {
+  const defined = agents === undefined ? {} : { agents }
   if (dialect === 'harness' && agent !== undefined && agent.header.origin !== 'subagent')
-    return subagentControlTools(runtime, { dialect, filter: (name) => name !== 'report' })
-  return subagentControlTools(runtime, { dialect })
+    return subagentControlTools(runtime, { dialect, filter: (name) => name !== 'report', ...defined })
+  return subagentControlTools(runtime, { dialect, ...defined })
 }
 
 /** How the model reads its children's notices: the harness phrasing in the harness dialect, the driver's own otherwise. */
@@ -58,9 +56,12 @@ export function noticesOf(dialect: SubagentControlDialect): {
 }
 
 /**
- * `dsh run "<prompt>" [--model M] [--base-url URL] [--resume ID] [--dialect dsh|harness] [--root R]`:
- * one turn of a real agent over an OpenAI-compatible API, with the
- * subagent-control tools, in a session root. With `--dialect harness` the
+ * `dsh run "<prompt>" [--provider openai|anthropic] [--model M] [--base-url URL] [--resume ID] [--dialect dsh|harness] [--root R]`:
+ * one turn of a real agent over an OpenAI-compatible API (or, with
+ * `--provider anthropic`, the Anthropic Messages API; `--thinking TOKENS`
+ * turns on its extended thinking), with the subagent-control tools, in a
+ * session root; the `subagent` tool starts the agents defined in
+ * `<root>/.dsh/agents` and `./.dsh/agents` by name. With `--dialect harness` the
  * tools take the harness's shapes and, as the harness does, a background
  * child's settlement wakes the agent: after its turn the command waits for a
  * running child to settle and runs another turn that reads the notice (at
@@ -75,7 +76,7 @@ export function noticesOf(dialect: SubagentControlDialect): {
  * compaction's crash repair runs on every load); without it no step
  * compacts. `--max-steps N` bounds one turn's model steps (default 32).
  *
- * The API key comes from DSH_API_KEY or OPENAI_API_KEY only (never a flag:
+ * The API key comes from DSH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY by provider, only (never a flag:
  * flags show in `ps`). `--otlp URL` exports the run (every turn, model step,
  * tool call and subagent run, as one trace per top-level turn) as
  * OpenTelemetry spans while it happens; a collector that is down costs
@@ -93,16 +94,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const model = command.string('model')
   const baseURL = command.string('base-url')
   // Configuration errors (no key, a bad URL) surface before the root is touched.
-  const client = createModelClient({
-    env: io.env,
+  const runModel = await runModelOf(command, io, {
     ...(model === undefined ? {} : { model }),
     ...(baseURL === undefined ? {} : { baseURL }),
   })
+  // The agent definitions the subagent tool starts by name (<root>/.dsh/agents, ./.dsh/agents), read when it is called.
+  const agents = commandAgentDefinitions(command)
   const budget = budgetOf(command)
   const printer = new RunPrinter(io, command.json)
   // Requests are built from the host's sessionContext service (the host is made after the driver it runs).
-  const driver = createOpenAIDriver({
-    client,
+  const driver = runModel.driver({
     onEvent: (child, event) => printer.child(child, event),
     context: () => host.ctx.get('sessionContext'),
     compaction: () => host.ctx.get('compaction'),
@@ -113,13 +114,13 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   // The summarizer (the same client) gives the host service `compaction` and its crash repair.
   const host = await openHost(command, {
     driver,
-    tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent),
-    summarizer: createOpenAISummarizer({ client }),
+    tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent, agents),
+    summarizer: runModel.summarizer,
   })
   if (otlp !== undefined && telemetry !== undefined) {
     try {
       await host.ctx.activate(
-        telemetry.sessionTelemetryPlugin({ otlp, model: client.model, provider: driver.name, logger: terminalLogger(io) }),
+        telemetry.sessionTelemetryPlugin({ otlp, model: runModel.model, provider: driver.name, logger: terminalLogger(io) }),
       )
     } catch (error) {
       await host.dispose()
@@ -137,10 +138,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     session = resume === undefined ? host.sessions.create({ cwd: process.cwd() }) : await loadSession(host, resume)
     printer.begin(session, resume !== undefined)
     process.once('SIGINT', interrupt)
-    const turn: RunAgentOptions = {
-      client,
+    const turn: TopTurnOptions = {
       session,
-      tools: controlToolsOf(host.subagents, dialect, session),
+      tools: controlToolsOf(host.subagents, dialect, session, agents),
       signal: controller.signal,
       onEvent: (event) => printer.top(event),
       context: host.ctx.require('sessionContext'),
@@ -148,8 +148,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       ...budget,
       ...noticesOf(dialect),
     }
-    let outcome = await runAgent({ ...turn, ...(prompt.length === 0 ? {} : { prompt }) })
-    if (dialect === 'harness') outcome = await followBackground(host, turn, outcome, printer)
+    let outcome = await runModel.runAgent({ ...turn, ...(prompt.length === 0 ? {} : { prompt }) })
+    if (dialect === 'harness') outcome = await followBackground(host, runModel, turn, outcome, printer)
     printer.end(session, outcome)
     return outcome.reason === 'completed' ? 0 : outcome.reason === 'interrupted' ? 130 : 1
   } finally {
@@ -177,7 +177,8 @@ function budgetOf(command: ParsedCommand): { contextWindow?: number; maxSteps?: 
  */
 async function followBackground(
   host: Host,
-  turn: RunAgentOptions,
+  runModel: RunModel,
+  turn: TopTurnOptions,
   first: AgentTurnOutcome,
   printer: RunPrinter,
 ): Promise<AgentTurnOutcome> {
@@ -190,7 +191,7 @@ async function followBackground(
       throw error
     }
     for (const notice of unreadNotices(turn.session)) printer.notice(notice)
-    outcome = await runAgent(turn)
+    outcome = await runModel.runAgent(turn)
   }
   return outcome
 }
