@@ -325,6 +325,35 @@ describe('budgets down the tree', () => {
   })
 })
 
+describe('after a budget stop', () => {
+  it('wait reports the stop with its figures, and input queued behind the stopped run stays logged and undelivered', async () => {
+    const hold = gate()
+    const h = await host({
+      driver: byLabel({
+        worker: [{ kind: 'until', promise: hold.promise }, ...steps(10, 40)],
+      }),
+    })
+    const parent = h.sessions.create()
+    const handle = h.runtime.spawn(parent, { mode: 'continuable', label: 'worker', context: 'fresh', settings: { maxTokens: 100 } })
+    expect(await h.runtime.send(handle.id, { caller: parent, text: 'and then this' })).toEqual({ status: 'queued', position: 1 })
+    hold.open()
+    expect(await handle.done).toMatchObject({ end: 'budget' })
+    const [entry] = await h.runtime.wait([handle.id], { caller: parent })
+    expect(entry).toMatchObject({ state: 'settled', reason: 'budget', exceeded: { kind: 'tokens', limit: 100, spent: 120 } })
+    // The queued message did not start a run that would be stopped at once: it waits in the log.
+    const log = (await h.ctx.require('sessionQuery').observeSession(handle.id)).events
+    expect(log.filter((event) => event.type === 'subagent/start')).toHaveLength(1)
+    expect(log.filter((event) => event.type === 'subagent/queued').map((event) => event.data)).toEqual([
+      { from: parent.id, text: 'and then this' },
+    ])
+    // Sent again, it is delivered first, and the run ends budget at once: nothing is left.
+    const again = await h.runtime.send(handle.id, { caller: parent, text: 'more' })
+    expect(again.status).toBe('started')
+    if (again.status === 'started')
+      expect(await again.handle.done).toMatchObject({ end: 'budget', exceeded: { kind: 'tokens', spent: 120 } })
+  })
+})
+
 describe('enforceability', () => {
   it('a runtime that cannot see appends refuses a budgeted spawn', async () => {
     const { SubagentRuntime } = await import('../src/index.js')
