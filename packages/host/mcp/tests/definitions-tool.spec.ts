@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { agentDefinitions } from '@dsh/agent-definitions'
 import { createHost, type Host } from '@dsh/host'
+import { subagentControlTools } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -88,6 +89,32 @@ describe('list_agent_definitions', () => {
 
     const extra = await client.callTool({ name: 'list_agent_definitions', arguments: { scope: 'all' } })
     expect((extra.structuredContent as { error: { code: string } }).error.code).toBe('MCP_INVALID_INPUT')
+  })
+
+  it("with control tools, subagent {agent} starts the project's definition; a bad definition starts nothing", async () => {
+    writeFileSync(join(root, '.dsh', 'agents', 'broken.md'), '---\nname: broken\ndescription: d\nmodle: x\n---\nx\n')
+    const agents = agentDefinitions({ root, project })
+    const parent = host.sessions.create()
+    client = await connect({
+      agentDefinitions: agents,
+      allowControl: true,
+      control: host.subagents,
+      controlTools: (control) => subagentControlTools(control, { agents }),
+    })
+    const started = await client.callTool({ name: 'subagent', arguments: { session: parent.id, agent: 'scout', prompt: 'look' } })
+    expect(started.isError ?? false, JSON.stringify(started.content)).toBe(false)
+    const id = (started.structuredContent as { id: string; agent: string; label: string }).id
+    expect(started.structuredContent).toMatchObject({ agent: 'scout', label: 'scout' })
+    const children = await host.query.listSessions({ parentSession: parent.id })
+    expect(children.records.map((record) => [record.header.id, record.header.agentPreset])).toEqual([[id, 'scout']])
+
+    const refused = await client.callTool({ name: 'subagent', arguments: { session: parent.id, agent: 'broken', prompt: 'look' } })
+    expect(refused.isError).toBe(true)
+    expect((refused.structuredContent as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'AGENT_DEFINITION_INVALID',
+      message: expect.stringContaining(`${join(root, '.dsh', 'agents', 'broken.md')}:4: unknown key 'modle'`),
+    })
+    expect((await host.query.listSessions({ parentSession: parent.id })).records).toHaveLength(1)
   })
 
   it('is not offered without definitions configured', async () => {
