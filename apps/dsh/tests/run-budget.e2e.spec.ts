@@ -1,13 +1,12 @@
-import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { cleanEnv, dshRun } from './support/dsh-process.js'
 
 // A budget stop through `dsh run`: the built CLI in its own process, a local
 // Chat Completions server (the only fake) reporting usage on every response.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const KEY = 'sk-e2e-budget-7c1d'
 
 let dir: string
@@ -24,19 +23,7 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-function dsh(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [bin, ...args],
-      { env: { ...rest, DSH_API_KEY: KEY }, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
-      },
-    )
-  })
-}
+const dsh = (args: string[]) => dshRun(args, cleanEnv({ DSH_API_KEY: KEY }))
 
 interface Event {
   type: string
