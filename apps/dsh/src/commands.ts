@@ -128,6 +128,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       resume: { type: 'string', value: 'ID', help: 'continue session ID (closes a turn a killed run left open)' },
       'context-window': { type: 'string', value: 'TOKENS', help: "the model's window: compact before a step at 80% of it" },
       'max-steps': { type: 'string', value: 'N', help: 'model steps one turn may take (default 32)' },
+      api: { type: 'string', value: 'API', help: 'chat (default) or responses: the OpenAI API the requests use' },
+      image: { type: 'string', value: 'PATH', help: 'attach a png/jpeg/gif/webp image to the prompt (stored beside the session)' },
       dialect,
       otlp,
     },

@@ -1,7 +1,8 @@
 import { isDshError } from '@dsh/context'
-import type { AgentTurnOutcome } from '@dsh/driver-openai'
+import type { AgentTurnOutcome, SessionAttachments } from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
 import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
+import { appendUserMessage, attachmentResolver } from '@dsh/session-persistence'
 import type { SubagentRun, SubagentRuntime, SubagentTool } from '@dsh/subagent'
 import {
   type AgentDefinitionSource,
@@ -18,6 +19,7 @@ import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
 import { otlpEndpoint } from '../otlp.js'
 import { printJson } from '../output.js'
 import { escapeTerminal, safe } from '../terminal.js'
+import { imageOf, modelApiOf } from './run-options.js'
 import { type RunModel, runModelOf, type TopTurnOptions } from './run-provider.js'
 
 /** Follow-up turns one `dsh run --dialect harness` gives its agent when background subagents settle. */
@@ -75,6 +77,11 @@ export function noticesOf(dialect: SubagentControlDialect): {
  * 80% of it (the host has the summarizer, over the same client, so
  * compaction's crash repair runs on every load); without it no step
  * compacts. `--max-steps N` bounds one turn's model steps (default 32).
+ * `--api responses` speaks the Responses API instead of Chat Completions
+ * (only new input items after the first request, continuing the previous
+ * response). `--image PATH` attaches a png/jpeg/gif/webp image to the
+ * prompt: the bytes are stored beside the session (content-addressed), the
+ * log holds the reference, and each request carries the image.
  *
  * The API key comes from DSH_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY by provider, only (never a flag:
  * flags show in `ps`). `--otlp URL` exports the run (every turn, model step,
@@ -93,19 +100,39 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const otlp = otlpFlag === undefined || telemetry === undefined ? undefined : otlpEndpoint(otlpFlag, telemetry.parseOtlpEndpoint)
   const model = command.string('model')
   const baseURL = command.string('base-url')
-  // Configuration errors (no key, a bad URL) surface before the root is touched.
+  const api = modelApiOf(command)
+  const image = imageOf(command)
+  if (image !== undefined && prompt.length === 0)
+    throw new CliError('CLI_USAGE', `--image needs a prompt to attach it to: dsh run --image ${image.name} "what to do".`)
+  // Configuration errors (no key, a bad URL, an unreadable image) surface before the root is touched.
   const runModel = await runModelOf(command, io, {
     ...(model === undefined ? {} : { model }),
     ...(baseURL === undefined ? {} : { baseURL }),
+    ...(api === undefined ? {} : { api }),
   })
   // The agent definitions the subagent tool starts by name (<root>/.dsh/agents, ./.dsh/agents), read when it is called.
   const agents = commandAgentDefinitions(command)
   const budget = budgetOf(command)
   const printer = new RunPrinter(io, command.json)
   // Requests are built from the host's sessionContext service (the host is made after the driver it runs).
+  // Images and files are read through the root's persistence, one reader per session. A live fork whose log is
+  // not written yet reads what it inherited through its source (a written fork's log names the source itself).
+  const attachments = (agent: Session): SessionAttachments => {
+    const own = attachmentResolver(host.persistence, agent.header.id)
+    if (agent.forkSource === undefined) return own
+    const source = attachmentResolver(host.persistence, agent.forkSource)
+    return {
+      resolve: (ref) => own.resolve(ref) ?? source.resolve(ref),
+      async load(messages, signal) {
+        const list = [...messages]
+        return (await own.load(list, signal)) + (await source.load(list, signal))
+      },
+    }
+  }
   const driver = runModel.driver({
     onEvent: (child, event) => printer.child(child, event),
     context: () => host.ctx.get('sessionContext'),
+    attachments,
     compaction: () => host.ctx.get('compaction'),
     ...budget,
     ...noticesOf(dialect),
@@ -145,10 +172,13 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       onEvent: (event) => printer.top(event),
       context: host.ctx.require('sessionContext'),
       compaction: host.ctx.require('compaction'),
+      attachments,
       ...budget,
       ...noticesOf(dialect),
     }
-    let outcome = await runModel.runAgent({ ...turn, ...(prompt.length === 0 ? {} : { prompt }) })
+    // With --image the prompt and the image's reference are one user message; the bytes are stored beside the session first.
+    if (image !== undefined) turn.onEvent?.(await appendUserMessage(host.persistence, session, prompt, [image]))
+    let outcome = await runModel.runAgent({ ...turn, ...(prompt.length === 0 || image !== undefined ? {} : { prompt }) })
     if (dialect === 'harness') outcome = await followBackground(host, runModel, turn, outcome, printer)
     printer.end(session, outcome)
     return outcome.reason === 'completed' ? 0 : outcome.reason === 'interrupted' ? 130 : 1
