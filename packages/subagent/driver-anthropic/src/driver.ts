@@ -1,5 +1,6 @@
+import { systemPrompt } from '@dsh/driver-openai'
 import type { SessionEvent } from '@dsh/session'
-import type { SubagentDriver, SubagentRun, SubagentRunOutcome, SubagentSettings } from '@dsh/subagent'
+import type { SubagentDriver, SubagentRun, SubagentRunOutcome } from '@dsh/subagent'
 import { type AgentTurnOptions, runAgentTurn } from './agent.js'
 import { type AnthropicClient, type AnthropicClientOptions, createAnthropicClient } from './model.js'
 
@@ -63,16 +64,4 @@ export function createAnthropicDriver(options: AnthropicDriverOptions = {}): Sub
       })
     },
   })
-}
-
-/** The system prompt of a run: the driver's own, then the child's persona, instructions and output contract. */
-export function systemPrompt(base: string | undefined, settings: SubagentSettings | undefined): string | undefined {
-  const parts = [base, settings?.persona, settings?.instructions]
-  if (settings?.outputSchema !== undefined) {
-    parts.push(
-      `Your final answer must be a single JSON value (no prose, no code fence) valid against this JSON Schema:\n${JSON.stringify(settings.outputSchema)}`,
-    )
-  }
-  const text = parts.filter((part): part is string => typeof part === 'string' && part.trim().length > 0).join('\n\n')
-  return text.length === 0 ? undefined : text
 }
