@@ -82,7 +82,9 @@ export function planBudget(
     const left =
       kind === 'tokens' ? remainder.tokens : kind === 'cost' ? remainder.costUsd : kind === 'turns' ? remainder.turns : remainder.wallMs
     if (left === undefined) continue
-    if (left <= 0) {
+    // Tokens, turns and milliseconds are whole: less than one left is nothing left.
+    const cap = kind === 'cost' ? left : Math.floor(left)
+    if (cap <= 0) {
       throw new SubagentError(
         'SUBAGENT_BUDGET_EXHAUSTED',
         `Cannot spawn: the ${kind} budget this child would share with '${parent.id}' is used up; finish with what you have.`,
@@ -90,7 +92,7 @@ export function planBudget(
       )
     }
     const asked = limits[key]
-    if (asked !== undefined && asked > left) limits[key] = kind === 'cost' ? left : Math.floor(left)
+    if (asked !== undefined && asked > cap) limits[key] = cap
   }
   const budget = limits as SubagentBudget
   const defaultModel = modelOf(core, settings)
@@ -106,7 +108,7 @@ function refuseUnpriced(table: SubagentStepPricer | undefined, at: { provider: s
   if (table === undefined) {
     throw new SubagentError(
       'SUBAGENT_BUDGET_UNPRICED',
-      'Cannot spawn a child with a cost budget: this runtime has no price table to count cost with (configure one, e.g. dsh --prices FILE).',
+      'Cannot spawn a child with a cost budget: this runtime has no price table to count cost with (give the host a price table: createHost({ prices })).',
       { details: { reason: 'no-price-table' } },
     )
   }

@@ -252,6 +252,30 @@ describe('budgets down the tree', () => {
     expect(lastEnd(p.session)).toMatchObject({ reason: 'completed', spent: { tokens: 35, turns: 2 } })
   })
 
+  it("clamps a wall budget to the parent's deadline in whole milliseconds; less than one left refuses the spawn", async () => {
+    let now = 0
+    const hold = gate()
+    const h = await host({
+      clock: () => now,
+      driver: byLabel({
+        P: [
+          { kind: 'until', promise: hold.promise },
+          { kind: 'message', text: 'p' },
+        ],
+        C: steps(1, 1),
+      }),
+    })
+    const { p } = await budgetedParent(h, { maxWallMs: 1_000 }, 0)
+    now = 400.5
+    const c = h.runtime.spawn(p.session, { mode: 'one-shot', label: 'C', context: 'fresh', settings: { maxWallMs: 5_000 } })
+    expect(c.budget).toEqual({ maxWallMs: 599 })
+    await c.done
+    now = 999.5
+    expect(await codeOf(() => h.runtime.spawn(p.session, { mode: 'one-shot', context: 'fresh' }))).toBe('SUBAGENT_BUDGET_EXHAUSTED')
+    hold.open()
+    await p.done
+  })
+
   it('refuses a spawn under a budget with nothing left, and one whose inherited cost budget cannot be priced', async () => {
     const hold = gate()
     const h = await host({
