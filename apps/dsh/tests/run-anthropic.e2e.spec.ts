@@ -180,24 +180,36 @@ describe('dsh run --provider anthropic', () => {
     expect([result.stdout, result.stderr, agents.stdout, ...filesUnder(root)].join('\n')).not.toContain(KEY)
   }, 180_000)
 
-  it('after a SIGKILL mid-stream, --resume (key from ANTHROPIC_API_KEY) closes the open turn and continues from what was streamed', async () => {
-    server = await startModelServer((_request, index) =>
-      index === 0
-        ? { kind: 'stream', reasoning: ['Plotting.'], content: ['Once ', 'upon ', 'a time'], hangAfter: 2 }
-        : answer(['...there was a wombat.'], undefined, ['Ending.']),
-    )
+  it('SIGKILLed mid-stream after a delegation, --resume (key from ANTHROPIC_API_KEY) closes the turn and sends the signed thinking read back from disk', async () => {
+    defineAgent('counter', 'description: Counts wombats.\nmodel: claude-counter\n', 'Count carefully.')
+    const lastUserText = (request: RecordedRequest) =>
+      blocks(body(request).messages.at(-1)?.content ?? []).findLast((b) => b.type === 'text')?.text
+    server = await startModelServer((request): Reply | undefined => {
+      if (firstUserText(request) === 'count the wombats') return answer(['3 wombats'], undefined, ['Counting.'])
+      if (lastUserText(request) === 'Go on') return answer(['...and all 3 wombats lived happily.'], undefined, ['Ending.'])
+      if (results(request).length === 0)
+        return {
+          kind: 'stream',
+          reasoning: ['Ask the counter first.'],
+          toolCalls: [
+            { id: 'toolu_count', name: 'subagent', arguments: JSON.stringify({ agent: 'counter', prompt: 'count the wombats' }) },
+          ],
+        }
+      return { kind: 'stream', reasoning: ['Now the story.'], content: ['Once ', 'upon ', 'a time'], hangAfter: 2 }
+    })
     const args = ['--provider', 'anthropic', '--thinking', '1024', '--base-url', origin(), '--root', root]
-    const running = dshStart(['run', 'Tell a story', ...args], env(), dir)
+    const running = dshStart(['run', 'Tell a story about the wombats', ...args], env(), dir)
     await server.hung()
     await until(() => /^session \S+$/m.test(running.output()), 'the session id')
     const id = /^session (\S+)$/m.exec(running.output())![1]!
+    // The story's two streamed chunks are durable (another process reads them) before the kill.
     await until(async () => (await history(id)).filter((e) => e.type === 'assistant/chunk').length === 2, 'two durable chunks')
     running.child.kill('SIGKILL')
     expect(await running.exited).toBeNull()
 
     const resumed = await dsh(['run', '--resume', id, 'Go on', ...args], { ANTHROPIC_API_KEY: KEY })
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
-    expect(resumed.stdout).toContain('...there was a wombat.')
+    expect(resumed.stdout).toContain('...and all 3 wombats lived happily.')
     const events = await history(id)
     expect(events.filter((e) => e.type.startsWith('turn/')).map((e) => [e.type, e.data.turn, e.data.reason ?? null])).toEqual([
       ['turn/start', 1, null],
@@ -205,12 +217,21 @@ describe('dsh run --provider anthropic', () => {
       ['turn/start', 2, null],
       ['turn/end', 2, 'completed'],
     ])
-    // What streamed before the kill is in the context; its thinking, never signed, is not sent back.
-    expect(body(server.requests[1]!).messages).toEqual([
-      { role: 'user', content: [{ type: 'text', text: 'Tell a story' }] },
-      { role: 'assistant', content: [{ type: 'text', text: 'Once upon ', cache_control: { type: 'ephemeral' } }] },
-      { role: 'user', content: [{ type: 'text', text: 'Go on', cache_control: { type: 'ephemeral' } }] },
+    // The resumed request, built by a new process from the log: the delegation step with its signed thinking
+    // (the server refuses a signature it did not issue), the child's result and settlement notice, what streamed before the kill
+    // (its thinking, never signed, left out), and the new prompt.
+    const thought = 'Ask the counter first.'
+    const messages = body(server.requests.at(-1)!).messages
+    expect(messages.map((m) => [m.role, blocks(m.content).map((b) => b.type)])).toEqual([
+      ['user', ['text']],
+      ['assistant', ['thinking', 'tool_use']],
+      ['user', ['tool_result', 'text']],
+      ['assistant', ['text']],
+      ['user', ['text']],
     ])
+    expect(blocks(messages[1]!.content)[0]).toEqual({ type: 'thinking', thinking: thought, signature: thinkingSignature(thought) })
+    expect(blocks(messages[2]!.content)[1]!.text).toMatch(/^\[subagent "counter" \(.+\) settled: completed\]\n3 wombats$/)
+    expect(blocks(messages[3]!.content)[0]).toMatchObject({ type: 'text', text: 'Once upon ' })
     expect([resumed.stdout, resumed.stderr, running.output(), ...filesUnder(root)].join('\n')).not.toContain(KEY)
   }, 180_000)
 
