@@ -79,12 +79,15 @@ class SharedReads implements SharedReadsPersistence {
   /** Attachments pass straight through (they change no revision); present only when the backend has them. */
   readonly putAttachment?: NonNullable<SessionPersistence['putAttachment']>
   readonly readAttachment?: NonNullable<SessionPersistence['readAttachment']>
+  /** The writer lock probe passes straight through too (it reads no log); present only when the backend has it. */
+  readonly writerOf?: NonNullable<SessionPersistence['writerOf']>
 
   constructor(backend: SessionPersistence, lruSize: number) {
     this.backend = backend
     this.#lruSize = lruSize
     if (backend.putAttachment !== undefined) this.putAttachment = backend.putAttachment.bind(backend)
     if (backend.readAttachment !== undefined) this.readAttachment = backend.readAttachment.bind(backend)
+    if (backend.writerOf !== undefined) this.writerOf = backend.writerOf.bind(backend)
   }
 
   get metrics(): Readonly<PersistenceMetrics> {

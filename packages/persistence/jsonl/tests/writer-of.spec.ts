@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type SessionId, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { withSharedReads } from '@dsh/session-persistence'
 import { headerOf } from '@dsh/test-kit'
 import { afterEach, beforeEach, expect, it } from 'vitest'
 import { createJsonlPersistence } from '../src/index.js'
@@ -20,6 +21,8 @@ it("names the live process holding a session's writer lock, and none before its 
   expect(await reader.writerOf('s' as SessionId)).toBeUndefined()
   await writer.append({ header: headerOf('s'), inheritedEventCount: SessionLogOffset(0) }, [event])
   expect(await reader.writerOf('s' as SessionId)).toEqual({ pid: process.pid, host: expect.any(String) })
+  // The shared-reads wrapper a host puts around its backend passes the probe through.
+  expect(await withSharedReads(reader).writerOf?.('s' as SessionId)).toEqual({ pid: process.pid, host: expect.any(String) })
   await writer.close()
   expect(await reader.writerOf('s' as SessionId)).toBeUndefined()
 
