@@ -81,6 +81,23 @@ describe('retries (attempts counted at the server)', () => {
     }
   })
 
+  it('a stream that breaks after output was recorded is not retried (nothing is logged twice): DRIVER_ANTHROPIC_REQUEST_FAILED', async () => {
+    server = await startModelServer(() => ({ kind: 'stream', content: ['Half ', 'an answer'], hangAfter: 1 }))
+    const { client } = testClient(server)
+    const session = newStore().create()
+    const running = runAgent({ client, session, prompt: 'Hi', tools: [], signal })
+    await server.hung()
+    for (let i = 0; i < 10_000 && !session.events.some((event) => event.type === 'assistant/chunk'); i++)
+      await new Promise((resolve) => setImmediate(resolve))
+    await server.close()
+    const outcome = await running
+    expect(outcome.error).toMatchObject({ code: 'DRIVER_ANTHROPIC_REQUEST_FAILED', message: expect.stringContaining('not retried') })
+    expect(server.requests).toHaveLength(1)
+    expect(ofType(session.events, 'assistant/chunk')).toEqual([{ turn: 1, index: 0, delta: 'Half ' }])
+    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'error' }])
+    server = undefined
+  })
+
   it('sends the key in its header only, never in the body', async () => {
     server = await startModelServer([answer(['ok'])])
     const { client } = testClient(server)
