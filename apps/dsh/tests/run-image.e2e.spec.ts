@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -6,11 +6,11 @@ import { answer, callTools, type ModelServer, type RecordedRequest, startModelSe
 import { ATTACHMENT_INLINE_MAX_BYTES, SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { cleanEnv, dshRun } from './support/dsh-process.js'
 
 // `dsh run --image` as a user runs it: the built CLI in its own process, a
 // JSONL root, and the local model server (the only fake) recording what the
 // requests carried.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const KEY = 'sk-e2e-image-5c1d'
 
 let dir: string
@@ -27,14 +27,7 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-function dsh(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env: { ...rest, DSH_API_KEY: KEY }, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
-    })
-  })
-}
+const dsh = (args: string[]) => dshRun(args, cleanEnv({ DSH_API_KEY: KEY }))
 
 /** Image-like bytes well over the inline threshold: a PNG signature, then bytes that differ along the file. */
 function pngBytes(size: number): Buffer {

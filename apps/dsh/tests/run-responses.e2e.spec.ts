@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,11 +10,11 @@ import {
   startModelServer,
 } from '@dsh/driver-openai/testing'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { cleanEnv, dshRun } from './support/dsh-process.js'
 
 // `dsh run --api responses` as a user runs it: the built CLI in its own
 // process, the local model server (the only fake) counting the input items
 // each request sends.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
 const KEY = 'sk-e2e-responses-7b2e'
 
 let dir: string
@@ -32,14 +31,7 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-function dsh(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env: { ...rest, DSH_API_KEY: KEY }, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
-    })
-  })
-}
+const dsh = (args: string[]) => dshRun(args, cleanEnv({ DSH_API_KEY: KEY }))
 
 const bodyOf = (request: RecordedRequest): ResponsesRequestBody => request.body as unknown as ResponsesRequestBody
 const itemTypes = (request: RecordedRequest): string[] => {
