@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -159,4 +159,69 @@ describe('a `dsh run` delegation', () => {
     await page.locator('#transcript li[data-type="assistant/message"]', { hasText: 'There are 7 wombats.' }).waitFor()
     await page.locator('#transcript li[data-type="user/message"]', { hasText: 'count the wombats in the garden' }).waitFor()
   }, 60_000)
+})
+
+describe('a `dsh run` in another process on the served root', () => {
+  it('shows its child start, run and end, the session being written then at rest, and its new events, without a reload', async () => {
+    const root = join(dir, 'shared')
+    const shared = await startModelServer((request) => {
+      const lastUser = request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
+      if (lastUser === 'first') return answer(['Ready.'])
+      // The child streams a piece and holds its answer open: it runs until the run is interrupted.
+      if (lastUser === 'dig slowly') return { kind: 'stream', content: ['digging '], hangAfter: 1 }
+      if (lastUser === 'delegate now')
+        return callTools([{ id: 'd1', name: 'subagent', arguments: '{"prompt":"dig slowly","label":"digger","mode":"one-shot"}' }])
+      return undefined
+    })
+    const first = await promisify(execFile)(
+      process.execPath,
+      [bin, 'run', 'first', '--root', root, '--base-url', shared.baseURL, '--model', 'wombat-1'],
+      { env: env() },
+    )
+    const parentId = /^session (\S+)$/m.exec(first.stdout)?.[1] ?? ''
+    const served = await createHost({ root, http: { token: TOKEN } })
+    const transcript = await browser.newPage()
+    try {
+      await page.goto(`${server(served).pageUrl}#session=${encodeURIComponent(parentId)}&view=trace`)
+      await page.locator('#status[data-state="open"]').waitFor()
+      await page.locator('#meta-state[data-state="at-rest"]').waitFor()
+      await page.locator(`#trace li[data-span-id="${parentId}"]`).waitFor()
+      await transcript.goto(`${server(served).pageUrl}#session=${encodeURIComponent(parentId)}`)
+      await transcript.locator('#transcript li[data-type="assistant/message"]', { hasText: 'Ready.' }).waitFor()
+      await transcript.locator('#status[data-state="open"]').waitFor()
+      await page.evaluate(() => ((globalThis as unknown as { dshMarker: number }).dshMarker = 11))
+
+      const run = spawn(
+        process.execPath,
+        [bin, 'run', 'delegate now', '--resume', parentId, '--root', root, '--base-url', shared.baseURL, '--model', 'wombat-1'],
+        { env: env(), stdio: ['ignore', 'pipe', 'pipe'] },
+      )
+      const exited = new Promise<number | null>((resolve) => run.on('exit', (code) => resolve(code)))
+      try {
+        // Written by the other process: the parent is being written, its child appears held by that writer.
+        const child = page.locator('#trace li[data-kind="child"]')
+        await page.locator('#trace li[data-kind="child"][data-writer="other-process"]').waitFor({ timeout: 30_000 })
+        expect(await child.locator('.span-name').first().textContent()).toBe('digger')
+        await page.locator('#meta-state[data-state="being-written"]').waitFor({ timeout: 30_000 })
+        await screenshot(page, outputDir, 'cross-process-trace')
+        // The open transcript shows the new events.
+        await transcript.locator('#transcript li[data-type="user/message"]', { hasText: 'delegate now' }).waitFor({ timeout: 30_000 })
+        await transcript.locator('#transcript details.tool-call code', { hasText: 'subagent' }).waitFor({ timeout: 30_000 })
+        await shared.hung()
+      } finally {
+        // Ctrl-C: the run ends its turn, its child's turn closes, and its writer locks go away.
+        run.kill('SIGINT')
+      }
+      expect(await exited).toBe(130)
+      await page.locator('#trace li[data-kind="child"][data-writer="none"][data-activity="inactive"]').waitFor({ timeout: 30_000 })
+      await page.locator('#meta-state[data-state="at-rest"]').waitFor({ timeout: 30_000 })
+      await transcript.locator('#transcript li[data-type="turn/end"].error').last().waitFor({ timeout: 30_000 })
+      expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(11)
+      await screenshot(page, outputDir, 'cross-process-at-rest')
+    } finally {
+      await transcript.close()
+      await served.dispose()
+      await shared.close()
+    }
+  }, 120_000)
 })

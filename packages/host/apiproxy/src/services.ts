@@ -39,17 +39,26 @@ export interface ApiServices {
   readonly sessionProjections?: SessionProjections | undefined
   /** Where the session listing reads titles, tokens and cost of sessions that are not live (never a log). */
   readonly sessionProjectionCache?: ListingSources['cache']
-  /** Where the attachment routes read bytes (`readAttachment` of the persistence contract); without it they answer 503. */
-  readonly sessionPersistence?: AttachmentReader | undefined
+  /**
+   * The persistence service: the attachment routes read bytes through it
+   * (without `readAttachment` they answer 503), and the event stream follows
+   * its change feed and writer locks for writes made by other processes.
+   */
+  readonly sessionPersistence?: PersistenceReader | undefined
   /** Serves `POST /api/sessions/:id/compact` (with `sessions` and `sessionLoader`); without it that route answers 501. */
   readonly compaction?: CompactionService | undefined
   /** Where the compaction route loads a session that is not live, as a writer (its crash repair runs): the persistence service. */
   readonly sessionLoader?: Pick<SessionPersistence, 'load'> | undefined
 }
 
-/** The part of the persistence service (`sessionPersistence`) the attachment routes read. */
-export interface AttachmentReader {
+/** The parts of the persistence service (`sessionPersistence`) the host reads: attachments, the change feed, writer locks. */
+export interface PersistenceReader {
   readAttachment?(sessionId: string, digest: string, signal?: AbortSignal): Promise<Uint8Array>
+  changes?(
+    since?: string,
+    signal?: AbortSignal,
+  ): Promise<{ readonly ids: readonly string[]; readonly cursor: string; readonly rescan: boolean }>
+  writerOf?(id: string, signal?: AbortSignal): Promise<{ readonly pid: number; readonly host: string } | undefined>
 }
 
 /** The session lifecycle events the stream listens to (a `Context` has them). */
@@ -70,7 +79,7 @@ export function resolveServices(ctx: Context | undefined, overrides: Partial<Api
     sessions: overrides?.sessions ?? ctx?.get('sessions'),
     sessionProjections: overrides?.sessionProjections ?? ctx?.get('sessionProjections'),
     sessionProjectionCache: overrides?.sessionProjectionCache ?? ctx?.get('sessionProjectionCache'),
-    sessionPersistence: overrides?.sessionPersistence ?? (ctx?.get('sessionPersistence') as AttachmentReader | undefined),
+    sessionPersistence: overrides?.sessionPersistence ?? (ctx?.get('sessionPersistence') as PersistenceReader | undefined),
     compaction: overrides?.compaction ?? ctx?.get('compaction'),
     sessionLoader: overrides?.sessionLoader ?? ctx?.get('sessionPersistence'),
   }

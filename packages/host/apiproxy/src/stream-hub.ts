@@ -6,6 +6,7 @@ import { ApiError } from './errors.js'
 import type { ApiLimits } from './limits.js'
 import type { ApiEventSource, ApiServices } from './services.js'
 import type { SseStream } from './sse.js'
+import { WriteFollower } from './write-follower.js'
 
 type CatalogReason = StreamCatalogBody['reason']
 
@@ -29,6 +30,7 @@ export class StreamHub {
   readonly #streams = new Map<string, Set<SseStream>>()
   readonly #pending = new Map<string, SessionHeader>()
   readonly #unsubscribe: Array<() => void> = []
+  readonly #follower: WriteFollower | undefined
   #timer: NodeJS.Timeout | undefined
   #count = 0
   #started = false
@@ -38,6 +40,14 @@ export class StreamHub {
     this.#events = events
     this.#limits = limits
     this.#logger = logger
+    this.#follower = WriteFollower.of(
+      services,
+      (target, body) => {
+        for (const stream of this.#streams.get(target) ?? []) stream.send({ event: 'written', data: body })
+      },
+      (id) => this.#streams.has(id),
+      logger,
+    )
   }
 
   get openStreams(): number {
@@ -64,11 +74,17 @@ export class StreamHub {
       this.#count--
       set.delete(stream)
       if (set.size === 0 && this.#streams.get(sessionId) === set) this.#streams.delete(sessionId)
+      if (this.#streams.size === 0) this.#follower?.stop()
     })
+    if (this.#follower !== undefined) {
+      this.#follower.start()
+      this.#follower.announce(sessionId).catch((error: unknown) => this.#logger.warn('dsh apiproxy: reading a writer lock failed.', error))
+    }
   }
 
   /** Ends every stream and stops listening. */
   close(): void {
+    this.#follower?.stop()
     for (const off of this.#unsubscribe.splice(0)) off()
     clearTimeout(this.#timer)
     this.#timer = undefined

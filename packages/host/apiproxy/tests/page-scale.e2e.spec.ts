@@ -70,20 +70,20 @@ it('shows the first rows of 10,000 sessions after at most 2 API requests and 200
       })
   })
   // Counts the page's API fetches at the moment the first row enters the table (test instrumentation, injected before the page's scripts).
-  await page.addInitScript(() => {
-    const g = globalThis as unknown as { dshApiFetches: number; dshAtFirstRow?: number }
-    g.dshApiFetches = 0
-    const original = g as unknown as { fetch: typeof fetch }
-    const fetchOriginal = original.fetch.bind(globalThis)
-    original.fetch = (input: RequestInfo | URL, init?: RequestInit) => {
-      if (String(input).startsWith('/api/')) g.dshApiFetches++
-      return fetchOriginal(input, init)
-    }
-    new MutationObserver((_records, observer) => {
-      if (document.querySelector('#sessions tbody tr') === null) return
-      g.dshAtFirstRow = g.dshApiFetches
-      observer.disconnect()
-    }).observe(document, { childList: true, subtree: true })
+  await page.addInitScript({
+    content: `
+      globalThis.dshApiFetches = 0
+      const fetchOriginal = globalThis.fetch.bind(globalThis)
+      globalThis.fetch = (input, init) => {
+        if (String(input).startsWith('/api/')) globalThis.dshApiFetches++
+        return fetchOriginal(input, init)
+      }
+      new MutationObserver((records, observer) => {
+        if (document.querySelector('#sessions tbody tr') === null) return
+        globalThis.dshAtFirstRow = globalThis.dshApiFetches
+        observer.disconnect()
+      }).observe(document, { childList: true, subtree: true })
+    `,
   })
   await page.goto(stack.server.pageUrl)
   await page.locator('#sessions tbody tr').first().waitFor()

@@ -10,7 +10,7 @@
 import { $, hashLink } from './dom.js'
 import { initList, loadSessions } from './list.js'
 import { follow, onLive } from './live.js'
-import { closeSession, concernsTranscript, initSession, openSession, resetHeader, scheduleTail, showHeader } from './session.js'
+import { closeSession, concernsTranscript, initSession, openSession, resetHeader, scheduleTail, showHeader, showState } from './session.js'
 import { closeTrace, openTrace, scheduleTrace } from './trace.js'
 
 let current = {}
@@ -54,8 +54,9 @@ function route() {
 
 onLive((kind, data) => {
   if (current.id === undefined) return
+  if (kind === 'written') showState()
   if (current.trace) {
-    if (kind === 'ready' || kind === 'catalog') scheduleTrace()
+    if (kind === 'ready' || kind === 'catalog' || kind === 'written') scheduleTrace()
   } else if (concernsTranscript(kind, data)) scheduleTail()
 })
 

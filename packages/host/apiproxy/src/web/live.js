@@ -8,6 +8,11 @@ import { streamUrl } from './api.js'
 import { $ } from './dom.js'
 
 const listeners = new Set()
+/** Who holds each session's writer lock, as the stream last said (`written`): `other-process`, `this-process` or `none`. */
+const writers = new Map()
+
+/** The writer the stream last reported for `id`, or `undefined` when it reported none. */
+export const writerOf = (id) => writers.get(id)
 let source
 let sessionId
 let retryTimer
@@ -46,6 +51,15 @@ function open() {
   })
   current.addEventListener('projection', emit('projection'))
   current.addEventListener('catalog', emit('catalog'))
+  current.addEventListener('written', (message) => {
+    try {
+      const data = JSON.parse(message.data)
+      writers.set(data.id, data.writer)
+    } catch {
+      return
+    }
+    emit('written')(message)
+  })
   current.addEventListener('error', () => {
     if (source !== current) return
     if (current.readyState === EventSource.CLOSED) {
@@ -64,7 +78,7 @@ export function follow(id) {
   open()
 }
 
-/** `listener(kind, data)` for `ready`, `projection` and `catalog` messages; returns the unsubscribe. */
+/** `listener(kind, data)` for `ready`, `projection`, `catalog` and `written` messages; returns the unsubscribe. */
 export function onLive(listener) {
   listeners.add(listener)
   return () => listeners.delete(listener)

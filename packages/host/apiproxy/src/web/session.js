@@ -4,6 +4,7 @@
 
 import { api, sessionBase } from './api.js'
 import { $, fmtCost, fmtTokens, showError } from './dom.js'
+import { writerOf } from './live.js'
 import { renderEvents } from './transcript.js'
 
 const PAGE = 100
@@ -56,13 +57,14 @@ function merge(page) {
   for (const event of page.events) view.events.set(event.seq, event)
 }
 
-const header = { id: undefined, parentId: undefined, generation: 0 }
+const header = { id: undefined, parentId: undefined, live: undefined, generation: 0 }
 
 /** The session view's heading and facts (title, state, tokens, cost) for `id`, whichever view is open. */
 export async function showHeader(id, parentId) {
   if (id === header.id && parentId === header.parentId) return
   header.id = id
   header.parentId = parentId
+  header.live = undefined
   const generation = ++header.generation
   $('session-title').textContent = id
   $('meta-id').textContent = id
@@ -78,11 +80,25 @@ export async function showHeader(id, parentId) {
     $('meta-tokens').textContent = fmtTokens(entry?.tokens ?? null)
     $('meta-cost').textContent = fmtCost(report.cost?.usd ?? null)
     $('meta-cost').title = report.cost === null ? 'No price table on this server.' : ''
-    $('meta-state').textContent = entry?.rung === 1 ? 'live in this server' : 'at rest'
-    $('meta-state').setAttribute('data-state', entry?.rung === 1 ? 'live' : 'at-rest')
+    header.live = entry?.rung === 1
+    showState()
   } catch (error) {
     if (generation === header.generation) $('meta-state').textContent = `unknown (${error.code ?? error.message})`
   }
+}
+
+/** The session's state: live in this server, being written by another process (its writer lock and the change feed say so), or at rest. */
+export function showState() {
+  if (header.id === undefined || header.live === undefined) return
+  const writer = writerOf(header.id)
+  const [text, state] =
+    writer === 'other-process'
+      ? ['being written by another process', 'being-written']
+      : header.live || writer === 'this-process'
+        ? ['live in this server', 'live']
+        : ['at rest', 'at-rest']
+  $('meta-state').textContent = text
+  $('meta-state').setAttribute('data-state', state)
 }
 
 /** Forgets the heading, so the next `showHeader` reads it again. */
@@ -195,6 +211,7 @@ export function scheduleTail() {
 export function concernsTranscript(kind, data) {
   if (view.id === undefined) return false
   if (kind === 'ready') return true
+  if (kind === 'written') return data.id === view.id
   if (kind === 'projection') return view.parentId === undefined && data.sessionId === view.id
   return kind === 'catalog' && data.childId === view.id
 }

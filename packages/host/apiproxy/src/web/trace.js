@@ -7,6 +7,7 @@
 
 import { api, seg } from './api.js'
 import { $, el, fmtCost, fmtMs, fmtTokens, hashLink, showError } from './dom.js'
+import { writerOf } from './live.js'
 
 const REASONS = {
   corrupt: 'its log holds no valid subagent descriptor',
@@ -40,10 +41,13 @@ function spanNode(node, scale) {
   const problem = entry?.problem
   const name = row === undefined ? (entry?.title ?? node.id) : (row.label ?? entry?.title ?? '(no label)')
   const link = el('a', { href: node.href, class: 'span-name', text: name })
+  const rung = row?.rung ?? entry?.rung
+  const writer = writerOf(node.id) ?? (rung === 1 ? 'this-process' : 'none')
   const badges = [
     row?.mode ? el('span', { class: 'badge mode', text: row.mode }) : undefined,
     row?.activity ? el('span', { class: `badge activity ${row.activity}`, text: row.activity }) : undefined,
     diagnostic ? el('span', { class: 'badge diagnostic', text: row.reason }) : undefined,
+    writer === 'other-process' ? el('span', { class: 'badge running', text: 'being written' }) : undefined,
   ]
   const why =
     diagnostic || (entry !== undefined && entry.status !== 'ok')
@@ -52,7 +56,8 @@ function spanNode(node, scale) {
           text: `${diagnostic ? `${REASONS[row.reason] ?? row.reason}.` : `${entry.status}.`}${problem ? ` ${problem.code ? `${problem.code}: ` : ''}${problem.message}` : ''}`,
         })
       : undefined
-  const bar = el('div', { class: `bar ${row?.activity === 'running' ? 'running' : diagnostic ? 'diagnostic' : ''}`, 'aria-hidden': 'true' })
+  const running = row?.activity === 'running' || writer === 'other-process'
+  const bar = el('div', { class: `bar ${running ? 'running' : diagnostic ? 'diagnostic' : ''}`, 'aria-hidden': 'true' })
   if (node.start !== undefined && scale.span > 0) {
     bar.style.marginLeft = `${(100 * (node.start - scale.t0)) / scale.span}%`
     bar.style.width = `${Math.max(0.5, (100 * (node.end - node.start)) / scale.span)}%`
@@ -66,7 +71,8 @@ function spanNode(node, scale) {
       'data-reason': row?.reason,
       'data-depth': String(node.depth),
       'data-status': entry?.status,
-      title: `Values ${RUNGS[row?.rung ?? entry?.rung] ?? 'unknown'}.`,
+      'data-writer': writer,
+      title: `Values ${RUNGS[rung] ?? 'unknown'}.`,
     },
     el(
       'div',
@@ -137,7 +143,13 @@ function draw(catalog, stats, tail, records) {
       record,
       href: hashLink({ session: row.id, parent: row.parentId }),
       start,
-      end: start === undefined ? undefined : row.activity === 'running' ? Math.max(now, start + (ms ?? 0)) : start + (ms ?? 0),
+      // A child another process is writing runs until now, whatever this server's catalog can see of it.
+      end:
+        start === undefined
+          ? undefined
+          : row.activity === 'running' || writerOf(row.id) === 'other-process'
+            ? Math.max(now, start + (ms ?? 0))
+            : start + (ms ?? 0),
       tokens: row.tokens ?? entry?.tokens ?? null,
       ms,
       children: [],
