@@ -53,7 +53,8 @@ function spanNode(node, scale) {
     diagnostic || (entry !== undefined && entry.status !== 'ok')
       ? el('p', {
           class: 'why error',
-          text: `${diagnostic ? `${REASONS[row.reason] ?? row.reason}.` : `${entry.status}.`}${problem ? ` ${problem.code ? `${problem.code}: ` : ''}${problem.message}` : ''}`,
+          // The code names the fault; the message stays in the server's log and `dsh verify` (it may name files).
+          text: `${diagnostic ? `${REASONS[row.reason] ?? row.reason}.` : `${entry.status}.`}${problem?.code ? ` (${problem.code})` : ''}`,
         })
       : undefined
   const running = row?.activity === 'running' || writer === 'other-process'
