@@ -102,6 +102,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       host: { type: 'string', value: 'ADDR', help: 'interface to bind (default 127.0.0.1)' },
       'token-file': { type: 'string', value: 'FILE', help: 'read the API token from FILE (mode 0600)' },
       token: { type: 'string', value: 'T', help: 'the API token (visible in ps: prefer DSH_TOKEN or --token-file)' },
+      model: { type: 'string', value: 'M', help: 'with DSH_API_KEY: the model that writes compaction summaries (POST .../compact)' },
+      'base-url': { type: 'string', value: 'URL', help: 'with DSH_API_KEY: its Chat Completions base URL' },
     },
     load: () => import('./commands/serve.js'),
   },

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
+import type { HostOptions } from '@dsh/host'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
@@ -11,13 +12,23 @@ import { safe } from '../terminal.js'
  * SIGINT/SIGTERM. The token comes from `--token-file` (a 0600 file), then
  * `DSH_TOKEN`, then `--token` (which works but warns: every local user sees
  * it in `ps`); with none, a random one is made and shown in the page URL.
+ * With a model API key the compaction route is served (see `summarizerOf`).
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
   const port = intOption(command, 'port') ?? 0
   const token = resolveToken(command, io)
   const bind = command.string('host')
-  const host = await openHost(command, { requireExisting: true, http: { token, port, ...(bind === undefined ? {} : { host: bind }) } }, io)
+  const summarizer = await summarizerOf(command, io)
+  const host = await openHost(
+    command,
+    {
+      requireExisting: true,
+      http: { token, port, ...(bind === undefined ? {} : { host: bind }) },
+      ...(summarizer === undefined ? {} : { summarizer }),
+    },
+    io,
+  )
   warnIfExposed(host.root, io)
   const server = host.http!
   if (command.json) printJson({ root: host.root, url: server.url, pageUrl: server.pageUrl }, io.out)
@@ -31,6 +42,25 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   })
   await host.dispose()
   return 0
+}
+
+/**
+ * With an API key in DSH_API_KEY or OPENAI_API_KEY, the host writes
+ * compaction summaries through that OpenAI-compatible model (`--model`,
+ * `--base-url`), so `POST /api/sessions/:id/compact` is served; without one
+ * that route answers 501. The driver package loads only then.
+ */
+async function summarizerOf(command: ParsedCommand, io: CommandIo): Promise<HostOptions['summarizer']> {
+  const { API_KEY_ENV, createModelClient, createOpenAISummarizer } = await import('@dsh/driver-openai')
+  if (!API_KEY_ENV.some((name) => (io.env[name] ?? '').length > 0)) return undefined
+  const model = command.string('model')
+  const baseURL = command.string('base-url')
+  const client = createModelClient({
+    env: io.env,
+    ...(model === undefined ? {} : { model }),
+    ...(baseURL === undefined ? {} : { baseURL }),
+  })
+  return createOpenAISummarizer({ client })
 }
 
 function resolveToken(command: ParsedCommand, io: CommandIo): string {
