@@ -9,7 +9,7 @@
 // rows), the tokens summed, JSON out. Ratio = subject / baseline, target <=
 // 1.5: a short read command costs about what its SQLite reads cost, which
 // holds only while the CLI loads little besides them (the catalog still checks
-// each cached row against its unit's zod schema).
+// each cached row against its unit's schema).
 //
 // The fixture (a JSONL root with its index and projection cache, built
 // through the real host) is built in a temporary directory on every run and
