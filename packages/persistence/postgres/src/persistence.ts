@@ -29,6 +29,7 @@ import {
 } from '@dsh/session-persistence/backend'
 import pg from 'pg'
 import { ChangeAnnouncer } from './announcer.js'
+import { appendStatement, partitionOf } from './append-statement.js'
 import { putAttachment, readAttachment } from './attachments.js'
 import { encodeBatch } from './batch-codec.js'
 import { type ChangeSubscription, readChanges, subscribeChanges } from './change-feed.js'
@@ -48,6 +49,8 @@ interface WriterState extends StoredAppendState {
   readonly sid: string
   /** The id's bytes and keys, computed once per written session (not per append). */
   readonly stored: StoredId
+  /** The number of the partitions that hold the session's rows (`append-statement.ts`). */
+  readonly partition: number | undefined
 }
 
 /**
@@ -169,9 +172,13 @@ class PgPersistence implements PostgresPersistence {
   /** Takes the lease, then reads what this writer needs to know of a stored session (undefined: not materialized). */
   async #writerState(id: StoredId): Promise<WriterState | undefined> {
     this.#states.delete(id.id)
-    let rows: SessionRow[]
+    let rows: (SessionRow & { part: string })[]
     try {
-      ;({ rows } = await this.#writer.run<SessionRow>(id, `SELECT ${SESSION_COLUMNS} FROM dsh_sessions WHERE id_key = $1`, [id.key]))
+      ;({ rows } = await this.#writer.run<SessionRow & { part: string }>(
+        id,
+        `SELECT ${SESSION_COLUMNS}, tableoid::regclass::text AS part FROM dsh_sessions WHERE id_key = $1`,
+        [id.key],
+      ))
     } catch (error) {
       throw ioError(`reading session '${id.id}' before a write`, error)
     }
@@ -185,6 +192,7 @@ class PgPersistence implements PostgresPersistence {
       inheritedEventCount: SessionLogOffset(row.inherited),
       nextSeq: row.next_seq,
       stored: id,
+      partition: partitionOf(row.part),
     }
     this.#states.set(id.id, state)
     return state
@@ -205,9 +213,9 @@ class PgPersistence implements PostgresPersistence {
     // A fork's source is another session's row, not a foreign key: the insert
     // locks it (FOR KEY SHARE, which a delete's FOR UPDATE waits for) and
     // happens only while it exists, so a delete never leaves a dangling reference.
-    let rows: { sid: string | null; source: boolean }[]
+    let rows: { sid: string | null; part: string | null; source: boolean }[]
     try {
-      ;({ rows } = await this.#writer.run<{ sid: string | null; source: boolean }>(
+      ;({ rows } = await this.#writer.run<{ sid: string | null; part: string | null; source: boolean }>(
         id,
         `WITH src AS (
            SELECT sid FROM dsh_sessions WHERE $9::bigint IS NOT NULL AND id_key = $17 AND sid = $9 FOR KEY SHARE),
@@ -216,12 +224,12 @@ class PgPersistence implements PostgresPersistence {
            SELECT $1::bytea, $2::bytea, $3::text, $4::bigint, $5::bytea, $6::text, $7::bytea, $8::integer, $17::bytea, $9::bigint, $10::integer, $11::integer
            WHERE $9::bigint IS NULL OR EXISTS (SELECT 1 FROM src)
            ON CONFLICT (id_key) DO NOTHING
-           RETURNING sid),
+           RETURNING sid, tableoid::regclass::text AS part),
          b AS (
            INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body)
            SELECT $1, sid, $12, $13, $14, $15, $16 FROM s WHERE $13::integer > 0),
          c AS (INSERT INTO dsh_changes (id_key, id) SELECT $1, $2 FROM s)
-         SELECT (SELECT sid FROM s) AS sid, ($9::bigint IS NULL OR EXISTS (SELECT 1 FROM src)) AS source`,
+         SELECT (SELECT sid FROM s) AS sid, (SELECT part FROM s) AS part, ($9::bigint IS NULL OR EXISTS (SELECT 1 FROM src)) AS source`,
         [
           id.key,
           id.bytes,
@@ -263,25 +271,28 @@ class PgPersistence implements PostgresPersistence {
     if (batch !== undefined) this.#metrics.appends++
     this.#announcer.announce()
     this.#pruner.changed()
-    this.#states.set(id.id, { sid, header: h, inheritedEventCount: cut, nextSeq: events.length, stored: id })
+    this.#states.set(id.id, {
+      sid,
+      header: h,
+      inheritedEventCount: cut,
+      nextSeq: events.length,
+      stored: id,
+      partition: partitionOf(rows[0]?.part),
+    })
     return { revision: revisionOf(sid, events.length), nextSeq: SessionLogOffset(events.length) }
   }
 
-  /** The hot path: one statement moves `next_seq`, inserts the batch and the change, and notifies. */
+  /** The hot path: one statement on the session's partitions moves `next_seq` and inserts the batch; the notice follows, off the write path. */
   async #commit(id: StoredId, state: WriterState, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
     const batch = encodeBatch(events)
+    const statement = appendStatement(state.partition)
     let rows: { sid: string }[]
     try {
       ;({ rows } = await this.#writer.run<{ sid: string }>(
         id,
-        `WITH s AS (
-           UPDATE dsh_sessions SET next_seq = next_seq + $3 WHERE id_key = $7 AND sid = $1 AND next_seq = $2 RETURNING sid),
-         b AS (
-           INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body)
-           SELECT $7, sid, $2, $3, $4, $5, $6 FROM s)
-         SELECT sid FROM s`,
+        statement.text,
         [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.key],
-        'dsh_append',
+        statement.name,
       ))
     } catch (error) {
       // In doubt (the connection died around the commit): forget what we knew;

@@ -79,6 +79,12 @@ export class WriterConnection {
       client.release(true)
       throw closedError()
     }
+    try {
+      await client.query(GENERIC_PLANS)
+    } catch (error) {
+      client.release(true)
+      throw ioError('preparing the writer connection', error)
+    }
     this.#client = client
     this.#held = new Map()
     return client
@@ -230,6 +236,16 @@ export class WriterConnection {
     return done
   }
 }
+
+/**
+ * Set once per writer connection (never handed back to the pool for reuse:
+ * it is released destroyed). Its statements are prepared and planned once:
+ * the append names the session's partitions (`append-statement.ts`), so its
+ * generic plan locks only what it writes. The batch's foreign key check runs
+ * on the partitioned `dsh_sessions`; left to choose, the server plans that
+ * check afresh for every append, which costs more than the append's own work.
+ */
+const GENERIC_PLANS = 'SET plan_cache_mode = force_generic_plan'
 
 function closedError() {
   return persistenceError('SESSION_PERSISTENCE_CLOSED', 'This PostgreSQL persistence instance is closed; open a new one.')

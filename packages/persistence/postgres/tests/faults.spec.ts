@@ -47,7 +47,7 @@ async function blockRow(pool: pg.Pool, id: string): Promise<{ release(): Promise
 async function waitingAppender(pool: pg.Pool): Promise<number> {
   for (let attempt = 0; attempt < 5000; attempt++) {
     const { rows } = await pool.query<{ pid: number }>(
-      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE dsh_sessions SET next_seq%'",
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE dsh_sessions% SET next_seq%'",
     )
     if (rows[0] !== undefined) return rows[0].pid
     await new Promise((resolve) => setTimeout(resolve, 5))

@@ -1,0 +1,134 @@
+import { SessionId } from '@dsh/session'
+import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
+import type pg from 'pg'
+import { afterEach, describe, expect, it } from 'vitest'
+import { ChangeAnnouncer } from '../src/announcer.js'
+import { events, target } from './fixtures.js'
+
+// What an append costs in statements, counted on the client side of the
+// connections (the statements the pool's clients are asked to run), never in
+// time: a durable append is one statement on the writer connection, and the
+// notice that follows is shared by every instance over the pool.
+
+const cleanups: Array<() => unknown> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+interface Sent {
+  readonly text: string
+  readonly name: string | undefined
+}
+
+/** Records every statement sent on `pool`: through `pool.query` (`pooled`) and on checked-out clients (`checkedOut`). */
+function recordStatements(pool: pg.Pool): { pooled: Sent[]; checkedOut: Sent[] } {
+  const seen = { pooled: [] as Sent[], checkedOut: [] as Sent[] }
+  const sent = (args: unknown[]): Sent => {
+    const [first] = args
+    if (typeof first === 'string') return { text: first, name: undefined }
+    const config = first as { text: string; name?: string }
+    return { text: config.text, name: config.name }
+  }
+  const poolQuery = pool.query.bind(pool) as (...args: unknown[]) => unknown
+  ;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    seen.pooled.push(sent(args))
+    return poolQuery(...args)
+  }
+  const connect = pool.connect.bind(pool) as (...args: unknown[]) => unknown
+  ;(pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = async (...args: unknown[]) => {
+    // `pool.query` checks a client out with a callback: its statement is recorded as pooled.
+    if (args.length > 0) return connect(...args)
+    const client = (await connect()) as pg.PoolClient
+    const clientQuery = client.query.bind(client) as (...args: unknown[]) => unknown
+    ;(client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      seen.checkedOut.push(sent(args))
+      return clientQuery(...args)
+    }
+    return client
+  }
+  return seen
+}
+
+async function database() {
+  const db = await freshDatabase()
+  cleanups.push(() => db.end())
+  return db
+}
+
+describe('statements per append', () => {
+  it('an append to a session the instance writes is one statement on the writer connection, prepared once, on the session’s own partitions', async () => {
+    const { pool } = await database()
+    const persistence = await createPostgresPersistence({ pool })
+    cleanups.push(() => persistence.close())
+    await persistence.append(target('counted'), events(0, 2))
+    const { rows } = await pool.query<{ part: string }>(
+      "SELECT tableoid::regclass::text AS part FROM dsh_sessions WHERE id = convert_to('counted', 'UTF8')",
+    )
+    const partition = rows[0]!.part.replace('dsh_sessions_p', '')
+    const seen = recordStatements(pool)
+    const appends = 20
+    for (let i = 0; i < appends; i++) await persistence.append(target('counted'), events(2 + i, 1))
+    // The writer connection was checked out before: every one of its statements is counted by the instance's
+    // own metrics and the batches stored; the pool's own statements (recorded) are the notices alone.
+    expect(seen.checkedOut).toEqual([])
+    expect(seen.pooled.every((s) => s.text.includes('pg_notify('))).toBe(true)
+    expect(persistence.metrics.appends).toBe(1 + appends)
+    expect((await persistence.inspect(SessionId('counted'))).events).toHaveLength(2 + appends)
+    await persistence.close()
+    // A new instance (the first gave the lease back): its writer connection is checked out while recorded.
+    const second = await createPostgresPersistence({ pool, migrate: false })
+    cleanups.push(() => second.close())
+    await second.append(target('counted'), events(2 + appends, 1))
+    const before = seen.checkedOut.length
+    for (let i = 0; i < appends; i++) await second.append(target('counted'), events(3 + appends + i, 1))
+    const perAppend = seen.checkedOut.slice(before)
+    expect(perAppend).toHaveLength(appends)
+    expect(new Set(perAppend.map((s) => s.name))).toEqual(new Set([`dsh_append_p${partition}`]))
+    expect(perAppend[0]!.text).toContain(`UPDATE dsh_sessions_p${partition} `)
+    expect(perAppend[0]!.text).toContain(`INSERT INTO dsh_batches_p${partition} `)
+    // Opening the writer connection: the plan setting, the lease and the session's row, once.
+    expect(seen.checkedOut.slice(0, before).map((s) => s.text.split(/\s+/).slice(0, 2).join(' '))).toEqual([
+      'SET plan_cache_mode',
+      'SELECT pg_try_advisory_lock($1::bigint)',
+      'SELECT id_key,',
+      'WITH s',
+    ])
+    expect((await second.inspect(SessionId('counted'))).events).toHaveLength(3 + 2 * appends)
+  })
+
+  it('instances over one pool share one pending notice: commits announced by two of them before it is sent make one NOTIFY; over two pools, two', async () => {
+    const one = await database()
+    const seen = recordStatements(one.pool)
+    const a = new ChangeAnnouncer(one.pool)
+    const b = new ChangeAnnouncer(one.pool)
+    a.announce()
+    b.announce()
+    a.announce()
+    await a.close()
+    await b.close()
+    expect(seen.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(1)
+
+    const other = await database()
+    const seenOther = recordStatements(other.pool)
+    const c = new ChangeAnnouncer(one.pool)
+    const d = new ChangeAnnouncer(other.pool)
+    c.announce()
+    d.announce()
+    await Promise.all([c.close(), d.close()])
+    expect(seen.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(2)
+    expect(seenOther.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(1)
+  })
+
+  it('the notice reaches a listener on the change channel', async () => {
+    const { pool } = await database()
+    const listener = await pool.connect()
+    cleanups.push(() => listener.release())
+    await listener.query('LISTEN dsh_changes')
+    const heard = new Promise<string>((resolve) => listener.once('notification', (n) => resolve(n.channel)))
+    const announcer = new ChangeAnnouncer(pool)
+    announcer.announce()
+    await announcer.close()
+    expect(await heard).toBe('dsh_changes')
+  })
+})
