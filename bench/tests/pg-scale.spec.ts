@@ -10,9 +10,8 @@ import {
   SCALE_CHILDREN,
   SCALE_PAGE,
   SCALE_REAL_SESSIONS,
-  tableBytes,
 } from '../src/fixtures/pg-scale.js'
-import { type BenchPostgres, startBenchPostgres } from '../src/fixtures/postgres.js'
+import { type BenchPostgres, startBenchPostgres, tableBytes } from '../src/fixtures/postgres.js'
 
 // The pg-scale benchmark's short form, for CI: the same corpus at 100,000
 // header-only sessions, every verdict a count (rows listed, rows the raw

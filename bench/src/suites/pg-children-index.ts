@@ -19,7 +19,7 @@ import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
 import type pg from 'pg'
 import { CHILDREN, corpusHeaders, INDEXED_TARGET_MS, TARGET_PARENT, TOTAL } from '../fixtures/children-corpus.js'
-import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
+import { type BenchPostgres, startBenchPostgres, tableBytes } from '../fixtures/postgres.js'
 import { type BenchDefinition, median, time } from '../harness.js'
 
 const CALLS_PER_SAMPLE = 50
@@ -88,7 +88,8 @@ const definition: BenchDefinition = {
       [keyOf(TARGET_PARENT)],
     )
     info.plan = plan.rows.map((r) => r['QUERY PLAN']).join(' | ')
-    info.relationBytes = Number((await pool.query<{ n: string }>("SELECT pg_total_relation_size('dsh_sessions')::text AS n")).rows[0]!.n)
+    // Summed over the partitions: the partitioned parent holds no rows of its own.
+    info.relationBytes = await tableBytes(pool, 'dsh_sessions')
   },
   async teardown() {
     await indexed?.close()

@@ -30,9 +30,8 @@ import {
   SCALE_PAGE,
   type ScaleCorpus,
   scaleSessionCount,
-  tableBytes,
 } from '../fixtures/pg-scale.js'
-import { type BenchPostgres, startBenchPostgres } from '../fixtures/postgres.js'
+import { type BenchPostgres, startBenchPostgres, tableBytes } from '../fixtures/postgres.js'
 import { type BenchDefinition, benchRoot, time } from '../harness.js'
 
 const run = promisify(execFile)
