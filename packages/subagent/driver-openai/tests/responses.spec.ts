@@ -18,7 +18,7 @@ import {
   startModelServer,
 } from '../src/testing/model-server.js'
 import { usageFromResponses } from '../src/usage.js'
-import { addTool, ofType, testClient } from './helpers.js'
+import { addTool, newStore, ofType, testClient } from './helpers.js'
 
 const bodyOf = (request: RecordedRequest): ResponsesRequestBody => request.body as unknown as ResponsesRequestBody
 const itemsOf = (request: RecordedRequest): readonly Record<string, unknown>[] => {
@@ -210,5 +210,31 @@ describe('runAgent over the Responses API', () => {
     expect(() => testClient('http://127.0.0.1:9/v1', { api: 'completions' as never })).toThrow(
       expect.objectContaining({ code: 'DRIVER_OPENAI_INVALID_OPTIONS' }),
     )
+  })
+})
+
+describe('Responses stream endings', () => {
+  it('response.incomplete for max_output_tokens ends the step max-tokens; response.failed is DRIVER_OPENAI_REQUEST_FAILED and the next request starts a new chain', async () => {
+    const server = await startModelServer([
+      { kind: 'stream', content: ['Cut o'], finish: 'max_output_tokens' },
+      { kind: 'stream', content: ['Half'], finish: 'failed' },
+      answer(['Whole.']),
+    ])
+    onTestFinished(() => server.close())
+    const { client } = testClient(server.baseURL, { api: 'responses' })
+    const session = newStore().create()
+    const run = (prompt: string) => runAgent({ client, session, prompt, tools: [], signal: AbortSignal.timeout(30_000) })
+    expect((await run('One.')).reason).toBe('completed')
+    const failed = await run('Two.')
+    expect(failed.reason).toBe('error')
+    expect(failed.error).toMatchObject({ code: 'DRIVER_OPENAI_REQUEST_FAILED' })
+    expect(String((failed.error as Error).message)).toContain('The model failed to finish the response.')
+    expect((await run('Three.')).reason).toBe('completed')
+    expect(ofType(session.events, 'step/end').map((end) => (end as { finish: string }).finish)).toEqual(['max-tokens', 'error', 'stop'])
+    const previous = server.requests.map((request) => bodyOf(request).previous_response_id ?? null)
+    // The max-tokens step continues; after the failed step the whole context goes out anew.
+    expect(previous[1]).toBe((ofType(session.events, 'step/end')[0] as { responseId: string }).responseId)
+    expect(previous[2]).toBeNull()
+    expect(itemsOf(server.requests[2]!).length).toBeGreaterThan(2)
   })
 })

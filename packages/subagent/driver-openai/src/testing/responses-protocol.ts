@@ -12,7 +12,7 @@ import { countTokens, type ModelProtocol, openEventStream, type ScriptedUsage, t
  * `response.output_text.delta`, `response.function_call_arguments.delta`)
  * and `response.output_item.done`, then `response.completed` (or
  * `response.incomplete` for a `finish` of `max_output_tokens`) carrying the
- * usage. Every response is stored: a request naming a
+ * usage; a `finish` of `failed` ends with `response.failed` instead. Every response is stored: a request naming a
  * `previous_response_id` the server never issued is refused (400, as
  * OpenAI answers), and its token count includes the chain it continues.
  */
@@ -185,6 +185,16 @@ export function responsesProtocol(): ModelProtocol {
       send({ type: 'response.output_item.done', output_index, item: done, sequence_number: 0 })
     }
 
+    if (reply.finish === 'failed') {
+      // A failed response is not stored (it cannot be continued) and reports no usage.
+      send({
+        type: 'response.failed',
+        response: response('failed', { error: { code: 'server_error', message: 'The model failed to finish the response.' } }),
+        sequence_number: 0,
+      })
+      res.end()
+      return undefined
+    }
     const usage = responsesUsage(reply.usage ?? derivedUsageOf(inputCount(body), reply))
     stored.set(id, chainTokens(body) + usage.output_tokens)
     if (reply.finish === 'max_output_tokens') {
