@@ -170,6 +170,10 @@ class JsonlPersistenceFront implements JsonlPersistence {
     return this.#logs((b) => b.stat(id, signal))
   }
 
+  writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined> {
+    return this.#logs((b) => b.writerOf(id, signal))
+  }
+
   verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification> {
     return this.#logs((b) => b.verify(id, signal))
   }
@@ -218,18 +222,6 @@ class JsonlPersistenceFront implements JsonlPersistence {
       )
     }
     return this.#backend.then(operation)
-  }
-
-  // ------------------------------------------------------------ writers
-
-  /** Reads the session's lock file only (never a log); loads the writer lock module on first use. */
-  async writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined> {
-    this.#assertOpen()
-    throwIfAborted(signal, cancelled)
-    const [{ liveHolder }, { LOCK_FILE }] = await Promise.all([import('./writer-lock.js'), import('./session-writer.js')])
-    const holder = await liveHolder(join(this.root, encodeSessionDirName(id), LOCK_FILE))
-    throwIfAborted(signal, cancelled)
-    return holder === undefined ? undefined : Object.freeze({ pid: holder.pid, host: holder.host })
   }
 
   // ------------------------------------------------------------ the change feed

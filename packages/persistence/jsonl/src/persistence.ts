@@ -1,3 +1,4 @@
+import { join } from 'node:path'
 import { throwIfAborted } from '@dsh/context'
 import { type AttachmentRef, type SessionId, SessionLogOffset } from '@dsh/session'
 import type {
@@ -12,6 +13,7 @@ import type {
   SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
+  SessionWriter,
 } from '@dsh/session-persistence'
 import {
   type AppendedEvent,
@@ -25,10 +27,11 @@ import { createCodec } from './codec.js'
 import { closedError } from './errors.js'
 import { ChangeFeed } from './feed.js'
 import { Forks } from './forks.js'
-import { assertStorableId } from './id-encoding.js'
+import { assertStorableId, encodeSessionDirName } from './id-encoding.js'
 import type { LogContext } from './log-context.js'
 import { LogReader } from './log-reader.js'
 import { Reads } from './reads.js'
+import { LOCK_FILE } from './session-writer.js'
 import type {
   DamagedLog,
   JsonlCompression,
@@ -39,6 +42,7 @@ import type {
   OpenedRoot,
 } from './types.js'
 import { Appender } from './writer.js'
+import { liveHolder } from './writer-lock.js'
 import { WriterPool } from './writers.js'
 
 /**
@@ -179,6 +183,15 @@ class JsonlLogBackend implements LogBackend {
   async stat(id: SessionId, signal?: AbortSignal): Promise<SessionRevision | undefined> {
     this.#assertReadable(id)
     return this.#reads.stat(id, signal)
+  }
+
+  /** Reads the session's lock file only, never its log. */
+  async writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined> {
+    this.#assertReadable(id)
+    throwIfAborted(signal, cancelled)
+    const holder = await liveHolder(join(this.root, encodeSessionDirName(id), LOCK_FILE))
+    throwIfAborted(signal, cancelled)
+    return holder === undefined ? undefined : Object.freeze({ pid: holder.pid, host: holder.host })
   }
 
   async list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {

@@ -127,5 +127,5 @@ export interface ChangeRecorder {
   end(id: string, op: string): void
 }
 
-/** Every operation that touches a log; the change feed, the journal's check and the writer lock probe stay with the front. */
-export type LogBackend = Omit<JsonlPersistence, 'changes' | 'verifyChangeJournal' | 'writerOf'>
+/** Every operation that touches a log; the change feed and the journal's check stay with the front. */
+export type LogBackend = Omit<JsonlPersistence, 'changes' | 'verifyChangeJournal'>
