@@ -14,6 +14,7 @@ import {
   type Rendered,
   type RenderOptions,
   type RenderStats,
+  rewritten,
   totalWarnings,
   unsupportedText,
   type WarningCounts,
@@ -181,14 +182,21 @@ export function chatMessage(
   }
 }
 
+/** One context message's Chat messages under `options` (after its `rewrite`). */
+function chatMessageOf(message: ContextMessage, options: ChatRenderOptions, counts: WarningCounts): ChatMessage[] {
+  const out = rewritten(options, message)
+  return out === null ? [] : chatMessage(out, options.attachments, counts, options.reasoningContent)
+}
+
 /** Messages as Chat messages, in order. Pure; renders each message once. */
+
 export function renderChatMessages(
   messages: readonly ContextMessage[],
   options: ChatRenderOptions = {},
 ): { messages: ChatMessage[]; warnings: WarningCounts } {
   const counts: WarningCounts = {}
   const out: ChatMessage[] = []
-  for (const message of messages) out.push(...chatMessage(message, options.attachments, counts, options.reasoningContent))
+  for (const message of messages) out.push(...chatMessageOf(message, options, counts))
   return { messages: out, warnings: counts }
 }
 
@@ -203,10 +211,7 @@ export function renderChatMessages(
  * keep it longer.
  */
 export function chatRenderer(options: ChatRenderOptions = {}): IncrementalRenderer<ChatRequest> {
-  const parts = new FlatParts<ChatMessage>(
-    (message, counts) => chatMessage(message, options.attachments, counts, options.reasoningContent),
-    systemHead(options),
-  )
+  const parts = new FlatParts<ChatMessage>((message, counts) => chatMessageOf(message, options, counts), systemHead(options))
   return {
     render(context: SessionContext): Rendered<ChatRequest> {
       parts.syncContext(context)

@@ -44,6 +44,18 @@ export type RenderOptions = {
   readonly model?: string
   /** Bytes of attachments not inline in their reference. */
   readonly attachments?: AttachmentResolver
+  /**
+   * Maps each context message before it renders (a driver phrasing its
+   * notice blocks as text); `null` leaves the message out. The Chat and
+   * Responses renderers call it once per message they render, so an
+   * incremental renderer calls it for a step's new messages only.
+   */
+  readonly rewrite?: (message: ContextMessage) => ContextMessage | null
+}
+
+/** `message` as `options.rewrite` maps it (itself without one); `null`: left out. */
+export function rewritten(options: RenderOptions, message: ContextMessage): ContextMessage | null {
+  return options.rewrite === undefined ? message : options.rewrite(message)
 }
 
 export function noWarnings(): RenderWarnings {

@@ -1,5 +1,6 @@
 import type { ContentBlock, ReasoningBlock } from '@dsh/session'
 import type { ContextMessage, SessionContext } from '../types.js'
+import { viewLayout } from '../view.js'
 import {
   type AttachmentResolver,
   argumentsOf,
@@ -14,6 +15,7 @@ import {
   type Rendered,
   type RenderOptions,
   type RenderStats,
+  rewritten,
   totalWarnings,
   unsupportedText,
   type WarningCounts,
@@ -154,8 +156,10 @@ function assistantItems(
   return items
 }
 
-/** One context message as Responses input items (none when nothing in it can be sent). Pure. */
-export function responsesItems(message: ContextMessage, options: ResponsesRenderOptions, counts: WarningCounts): ResponsesItem[] {
+/** One context message as Responses input items, after `options.rewrite` (none when nothing in it can be sent). Pure. */
+export function responsesItems(original: ContextMessage, options: ResponsesRenderOptions, counts: WarningCounts): ResponsesItem[] {
+  const message = rewritten(options, original)
+  if (message === null) return []
   const blocks = knownBlocks(message, counts)
   switch (message.role) {
     case 'system':
@@ -198,6 +202,19 @@ export function responsesItems(message: ContextMessage, options: ResponsesRender
  */
 export function firstUnsent(context: SessionContext, previous: PreviousResponse): number {
   if (context.compaction !== null && context.compaction.seq > previous.throughSeq) return -1
+  const sent = (message: ContextMessage): boolean => message.synthetic !== true && message.seq <= previous.throughSeq
+  const layout = viewLayout(context)
+  if (layout !== undefined) {
+    // From the end back through the layout: a request continuing the previous response costs the messages after it, not the list.
+    for (let t = layout.tail.length - 1; t >= 0; t--) if (sent(layout.tail[t] as ContextMessage)) return layout.committed + t + 1
+    let end = layout.committed
+    for (let c = layout.chunks.length - 1; c >= 0; c--) {
+      const chunk = layout.chunks[c] as readonly ContextMessage[]
+      end -= chunk.length
+      for (let m = chunk.length - 1; m >= 0; m--) if (sent(chunk[m] as ContextMessage)) return end + m + 1
+    }
+    return -1
+  }
   for (let i = context.messages.length - 1; i >= 0; i--) {
     const message = context.messages[i] as ContextMessage
     if (message.synthetic !== true && message.seq <= previous.throughSeq) return i + 1
