@@ -31,36 +31,50 @@ function noticeOf(message: ContextMessage): { readonly event: string; readonly d
   return { event: block.event, data: block.data ?? null }
 }
 
+/** Phrased notice messages by notice table and context message (`null`: a notice no phrasing reads). */
+export type PhrasedNotices = WeakMap<Notices, WeakMap<ContextMessage, ContextMessage | null>>
+
 /**
- * The context with each notice message phrased as user text by `notices`
- * (else {@link DEFAULT_NOTICES}); a notice no phrasing reads is left out.
- * Each phrased message is made once per notice table and kept in `cache`,
- * so a renderer comparing references reuses its rendering.
+ * `message` with its notice phrased as user text by `notices` (else
+ * {@link DEFAULT_NOTICES}): the message itself when it holds no notice,
+ * `null` for a notice no phrasing reads. Each phrased message is made once
+ * per notice table and kept in `cache` (`onPhrased` is called when one is
+ * made), so the same notice is always the same object.
  */
-export function phraseNotices(
-  context: SessionContext,
-  cache: WeakMap<Notices, WeakMap<ContextMessage, ContextMessage | null>>,
+export function phraseNotice(
+  message: ContextMessage,
+  cache: PhrasedNotices,
   notices: Notices | undefined,
-): SessionContext {
+  onPhrased?: () => void,
+): ContextMessage | null {
+  const notice = noticeOf(message)
+  if (notice === undefined) return message
   const table = notices ?? DEFAULT_NOTICES
   let phrased = cache.get(table)
   if (phrased === undefined) {
     phrased = new WeakMap()
     cache.set(table, phrased)
   }
+  let out = phrased.get(message)
+  if (out === undefined) {
+    const text = (notices?.[notice.event] ?? DEFAULT_NOTICES[notice.event])?.(notice.data)
+    out = text === undefined ? null : { role: 'user', blocks: [{ type: 'text', text }], seq: message.seq }
+    phrased.set(message, out)
+    onPhrased?.()
+  }
+  return out
+}
+
+/**
+ * The context with each notice message phrased by {@link phraseNotice}; a
+ * notice no phrasing reads is left out. It maps every message: a renderer
+ * kept across steps takes `phraseNotice` as its `rewrite` instead, which
+ * costs a step its new messages.
+ */
+export function phraseNotices(context: SessionContext, cache: PhrasedNotices, notices: Notices | undefined): SessionContext {
   const messages: ContextMessage[] = []
   for (const message of context.messages) {
-    const notice = noticeOf(message)
-    if (notice === undefined) {
-      messages.push(message)
-      continue
-    }
-    let out = phrased.get(message)
-    if (out === undefined) {
-      const text = (notices?.[notice.event] ?? DEFAULT_NOTICES[notice.event])?.(notice.data)
-      out = text === undefined ? null : { role: 'user', blocks: [{ type: 'text', text }], seq: message.seq }
-      phrased.set(message, out)
-    }
+    const out = phraseNotice(message, cache, notices)
     if (out !== null) messages.push(out)
   }
   return { ...context, messages }

@@ -3,12 +3,14 @@ import {
   type AttachmentResolver,
   applyContextEvent,
   type ChatMessage,
+  type ChatRenderOptions,
   type ChatRequest,
   type ContextMessage,
   chatRenderer,
   contextView,
   type IncrementalRenderer,
   type PreviousResponse,
+  type RenderStats,
   type ResponsesItem,
   responsesRenderer,
   type SessionContext,
@@ -17,7 +19,7 @@ import {
   sessionContextUnit,
 } from '@dsh/session-context'
 import { type ChainTarget, previousResponseOf } from './chain.js'
-import { type Notices, phraseNotices } from './notices.js'
+import { type Notices, type PhrasedNotices, phraseNotice } from './notices.js'
 
 /** Where the driver takes a session's context from: the `sessionContext` service, or a getter for it (a host made after the driver). */
 export type ContextSource = SessionContextService | (() => SessionContextService | undefined)
@@ -36,66 +38,113 @@ export interface SessionAttachments {
 /** Where a session's attachment bytes come from: one `SessionAttachments` per session, made on first use. */
 export type AttachmentSource = (session: Session) => SessionAttachments
 
+/** A renderer kept for one system prompt and notice table (another of either makes a new one). */
+interface Kept<R> {
+  readonly system: string
+  readonly notices: Notices | undefined
+  readonly renderer: R
+}
+
 /** What the driver keeps per session between steps and turns. */
 interface SessionRequests {
-  /** The Chat renderer: each step renders only the messages that changed since the previous one. */
-  readonly renderer: IncrementalRenderer<ChatRequest>
+  /** The Chat renderer: each step renders only the messages that changed since the previous one, its system prompt first in its kept list. */
+  chat: Kept<IncrementalRenderer<ChatRequest>> | undefined
   /** The Responses renderer, made on the session's first Responses request. */
-  responses: ReturnType<typeof responsesRenderer> | undefined
+  responses: Kept<ReturnType<typeof responsesRenderer>> | undefined
   /** The session's attachment bytes, when the driver has a source for them. */
   attachments: SessionAttachments | undefined
   /** Context messages whose attachments were loaded (a step loads only the messages after the newest of them). */
   readonly loaded: WeakSet<ContextMessage>
-  /** Phrased notice messages by notice table and context message (the same message stays the same object, so the renderer reuses it). */
-  readonly phrased: WeakMap<Notices, WeakMap<ContextMessage, ContextMessage | null>>
+  /** Phrased notice messages by notice table and context message (the same message stays the same object). */
+  readonly phrased: PhrasedNotices
   /** The driver's own fold of the unit when no `sessionContext` service is reachable: the state and the next event to fold. */
   fold: { readonly state: SessionContextState; readonly next: number } | undefined
+  /** Work counted for {@link requestStats}. */
+  readonly counts: { phrased: number; checked: number }
 }
+
+/** What building a session's requests has cost so far, in counts (the `testing` entry exports it for the benchmark and tests). */
+export interface RequestStats {
+  /** The kept Chat renderer's counts (zeros before the first Chat request; a new system prompt or notice table starts a new renderer). */
+  readonly chat: RenderStats
+  /** The kept Responses renderer's counts, likewise. */
+  readonly responses: RenderStats
+  /** Notice messages phrased (each once per notice table, when it is first rendered). */
+  readonly phrased: number
+  /** Context messages looked at for attachments to load (each step: its new messages, then the newest already loaded). */
+  readonly attachmentChecks: number
+}
+
+const NO_RENDERS: RenderStats = { rendered: 0, reused: 0, rebuilds: 0, compared: 0 }
 
 const perSession = new WeakMap<Session, SessionRequests>()
 
 function requestsOf(session: Session): SessionRequests {
   let kept = perSession.get(session)
   if (kept === undefined) {
-    // The renderers read attachment bytes through the session's loaded set (none without a source).
-    const attachments = (ref: AttachmentRef) => perSession.get(session)?.attachments?.resolve(ref)
-    // reasoning_content goes back on tool-calling messages: DeepSeek's thinking mode requires it there.
     kept = {
-      renderer: chatRenderer({ reasoningContent: true, model: '', attachments }),
+      chat: undefined,
       responses: undefined,
       attachments: undefined,
       loaded: new WeakSet(),
       phrased: new WeakMap(),
       fold: undefined,
+      counts: { phrased: 0, checked: 0 },
     }
     perSession.set(session, kept)
   }
   return kept
 }
 
+/** The counts of the session's request building so far. */
+export function requestStats(session: Session): RequestStats {
+  const kept = perSession.get(session)
+  return {
+    chat: kept?.chat?.renderer.stats ?? NO_RENDERS,
+    responses: kept?.responses?.renderer.stats ?? NO_RENDERS,
+    phrased: kept?.counts.phrased ?? 0,
+    attachmentChecks: kept?.counts.checked ?? 0,
+  }
+}
+
+/** What a kept renderer is made with: the session's attachment bytes (none without a source) and its notices phrased per rendered message. */
+function renderOptions(kept: SessionRequests, notices: Notices | undefined): Pick<ChatRenderOptions, 'model' | 'attachments' | 'rewrite'> {
+  const counted = (): void => {
+    kept.counts.phrased++
+  }
+  return {
+    model: '',
+    attachments: (ref: AttachmentRef) => kept.attachments?.resolve(ref),
+    rewrite: (message) => phraseNotice(message, kept.phrased, notices, counted),
+  }
+}
+
+/** The session's Chat renderer for `options`' system prompt and notices (kept across steps and turns). */
+function chatOf(kept: SessionRequests, options: RequestOptions): IncrementalRenderer<ChatRequest> {
+  const system = options.system ?? ''
+  if (kept.chat === undefined || kept.chat.system !== system || kept.chat.notices !== options.notices) {
+    // reasoning_content goes back on tool-calling messages: DeepSeek's thinking mode requires it there.
+    const renderer = chatRenderer({ ...renderOptions(kept, options.notices), reasoningContent: true, system })
+    kept.chat = { system, notices: options.notices, renderer }
+  }
+  return kept.chat.renderer
+}
+
 /**
- * The session's context: from the `sessionContext` service when one is
- * reachable (a live session costs the events since its last fold), else from
- * the driver's own fold of the same unit, kept per session and continued
- * from the next event it has not folded.
+ * The session's context state: from the `sessionContext` service when one
+ * is reachable (a live session costs the events since its last fold), else
+ * from the driver's own fold of the same unit, kept per session and
+ * continued from the next event it has not folded.
  */
-async function contextOf(session: Session, kept: SessionRequests, source: ContextSource | undefined): Promise<SessionContext> {
+async function stateOf(session: Session, kept: SessionRequests, source: ContextSource | undefined): Promise<SessionContextState> {
   const service = typeof source === 'function' ? source() : source
-  if (service !== undefined) return service.contextOf(session)
+  if (service !== undefined) return service.stateOf(session)
   const events = session.events
   const from = kept.fold !== undefined && kept.fold.next <= events.length ? kept.fold : { state: sessionContextUnit.init(), next: 0 }
   let state = from.state
   for (let i = from.next; i < events.length; i++) state = applyContextEvent(state, events[i] as (typeof events)[number])
   kept.fold = { state, next: events.length }
-  return contextView(state)
-}
-
-/** The system message, then `messages` (one allocation of the final size: the list is as long as the transcript). */
-function withSystem(system: string, messages: readonly ChatMessage[]): ChatMessage[] {
-  const out = new Array<ChatMessage>(messages.length + 1)
-  out[0] = { role: 'system', content: system }
-  for (let i = 0; i < messages.length; i++) out[i + 1] = messages[i] as ChatMessage
-  return out
+  return state
 }
 
 /** What every request builder takes. */
@@ -109,40 +158,45 @@ export interface RequestOptions {
 }
 
 /**
- * The session's context with notices phrased, after loading the bytes of
- * the attachments its new messages reference: the messages from the end
- * back to the newest one loaded before (a step costs its new messages).
+ * The session's context, after loading the bytes of the attachments its new
+ * messages reference: the committed messages from the end back to the newest
+ * one loaded before, read from the state's chunks (a step costs its new
+ * messages; the rest of a view holds no attachments: synthetic results and
+ * the open step). Notices are phrased by the renderers, per rendered message.
  */
 async function preparedContext(session: Session, kept: SessionRequests, options: RequestOptions): Promise<SessionContext> {
-  const context = await contextOf(session, kept, options.context)
+  const state = await stateOf(session, kept, options.context)
   if (options.attachments !== undefined) {
     kept.attachments ??= options.attachments(session)
     const fresh: ContextMessage[] = []
-    for (let i = context.messages.length - 1; i >= 0; i--) {
-      const message = context.messages[i] as ContextMessage
-      if (kept.loaded.has(message)) break
-      fresh.push(message)
+    walk: for (let c = state.chunks.length - 1; c >= 0; c--) {
+      const chunk = state.chunks[c] as readonly ContextMessage[]
+      for (let m = chunk.length - 1; m >= 0; m--) {
+        const message = chunk[m] as ContextMessage
+        kept.counts.checked++
+        if (kept.loaded.has(message)) break walk
+        fresh.push(message)
+      }
     }
     await kept.attachments.load(fresh, options.signal)
     for (const message of fresh) kept.loaded.add(message)
   }
-  return phraseNotices(context, kept.phrased, options.notices)
+  return contextView(state)
 }
 
 /**
  * The Chat Completions messages of the session's next request, built from
- * its `sessionContext` (never from the log): the system prompt, then the
- * context rendered by the session's incremental Chat renderer, with each
- * notice phrased by `notices` (a notice its phrasing leaves out is not sent).
- * A step costs the events since the previous one to fold and the changed
- * messages to render, plus one pass over the message list that compares
- * references.
+ * its `sessionContext` (never from the log) by the session's incremental
+ * Chat renderer: the system prompt, then the context, each notice phrased by
+ * `notices` (a notice its phrasing leaves out is not sent). A step costs the
+ * events since the previous one to fold, one reference compare per chunk of
+ * 64 messages, and its changed messages to phrase and render. The list is
+ * the renderer's own, valid until the session's next request.
  */
 export async function requestMessages(session: Session, options: RequestOptions): Promise<ChatMessage[]> {
   const kept = requestsOf(session)
-  const { body } = kept.renderer.render(await preparedContext(session, kept, options))
-  if (options.system === undefined || options.system.length === 0) return body.messages
-  return withSystem(options.system, body.messages)
+  const context = await preparedContext(session, kept, options)
+  return chatOf(kept, options).render(context).body.messages
 }
 
 /** A Responses request's context part: the input items and the response they continue. */
@@ -166,12 +220,11 @@ export interface ResponsesRequestInput {
 export async function requestInput(session: Session, target: ChainTarget, options: RequestOptions): Promise<ResponsesRequestInput> {
   const kept = requestsOf(session)
   const context = await preparedContext(session, kept, options)
-  kept.responses ??= responsesRenderer({
-    model: '',
-    attachments: (ref) => kept.attachments?.resolve(ref),
-  })
+  if (kept.responses === undefined || kept.responses.notices !== options.notices) {
+    kept.responses = { system: '', notices: options.notices, renderer: responsesRenderer(renderOptions(kept, options.notices)) }
+  }
   let previous = previousResponseOf(session, target)
   if (previous !== undefined && context.compaction !== null && context.compaction.seq > previous.throughSeq) previous = undefined
-  const { body } = kept.responses.render(context, previous)
+  const { body } = kept.responses.renderer.render(context, previous)
   return { input: body.input, previous: body.previous_response_id === undefined ? undefined : previous }
 }
