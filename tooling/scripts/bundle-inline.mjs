@@ -172,7 +172,7 @@ function bindingsOf(clause, source, file) {
  * resolves it.
  */
 export const ANCHORS_CODE = `
-import { readFileSync } from 'node:fs'
+import { readFileSync, realpathSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -183,17 +183,32 @@ function packageRoot(chain) {
   let root = roots.get(chain)
   if (root !== undefined) return root
   let from = fileURLToPath(import.meta.url)
-  for (const name of chain.split(' ')) {
-    let dir = dirname(createRequire(from).resolve(name))
-    while (!isPackage(dir, name)) {
-      if (dirname(dir) === dir) throw new Error('dsh: cannot find the installed package ' + name)
-      dir = dirname(dir)
-    }
-    from = join(dir, 'package.json')
-  }
+  for (const name of chain.split(' ')) from = join(installedPackage(from, name) ?? resolvedPackage(from, name), 'package.json')
   root = dirname(from)
   roots.set(chain, root)
   return root
+}
+
+// The directory Node's package lookup finds first: <dir>/node_modules/<name> in the
+// directories above from, its real path (the next name is looked up from there, as Node
+// would for that package's own imports). A few file reads, where resolving the name
+// through the CommonJS loader costs a short command more than its work.
+function installedPackage(from, name) {
+  for (let dir = dirname(from); ; dir = dirname(dir)) {
+    const candidate = join(dir, 'node_modules', name)
+    if (isPackage(candidate, name)) return realpathSync(candidate)
+    if (dirname(dir) === dir) return undefined
+  }
+}
+
+// The package's directory through Node's resolution (a layout the lookup above does not cover).
+function resolvedPackage(from, name) {
+  let dir = dirname(createRequire(from).resolve(name))
+  while (!isPackage(dir, name)) {
+    if (dirname(dir) === dir) throw new Error('dsh: cannot find the installed package ' + name)
+    dir = dirname(dir)
+  }
+  return dir
 }
 
 function isPackage(dir, name) {
