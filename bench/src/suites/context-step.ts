@@ -6,24 +6,31 @@
 //
 // Ratio (the harness's): building the Chat request object (no serialization)
 // at step 5,000 — the old whole-log rebuild (bench/src/fixtures/whole-log-chat.ts,
-// the baseline) against the driver's way (sessionContext + its incremental
-// Chat renderer kept across steps, holding the system prompt first in its
-// list, the subject); baseline / subject, target >= 20. The subject costs the
-// step's new events: the view in view order builds no message list, the
-// renderer finds the change by comparing chunk references (one per 64
-// messages) and extends its own list in place. Requirements, all within one run:
+// the baseline) against the OpenAI driver's own request building
+// (`requestMessages` of @dsh/driver-openai/testing/requests, the function each
+// model step calls: the sessionContext service, the attachment check, the
+// Chat renderer the driver keeps per session with the system prompt first in
+// its list and notices phrased per rendered message; the subject);
+// baseline / subject, target >= 20. The subject costs the step's new events:
+// the view in view order builds no message list, the renderer finds the
+// change by comparing chunk references (one per 64 messages) and extends its
+// own list in place. Requirements, all within one run:
 // - the new work of one step — folding the step's events and rendering the
 //   messages they made — at step 5,000 against step 50: at most 2x;
 // - every incrementally built body equals a fresh full render of the same
 //   context and the old rebuild's messages (so a cached array cannot pass);
+// - every subject step rendered its two new messages, compared at most one
+//   chunk of kept ones and rebuilt nothing (the driver's own counts);
 // - with the Responses renderer and previous_response_id, the bytes sent at
 //   step 5,000 against step 50: at most 2x.
-// Reported without a target: one whole driver step (fold, view, renderer
-// sync, request) at both sizes, and Chat and Anthropic serialization times.
+// Reported without a target: one whole step of a detached fold (fold, view,
+// renderer sync, request) at both sizes, and Chat and Anthropic
+// serialization times.
 import { isDeepStrictEqual } from 'node:util'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { Context } from '@dsh/context'
+import { requestMessages, requestStats } from '@dsh/driver-openai/testing/requests'
 import { type Session, type StoredSessionEvent, sessionStorePlugin } from '@dsh/session'
 import {
   applyContextEvent,
@@ -37,7 +44,6 @@ import {
   renderAnthropic,
   renderChat,
   renderResponses,
-  type SessionContext,
   type SessionContextService,
   type SessionContextState,
   sessionContextPlugin,
@@ -51,8 +57,10 @@ import { type BenchDefinition, median } from '../harness.js'
 const SMALL = 50
 const LARGE = 5_000
 const RENDER = { model: MODEL, reasoningContent: true } as const
-/** What the driver's renderer is given: the system prompt goes first in its kept list. */
+/** A fresh full render with the system prompt first (what every subject body is checked against). */
 const RENDER_WITH_SYSTEM = { ...RENDER, system: SYSTEM } as const
+/** Kept messages a step may compare: one chunk. */
+const CHUNK = 64
 /** Subject steps per sample (each appended untimed, then its request built timed). */
 const SUBJECT_STEPS = 20
 /** Repetitions of a one-step measurement per sample (they take microseconds). */
@@ -79,9 +87,14 @@ let ctx: Context | undefined
 let service: SessionContextService | undefined
 let small: Sized | undefined
 let large: Sized | undefined
-/** The live session the subject grows step by step, with the renderer the driver keeps for it. */
-let live: { session: Session; renderer: IncrementalRenderer<ChatRequest>; next: number } | undefined
-const checks = { samples: 0, equalsFullRender: 0, equalsWholeLogRebuild: 0 }
+/** The live session the subject grows step by step (the driver keeps its renderer per session). */
+let live: { session: Session; next: number } | undefined
+const checks = { samples: 0, equalsFullRender: 0, equalsWholeLogRebuild: 0, steps: 0, stepsOfNewMessagesOnly: 0 }
+
+/** How the driver builds this session's requests: from the `sessionContext` service, the system prompt first. */
+function driverOptions() {
+  return { context: service!, system: SYSTEM }
+}
 const figures = {
   newWorkUs: { [SMALL]: [] as number[], [LARGE]: [] as number[] },
   wholeStepUs: { [SMALL]: [] as number[], [LARGE]: [] as number[] },
@@ -161,8 +174,9 @@ function withSystem(messages: readonly ChatMessage[]): ChatMessage[] {
 }
 
 /**
- * (b) subject: the driver's way, the renderer holding the system prompt
- * first in its kept list; the median of a sample's steps (ms per request).
+ * (b) subject: the driver's own request building (`requestMessages`); the
+ * median of a sample's steps (ms per request). Each step's counts are
+ * checked (two messages rendered, at most a chunk compared, no rebuild);
  * (c) checks the sample's last body against a fresh full render and the
  * whole-log rebuild.
  */
@@ -170,17 +184,21 @@ async function incremental(): Promise<number> {
   const l = live!
   const samples: number[] = []
   let body: readonly ChatMessage[] = []
-  let context: SessionContext | undefined
   gc()
   for (let k = 0; k < SUBJECT_STEPS; k++) {
     appendStep(l.session, l.next++)
+    const before = requestStats(l.session).chat
     const start = process.hrtime.bigint()
-    context = await service!.contextOf(l.session)
-    body = l.renderer.render(context).body.messages
+    body = await requestMessages(l.session, driverOptions())
     samples.push(Number(process.hrtime.bigint() - start) / 1e6)
+    const after = requestStats(l.session).chat
+    checks.steps++
+    if (after.rendered - before.rendered === 2 && after.compared - before.compared <= CHUNK && after.rebuilds === before.rebuilds)
+      checks.stepsOfNewMessagesOnly++
   }
+  const context = await service!.contextOf(l.session)
   checks.samples++
-  if (isDeepStrictEqual(body, renderChat(context!, RENDER_WITH_SYSTEM).body.messages)) checks.equalsFullRender++
+  if (isDeepStrictEqual(body, renderChat(context, RENDER_WITH_SYSTEM).body.messages)) checks.equalsFullRender++
   if (isDeepStrictEqual(body, buildMessages(l.session.events, { system: SYSTEM }))) checks.equalsWholeLogRebuild++
   // (a) rides along: one-step figures at both sizes, alternated with the rest.
   oneStep(small!)
@@ -249,18 +267,17 @@ const definition: BenchDefinition = {
     service = ctx.require('sessionContext')
     small = await sized(SMALL)
     large = await sized(LARGE)
-    // The subject's session starts at step 5,000 and grows by its own steps, its renderer kept as the driver keeps it.
+    // The subject's session starts at step 5,000 and grows by its own steps; the first request makes the driver's kept renderer.
     const session = large.session
-    const renderer = chatRenderer(RENDER_WITH_SYSTEM)
-    renderer.render(await service.contextOf(session))
-    live = { session, renderer, next: LARGE }
+    await requestMessages(session, driverOptions())
+    live = { session, next: LARGE }
   },
   async teardown() {
     await ctx?.dispose()
     ctx = undefined
   },
   baseline: { label: 'whole-log rebuild (the previous driver algorithm) at step 5,000', run: () => wholeLog() },
-  subject: { label: 'sessionContext + kept incremental Chat renderer at step 5,000', run: () => incremental() },
+  subject: { label: "the OpenAI driver's request building (requestMessages) at step 5,000", run: () => incremental() },
   extra() {
     const newWork = { small: median(figures.newWorkUs[SMALL]), large: median(figures.newWorkUs[LARGE]) }
     const whole = { small: median(figures.wholeStepUs[SMALL]), large: median(figures.wholeStepUs[LARGE]) }
@@ -292,6 +309,7 @@ const definition: BenchDefinition = {
       newWorkOfOneStepAt5000Within2xOf50: newWork <= 2,
       everyIncrementalBodyEqualsAFreshFullRender: checks.samples > 0 && checks.equalsFullRender === checks.samples,
       everyIncrementalBodyEqualsTheWholeLogRebuild: checks.samples > 0 && checks.equalsWholeLogRebuild === checks.samples,
+      everySubjectStepRendersItsNewMessagesOnly: checks.steps > 0 && checks.stepsOfNewMessagesOnly === checks.steps,
       responsesBytesAt5000Within2xOf50: responsesBytes(large!) <= 2 * responsesBytes(small!),
     }
   },
