@@ -40,6 +40,8 @@ export function createAnthropicDriver(options: AnthropicDriverOptions = {}): Sub
   const client = options.client ?? createAnthropicClient(options)
   return Object.freeze({
     name: options.name ?? 'anthropic',
+    // What its steps name in `step/start` when a child's settings name no model (a cost budget is priced by it).
+    model: { provider: client.provider, model: client.model },
     run(run: SubagentRun): Promise<SubagentRunOutcome> {
       const settings = run.settings
       const model = settings?.model ?? settings?.agentModel

@@ -100,4 +100,9 @@ describe('createAnthropicDriver under the subagent runtime', () => {
     expect(settled.reason).toBe('cancelled')
     expect(ofType(handle.session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'cancelled' }])
   })
+
+  it('names the provider and model its steps use by default, which a cost budget is priced by', () => {
+    const driver = createAnthropicDriver({ baseURL: 'http://models.example.test', apiKey: TEST_KEY, model: 'parent-model', env: {} })
+    expect(driver.model).toEqual({ provider: 'models.example.test', model: 'parent-model' })
+  })
 })

@@ -45,6 +45,8 @@ export function createOpenAIDriver(options: OpenAIDriverOptions = {}): SubagentD
   const client = options.client ?? createModelClient(options)
   return Object.freeze({
     name: options.name ?? 'openai',
+    // What its steps name in `step/start` when a child's settings name no model (a cost budget is priced by it).
+    model: { provider: client.provider, model: client.model },
     run(run: SubagentRun): Promise<SubagentRunOutcome> {
       const settings = run.settings
       const model = settings?.model ?? settings?.agentModel

@@ -143,6 +143,11 @@ describe('createOpenAIDriver under the subagent runtime', () => {
     expect(ofType(handle.session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'cancelled' }])
   })
 
+  it('names the provider and model its steps use by default, which a cost budget is priced by', () => {
+    const driver = createOpenAIDriver({ baseURL: 'http://models.example.test/v1', apiKey: TEST_KEY, model: 'parent-model', env: {} })
+    expect(driver.model).toEqual({ provider: 'models.example.test', model: 'parent-model' })
+  })
+
   it('composes the system prompt from the driver, persona, instructions and output contract', () => {
     expect(systemPrompt(undefined, undefined)).toBeUndefined()
     expect(
