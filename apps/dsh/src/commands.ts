@@ -132,6 +132,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       'max-steps': { type: 'string', value: 'N', help: 'model steps one turn may take (default 32)' },
       api: { type: 'string', value: 'API', help: 'chat (default) or responses: the OpenAI API the requests use' },
       image: { type: 'string', value: 'PATH', help: 'attach a png/jpeg/gif/webp image to the prompt (stored beside the session)' },
+      prices: { type: 'string', value: 'FILE', help: "a price table for children's cost budgets (default $DSH_PRICES)" },
       dialect,
       otlp,
     },

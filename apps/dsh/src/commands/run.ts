@@ -18,6 +18,7 @@ import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
 import { otlpEndpoint } from '../otlp.js'
 import { printJson } from '../output.js'
+import { priceTableOf } from '../prices.js'
 import { escapeTerminal, safe } from '../terminal.js'
 import { imageOf, modelApiOf } from './run-options.js'
 import { type RunModel, runModelOf, type TopTurnOptions } from './run-provider.js'
@@ -113,6 +114,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   // The agent definitions the subagent tool starts by name (<root>/.dsh/agents, ./.dsh/agents), read when it is called.
   const agents = commandAgentDefinitions(command)
   const budget = budgetOf(command)
+  // A child's cost budget is counted against this table (the runtime refuses one without it).
+  const prices = await priceTableOf(command, io)
   const printer = new RunPrinter(io, command.json)
   // Requests are built from the host's sessionContext service (the host is made after the driver it runs).
   // Images and files are read through the root's persistence, one reader per session. A live fork whose log is
@@ -143,6 +146,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     driver,
     tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent, agents),
     summarizer: runModel.summarizer,
+    ...(prices === undefined ? {} : { prices }),
   })
   if (otlp !== undefined && telemetry !== undefined) {
     try {
