@@ -1,5 +1,3 @@
-import { z } from 'zod/mini'
-
 /**
  * What a child may spend. Every field is optional; a child without one of
  * its own still spends from the budgets of its budgeted ancestors.
@@ -85,20 +83,6 @@ export type SubagentBudgetExceeded = {
   readonly spent: number
   readonly unpriced?: string
 }
-
-const positiveInt = z.int().check(z.positive())
-const positiveUsd = z.number().check(z.positive(), z.refine(Number.isFinite, 'must be a finite number of USD'))
-
-/** The budget fields of the settings schema (strict, like every setting). */
-export const subagentBudgetFields = {
-  maxTokens: z.exactOptional(positiveInt),
-  maxCostUsd: z.exactOptional(positiveUsd),
-  maxWallMs: z.exactOptional(positiveInt),
-  maxTurns: z.exactOptional(positiveInt),
-}
-
-/** A budget on its own (the `subagent` tool's `budget`, an agent definition's budgets). */
-export const subagentBudgetSchema = z.strictObject(subagentBudgetFields)
 
 /** The budget fields of `settings`, without the rest. */
 export function budgetOf(settings: SubagentBudget): SubagentBudget {

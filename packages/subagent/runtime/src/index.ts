@@ -6,7 +6,7 @@ export type {
   SubagentPricedStep,
   SubagentStepPricer,
 } from './budget.js'
-export { budgetOf, SUBAGENT_BUDGET_KEYS, SUBAGENT_BUDGET_KIND_OF, subagentBudgetSchema } from './budget.js'
+export { budgetOf, SUBAGENT_BUDGET_KEYS, SUBAGENT_BUDGET_KIND_OF } from './budget.js'
 export { SubagentCatalog } from './catalog.js'
 export type { SubagentCatalogOptions } from './catalog-options.js'
 export { DEFAULT_COLD_READ_CONCURRENCY, MAX_COLD_READ_CONCURRENCY } from './catalog-options.js'
@@ -17,7 +17,7 @@ export type {
   SubagentOneShotDescriptor,
   SubagentToolFilter,
 } from './descriptor.js'
-export { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, subagentDescriptorSchema, subagentToolFilterSchema } from './descriptor.js'
+export { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION } from './descriptor.js'
 export type { SubagentDriver, SubagentRun, SubagentRunOutcome, SubagentTool } from './driver.js'
 export type { SubagentErrorCode } from './errors.js'
 export { SubagentError } from './errors.js'
@@ -35,13 +35,7 @@ export type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry
 export type { SubagentUsage } from './list-usage.js'
 export { latestClosedCut } from './log-scan.js'
 export type { SubagentOptions, SubagentSettings } from './options.js'
-export {
-  mergeSettings,
-  SUBAGENT_OPTIONS_EVENT,
-  SUBAGENT_OPTIONS_VERSION,
-  subagentOptionsSchema,
-  subagentSettingsSchema,
-} from './options.js'
+export { mergeSettings, SUBAGENT_OPTIONS_EVENT, SUBAGENT_OPTIONS_VERSION } from './options.js'
 export { subagentsPlugin } from './plugin.js'
 export {
   registerSubagentUnits,

@@ -1,20 +1,9 @@
-import { z } from 'zod/mini'
-import { subagentBudgetFields } from './budget.js'
-import { DESCRIPTOR_COMPOSITION_KEYS, type SubagentDescriptor, type SubagentMode, subagentToolFilterSchema } from './descriptor.js'
+import type { z } from 'zod/mini'
+import type { SubagentDescriptor, SubagentMode } from './descriptor.js'
+import { DESCRIPTOR_COMPOSITION_KEYS, SUBAGENT_OPTIONS_VERSION } from './event-names.js'
+import type { subagentOptionsSchema, subagentSettingsSchema } from './schemas.js'
 
-/**
- * The event type of a child's run options: everything a child runs with that
- * its descriptor does not carry. `spawn` appends it right after the
- * descriptor, and only when there is something to record. It is not part of
- * the child's identity: a missing or malformed options event never changes a
- * catalog row, it only leaves the child without those options.
- */
-export const SUBAGENT_OPTIONS_EVENT = 'subagent/options'
-export const SUBAGENT_OPTIONS_VERSION = 1
-
-/** Any JSON object: an `outputSchema` is a JSON Schema document. */
-const jsonSchemaObject = z.record(z.string(), z.json())
-const nonEmpty = z.string().check(z.minLength(1))
+export { SUBAGENT_OPTIONS_EVENT, SUBAGENT_OPTIONS_VERSION } from './event-names.js'
 
 /**
  * Every option a child may run with:
@@ -30,24 +19,9 @@ const nonEmpty = z.string().check(z.minLength(1))
  *
  * Strict: an unknown key or a field of the wrong type makes the whole record
  * invalid (it could be a newer writer's field this reader would misapply).
+ * The zod/mini schemas are in `schemas.ts`, the plain checks the units fold
+ * with in `descriptor-checks.ts`.
  */
-const settingsFields = {
-  agentProvider: z.exactOptional(nonEmpty),
-  agentModel: z.exactOptional(nonEmpty),
-  persona: z.exactOptional(z.string()),
-  toolFilter: z.exactOptional(subagentToolFilterSchema),
-  outputSchema: z.exactOptional(jsonSchemaObject),
-  model: z.exactOptional(nonEmpty),
-  instructions: z.exactOptional(z.string()),
-  ...subagentBudgetFields,
-}
-
-/** The options a caller may give `spawn` (`SpawnOptions.settings`). */
-export const subagentSettingsSchema = z.strictObject(settingsFields)
-
-/** The `subagent/options` payload: `{ version: 1, ...settings }`. */
-export const subagentOptionsSchema = z.strictObject({ version: z.literal(SUBAGENT_OPTIONS_VERSION), ...settingsFields })
-
 export type SubagentSettings = z.output<typeof subagentSettingsSchema>
 export type SubagentOptions = z.output<typeof subagentOptionsSchema>
 

@@ -1,8 +1,9 @@
-import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
+import type { StoredSessionEvent } from '@dsh/session'
 import type { ProjectionStateSchema, SessionProjections, SessionProjectionUnit } from '@dsh/session-projection'
-import { z } from 'zod/mini'
-import { SUBAGENT_DESCRIPTOR_EVENT, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
-import { SUBAGENT_OPTIONS_EVENT, type SubagentOptions, subagentOptionsSchema } from './options.js'
+import type { SubagentDescriptor } from './descriptor.js'
+import { isProfileState, isSubagentDescriptor, isSubagentOptions } from './descriptor-checks.js'
+import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_OPTIONS_EVENT } from './event-names.js'
+import type { SubagentOptions } from './options.js'
 import type {
   SubagentIdentityProjection,
   SubagentIdentityState,
@@ -11,7 +12,7 @@ import type {
   SubagentTimingProjection,
   SubagentTimingState,
 } from './projection-types.js'
-import { isIdentityState, isTimingState, plainFirst } from './state-checks.js'
+import { isIdentityState, isTimingState, plainSchema } from './state-checks.js'
 
 export const SUBAGENT_IDENTITY_KEY = 'subagent'
 export const SUBAGENT_TIMING_KEY = 'subagentTiming'
@@ -33,28 +34,17 @@ export const SUBAGENT_TIMING_STATE_VERSION = 2
 const EMPTY_IDENTITY: SubagentIdentityState = Object.freeze({})
 
 /**
- * The one interpretation of a logged descriptor payload: the strict v2 schema,
- * or `undefined` for anything corrupt or of another version. Both descriptor
- * units fold through it; nothing else parses logged descriptors.
+ * The one interpretation of a logged descriptor payload: the strict v2 rules
+ * (`descriptor-checks.ts`), or `undefined` for anything corrupt or of another
+ * version. Both descriptor units fold through it; nothing else interprets
+ * logged descriptors.
  */
 function interpretDescriptor(data: unknown): SubagentDescriptor | undefined {
-  const parsed = subagentDescriptorSchema.safeParse(data)
-  return parsed.success ? parsed.data : undefined
+  return isSubagentDescriptor(data) ? data : undefined
 }
 
-const seqSchema = z.pipe(
-  z.int().check(z.nonnegative()),
-  z.transform((value) => value as SessionSeq),
-)
-const identitySchema = z.discriminatedUnion('mode', [
-  z.strictObject({ mode: z.literal('one-shot'), label: z.exactOptional(z.string()), seq: seqSchema }),
-  z.strictObject({ mode: z.literal('continuable'), label: z.string(), seq: seqSchema }),
-])
-/** A cached row is checked plainly first (`state-checks.ts`); zod words a refusal. */
-const identityStateSchema: ProjectionStateSchema<SubagentIdentityState> = plainFirst(
-  isIdentityState,
-  z.strictObject({ identity: z.exactOptional(identitySchema) }),
-)
+/** A cached row is checked plainly (`state-checks.ts`): a listing loads no zod. */
+const identityStateSchema: ProjectionStateSchema<SubagentIdentityState> = plainSchema(SUBAGENT_IDENTITY_KEY, isIdentityState)
 
 /**
  * The `subagent` identity unit: the only code that interprets logged
@@ -84,15 +74,10 @@ export const subagentIdentityUnit: SessionProjectionUnit<'subagent'> = Object.fr
 })
 
 const EMPTY_PROFILE: SubagentProfileState = Object.freeze({})
-const optionsRecordSchema = z.strictObject({ seq: seqSchema, options: subagentOptionsSchema })
-const profileStateSchema: ProjectionStateSchema<SubagentProfileState> = z.strictObject({
-  profile: z.exactOptional(z.strictObject({ seq: seqSchema, descriptor: subagentDescriptorSchema })),
-  options: z.exactOptional(optionsRecordSchema),
-})
+const profileStateSchema: ProjectionStateSchema<SubagentProfileState> = plainSchema(SUBAGENT_PROFILE_KEY, isProfileState)
 
 function interpretOptions(data: unknown): SubagentOptions | undefined {
-  const parsed = subagentOptionsSchema.safeParse(data)
-  return parsed.success ? parsed.data : undefined
+  return isSubagentOptions(data) ? data : undefined
 }
 
 /**
@@ -131,14 +116,8 @@ export const subagentProfileUnit: SessionProjectionUnit<'subagentProfile'> = Obj
 
 const INITIAL_TIMING: SubagentTimingState = Object.freeze({ settledMs: 0 })
 
-// zod's number rejects NaN and the infinities: every number here is finite. A cached row is checked plainly first.
-const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = plainFirst(
-  isTimingState,
-  z.strictObject({
-    settledMs: z.number().check(z.nonnegative()),
-    activeTurn: z.exactOptional(z.strictObject({ turn: z.number(), startedAt: z.number() })),
-  }),
-)
+// Every number here is finite. A cached row is checked plainly.
+const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = plainSchema(SUBAGENT_TIMING_KEY, isTimingState)
 
 /**
  * The `subagentTiming` unit: milliseconds spent in settled turns plus the

@@ -26,6 +26,7 @@ import {
   type WaitEntry,
   type WaitOptions,
 } from './runtime-types.js'
+import { loadSpawnSchemas } from './schema-loader.js'
 import { spawnChild } from './spawn.js'
 import type { TreeSnapshotEntry, TreeSnapshotOptions } from './tree-snapshots.js'
 
@@ -121,13 +122,14 @@ export class SubagentRuntime {
   }
 
   /**
-   * Resolves once the runtime can spawn with an `outputSchema`: it loads the
-   * checks that compile one (a module of their own, with classic zod), which
-   * `spawn` needs synchronously. `subagentsPlugin` awaits it at activation; a
-   * read-only runtime loads nothing.
+   * Resolves once the runtime can spawn with settings and an `outputSchema`:
+   * it loads the spawn schemas (zod/mini) and the checks that compile an
+   * `outputSchema` (classic zod), modules of their own, which `spawn` needs
+   * synchronously. `subagentsPlugin` awaits it at activation; a read-only
+   * runtime loads nothing, so a listing loads no zod.
    */
   async ready(): Promise<void> {
-    if (!this.#core.readOnly) await loadOutputChecks()
+    if (!this.#core.readOnly) await Promise.all([loadOutputChecks(), loadSpawnSchemas()])
   }
 
   get maxDepth(): number {

@@ -2,21 +2,16 @@ import type { Session } from '@dsh/session'
 import { budgetOf } from './budget.js'
 import { planBudget } from './budget-guard.js'
 import type { ChildProfile, RuntimeCore } from './core.js'
-import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor, subagentDescriptorSchema } from './descriptor.js'
+import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor } from './descriptor.js'
+import { isSubagentDescriptor } from './descriptor-checks.js'
 import { SubagentError } from './errors.js'
 import { latestClosedCut } from './log-scan.js'
-import {
-  mergeSettings,
-  SUBAGENT_OPTIONS_EVENT,
-  type SubagentOptions,
-  type SubagentSettings,
-  splitSettings,
-  subagentSettingsSchema,
-} from './options.js'
+import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, type SubagentSettings, splitSettings } from './options.js'
 import { outputChecksForSpawn } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import { startChild } from './runs.js'
 import type { SpawnOptions, SubagentHandle } from './runtime-types.js'
+import { spawnSchemas } from './schema-loader.js'
 
 /**
  * `spawn`: a new child of a live parent.
@@ -86,8 +81,7 @@ function prepareRecords(
   driverName: string,
   budget: (settings: SubagentSettings) => SubagentSettings,
 ): { descriptor: SubagentDescriptor; recorded: SubagentOptions | undefined } {
-  const parsedSettings = subagentSettingsSchema.safeParse(options.settings ?? {})
-  if (!parsedSettings.success) throw invalid(parsedSettings.error.issues, 'settings')
+  const settings = parseSettings(options.settings)
   const label = options.label
   if (label !== undefined && (typeof label !== 'string' || label.length === 0)) {
     throw new SubagentError(
@@ -108,17 +102,39 @@ function prepareRecords(
       `Cannot spawn: the provider must be a non-empty string, got ${JSON.stringify(provider)}.`,
     )
   }
-  const { composition, options: recorded } = splitSettings(options.mode, budget(parsedSettings.data))
-  const parsed = subagentDescriptorSchema.safeParse({
+  const { composition, options: recorded } = splitSettings(options.mode, budget(settings))
+  const descriptor = checkedDescriptor({
     version: SUBAGENT_DESCRIPTOR_VERSION,
     mode: options.mode,
     provider,
     ...(label === undefined ? {} : { label }),
     ...composition,
   })
-  if (!parsed.success) throw invalid(parsed.error.issues, 'descriptor')
   if (recorded?.outputSchema !== undefined) outputChecksForSpawn().compileOutputSchema(recorded.outputSchema)
-  return { descriptor: parsed.data, recorded }
+  return { descriptor, recorded }
+}
+
+/** No settings (absent, or `{}`) need no schema; any other value is parsed by the settings schema, whose issues a refusal quotes. */
+function parseSettings(settings: unknown): SubagentSettings {
+  if (settings === undefined || settings === null || (isEmptyObject(settings) && Object.getPrototypeOf(settings) === Object.prototype))
+    return {}
+  const parsed = spawnSchemas().subagentSettingsSchema.safeParse(settings)
+  if (!parsed.success) throw invalid(parsed.error.issues, 'settings')
+  return parsed.data
+}
+
+function isEmptyObject(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
+  for (const _ in value) return false
+  return true
+}
+
+/** The descriptor spawn writes, held to the v2 rules; a refusal quotes the descriptor schema's issues. */
+function checkedDescriptor(candidate: Record<string, unknown>): SubagentDescriptor {
+  if (isSubagentDescriptor(candidate)) return candidate
+  const parsed = spawnSchemas().subagentDescriptorSchema.safeParse(candidate)
+  if (!parsed.success) throw invalid(parsed.error.issues, 'descriptor')
+  return parsed.data
 }
 
 function invalid(issues: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[], what: string): SubagentError {

@@ -3,31 +3,38 @@ import type { ProjectionStateSchema } from '@dsh/session-projection'
 /**
  * Plain checks of the catalog units' checkpoint states. A listing checks the
  * identity and timing rows of every child it serves from the checkpoint cache
- * (400 rows for `dsh agents` on a family of 200), and zod's generic object
- * walk costs a short process more there than the rows' reads. Each check is
- * the zod schema's rules for the states JSON gives (plain objects, own keys):
- * a state it accepts, zod accepts; a state it refuses goes to the zod schema,
- * which accepts what the plain check was stricter about (an object with a
- * prototype other than `Object.prototype`) and words the issues of the rest.
+ * (400 rows for `dsh agents` on a family of 200); plain checks cost a short
+ * process less than zod's generic object walk, and a listing loads no zod at
+ * all. Each check is the unit's state rules for the values a row holds (JSON:
+ * plain objects with own keys); the tests hold them to the same rules written
+ * in zod.
  */
-export function plainFirst<T>(accepts: (input: unknown) => boolean, schema: ProjectionStateSchema<T>): ProjectionStateSchema<T> {
-  return { safeParse: (input) => (accepts(input) ? { success: true, data: input as T } : schema.safeParse(input)) }
+export function plainSchema<T>(key: string, accepts: (input: unknown) => boolean): ProjectionStateSchema<T> {
+  return {
+    safeParse: (input) =>
+      accepts(input)
+        ? { success: true, data: input as T }
+        : {
+            success: false,
+            error: { issues: [{ path: [], message: `not a '${key}' state (a key, type or value its unit never writes)` }] },
+          },
+  }
 }
 
-type Plain = { readonly [key: string]: unknown }
+export type Plain = { readonly [key: string]: unknown }
 
-function isPlain(value: unknown): value is Plain {
+export function isPlain(value: unknown): value is Plain {
   return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype
 }
 
 /** Own keys only, each one of `allowed`. */
-function onlyKeys(value: Plain, allowed: readonly string[]): boolean {
+export function onlyKeys(value: Plain, allowed: readonly string[]): boolean {
   for (const key in value) if (!Object.hasOwn(value, key) || !allowed.includes(key)) return false
   return true
 }
 
-const isSeq = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
-const isNumber = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value)
+export const isSeq = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
+export const isNumber = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value)
 
 const IDENTITY_KEYS = ['identity']
 const IDENTITY_FIELDS = ['mode', 'label', 'seq']

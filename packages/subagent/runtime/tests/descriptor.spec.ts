@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { subagentDescriptorSchema, subagentOptionsSchema } from '../src/index.js'
+import { isSubagentDescriptor, isSubagentOptions } from '../src/descriptor-checks.js'
+import { subagentDescriptorSchema, subagentOptionsSchema } from '../src/schemas.js'
 
 describe('subagent/descriptor v2: exactly the keys and types the harness accepts', () => {
   it('accepts a one-shot with or without a label (any string, the empty one too), and nothing else on it', () => {
@@ -65,6 +66,7 @@ describe('subagent/descriptor v2: exactly the keys and types the harness accepts
     ['null', null],
   ])('rejects %s', (_name, payload) => {
     expect(subagentDescriptorSchema.safeParse(payload).success).toBe(false)
+    expect(isSubagentDescriptor(payload)).toBe(false)
   })
 })
 
@@ -82,6 +84,7 @@ describe('subagent/options v1', () => {
       toolFilter: { allow: ['read'] },
     }
     expect(subagentOptionsSchema.parse(options)).toEqual(options)
+    expect(isSubagentOptions(options)).toBe(true)
   })
 
   it.each([
@@ -94,5 +97,6 @@ describe('subagent/options v1', () => {
     ['an empty tool filter', { version: 1, toolFilter: {} }],
   ])('rejects %s', (_name, payload) => {
     expect(subagentOptionsSchema.safeParse(payload).success).toBe(false)
+    expect(isSubagentOptions(payload)).toBe(false)
   })
 })
