@@ -1,5 +1,6 @@
 import { definePlugin } from '@dsh/context'
 import { type ApiHandler, type ApiHandlerOptions, createApiHandler } from './server.js'
+import type { ApiServices } from './services.js'
 
 declare module '@dsh/context' {
   interface Services {
@@ -8,7 +9,7 @@ declare module '@dsh/context' {
   }
 }
 
-export type ApiPluginOptions = Pick<ApiHandlerOptions, 'token' | 'limits' | 'allowedHosts'>
+export type ApiPluginOptions = Pick<ApiHandlerOptions, 'token' | 'limits' | 'allowedHosts'> & Pick<ApiServices, 'prices'>
 
 /**
  * The HTTP API as a plugin: requires `sessionQuery` and `subagents` (a
@@ -25,8 +26,9 @@ export const apiproxyPlugin = (options: ApiPluginOptions) =>
       optional: ['sessions', 'sessionProjections', 'sessionProjectionCache', 'sessionPersistence', 'compaction', 'logger'],
     },
     activate(ctx) {
+      const { prices, ...handlerOptions } = options
       const handler = createApiHandler({
-        ...options,
+        ...handlerOptions,
         services: {
           sessionQuery: ctx.sessionQuery,
           subagents: ctx.subagents,
@@ -36,6 +38,7 @@ export const apiproxyPlugin = (options: ApiPluginOptions) =>
           sessionPersistence: ctx.sessionPersistence,
           compaction: ctx.compaction,
           sessionLoader: ctx.sessionPersistence,
+          prices,
         },
         events: ctx,
         ...(ctx.logger === undefined ? {} : { logger: ctx.logger }),

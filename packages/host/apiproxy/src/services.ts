@@ -5,7 +5,7 @@ import type { SessionStore } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { SessionProjections } from '@dsh/session-projection'
 import type { SessionQuery } from '@dsh/session-query'
-import type { ListingSources } from '@dsh/session-stats'
+import type { ListingSources, PriceTable } from '@dsh/session-stats'
 // Brings in the `subagents` service declaration (the runtime is what `ctx` provides).
 import type { SubagentRuntime } from '@dsh/subagent'
 import { ApiError } from './errors.js'
@@ -49,6 +49,8 @@ export interface ApiServices {
   readonly compaction?: CompactionService | undefined
   /** Where the compaction route loads a session that is not live, as a writer (its crash repair runs): the persistence service. */
   readonly sessionLoader?: Pick<SessionPersistence, 'load'> | undefined
+  /** Prices the session listing's `cost` and the stats route's `cost` (USD per million tokens); without it both are `null`. */
+  readonly prices?: PriceTable | undefined
 }
 
 /** The parts of the persistence service (`sessionPersistence`) the host reads: attachments, the change feed, writer locks. */
@@ -82,6 +84,7 @@ export function resolveServices(ctx: Context | undefined, overrides: Partial<Api
     sessionPersistence: overrides?.sessionPersistence ?? (ctx?.get('sessionPersistence') as PersistenceReader | undefined),
     compaction: overrides?.compaction ?? ctx?.get('compaction'),
     sessionLoader: overrides?.sessionLoader ?? ctx?.get('sessionPersistence'),
+    prices: overrides?.prices,
   }
 }
 

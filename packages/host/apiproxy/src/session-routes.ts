@@ -10,8 +10,8 @@ import { wireHistory, wireSessionList } from './wire.js'
 /**
  * `GET /api/sessions`: a page of the live-preferred corpus, each session with
  * its title, tokens and cost as far as they are known without reading a log
- * (a live session's own views, else its checkpoint row; the server holds no
- * price table, so `cost` is `null`).
+ * (a live session's own views, else its checkpoint row); `cost` is priced by
+ * the server's price table (`services.prices`), `null` without one.
  */
 export const listSessionsRoute = jsonRoute(routes.listSessions, async ({ query, signal, services }) => {
   const { parentSession, origin, cwd, createdFrom, createdTo, cursor, limit } = query
@@ -28,11 +28,11 @@ export const listSessionsRoute = jsonRoute(routes.listSessions, async ({ query, 
     ...(cursor === undefined ? {} : { cursor }),
   }
   const page = await services.sessionQuery.listSessions(filter, signal)
-  const values = listedValues(page.records, {
-    sessions: services.sessions,
-    projections: services.sessionProjections,
-    cache: services.sessionProjectionCache,
-  })
+  const values = listedValues(
+    page.records,
+    { sessions: services.sessions, projections: services.sessionProjections, cache: services.sessionProjectionCache },
+    services.prices,
+  )
   return wireSessionList(page, values)
 })
 

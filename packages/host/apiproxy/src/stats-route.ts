@@ -9,9 +9,9 @@ const KEYS = ['sessionStats', 'sessionTitle'] as const
  * `GET /api/sessions/:id/stats?scope=session|descendants`: usage, timing and
  * titles of a session, or summed over its whole tree, read through the
  * catalog's ladder (a warm checkpoint cache costs no body read). Sessions
- * that cannot be read are gaps of the rollup, never dropped. The server holds
- * no price table: `cost` is `null` with `costReason: 'no-price-table'`
- * (`costOf` of `@dsh/session-stats` prices the totals with one).
+ * that cannot be read are gaps of the rollup, never dropped. The server's
+ * price table (`services.prices`) prices the totals; without one `cost` is
+ * `null` with `costReason: 'no-price-table'`.
  */
 export const sessionStatsRoute = jsonRoute(routes.sessionStats, async ({ params, query, signal, services }) => {
   const catalog = services.subagents
@@ -20,5 +20,5 @@ export const sessionStatsRoute = jsonRoute(routes.sessionStats, async ({ params,
   const scope = query.scope ?? 'session'
   const entries = await catalog.treeSnapshots(params.id, KEYS, { descendants: scope === 'descendants', signal })
   // The report's arrays are readonly and its unions narrower than the wire type's; tests parse the answer with the protocol's schema.
-  return sessionStatsReport(params.id, scope, entries) as unknown as SessionStatsReportBody
+  return sessionStatsReport(params.id, scope, entries, services.prices) as unknown as SessionStatsReportBody
 })

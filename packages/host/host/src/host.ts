@@ -29,6 +29,7 @@ export interface HostOptions extends QueryHostOptions {
    * The price table subagent cost budgets count with: the runtime's
    * `pricing` prices each model call by it (`costOf` of
    * `@dsh/session-stats`). Without it a spawn with a cost budget is refused.
+   * With `http`, the API prices its listing's and stats route's cost by it.
    */
   readonly prices?: PriceTable
   /**
@@ -91,7 +92,7 @@ export async function createHost(options: HostOptions): Promise<Host> {
         ...(options.readOnly === true ? { readOnly: true } : {}),
       }),
     )
-    if (options.http !== undefined) await activateHttpApi(ctx, options.http)
+    if (options.http !== undefined) await activateHttpApi(ctx, options.http, table)
     return {
       ...base,
       sessions: ctx.require('sessions'),

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import type { ApiLimits, ApiServer } from '@dsh/apiproxy'
 import { type Context, definePlugin } from '@dsh/context'
+import type { PriceTable } from '@dsh/session-stats'
 
 declare module '@dsh/context' {
   interface Services {
@@ -27,9 +28,10 @@ export interface HttpApiOptions {
  * them fails at activation with `CONTEXT_SERVICE_UNAVAILABLE`) provides the
  * request listener `httpApi`; `httpServerPlugin` serves it on `node:http` and
  * provides `httpServer`. `@dsh/apiproxy` is loaded only here, when a host
- * serves HTTP. Activated last, so serving stops first on disposal.
+ * serves HTTP. Activated last, so serving stops first on disposal. The
+ * host's price table (`prices`) prices the listing's and stats route's cost.
  */
-export async function activateHttpApi(ctx: Context, options: HttpApiOptions): Promise<void> {
+export async function activateHttpApi(ctx: Context, options: HttpApiOptions, prices?: PriceTable): Promise<void> {
   const { apiproxyPlugin } = await import('@dsh/apiproxy')
   const named = options.host !== undefined && isIP(options.host) === 0 ? [options.host] : []
   const allowedHosts = [...(options.allowedHosts ?? []), ...named]
@@ -38,6 +40,7 @@ export async function activateHttpApi(ctx: Context, options: HttpApiOptions): Pr
       token: options.token,
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(allowedHosts.length === 0 ? {} : { allowedHosts }),
+      ...(prices === undefined ? {} : { prices }),
     }),
   )
   await ctx.activate(httpServerPlugin(options))

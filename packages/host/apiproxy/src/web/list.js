@@ -25,7 +25,7 @@ function costCell(record) {
   return el('td', {
     class: 'num cost',
     text: fmtCost(record.cost),
-    title: record.cost === null ? 'No price table on this server (dsh sessions --prices prices it).' : undefined,
+    title: record.cost === null ? 'No price table on this server (dsh serve --prices FILE gives it one).' : undefined,
   })
 }
 
