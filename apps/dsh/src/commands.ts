@@ -104,6 +104,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       token: { type: 'string', value: 'T', help: 'the API token (visible in ps: prefer DSH_TOKEN or --token-file)' },
       model: { type: 'string', value: 'M', help: 'with DSH_API_KEY: the model that writes compaction summaries (POST .../compact)' },
       'base-url': { type: 'string', value: 'URL', help: 'with DSH_API_KEY: its Chat Completions base URL' },
+      prices: { type: 'string', value: 'FILE', help: 'a price table for the cost of listings and stats (default $DSH_PRICES)' },
     },
     load: () => import('./commands/serve.js'),
   },

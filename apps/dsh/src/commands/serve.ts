@@ -5,6 +5,7 @@ import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '..
 import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
 import { printJson } from '../output.js'
+import { priceTableOf } from '../prices.js'
 import { safe } from '../terminal.js'
 
 /**
@@ -13,12 +14,16 @@ import { safe } from '../terminal.js'
  * `DSH_TOKEN`, then `--token` (which works but warns: every local user sees
  * it in `ps`); with none, a random one is made and shown in the page URL.
  * With a model API key the compaction route is served (see `summarizerOf`).
+ * The price table of `--prices FILE` (else `DSH_PRICES`) prices the cost of
+ * the listing, the stats route and the page; it is read before the root is,
+ * so a bad table fails with its own code and nothing is opened.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
   const port = intOption(command, 'port') ?? 0
   const token = resolveToken(command, io)
   const bind = command.string('host')
+  const prices = await priceTableOf(command, io)
   const summarizer = await summarizerOf(command, io)
   const host = await openHost(
     command,
@@ -26,6 +31,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       requireExisting: true,
       http: { token, port, ...(bind === undefined ? {} : { host: bind }) },
       ...(summarizer === undefined ? {} : { summarizer }),
+      ...(prices === undefined ? {} : { prices }),
     },
     io,
   )
