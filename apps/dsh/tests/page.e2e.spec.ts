@@ -1,11 +1,12 @@
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { answer, callTools, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
 import { type ApiServer, createHost, type Host } from '@dsh/host'
 import { SessionId } from '@dsh/session'
+import { readPriceTable } from '@dsh/session-stats'
 import { createScriptedDriver } from '@dsh/subagent'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -62,7 +63,10 @@ beforeAll(async () => {
     ]),
     http: { token: TOKEN },
   })
-  delegation = await createHost({ root: join(dir, 'run'), http: { token: TOKEN } })
+  // The run's own calls used 80 prompt and 13 completion tokens: 80 × $1000 + 13 × $10000 per million is $0.21.
+  const prices = join(dir, 'prices.json')
+  writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { '127.0.0.1': { 'wombat-1': { input: 1000, output: 10000 } } } }))
+  delegation = await createHost({ root: join(dir, 'run'), http: { token: TOKEN }, prices: await readPriceTable(prices) })
   browser = await launchChromium(join(dir, 'chromium-profile'))
   page = browser.pages()[0] ?? (await browser.newPage())
 }, 180_000)
@@ -132,6 +136,13 @@ describe('the demo root', () => {
 })
 
 describe('a `dsh run` delegation', () => {
+  it("lists the run's cost priced by the server's table", async () => {
+    await page.goto(server(delegation).pageUrl)
+    const cost = page.locator(`#sessions tr[data-session-id="${runId}"] td.cost`)
+    await cost.waitFor()
+    expect(await cost.textContent()).toBe('$0.21')
+  }, 60_000)
+
   it("shows the run's tree with the child's label and tokens, and both transcripts", async () => {
     await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
     const childSpan = page.locator('#trace li[data-kind="child"]')
