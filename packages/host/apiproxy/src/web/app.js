@@ -15,7 +15,16 @@ import { closeTrace, openTrace, scheduleTrace } from './trace.js'
 
 let current = {}
 
+/** When the page shows the list or another session, the keyboard continues from that view's heading. */
+function focusHeading(previous) {
+  const heading = $(current.id === undefined ? 'sessions-title' : 'session-title')
+  if (previous.id === current.id && previous.parentId === current.parentId) return
+  heading.tabIndex = -1
+  heading.focus({ preventScroll: true })
+}
+
 function route() {
+  const previous = current
   const params = new URLSearchParams(location.hash.slice(1))
   const id = params.get('session') ?? undefined
   const parentId = params.get('parent') ?? undefined
@@ -31,7 +40,7 @@ function route() {
     resetHeader()
     follow(undefined)
     document.title = 'dsh sessions'
-    return
+    return previous
   }
   document.title = `dsh · ${id}`
   showHeader(id, parentId)
@@ -50,6 +59,7 @@ function route() {
     closeTrace()
     openSession(id, parentId, seq)
   }
+  return previous
 }
 
 onLive((kind, data) => {
@@ -62,6 +72,6 @@ onLive((kind, data) => {
 
 initList()
 initSession()
-window.addEventListener('hashchange', route)
+window.addEventListener('hashchange', () => focusHeading(route()))
 loadSessions(true)
 route()

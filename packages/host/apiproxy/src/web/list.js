@@ -64,8 +64,12 @@ function visible(record, { kind, state }) {
   return true
 }
 
-/** Loads the next page (or the first, with `reset`), fetching on while a client-side filter hides everything fetched. */
+/**
+ * Loads the next page (or the first, with `reset`), fetching on while a
+ * client-side filter hides everything fetched; answers the first row added.
+ */
 export async function loadSessions(reset) {
+  let first
   const generation = reset ? ++list.generation : list.generation
   const body = $('sessions').tBodies[0]
   if (reset) {
@@ -87,7 +91,9 @@ export async function loadSessions(reset) {
       let added = 0
       for (const record of page.sessions) {
         if (!visible(record, chosen)) continue
-        body.append(rowOf(record))
+        const row = rowOf(record)
+        first ??= row
+        body.append(row)
         added++
       }
       list.shown += added
@@ -107,6 +113,17 @@ export async function loadSessions(reset) {
     $('more-sessions').disabled = false
     $('more-sessions').hidden = list.done
   }
+  return first
+}
+
+/** The next page; the keyboard continues from its first row, since the button may be gone. */
+async function moreSessions() {
+  const button = $('more-sessions')
+  const pressed = document.activeElement === button
+  const first = await loadSessions(false)
+  // A disabled or hidden button loses focus to the body; focus the user moved elsewhere meanwhile stays.
+  const idle = document.activeElement === button || document.activeElement === document.body
+  if (first !== undefined && pressed && idle) first.querySelector('a')?.focus()
 }
 
 // Each row's subagents: one header-only listing of its children (indexed by parent), a few at a time.
@@ -190,7 +207,7 @@ export async function search(text) {
 export function initList() {
   $('filter-kind').addEventListener('change', () => loadSessions(true))
   $('filter-state').addEventListener('change', () => loadSessions(true))
-  $('more-sessions').addEventListener('click', () => loadSessions(false))
+  $('more-sessions').addEventListener('click', moreSessions)
   $('search-form').addEventListener('submit', (event) => {
     event.preventDefault()
     search($('search').value)
