@@ -1,20 +1,61 @@
+import { isDshError } from '@dsh/context'
 import { routes } from '@dsh/protocol'
+import { listingValues } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { capHistoryPage } from './history-page.js'
 import { isListedChild, isNotFound } from './owner.js'
 import { jsonRoute } from './route.js'
+import type { ApiServices } from './services.js'
 import { historyRequest } from './session-routes.js'
 import { wireHistory, wireSubagentList } from './wire.js'
 
-/** `GET /api/sessions/:id/subagents?scope=children|descendants`: the subagent catalog of a session, descendants in pre-order. */
+/**
+ * `GET /api/sessions/:id/subagents?scope=children|descendants`: the subagent
+ * catalog of a session, descendants in pre-order. A server with a price
+ * table (`services.prices`) gives each row its `cost`, priced as the session
+ * listing prices an entry; without one the rows carry no `cost`, so the body
+ * equals `dsh agents --json`'s.
+ */
 export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query, signal, services }) => {
   const scope = query.scope ?? 'children'
   const rows =
     scope === 'children'
       ? await services.subagents.explainChildren(params.id, signal)
       : await services.subagents.explainDescendants(params.id, signal)
-  return wireSubagentList(params.id, scope, rows)
+  if (services.prices === undefined || rows.length === 0) return wireSubagentList(params.id, scope, rows)
+  const costs = await treeCosts(services, params.id, signal)
+  return wireSubagentList(
+    params.id,
+    scope,
+    rows.map((row) => ({ ...row, cost: costs?.get(row.row.id) ?? null })),
+  )
 })
+
+const COST_KEYS = ['sessionStats'] as const
+
+/**
+ * The cost of every session under `rootId` (its `sessionStats` read down the
+ * catalog's ladder, priced by `listingValues`, the listing's pricing), or
+ * `undefined` when nothing can be priced: a catalog that cannot read trees,
+ * or a root gone since its rows were listed (every row's cost is then `null`).
+ */
+async function treeCosts(services: ApiServices, rootId: string, signal: AbortSignal): Promise<Map<string, number | null> | undefined> {
+  const { prices, subagents } = services
+  if (prices === undefined || subagents.treeSnapshots === undefined) return undefined
+  let entries: Awaited<ReturnType<typeof subagents.treeSnapshots>>
+  try {
+    entries = await subagents.treeSnapshots(rootId, COST_KEYS, { descendants: true, signal })
+  } catch (error) {
+    if (isDshError(error, 'SUBAGENT_NOT_FOUND')) return undefined
+    throw error
+  }
+  return new Map(
+    entries.map((entry) => {
+      const stats = entry.status === 'ok' ? entry.snapshot?.sessionStats : undefined
+      return [entry.id, listingValues({ sessionStats: stats }, prices).cost]
+    }),
+  )
+}
 
 /**
  * `GET /api/sessions/:parentId/subagents/:childId/history`: a child's history,

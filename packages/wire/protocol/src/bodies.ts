@@ -79,6 +79,8 @@ export interface CatalogRowSource {
   /** The child's usage (`null` unknown); an `ExplainedSubagentEntry` always has both. */
   readonly tokens?: number | null
   readonly durationMs?: number | null
+  /** USD under the server's price table (`null` unknown); only the HTTP catalog prices rows. */
+  readonly cost?: number | null
 }
 
 /** A matching session (a `SessionSearchHit` fits). */
@@ -162,8 +164,8 @@ export function wireHistory(page: HistoryPageSource): HistoryPageBody {
   }
 }
 
-export function wireSubagentRow({ row, parentId, depth, rung, tokens, durationMs }: CatalogRowSource): SubagentListRowBody {
-  const place = { parentId, depth, rung, ...optional('tokens', tokens), ...optional('durationMs', durationMs) }
+export function wireSubagentRow({ row, parentId, depth, rung, tokens, durationMs, cost }: CatalogRowSource): SubagentListRowBody {
+  const place = { parentId, depth, rung, ...optional('tokens', tokens), ...optional('durationMs', durationMs), ...optional('cost', cost) }
   if (row.kind === 'diagnostic') return { kind: row.kind, id: row.id, reason: row.reason, ...place }
   const child = { kind: row.kind, id: row.id, activity: row.activity, hasChildren: row.hasChildren }
   if (row.mode === 'continuable') return { ...child, mode: row.mode, label: row.label, ...place }

@@ -31,7 +31,7 @@ export const subagentListRung = z.union([z.literal(1), z.literal(2), z.literal(3
  * child), the rung that decided it and the child's usage: `tokens` (all of its
  * own model calls' tokens) and `durationMs` (its own settled turns), read down
  * the same ladder as the row and `null` when unknown (not cached, no such
- * unit, a diagnostic row). dsh's catalog surfaces (HTTP, MCP, `dsh agents
+ * unit, a diagnostic row), and, from a priced server, its `cost`. dsh's catalog surfaces (HTTP, MCP, `dsh agents
  * --json`) always send both; they are beyond the subagent design's row, so a
  * row without them still parses.
  */
@@ -43,6 +43,13 @@ export const subagentListRow = z.intersection(
     rung: subagentListRung,
     tokens: z.number().int().min(0).nullable().optional(),
     durationMs: z.number().min(0).nullable().optional(),
+    /**
+     * USD of the child's own model calls under the server's price table,
+     * priced as a listing entry's `cost`: `null` when its usage is unknown or
+     * a model it used has no price (never 0 in its place). Only the HTTP
+     * catalog of a server with a price table sends it.
+     */
+    cost: z.number().nonnegative().nullable().optional(),
   }),
 )
 

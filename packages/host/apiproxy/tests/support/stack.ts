@@ -12,7 +12,7 @@ import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { sessionQueryPlugin } from '@dsh/session-query'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import { sessionStatsPlugin } from '@dsh/session-stats'
-import { createScriptedDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
+import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { type ApiLimits, type ApiServer, type ApiServices, createApiServer } from '../../src/index.js'
 
 export const TOKEN = 'test-token-0123456789abcdef'
@@ -70,6 +70,8 @@ export interface StackOptions {
   readonly wrap?: (services: ApiServices) => Partial<ApiServices>
   /** Provides service `compaction` over this summarizer (and the context unit), as a host with a model does. */
   readonly summarizer?: Summarizer
+  /** Runs the subagents in place of the gated scripted driver (to give children model calls with usage). */
+  readonly driver?: SubagentDriver
 }
 
 /**
@@ -93,14 +95,16 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const root = options.backend === 'disk' ? mkdtempSync(join(tmpdir(), 'dsh-apiproxy-')) : undefined
   const jsonl = root === undefined ? undefined : createJsonlPersistence({ root })
   const persistence = jsonl ?? createMemoryPersistence()
-  const driver = createScriptedDriver((run) => {
-    const gate = gates.get(run.session.id)
-    return [
-      { kind: 'chunk', text: `working on ${run.prompt ?? 'it'}` },
-      ...(gate === undefined ? [] : [{ kind: 'until' as const, promise: gate }]),
-      { kind: 'message', text: `finished ${run.prompt ?? 'it'}` },
-    ]
-  })
+  const driver =
+    options.driver ??
+    createScriptedDriver((run) => {
+      const gate = gates.get(run.session.id)
+      return [
+        { kind: 'chunk', text: `working on ${run.prompt ?? 'it'}` },
+        ...(gate === undefined ? [] : [{ kind: 'until' as const, promise: gate }]),
+        { kind: 'message', text: `finished ${run.prompt ?? 'it'}` },
+      ]
+    })
   await ctx.activate(sessionStorePlugin())
   await ctx.activate(sessionPersistencePlugin(persistence))
   await ctx.activate(sessionProjectionsPlugin())
