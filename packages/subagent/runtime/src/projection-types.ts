@@ -46,12 +46,22 @@ export interface SubagentTimingState {
   readonly settledMs: number
   /** The turn in progress, if any. */
   readonly activeTurn?: { readonly turn: number; readonly startedAt: number }
+  /** Epoch ms of the session's first own event: its descriptor's for a subagent. */
+  readonly startedAt?: number
+  /** Epoch ms of its latest event since `startedAt`. */
+  readonly endedAt?: number
 }
 
-/** The `subagentTiming` client view: settled time plus the active turn (`null` when idle). */
+/**
+ * The `subagentTiming` client view: settled time plus the active turn (`null`
+ * when idle), and the wall-clock span of the session's own events in epoch ms
+ * (`null` before any event with a time).
+ */
 export interface SubagentTimingProjection {
   readonly settledMs: number
   readonly activeTurn: { readonly turn: number; readonly startedAt: number } | null
+  readonly startedAt: number | null
+  readonly endedAt: number | null
 }
 
 declare module '@dsh/session-projection' {

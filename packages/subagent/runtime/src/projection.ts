@@ -25,11 +25,12 @@ export const SUBAGENT_PROFILE_KEY = 'subagentProfile'
  *   one-shot descriptor with composition fields is corrupt, any string is a
  *   label), so a row folded under the wider schema must not be served;
  * - profile 2: the state holds the options recorded after the descriptor;
- * - timing 2: a turn open when the descriptor arrives is kept.
+ * - timing 3: the state holds the span of the session's own events (a turn
+ *   open when the descriptor arrives is kept since 2).
  */
 export const SUBAGENT_IDENTITY_STATE_VERSION = 3
 export const SUBAGENT_PROFILE_STATE_VERSION = 2
-export const SUBAGENT_TIMING_STATE_VERSION = 2
+export const SUBAGENT_TIMING_STATE_VERSION = 3
 
 const EMPTY_IDENTITY: SubagentIdentityState = Object.freeze({})
 
@@ -121,38 +122,74 @@ const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = plainSchem
 
 /**
  * The `subagentTiming` unit: milliseconds spent in settled turns plus the
- * active turn. A descriptor zeroes the settled time, so turns inherited
- * through a fork prefix are never billed to the child, and keeps the turn
- * that is open when it arrives: a child may write its descriptor inside its
- * first turn, and that turn is the child's own. Never throws.
+ * active turn, and the wall-clock span of the session's own events. A
+ * descriptor zeroes the settled time, so turns inherited through a fork
+ * prefix are never billed to the child, and keeps the turn that is open when
+ * it arrives: a child may write its descriptor inside its first turn, and
+ * that turn is the child's own. The span starts at the first event's time, or
+ * at the descriptor's for a subagent (inherited events are not the child's,
+ * and an open turn it keeps may be its parent's), and ends at the latest
+ * event time since. Events without a finite time leave the span alone. Never
+ * throws.
  */
 export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Object.freeze({
   key: SUBAGENT_TIMING_KEY,
   stateVersion: SUBAGENT_TIMING_STATE_VERSION,
   init: (): SubagentTimingState => INITIAL_TIMING,
   apply(state: SubagentTimingState, event: StoredSessionEvent): SubagentTimingState {
+    const time = Number.isFinite(event.time) ? event.time : undefined
     switch (event.type) {
       case SUBAGENT_DESCRIPTOR_EVENT:
-        if (state.settledMs === 0) return state
-        return state.activeTurn === undefined ? INITIAL_TIMING : Object.freeze({ settledMs: 0, activeTurn: state.activeTurn })
+        return timing(0, state.activeTurn, time === undefined ? undefined : { startedAt: time, endedAt: time })
       case 'turn/start': {
         const turn = turnOf(event)
-        if (turn === undefined || !Number.isFinite(event.time)) return state
-        return Object.freeze({ settledMs: state.settledMs, activeTurn: Object.freeze({ turn, startedAt: event.time }) })
+        if (turn === undefined || time === undefined) return stamp(state, time)
+        return timing(state.settledMs, Object.freeze({ turn, startedAt: time }), spanTo(state, time))
       }
       case 'turn/end': {
         const active = state.activeTurn
-        if (active === undefined || turnOf(event) !== active.turn || !Number.isFinite(event.time)) return state
-        return Object.freeze({ settledMs: state.settledMs + Math.max(0, event.time - active.startedAt) })
+        if (active === undefined || turnOf(event) !== active.turn || time === undefined) return stamp(state, time)
+        return timing(state.settledMs + Math.max(0, time - active.startedAt), undefined, spanTo(state, time))
       }
       default:
-        return state
+        return stamp(state, time)
     }
   },
   view: (state: SubagentTimingState): SubagentTimingProjection =>
-    Object.freeze({ settledMs: state.settledMs, activeTurn: state.activeTurn ?? null }),
+    Object.freeze({
+      settledMs: state.settledMs,
+      activeTurn: state.activeTurn ?? null,
+      startedAt: state.startedAt ?? null,
+      endedAt: state.endedAt ?? null,
+    }),
   schema: timingStateSchema,
 })
+
+interface TimingSpan {
+  readonly startedAt: number
+  readonly endedAt: number
+}
+
+function timing(settledMs: number, activeTurn: SubagentTimingState['activeTurn'], span: TimingSpan | undefined): SubagentTimingState {
+  return Object.freeze({
+    settledMs,
+    ...(activeTurn === undefined ? {} : { activeTurn }),
+    ...span,
+  })
+}
+
+/** The span of `state` stretched to an event at `time`. */
+function spanTo(state: SubagentTimingState, time: number): TimingSpan {
+  return state.startedAt === undefined || state.endedAt === undefined
+    ? { startedAt: time, endedAt: time }
+    : { startedAt: state.startedAt, endedAt: Math.max(state.endedAt, time) }
+}
+
+/** `state` with its span stretched to an event at `time` (the same reference when that changes nothing). */
+function stamp(state: SubagentTimingState, time: number | undefined): SubagentTimingState {
+  if (time === undefined || (state.endedAt !== undefined && time <= state.endedAt)) return state
+  return timing(state.settledMs, state.activeTurn, spanTo(state, time))
+}
 
 function turnOf(event: StoredSessionEvent): number | undefined {
   const data = event.data

@@ -85,7 +85,12 @@ describe('the subagent identity unit', () => {
         if (identity !== null) expect(events[identity.seq]?.type).toBe('subagent/descriptor')
         let timing = subagentTimingUnit.init()
         for (const e of events) timing = subagentTimingUnit.apply(timing, e)
-        expect(subagentTimingUnit.view(timing).settledMs).toBeGreaterThanOrEqual(0)
+        const view = subagentTimingUnit.view(timing)
+        expect(view.settledMs).toBeGreaterThanOrEqual(0)
+        // The span's ends are both known or both not, in order, and a cached row of it checks.
+        expect(view.startedAt === null).toBe(view.endedAt === null)
+        if (view.startedAt !== null) expect(view.endedAt).toBeGreaterThanOrEqual(view.startedAt)
+        expect(subagentTimingUnit.schema.safeParse(JSON.parse(JSON.stringify(timing))).success).toBe(true)
       }),
     )
   })
@@ -112,8 +117,13 @@ describe('the subagentTiming unit', () => {
       ev(2, 'turn/end', { turn: 1, reason: 'completed' }, 350),
       ev(3, 'turn/start', { turn: 2 }, 400),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 250, activeTurn: { turn: 2, startedAt: 400 } })
-    expect(foldTiming([...events, ev(4, 'turn/end', { turn: 2, reason: 'cancelled' }, 450)])).toEqual({ settledMs: 300, activeTurn: null })
+    expect(foldTiming(events)).toEqual({ settledMs: 250, activeTurn: { turn: 2, startedAt: 400 }, startedAt: 0, endedAt: 400 })
+    expect(foldTiming([...events, ev(4, 'turn/end', { turn: 2, reason: 'cancelled' }, 450)])).toEqual({
+      settledMs: 300,
+      activeTurn: null,
+      startedAt: 0,
+      endedAt: 450,
+    })
   })
 
   it('resets on a descriptor, so turns inherited through a fork are not billed to the child', () => {
@@ -124,7 +134,7 @@ describe('the subagentTiming unit', () => {
       ev(3, 'turn/start', { turn: 2 }, 6000),
       ev(4, 'turn/end', { turn: 2, reason: 'completed' }, 6010),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 10, activeTurn: null })
+    expect(foldTiming(events)).toEqual({ settledMs: 10, activeTurn: null, startedAt: 6000, endedAt: 6010 })
   })
 
   it('keeps the turn a descriptor arrives in: a child that writes it inside its first turn is billed that whole turn', () => {
@@ -133,8 +143,13 @@ describe('the subagentTiming unit', () => {
       ev(1, 'subagent/descriptor', oneShot, 130),
       ev(2, 'assistant/message', { turn: 1, text: 'x' }, 200),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 100 } })
-    expect(foldTiming([...events, ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 400)])).toEqual({ settledMs: 300, activeTurn: null })
+    expect(foldTiming(events)).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 100 }, startedAt: 130, endedAt: 200 })
+    expect(foldTiming([...events, ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 400)])).toEqual({
+      settledMs: 300,
+      activeTurn: null,
+      startedAt: 130,
+      endedAt: 400,
+    })
   })
 
   it('drops inherited settled time but keeps the open turn when a later descriptor arrives', () => {
@@ -145,14 +160,38 @@ describe('the subagentTiming unit', () => {
       ev(3, 'subagent/descriptor', oneShot, 70),
       ev(4, 'turn/end', { turn: 2, reason: 'completed' }, 90),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 30, activeTurn: null })
-    expect(subagentTimingUnit.stateVersion).toBe(2)
+    expect(foldTiming(events)).toEqual({ settledMs: 30, activeTurn: null, startedAt: 70, endedAt: 90 })
+    expect(subagentTimingUnit.stateVersion).toBe(3)
   })
 
   it('ignores a turn/end of another turn', () => {
     expect(foldTiming([ev(0, 'turn/start', { turn: 1 }, 0), ev(1, 'turn/end', { turn: 9, reason: 'completed' }, 10)])).toEqual({
       settledMs: 0,
       activeTurn: { turn: 1, startedAt: 0 },
+      startedAt: 0,
+      endedAt: 10,
+    })
+  })
+
+  it("spans the session's own events in wall-clock time: from its first (a subagent's descriptor) to its latest", () => {
+    expect(foldTiming([])).toEqual({ settledMs: 0, activeTurn: null, startedAt: null, endedAt: null })
+    const own = [
+      ev(0, 'turn/start', { turn: 1 }, 1_000),
+      ev(1, 'user/message', { text: 'go' }, 1_005),
+      ev(2, 'assistant/message', { turn: 1, text: 'x' }, 1_900),
+      ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 2_000),
+    ]
+    expect(foldTiming(own)).toMatchObject({ startedAt: 1_000, endedAt: 2_000 })
+    // Inherited history (a fork prefix) precedes the descriptor; the child's span starts there.
+    const child = [...own, ev(4, 'subagent/descriptor', oneShot, 5_000), ev(5, 'user/message', { text: 'dig' }, 5_010)]
+    expect(foldTiming(child)).toMatchObject({ startedAt: 5_000, endedAt: 5_010 })
+    // An event without a finite time, or stamped earlier than the latest, leaves the span alone (the same state).
+    const state = own.reduce((s, e) => subagentTimingUnit.apply(s, e), subagentTimingUnit.init())
+    expect(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, Number.NaN))).toBe(state)
+    expect(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, 1_500))).toBe(state)
+    expect(subagentTimingUnit.view(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, 2_500)))).toMatchObject({
+      startedAt: 1_000,
+      endedAt: 2_500,
     })
   })
 })

@@ -16,6 +16,8 @@ const identityZod = z.strictObject({
 const timingZod = z.strictObject({
   settledMs: z.number().check(z.nonnegative()),
   activeTurn: z.exactOptional(z.strictObject({ turn: z.number(), startedAt: z.number() })),
+  startedAt: z.exactOptional(z.number()),
+  endedAt: z.exactOptional(z.number()),
 })
 
 const ODD: readonly unknown[] = [
@@ -80,7 +82,12 @@ const IDENTITIES = [
   { identity: { mode: 'one-shot', label: 'a', seq: 0 } },
   { identity: { mode: 'continuable', label: '', seq: 12 } },
 ]
-const TIMINGS = [{ settledMs: 0 }, { settledMs: 1520.5 }, { settledMs: 7, activeTurn: { turn: 2, startedAt: -4 } }]
+const TIMINGS = [
+  { settledMs: 0 },
+  { settledMs: 1520.5 },
+  { settledMs: 7, activeTurn: { turn: 2, startedAt: -4 } },
+  { settledMs: 7, activeTurn: { turn: 2, startedAt: 100 }, startedAt: 90, endedAt: 1_700_000_000_000.5 },
+]
 
 describe('catalog state checks', () => {
   it('accept and refuse exactly what the zod schemas do, one edit away from each valid state', () => {
