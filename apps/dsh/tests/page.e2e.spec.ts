@@ -143,6 +143,24 @@ describe('a `dsh run` delegation', () => {
     expect(await cost.textContent()).toBe('$0.21')
   }, 60_000)
 
+  it("shows each trace span's own cost and the tree's, priced by the server's table", async () => {
+    await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
+    const childSpan = page.locator('#trace li[data-kind="child"] > .span')
+    await childSpan.waitFor()
+    const rootSpan = page.locator(`#trace li[data-span-id="${runId}"] > .span`)
+    // The root's own cost is the listing's; the child's is a figure of its own.
+    expect(await rootSpan.locator('.span-cost').textContent()).toBe('$0.21')
+    expect(await childSpan.locator('.span-cost').textContent()).toMatch(/^\$\d+\.\d+$/)
+    const own = Number(await rootSpan.locator('.span-cost').getAttribute('data-cost'))
+    const child = Number(await childSpan.locator('.span-cost').getAttribute('data-cost'))
+    expect(child).toBeGreaterThan(0)
+    // Every cost is known, so the tree's is their sum, not a lower bound.
+    const tree = rootSpan.locator('.span-cost-rollup')
+    expect(await tree.getAttribute('data-partial')).toBe('false')
+    expect(Number(await tree.getAttribute('data-cost'))).toBeCloseTo(own + child, 12)
+    expect(await tree.textContent()).not.toContain('≥')
+  }, 60_000)
+
   it("shows the run's tree with the child's label and tokens, and both transcripts", async () => {
     await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
     const childSpan = page.locator('#trace li[data-kind="child"]')

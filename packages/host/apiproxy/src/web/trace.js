@@ -83,7 +83,15 @@ function spanNode(node, scale) {
       el('div', { class: 'num span-tokens', 'data-tokens': String(node.tokens ?? ''), text: fmtTokens(node.tokens) }),
       el('div', { class: 'num span-rollup', 'data-tokens': String(node.rollup), text: fmtTokens(node.rollup) }),
       el('div', { class: 'num span-time', text: fmtMs(node.ms) }),
-      el('div', { class: 'num span-cost', text: fmtCost(null), title: 'No price table on this server.' }),
+      el('div', { class: 'num span-cost', 'data-cost': String(node.cost ?? ''), text: fmtCost(node.cost), title: node.costWhy }),
+      el('div', {
+        class: 'num span-cost-rollup',
+        'data-cost': node.costRollup.known ? String(node.costRollup.usd) : '',
+        'data-partial': String(node.costRollup.partial),
+        // Summed over the known costs, as tokens are; an unknown one in the subtree makes it a lower bound.
+        text: node.costRollup.known ? `${node.costRollup.partial ? '≥ ' : ''}${fmtCost(node.costRollup.usd)}` : fmtCost(null),
+        title: node.costRollup.partial ? 'Some costs in this subtree are unknown, so this is a lower bound.' : undefined,
+      }),
     ),
     why,
   )
@@ -96,17 +104,19 @@ async function load() {
   if (id === undefined) return
   const generation = ++trace.generation
   try {
-    const [catalog, stats, tail] = await Promise.all([
+    const [catalog, stats, tail, own] = await Promise.all([
       api(`/api/sessions/${seg(id)}/subagents?scope=descendants`),
       api(`/api/sessions/${seg(id)}/stats?scope=descendants`),
       api(
         `${trace.parentId === undefined ? `/api/sessions/${seg(id)}` : `/api/sessions/${seg(trace.parentId)}/subagents/${seg(id)}`}/history?limit=1`,
       ),
+      // The root's own cost (the tree's is the summary's).
+      api(`/api/sessions/${seg(id)}/stats`),
     ])
     const parents = [id, ...catalog.rows.filter((row) => row.kind === 'child' && row.hasChildren).map((row) => row.id)]
     const records = await childRecords(parents)
     if (generation !== trace.generation) return
-    draw(catalog, stats, tail, records)
+    draw(catalog, stats, tail, records, own)
     showError('trace-error', undefined)
     $('trace').setAttribute('data-loaded', String(generation))
   } catch (error) {
@@ -114,7 +124,17 @@ async function load() {
   }
 }
 
-function draw(catalog, stats, tail, records) {
+/** A span's own cost and why it is unknown: a row carries `cost` only from a server with a price table. */
+function costOf(row, own) {
+  if (row === undefined)
+    return own.costReason === 'no-price-table'
+      ? { cost: null, costWhy: 'No price table on this server (dsh serve --prices FILE gives it one).' }
+      : { cost: own.cost?.usd ?? null, costWhy: own.cost?.usd === null ? `Not priced: ${own.cost.reason}.` : undefined }
+  if (row.cost === undefined) return { cost: null, costWhy: 'No price table on this server (dsh serve --prices FILE gives it one).' }
+  return { cost: row.cost, costWhy: row.cost === null ? 'Its usage is unknown or a model it used has no price.' : undefined }
+}
+
+function draw(catalog, stats, tail, records, own) {
   const now = Date.now()
   const entries = new Map(stats.sessions.map((entry) => [entry.id, entry]))
   const rootEntry = entries.get(trace.id)
@@ -128,6 +148,7 @@ function draw(catalog, stats, tail, records) {
     end: Math.max(tail.header.createdAt, rootEntry?.rung === 1 ? now : (lastTime ?? tail.header.createdAt)),
     tokens: rootEntry?.tokens ?? null,
     ms: rootEntry?.turnMs ?? null,
+    ...costOf(undefined, own),
     children: [],
   }
   const nodes = new Map([[trace.id, root]])
@@ -153,6 +174,7 @@ function draw(catalog, stats, tail, records) {
             : start + (ms ?? 0),
       tokens: row.tokens ?? entry?.tokens ?? null,
       ms,
+      ...costOf(row, own),
       children: [],
     }
     nodes.set(row.id, node)
@@ -160,6 +182,16 @@ function draw(catalog, stats, tail, records) {
   }
   const rollup = (node) => (node.rollup = (node.tokens ?? 0) + node.children.reduce((n, child) => n + rollup(child), 0))
   rollup(root)
+  const rollupCost = (node) => {
+    const sums = node.children.map(rollupCost)
+    node.costRollup = {
+      usd: (node.cost ?? 0) + sums.reduce((usd, sum) => usd + sum.usd, 0),
+      partial: node.cost === null || sums.some((sum) => sum.partial),
+      known: node.cost !== null || sums.some((sum) => sum.known),
+    }
+    return node.costRollup
+  }
+  rollupCost(root)
   let t0 = Infinity
   let t1 = -Infinity
   for (const node of nodes.values())
