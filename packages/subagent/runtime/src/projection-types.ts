@@ -46,16 +46,16 @@ export interface SubagentTimingState {
   readonly settledMs: number
   /** The turn in progress, if any. */
   readonly activeTurn?: { readonly turn: number; readonly startedAt: number }
-  /** Epoch ms of the session's first own event: its descriptor's for a subagent. */
+  /** Epoch ms of the session's first turn start, or of its descriptor for a subagent. */
   readonly startedAt?: number
-  /** Epoch ms of its latest event since `startedAt`. */
+  /** Epoch ms of its latest turn start or end since `startedAt`. */
   readonly endedAt?: number
 }
 
 /**
  * The `subagentTiming` client view: settled time plus the active turn (`null`
- * when idle), and the wall-clock span of the session's own events in epoch ms
- * (`null` before any event with a time).
+ * when idle), and the wall-clock span of the session's own turns in epoch ms
+ * (`null` before a turn or descriptor with a time).
  */
 export interface SubagentTimingProjection {
   readonly settledMs: number

@@ -126,11 +126,12 @@ const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = plainSchem
  * descriptor zeroes the settled time, so turns inherited through a fork
  * prefix are never billed to the child, and keeps the turn that is open when
  * it arrives: a child may write its descriptor inside its first turn, and
- * that turn is the child's own. The span starts at the first event's time, or
- * at the descriptor's for a subagent (inherited events are not the child's,
- * and an open turn it keeps may be its parent's), and ends at the latest
- * event time since. Events without a finite time leave the span alone. Never
- * throws.
+ * that turn is the child's own. The wall-clock span runs over the events the
+ * unit reads (descriptor, turn starts and ends), so other events leave the
+ * state as it is and write no checkpoint: it starts at the first of them, or
+ * at the descriptor for a subagent (inherited events are not the child's, and
+ * an open turn it keeps may be its parent's), and ends at the latest time
+ * since. Events without a finite time leave the span alone. Never throws.
  */
 export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Object.freeze({
   key: SUBAGENT_TIMING_KEY,
@@ -152,7 +153,7 @@ export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Objec
         return timing(state.settledMs + Math.max(0, time - active.startedAt), undefined, spanTo(state, time))
       }
       default:
-        return stamp(state, time)
+        return state
     }
   },
   view: (state: SubagentTimingState): SubagentTimingProjection =>

@@ -143,7 +143,7 @@ describe('the subagentTiming unit', () => {
       ev(1, 'subagent/descriptor', oneShot, 130),
       ev(2, 'assistant/message', { turn: 1, text: 'x' }, 200),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 100 }, startedAt: 130, endedAt: 200 })
+    expect(foldTiming(events)).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 100 }, startedAt: 130, endedAt: 130 })
     expect(foldTiming([...events, ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 400)])).toEqual({
       settledMs: 300,
       activeTurn: null,
@@ -173,7 +173,7 @@ describe('the subagentTiming unit', () => {
     })
   })
 
-  it("spans the session's own events in wall-clock time: from its first (a subagent's descriptor) to its latest", () => {
+  it("spans the session's own turns in wall-clock time: from the first start (a subagent's descriptor) to the latest boundary", () => {
     expect(foldTiming([])).toEqual({ settledMs: 0, activeTurn: null, startedAt: null, endedAt: null })
     const own = [
       ev(0, 'turn/start', { turn: 1 }, 1_000),
@@ -182,14 +182,16 @@ describe('the subagentTiming unit', () => {
       ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 2_000),
     ]
     expect(foldTiming(own)).toMatchObject({ startedAt: 1_000, endedAt: 2_000 })
+    expect(foldTiming(own.slice(0, 3))).toMatchObject({ startedAt: 1_000, endedAt: 1_000 })
     // Inherited history (a fork prefix) precedes the descriptor; the child's span starts there.
-    const child = [...own, ev(4, 'subagent/descriptor', oneShot, 5_000), ev(5, 'user/message', { text: 'dig' }, 5_010)]
+    const child = [...own, ev(4, 'subagent/descriptor', oneShot, 5_000), ev(5, 'turn/start', { turn: 2 }, 5_010)]
     expect(foldTiming(child)).toMatchObject({ startedAt: 5_000, endedAt: 5_010 })
-    // An event without a finite time, or stamped earlier than the latest, leaves the span alone (the same state).
+    // Other events, and a boundary without a finite time or stamped earlier than the latest, leave the state as it is.
     const state = own.reduce((s, e) => subagentTimingUnit.apply(s, e), subagentTimingUnit.init())
-    expect(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, Number.NaN))).toBe(state)
-    expect(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, 1_500))).toBe(state)
-    expect(subagentTimingUnit.view(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, 2_500)))).toMatchObject({
+    expect(subagentTimingUnit.apply(state, ev(4, 'user/message', { text: 'x' }, 9_000))).toBe(state)
+    expect(subagentTimingUnit.apply(state, ev(4, 'turn/start', { turn: 2 }, Number.NaN))).toBe(state)
+    expect(subagentTimingUnit.apply(state, ev(4, 'turn/end', { turn: 1, reason: 'completed' }, 1_500))).toBe(state)
+    expect(subagentTimingUnit.view(subagentTimingUnit.apply(state, ev(4, 'turn/start', { turn: 2 }, 2_500)))).toMatchObject({
       startedAt: 1_000,
       endedAt: 2_500,
     })
