@@ -55,9 +55,12 @@ afterAll(async () => {
   if (userDataDir) rmSync(userDataDir, { recursive: true, force: true })
 })
 
-const focusedMatches = (selector: string) => page.evaluate((s) => document.activeElement?.matches(s) === true, selector)
-const focusedId = () => page.evaluate(() => document.activeElement?.id ?? '')
-const hash = () => page.evaluate(() => decodeURIComponent(location.hash))
+// Evaluated in the page as text: this package's TypeScript has no DOM types.
+const focusedMatches = (selector: string) =>
+  page.evaluate(`document.activeElement?.matches(${JSON.stringify(selector)}) === true`) as Promise<boolean>
+const focusedId = () => page.evaluate(`document.activeElement?.id ?? ''`) as Promise<string>
+const hash = () => page.evaluate('decodeURIComponent(location.hash)') as Promise<string>
+const focusedRow = () => page.evaluate(`document.activeElement?.closest('tr')?.getAttribute('data-session-id')`) as Promise<string>
 
 /** Presses Tab (Shift+Tab with `back`) until the focused element matches `selector`; answers the presses it took. */
 async function tabTo(selector: string, back = false): Promise<number> {
@@ -96,7 +99,7 @@ it('reaches and operates search, paging, a session, its collapsed blocks, the tr
   await page.locator('#sessions tr[data-session-id="z-filler-54"]').waitFor()
   expect(await page.locator('#sessions tbody tr').count()).toBe(FILLERS + 2)
   expect(await focusedMatches('#sessions tbody tr td.title a')).toBe(true)
-  const firstNew = await page.evaluate(() => document.activeElement?.closest('tr')?.getAttribute('data-session-id'))
+  const firstNew = await focusedRow()
   expect(await page.locator('#sessions tbody tr').nth(before).getAttribute('data-session-id')).toBe(firstNew)
 
   // Back up the list to a session's link; Enter opens its transcript and focus moves to its heading.
