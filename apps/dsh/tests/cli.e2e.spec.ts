@@ -33,6 +33,8 @@ interface Row {
   rung: number
   tokens?: number | null
   durationMs?: number | null
+  startedAt?: number | null
+  endedAt?: number | null
 }
 
 let dir: string
@@ -53,8 +55,9 @@ describe('dsh demo', () => {
   it('prints three listings that agree apart from activity and rung', () => {
     expect(demo.root).toBe(root)
     // Usage grows while a child runs: the live listing's is left out, the cold listings' must match.
-    const strip = (rows: Row[]) => rows.map(({ activity: _a, rung: _r, tokens: _t, durationMs: _d, ...rest }) => rest)
-    const usage = (rows: Row[]) => rows.map((row) => [row.tokens, row.durationMs])
+    const strip = (rows: Row[]) =>
+      rows.map(({ activity: _a, rung: _r, tokens: _t, durationMs: _d, startedAt: _s, endedAt: _e, ...rest }) => rest)
+    const usage = (rows: Row[]) => rows.map((row) => [row.tokens, row.durationMs, row.startedAt, row.endedAt])
     expect(demo.listings.live.length).toBeGreaterThanOrEqual(6)
     expect(strip(demo.listings.coldCached)).toEqual(strip(demo.listings.live))
     expect(strip(demo.listings.coldUncached)).toEqual(strip(demo.listings.live))

@@ -47,6 +47,8 @@ interface Row {
   rung: number
   tokens?: number | null
   durationMs?: number | null
+  startedAt?: number | null
+  endedAt?: number | null
 }
 interface Demo {
   root: string
@@ -70,8 +72,9 @@ afterAll(async () => {
 })
 
 // Usage grows while a child runs: the live listing's is left out, the cold listings' must match.
-const strip = (rows: Row[]) => rows.map(({ activity: _a, rung: _r, tokens: _t, durationMs: _d, ...rest }) => rest)
-const usage = (rows: Row[]) => rows.map((row) => [row.tokens, row.durationMs])
+const strip = (rows: Row[]) =>
+  rows.map(({ activity: _a, rung: _r, tokens: _t, durationMs: _d, startedAt: _s, endedAt: _e, ...rest }) => rest)
+const usage = (rows: Row[]) => rows.map((row) => [row.tokens, row.durationMs, row.startedAt, row.endedAt])
 
 describe('dsh demo --store', () => {
   it('prints three listings from PostgreSQL that agree apart from activity and rung', () => {

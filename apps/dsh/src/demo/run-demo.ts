@@ -160,13 +160,18 @@ async function explain(host: Host): Promise<DemoRow[]> {
 
 /**
  * The listings agree when every row matches apart from activity and the rung
- * that served it; the live listing's usage is left out too (tokens and
- * duration grow while a child runs), but the two cold listings' must match.
+ * that served it; the live listing's usage is left out too (tokens,
+ * duration and span grow while a child runs), but the two cold listings' must match.
  */
 function agree(listings: DemoResult['listings']): boolean {
   const key = (rows: DemoRow[], usage: boolean): string =>
     JSON.stringify(
-      rows.map((row) => ({ ...row, activity: undefined, rung: undefined, ...(usage ? {} : { tokens: undefined, durationMs: undefined }) })),
+      rows.map((row) => ({
+        ...row,
+        activity: undefined,
+        rung: undefined,
+        ...(usage ? {} : { tokens: undefined, durationMs: undefined, startedAt: undefined, endedAt: undefined }),
+      })),
     )
   return (
     key(listings.live, false) === key(listings.coldCached, false) && key(listings.coldCached, true) === key(listings.coldUncached, true)

@@ -275,6 +275,8 @@ describe('subagent catalog', () => {
         rung: 3,
         tokens: expect.any(Number),
         durationMs: expect.any(Number),
+        startedAt: expect.any(Number),
+        endedAt: expect.any(Number),
       },
       {
         kind: 'child',
@@ -288,6 +290,8 @@ describe('subagent catalog', () => {
         rung: 1,
         tokens: expect.any(Number),
         durationMs: expect.any(Number),
+        startedAt: expect.any(Number),
+        endedAt: expect.any(Number),
       },
     ])
   })

@@ -205,6 +205,15 @@ describe('catalog page', () => {
     expect(await span(HOSTILE_ID).locator('.span-name').first().textContent()).toBe(HOSTILE_LABEL)
     expect(await span('broken-child').getAttribute('data-reason')).toBe('corrupt')
     expect(await span('broken-child').locator('.why').textContent()).toContain('descriptor')
+    // A settled child's bar runs over the wall-clock span its catalog row reports (the timing unit's).
+    const listed = (await stack.get('/api/sessions/parent/subagents?scope=descendants')).body as {
+      rows: Array<{ id: string; startedAt?: number | null; endedAt?: number | null }>
+    }
+    const settled = listed.rows.find((row) => row.id === 'fresh-one-shot')
+    expect(settled?.startedAt).toEqual(expect.any(Number))
+    expect(settled?.endedAt).toBeGreaterThanOrEqual(settled?.startedAt ?? Infinity)
+    expect(await span('fresh-one-shot').getAttribute('data-start')).toBe(String(settled?.startedAt))
+    expect(await span('fresh-one-shot').getAttribute('data-end')).toBe(String(settled?.endedAt))
     // Every span with a known start has a bar; the root's rollup counts its tree.
     expect(await page.locator('#trace .bar:not(.unknown)').count()).toBeGreaterThanOrEqual(5)
     const rollup = Number(await span('parent').locator(':scope > .span .span-rollup').getAttribute('data-tokens'))

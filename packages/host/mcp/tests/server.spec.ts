@@ -99,13 +99,15 @@ describe('dsh MCP server', () => {
 
     const agents = await call('list_agents', { id: parentId })
     const explained = await host.subagents.explainChildren(parentId)
-    const rows = explained.map(({ row, parentId: p, depth, rung, tokens, durationMs }) => ({
+    const rows = explained.map(({ row, parentId: p, depth, rung, tokens, durationMs, startedAt, endedAt }) => ({
       ...row,
       parentId: p,
       depth,
       rung,
       tokens,
       durationMs,
+      startedAt,
+      endedAt,
     }))
     expect(JSON.stringify(agents)).toBe(JSON.stringify(subagentList.parse({ parentId, scope: 'children', rows })))
     expect((agents.rows as { label?: string; rung: number; depth: number }[]).map((row) => [row.label, row.depth])).toEqual([

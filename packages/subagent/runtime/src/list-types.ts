@@ -41,6 +41,10 @@ export interface ExplainedSubagentEntry {
   readonly tokens: number | null
   /** The time the child spent in its own settled turns, `null` when unknown. */
   readonly durationMs: number | null
+  /** Epoch ms of the child's descriptor, `null` when unknown. */
+  readonly startedAt: number | null
+  /** Epoch ms of its latest turn start or end, `null` when unknown. */
+  readonly endedAt: number | null
 }
 
 /**

@@ -9,7 +9,9 @@ import { SUBAGENT_TIMING_KEY } from './projection.js'
  *   cache reads and writes, reasoning), from the `sessionStats` unit of
  *   `@dsh/session-stats` when the host registers it;
  * - `durationMs`: the time the child spent in its own settled turns, from the
- *   runtime's `subagentTiming` unit (a turn still running is not counted).
+ *   runtime's `subagentTiming` unit (a turn still running is not counted);
+ * - `startedAt`, `endedAt`: the wall-clock span (epoch ms) of its own turns,
+ *   from its descriptor to its latest turn start or end, from the same unit.
  *
  * `null` is unknown: the unit is not registered, failed for that child, or
  * its checkpoint is not cached. A cold child whose identity came from the
@@ -20,12 +22,14 @@ import { SUBAGENT_TIMING_KEY } from './projection.js'
 export interface SubagentUsage {
   readonly tokens: number | null
   readonly durationMs: number | null
+  readonly startedAt: number | null
+  readonly endedAt: number | null
 }
 
 /** The key of `@dsh/session-stats`'s unit (not a dependency of this package: a host registers it or not). */
 export const SESSION_STATS_KEY = 'sessionStats'
 
-export const UNKNOWN_USAGE: SubagentUsage = Object.freeze({ tokens: null, durationMs: null })
+export const UNKNOWN_USAGE: SubagentUsage = Object.freeze({ tokens: null, durationMs: null, startedAt: null, endedAt: null })
 
 /** The usage units `projections` has registered (timing always comes with the subagent units). */
 export function usageKeys(projections: SessionProjections): readonly ProjectionKey[] {
@@ -37,7 +41,13 @@ export function usageKeys(projections: SessionProjections): readonly ProjectionK
 export function usageOf(snapshot: ProjectionSnapshot | undefined): SubagentUsage {
   if (snapshot === undefined) return UNKNOWN_USAGE
   const views = snapshot as { readonly [key: string]: unknown }
-  return Object.freeze({ tokens: tokensOf(views[SESSION_STATS_KEY]), durationMs: durationOf(views[SUBAGENT_TIMING_KEY]) })
+  const timing = views[SUBAGENT_TIMING_KEY] as { readonly [field: string]: unknown } | null | undefined
+  return Object.freeze({
+    tokens: tokensOf(views[SESSION_STATS_KEY]),
+    durationMs: numberOf(timing?.settledMs),
+    startedAt: numberOf(timing?.startedAt),
+    endedAt: numberOf(timing?.endedAt),
+  })
 }
 
 /** The sum of a stats view's token counts (its kinds are disjoint, so the sum counts each token once). */
@@ -52,7 +62,6 @@ function tokensOf(view: unknown): number | null {
   return total
 }
 
-function durationOf(view: unknown): number | null {
-  const settled = (view as { readonly settledMs?: unknown } | null | undefined)?.settledMs
-  return typeof settled === 'number' ? settled : null
+function numberOf(value: unknown): number | null {
+  return typeof value === 'number' ? value : null
 }

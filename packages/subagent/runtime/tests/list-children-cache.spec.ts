@@ -82,6 +82,8 @@ describe('listChildren: the checkpoint cache rung', () => {
         // No stats unit in this host: tokens unknown. Its timing comes from the cache as well.
         tokens: null,
         durationMs: expect.any(Number),
+        startedAt: expect.any(Number),
+        endedAt: expect.any(Number),
       },
     ])
     expect(bodyReads(cold) - reads).toBe(0)
@@ -135,6 +137,8 @@ describe('listChildren: the checkpoint cache rung', () => {
         depth: 1,
         tokens: null,
         durationMs: null,
+        startedAt: null,
+        endedAt: null,
       },
     ])
     expect(JSON.stringify(explained)).not.toContain('ancestor')
@@ -313,8 +317,10 @@ describe('listChildren: usage beside the identity', () => {
     const cached = (await (await host({ storage, before: withUsageUnit })).runtime.explainChildren(parent.id))[0]!
     expect(cached).toMatchObject({ rung: 2, tokens: 42, durationMs: expect.any(Number) })
     expect(cached.durationMs).toBeGreaterThan(0)
+    // The child's span, as wall-clock times: from its descriptor to its last turn's end, the same on every rung.
+    expect(cached.endedAt! - cached.startedAt!).toBeGreaterThanOrEqual(cached.durationMs!)
     const read = (await (await host({ storage, before: withUsageUnit, cachePath: false })).runtime.explainChildren(parent.id))[0]!
-    expect(read).toMatchObject({ rung: 3, tokens: 42, durationMs: cached.durationMs })
+    expect(read).toMatchObject({ rung: 3, tokens: 42, durationMs: cached.durationMs, startedAt: cached.startedAt, endedAt: cached.endedAt })
   })
 
   it('leaves tokens unknown on a cache miss for their unit, without a body read, and on a host without the unit', async () => {

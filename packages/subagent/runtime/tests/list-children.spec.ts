@@ -75,6 +75,8 @@ describe('listChildren: the live rung', () => {
         depth: 1,
         tokens: null,
         durationMs: expect.any(Number),
+        startedAt: expect.any(Number),
+        endedAt: expect.any(Number),
       },
     ])
     expect(bodyReads(h) - reads).toBe(0)
@@ -90,6 +92,8 @@ describe('listChildren: the live rung', () => {
         depth: 1,
         tokens: null,
         durationMs: expect.any(Number),
+        startedAt: expect.any(Number),
+        endedAt: expect.any(Number),
       },
     ])
     expect(bodyReads(h) - reads).toBe(1)

@@ -151,7 +151,16 @@ describe('list_agents, table format', () => {
 
   it('shows tokens and duration only for rows made with usage, and leaves an unknown one blank', () => {
     const child = { kind: 'child', id: 'c' as never, activity: 'inactive', hasChildren: true, mode: 'one-shot', label: 'scan' } as const
-    const entry = { row: child, rung: 2, parentId: 'p' as never, depth: 1, tokens: 1234, durationMs: 2500 } as const
+    const entry = {
+      row: child,
+      rung: 2,
+      parentId: 'p' as never,
+      depth: 1,
+      tokens: 1234,
+      durationMs: 2500,
+      startedAt: 1000,
+      endedAt: 4000,
+    } as const
     expect(renderListAgents([toListAgentsRow(entry)])).toBe('c  ready  one-shot  "scan"  +subagents')
     expect(toListAgentsRow(entry, 0, true)).toMatchObject({ tokens: 1234, durationMs: 2500 })
     expect(renderListAgents([toListAgentsRow(entry, 0, true)])).toBe('c  ready  one-shot  "scan"  1234 tokens  2.5s  +subagents')

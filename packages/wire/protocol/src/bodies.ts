@@ -76,9 +76,11 @@ export interface CatalogRowSource {
   readonly rung: SubagentListRung
   readonly parentId: string
   readonly depth: number
-  /** The child's usage (`null` unknown); an `ExplainedSubagentEntry` always has both. */
+  /** The child's usage and span (`null` unknown); an `ExplainedSubagentEntry` always has all four. */
   readonly tokens?: number | null
   readonly durationMs?: number | null
+  readonly startedAt?: number | null
+  readonly endedAt?: number | null
   /** USD under the server's price table (`null` unknown); only the HTTP catalog prices rows. */
   readonly cost?: number | null
 }
@@ -164,8 +166,27 @@ export function wireHistory(page: HistoryPageSource): HistoryPageBody {
   }
 }
 
-export function wireSubagentRow({ row, parentId, depth, rung, tokens, durationMs, cost }: CatalogRowSource): SubagentListRowBody {
-  const place = { parentId, depth, rung, ...optional('tokens', tokens), ...optional('durationMs', durationMs), ...optional('cost', cost) }
+export function wireSubagentRow({
+  row,
+  parentId,
+  depth,
+  rung,
+  tokens,
+  durationMs,
+  startedAt,
+  endedAt,
+  cost,
+}: CatalogRowSource): SubagentListRowBody {
+  const place = {
+    parentId,
+    depth,
+    rung,
+    ...optional('tokens', tokens),
+    ...optional('durationMs', durationMs),
+    ...optional('startedAt', startedAt),
+    ...optional('endedAt', endedAt),
+    ...optional('cost', cost),
+  }
   if (row.kind === 'diagnostic') return { kind: row.kind, id: row.id, reason: row.reason, ...place }
   const child = { kind: row.kind, id: row.id, activity: row.activity, hasChildren: row.hasChildren }
   if (row.mode === 'continuable') return { ...child, mode: row.mode, label: row.label, ...place }

@@ -29,11 +29,13 @@ export const subagentListRung = z.union([z.literal(1), z.literal(2), z.literal(3
  * A catalog row on the wire: the entry plus where it sits in the tree
  * (`parentId` is the session whose catalog holds it, `depth` is 1 for a direct
  * child), the rung that decided it and the child's usage: `tokens` (all of its
- * own model calls' tokens) and `durationMs` (its own settled turns), read down
- * the same ladder as the row and `null` when unknown (not cached, no such
- * unit, a diagnostic row), and, from a priced server, its `cost`. dsh's catalog surfaces (HTTP, MCP, `dsh agents
- * --json`) always send both; they are beyond the subagent design's row, so a
- * row without them still parses.
+ * own model calls' tokens), `durationMs` (its own settled turns) and
+ * `startedAt`/`endedAt` (epoch ms of its descriptor and of its latest turn
+ * start or end), read down the same ladder as the row and `null` when unknown
+ * (not cached, no such unit, a diagnostic row), and, from a priced server,
+ * its `cost`. dsh's catalog surfaces (HTTP, MCP, `dsh agents --json`) always
+ * send the usage; it is beyond the subagent design's row, so a row without it
+ * still parses.
  */
 export const subagentListRow = z.intersection(
   subagentListEntry,
@@ -43,6 +45,8 @@ export const subagentListRow = z.intersection(
     rung: subagentListRung,
     tokens: z.number().int().min(0).nullable().optional(),
     durationMs: z.number().min(0).nullable().optional(),
+    startedAt: z.number().nullable().optional(),
+    endedAt: z.number().nullable().optional(),
     /**
      * USD of the child's own model calls under the server's price table,
      * priced as a listing entry's `cost`: `null` when its usage is unknown or

@@ -96,18 +96,23 @@ const catalogRow = fc.record(
     depth: fc.integer({ min: 1, max: 8 }),
     tokens: fc.option(fc.nat(), { nil: null }),
     durationMs: fc.option(fc.nat(), { nil: null }),
+    startedAt: fc.option(fc.nat(), { nil: null }),
+    endedAt: fc.option(fc.nat(), { nil: null }),
   },
   { requiredKeys: ['row', 'rung', 'parentId', 'depth'] },
 )
 
 /** A catalog row source as its wire row (the usage fields only when the source has them). */
-const asWire = (r: { row: object; parentId: string; depth: number; rung: number; tokens?: number | null; durationMs?: number | null }) => ({
+type Usage = { tokens?: number | null; durationMs?: number | null; startedAt?: number | null; endedAt?: number | null }
+const asWire = (r: { row: object; parentId: string; depth: number; rung: number } & Usage) => ({
   ...r.row,
   parentId: r.parentId,
   depth: r.depth,
   rung: r.rung,
   ...(r.tokens === undefined ? {} : { tokens: r.tokens }),
   ...(r.durationMs === undefined ? {} : { durationMs: r.durationMs }),
+  ...(r.startedAt === undefined ? {} : { startedAt: r.startedAt }),
+  ...(r.endedAt === undefined ? {} : { endedAt: r.endedAt }),
 })
 
 /** Equal as JSON text: the same fields in the same order, nothing `undefined` left to drop. */

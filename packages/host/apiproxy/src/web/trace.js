@@ -1,8 +1,9 @@
 // The trace view: a session's subagent tree as nested spans, each with its
-// own tokens and time and the sums over its subtree, on a waterfall that
-// starts every span when its session was created and runs it for its turn
-// time (a running child runs until now). Rows the catalog could not read
-// say why. The catalog stream's notices reload it, so running children
+// own tokens and time and the sums over its subtree, on a waterfall. A child
+// runs from its row's `startedAt` to its `endedAt` (the timing unit's span:
+// its descriptor to its latest turn start or end; a running child runs until
+// now); a row without a span runs from its session's creation for its turn
+// time. Rows the catalog could not read say why. The catalog stream's notices reload it, so running children
 // change state on the page without a reload.
 
 import { api, seg } from './api.js'
@@ -73,6 +74,8 @@ function spanNode(node, scale) {
       'data-depth': String(node.depth),
       'data-status': entry?.status,
       'data-writer': writer,
+      'data-start': node.start === undefined ? undefined : String(node.start),
+      'data-end': node.end === undefined ? undefined : String(node.end),
       title: `Values ${RUNGS[rung] ?? 'unknown'}.`,
     },
     el(
@@ -155,8 +158,10 @@ function draw(catalog, stats, tail, records, own) {
   for (const row of catalog.rows) {
     const record = records.get(row.id)
     const entry = entries.get(row.id)
-    const start = record?.header.createdAt
+    const spanned = typeof row.startedAt === 'number' && typeof row.endedAt === 'number'
+    const start = spanned ? row.startedAt : record?.header.createdAt
     const ms = row.durationMs ?? entry?.turnMs ?? null
+    const settledEnd = spanned ? row.endedAt : start + (ms ?? 0)
     const node = {
       id: row.id,
       depth: row.depth,
@@ -170,8 +175,8 @@ function draw(catalog, stats, tail, records, own) {
         start === undefined
           ? undefined
           : row.activity === 'running' || writerOf(row.id) === 'other-process'
-            ? Math.max(now, start + (ms ?? 0))
-            : start + (ms ?? 0),
+            ? Math.max(now, settledEnd)
+            : settledEnd,
       tokens: row.tokens ?? entry?.tokens ?? null,
       ms,
       ...costOf(row, own),
