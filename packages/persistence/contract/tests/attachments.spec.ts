@@ -62,6 +62,21 @@ describe('attachments on the memory backend and the helpers', () => {
     await ctx.dispose()
   })
 
+  it('appendUserMessage with an attachment over the cap is ATTACHMENT_TOO_LARGE and appends nothing', async () => {
+    const ctx = new Context()
+    await ctx.activate(sessionStorePlugin())
+    const storage = new MemoryPersistenceStorage()
+    await ctx.activate(sessionPersistencePlugin(createMemoryPersistence({ storage, attachmentMaxBytes: 4096 })))
+    const persistence = ctx.require('sessionPersistence')
+    const session = ctx.require('sessions').create({ id: 'att-cap', cwd: '/work' })
+    await expect(
+      appendUserMessage(persistence, session, 'too big', [{ bytes: bytesOf(4097, 6), mediaType: 'image/png' }]),
+    ).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_ATTACHMENT_TOO_LARGE' })
+    expect(session.events).toEqual([])
+    expect(storage.blobs.size).toBe(0)
+    await ctx.dispose()
+  })
+
   it('a digest the session cannot read is left out by load (a renderer counts it missing)', async () => {
     const p = createMemoryPersistence()
     const elsewhere = await attachmentBlock(p, SessionId('other'), {
