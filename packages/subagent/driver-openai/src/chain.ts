@@ -21,8 +21,8 @@ export interface ChainTarget {
  * - a step that failed or was aborted (its response may be incomplete);
  * - a fork: only the session's own events are read, never the prefix it
  *   inherited (its parent's responses are the parent's chain);
- * - a compaction after the step: the renderer finds the context no longer
- *   continues the response and sends the whole input without it.
+ * - a compaction after the step: the compacted context does not continue
+ *   the response, so the renderer sends the whole input without it.
  *
  * Walks back from the end of the log: it costs the events since the newest
  * step.
