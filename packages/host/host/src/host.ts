@@ -73,12 +73,13 @@ export interface Host extends QueryHost {
  * process that needs only `createQueryHost` never loads them.
  */
 export async function createHost(options: HostOptions): Promise<Host> {
-  const base = await composeBase(options, (stage) => activateProjections(stage, options))
+  const loads = startLoads(options)
+  const base = await composeBase(options, (stage) => activateProjections(stage, options, loads))
   const { ctx } = base
   try {
-    const { createScriptedDriver, subagentsPlugin } = await import('@dsh/subagent')
+    const { createScriptedDriver, subagentsPlugin } = await loads.subagent
     const table = options.prices
-    const costOf = table === undefined ? undefined : (await import('@dsh/session-stats')).costOf
+    const costOf = table === undefined ? undefined : (await loads.stats)?.costOf
     await ctx.activate(
       subagentsPlugin({
         ...(table === undefined || costOf === undefined
@@ -116,28 +117,70 @@ export async function createHost(options: HostOptions): Promise<Host> {
  * (unless `sessionStats: false`) and, unless turned off, its checkpoint cache (read-only hosts use a cache
  * file only if it exists).
  */
-async function activateProjections({ ctx, readOnly, root, pool }: CompositionStage, options: HostOptions): Promise<void> {
-  const { sessionProjectionsPlugin } = await import('@dsh/session-projection')
-  await ctx.activate(sessionProjectionsPlugin())
+async function activateProjections({ ctx, readOnly, root, pool }: CompositionStage, options: HostOptions, loads: Loads): Promise<void> {
+  await ctx.activate((await loads.projection)())
   // A host given a model driver folds each session's model-visible context as a unit (checkpointed like
   // the others), so the driver builds every request from it in the cost of the events since its last step.
-  if ((options.driver !== undefined && !readOnly) || options.sessionContext === true) {
-    const { sessionContextPlugin } = await import('@dsh/session-context')
-    await ctx.activate(sessionContextPlugin())
-  }
+  const contextPlugin = await loads.context
+  if (contextPlugin !== undefined) await ctx.activate(contextPlugin())
   if (options.summarizer !== undefined && !readOnly) await activateCompaction(ctx, options.summarizer, options.compaction)
   // Usage, timing and titles are units like any other: checkpointed by the cache, so cold reads cost no body read.
-  if (options.sessionStats !== false) {
-    const { sessionStatsPlugin } = await import('@dsh/session-stats')
-    await ctx.activate(sessionStatsPlugin())
-  }
+  const stats = options.sessionStats === false ? undefined : await loads.stats
+  if (stats !== undefined) await ctx.activate(stats.sessionStatsPlugin())
   if (options.projectionCache === false) return
   if (pool !== undefined && options.postgres !== undefined) {
     await activatePostgresCache(ctx, pool, options.postgres, readOnly)
   } else if (root !== undefined) {
     const path = derivedPaths(root).projectionCache
     if (readOnly && !existsSync(path)) return
-    const { sessionProjectionCachePlugin } = await import('@dsh/session-projection-cache')
-    await ctx.activate(sessionProjectionCachePlugin({ path, ...(readOnly ? { readOnly: true } : {}) }))
+    const cachePlugin = await loads.cache
+    if (cachePlugin !== undefined) await ctx.activate(cachePlugin({ path, ...(readOnly ? { readOnly: true } : {}) }))
+  }
+}
+
+/**
+ * What a host of given options loads, each import already under way (see
+ * `startLoads`). Each names the exports it uses, so the bundle keeps only
+ * those (a package's whole namespace would bring what they do not need).
+ */
+interface Loads {
+  readonly projection: Promise<typeof import('@dsh/session-projection').sessionProjectionsPlugin>
+  readonly context: Promise<typeof import('@dsh/session-context').sessionContextPlugin | undefined>
+  readonly stats: Promise<Pick<typeof import('@dsh/session-stats'), 'sessionStatsPlugin' | 'costOf'> | undefined>
+  readonly cache: Promise<typeof import('@dsh/session-projection-cache').sessionProjectionCachePlugin | undefined>
+  readonly subagent: Promise<Pick<typeof import('@dsh/subagent'), 'createScriptedDriver' | 'subagentsPlugin'>>
+}
+
+/**
+ * Starts loading, all at once, the packages these options need; each is
+ * awaited where it is activated. Awaited one after another, every package
+ * would cost its own round of file reads before the next one started. Only
+ * what the options name is loaded. A failed load is reported where it is
+ * awaited (never as an unhandled rejection when composition fails first).
+ */
+function startLoads(options: HostOptions): Loads {
+  const early = <T>(load: Promise<T>): Promise<T> => {
+    load.catch(() => {})
+    return load
+  }
+  const none = Promise.resolve(undefined)
+  const readOnly = options.readOnly === true
+  return {
+    projection: early(import('@dsh/session-projection').then(({ sessionProjectionsPlugin }) => sessionProjectionsPlugin)),
+    context:
+      (options.driver !== undefined && !readOnly) || options.sessionContext === true
+        ? early(import('@dsh/session-context').then(({ sessionContextPlugin }) => sessionContextPlugin))
+        : none,
+    stats:
+      options.sessionStats !== false || options.prices !== undefined
+        ? early(import('@dsh/session-stats').then(({ sessionStatsPlugin, costOf }) => ({ sessionStatsPlugin, costOf })))
+        : none,
+    cache:
+      options.projectionCache !== false && options.postgres === undefined
+        ? early(import('@dsh/session-projection-cache').then(({ sessionProjectionCachePlugin }) => sessionProjectionCachePlugin))
+        : none,
+    subagent: early(
+      import('@dsh/subagent').then(({ createScriptedDriver, subagentsPlugin }) => ({ createScriptedDriver, subagentsPlugin })),
+    ),
   }
 }
