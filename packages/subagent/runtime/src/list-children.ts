@@ -50,6 +50,8 @@ interface CatalogDeps extends CorpusDeps {
   readonly concurrency: number
   /** The registered usage units (`list-usage.ts`), read beside the identity. */
   readonly usageKeys: readonly ProjectionKey[]
+  /** The identity's key followed by the usage units': a cache lookup of all of them at once. */
+  readonly identityAndUsageKeys: readonly ProjectionKey[]
 }
 
 interface Classified extends Ladder {
@@ -80,7 +82,7 @@ export async function explainChildrenWithin(
       'subagent',
       scope,
     )
-    const hasChildren = async (id: SessionId): Promise<boolean> => grandchildren.has(id)
+    const hasChildren = (id: SessionId): boolean => grandchildren.has(id)
     const classified = await classifyAll(deps, candidates, hasChildren, scope)
     return classified.flatMap((child) => (child.row === undefined ? [] : [entryOf(child, child.row, parent, 1)]))
   })
@@ -109,7 +111,7 @@ export async function explainDescendantsWithin(
     const root = parentIdOf(parentId)
     if (root === undefined) return []
     const tree = await enumerateFamily(deps, root, scope)
-    const hasSubagentChildren = async (id: SessionId): Promise<boolean> => (tree.get(id) ?? []).some(isSubagent)
+    const hasSubagentChildren = (id: SessionId): boolean => (tree.get(id) ?? []).some(isSubagent)
     const out: ExplainedSubagentEntry[] = []
     // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
     const visited = new Set<string>([root])
@@ -218,13 +220,15 @@ function requireServices(services: SubagentCatalogServices, concurrency: number)
       "Listing subagents needs the 'sessionQuery' service to enumerate the session corpus; activate a session-query backend (memory, SQLite or PostgreSQL).",
     )
   }
+  const usage = usageKeys(projections)
   return {
     sessions: services.sessions,
     projections,
     query: services.sessionQuery,
     cache: services.sessionProjectionCache,
     concurrency,
-    usageKeys: usageKeys(projections),
+    usageKeys: usage,
+    identityAndUsageKeys: [...KEYS, ...usage],
   }
 }
 
@@ -238,24 +242,39 @@ function parentIdOf(id: unknown): SessionId | undefined {
   return typeof id === 'string' && id.length > 0 ? (id as SessionId) : undefined
 }
 
-function classifyAll(
+/**
+ * Each candidate's ladder, in input order. Rungs 1 and 2 are synchronous (a
+ * registry snapshot, a checkpoint-cache lookup), so they run in one plain
+ * pass; only the children neither decides go on to rung 3, at most
+ * `concurrency` observations at once. Every child still climbs one rung at a
+ * time: rung 3 is read only for a child whose rung 2 fell through.
+ */
+async function classifyAll(
   deps: CatalogDeps,
   candidates: readonly Candidate[],
-  hasChildrenOf: (id: SessionId) => Promise<boolean>,
+  hasChildrenOf: (id: SessionId) => boolean,
   scope: ListingScope,
 ): Promise<Classified[]> {
-  return mapBounded(candidates, deps.concurrency, async (candidate) => {
-    const hasChildren = await hasChildrenOf(candidate.header.id)
-    return { id: candidate.header.id, ...(await classify(deps, candidate, hasChildren, scope)) }
+  const out = new Array<Classified>(candidates.length)
+  const cold: number[] = []
+  candidates.forEach((candidate, index) => {
+    const ladder = classifyInMemory(deps, candidate, hasChildrenOf(candidate.header.id))
+    if (ladder === undefined) cold.push(index)
+    else out[index] = { id: candidate.header.id, ...ladder }
   })
+  await mapBounded(cold, deps.concurrency, async (index) => {
+    const candidate = candidates[index]!
+    out[index] = { id: candidate.header.id, ...(await observationRung(deps, candidate, hasChildrenOf(candidate.header.id), scope)) }
+  })
+  return out
 }
 
 type Ladder = { readonly row: SubagentListEntry | undefined; readonly rung: SubagentListRung; readonly usage: SubagentUsage }
 
-/** The ladder for one child: the first rung that decides the row. */
-async function classify(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean, scope: ListingScope): Promise<Ladder> {
+/** Rungs 1 and 2 for one child: the ladder when one of them decides the row, `undefined` when rung 3 must. */
+function classifyInMemory(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean): Ladder | undefined {
   if (candidate.live !== undefined) return liveRung(deps, candidate.live, hasChildren)
-  return cacheRung(deps, candidate, hasChildren) ?? (await observationRung(deps, candidate, hasChildren, scope))
+  return cacheRung(deps, candidate, hasChildren)
 }
 
 /**
@@ -287,15 +306,25 @@ function hasOwnDescriptorEvent(session: Session): boolean {
  * exact cut the listing record carries, accepted only with an own identity.
  * Everything else — no cache, a miss, `null`, a failed gate, a throw (a
  * poisoned row) — falls through: the cache is derived data and never decides
- * a diagnostic.
+ * a diagnostic. The identity and the usage units are one lookup when all
+ * their rows are there; otherwise the identity is looked up alone and each
+ * usage unit on its own, so a miss on one leaves only that value unknown.
  */
 function cacheRung(deps: CatalogDeps, candidate: Candidate, hasChildren: boolean): Ladder | undefined {
   const cut = candidate.inheritedEventCount
-  const identity = ownIdentity(cachedRung(deps, candidate, KEYS), (seq) => seq >= cut)
+  const isOwn = (seq: number): boolean => seq >= cut
+  const whole = deps.usageKeys.length === 0 ? undefined : cachedRung(deps, candidate, deps.identityAndUsageKeys)
+  if (whole !== undefined) {
+    const identity = ownIdentity(whole, isOwn)
+    return identity === undefined
+      ? undefined
+      : { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2, usage: usageOf(whole) }
+  }
+  const identity = ownIdentity(cachedRung(deps, candidate, KEYS), isOwn)
   if (identity === undefined) return undefined
-  // Each usage unit is its own lookup: a miss on one leaves that value unknown, not the row (nor the other value).
-  const views = Object.assign({}, ...deps.usageKeys.map((key) => cachedRung(deps, candidate, [key]) ?? {})) as ProjectionSnapshot
-  return { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2, usage: usageOf(views) }
+  const views: Record<string, unknown> = {}
+  for (const key of deps.usageKeys) Object.assign(views, cachedRung(deps, candidate, [key]))
+  return { row: childRow(candidate.header.id, 'inactive', hasChildren, identity), rung: 2, usage: usageOf(views as ProjectionSnapshot) }
 }
 
 /**

@@ -19,15 +19,19 @@ export class ListingScope {
   readonly #caller: AbortSignal | undefined
   readonly #onAbort = (): void => this.#controller.abort()
   readonly #aborted: Promise<never>
+  readonly #rejectAborted: () => void
 
   constructor(caller: AbortSignal | undefined) {
     throwIfAborted(caller, cancelled)
     this.#caller = caller
     setMaxListeners(0, this.#controller.signal)
     caller?.addEventListener('abort', this.#onAbort, { once: true })
+    let rejectAborted = (): void => {}
     this.#aborted = new Promise<never>((_resolve, reject) => {
-      this.#controller.signal.addEventListener('abort', () => reject(cancelled()), { once: true })
+      rejectAborted = () => reject(cancelled())
     })
+    this.#rejectAborted = rejectAborted
+    this.#controller.signal.addEventListener('abort', rejectAborted, { once: true })
     this.#aborted.catch(() => {})
   }
 
@@ -53,9 +57,14 @@ export class ListingScope {
     return result
   }
 
-  /** Removes the listener from the caller's signal and stops reads still in flight. */
+  /**
+   * Removes the listener from the caller's signal and stops reads still in
+   * flight. The listing has settled, so what a read still in flight rejects
+   * with decides nothing, and no `CANCELLED` error is built for it.
+   */
   close(): void {
     this.#caller?.removeEventListener('abort', this.#onAbort)
+    this.#controller.signal.removeEventListener('abort', this.#rejectAborted)
     this.#controller.abort()
   }
 
