@@ -6,10 +6,30 @@ import type { StoredId } from './ids.js'
 import type { LogReader, SessionRow } from './log-reader.js'
 import type { WriterConnection, WriterQuery } from './writer.js'
 
-/** Deletes the session row (its batches cascade) and records the change, in one statement. */
+/**
+ * Deletes the session row and its batches and records the change, in one
+ * statement. A batch row has no foreign key to its session (`schema.ts`):
+ * the statement removes them itself. It runs after the transaction has
+ * locked the row (`FOR UPDATE`), and every batch is inserted by a statement
+ * that writes that row, so its snapshot holds every batch the session has.
+ */
 const DELETE_STATEMENT = `WITH s AS (DELETE FROM dsh_sessions WHERE id_key = $1 RETURNING sid),
+   b AS (DELETE FROM dsh_batches WHERE id_key = $1 AND sid IN (SELECT sid FROM s)),
    c AS (INSERT INTO dsh_changes (id_key, id) SELECT $1, $2 FROM s)
    SELECT sid FROM s`
+
+/**
+ * Gives a dependant its inherited prefix as its own first batch, drops its
+ * reference and records the change, in one statement: the batch is taken
+ * from the row the statement updates (and so locks), so a dependant deleted
+ * meanwhile gets no batch. Returns the sid when the dependant still exists.
+ */
+const MATERIALIZE_STATEMENT = `WITH d AS (
+     UPDATE dsh_sessions SET fork_key = NULL, fork_sid = NULL, fork_checksum = NULL WHERE id_key = $1 AND sid = $2 RETURNING id_key, sid, id),
+   b AS (
+     INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body) SELECT id_key, sid, 0, $3, $4, $5, $6 FROM d),
+   c AS (INSERT INTO dsh_changes (id_key, id) SELECT id_key, id FROM d)
+   SELECT sid FROM d`
 
 /**
  * Deletes one session under its lease; resolves whether it existed. A
@@ -77,20 +97,9 @@ async function deleteChecked(
           details: { id: source.id },
         })
       const batch = encodeBatch(events)
-      await query(
-        'INSERT INTO dsh_batches (id_key, sid, first_seq, count, plain_length, checksum, body) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-        [d.id_key, d.sid, 0, batch.count, batch.plainLength, batch.checksum, batch.body],
-      )
+      const materialized = await query(MATERIALIZE_STATEMENT, [d.id_key, d.sid, batch.count, batch.plainLength, batch.checksum, batch.body])
       // The attachments it read through the reference become its own rows.
-      await inheritAttachments(query, d.id_key, source.key)
-      await query('UPDATE dsh_sessions SET fork_key = NULL, fork_sid = NULL, fork_checksum = NULL WHERE id_key = $1 AND sid = $2', [
-        d.id_key,
-        d.sid,
-      ])
-      await query('INSERT INTO dsh_changes (id_key, id) SELECT id_key, id FROM dsh_sessions WHERE id_key = $1 AND sid = $2', [
-        d.id_key,
-        d.sid,
-      ])
+      if (materialized.rows.length > 0) await inheritAttachments(query, d.id_key, source.key)
     }
     await refuseIfReferenced(query, source, sid)
     await deleteAttachments(query, source.key)

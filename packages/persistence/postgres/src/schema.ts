@@ -28,6 +28,16 @@ import { defineSchema, type MigrateOptions, type MigrationReport } from './migra
  *   `layout.ts`), and every unique and foreign key includes it: a session's
  *   rows are addressed as `(id_key, sid)`. `sid` stays unique (one identity
  *   sequence) but is no key on its own.
+ * - A batch row has no foreign key to its session row: a foreign key's check
+ *   is a second statement inside every append, and it locks the session row
+ *   the append's own `UPDATE … next_seq` has just locked and proved present
+ *   (`append-statement.ts`). Every statement that inserts a batch takes it
+ *   from the session row it writes in the same statement (the append's
+ *   `UPDATE`, the first append's `INSERT`, a dependant's materialization),
+ *   so a batch exists only beside its session row; a delete locks the
+ *   session row, then removes its batches and the row in one statement
+ *   (`deletion.ts`), and `sid` is never reused, so no batch outlives its
+ *   session into another lifecycle (schema 6).
  * - A fork's source is in another session's partition, so `fork_key` /
  *   `fork_sid` is no foreign key: a fork's insert locks the source row
  *   (`FOR KEY SHARE`) and a delete locks the row it deletes and refuses while
@@ -88,8 +98,7 @@ function batchesTable(layout: Layout): string[] {
         checksum integer NOT NULL,
         body bytea NOT NULL,
         xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-        PRIMARY KEY (id_key, sid, first_seq),
-        FOREIGN KEY (id_key, sid) REFERENCES dsh_sessions (id_key, sid) ON DELETE CASCADE
+        PRIMARY KEY (id_key, sid, first_seq)
       ) PARTITION BY HASH (id_key)`,
     ...partitionsOf('dsh_batches', layout),
     // Bodies are zstd frames already: no second (pglz) compression attempt (recurses into the partitions).
@@ -213,6 +222,13 @@ export const SESSIONS_SCHEMA = defineSchema(
       version: 5,
       description: 'attachments: one bytea row per session and digest, hash-partitioned on id_key like the session tables',
       statements: (layout) => attachmentsTable(layout),
+    },
+    {
+      version: 6,
+      description:
+        'batch rows carry no foreign key to their session row: the append proves and locks the row itself; deletes remove batches explicitly',
+      // A database upgraded from schema 3 runs step 4 with the newest batches table, which has no such key: IF EXISTS.
+      statements: ['ALTER TABLE dsh_batches DROP CONSTRAINT IF EXISTS dsh_batches_id_key_sid_fkey'],
     },
   ],
   { baseline: (layout) => [...sessionTables(layout), ...attachmentsTable(layout), FEED_TABLE, FEED_ROW, FEED_HORIZON] },
