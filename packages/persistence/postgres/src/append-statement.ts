@@ -33,8 +33,11 @@ const cache = new Map<number | undefined, AppendStatement>()
 /**
  * The statement for a session in `partition` (undefined: through the parents).
  * Parameters: $1 sid, $2 first seq (the stored `next_seq`), $3 count,
- * $4 plain length, $5 checksum, $6 body, $7 id_key. Returns the sid when the
- * session still ends at $2, no row otherwise.
+ * $4 plain length, $5 checksum, $6 body, $7 id_key. Its command is the
+ * batch's INSERT, fed by the session row's UPDATE: it inserts one row
+ * (`rowCount` 1) when the session still ends at $2, none otherwise. It
+ * returns no rows, so an append reads back only the command tag (no row
+ * description, no data row to parse).
  */
 export function appendStatement(partition: number | undefined): AppendStatement {
   const known = cache.get(partition)
@@ -43,11 +46,9 @@ export function appendStatement(partition: number | undefined): AppendStatement 
   const statement: AppendStatement = {
     name: `dsh_append${suffix}`,
     text: `WITH s AS (
-       UPDATE dsh_sessions${suffix} SET next_seq = next_seq + $3 WHERE id_key = $7 AND sid = $1 AND next_seq = $2 RETURNING sid),
-     b AS (
-       INSERT INTO dsh_batches${suffix} (id_key, sid, first_seq, count, plain_length, checksum, body)
-       SELECT $7, sid, $2, $3, $4, $5, $6 FROM s)
-     SELECT sid FROM s`,
+       UPDATE dsh_sessions${suffix} SET next_seq = next_seq + $3 WHERE id_key = $7 AND sid = $1 AND next_seq = $2 RETURNING sid)
+     INSERT INTO dsh_batches${suffix} (id_key, sid, first_seq, count, plain_length, checksum, body)
+     SELECT $7, sid, $2, $3, $4, $5, $6 FROM s`,
   }
   cache.set(partition, statement)
   return statement

@@ -286,9 +286,9 @@ class PgPersistence implements PostgresPersistence {
   async #commit(id: StoredId, state: WriterState, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
     const batch = encodeBatch(events)
     const statement = appendStatement(state.partition)
-    let rows: { sid: string }[]
+    let inserted: number | null
     try {
-      ;({ rows } = await this.#writer.run<{ sid: string }>(
+      ;({ rowCount: inserted } = await this.#writer.run(
         id,
         statement.text,
         [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.key],
@@ -300,7 +300,7 @@ class PgPersistence implements PostgresPersistence {
       this.#states.delete(id.id)
       throw ioError(`appending to session '${id.id}'`, error)
     }
-    if (rows.length === 0) {
+    if (inserted !== 1) {
       this.#states.delete(id.id)
       throw persistenceError(
         'SESSION_PERSISTENCE_CONFLICT',
