@@ -1,4 +1,5 @@
 import type { Context } from '@dsh/context'
+import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import {
   BULK_LOAD_SETTINGS,
@@ -41,20 +42,23 @@ describe('pg-scale (short form)', () => {
     expect(explained.filter((entry) => entry.rung === 2)).toHaveLength(SCALE_CHILDREN)
 
     let rows: Awaited<ReturnType<typeof subagents.listChildren>> = []
-    const listStatements = await captureStatements(db.pool, async () => {
+    const listStatements = await captureStatements(async () => {
       rows = await subagents.listChildren(PARENT)
     })
     expect(rows.filter((row) => row.kind === 'child')).toHaveLength(SCALE_CHILDREN)
-    // The children's rows come from one indexed statement on the parent's key; a second one on the
-    // children's keys (whether each has children of its own) answers none here.
+    // Every statement the warm listing sends, through any client: the children's rows come from one
+    // indexed statement on the parent's key; a second one on the children's keys (whether each has
+    // children of its own) answers none here. The checkpoint cache answers from its mirror and sends none.
+    expect(listStatements).toHaveLength(2)
     const onParentKey = listStatements.filter((s) => s.text.includes('parent_key'))
+    expect(onParentKey).toHaveLength(2)
     const answered: number[] = []
     for (const statement of onParentKey) answered.push(await replayStatements(db.pool, [statement]))
     expect(answered).toContain(SCALE_CHILDREN)
     expect(answered.reduce((sum, n) => sum + n, 0)).toBe(SCALE_CHILDREN)
 
     let page = 0
-    const pageStatements = await captureStatements(db.pool, async () => {
+    const pageStatements = await captureStatements(async () => {
       page = (await query.listSessions({ limit: SCALE_PAGE })).records.length
     })
     expect(page).toBe(SCALE_PAGE)
@@ -66,4 +70,29 @@ describe('pg-scale (short form)', () => {
     expect(perSession).toBeGreaterThan(100)
     expect(perSession).toBeLessThan(2_000)
   }, 600_000)
+
+  it('captures a statement whether it goes through pool.query, a checked-out client or another pool', async () => {
+    const own = await startBenchPostgres({ max: 2 })
+    const other = new pg.Pool({ connectionString: own.url, max: 1 })
+    try {
+      const seen = await captureStatements(async () => {
+        await own.pool.query('SELECT 1 AS a')
+        const client = await own.pool.connect()
+        try {
+          await client.query('SELECT $1::int AS b', [2])
+        } finally {
+          client.release()
+        }
+        await other.query({ text: 'SELECT $1::int AS c', values: [3] })
+      })
+      expect(seen).toEqual([
+        { text: 'SELECT 1 AS a', values: [] },
+        { text: 'SELECT $1::int AS b', values: [2] },
+        { text: 'SELECT $1::int AS c', values: [3] },
+      ])
+    } finally {
+      await other.end()
+      await own.close()
+    }
+  }, 120_000)
 })
