@@ -84,7 +84,8 @@ const input = Object.fromEntries([...entryPaths].map((path) => [nameOf(path), pa
  */
 const URL_TOKEN = '__dsh_module_url__:'
 function withModuleUrls(code, chunkFileName) {
-  const out = code.replace(/(["'])__dsh_module_url__:([^"']+)\1/g, (_, _quote, target) => {
+  // The minifier may quote a string with backticks.
+  const out = code.replace(/(["'`])__dsh_module_url__:([^"'`]+)\1/g, (_, _quote, target) => {
     let path = relative(dirname(join(dist, chunkFileName)), join(dist, target))
       .split(sep)
       .join('/')
@@ -325,6 +326,13 @@ const { output } = await bundle.generate({
   // one-byte text, which it decodes and scans faster than UTF-16.
   comments: { legal: true, annotation: false, jsdoc: false },
   charset: 'ascii',
+  // An application's bundle (`--inline`, the CLI) is what every command
+  // parses before it runs: without whitespace and with short local names it
+  // costs `dsh agents` ~3% fewer instructions. Names of functions and classes
+  // stay (errors and stack traces show them); a library's dist stays readable.
+  ...(inliner === undefined
+    ? {}
+    : { minify: { compress: false, mangle: { toplevel: false, keepNames: true }, codegen: { removeWhitespace: true } } }),
   sourcemap: true,
   codeSplitting: {
     groups: [

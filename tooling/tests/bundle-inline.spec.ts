@@ -35,6 +35,10 @@ function workspace(): string {
       'export const viaRequire = createRequire(import.meta.url)("dep").answer;',
       'export const viaImport = dep.answer + answer;',
       'export const later = () => import("dep");',
+      // Names the minified application bundle must keep.
+      'class LibraryFailure extends Error {}',
+      'function describeLocally(value) { const described = String(value); return described; }',
+      'export const names = [new LibraryFailure().constructor.name, describeLocally.name];',
       '',
     ].join('\n'),
   )
@@ -49,9 +53,9 @@ function workspace(): string {
     join(app, 'dist', 'bin.js'),
     [
       '#!/usr/bin/env node',
-      'import { here, viaImport, viaRequire, later } from "@dsh/lib";',
+      'import { here, viaImport, viaRequire, later, names } from "@dsh/lib";',
       'const lazy = await later();',
-      'console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer }));',
+      'console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer, names }));',
       '',
     ].join('\n'),
   )
@@ -77,12 +81,16 @@ it('inlines a package: its import.meta.url and its imports still resolve from it
   expect(code.some((text) => text.includes('viaRequire'))).toBe(true)
   expect(code.some((text) => /from\s*"@dsh\/lib"/.test(text))).toBe(false)
   expect(code.some((text) => text.includes('answer: 21'))).toBe(false)
+  // An application's bundle is minified: no indentation, local names shortened.
+  expect(code.some((text) => /\n[\t ]+\S/.test(text))).toBe(false)
+  expect(code.some((text) => text.includes('described'))).toBe(false)
 
   const expected = (root: string): unknown => ({
     here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
     viaImport: 42,
     viaRequire: 21,
     lazy: 21,
+    names: ['LibraryFailure', 'describeLocally'],
   })
   expect(JSON.parse(run([join(app, 'dist', 'bin.js')], app))).toEqual(expected(dir))
   // Nothing absolute is baked in: the moved tree answers from its new place.
