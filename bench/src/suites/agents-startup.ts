@@ -33,7 +33,10 @@ const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
 
 /**
  * The baseline process: the parent's subagent children from the index (in
- * listing order, each with whether it has subagent children of its own), then
+ * listing order, each with whether it has subagent children of its own, looked
+ * up in the parent index: without statistics SQLite would answer that from
+ * the origin index, stepping through every subagent once per child, as the
+ * query layer's own statements are written to avoid), then
  * each child's `subagent`, `subagentTiming` and `sessionStats` checkpoint rows
  * from the cache by primary key, each state read after the row's witness
  * line; the identity, the settled time and the tokens (summed over the
@@ -45,7 +48,7 @@ const root = process.argv[2]
 const index = new Database(root + '/.dsh/index.sqlite', { readonly: true })
 const cache = new Database(root + '/.dsh/projections.sqlite', { readonly: true })
 const children = index
-  .prepare("SELECT s.id, EXISTS (SELECT 1 FROM sessions c WHERE c.parent = s.id AND c.origin = 'subagent' AND c.revision IS NOT NULL) AS nested FROM sessions s WHERE s.revision IS NOT NULL AND s.parent = ? AND s.origin = 'subagent' ORDER BY s.created_at, s.id")
+  .prepare("SELECT s.id, EXISTS (SELECT 1 FROM sessions c INDEXED BY sessions_by_parent WHERE c.parent = s.id AND c.origin = 'subagent' AND c.revision IS NOT NULL) AS nested FROM sessions s WHERE s.revision IS NOT NULL AND s.parent = ? AND s.origin = 'subagent' ORDER BY s.created_at, s.id")
   .all(process.argv[3])
 const lookup = cache.prepare('SELECT payload FROM checkpoint_rows WHERE session_id = ? AND key = ?').pluck()
 const state = (id, key) => {
