@@ -366,15 +366,20 @@ function visit(name, path) {
 for (const name of importsOf.keys()) visit(name, [])
 
 /**
- * Each chunk also imports every chunk its static imports lead to, after all
- * its own module requests (one line before the source map comment, so the map
- * stays valid). Node's ESM loader learns a module's imports only once it has
- * read that module, so a chain of chunks costs one round of file reads per
- * level; named by the first chunk, they are read together. Evaluation order
- * is unchanged: chunks form no cycle, so each added chunk has already run
- * through the chunk's own imports by the time its added import is reached.
+ * A chunk that starts a load (an entry, or the target of an `import()`) also
+ * imports every chunk its static imports lead to, after all its own module
+ * requests (one line before the source map comment, so the map stays valid).
+ * Node's ESM loader learns a module's imports only once it has read that
+ * module, so a chain of chunks costs one round of file reads per level; named
+ * by the first chunk, they are read together. Chunks in between keep their
+ * own imports only: theirs are then already under way, and every added
+ * import is one more resolution. Evaluation order is unchanged: chunks form
+ * no cycle, so each added chunk has already run through the chunk's own
+ * imports by the time its added import is reached.
  */
-function withTransitiveImports(code, chunkFileName) {
+function withTransitiveImports(code, chunk) {
+  const chunkFileName = chunk.fileName
+  if (!chunk.isEntry && !chunk.isDynamicEntry) return code
   const direct = new Set(importsOf.get(chunkFileName) ?? [])
   const reached = new Set()
   const walkImports = (name) => {
@@ -404,7 +409,7 @@ for (const file of output) {
   const path = join(dist, file.fileName)
   mkdirSync(dirname(path), { recursive: true })
   if (file.type === 'chunk') {
-    writeFileSync(path, withTransitiveImports(withModuleUrls(file.code, file.fileName), file.fileName))
+    writeFileSync(path, withTransitiveImports(withModuleUrls(file.code, file.fileName), file))
     if (file.map) writeFileSync(`${path}.map`, file.map.toString())
   } else writeFileSync(path, file.source)
 }
