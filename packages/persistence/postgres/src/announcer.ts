@@ -3,6 +3,13 @@ import { CHANGES_CHANNEL } from './schema.js'
 
 /** The longest a commit waits to be announced to other hosts (NOTIFY). */
 const ANNOUNCE_MS = 10
+/**
+ * How long a pool must have committed nothing for its next commit to be
+ * announced at once: longer than the gaps between busy writers' commits (so
+ * they keep sharing notices), shorter than the pause of a host that appends
+ * now and then.
+ */
+const QUIET_MS = 25
 
 /**
  * The notice, committed without waiting for its WAL flush
@@ -16,6 +23,8 @@ const NOTIFY = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(
 /** The notice pending on one pool, shared by every instance over it. */
 interface PoolNotice {
   pending: NodeJS.Timeout | undefined
+  /** When the last commit was announced (`Date.now()`). */
+  lastCommit: number
   users: number
 }
 
@@ -23,9 +32,13 @@ const notices = new WeakMap<pg.Pool, PoolNotice>()
 
 /**
  * Tells other hosts that something committed: NOTIFY on the change channel,
- * sent after the commit and off the write's path (on a pooled connection),
- * at most once per ANNOUNCE_MS however many writes landed — and however many
- * persistence instances share the pool: they share one pending notice. A
+ * sent after the commit and off the write's path (on a pooled connection).
+ * A commit after QUIET_MS without one on the pool is announced at once, so
+ * a lone append reaches other hosts without delay. A commit that follows
+ * another closely waits up to ANNOUNCE_MS and shares one notice with every
+ * commit in that time, however many writes land and however many persistence
+ * instances share the pool (they share one pending notice): busy writers
+ * send at most one notice per ANNOUNCE_MS, each a transaction of its own. A
  * notice is only a hint to call `changes`, which is exact: a notice lost with
  * a crashing host delays other hosts' view until their next read of the
  * feed, it never makes it wrong.
@@ -37,17 +50,26 @@ export class ChangeAnnouncer {
 
   constructor(pool: pg.Pool) {
     this.#pool = pool
-    const notice = notices.get(pool) ?? { pending: undefined, users: 0 }
+    const notice = notices.get(pool) ?? { pending: undefined, lastCommit: Number.NEGATIVE_INFINITY, users: 0 }
     notices.set(pool, notice)
     notice.users++
     this.#notice = notice
   }
 
-  /** Schedules one notice for every commit on the pool since the last one sent. */
+  /** Announces a commit: at once on a quiet pool, else with the pool's next notice (see the class). */
   announce(): void {
     const notice = this.#notice
-    if (notice.pending !== undefined || this.#closed) return
+    if (this.#closed) return
+    const now = Date.now()
+    // A clock stepping back counts as a close commit: the notice waits, it is never lost.
+    const lone = now - notice.lastCommit >= QUIET_MS
+    notice.lastCommit = now
+    if (notice.pending !== undefined) return
     const pool = this.#pool
+    if (lone) {
+      void notify(pool)
+      return
+    }
     notice.pending = setTimeout(() => {
       notice.pending = undefined
       void notify(pool)

@@ -2,14 +2,14 @@ import { SessionId } from '@dsh/session'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import type pg from 'pg'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { ChangeAnnouncer } from '../src/announcer.js'
 import { events, target } from './fixtures.js'
 
 // What an append costs in statements, counted on the client side of the
 // connections (the statements the pool's clients are asked to run), never in
 // time: a durable append is one statement on the writer connection, and the
-// notice that follows is shared by every instance over the pool.
+// notices that follow are shared by every instance over the pool.
 
 const cleanups: Array<() => unknown> = []
 afterEach(async () => {
@@ -97,27 +97,38 @@ describe('statements per append', () => {
     expect((await second.inspect(SessionId('counted'))).events).toHaveLength(3 + 2 * appends)
   })
 
-  it('instances over one pool share one pending notice: commits announced by two of them before it is sent make one NOTIFY; over two pools, two', async () => {
+  it('a commit on a quiet pool is announced at once; commits that follow it closely, by any instance over the pool, share the next notice; each pool keeps its own', async () => {
+    // The clock stands still (timers run), so every commit below follows the one before closely, however slow the machine.
+    vi.useFakeTimers({ toFake: ['Date'] })
+    cleanups.push(() => vi.useRealTimers())
+    const notices = (seen: { pooled: { text: string }[] }): number => seen.pooled.filter((s) => s.text.includes('pg_notify(')).length
     const one = await database()
     const seen = recordStatements(one.pool)
     const a = new ChangeAnnouncer(one.pool)
     const b = new ChangeAnnouncer(one.pool)
     a.announce()
+    expect(notices(seen)).toBe(1)
     b.announce()
     a.announce()
+    expect(notices(seen)).toBe(1)
     await a.close()
     await b.close()
-    expect(seen.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(1)
+    expect(notices(seen)).toBe(2)
 
     const other = await database()
     const seenOther = recordStatements(other.pool)
+    // Every instance over the first pool closed: a new one starts afresh. Another pool keeps its own gap.
     const c = new ChangeAnnouncer(one.pool)
     const d = new ChangeAnnouncer(other.pool)
+    const e = new ChangeAnnouncer(other.pool)
     c.announce()
     d.announce()
-    await Promise.all([c.close(), d.close()])
-    expect(seen.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(2)
-    expect(seenOther.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(1)
+    e.announce()
+    expect(notices(seen)).toBe(3)
+    expect(notices(seenOther)).toBe(1)
+    await Promise.all([c.close(), d.close(), e.close()])
+    expect(notices(seen)).toBe(3)
+    expect(notices(seenOther)).toBe(2)
   })
 
   it('the notice reaches a listener on the change channel', async () => {
