@@ -100,6 +100,53 @@ it('inlines a package: its import.meta.url and its imports still resolve from it
   expect(JSON.parse(run([join(moved, 'app', 'dist', 'bin.js')], join(moved, 'app')))).toEqual(expected(moved))
 })
 
+it('builds a program as CommonJS (--commonjs): the inlined package resolves from its own place, a lazy chunk loaded only when asked, wherever the tree is moved', () => {
+  const dir = workspace()
+  const app = join(dir, 'app')
+  write(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'app', type: 'module', bin: { app: './dist/bin.cjs' }, dependencies: { '@dsh/lib': '*' } }),
+  )
+  // A program without top-level await (CommonJS has none), with a lazy module of its own that reads its own URL.
+  write(
+    join(app, 'dist', 'bin.js'),
+    [
+      '#!/usr/bin/env node',
+      'import { here, viaImport, viaRequire, later, names } from "@dsh/lib";',
+      'const before = globalThis.lateRan === true;',
+      'Promise.all([later(), import("./late.js")]).then(([lazy, late]) =>',
+      '  console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer, names, before, late: late.self })));',
+      '',
+    ].join('\n'),
+  )
+  write(join(app, 'dist', 'late.js'), 'globalThis.lateRan = true;\nexport const self = import.meta.url;\n')
+  const expected = (root: string): unknown => ({
+    here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
+    viaImport: 42,
+    viaRequire: 21,
+    lazy: 21,
+    names: ['LibraryFailure', 'describeLocally'],
+    before: false,
+    late: pathToFileURL(join(root, 'app', 'dist', 'late.js')).href,
+  })
+  run([bundler, '--inline', '@dsh/*', '--commonjs', 'bin.js'], app)
+  const files = readdirSync(join(app, 'dist'), { recursive: true }).map(String)
+  expect(files).toContain('bin.cjs')
+  expect(files).toContain('late.cjs')
+  // The program's ES module sources are replaced, not left beside it.
+  expect(files.filter((file) => /\.js$/.test(file))).toEqual([])
+  expect(readFileSync(join(app, 'dist', 'bin.cjs'), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true)
+  for (const file of files.filter((name) => name.endsWith('.cjs')))
+    expect(readFileSync(join(app, 'dist', file), 'utf8'), file).not.toMatch(/import\.meta|^import |^export /m)
+  // The lazy module is its own chunk, required only when the program asks for it.
+  expect(readFileSync(join(app, 'dist', 'bin.cjs'), 'utf8')).not.toMatch(/lateRan\s*=\s*true/)
+  expect(JSON.parse(run([join(app, 'dist', 'bin.cjs')], app))).toEqual(expected(dir))
+  const moved = `${dir}-moved`
+  renameSync(dir, moved)
+  cleanups.unshift(() => renameSync(moved, dir))
+  expect(JSON.parse(run([join(moved, 'app', 'dist', 'bin.cjs')], join(moved, 'app')))).toEqual(expected(moved))
+})
+
 it('refuses an inlined module whose import of another package it cannot rewrite', () => {
   const dir = workspace()
   write(join(dir, 'lib', 'dist', 'index.js'), 'export { answer } from "dep";\n')

@@ -7,6 +7,8 @@ quietOnBrokenPipe(process.stdout, (message) => {
   if (!stderr.destroyed) stderr.write(message)
 })
 
-const code = await runCli(process.argv.slice(2))
-// A write error reported above keeps its status 1; otherwise the command's own.
-if (process.exitCode !== 1) process.exitCode = code
+// No top-level await: the program is built as CommonJS (`dist/bin.cjs`).
+void runCli(process.argv.slice(2)).then((code) => {
+  // A write error reported above keeps its status 1; otherwise the command's own.
+  if (process.exitCode !== 1) process.exitCode = code
+})

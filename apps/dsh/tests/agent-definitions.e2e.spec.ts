@@ -6,7 +6,7 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 // Runs the built CLI as a user would (turbo builds it before tests).
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const run = promisify(execFile)
 
 async function dsh(cwd: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 // larger than a pipe's buffer by count (events × text), so the CLI is still
 // writing when the pipe closes.
 
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 /** One history page of the largest size `show --limit` takes (the protocol's PAGE_MAX_LIMIT). */
 const EVENTS = 1_000
 

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 // `dsh compact` as a user runs it: the built CLI in its own process, a local
 // Chat Completions server (the only fake) writing the summaries.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const worker = join(import.meta.dirname, 'support', 'compact-worker.mjs')
 const KEY = 'sk-e2e-5c1d9e7a2b4f'
 const SUMMARIZE = /^Summarize the conversation above/

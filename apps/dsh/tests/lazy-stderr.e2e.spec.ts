@@ -9,7 +9,7 @@ import { rootWithOneSession } from './support/root.js'
 // The CLI makes process.stderr only when it writes to it: making the stream
 // for a pipe loads node:net, which a listing that prints nothing there does
 // not need (src/broken-pipe.ts, guardedStderr).
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const probe = join(import.meta.dirname, 'support', 'stderr-probe.mjs')
 const dir = mkdtempSync(join(tmpdir(), 'dsh-lazy-stderr-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))

@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 // CLI over stdio, on a root made by `dsh demo`, and every read tool answers
 // exactly what the matching `dsh … --json` command prints: the protocol's wire
 // body (the HTTP API's body for the same request; cli.e2e.spec.ts compares those).
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 
 let dir: string
 let root: string

@@ -16,7 +16,7 @@ import { launchChromium, screenshot, seriousViolations } from './support/browser
 // delegating to a subagent through a local Chat Completions server), served
 // the way `dsh serve` serves it (createHost's http plugin), in Debian's headless Chromium.
 
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const outputDir = join(import.meta.dirname, '..', 'test-output')
 const TOKEN = 'page-test-token-0123456789'
 let dir: string

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 // again. Both run with --unhandled-rejections=warn, so an unhandled rejection
 // is counted on stderr instead of ending the process (Node's default would
 // exit; a process that stays up with none counted would stay up either way).
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const token = 'pg-outage-token-0123456789'
 const OUTAGE_MS = 10_000
 /** Polls after the server is back: this many attempts, 250 ms apart (5 s of waiting; request time comes on top). */

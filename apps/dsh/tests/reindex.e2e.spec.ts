@@ -16,7 +16,7 @@ import { dsh, hitIds, indexGeneration, listedIds, sessionId, snapshot, writeInde
 // finished new file and the swap through DSH_REINDEX_HOLD (a FIFO), so
 // "during" is an order of events, not a matter of timing.
 
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 /** better-sqlite3 as the index package resolves it, to look into the index file itself. */
 const Database = createRequire(join(import.meta.dirname, '..', '..', '..', 'packages', 'query', 'sqlite', 'package.json'))(
   'better-sqlite3',

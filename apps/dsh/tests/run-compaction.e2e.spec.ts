@@ -16,7 +16,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 // A long `dsh run` as a user runs it: the built CLI in its own process, a
 // local Chat Completions server (the only fake) with a small window that
 // refuses any request over it, as providers do.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const KEY = 'sk-e2e-7f3a1c9e5b2d'
 const WINDOW = 8_000
 const STEPS = 200

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 // `dsh run` as a user runs it: the built CLI in its own process, talking to a
 // local Chat Completions server (the only fake) over HTTP.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const KEY = 'sk-e2e-0d9c7b5a3f1e'
 
 let dir: string

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 // cannot be answered while its thread is frozen, a stylesheet is answered
 // meanwhile, the search is answered after the thaw — never times.
 
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const TOKEN = 'serve-search-token-0123456789'
 const auth = { authorization: `Bearer ${TOKEN}` }
 const THE_249 = Array.from({ length: 249 }, () => 'the').join('+')

@@ -11,14 +11,15 @@ import { rootWithOneSession } from './support/root.js'
 // The built CLI loads a command's modules only when that command runs: every
 // module URL a process resolves is traced (tests/support/trace-imports.mjs).
 // The build bundles the CLI with the workspace packages and zod it uses
-// (tooling/scripts/bundle-package.mjs --inline): its own chunks keep their
-// places (`commands/sessions.js`, `<name>-shared.js`), an inlined package's
-// are under `vendor/<package>/` (`vendor/@dsh/session-query-sqlite/dist/
-// search.js`), and zod is one chunk, not 95 files. The source modules a loaded
+// (tooling/scripts/bundle-package.mjs --inline), as a CommonJS program
+// (`--commonjs bin.js`: `dist/bin.cjs`): its own chunks keep their places
+// (`commands/sessions.cjs`, `<name>-shared.cjs`), an inlined package's are
+// under `vendor/<package>/` (`vendor/@dsh/session-query-sqlite/dist/
+// search.cjs`), and zod is one chunk, not 95 files. The source modules a loaded
 // chunk holds are read from its source map (`packages/<layer>/<pkg>/src/*.ts`,
 // zod's own files), so the checks below name modules as well as chunks; the
 // file counts bound what a command loads (CommonJS files included).
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const trace = join(import.meta.dirname, 'support', 'trace-imports.mjs')
 const dir = mkdtempSync(join(tmpdir(), 'dsh-startup-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -33,7 +34,7 @@ async function imports(...args: string[]): Promise<string[]> {
 /** The source modules (`/work/…/packages/host/host/src/query-host.ts`) held by the loaded dist files of our packages. */
 function modulesOf(loaded: string[]): string[] {
   return loaded
-    .filter((url) => /^file:.*\/dist\/.*\.js$/.test(url) && !url.includes('/node_modules/'))
+    .filter((url) => /^file:.*\/dist\/.*\.c?js$/.test(url) && !url.includes('/node_modules/'))
     .flatMap((url) => {
       const file = fileURLToPath(url)
       // A facade chunk (one `export … from` line, where a lazy import's module lives in a shared chunk) has no map and holds no module.
@@ -70,16 +71,16 @@ it('dsh --help loads only the CLI shell (no host, HTTP server, SQLite, zstd, zod
       [...loaded, ...modules].filter((path) => pattern.test(path)),
       String(pattern),
     ).toEqual([])
-  // bin.js, the shell's chunk (cli, commands table, errors) and @dsh/context's.
+  // bin.cjs, the shell's chunk (cli, commands table, errors) and @dsh/context's.
   expect(files(loaded).length).toBeLessThanOrEqual(3)
 }, 60_000)
 
 it('a read command loads its own module and the host, but not the HTTP API', async () => {
   const loaded = await imports('sessions', '--root', join(dir, 'missing'))
   const modules = modulesOf(loaded)
-  expect(loaded.some((url) => url.endsWith('/apps/dsh/dist/commands/sessions.js'))).toBe(true)
+  expect(loaded.some((url) => url.endsWith('/apps/dsh/dist/commands/sessions.cjs'))).toBe(true)
   expect(modules.some((path) => path.endsWith('/apps/dsh/src/commands/sessions.ts'))).toBe(true)
-  expect(loaded.some((url) => /\/commands\/(serve|demo|search)\.js$/.test(url))).toBe(false)
+  expect(loaded.some((url) => /\/commands\/(serve|demo|search)\.c?js$/.test(url))).toBe(false)
   expect(modules.some((path) => /\/commands\/(serve|demo|search)\.ts$/.test(path))).toBe(false)
   expect([...loaded, ...modules].filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
 }, 60_000)
@@ -153,11 +154,11 @@ it('dsh sessions, show and search on an existing root load the query host only (
       `sessions: ${module}`,
     ).toBe(true)
   const notForListing = [
-    /session-query-sqlite\/dist\/(search|reader-worker)\.js$/,
+    /session-query-sqlite\/dist\/(search|reader-worker)\.c?js$/,
     /\/query\/sqlite\/src\/(search|reader-worker)\.ts$/,
-    /session-query\/dist\/index\.js$/,
+    /session-query\/dist\/index\.c?js$/,
     /\/query\/contract\/src\/(index|history|memory-query|search-request|search-terms|sources|plugin)\.ts$/,
-    /host\/dist\/postgres\.js$/,
+    /host\/dist\/postgres\.c?js$/,
     /\/host\/host\/src\/postgres\.ts$/,
     /^node:worker_threads$/,
     /\/bindings\/bindings\.js$/,
@@ -171,7 +172,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
   expect(listing.some((url) => /better-sqlite3\/build\/Release\/better_sqlite3\.node$/.test(url))).toBe(true)
   // The same modules arrive when a command needs them: search loads the search statements and rules.
   const search = loadedBy.get('search')!
-  expect(search.some((url) => url.endsWith('/session-query-sqlite/dist/search.js'))).toBe(true)
+  expect(search.some((url) => url.endsWith('/session-query-sqlite/dist/search.cjs'))).toBe(true)
   expect(search.some((url) => url.endsWith('/query/sqlite/src/search.ts'))).toBe(true)
   expect(search.some((path) => path.endsWith('/query/contract/src/search-request.ts'))).toBe(true)
 }, 120_000)
@@ -209,7 +210,7 @@ it('dsh agents on a warm root loads the catalog and no zod, spawn schemas or che
   const notForAgents = [
     /\/subagent\/tools\/src\/(?!list-agents-table\.ts$)/,
     /apiproxy|^node:http$/,
-    /session-query-sqlite\/dist\/(search|reader-worker)\.js$|\/query\/sqlite\/src\/(search|reader-worker)\.ts$/,
+    /session-query-sqlite\/dist\/(search|reader-worker)\.c?js$|\/query\/sqlite\/src\/(search|reader-worker)\.ts$/,
     /\/persistence\/postgres\/|\/query\/postgres\/|\/projection\/cache-postgres\//,
     /^node:worker_threads$/,
   ]

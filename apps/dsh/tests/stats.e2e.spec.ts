@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 // `dsh stats` as a user runs it: the built CLI in its own process, after `dsh run`
 // delegations against the local Chat Completions server (the only fake), whose own
 // record of the usage it reported is the truth the rollup must equal.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 
 let dir: string
 let root: string

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 // `dsh demo --store postgres://…` as a user runs it (the built CLI, real
 // processes, a real throwaway PostgreSQL cluster), then verify and serve on
 // the store it left.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const run = promisify(execFile)
 
 /** `dsh serve --json` over the store at `url`, answering with `token`. */

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 // OpenTelemetry export through the built CLI, in its own process: `dsh run --otlp` against the local
 // Chat Completions server (the only fake), `dsh trace` over stored and imported sessions, each exporting
 // over OTLP/HTTP to a real receiver that decodes the JSON encoding.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const KEY = 'sk-e2e-otel-5e1d'
 
 const cleanups: (() => Promise<void> | void)[] = []

@@ -1,7 +1,7 @@
 // agents-startup: what `dsh agents P` costs as a new process, for a parent
 // with 200 children whose checkpoints are cached (every row from rung 2).
 // Subject: a new process running `dsh agents P --root <root>` (the CLI,
-// `node apps/dsh/dist/bin.js`, the table as printed, each row with the child's
+// `node apps/dsh/dist/bin.cjs`, the table as printed, each row with the child's
 // tokens and duration). Baseline: a new process doing the same lookups with
 // better-sqlite3 alone: the index query for the parent's subagent children
 // (with whether each has children of its own) and three checkpoint-cache point
@@ -28,7 +28,7 @@ const CHILDREN = 200
 const PARENT = 'bench-parent'
 /** Processes per sample, so one sample is long enough to time. */
 const PROCESSES = 3
-const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
 
 /**

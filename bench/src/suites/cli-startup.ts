@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { type BenchDefinition, benchRoot, time } from '../harness.js'
 
-const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 /** Processes per sample, so one sample is long enough to time. */
 const PROCESSES = 5
 

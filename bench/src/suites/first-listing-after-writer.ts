@@ -24,7 +24,7 @@ const SESSIONS = 10_000
 const PAGE = 50
 /** Sessions created (and disposed) at once by the writer. */
 const WAVE = 64
-const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 const work = join(benchRoot, '.fixtures', 'first-listing-after-writer')
 
 /** The writer process: creates `count` sessions through a host and exits (disposing the host). */

@@ -1,6 +1,6 @@
 // open-listing: what a command costs on a root of 10,000 sessions.
 // Subject: a new process running `dsh sessions --limit 50 --json --prices FILE`
-// (the CLI, `node apps/dsh/dist/bin.js`), whose entries carry title, tokens and
+// (the CLI, `node apps/dsh/dist/bin.cjs`), whose entries carry title, tokens and
 // cost from the projection cache. Baseline: a new process doing the same reads
 // with better-sqlite3 alone: open the index, one SELECT of the first page, open
 // the projection cache, one primary-key lookup of the `sessionTitle` row and
@@ -43,7 +43,7 @@ const fixture = join(benchRoot, '.fixtures', `open-listing-10k-v${FIXTURE_VERSIO
 const root = join(fixture, 'root')
 const readyFile = join(fixture, 'ready.json')
 const pricesFile = join(fixture, 'prices.json')
-const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const cli = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 const sqlite = createRequire(import.meta.url).resolve('better-sqlite3')
 
 /**

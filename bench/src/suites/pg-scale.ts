@@ -51,7 +51,7 @@ const CALLS = 300
 const TAIL = 4
 /** The README's figure for a header-only session row (table, TOAST and indexes). */
 const README_BYTES_PER_SESSION = 545
-const CLI = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const CLI = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 
 const count = scaleSessionCount()
 let db: BenchPostgres | undefined

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { writeSearchCorpus } from '@dsh/host/testing'
 import { type BenchDefinition, benchRoot, median, time } from '../harness.js'
 
-const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 const TOKEN = 'bench-serve-search-token-0123456789'
 const SESSIONS = 80
 const EVENTS = 2_500

@@ -18,7 +18,7 @@ import { realisticTurns } from '@dsh/test-kit'
 import { persistTurns } from '../fixtures/transcript.js'
 import { type BenchDefinition, benchRoot, time } from '../harness.js'
 
-const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.js')
+const bin = join(benchRoot, '..', 'apps', 'dsh', 'dist', 'bin.cjs')
 const preload = join(benchRoot, 'dist', 'fixtures', 'peak-rss.js')
 const LIMIT = 20
 const MiB = 1024 * 1024

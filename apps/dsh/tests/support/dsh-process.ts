@@ -2,7 +2,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { join } from 'node:path'
 
 /** The built CLI, run as a user runs it: its own process. */
-export const DSH_BIN = join(import.meta.dirname, '..', '..', 'dist', 'bin.js')
+export const DSH_BIN = join(import.meta.dirname, '..', '..', 'dist', 'bin.cjs')
 
 /** Model settings a test must not inherit from the machine's environment. */
 const MODEL_ENV = [

@@ -10,7 +10,7 @@ import { headerOf } from '@dsh/test-kit'
 // Shared by the index e2e tests: the built CLI as a user runs it, roots
 // written with and without an index, and what a directory holds.
 
-const bin = join(import.meta.dirname, '..', '..', 'dist', 'bin.js')
+const bin = join(import.meta.dirname, '..', '..', 'dist', 'bin.cjs')
 const run = promisify(execFile)
 
 export interface DshRun {
