@@ -28,11 +28,12 @@ export interface ChainTarget {
  * step.
  */
 export function previousResponseOf(session: Session, target: ChainTarget): PreviousResponse | undefined {
-  const events = session.events
+  // Positions, not `session.events`: that snapshot copies the whole log after every append.
   const floor = session.inheritedEventCount
   let end: { seq: number; responseId: string } | undefined
-  for (let i = events.length - 1; i >= floor; i--) {
-    const event = events[i] as (typeof events)[number]
+  for (let i = session.seq - 1; i >= floor; i--) {
+    const event = session.eventAt(i)
+    if (event === undefined) return undefined
     if (end === undefined) {
       if (event.type !== 'step/end') continue
       const data = event.data as { responseId?: unknown; finish?: unknown }
