@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { agentDefinitionList } from '@dsh/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 // Runs the built CLI as a user would (turbo builds it before tests).
@@ -75,6 +76,8 @@ describe('dsh agents --definitions', () => {
         },
       ],
     })
+    // The protocol's shape, nothing beyond it (parsing drops unknown keys at every level).
+    expect(agentDefinitionList.parse(JSON.parse(result.stdout))).toEqual(JSON.parse(result.stdout))
     // --project names the project directory explicitly.
     const elsewhere = await dsh(dir, 'agents', '--definitions', '--json', '--root', root, '--project', project)
     expect(JSON.parse(elsewhere.stdout)).toEqual(JSON.parse(result.stdout))

@@ -1,4 +1,5 @@
 import type { ListedAgentDefinition } from '@dsh/agent-definitions'
+import { wireAgentDefinitionList } from '@dsh/protocol/bodies'
 import { commandAgentDefinitions } from '../agent-definitions-access.js'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { printJson, table } from '../output.js'
@@ -9,16 +10,15 @@ import { safe } from '../terminal.js'
  * `subagent` tool can start by name, one per name (a project's overrides
  * the root's). Every file of both directories is validated; one invalid file
  * fails the listing with its `AGENT_DEFINITION_INVALID` error naming the
- * file and line. Text is a table (every cell escaped); `--json` prints
- * `{ directories: [{ scope, dir }], definitions: [{ name, description,
- * provider?, model?, tools?, budgets?, scope, file, overrides? }] }`.
+ * file and line. Text is a table (every cell escaped); `--json` prints the
+ * protocol's `agentDefinitionList`.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command, ' with --definitions')
   const definitions = commandAgentDefinitions(command)
   const listed = await definitions.list()
   if (command.json) {
-    printJson({ directories: definitions.directories, definitions: listed }, io.out)
+    printJson(wireAgentDefinitionList(definitions.directories, listed), io.out)
     return 0
   }
   if (listed.length === 0) {

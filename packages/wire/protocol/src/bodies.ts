@@ -1,4 +1,6 @@
 import type {
+  AgentDefinitionEntryBody,
+  AgentDefinitionListBody,
   EventSearchHitBody,
   HistoryPageBody,
   SearchPageBody,
@@ -214,4 +216,60 @@ export function wireSessionSearch(page: SearchPageSource<SessionHitSource>): Sea
 /** `GET /api/search?kind=events`, `dsh search --events --json`, MCP `search` with `kind: 'events'`. */
 export function wireEventSearch(page: SearchPageSource<EventHitSource>): SearchPageBody {
   return { kind: 'events', hits: page.hits.map(wireEventHit), ...optional('nextCursor', page.nextCursor) }
+}
+
+/** A listed agent definition (an `@dsh/agent-definitions` `ListedAgentDefinition` fits; its other fields are dropped). */
+export interface AgentDefinitionSource {
+  readonly name: string
+  readonly description: string
+  readonly provider?: string | undefined
+  readonly model?: string | undefined
+  readonly tools?: readonly string[] | undefined
+  readonly budgets?:
+    | {
+        readonly maxTokens?: number | undefined
+        readonly maxCostUsd?: number | undefined
+        readonly maxWallMs?: number | undefined
+        readonly maxTurns?: number | undefined
+      }
+    | undefined
+  readonly file: string
+  readonly scope: 'root' | 'project'
+  readonly overrides?: string | undefined
+}
+
+export function wireAgentDefinition(definition: AgentDefinitionSource): AgentDefinitionEntryBody {
+  const budgets = definition.budgets
+  return {
+    name: definition.name,
+    description: definition.description,
+    ...optional('provider', definition.provider),
+    ...optional('model', definition.model),
+    ...optional('tools', definition.tools === undefined ? undefined : [...definition.tools]),
+    ...optional(
+      'budgets',
+      budgets === undefined
+        ? undefined
+        : {
+            ...optional('maxTokens', budgets.maxTokens),
+            ...optional('maxCostUsd', budgets.maxCostUsd),
+            ...optional('maxWallMs', budgets.maxWallMs),
+            ...optional('maxTurns', budgets.maxTurns),
+          },
+    ),
+    file: definition.file,
+    scope: definition.scope,
+    ...optional('overrides', definition.overrides),
+  }
+}
+
+/** `dsh agents --definitions --json`. */
+export function wireAgentDefinitionList(
+  directories: readonly { readonly scope: 'root' | 'project'; readonly dir: string }[],
+  definitions: readonly AgentDefinitionSource[],
+): AgentDefinitionListBody {
+  return {
+    directories: directories.map((directory) => ({ scope: directory.scope, dir: directory.dir })),
+    definitions: definitions.map(wireAgentDefinition),
+  }
 }

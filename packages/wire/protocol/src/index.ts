@@ -1,6 +1,7 @@
 // @dsh/protocol: every shape that crosses a process boundary, declared once
 // as a zod schema, and the HTTP route table. Depends on zod alone.
 
+export { agentBudgets, agentDefinitionEntry, agentDefinitionList, agentDefinitionScope, agentDirectory } from './agent-definitions.js'
 export { COMPACT_MAX_KEEP, compactionResult, compactQuery } from './compaction.js'
 export { errorBody } from './error-body.js'
 export type { ProtocolErrorCode } from './errors.js'

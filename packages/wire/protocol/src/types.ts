@@ -1,4 +1,5 @@
 import type { z } from 'zod'
+import type { agentDefinitionEntry, agentDefinitionList } from './agent-definitions.js'
 import type { compactionResult } from './compaction.js'
 import type { errorBody } from './error-body.js'
 import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
@@ -36,3 +37,5 @@ export type StreamReadyBody = z.infer<typeof streamReady>
 export type StreamProjectionBody = z.infer<typeof streamProjection>
 export type StreamCatalogBody = z.infer<typeof streamCatalog>
 export type StreamWrittenBody = z.infer<typeof streamWritten>
+export type AgentDefinitionEntryBody = z.infer<typeof agentDefinitionEntry>
+export type AgentDefinitionListBody = z.infer<typeof agentDefinitionList>

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
+  wireAgentDefinitionList,
   wireEventSearch,
   wireHistory,
   wireRecord,
@@ -11,7 +12,15 @@ import {
   wireSubagentList,
   wireSubagentRow,
 } from '../src/bodies.js'
-import { historyPage, searchPage, sessionListPage, sessionRecord, subagentList, subagentListRow } from '../src/index.js'
+import {
+  agentDefinitionList,
+  historyPage,
+  searchPage,
+  sessionListPage,
+  sessionRecord,
+  subagentList,
+  subagentListRow,
+} from '../src/index.js'
 
 // The zod-free builders must produce, byte for byte, what the schemas' `parse`
 // returns for the same service value: the declared fields only (a backend's
@@ -121,7 +130,45 @@ const same = (built: unknown, parsed: unknown): void => {
   expect(Object.values(built as object)).not.toContain(undefined)
 }
 
+const scope = fc.constantFrom('root' as const, 'project' as const)
+const positive = fc.integer({ min: 1, max: 1_000_000 })
+const definition = fc
+  .record(
+    {
+      name: fc.string({ minLength: 1 }),
+      description: fc.string({ minLength: 1 }),
+      provider: fc.string({ minLength: 1 }),
+      model: fc.string({ minLength: 1 }),
+      tools: fc.array(fc.string({ minLength: 1 }), { maxLength: 3 }),
+      budgets: fc.record(
+        { maxTokens: positive, maxCostUsd: fc.double({ min: 0.01, max: 100, noNaN: true }), maxWallMs: positive, maxTurns: positive },
+        { requiredKeys: [] },
+      ),
+      file: fc.string({ minLength: 1 }),
+      scope,
+      overrides: fc.string({ minLength: 1 }),
+      // What a listed definition carries beyond the wire row.
+      instructions: fc.string(),
+    },
+    { requiredKeys: ['name', 'description', 'file', 'scope'] },
+  )
+  .chain((d) => extra.map((x) => ({ ...x, ...d })))
+
 describe('@dsh/protocol/bodies builds what the schemas parse', () => {
+  it('agent definition listings', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ scope, dir: fc.string({ minLength: 1 }) }), { maxLength: 2 }),
+        fc.array(definition, { maxLength: 4 }),
+        (directories, definitions) => {
+          const built = wireAgentDefinitionList(directories, definitions)
+          same(built, agentDefinitionList.parse({ directories, definitions }))
+          expect(JSON.stringify(built)).not.toContain('instructions')
+        },
+      ),
+    )
+  })
+
   it('listing records and pages', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(record, listingValues), { maxLength: 4 }), cursor, (pairs, nextCursor) => {
