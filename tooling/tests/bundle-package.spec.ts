@@ -20,7 +20,23 @@ function write(path: string, text: string): void {
   writeFileSync(path, text)
 }
 
-function workspace(): string {
+/** The app's program: the lines of `dist/bin.js`, and where its manifest's `bin` points. */
+interface Program {
+  readonly lines: readonly string[]
+  readonly bin: string
+}
+
+const ES_PROGRAM: Program = {
+  bin: './dist/bin.js',
+  lines: [
+    '#!/usr/bin/env node',
+    'import { here, viaImport, viaRequire, later, names } from "@dsh/lib";',
+    'const lazy = await later();',
+    'console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer, names }));',
+  ],
+}
+
+function workspace(program: Program = ES_PROGRAM): string {
   const { dir, cleanup } = kitTempDir('dsh-inline-')
   cleanups.push(cleanup)
   const lib = join(dir, 'lib')
@@ -47,18 +63,9 @@ function workspace(): string {
   const app = join(dir, 'app')
   write(
     join(app, 'package.json'),
-    JSON.stringify({ name: 'app', type: 'module', bin: { app: './dist/bin.js' }, dependencies: { '@dsh/lib': '*' } }),
+    JSON.stringify({ name: 'app', type: 'module', bin: { app: program.bin }, dependencies: { '@dsh/lib': '*' } }),
   )
-  write(
-    join(app, 'dist', 'bin.js'),
-    [
-      '#!/usr/bin/env node',
-      'import { here, viaImport, viaRequire, later, names } from "@dsh/lib";',
-      'const lazy = await later();',
-      'console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer, names }));',
-      '',
-    ].join('\n'),
-  )
+  write(join(app, 'dist', 'bin.js'), [...program.lines, ''].join('\n'))
   mkdirSync(join(app, 'node_modules', '@dsh'), { recursive: true })
   symlinkSync(join('..', '..', '..', 'lib'), join(app, 'node_modules', '@dsh', 'lib'))
   return dir
@@ -101,24 +108,18 @@ it('inlines a package: its import.meta.url and its imports still resolve from it
 })
 
 it('builds a program as CommonJS (--commonjs): the inlined package resolves from its own place, a lazy chunk loaded only when asked, wherever the tree is moved', () => {
-  const dir = workspace()
-  const app = join(dir, 'app')
-  write(
-    join(app, 'package.json'),
-    JSON.stringify({ name: 'app', type: 'module', bin: { app: './dist/bin.cjs' }, dependencies: { '@dsh/lib': '*' } }),
-  )
   // A program without top-level await (CommonJS has none), with a lazy module of its own that reads its own URL.
-  write(
-    join(app, 'dist', 'bin.js'),
-    [
+  const dir = workspace({
+    bin: './dist/bin.cjs',
+    lines: [
       '#!/usr/bin/env node',
       'import { here, viaImport, viaRequire, later, names } from "@dsh/lib";',
       'const before = globalThis.lateRan === true;',
       'Promise.all([later(), import("./late.js")]).then(([lazy, late]) =>',
       '  console.log(JSON.stringify({ here, viaImport, viaRequire, lazy: lazy.default.answer, names, before, late: late.self })));',
-      '',
-    ].join('\n'),
-  )
+    ],
+  })
+  const app = join(dir, 'app')
   write(join(app, 'dist', 'late.js'), 'globalThis.lateRan = true;\nexport const self = import.meta.url;\n')
   const expected = (root: string): unknown => ({
     here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
