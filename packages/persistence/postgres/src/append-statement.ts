@@ -1,3 +1,5 @@
+import { CHANGES_CHANNEL } from './schema.js'
+
 /**
  * The append statement of one session: move `next_seq`, insert the batch,
  * in one statement, prepared once per writer connection and partition.
@@ -28,7 +30,7 @@ export function partitionOf(relation: string | null | undefined): number | undef
   return match === null ? undefined : Number(match[1])
 }
 
-const cache = new Map<number | undefined, AppendStatement>()
+const cache = new Map<string, AppendStatement>()
 
 /**
  * The statement for a session in `partition` (undefined: through the parents).
@@ -38,18 +40,26 @@ const cache = new Map<number | undefined, AppendStatement>()
  * (`rowCount` 1) when the session still ends at $2, none otherwise. It
  * returns no rows, so an append reads back only the command tag (no row
  * description, no data row to parse).
+ *
+ * With `notify`, the statement also NOTIFYs the change channel (the pool's
+ * notice, `announcer.ts`), delivered with its commit; the notice is certain
+ * to be sent only when the row was inserted (`rowCount` 1): the batch's rows
+ * are joined to the notice's.
  */
-export function appendStatement(partition: number | undefined): AppendStatement {
-  const known = cache.get(partition)
+export function appendStatement(partition: number | undefined, notify = false): AppendStatement {
+  const key = `${notify ? 'n' : ''}${partition ?? ''}`
+  const known = cache.get(key)
   if (known !== undefined) return known
   const suffix = partition === undefined ? '' : `_p${partition}`
   const statement: AppendStatement = {
-    name: `dsh_append${suffix}`,
+    name: `dsh_append${notify ? '_notify' : ''}${suffix}`,
     text: `WITH s AS (
-       UPDATE dsh_sessions${suffix} SET next_seq = next_seq + $3 WHERE id_key = $7 AND sid = $1 AND next_seq = $2 RETURNING sid)
+       UPDATE dsh_sessions${suffix} SET next_seq = next_seq + $3 WHERE id_key = $7 AND sid = $1 AND next_seq = $2 RETURNING sid)${
+         notify ? `,\n     n AS (SELECT pg_notify('${CHANGES_CHANNEL}', ''))` : ''
+       }
      INSERT INTO dsh_batches${suffix} (id_key, sid, first_seq, count, plain_length, checksum, body)
-     SELECT $7, sid, $2, $3, $4, $5, $6 FROM s`,
+     SELECT $7, sid, $2, $3, $4, $5, $6 FROM s${notify ? ', n' : ''}`,
   }
-  cache.set(partition, statement)
+  cache.set(key, statement)
   return statement
 }

@@ -282,24 +282,29 @@ class PgPersistence implements PostgresPersistence {
     return { revision: revisionOf(sid, events.length), nextSeq: SessionLogOffset(events.length) }
   }
 
-  /** The hot path: one statement on the session's partitions moves `next_seq` and inserts the batch; the notice follows, off the write path. */
+  /** The hot path: one statement on the session's partitions moves `next_seq` and inserts the batch, carrying the pool's notice when it is its turn (`announcer.ts`). */
   async #commit(id: StoredId, state: WriterState, events: readonly StoredSessionEvent[]): Promise<AppendResult> {
     const batch = encodeBatch(events)
-    const statement = appendStatement(state.partition)
+    let carried = false
     let inserted: number | null
     try {
-      ;({ rowCount: inserted } = await this.#writer.run(
-        id,
-        statement.text,
-        [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.key],
-        statement.name,
-      ))
+      ;({ rowCount: inserted } = await this.#writer.runChosen(id, () => {
+        carried = this.#announcer.carry()
+        const statement = appendStatement(state.partition, carried)
+        return {
+          name: statement.name,
+          text: statement.text,
+          values: [state.sid, batch.firstSeq, batch.count, batch.plainLength, batch.checksum, batch.body, id.key],
+        }
+      }))
     } catch (error) {
+      if (carried) this.#announcer.carried(false)
       // In doubt (the connection died around the commit): forget what we knew;
       // the next append re-reads the stored offset under the lease.
       this.#states.delete(id.id)
       throw ioError(`appending to session '${id.id}'`, error)
     }
+    if (carried) this.#announcer.carried(inserted === 1)
     if (inserted !== 1) {
       this.#states.delete(id.id)
       throw persistenceError(
@@ -313,7 +318,7 @@ class PgPersistence implements PostgresPersistence {
     const nextSeq = batch.firstSeq + batch.count
     this.#states.set(id.id, { ...state, nextSeq })
     this.#metrics.appends++
-    this.#announcer.announce()
+    if (!carried) this.#announcer.announce()
     return { revision: revisionOf(state.sid, nextSeq), nextSeq: SessionLogOffset(nextSeq) }
   }
 

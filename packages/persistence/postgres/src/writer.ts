@@ -176,10 +176,15 @@ export class WriterConnection {
    * per connection (the server parses and plans it once, not per append).
    */
   run<R extends pg.QueryResultRow>(id: StoredId, text: string, values: unknown[], name?: string): Promise<pg.QueryResult<R>> {
+    return this.runChosen(id, () => (name === undefined ? { text, values } : { name, text, values }))
+  }
+
+  /** `run` of the statement `choose` returns as the statement is sent: after every use queued before it, once the lease is held. */
+  runChosen<R extends pg.QueryResultRow>(id: StoredId, choose: () => pg.QueryConfig): Promise<pg.QueryResult<R>> {
     return this.#serial(async () => {
       const client = await this.#lease(id)
       try {
-        return await client.query<R>(name === undefined ? { text, values } : { name, text, values })
+        return await client.query<R>(choose())
       } catch (error) {
         this.#failed(client, error)
         throw error

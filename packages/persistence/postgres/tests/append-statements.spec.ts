@@ -58,6 +58,9 @@ async function database() {
 
 describe('statements per append', () => {
   it('an append to a session the instance writes is one statement on the writer connection, prepared once, on the session’s own partitions', async () => {
+    // The clock stands still: after the first notice no append carries one (see the carrier cases below).
+    vi.useFakeTimers({ toFake: ['Date'] })
+    cleanups.push(() => vi.useRealTimers())
     const { pool } = await database()
     const persistence = await createPostgresPersistence({ pool })
     cleanups.push(() => persistence.close())
@@ -129,6 +132,66 @@ describe('statements per append', () => {
     await Promise.all([c.close(), d.close(), e.close()])
     expect(notices(seen)).toBe(3)
     expect(notices(seenOther)).toBe(2)
+  })
+
+  it('an append carries the pool’s notice when none is on its way and none went out for 10 ms: one statement, no notice of its own, heard by a listener', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    cleanups.push(() => vi.useRealTimers())
+    const { pool } = await database()
+    const listener = await pool.connect()
+    cleanups.push(() => listener.release())
+    await listener.query('LISTEN dsh_changes')
+    const notified = () => new Promise<string>((resolve) => listener.once('notification', (n) => resolve(n.channel)))
+    const persistence = await createPostgresPersistence({ pool })
+    cleanups.push(() => persistence.close())
+    // The create's own notice is heard first, so each wait below is for the next notice alone.
+    const created = notified()
+    await persistence.append(target('carried'), events(0, 1))
+    await created
+    const seen = recordStatements(pool)
+    vi.setSystemTime(Date.now() + 1000)
+    const carried = notified()
+    await persistence.append(target('carried'), events(1, 1))
+    // The writer connection was checked out before recording: the pool saw no statement, the notice rode on the append.
+    expect(await carried).toBe('dsh_changes')
+    expect(seen.pooled).toEqual([])
+    // Within 10 ms of that notice (the clock stands still) the next append carries none; its commit gets a notice of its own.
+    const own = notified()
+    await persistence.append(target('carried'), events(2, 1))
+    expect((await persistence.inspect(SessionId('carried'))).events).toHaveLength(3)
+    await persistence.close()
+    expect(await own).toBe('dsh_changes')
+    expect(seen.pooled.filter((s) => s.text.includes('pg_notify('))).toHaveLength(1)
+  })
+
+  it('one carrier per pool at a time: a commit that finishes while it is on its way waits for it, then for the next carrier or a notice of its own; a carrier that failed owes its commits again', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    cleanups.push(() => vi.useRealTimers())
+    const notices = (seen: { pooled: { text: string }[] }): number => seen.pooled.filter((s) => s.text.includes('pg_notify(')).length
+    const { pool } = await database()
+    const seen = recordStatements(pool)
+    const a = new ChangeAnnouncer(pool)
+    const b = new ChangeAnnouncer(pool)
+    expect(a.carry()).toBe(true)
+    // A carrier is on its way: nobody else carries, and a commit of b's sends nothing yet.
+    vi.setSystemTime(Date.now() + 1000)
+    expect(b.carry()).toBe(false)
+    b.announce()
+    expect(notices(seen)).toBe(0)
+    a.carried(true)
+    // b's commit may have come after the carrier's: the next carrier announces it.
+    expect(b.carry()).toBe(true)
+    b.carried(true)
+    await b.close()
+    expect(notices(seen)).toBe(0)
+    // A carrier that failed (its notice maybe never sent) owes its commits again: a notice of its own follows.
+    vi.setSystemTime(Date.now() + 1000)
+    expect(a.carry()).toBe(true)
+    a.carried(false)
+    await a.close()
+    expect(notices(seen)).toBe(1)
+    // A closed instance carries nothing.
+    expect(a.carry()).toBe(false)
   })
 
   it('the notice reaches a listener on the change channel', async () => {
