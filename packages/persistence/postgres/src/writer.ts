@@ -111,6 +111,14 @@ export class WriterConnection {
     })
   }
 
+  /** The open connection when it holds the lease already (marked most recently used), without waiting for anything; else undefined. Only inside `#serial`. */
+  #leased(id: StoredId): pg.PoolClient | undefined {
+    const client = this.#client
+    if (client === undefined || !this.#held.delete(id.lock)) return undefined
+    this.#held.set(id.lock, id.id)
+    return client
+  }
+
   /** `lease`, inside `#serial`: the connection that holds the lease. */
   async #lease(id: StoredId): Promise<pg.PoolClient> {
     const client = await this.#connection()
@@ -182,7 +190,7 @@ export class WriterConnection {
   /** `run` of the statement `choose` returns as the statement is sent: after every use queued before it, once the lease is held. */
   runChosen<R extends pg.QueryResultRow>(id: StoredId, choose: () => pg.QueryConfig): Promise<pg.QueryResult<R>> {
     return this.#serial(async () => {
-      const client = await this.#lease(id)
+      const client = this.#leased(id) ?? (await this.#lease(id))
       try {
         return await client.query<R>(choose())
       } catch (error) {
