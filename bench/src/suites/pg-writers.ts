@@ -68,6 +68,14 @@ const definition: BenchDefinition = {
   },
   extra() {
     const p = (rs: WritersRun[], k: 'p50' | 'p99') => round(median(rs.slice(1).map((r) => r.latencyMs[k])))
+    const cpu = (rs: WritersRun[]) => {
+      const timed = rs.slice(1)
+      const server = timed.map((r) => r.cpuMsPerAppend.server).filter((ms) => ms !== undefined)
+      return {
+        hosts: round(median(timed.map((r) => r.cpuMsPerAppend.hosts))),
+        server: server.length === timed.length ? round(median(server)) : null,
+      }
+    }
     return {
       processes: PROCESSES,
       connectionsPerProcess: CONNECTIONS,
@@ -77,6 +85,11 @@ const definition: BenchDefinition = {
         raw: { p50: p(runs.raw, 'p50'), p99: p(runs.raw, 'p99') },
         dsh: { p50: p(runs.dsh, 'p50'), p99: p(runs.dsh, 'p99') },
         note: 'medians over the timed runs of each run’s p50 and p99 (the warm-up run excluded)',
+      },
+      cpuMsPerAppend: {
+        raw: cpu(runs.raw),
+        dsh: cpu(runs.dsh),
+        note: 'medians over the timed runs (the warm-up run excluded) of CPU per timed append: the 8 host processes’ own, and the server’s (postmaster and backends)',
       },
       ledgerChecks: { raw: runs.raw.map((r) => r.check), dsh: runs.dsh.map((r) => r.check) },
       sigkill: { process: 0, afterAcked: (CONNECTIONS * BATCHES) / 2, check: fault?.check },
