@@ -33,7 +33,11 @@ const flatData = fc.oneof(
   fc.integer(),
   fc.constant(null),
 )
-const nestedData = fc.oneof(fc.jsonValue(), fc.record({ content: fc.array(fc.record({ type: tricky, text: tricky }), { maxLength: 3 }) }))
+// Lossless JSON only (fc.jsonValue can give -0, which the store refuses: it would come back as 0).
+const nestedData = fc.oneof(
+  fc.jsonValue().map((value) => JSON.parse(JSON.stringify(value)) as unknown),
+  fc.record({ content: fc.array(fc.record({ type: tricky, text: tricky }), { maxLength: 3 }) }),
+)
 
 /** Events of every shape the encoder tells apart, in random order, seqs from 0. */
 const batches = fc
