@@ -71,6 +71,17 @@ function workspace(program: Program = ES_PROGRAM): string {
   return dir
 }
 
+/** What the miniature app prints of its library, for a tree at `root`. */
+function libraryAnswers(root: string): Record<string, unknown> {
+  return {
+    here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
+    viaImport: 42,
+    viaRequire: 21,
+    lazy: 21,
+    names: ['LibraryFailure', 'describeLocally'],
+  }
+}
+
 function run(args: string[], cwd: string): string {
   const child = spawnSync(process.execPath, args, { cwd, encoding: 'utf8' })
   expect(child.stderr).toBe('')
@@ -92,13 +103,7 @@ it('inlines a package: its import.meta.url and its imports still resolve from it
   expect(code.some((text) => /\n[\t ]+\S/.test(text))).toBe(false)
   expect(code.some((text) => text.includes('described'))).toBe(false)
 
-  const expected = (root: string): unknown => ({
-    here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
-    viaImport: 42,
-    viaRequire: 21,
-    lazy: 21,
-    names: ['LibraryFailure', 'describeLocally'],
-  })
+  const expected = libraryAnswers
   expect(JSON.parse(run([join(app, 'dist', 'bin.js')], app))).toEqual(expected(dir))
   // Nothing absolute is baked in: the moved tree answers from its new place.
   const moved = `${dir}-moved`
@@ -122,11 +127,7 @@ it('builds a program as CommonJS (--commonjs): the inlined package resolves from
   const app = join(dir, 'app')
   write(join(app, 'dist', 'late.js'), 'globalThis.lateRan = true;\nexport const self = import.meta.url;\n')
   const expected = (root: string): unknown => ({
-    here: pathToFileURL(join(root, 'lib', 'dist', 'index.js')).href,
-    viaImport: 42,
-    viaRequire: 21,
-    lazy: 21,
-    names: ['LibraryFailure', 'describeLocally'],
+    ...libraryAnswers(root),
     before: false,
     late: pathToFileURL(join(root, 'app', 'dist', 'late.js')).href,
   })
