@@ -14,8 +14,8 @@
 //   reached now (refused, lost, shutting down).
 // - `SESSION_MIGRATIONS`, `SESSIONS_COMPONENT`: the session tables' steps, so
 //   a backend's upgrade tests can build a database at an older version.
-// - `watchPool`: keep a shared pool's idle-connection errors from ending the
-//   process.
+// - `watchPool`: keep a shared pool's dropped connections (idle or just
+//   opened) from ending the process.
 //
 // `MigrationReport` and `ChangeSubscription` are on the main entry as well:
 // an application receives them from `migrate` and `subscribe`.

@@ -1,5 +1,6 @@
 import type pg from 'pg'
 import { Backoff } from './backoff.js'
+import { watchPool } from './pool.js'
 
 /** What a LISTEN on one channel reports. */
 export interface ChannelHandlers {
@@ -29,10 +30,12 @@ export interface ChannelListener {
  *
  * Opening never rejects: when the server cannot be reached at the first
  * attempt, the listener starts retrying in the background and calls
- * `resubscribed` once it is listening. The connection always has an `error`
- * listener, so a lost connection never becomes an uncaught error.
+ * `resubscribed` once it is listening. The pool is watched ({@link watchPool})
+ * and the connection has an `error` listener of its own, so a lost connection
+ * never becomes an uncaught error.
  */
 export async function listenChannel(pool: pg.Pool, channel: string, handlers: ChannelHandlers): Promise<ChannelListener> {
+  watchPool(pool)
   const listener = new Listener(pool, channel, handlers)
   if (!(await listener.open())) listener.retryLater()
   return listener
