@@ -94,5 +94,5 @@ describe('pg-scale (short form)', () => {
       await other.end()
       await own.close()
     }
-  }, 120_000)
+  })
 })

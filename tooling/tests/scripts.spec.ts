@@ -103,7 +103,7 @@ describe('under-load', () => {
     const pids = [...stdout.matchAll(/^under-load: hog pids ([\d ]+)$/gm)].flatMap((m) => m[1]!.split(' ').map(Number))
     expect(pids).toHaveLength(2)
     for (const pid of pids) expect(() => process.kill(pid, 0), `hog ${pid} still alive`).toThrow()
-  }, 120_000)
+  })
 
   it('exits non-zero when a run fails', async () => {
     const failed = await promisify(execFile)(
@@ -118,5 +118,5 @@ describe('under-load', () => {
     )
     expect(failed?.code).toBe(1)
     expect(failed?.stdout).toMatch(/run 1: exit 3/)
-  }, 120_000)
+  })
 })

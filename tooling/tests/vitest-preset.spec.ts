@@ -26,7 +26,7 @@ describe('vitest preset', () => {
     const { status, output } = runFixture('clean.fixture.ts')
     expect(output).toMatch(/Tests\s+1 passed \(1\)/)
     expect(status).toBe(0)
-  }, 120_000)
+  })
 
   it('fails the test during which a MaxListenersExceededWarning is emitted, with the warning text', () => {
     const { status, output } = runFixture('listener-leak.fixture.ts')
@@ -34,7 +34,7 @@ describe('vitest preset', () => {
     expect(output).toContain('MaxListenersExceededWarning: Possible EventEmitter memory leak detected. 2 planted listeners added')
     expect(output).toMatch(/Tests\s+1 failed \(1\)/)
     expect(status).toBe(1)
-  }, 120_000)
+  })
 
   it('fails the file when a DeprecationWarning is emitted in a hook after its last test', () => {
     const { status, output } = runFixture('deprecation-after-all.fixture.ts')
@@ -42,7 +42,7 @@ describe('vitest preset', () => {
     expect(output).toContain('DeprecationWarning: planted deprecation')
     expect(output).toMatch(/Test Files\s+1 failed \(1\)/)
     expect(status).toBe(1)
-  }, 120_000)
+  })
 
   it('fails a run with an unhandled rejection, though every test passed', () => {
     const { status, output } = runFixture('unhandled-rejection.fixture.ts')
@@ -50,11 +50,11 @@ describe('vitest preset', () => {
     expect(output).toContain('Error: planted unhandled rejection')
     expect(output).toMatch(/Tests\s+1 passed \(1\)/)
     expect(status).toBe(1)
-  }, 120_000)
+  })
 
   it('fails a run that finds no test file', () => {
     const { status, output } = runFixture('no-such.fixture.ts')
     expect(output).toContain('No test files found')
     expect(status).toBe(1)
-  }, 120_000)
+  })
 })

@@ -30,7 +30,7 @@ beforeAll(async () => {
   } finally {
     await host.dispose()
   }
-}, 120_000)
+})
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 

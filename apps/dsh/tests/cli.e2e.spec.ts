@@ -47,7 +47,7 @@ beforeAll(async () => {
   const result = await dsh('demo', '--json', '--root', root)
   expect(result.code, result.stderr).toBe(0)
   demo = JSON.parse(result.stdout)
-}, 120_000)
+})
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
@@ -280,7 +280,7 @@ describe('dsh serve', () => {
     } finally {
       expect(await serving.stop()).toBe(0)
     }
-  }, 120_000)
+  })
 
   it('serves the API on loopback with the token from DSH_TOKEN and stops cleanly on SIGTERM', async () => {
     const serving = await startServe([], { DSH_TOKEN: token })

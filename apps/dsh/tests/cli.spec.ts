@@ -31,7 +31,7 @@ beforeAll(async () => {
   } finally {
     await host.dispose()
   }
-}, 60_000)
+})
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 

@@ -98,7 +98,7 @@ beforeAll(async () => {
       })),
   )
   parent = parents.sort((a, b) => b.rows - a.rows)[0]!.id
-}, 180_000)
+})
 
 afterEach(async () => {
   for (const client of clients.splice(0)) await client.close()
@@ -126,7 +126,7 @@ describe('dsh mcp', () => {
       expect(names).toContain(name)
     expect(names.filter((name) => name === 'list_agents')).toHaveLength(1)
     expect(tools.find((tool) => tool.name === 'subagent')!.inputSchema.required).toEqual(expect.arrayContaining(['session', 'prompt']))
-  }, 60_000)
+  })
 
   it('answers each read tool with the wire body the matching dsh --json command prints', async () => {
     const client = await connect()
@@ -153,7 +153,7 @@ describe('dsh mcp', () => {
     const events = await structured(client, 'search', { text: 'build', kind: 'events' })
     expect(events).toEqual(await json('search', 'build', '--events'))
     expect(searchPage.parse(events).kind).toBe('events')
-  }, 120_000)
+  })
 
   it('answers bad input with a tool error carrying the code, and keeps serving', async () => {
     const client = await connect()
@@ -165,7 +165,7 @@ describe('dsh mcp', () => {
     const missing = await client.callTool({ name: 'list_agents', arguments: { id: 'no-such-session' } })
     expect(missing.isError ?? false).toBe(false)
     expect(((await structured(client, 'list_sessions', {})) as { sessions: unknown[] }).sessions.length).toBeGreaterThan(3)
-  }, 60_000)
+  })
 
   it('with --allow-control, starts a child run by a model as the named session; only its ancestors may interrupt it', async () => {
     let server: ModelServer | undefined
@@ -201,7 +201,7 @@ describe('dsh mcp', () => {
     // The child is in the root for every other command too.
     const listed = (await json('agents', parent)) as { rows: { label?: string }[] }
     expect(listed.rows.map((row) => row.label)).toContain('counter')
-  }, 120_000)
+  })
 
   it('with --allow-control --dialect harness, serves the harness-dialect tools and list_agents as such a model reads it', async () => {
     let server: ModelServer | undefined
@@ -271,7 +271,7 @@ describe('dsh mcp', () => {
       for (const client of clients.splice(0)) await client.close()
       await server?.close()
     }
-  }, 120_000)
+  })
 
   it('refuses an unknown --dialect and a limit that is not a positive integer with CLI_USAGE', async () => {
     for (const flags of [
@@ -304,7 +304,7 @@ describe('dsh mcp', () => {
     )
     expect(await small.nextLine()).toContain('MCP_MESSAGE_TOO_LARGE')
     expect(await structured(small.client, 'list_sessions', { cwd: 'w'.repeat(1000) })).toEqual({ sessions: [] })
-  }, 120_000)
+  })
 
   it('with --allow-control --max-children N, refuses a spawn past N with MCP_CHILD_LIMIT and the catalog holds exactly N', async () => {
     const before = ((await json('agents', parent)) as { rows: unknown[] }).rows.length
@@ -330,7 +330,7 @@ describe('dsh mcp', () => {
       await server?.close()
     }
     expect(((await json('agents', parent)) as { rows: unknown[] }).rows).toHaveLength(cap)
-  }, 120_000)
+  })
 
   it('with --allow-control --max-concurrent-runs M, refuses a spawn while M child runs are open with MCP_RUN_LIMIT, and admits one once a run ends', async () => {
     let server: ModelServer | undefined
@@ -372,7 +372,7 @@ describe('dsh mcp', () => {
       for (const client of clients.splice(0)) await client.close()
       await server?.close()
     }
-  }, 120_000)
+  })
 
   it('shuts down cleanly on SIGTERM and when the client closes stdin', async () => {
     for (const stopWith of ['SIGTERM', 'stdin'] as const) {
@@ -390,5 +390,5 @@ describe('dsh mcp', () => {
       else child.stdin.end()
       expect(await exited).toBe(0)
     }
-  }, 60_000)
+  })
 })

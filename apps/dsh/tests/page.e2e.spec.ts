@@ -69,7 +69,7 @@ beforeAll(async () => {
   delegation = await createHost({ root: join(dir, 'run'), http: { token: TOKEN }, prices: await readPriceTable(prices) })
   browser = await launchChromium(join(dir, 'chromium-profile'))
   page = browser.pages()[0] ?? (await browser.newPage())
-}, 180_000)
+})
 
 afterAll(async () => {
   release()
@@ -93,7 +93,7 @@ describe('the demo root', () => {
     expect(Number(await row.locator('td.children').getAttribute('data-children'))).toBeGreaterThanOrEqual(4)
     await screenshot(page, outputDir, 'demo-list')
     expect(await seriousViolations(page)).toEqual([])
-  }, 60_000)
+  })
 
   it("shows the parent's transcript and a child's through the parent", async () => {
     await page.goto(`${server(demo).pageUrl}#session=release-1.4`)
@@ -102,7 +102,7 @@ describe('the demo root', () => {
     expect(await seriousViolations(page)).toEqual([])
     await page.goto(`${server(demo).pageUrl}#session=release-1.4.researcher&parent=release-1.4`)
     await page.locator('#transcript li[data-type="assistant/message"]').first().waitFor()
-  }, 60_000)
+  })
 
   it('shows the trace: nested children, the unreadable one says why; a child spawned in the serving process runs and settles live', async () => {
     await page.goto(`${server(demo).pageUrl}#session=release-1.4&view=trace`)
@@ -132,7 +132,7 @@ describe('the demo root', () => {
     await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
     // Same document: a reload would have wiped the marker.
     expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(7)
-  }, 60_000)
+  })
 })
 
 describe('a `dsh run` delegation', () => {
@@ -141,7 +141,7 @@ describe('a `dsh run` delegation', () => {
     const cost = page.locator(`#sessions tr[data-session-id="${runId}"] td.cost`)
     await cost.waitFor()
     expect(await cost.textContent()).toBe('$0.21')
-  }, 60_000)
+  })
 
   it("shows each trace span's own cost and the tree's, priced by the server's table", async () => {
     await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
@@ -159,7 +159,7 @@ describe('a `dsh run` delegation', () => {
     expect(await tree.getAttribute('data-partial')).toBe('false')
     expect(Number(await tree.getAttribute('data-cost'))).toBeCloseTo(own + child, 12)
     expect(await tree.textContent()).not.toContain('≥')
-  }, 60_000)
+  })
 
   it("shows the run's tree with the child's label and tokens, and both transcripts", async () => {
     await page.goto(`${server(delegation).pageUrl}#session=${encodeURIComponent(runId)}&view=trace`)
@@ -187,7 +187,7 @@ describe('a `dsh run` delegation', () => {
     await page.locator('#trace li[data-kind="child"] .span-name').click()
     await page.locator('#transcript li[data-type="assistant/message"]', { hasText: 'There are 7 wombats.' }).waitFor()
     await page.locator('#transcript li[data-type="user/message"]', { hasText: 'count the wombats in the garden' }).waitFor()
-  }, 60_000)
+  })
 })
 
 describe('a `dsh run` in another process on the served root', () => {
@@ -252,5 +252,5 @@ describe('a `dsh run` in another process on the served root', () => {
       await served.dispose()
       await shared.close()
     }
-  }, 120_000)
+  })
 })

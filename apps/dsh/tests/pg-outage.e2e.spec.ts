@@ -32,7 +32,7 @@ beforeAll(async () => {
     )
   })
   expect(demo.code, demo.stderr).toBe(0)
-}, 180_000)
+})
 
 afterAll(async () => {
   await cluster?.stop()
@@ -191,7 +191,7 @@ describe('dsh serve and dsh mcp on PostgreSQL through a 10 s outage', () => {
         await exited
       }
     }
-  }, 180_000)
+  })
 })
 
 function isAlive(pid: number): boolean {

@@ -178,7 +178,7 @@ describe('dsh run --provider anthropic', () => {
     // The key is in no output and in no file of the root.
     expect(server.requests.every((request) => JSON.stringify(request.headers).includes(KEY))).toBe(true)
     expect([result.stdout, result.stderr, agents.stdout, ...filesUnder(root)].join('\n')).not.toContain(KEY)
-  }, 180_000)
+  })
 
   it('SIGKILLed mid-stream after a delegation, --resume (key from ANTHROPIC_API_KEY) closes the turn and sends the signed thinking read back from disk', async () => {
     defineAgent('counter', 'description: Counts wombats.\nmodel: claude-counter\n', 'Count carefully.')
@@ -233,7 +233,7 @@ describe('dsh run --provider anthropic', () => {
     expect(blocks(messages[2]!.content)[1]!.text).toMatch(/^\[subagent "counter" \(.+\) settled: completed\]\n3 wombats$/)
     expect(blocks(messages[3]!.content)[0]).toMatchObject({ type: 'text', text: 'Once upon ' })
     expect([resumed.stdout, resumed.stderr, running.output(), ...filesUnder(root)].join('\n')).not.toContain(KEY)
-  }, 180_000)
+  })
 
   it('refuses an unknown provider, a missing key and options of the other provider before touching the root', async () => {
     const unknown = await dsh(['run', 'hi', '--provider', 'claude', '--json', '--root', root])

@@ -94,5 +94,5 @@ describe('dsh run with a child budget', () => {
       spent: { tokens: 120, turns: 1 },
     })
     expect(child.find((e) => e.type === 'subagent/options')!.data).toMatchObject({ maxTokens: 100 })
-  }, 120_000)
+  })
 })

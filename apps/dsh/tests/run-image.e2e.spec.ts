@@ -126,7 +126,7 @@ describe('dsh run --image', () => {
     expect(attachmentFiles()).toHaveLength(1)
     expect(Buffer.from(await backend.readAttachment(SessionId(forkId), ref.attachment!.digest)).equals(image)).toBe(true)
     await backend.close()
-  }, 120_000)
+  })
 
   it('a bad --image (missing file, unknown type, no prompt) is CLI_USAGE before the root is touched', async () => {
     const text = join(dir, 'notes.txt')

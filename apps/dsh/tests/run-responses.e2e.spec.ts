@@ -126,5 +126,5 @@ describe('dsh run --api responses', () => {
       ...Array.from({ length: 4 }, () => ({ model: 'm1', provider: '127.0.0.1', api: 'responses' })),
       ...Array.from({ length: 2 }, () => ({ model: 'm2', provider: '127.0.0.1', api: 'responses' })),
     ])
-  }, 120_000)
+  })
 })

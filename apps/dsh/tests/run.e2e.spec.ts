@@ -152,7 +152,7 @@ describe('dsh run', () => {
       ...(await Promise.all(ids.map(async (each) => JSON.stringify(await history(each))))),
     ]
     expect(everything.join('\n')).not.toContain(KEY)
-  }, 120_000)
+  })
 
   it('after a SIGKILL mid-stream, --resume closes the open turn and continues from what was streamed', async () => {
     server = await startModelServer((_request, index) =>
@@ -184,7 +184,7 @@ describe('dsh run', () => {
       { role: 'assistant', content: 'Once upon ' },
       { role: 'user', content: 'Go on' },
     ])
-  }, 120_000)
+  })
 
   it('Ctrl-C (SIGINT) ends the turn interrupted, keeps what streamed, and exits 130', async () => {
     server = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
@@ -197,7 +197,7 @@ describe('dsh run', () => {
     const events = await history(id)
     expect(events.filter((e) => e.type === 'assistant/chunk').map((e) => e.data.delta)).toEqual(['partial ', 'answer'])
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'interrupted' } })
-  }, 120_000)
+  })
 
   it("--dialect harness: the harness tools, and a background child's result wakes the agent for a turn that reads it", async () => {
     const notice = (request: RecordedRequest) =>
@@ -256,7 +256,7 @@ describe('dsh run', () => {
     const agents = await dsh(['agents', id, '--json', '--root', root])
     const rows = (JSON.parse(agents.stdout) as { rows: { id: string; kind: string; mode?: string; label?: string }[] }).rows
     expect(rows.map((row) => [row.id, row.mode, row.label])).toEqual([[child, 'continuable', 'wombat counter']])
-  }, 120_000)
+  })
 
   it('refuses an unknown --dialect with CLI_USAGE before touching the root', async () => {
     const result = await dsh(['run', 'hi', '--dialect', 'claude', '--json', '--root', root])

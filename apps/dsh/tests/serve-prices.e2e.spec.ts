@@ -37,7 +37,7 @@ beforeAll(async () => {
   sessionId = /^session (\S+)$/m.exec(made.stdout)![1]!
   prices = join(dir, 'prices.json')
   writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { '127.0.0.1': { 'wombat-1': RATES } } }))
-}, 120_000)
+})
 
 afterAll(async () => {
   await model.close()
@@ -112,7 +112,7 @@ describe('dsh serve --prices', () => {
     // DSH_PRICES is the default when --prices is not given.
     const fromEnv = await served([], { DSH_PRICES: prices })
     expect(fromEnv.listed.cost).toBe(priced.listed.cost)
-  }, 120_000)
+  })
 
   it('a bad price table is refused with its own code before the root is opened', async () => {
     const bad = join(dir, 'bad-prices.json')

@@ -32,7 +32,7 @@ beforeAll(async () => {
   cleanups.push(cleanup)
   corpus = join(dir, 'root')
   await writeSearchCorpus(corpus, { sessions: SESSIONS, events: EVENTS })
-}, 300_000)
+})
 
 afterAll(() => {
   for (const cleanup of cleanups.splice(0)) cleanup()

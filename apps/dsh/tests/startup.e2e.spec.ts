@@ -73,7 +73,7 @@ it('dsh --help loads only the CLI shell (no host, HTTP server, SQLite, zstd, zod
     ).toEqual([])
   // bin.cjs, the shell's chunk (cli, commands table, errors) and @dsh/context's.
   expect(files(loaded).length).toBeLessThanOrEqual(3)
-}, 60_000)
+})
 
 it('a read command loads its own module and the host, but not the HTTP API', async () => {
   const loaded = await imports('sessions', '--root', join(dir, 'missing'))
@@ -83,7 +83,7 @@ it('a read command loads its own module and the host, but not the HTTP API', asy
   expect(loaded.some((url) => /\/commands\/(serve|demo|search)\.c?js$/.test(url))).toBe(false)
   expect(modules.some((path) => /\/commands\/(serve|demo|search)\.ts$/.test(path))).toBe(false)
   expect([...loaded, ...modules].filter((url) => /apiproxy|^node:http$/.test(url))).toEqual([])
-}, 60_000)
+})
 
 it('dsh sessions, show and search on an existing root load the query host only (no projection registry, subagents, zod or verify)', async () => {
   const root = join(dir, 'root')
@@ -175,7 +175,7 @@ it('dsh sessions, show and search on an existing root load the query host only (
   expect(search.some((url) => url.endsWith('/session-query-sqlite/dist/search.cjs'))).toBe(true)
   expect(search.some((url) => url.endsWith('/query/sqlite/src/search.ts'))).toBe(true)
   expect(search.some((path) => path.endsWith('/query/contract/src/search-request.ts'))).toBe(true)
-}, 120_000)
+})
 
 it('dsh agents on a warm root loads the catalog and no zod, spawn schemas or checks, tool schemas, HTTP, search or PostgreSQL backend', async () => {
   const root = join(dir, 'family')
@@ -223,4 +223,4 @@ it('dsh agents on a warm root loads the catalog and no zod, spawn schemas or che
   // errors as a chunk the cache shares, and the stats package's two for the rows' tokens),
   // better-sqlite3's 13 files and addon.
   expect(files(loaded).length).toBeLessThanOrEqual(38)
-}, 120_000)
+})

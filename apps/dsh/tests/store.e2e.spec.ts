@@ -65,7 +65,7 @@ beforeAll(async () => {
   const result = await dsh(['demo', '--store', url, '--json'])
   expect(result.code, result.stdout + result.stderr).toBe(0)
   demo = JSON.parse(result.stdout)
-}, 180_000)
+})
 
 afterAll(async () => {
   await cluster?.stop()
@@ -134,7 +134,7 @@ describe('dsh demo --store', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
-  }, 180_000)
+  })
 
   it('refuses a database holding sessions it did not make, and changes nothing', async () => {
     const other = await cluster.createDatabase()
@@ -149,7 +149,7 @@ describe('dsh demo --store', () => {
     expect(JSON.parse(refused.stdout).error.code).toBe('CLI_STORE_NOT_EMPTY')
     const listed = sessionListPage.parse(JSON.parse((await dsh(['sessions', '--store', other, '--json'])).stdout))
     expect(listed.sessions.map((s) => s.header.id)).toEqual(['someone-elses'])
-  }, 120_000)
+  })
 })
 
 describe('dsh verify and serve on the demo store', () => {
@@ -167,7 +167,7 @@ describe('dsh verify and serve on the demo store', () => {
     const text = await dsh(['verify', '--store', url])
     expect(text.code).toBe(1)
     expect(text.stdout).toMatch(/1 of 7 logs failed verification: release-1\.4\.log-summarizer/)
-  }, 60_000)
+  })
 
   it('serve --store answers GET /api/sessions (with the token) with the sessions `dsh sessions --store --json` prints', async () => {
     const token = 'store-serve-token-0123456789'
@@ -227,7 +227,7 @@ describe('dsh verify and serve on the demo store', () => {
       child.kill('SIGTERM')
       expect(await exited).toBe(0)
     }
-  }, 120_000)
+  })
 })
 
 describe('dsh sessions --store: title, tokens and cost from the checkpoint table', () => {
@@ -314,5 +314,5 @@ describe('dsh sessions --store: title, tokens and cost from the checkpoint table
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
-  }, 120_000)
+  })
 })

@@ -23,7 +23,7 @@ beforeAll(async () => {
   } finally {
     await host.dispose()
   }
-}, 120_000)
+})
 
 afterAll(async () => {
   await cluster?.stop()
@@ -45,7 +45,7 @@ describe('--store', () => {
       rows: { id: string; label: string }[]
     }
     expect(agents.rows).toEqual([expect.objectContaining({ id: 'pg-child', label: 'helper' })])
-  }, 60_000)
+  })
 
   it('verify checks every session of the store read-only; text escapes the hostile id', async () => {
     const json = await cli(['verify', '--store', url, '--json'])
@@ -57,7 +57,7 @@ describe('--store', () => {
     const text = await cli(['verify'], { DSH_STORE: url })
     expect(text.stdout).toContain('pg\\x1b[2J\\x0arow\\u202e')
     expect(text.stdout).toContain('All 2 logs verified')
-  }, 60_000)
+  })
 
   it('a read command never migrates: an empty database is refused and left empty', async () => {
     const empty = await cluster.createDatabase()
@@ -70,7 +70,7 @@ describe('--store', () => {
     } finally {
       await pool.end()
     }
-  }, 60_000)
+  })
 
   it('is refused where it cannot apply, with a root, or when it is not a postgres URL; a password on the command line warns', async () => {
     for (const args of [
@@ -94,7 +94,7 @@ describe('--store', () => {
     expect(JSON.parse(local.stdout).error.code).toBe('CLI_ROOT_INVALID')
     const localToo = await cli(['sessions', '--root', '/nonexistent-dsh-root', '--json'], { DSH_DATABASE_URL: url })
     expect(JSON.parse(localToo.stdout).error.code).toBe('CLI_ROOT_INVALID')
-  }, 60_000)
+  })
 
   it('DSH_DATABASE_URL names the store like DSH_STORE; the two naming different stores is a usage error', async () => {
     const listed = await cli(['sessions', '--json'], { DSH_DATABASE_URL: url })
@@ -108,7 +108,7 @@ describe('--store', () => {
     expect(JSON.parse(both.stdout).error.code).toBe('CLI_USAGE')
     // The flag wins over the environment.
     expect((await cli(['sessions', '--store', url, '--json'], { DSH_DATABASE_URL: other.toString() })).code).toBe(0)
-  }, 60_000)
+  })
 })
 
 describe('dsh migrate', () => {
@@ -147,7 +147,7 @@ describe('dsh migrate', () => {
     const listed = await cli(['sessions', '--store', empty, '--json'])
     expect(listed.code, listed.stdout).toBe(0)
     expect(JSON.parse(listed.stdout).sessions).toEqual([])
-  }, 60_000)
+  })
 
   it('refuses a database with a newer schema (typed, exit 1) and leaves it at its version', async () => {
     const database = await cluster.createDatabase()
@@ -168,7 +168,7 @@ describe('dsh migrate', () => {
     } finally {
       await pool.end()
     }
-  }, 60_000)
+  })
 
   it('--partitions N chooses the hash partition count of every per-session table once; another count later is refused', async () => {
     const database = await cluster.createDatabase()
@@ -207,7 +207,7 @@ describe('dsh migrate', () => {
     } finally {
       await pool.end()
     }
-  }, 60_000)
+  })
 
   it('needs a store: without --store or the environment it is a usage error', async () => {
     const result = await cli(['migrate', '--json'])

@@ -180,7 +180,7 @@ describe('dsh run --otlp / dsh trace', () => {
     expect(JSON.parse(traced.stdout)).toMatchObject({ traces: [spans[0]!.traceId], exported: spans.length, dropped: 0 })
     const shape = (list: readonly ReceivedSpan[]) => list.map((s) => [s.spanId, s.parentSpanId, s.traceId, s.name, s.status.code]).sort()
     expect(shape(again.spans)).toEqual(shape(spans))
-  }, 300_000)
+  })
 
   it('an imported v0 session replays as a trace', async () => {
     const dir = scratch()
@@ -223,7 +223,7 @@ describe('dsh run --otlp / dsh trace', () => {
     ])
     expect(new Set(otlp.spans.map((span) => span.traceId)).size).toBe(2)
     expect(otlp.spans.every((span) => span.attributes['gen_ai.conversation.id'] === 'imported' && span.status.code === 0)).toBe(true)
-  }, 300_000)
+  })
 
   it('bad input: a malformed --otlp is CLI_USAGE before anything runs; an unreachable collector costs one warning, never the run', async () => {
     const dir = scratch()
@@ -259,5 +259,5 @@ describe('dsh run --otlp / dsh trace', () => {
       'step/end',
       'turn/end',
     ])
-  }, 300_000)
+  })
 })

@@ -23,7 +23,7 @@ beforeAll(async () => {
   stack.gates.hold('child')
   const child = stack.subagents.spawn(parent, { mode: 'one-shot', label: 'c', context: 'fresh', prompt: 'p', id: 'child' })
   await appendUserMessage(stack.persistence, child.session, 'pic', [{ bytes: png, mediaType: 'image/png' }])
-}, 60_000)
+})
 
 afterAll(async () => {
   stack?.gates.release('child')

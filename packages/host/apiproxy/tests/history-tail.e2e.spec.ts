@@ -38,7 +38,7 @@ beforeAll(async () => {
   }
   await stack.sessions.dispose('long')
   logBytes = statSync(stack.disk!.persistence.logPath('long')).size
-}, 120_000)
+})
 
 afterAll(async () => {
   await stack.close()

@@ -47,7 +47,7 @@ beforeAll(async () => {
   userDataDir = mkdtempSync(join(tmpdir(), 'dsh-chromium-'))
   browser = await launchChromium(userDataDir)
   page = browser.pages()[0] ?? (await browser.newPage())
-}, 60_000)
+})
 
 afterAll(async () => {
   await browser?.close()
@@ -142,4 +142,4 @@ it('reaches and operates search, paging, a session, its collapsed blocks, the tr
   await page.locator('#transcript li', { hasText: 'finished summarize' }).first().waitFor()
   expect(await focusedId()).toBe('session-title')
   expect(await seriousViolations(page)).toEqual([])
-}, 60_000)
+})

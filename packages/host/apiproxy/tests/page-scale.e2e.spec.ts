@@ -44,7 +44,7 @@ beforeAll(async () => {
   userDataDir = mkdtempSync(join(tmpdir(), 'dsh-chromium-'))
   browser = await launchChromium(userDataDir)
   page = browser.pages()[0] ?? (await browser.newPage())
-}, 120_000)
+})
 
 afterAll(async () => {
   await browser?.close()
@@ -111,4 +111,4 @@ it('shows the first rows of 10,000 sessions after at most 2 API requests and 200
   console.log(
     `10k list: first rows after ${atFirstRow} API request(s), ${firstBytes} bytes; with the page's subagent counts ${afterCounts} requests, ${countBytes} bytes`,
   )
-}, 120_000)
+})

@@ -61,7 +61,7 @@ beforeAll(async () => {
   page.on('console', (message) => {
     if (message.type() === 'error') consoleErrors.push(message.text())
   })
-}, 60_000)
+})
 
 afterAll(async () => {
   stack?.gates.release('forked-continuable')
@@ -159,7 +159,7 @@ describe('catalog page', () => {
     await screenshot(page, outputDir, 'search')
     expect(await seriousViolations(page)).toEqual([])
     expect(await pwned()).toBeUndefined()
-  }, 60_000)
+  })
 
   it("shows a transcript: messages, collapsed reasoning and tools, a highlighted error, a compaction's range, an image, deep links", async () => {
     await page.goto(`${stack.server.pageUrl}#session=rich`)
@@ -192,7 +192,7 @@ describe('catalog page', () => {
     expect(await page.evaluate('document.activeElement?.id')).toBe('ev-1')
     await page.goto(`${stack.server.pageUrl}#session=rich&event=6`)
     await page.locator('#ev-6.target').waitFor()
-  }, 60_000)
+  })
 
   it('shows the trace: nested spans, a waterfall, tokens and rollups, why a row is unavailable; a running child settles live', async () => {
     await page.goto(`${stack.server.pageUrl}#session=parent&view=trace`)
@@ -238,7 +238,7 @@ describe('catalog page', () => {
     await page.locator('#transcript li', { hasText: 'finished summarize' }).first().waitFor()
     expect(page.url()).toContain('parent=parent')
     expect(await pwned()).toBeUndefined()
-  }, 60_000)
+  })
 
   it('streams new events into an open transcript, and reconnects by itself after a server restart', async () => {
     const live = stack.sessions.create({ id: 'live-one' })
@@ -259,7 +259,7 @@ describe('catalog page', () => {
     turn(live, 'third question')
     await page.locator('#transcript li', { hasText: 'answer to third question' }).waitFor({ timeout: 15_000 })
     expect(await marker()).toBe(7)
-  }, 90_000)
+  })
 
   it('stays small and self-contained: JS and CSS at most 100 KiB gzipped, the strict CSP, no request off the origin', async () => {
     const base = restarted?.url ?? stack.server.url

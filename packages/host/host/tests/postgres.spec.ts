@@ -9,7 +9,7 @@ let cluster: TestCluster
 
 beforeAll(async () => {
   cluster = await startTestCluster({ settings: { fsync: 'off' } })
-}, 120_000)
+})
 
 afterAll(async () => {
   await cluster?.stop()
@@ -45,7 +45,7 @@ describe('createHost({ postgres })', () => {
     } finally {
       await second.dispose()
     }
-  }, 120_000)
+  })
 
   it('passes coldReadConcurrency to the subagent runtime and fails on a value outside 1..64', async () => {
     const url = await cluster.createDatabase()
@@ -67,7 +67,7 @@ describe('createHost({ postgres })', () => {
       (e: unknown) => e,
     )
     expect(error).toMatchObject({ code: 'SUBAGENT_INVALID_OPTIONS' })
-  }, 120_000)
+  })
 
   it('a pool the caller gives is shared and left open; query: memory and projectionCache: false still apply', async () => {
     const pool = new pg.Pool({ connectionString: await cluster.createDatabase() })
@@ -84,7 +84,7 @@ describe('createHost({ postgres })', () => {
     } finally {
       await pool.end()
     }
-  }, 120_000)
+  })
 
   it('read-only: no migration (an empty database is refused and left empty), reads work, verify reports every session', async () => {
     const empty = await cluster.createDatabase()
@@ -115,7 +115,7 @@ describe('createHost({ postgres })', () => {
     const report = await verifyPostgres({ connectionString: url })
     expect(report.logs).toEqual([{ id: 'kept', status: 'ok', events: 1, tornBytes: 0 }])
     expect(report.root).not.toContain('@')
-  }, 120_000)
+  })
 
   it('refuses options that describe a JSONL root, and both or neither of connectionString and pool', async () => {
     for (const options of [
@@ -144,7 +144,7 @@ describe('migratePostgres', () => {
     } finally {
       await reader.dispose()
     }
-  }, 60_000)
+  })
 
   it('refuses a newer schema typed and changes nothing; a pool the caller gives stays open', async () => {
     const pool = new pg.Pool({ connectionString: await cluster.createDatabase() })
@@ -157,5 +157,5 @@ describe('migratePostgres', () => {
     } finally {
       await pool.end()
     }
-  }, 60_000)
+  })
 })

@@ -26,7 +26,7 @@ beforeAll(async () => {
   cleanups.push(cleanup)
   corpus = join(dir, 'root')
   await writeSearchCorpus(corpus, { sessions: SESSIONS, events: EVENTS })
-}, 300_000)
+})
 
 /** A fresh copy of the corpus (index included) for one test. */
 function freshRoot(): string {

@@ -37,9 +37,9 @@ async function runExample(code: string): Promise<unknown[]> {
 it("this package's README example runs and prints the catalog row", async () => {
   const rows = await runExample(exampleUnder(readFileSync(join(pkg, 'README.md'), 'utf8'), '## Example'))
   expect(rows).toEqual([expect.objectContaining({ kind: 'child', mode: 'continuable', label: 'helper', activity: 'inactive' })])
-}, 120_000)
+})
 
 it("the repository README's composition example runs and prints the catalog row", async () => {
   const rows = await runExample(exampleUnder(readFileSync(join(pkg, '..', '..', '..', 'README.md'), 'utf8'), '## Compose it yourself'))
   expect(rows).toEqual([expect.objectContaining({ kind: 'child', mode: 'one-shot', label: 'summarizer', activity: 'inactive' })])
-}, 120_000)
+})

@@ -67,7 +67,7 @@ const stores: SessionPersistence[] = []
 
 beforeAll(async () => {
   cluster = await startTestCluster({ settings: { fsync: 'off' } })
-}, 120_000)
+})
 afterAll(async () => {
   await cluster?.stop()
 })
@@ -227,7 +227,7 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('dsh â†’ v0 â†
       ],
       options: [{ version: 1, ...dshOnly }],
     })
-  }, 120_000)
+  })
 
   it('accepts every descriptor the harness accepts: any string as label or provider, the empty one too, written inside the first turn', async () => {
     const child = (id: string, createdAt: number): V0Header => ({

@@ -437,7 +437,7 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     writeFileSync(path, good)
     expect(await importV0({ from: root, persistence: p })).toMatchObject({ imported: 1, failed: 0 })
     expect((await p.inspect(SessionId('late-frame'))).events).toEqual(b.events.map(toDshEvent))
-  }, 60_000)
+  })
 
   it('hands persistence deep-frozen events and refuses a -0 (it would come back as 0)', async () => {
     const root = tempDir('minus-zero')

@@ -182,7 +182,7 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     expect(again).toMatchObject({ imported: 0, updated: 0, unchanged: 1, failed: 0, appends: 0 })
     expect(again.sessions).toEqual([expect.objectContaining({ id: ID, status: 'unchanged', events: total, appended: 0 })])
     expect(third.metrics.appends).toBe(0)
-  }, 120_000)
+  })
 
   it('reports an update whose held suffix hits ENOSPC part-way as failed with what it kept, and the next run completes it', async () => {
     const from = tempDir('enospc-update-src')
@@ -245,5 +245,5 @@ describe('importV0 into a JSONL root that runs out of space mid-session (ENOSPC 
     const whole = open(true)
     expect((await whole.inspect(SessionId(ID))).events).toEqual(converted)
     expect(await whole.verify(SessionId(ID))).toMatchObject({ events: total, tornBytes: 0 })
-  }, 120_000)
+  })
 })

@@ -56,7 +56,7 @@ describe('encodeBatchUnit: large batches compressed on the libuv pool', () => {
     const read: StoredSessionEvent[] = []
     expect(parseEventLines(plain, 40, events.length, read)).toBeUndefined()
     expect(read).toEqual(events)
-  }, 60_000)
+  })
 
   it('encodes a batch below the threshold, and every plain-encoding batch, exactly as encodeUnitParts does', async () => {
     const small = batchOf(0, 1024)
@@ -140,5 +140,5 @@ describe('the append path encodes large batches on the pool', () => {
     // Each batch's lines as it was appended (a packed run never crosses a batch).
     const text = Buffer.concat([...batches, eventsFrom(all.length, 1)].map((events) => encodeEventLines(events, true)))
     expect(lines.subarray(lines.indexOf(0x0a) + 1).equals(text)).toBe(true)
-  }, 60_000)
+  })
 })

@@ -81,5 +81,5 @@ describe('a full disk (ENOSPC on a 2 MiB tmpfs)', () => {
       unmount(mount)
       cleanup()
     }
-  }, 120_000)
+  })
 })

@@ -108,5 +108,5 @@ describe('event runs in a JSONL log (property)', () => {
       }),
       { numRuns: 40 },
     )
-  }, 120_000)
+  })
 })

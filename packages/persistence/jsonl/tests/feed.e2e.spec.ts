@@ -133,7 +133,7 @@ describe('the change feed across processes', () => {
     expect(reported.size).toBeGreaterThanOrEqual(touched.size)
     // The same answer as a full rebuild: every persisted id is either untouched or reported.
     for (const record of await reader.list()) expect(untouched.includes(record.header.id) || reported.has(record.header.id)).toBe(true)
-  }, 300_000)
+  })
 
   const ROUNDS = 100
   it(`SIGKILL of writers at random points (${ROUNDS} rounds x 2 writers): a reader following the feed never misses a durable change`, async () => {

@@ -150,5 +150,5 @@ describe('ids through the backend (property)', () => {
     expect(entries).toEqual([MARKER_FILE, JOURNAL_FILE, ...[...stored.keys()].map(encodeSessionDirName)].sort())
     await p.close()
     for (const id of stored.keys()) expect(readdirSync(join(root, encodeSessionDirName(id)))).toEqual(['log.jsonl.zst'])
-  }, 120_000)
+  })
 })

@@ -97,7 +97,7 @@ describe('the log modules load on first use', () => {
     expect(result).toEqual({ changed: 0, rescan: false })
     expect(chunks).toEqual(['index.js'])
     expect(modules).toEqual(FRONT)
-  }, 300_000)
+  })
 
   it('a writable open (its change journal opened) and a rescan load only the front too', async () => {
     const { root } = await populatedRoot(3)
@@ -105,7 +105,7 @@ describe('the log modules load on first use', () => {
     expect(result).toEqual({ changed: 0, rescan: true })
     expect(chunks).toEqual(['index.js'])
     expect(modules).toEqual(FRONT)
-  }, 300_000)
+  })
 
   it('the first operation on a log loads the log modules (the probe sees them)', async () => {
     const { root, cursor } = await populatedRoot(4)
@@ -113,5 +113,5 @@ describe('the log modules load on first use', () => {
     expect(result).toEqual({ changed: 0, rescan: false, listed: 4 })
     expect(chunks).toEqual(['index.js', 'persistence.js'])
     expect(modules).toEqual(expect.arrayContaining([...FRONT, ...LOG_MODULES]))
-  }, 300_000)
+  })
 })

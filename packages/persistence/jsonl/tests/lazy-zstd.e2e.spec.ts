@@ -60,14 +60,14 @@ describe('zstd bindings load on first use', () => {
     const { dir, cleanup } = tempDir('dsh-jsonl-lazy-')
     cleanups.push(cleanup)
     expect(probe(dir, 'import').loaded).toEqual([])
-  }, 120_000)
+  })
 
   it('changes() and list() of a populated zstd root load neither binding', async () => {
     const { root, cursor } = await populatedRoot(12, 4)
     const { loaded, result } = probe(root, 'feed', cursor)
     expect(result).toEqual({ changed: 8, rescan: false, listed: 12 })
     expect(loaded).toEqual([])
-  }, 120_000)
+  })
 
   it('an append loads zstd-napi only; reading a large log loads @mongodb-js/zstd too (the probe sees what is loaded)', async () => {
     const { root } = await populatedRoot(3)
@@ -79,5 +79,5 @@ describe('zstd bindings load on first use', () => {
     const p = createJsonlPersistence({ root, readOnly: true })
     expect((await p.inspect(SessionId('s-0'))).events).toHaveLength(4000)
     await p.close()
-  }, 120_000)
+  })
 })

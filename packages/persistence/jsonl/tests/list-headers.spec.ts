@@ -56,7 +56,7 @@ describe('list() over 10,000 persisted sessions', () => {
       writeFileSync(join(dir, codec.logFileName), bytes)
       totalBytes += bytes.length
     }
-  }, 120_000)
+  })
 
   afterAll(() => cleanup())
 
@@ -80,5 +80,5 @@ describe('list() over 10,000 persisted sessions', () => {
     expect(inspected.revision).toBe(byId.get('session-3')!.revision)
     expect(inspected.events).toHaveLength(40)
     await p.close()
-  }, 120_000)
+  })
 })

@@ -209,7 +209,7 @@ describe('two processes appending to one session', () => {
       } finally {
         cleanup()
       }
-    }, 60_000)
+    })
   }
 })
 
@@ -241,5 +241,5 @@ describe('a failing write', () => {
     } finally {
       cleanup()
     }
-  }, 60_000)
+  })
 })

@@ -40,7 +40,7 @@ describe('stored (raw-block) frames: header units, read without a zstd binding',
       expect((await decompressAsync(frame)).equals(Buffer.from(input))).toBe(true)
       expect(execFileSync('zstd', ['-dc'], { input: frame, maxBuffer: 4 * MAX }).equals(Buffer.from(input))).toBe(true)
     }
-  }, 120_000)
+  })
 
   it('leave compressed frames, damaged sizes and truncations to libzstd (undefined, never other bytes)', () => {
     const text = Buffer.from('{"type":"x"}\n'.repeat(200))
@@ -71,7 +71,7 @@ describe('the libzstd encoder (zstd-napi)', () => {
     // The generator really spans the range (not only tiny inputs).
     expect(Math.min(...sizes)).toBe(0)
     expect(Math.max(...sizes)).toBeGreaterThan(128 * 1024)
-  }, 120_000)
+  })
 
   it('writes logs of random batches that `zstd -dc` reads back line for line (property)', async () => {
     await fc.assert(
@@ -111,7 +111,7 @@ describe('the libzstd encoder (zstd-napi)', () => {
       ),
       { numRuns: 25 },
     )
-  }, 120_000)
+  })
 })
 
 describe('logs written before header units were stored', () => {

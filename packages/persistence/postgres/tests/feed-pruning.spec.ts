@@ -198,5 +198,5 @@ describe('dsh_changes is pruned behind a horizon', () => {
     expect((await p.changes(cursor)).rescan).toBe(false)
     await pruner.close()
     expect(outage.rejections).toEqual([])
-  }, 120_000)
+  })
 })

@@ -112,7 +112,7 @@ describe('a PostgreSQL outage', () => {
     await other.append(target('c'), events(0, 1))
     await until(() => notices > heard, 'a commit of another host after the outage was heard')
     expect(rejections).toEqual([])
-  }, 120_000)
+  })
 
   it("the writer's leases go with its connection: after the outage its next append takes the lease again, or is LOCKED if another host took it", async () => {
     const url = await outage.cluster().createDatabase()
@@ -141,7 +141,7 @@ describe('a PostgreSQL outage', () => {
     // Holding it again: B is refused.
     await expect(b.append(target('mine'), events(2, 1, 'b'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
     expect(rejections).toEqual([])
-  }, 120_000)
+  })
 
   it('the write-behind coordinator keeps the events of an outage in memory and lands them once the server returns, exactly once', async () => {
     const url = await outage.cluster().createDatabase()
@@ -171,7 +171,7 @@ describe('a PostgreSQL outage', () => {
     ])
     expect(warnings.length).toBeGreaterThan(0)
     expect(rejections).toEqual([])
-  }, 120_000)
+  })
 
   it('a LISTEN re-opens with bounded backoff while the server is away: attempts follow the schedule, never a tight loop', async () => {
     const url = await outage.cluster().createDatabase()
@@ -203,7 +203,7 @@ describe('a PostgreSQL outage', () => {
     for (let spent = 0; spent <= elapsed; fits++) spent += retryDelay(fits + 1)
     expect(attempts).toBeLessThanOrEqual(fits + 1)
     expect(rejections).toEqual([])
-  }, 120_000)
+  })
 })
 
 describe('Backoff', () => {

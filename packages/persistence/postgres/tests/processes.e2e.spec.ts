@@ -125,7 +125,7 @@ describe('server restart', () => {
   let cluster: Awaited<ReturnType<typeof startTestCluster>>
   beforeAll(async () => {
     cluster = await startTestCluster({ settings: { fsync: 'off' } })
-  }, 120_000)
+  })
   afterAll(async () => {
     await cluster?.stop()
   })
@@ -176,5 +176,5 @@ describe('server restart', () => {
       await ctx.dispose()
       await pool.end()
     }
-  }, 300_000)
+  })
 })

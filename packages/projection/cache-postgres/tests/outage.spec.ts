@@ -72,7 +72,7 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
       expect(h.warnings.filter((w) => /refreshing the projection cache mirror/.test(w.message)).length).toBeLessThanOrEqual(1)
     }
     expect(outage.rejections).toEqual([])
-  }, 120_000)
+  })
 
   it('a mirror miss during it misses quietly: the read of the session fails once per outage (a warning, no rejection) and is retried until the server is back, then hits', async () => {
     const url = await outage.cluster().createDatabase()
@@ -104,5 +104,5 @@ describe('the PostgreSQL checkpoint cache through an outage', () => {
     expect(reader.warnings.filter((w) => /after a mirror miss failed/.test(w.message)).length).toBe(1)
     expect(reader.cache.mirror.sessions).toBeLessThanOrEqual(2)
     expect(outage.rejections).toEqual([])
-  }, 120_000)
+  })
 })

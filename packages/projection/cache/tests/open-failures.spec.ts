@@ -181,7 +181,7 @@ describe('a cache file locked by another connection', () => {
     expect(sessions.map((s) => lookup(writer, s))).toEqual(values)
     expect(lookup(writer, fresh)).toEqual(writer.projections.snapshot(fresh))
     expect(writer.cache.metrics.rebuilds).toBe(0)
-  }, 60_000)
+  })
 })
 
 describe('a damaged cache file', () => {

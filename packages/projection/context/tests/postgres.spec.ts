@@ -6,7 +6,7 @@ import { coldReadCases } from './cold-cases.js'
 let cluster: TestCluster | undefined
 beforeAll(async () => {
   cluster = await startTestCluster({ settings: { fsync: 'off' } })
-}, 120_000)
+})
 afterAll(async () => {
   await cluster?.stop()
 })

@@ -89,5 +89,5 @@ describe('two hosts (two processes) on one database', () => {
       await b?.dispose()
       await db.end()
     }
-  }, 300_000)
+  })
 })

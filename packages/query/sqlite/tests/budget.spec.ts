@@ -105,7 +105,7 @@ describe('the worker mode', () => {
     expect(budgeted.metrics.lastRowsStepped).toBe(4)
   })
 
-  it('keeps the event loop serving while a long search runs, and close() does not wait for it', { timeout: 120_000 }, async () => {
+  it('keeps the event loop serving while a long search runs, and close() does not wait for it', async () => {
     const persistence = await corpus(100, 100)
     const query = await open(persistence, { worker: true })
     const text = WORDS.join(' ')

@@ -15,7 +15,7 @@ it('reopening over 10,000 unchanged JSONL sessions opens no log (the change jour
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
-}, 300_000)
+})
 
 async function reopen(root: string): Promise<void> {
   const writer = createJsonlPersistence({ root, compression: 'none' })

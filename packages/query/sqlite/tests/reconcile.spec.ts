@@ -42,7 +42,7 @@ describe('incremental reconciliation', () => {
     const again = await query.reconcile()
     expect(again.read).toBe(0)
     expect(counted.logs - before).toBe(10)
-  }, 120_000)
+  })
 
   it('reopening over 10,000 unchanged sessions reads no log and no header', async () => {
     const { persistence, reads: counted } = countReads(createMemoryPersistence())
@@ -62,7 +62,7 @@ describe('incremental reconciliation', () => {
     expect((await query.listSessions({ limit: 50 })).records).toHaveLength(50)
     expect(persistence.metrics.headerReads).toBe(headerReads)
     expect(counted.logs).toBe(bodyReads)
-  }, 120_000)
+  })
 
   it('adds new sessions, removes deleted ones and reads only the new body', async () => {
     const { persistence, reads: counted } = countReads(createMemoryPersistence())

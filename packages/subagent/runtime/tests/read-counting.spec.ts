@@ -91,5 +91,5 @@ describe('read counting with 1,000 children (half seeded, half fresh, a third li
     }
     hold.open()
     await Promise.all(live.map((handle) => handle.done))
-  }, 120_000)
+  })
 })

@@ -320,7 +320,7 @@ describe('delegation end to end, over real JSONL files and two restarts', () => 
     const seen = await createListAgentsTool(third.runtime).execute({}, { agent: parent3 })
     expect(seen.text).toBe([`${reviewer} [ready] — reviewer`, `${watcher} [ready] — watcher`].join('\n'))
     await third.ctx.dispose()
-  }, 120_000)
+  })
 })
 
 describe('SIGKILL mid tool call', () => {
@@ -374,5 +374,5 @@ describe('SIGKILL mid tool call', () => {
       { kind: 'child', id: childId, activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'migrator' },
     ])
     await h.ctx.dispose()
-  }, 120_000)
+  })
 })

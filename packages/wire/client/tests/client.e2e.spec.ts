@@ -52,7 +52,7 @@ beforeAll(async () => {
   baseUrl = String(ready.url)
   expect(baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
   client = createClient({ baseUrl, token })
-}, 60_000)
+})
 
 afterAll(async () => {
   if (host && host.exitCode === null && host.signalCode === null) {
