@@ -5,6 +5,9 @@
 //   - "dsh-check: <name> passed|failed" lines from the other CI steps (lint,
 //     dependency check, consumer test), one each.
 // Each unhandled error vitest reports ("Errors  N error") counts as a failure.
+// A test file that failed outside its tests (a hook that timed out, an import
+// error) fails no test, only the file: a run counts at least as many failures
+// as its "Test Files … N failed".
 // A vitest run that crashed before its summary line counts as one failure:
 // turbo's "<pkg>:test: ... ERR_" / "Failed:" lines name it.
 import { readFileSync } from 'node:fs'
@@ -17,13 +20,20 @@ let runs = 0
 const checks = []
 const summarized = new Set()
 const failedTasks = new Set()
+const failedFiles = new Map()
 for (const line of log.split('\n')) {
+  const files = /^(\S+):test:\s+Test Files\s+(.*)$/.exec(line)
+  if (files) {
+    failedFiles.set(files[1], Number(/(\d+) failed/.exec(files[2])?.[1] ?? 0))
+    continue
+  }
   const tests = /^(\S+):test:\s+Tests\s+(.*)$/.exec(line)
   if (tests) {
     runs++
     summarized.add(tests[1])
     passed += Number(/(\d+) passed/.exec(tests[2])?.[1] ?? 0)
-    failed += Number(/(\d+) failed/.exec(tests[2])?.[1] ?? 0)
+    failed += Math.max(Number(/(\d+) failed/.exec(tests[2])?.[1] ?? 0), failedFiles.get(tests[1]) ?? 0)
+    failedFiles.delete(tests[1])
     continue
   }
   // Unhandled errors fail a vitest run even when every test passed: count each.

@@ -58,13 +58,17 @@ describe('check-deps', () => {
 })
 
 describe('test-summary', () => {
-  it('sums vitest lines per lane and dsh-check lines, and counts a test task that crashed before its summary', () => {
+  it('sums vitest lines per lane and dsh-check lines, and counts a test task that crashed before its summary and a file that failed in a hook', () => {
     const dir = tempDir()
     const log = join(dir, 'ci.log')
     writeFileSync(
       log,
       [
+        '@dsh/a:test:  Test Files  1 failed | 2 passed (3)',
         '@dsh/a:test:       Tests  3 passed | 1 failed (4)',
+        // A beforeAll that timed out: its file failed, its tests were skipped, none failed.
+        '@dsh/e:test:  Test Files  1 failed | 21 passed (22)',
+        '@dsh/e:test:       Tests  221 passed | 3 skipped (224)',
         '\x1b[32m@dsh/b:test:\x1b[0m       Tests  5 passed (5)',
         '@dsh/b:test:       Tests  2 passed (2)',
         'dsh-check: lint passed',
@@ -75,7 +79,7 @@ describe('test-summary', () => {
     )
     const result = spawnSync(process.execPath, [join(scripts, 'test-summary.mjs'), log], { encoding: 'utf8' })
     const lines = result.stdout.trim().split('\n')
-    expect(lines.at(-1)).toBe('11 passed, 3 failed')
+    expect(lines.at(-1)).toBe('232 passed, 4 failed')
     expect(result.stdout).toContain('test task crashed before its summary: @dsh/c')
   })
 })
