@@ -125,11 +125,11 @@ describe('the demo root', () => {
       context: 'fresh',
       prompt: 'patch it',
     })
-    await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="running"]').waitFor({ timeout: 15_000 })
+    await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="running"]').waitFor({ timeout: 120_000 })
     await page.evaluate(() => ((globalThis as unknown as { dshMarker: number }).dshMarker = 7))
     release()
     await child.done
-    await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
+    await page.locator('#trace li[data-span-id="release-1.4.hotfix"][data-activity="inactive"]').waitFor({ timeout: 120_000 })
     // Same document: a reload would have wiped the marker.
     expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(7)
   })
@@ -229,22 +229,22 @@ describe('a `dsh run` in another process on the served root', () => {
       try {
         // Written by the other process: the parent is being written, its child appears held by that writer.
         const child = page.locator('#trace li[data-kind="child"]')
-        await page.locator('#trace li[data-kind="child"][data-writer="other-process"]').waitFor({ timeout: 30_000 })
+        await page.locator('#trace li[data-kind="child"][data-writer="other-process"]').waitFor({ timeout: 120_000 })
         expect(await child.locator('.span-name').first().textContent()).toBe('digger')
-        await page.locator('#meta-state[data-state="being-written"]').waitFor({ timeout: 30_000 })
+        await page.locator('#meta-state[data-state="being-written"]').waitFor({ timeout: 120_000 })
         await screenshot(page, outputDir, 'cross-process-trace')
         // The open transcript shows the new events.
-        await transcript.locator('#transcript li[data-type="user/message"]', { hasText: 'delegate now' }).waitFor({ timeout: 30_000 })
-        await transcript.locator('#transcript details.tool-call code', { hasText: 'subagent' }).waitFor({ timeout: 30_000 })
+        await transcript.locator('#transcript li[data-type="user/message"]', { hasText: 'delegate now' }).waitFor({ timeout: 120_000 })
+        await transcript.locator('#transcript details.tool-call code', { hasText: 'subagent' }).waitFor({ timeout: 120_000 })
         await shared.hung()
       } finally {
         // Ctrl-C: the run ends its turn, its child's turn closes, and its writer locks go away.
         run.kill('SIGINT')
       }
       expect(await exited).toBe(130)
-      await page.locator('#trace li[data-kind="child"][data-writer="none"][data-activity="inactive"]').waitFor({ timeout: 30_000 })
-      await page.locator('#meta-state[data-state="at-rest"]').waitFor({ timeout: 30_000 })
-      await transcript.locator('#transcript li[data-type="turn/end"].error').last().waitFor({ timeout: 30_000 })
+      await page.locator('#trace li[data-kind="child"][data-writer="none"][data-activity="inactive"]').waitFor({ timeout: 120_000 })
+      await page.locator('#meta-state[data-state="at-rest"]').waitFor({ timeout: 120_000 })
+      await transcript.locator('#transcript li[data-type="turn/end"].error').last().waitFor({ timeout: 120_000 })
       expect(await page.evaluate(() => (globalThis as unknown as { dshMarker?: number }).dshMarker)).toBe(11)
       await screenshot(page, outputDir, 'cross-process-at-rest')
     } finally {

@@ -97,7 +97,7 @@ it('shows the first rows of 10,000 sessions after at most 2 API requests and 200
   expect(await page.locator('#sessions tbody tr').first().getAttribute('data-session-id')).toBe('s-00000')
 
   // Each row's subagent count is one small header-only listing of its children.
-  await expect.poll(() => page.locator('#sessions td.children[data-children="pending"]').count(), { timeout: 30_000 }).toBe(0)
+  await expect.poll(() => page.locator('#sessions td.children[data-children="pending"]').count(), { timeout: 120_000 }).toBe(0)
   const afterCounts = responses.length
   const countBytes = (await Promise.all(responses.map((r) => r.bytes))).reduce((a, b) => a + b, 0)
 

@@ -180,7 +180,9 @@ describe('catalog page', () => {
     expect(await range.getAttribute('href')).toBe('#session=rich&event=1')
     // The image comes through the authorized attachment route and decodes.
     const image = item('user/message').locator('img.attachment')
-    await expect.poll(() => image.evaluate((node) => (node as unknown as { naturalWidth: number }).naturalWidth)).toBe(24)
+    await expect
+      .poll(() => image.evaluate((node) => (node as unknown as { naturalWidth: number }).naturalWidth), { timeout: 120_000 })
+      .toBe(24)
     expect(await image.getAttribute('src')).toMatch(/^\/api\/sessions\/rich\/attachments\/[0-9a-f]{64}\?token=/)
     expect(await page.locator('#session-title').textContent()).toBe('look at this picture')
     await screenshot(page, outputDir, 'transcript')
@@ -226,11 +228,11 @@ describe('catalog page', () => {
 
     await marker(42)
     stack.gates.release('forked-continuable')
-    await page.locator('#trace li[data-span-id="forked-continuable"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
+    await page.locator('#trace li[data-span-id="forked-continuable"][data-activity="inactive"]').waitFor({ timeout: 120_000 })
     // A child spawned while the page is open appears without a reload.
     await stack.subagents.spawn('parent', { mode: 'one-shot', label: 'late arrival', context: 'fresh', prompt: 'late', id: 'late-child' })
       .done
-    await page.locator('#trace li[data-span-id="late-child"][data-activity="inactive"]').waitFor({ timeout: 15_000 })
+    await page.locator('#trace li[data-span-id="late-child"][data-activity="inactive"]').waitFor({ timeout: 120_000 })
     expect(await marker()).toBe(42)
 
     // A child's transcript opens through its parent's catalog.
@@ -248,16 +250,16 @@ describe('catalog page', () => {
     await page.locator('#status[data-state="open"]').waitFor()
     await marker(7)
     turn(live, 'second question')
-    await page.locator('#transcript li', { hasText: 'answer to second question' }).waitFor({ timeout: 15_000 })
+    await page.locator('#transcript li', { hasText: 'answer to second question' }).waitFor({ timeout: 120_000 })
 
     // The server goes away and comes back on the same port: the page notices both, without a reload.
     const port = stack.server.port
     await stack.server.close()
-    await page.locator('#status[data-state="error"]').waitFor({ timeout: 15_000 })
+    await page.locator('#status[data-state="error"]').waitFor({ timeout: 120_000 })
     restarted = await createApiServer({ ctx: stack.ctx, token: TOKEN, port })
-    await page.locator('#status[data-state="open"]').waitFor({ timeout: 30_000 })
+    await page.locator('#status[data-state="open"]').waitFor({ timeout: 120_000 })
     turn(live, 'third question')
-    await page.locator('#transcript li', { hasText: 'answer to third question' }).waitFor({ timeout: 15_000 })
+    await page.locator('#transcript li', { hasText: 'answer to third question' }).waitFor({ timeout: 120_000 })
     expect(await marker()).toBe(7)
   })
 

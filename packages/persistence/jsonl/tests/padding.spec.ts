@@ -216,7 +216,7 @@ describe('padding (zstd logs)', () => {
     expect(paddingStart(readFileSync(file))!).toBeGreaterThan(slotEnd(readFileSync(file)))
     // Opening another session's writer evicts this one (through its own queue).
     await p.append(targetOf('other'), eventsFrom(0, 3))
-    await vi.waitFor(() => expect(slotEnd(readFileSync(file))).toBe(paddingStart(readFileSync(file))), { timeout: 30_000 })
+    await vi.waitFor(() => expect(slotEnd(readFileSync(file))).toBe(paddingStart(readFileSync(file))), { timeout: 120_000 })
     expect((await p.inspect(SessionId(ID))).events.map((e) => e.seq)).toEqual(seqs(seq))
   })
 

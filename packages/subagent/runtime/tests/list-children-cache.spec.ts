@@ -306,7 +306,7 @@ describe('listChildren: usage beside the identity', () => {
     const writer = await host({ storage, driver, before: withUsageUnit })
     const parent = writer.sessions.create()
     const child = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'counted', context: 'fresh', prompt: 'go' })
-    await expect.poll(async () => (await writer.runtime.explainChildren(parent.id))[0]?.tokens).toBe(42)
+    await expect.poll(async () => (await writer.runtime.explainChildren(parent.id))[0]?.tokens, { timeout: 120_000 }).toBe(42)
     // Live and mid-turn: the open turn is not counted yet.
     expect((await writer.runtime.explainChildren(parent.id))[0]).toMatchObject({ rung: 1, tokens: 42, durationMs: 0 })
     hold.open()

@@ -120,7 +120,7 @@ describe('event stream reading', () => {
     expect(counting.seen.bytes).toBeGreaterThan(bound)
     expect(counting.seen.bytes).toBeLessThanOrEqual(bound + 'data: '.length + counting.seen.largestChunk)
     // And it hung up: the host could not push the whole 32 MB.
-    await expect.poll(() => closed).toBe(true)
+    await expect.poll(() => closed, { timeout: 120_000 }).toBe(true)
     expect(written).toBeLessThan(total)
   })
 
