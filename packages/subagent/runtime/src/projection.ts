@@ -150,7 +150,7 @@ export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Objec
       case 'turn/end': {
         const active = state.activeTurn
         if (active === undefined || turnOf(event) !== active.turn || time === undefined) return stamp(state, time)
-        return timing(state.settledMs + Math.max(0, time - active.startedAt), undefined, spanTo(state, time))
+        return timing(addSettled(state.settledMs, time - active.startedAt), undefined, spanTo(state, time))
       }
       default:
         return state
@@ -177,6 +177,16 @@ function timing(settledMs: number, activeTurn: SubagentTimingState['activeTurn']
     ...(activeTurn === undefined ? {} : { activeTurn }),
     ...span,
   })
+}
+
+/**
+ * `settledMs` plus a turn that lasted `spent` ms (nothing when it ended before
+ * it started), saturating at the largest double: the store takes any finite
+ * times, and a turn from -1e308 to 1e308 would otherwise make the state
+ * Infinity, which its own checks refuse.
+ */
+function addSettled(settledMs: number, spent: number): number {
+  return Math.min(Number.MAX_VALUE, settledMs + Math.max(0, spent))
 }
 
 /** The span of `state` stretched to an event at `time`. */

@@ -72,10 +72,11 @@ describe('the subagent identity unit', () => {
   })
 
   it('never throws, whatever the event', () => {
-    const json = fc.jsonValue()
+    // Turn data too, so starts and ends pair up and the timing unit sums turns at any times (extremes included).
+    const data = fc.oneof(fc.jsonValue(), fc.record({ turn: fc.integer({ min: 0, max: 2 }) }))
     const event = fc.record({
       type: fc.oneof(fc.constant('subagent/descriptor'), fc.constant('turn/start'), fc.constant('turn/end'), fc.string()),
-      data: json,
+      data,
       time: fc.double(),
     })
     fc.assert(
@@ -162,6 +163,15 @@ describe('the subagentTiming unit', () => {
     ]
     expect(foldTiming(events)).toEqual({ settledMs: 30, activeTurn: null, startedAt: 70, endedAt: 90 })
     expect(subagentTimingUnit.stateVersion).toBe(3)
+  })
+
+  it('keeps settled time finite when a turn spans more than the largest double (the store takes any finite time)', () => {
+    const events = [ev(0, 'turn/start', { turn: 1 }, -1.0977121702440959e293), ev(1, 'turn/end', { turn: 1 }, 1.7976931348623147e308)]
+    const state = events.reduce((s, e) => subagentTimingUnit.apply(s, e), subagentTimingUnit.init())
+    expect(state.settledMs).toBe(Number.MAX_VALUE)
+    expect(subagentTimingUnit.schema.safeParse(JSON.parse(JSON.stringify(state))).success).toBe(true)
+    const again = [...events, ev(2, 'turn/start', { turn: 2 }, 0), ev(3, 'turn/end', { turn: 2 }, Number.MAX_VALUE)]
+    expect(foldTiming(again).settledMs).toBe(Number.MAX_VALUE)
   })
 
   it('ignores a turn/end of another turn', () => {
