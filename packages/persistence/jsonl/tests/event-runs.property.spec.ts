@@ -11,14 +11,21 @@ import { tempDir } from './helpers.js'
 // are (split at 1024 events a line, a last single event on its own line) and wherever they sit among events.
 // The in-memory backend, which stores the expanded events, is the reference.
 
+// Any code units: fc.string's 'binary' unit draws whole code points only, never a lone surrogate, so one is drawn here too.
+const codeUnit = fc.oneof(
+  { arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }), weight: 9 },
+  { arbitrary: fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit)), weight: 1 },
+)
+const text = (maxLength: number) => fc.string({ unit: codeUnit, maxLength })
+
 const flat: fc.Arbitrary<FlatValue> = fc.oneof(
-  fc.string({ unit: 'binary', maxLength: 12 }),
+  text(12),
   fc.integer(),
   fc.double({ noNaN: true, noDefaultInfinity: true }).filter((x) => !Object.is(x, -0)),
   fc.boolean(),
   fc.constant(null),
 )
-const key = fc.string({ unit: 'binary', maxLength: 6 }).filter((k) => k !== '__proto__')
+const key = text(6).filter((k) => k !== '__proto__')
 
 /** A run of `count` events, without its seq (assigned in batch order). */
 const run = fc
