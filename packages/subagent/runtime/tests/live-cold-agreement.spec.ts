@@ -15,7 +15,18 @@ import { completedTurn, type Host } from './helpers.js'
  * when it accepts the descriptor.
  */
 
-const label = fc.oneof(fc.constant(''), fc.string({ maxLength: 8 }), fc.constantFrom('reviewer', 'scan logs'))
+// Any string is a label (the harness's rule): beyond ASCII, any code units, lone surrogates included
+// (fc.string's 'binary' unit draws whole code points only, so a lone half is drawn on its own too).
+const anyCodeUnit = fc.oneof(
+  { arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }), weight: 9 },
+  { arbitrary: fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit)), weight: 1 },
+)
+const label = fc.oneof(
+  fc.constant(''),
+  fc.string({ maxLength: 8 }),
+  fc.string({ unit: anyCodeUnit, maxLength: 8 }),
+  fc.constantFrom('reviewer', 'scan logs'),
+)
 const toolFilter = fc.oneof(
   fc.record({ allow: fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 }) }),
   fc.record({ deny: fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 }) }),
