@@ -5,9 +5,17 @@ import { toDshEvent, toV0Event, type V0Event } from '../src/index.js'
 // The invariant export relies on: every v0 line comes back byte for byte
 // through a dsh event, whatever its type, shape, envelope fields or key order.
 
-const text = fc.string({ maxLength: 12 })
+// Any code units, lone surrogates included (a harness line may hold any string; fc.string's default unit is
+// ASCII, and its 'binary' unit draws whole code points only, so a lone half is drawn on its own too).
+const anyCodeUnit = fc.oneof(
+  { arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }), weight: 9 },
+  { arbitrary: fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit)), weight: 1 },
+)
+const text = fc.oneof(fc.string({ maxLength: 12 }), fc.string({ unit: anyCodeUnit, maxLength: 12 }))
 const int = fc.integer({ min: 0, max: 1_000 })
-const json = fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.parse(JSON.stringify(v)) as unknown)
+const json = fc
+  .oneof(fc.jsonValue({ maxDepth: 3 }), fc.jsonValue({ maxDepth: 3, stringUnit: anyCodeUnit }))
+  .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
 const block = fc.oneof(
   fc.record({ type: fc.constant('text'), text }),
   fc.record({ type: fc.constant('reasoning'), text }),
