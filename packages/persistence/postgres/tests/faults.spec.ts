@@ -6,7 +6,7 @@ import { createPostgresPersistence, type PostgresPersistence } from '@dsh/sessio
 import { keyOf } from '@dsh/session-persistence-postgres/backend'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import fc from 'fast-check'
-import type pg from 'pg'
+import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { events, target } from './fixtures.js'
 
@@ -137,9 +137,14 @@ describe('faults', () => {
   })
 
   it('a statement timeout is a typed, retryable error and commits nothing', async () => {
-    const db = await database({ statement_timeout: 300 })
-    const p = await open(db.pool)
-    await p.append(target('slow'), events(0, 1))
+    const db = await database()
+    // Migration and the first append run without a timeout, so only the blocked append can meet it.
+    const setup = await createPostgresPersistence({ pool: db.pool })
+    await setup.append(target('slow'), events(0, 1))
+    await setup.close()
+    const timed = new pg.Pool({ connectionString: db.url, max: 4, statement_timeout: 2_000 })
+    cleanups.push(() => timed.end())
+    const p = await open(timed)
     const blocker = await blockRow(db.pool, 'slow')
     const error = await p.append(target('slow'), events(1, 1)).catch((e: unknown) => e)
     await blocker.release()
