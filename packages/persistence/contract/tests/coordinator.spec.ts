@@ -192,7 +192,7 @@ describe('failed batches', () => {
     chat(session, 1, 3)
     await until(() => host.backend.attempts.length >= 2)
     chat(session, 2, 3)
-    await until(() => host.coordinator.status(session.id)?.pending === 0, 5_000)
+    await until(() => host.coordinator.status(session.id)?.pending === 0)
     const events = await stored(host, session.id)
     expect(events.map((e) => e.seq)).toEqual(Array.from({ length: 12 }, (_, i) => i))
     expect(events.map((e) => e.type)).toEqual(session.events.map((e) => e.type))

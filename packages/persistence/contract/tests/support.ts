@@ -191,8 +191,8 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
-/** Polls `condition` until it holds (fails the test after `timeoutMs`). */
-export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+/** Polls `condition` until it holds; `timeoutMs` only guards a hang (a busy machine may take seconds). */
+export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('condition not reached in time')
