@@ -9,8 +9,13 @@ import { expect } from 'vitest'
 // browser), axe-core injected from the installed package, and screenshots
 // into the package's git-ignored test-output folder.
 
+/**
+ * Every wait and action of the context allows 120 s (playwright's own default
+ * is 30 s): a timeout only guards a hang, and a busy machine can take long to
+ * render a page.
+ */
 export async function launchChromium(userDataDir: string): Promise<BrowserContext> {
-  return chromium.launchPersistentContext(userDataDir, {
+  const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: '/usr/bin/chromium',
     headless: true,
     args: [
@@ -23,6 +28,8 @@ export async function launchChromium(userDataDir: string): Promise<BrowserContex
     ],
     viewport: { width: 1280, height: 800 },
   })
+  context.setDefaultTimeout(120_000)
+  return context
 }
 
 const axeSource = readFileSync(join(createRequire(import.meta.url).resolve('axe-core'), '..', 'axe.min.js'), 'utf8')

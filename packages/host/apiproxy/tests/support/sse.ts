@@ -31,8 +31,12 @@ export class SseReader {
     return reader
   }
 
-  /** The next event (after those already taken) that matches, waiting up to `timeoutMs`. */
-  next(predicate: (event: SseEvent) => boolean = () => true, timeoutMs = 5000): Promise<SseEvent> {
+  /**
+   * The next event (after those already taken) that matches. `timeoutMs`
+   * only guards a hang: a busy machine may take many seconds to deliver an
+   * event, and a verdict never depends on how soon it comes.
+   */
+  next(predicate: (event: SseEvent) => boolean = () => true, timeoutMs = 120_000): Promise<SseEvent> {
     for (; this.#cursor < this.events.length; this.#cursor++) {
       const event = this.events[this.#cursor]!
       if (predicate(event)) {
