@@ -7,8 +7,13 @@ import { expect } from 'vitest'
 // Debian's headless Chromium through playwright-core (never a downloaded
 // browser) and axe-core from the installed package.
 
-export function launchChromium(userDataDir: string): Promise<BrowserContext> {
-  return chromium.launchPersistentContext(userDataDir, {
+/**
+ * Every wait and action of the context allows 120 s (playwright's own default
+ * is 30 s): a timeout only guards a hang, and a busy machine can take long to
+ * render a page.
+ */
+export async function launchChromium(userDataDir: string): Promise<BrowserContext> {
+  const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: '/usr/bin/chromium',
     headless: true,
     args: [
@@ -21,6 +26,8 @@ export function launchChromium(userDataDir: string): Promise<BrowserContext> {
     ],
     viewport: { width: 1280, height: 800 },
   })
+  context.setDefaultTimeout(120_000)
+  return context
 }
 
 const axeSource = readFileSync(join(createRequire(import.meta.url).resolve('axe-core'), '..', 'axe.min.js'), 'utf8')

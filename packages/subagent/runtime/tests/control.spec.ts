@@ -191,7 +191,9 @@ describe('interrupt, close, wait: parent or ancestor only', () => {
     const fast = h.runtime.spawn(parent, { mode: 'one-shot', label: 'fast', context: 'fresh' })
     const slow = h.runtime.spawn(parent, { mode: 'continuable', label: 'slow', context: 'fresh' })
     await h.runtime.send(slow.id, { caller: parent, text: 'later' })
-    // The slow child never settles while held, so the wait ends by its timeout whatever the machine's speed.
+    // The fast child settles first (waited for without a timeout); the slow one never settles while held, so the
+    // timed wait ends by its timeout whatever the machine's speed.
+    await h.runtime.wait([fast.id], { caller: parent })
     const timedOut = await h.runtime.wait([fast.id, slow.id, 'ghost'], { caller: parent, timeoutMs: 50 })
     expect(timedOut).toEqual([
       { id: fast.id, state: 'settled', reason: 'completed', text: 'fast done' },
