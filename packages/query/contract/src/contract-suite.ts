@@ -202,6 +202,36 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
       )
     })
 
+    it('looks sessions up by id with ids: live headers preferred, unknown ids left out, other filters applied, paged', async () => {
+      const e = await env()
+      await persist(e.persistence, header('k1', 200, { cwd: '/w' }))
+      await persist(e.persistence, header('k2', 210, { parentSession: 'k1', origin: 'subagent', delegationDepth: 1 }))
+      await persist(e.persistence, header('k3', 220))
+      await persist(e.persistence, header('k4', 250, { parentSession: 'k1', origin: 'subagent', delegationDepth: 1 }))
+      // Persisted at 230, live at 150: the live header decides.
+      await persist(e.persistence, header('moved', 230))
+      const query = await e.open()
+      e.sessions.create({ id: 'moved', createdAt: 150 })
+      e.sessions.create({ id: 'live-only', createdAt: 240 })
+      const found = await query.listSessions({ ids: ['k3', 'k1', 'moved', 'k3', 'nobody', 'live-only'] })
+      expect(ids(found.records)).toEqual(['moved', 'k1', 'k3', 'live-only'])
+      expect(found.records.find((r) => r.header.id === 'moved')?.live).toBe(true)
+      expect(ids((await query.listSessions({ ids: ['nobody'] })).records)).toEqual([])
+      expect(ids((await query.listSessions({ ids: ['k1', 'k2', 'k3'], origin: 'subagent' })).records)).toEqual(['k2'])
+      expect(ids((await query.listSessions({ ids: ['k1', 'k2'], parentSession: 'k1' })).records)).toEqual(['k2'])
+      expect(ids((await query.listSessions({ ids: ['k1', 'k3'], cwd: '/w' })).records)).toEqual(['k1'])
+      const first = await query.listSessions({ ids: ['k1', 'k2', 'k3'], limit: 2 })
+      expect(ids(first.records)).toEqual(['k1', 'k2'])
+      expect(ids((await query.listSessions({ ids: ['k1', 'k2', 'k3'], limit: 2, cursor: first.nextCursor! })).records)).toEqual(['k3'])
+      // A cursor is bound to the id list, and an id list is not a parent list.
+      expect(await code(query.listSessions({ ids: ['k1', 'k3'], limit: 2, cursor: first.nextCursor! }))).toBe(
+        'SESSION_QUERY_INVALID_CURSOR',
+      )
+      const byParent = await query.listSessions({ parentSessions: ['k1'], limit: 1 })
+      expect(byParent.nextCursor).toBeDefined()
+      expect(await code(query.listSessions({ ids: ['k1'], limit: 1, cursor: byParent.nextCursor! }))).toBe('SESSION_QUERY_INVALID_CURSOR')
+    })
+
     it('pages with an opaque cursor bound to the filter; pages concatenate to the whole listing', async () => {
       const e = await env()
       for (let i = 0; i < 7; i++) await persist(e.persistence, header(`s${i}`, 1000 + (i % 3), { cwd: '/p' }))
@@ -256,6 +286,11 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
         { parentSessions: ['P', 5] },
         { parentSessions: Array.from({ length: 1001 }, (_, i) => `p${i}`) },
         { parentSession: 'P', parentSessions: ['Q'] },
+        { ids: [] },
+        { ids: 'x' },
+        { ids: [''] },
+        { ids: ['x', 5] },
+        { ids: Array.from({ length: 1001 }, (_, i) => `s${i}`) },
         { origin: 'human' },
         { cwd: {} },
         { createdAt: 5 },

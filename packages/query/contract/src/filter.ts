@@ -12,6 +12,8 @@ export interface ParsedListFilter {
   readonly parentSession?: string
   /** Any of these parents (distinct, non-empty). */
   readonly parentSessions?: ReadonlySet<string>
+  /** These sessions only (distinct, non-empty). */
+  readonly ids?: ReadonlySet<string>
   readonly origin?: 'subagent'
   readonly cwd?: string
   readonly createdFrom?: number
@@ -23,7 +25,7 @@ export interface ParsedListFilter {
   readonly digest: string
 }
 
-const FILTER_KEYS = new Set(['parentSession', 'parentSessions', 'origin', 'cwd', 'createdAt', 'limit', 'cursor'])
+const FILTER_KEYS = new Set(['parentSession', 'parentSessions', 'ids', 'origin', 'cwd', 'createdAt', 'limit', 'cursor'])
 const RANGE_KEYS = new Set(['from', 'to'])
 
 /**
@@ -49,6 +51,7 @@ export function parseListFilter(input: unknown): ParsedListFilter {
   const parentSessions = optionalIds(raw.parentSessions, 'parentSessions')
   if (parentSession !== undefined && parentSessions !== undefined)
     throw invalidFilter('give parentSession or parentSessions, not both (put the one parent in the parentSessions list)')
+  const ids = optionalIds(raw.ids, 'ids')
   if (raw.origin !== undefined && raw.origin !== 'subagent')
     throw invalidFilter(`origin must be 'subagent' when present, got ${show(raw.origin)}`)
   const origin = raw.origin
@@ -74,6 +77,7 @@ export function parseListFilter(input: unknown): ParsedListFilter {
   const parts: unknown[] = [parentSession ?? null, origin ?? null, cwd ?? null, createdFrom ?? null, createdTo ?? null]
   // Appended only when present, so every other filter keeps its digest (and its cursors).
   if (parentSessions !== undefined) parts.push([...parentSessions])
+  if (ids !== undefined) parts.push({ ids: [...ids] })
   const digest = parts.every((part) => part === null) ? () => UNFILTERED_DIGEST : lazyDigest(parts)
   const after = raw.cursor === undefined ? undefined : decodeListCursor(raw.cursor, digest())
   return {
@@ -83,6 +87,7 @@ export function parseListFilter(input: unknown): ParsedListFilter {
     },
     ...(parentSession === undefined ? {} : { parentSession }),
     ...(parentSessions === undefined ? {} : { parentSessions }),
+    ...(ids === undefined ? {} : { ids }),
     ...(origin === undefined ? {} : { origin }),
     ...(cwd === undefined ? {} : { cwd }),
     ...(createdFrom === undefined ? {} : { createdFrom }),
@@ -97,6 +102,7 @@ export function matchesFilter(header: SessionHeader, filter: ParsedListFilter): 
   return (
     (filter.parentSession === undefined || header.parentSession === filter.parentSession) &&
     (filter.parentSessions === undefined || (header.parentSession !== undefined && filter.parentSessions.has(header.parentSession))) &&
+    (filter.ids === undefined || filter.ids.has(header.id)) &&
     (filter.origin === undefined || header.origin === filter.origin) &&
     (filter.cwd === undefined || header.cwd === filter.cwd) &&
     (filter.createdFrom === undefined || header.createdAt >= filter.createdFrom) &&

@@ -21,6 +21,12 @@ export interface SessionListFilter {
    * only, in one query instead of N.
    */
   readonly parentSessions?: readonly string[]
+  /**
+   * These sessions only (1..1000 distinct ids): a lookup by id that reads
+   * their rows only, for a caller that knows which sessions it wants (a
+   * tree's root) and not where they sit in the listing.
+   */
+  readonly ids?: readonly string[]
   readonly origin?: 'subagent'
   readonly cwd?: string
   /** Inclusive range on `header.createdAt` (epoch ms). */

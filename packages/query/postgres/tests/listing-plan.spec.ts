@@ -92,6 +92,18 @@ describe('listing plans on PostgreSQL', () => {
     expect(removed(scans)).toBe(0)
   })
 
+  it('looks sessions up by id (ids) through a key on id_key, reading their rows only', async () => {
+    const scans = indexScans(await plan({ ids: ['s5', 's12345', 's19999', 'nobody'] }))
+    expect(scans.length).toBeGreaterThan(0)
+    // The primary key (id_key) and the unique (id_key, sid) both lead with id_key; the planner may take either.
+    for (const { index, node } of scans) {
+      expect(['dsh_sessions_pkey', 'dsh_sessions_id_key_sid_key']).toContain(index)
+      expect(node['Index Cond']).toMatch(/id_key = ANY/)
+    }
+    expect(scans.reduce((sum, s) => sum + (s.node['Actual Rows'] ?? 0), 0)).toBe(3)
+    expect(removed(scans)).toBe(0)
+  })
+
   it('starts a page after a deep keyset position at that position in the created_at index', async () => {
     const scans = indexScans(await plan({ limit: 50, cursor: cursorAt({}, 15_001) }))
     expect(new Set(scans.map((s) => s.index))).toEqual(new Set(['dsh_sessions_created']))

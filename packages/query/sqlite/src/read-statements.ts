@@ -33,6 +33,8 @@ export function listStatement(filter: ParsedListFilter, fetch: number | undefine
   // for its order and step through every subagent of the store.
   if (filter.parentSessions !== undefined)
     and(`parent IN (${[...filter.parentSessions].map(() => '?').join(', ')})`, ...filter.parentSessions)
+  // One placeholder per id (at most MAX_PAGE_SIZE): lookups on the id's unique index.
+  if (filter.ids !== undefined) and(`id IN (${[...filter.ids].map(() => '?').join(', ')})`, ...filter.ids)
   if (filter.origin !== undefined) and('origin = ?', filter.origin)
   if (filter.cwd !== undefined) and('cwd = ?', filter.cwd)
   if (filter.createdFrom !== undefined) and('created_at >= ?', filter.createdFrom)

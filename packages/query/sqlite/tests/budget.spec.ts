@@ -147,3 +147,14 @@ describe('the children of several parents (parentSessions)', () => {
     expect(await code(query.listSessions({ origin: 'subagent', limit: 1000 }))).toBe('SESSION_QUERY_BUDGET_EXCEEDED')
   })
 })
+
+describe('sessions by id (ids)', () => {
+  it('step their own rows only: within a 5-row budget on a store of 2,000 sessions, which a store-wide listing exceeds', async () => {
+    const persistence = createMemoryPersistence()
+    for (let i = 0; i < 2000; i++) await persist(persistence, header(`s${i}`, i))
+    const query = await open(persistence, { budget: { ms: 600_000, rows: 5 } })
+    const page = await query.listSessions({ ids: ['s1999', 's7', 'nobody', 's1000'], limit: 1000 })
+    expect(page.records.map((r) => r.header.id)).toEqual(['s7', 's1000', 's1999'])
+    expect(await code(query.listSessions({ limit: 1000 }))).toBe('SESSION_QUERY_BUDGET_EXCEEDED')
+  })
+})
