@@ -6,7 +6,7 @@ import { mapBounded } from './concurrency.js'
 import { SUBAGENT_DESCRIPTOR_EVENT } from './descriptor.js'
 import { SubagentError } from './errors.js'
 import { cachedRung, observedRung } from './ladder.js'
-import { type Candidate, type CorpusDeps, enumerateChildren, enumerateChildrenOf, isSubagent } from './list-corpus.js'
+import { type Candidate, type CorpusDeps, enumerateChildren, enumerateChildrenOf, enumerateFamily, isSubagent } from './list-corpus.js'
 import { ListingScope } from './list-scope.js'
 import type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
 import { type SubagentUsage, UNKNOWN_USAGE, usageKeys, usageOf } from './list-usage.js'
@@ -129,31 +129,6 @@ export async function explainDescendantsWithin(
     await walk(root, 1)
     return out
   })
-}
-
-/**
- * Every session below `root` (subagents and ordinary ones) grouped by parent,
- * one generation per listing. Each id is expanded once, which also ends a
- * parent/child cycle in damaged data.
- */
-async function enumerateFamily(deps: CatalogDeps, root: SessionId, scope: ListingScope): Promise<Map<string, Candidate[]>> {
-  const tree = new Map<string, Candidate[]>()
-  const expanded = new Set<string>([root])
-  let generation: SessionId[] = [root]
-  while (generation.length > 0) {
-    const groups = await enumerateChildrenOf(deps, generation, 'all', scope)
-    const next: SessionId[] = []
-    for (const [parent, children] of groups) {
-      tree.set(parent, children)
-      for (const child of children) {
-        if (expanded.has(child.header.id)) continue
-        expanded.add(child.header.id)
-        next.push(child.header.id)
-      }
-    }
-    generation = next
-  }
-  return tree
 }
 
 /** A parent's direct subagent children with their rungs, at the default cold-read concurrency. */

@@ -77,29 +77,39 @@ export async function enumerateChildrenOf(
 }
 
 /**
- * Every subagent (or every session) in the corpus grouped by its
- * (live-preferred) parent, each group ordered, and the candidate of `wanted`
- * when the same pass lists it.
+ * Every session below `root` (subagents and ordinary ones) grouped by its
+ * (live-preferred) parent, each group ordered, one generation per listing:
+ * the cost follows the family, not the corpus. Each id is expanded once,
+ * which also ends a parent/child cycle in damaged data.
  */
-export async function enumerateTreeFinding(
-  deps: CorpusDeps,
-  scopeOf: 'subagent' | 'all',
-  scope: ListingScope,
-  wanted: SessionId | undefined,
-): Promise<{ readonly tree: Map<string, Candidate[]>; readonly found: Candidate | undefined }> {
+export async function enumerateFamily(deps: CorpusDeps, root: SessionId, scope: ListingScope): Promise<Map<string, Candidate[]>> {
   const tree = new Map<string, Candidate[]>()
+  const expanded = new Set<string>([root])
+  let generation: SessionId[] = [root]
+  while (generation.length > 0) {
+    const groups = await enumerateChildrenOf(deps, generation, 'all', scope)
+    const next: SessionId[] = []
+    for (const [parent, children] of groups) {
+      tree.set(parent, children)
+      for (const child of children) {
+        if (expanded.has(child.header.id)) continue
+        expanded.add(child.header.id)
+        next.push(child.header.id)
+      }
+    }
+    generation = next
+  }
+  return tree
+}
+
+/** The listed session `id` (any origin, live header preferred), by one lookup of its row; undefined when it is not listed. */
+export async function findSession(deps: CorpusDeps, id: SessionId, scope: ListingScope): Promise<Candidate | undefined> {
   let found: Candidate | undefined
-  await listCorpus(deps, {}, scope, scopeOf, (candidate) => {
-    if (candidate.header.id === wanted) found = candidate
-    const parent = candidate.header.parentSession
-    if (parent === undefined) return true
-    const siblings = tree.get(parent)
-    if (siblings === undefined) tree.set(parent, [candidate])
-    else siblings.push(candidate)
-    return true
+  await listCorpus(deps, { ids: [id] }, scope, 'all', (candidate) => {
+    if (candidate.header.id === id) found = candidate
+    return found === undefined
   })
-  for (const siblings of tree.values()) siblings.sort(byCreatedAtThenId)
-  return { tree, found }
+  return found
 }
 
 /**
@@ -109,7 +119,7 @@ export async function enumerateTreeFinding(
  */
 async function listCorpus(
   deps: CorpusDeps,
-  filter: { readonly parentSession?: string; readonly parentSessions?: readonly string[] },
+  filter: { readonly parentSession?: string; readonly parentSessions?: readonly string[]; readonly ids?: readonly string[] },
   scope: ListingScope,
   which: 'subagent' | 'all',
   visit: (candidate: Candidate) => boolean,

@@ -5,7 +5,7 @@ import { DEFAULT_COLD_READ_CONCURRENCY } from './catalog-options.js'
 import { mapBounded } from './concurrency.js'
 import { SubagentError } from './errors.js'
 import { cachedRung, type LadderDeps, observedRung } from './ladder.js'
-import { type Candidate, type CorpusDeps, enumerateTreeFinding } from './list-corpus.js'
+import { type Candidate, type CorpusDeps, enumerateFamily, findSession } from './list-corpus.js'
 import { ListingScope } from './list-scope.js'
 import type { SubagentCatalogServices, SubagentListRung } from './list-types.js'
 
@@ -18,10 +18,11 @@ import type { SubagentCatalogServices, SubagentListRung } from './list-types.js'
  * costs no body read.
  *
  * The tree is every session whose parent chain leads to the root — subagents
- * and the ordinary sessions between them — from one header-only pass over the
- * corpus. Units see each session's fork cut, so a value computed from its own
- * suffix never counts an inherited prefix twice. A session whose value cannot
- * be had is an entry with status `unavailable` (the read failed; the next call
+ * and the ordinary sessions between them — found from headers only: the root
+ * by one lookup of its row, then one listing per generation below it, so the
+ * cost follows the tree, never the rest of the corpus. Units see each
+ * session's fork cut, so a value computed from its own suffix never counts an
+ * inherited prefix twice. A session whose value cannot be had is an entry with status `unavailable` (the read failed; the next call
  * retries) or `corrupt` (its log is damaged, or the id now names another
  * lifecycle) — never left out.
  */
@@ -71,10 +72,14 @@ export async function treeSnapshotsWithin(
   const deps = requireServices(services, keys)
   return ListingScope.run(options.signal, async (scope) => {
     const id = rootId as SessionId
-    const live = typeof rootId === 'string' && rootId.length > 0 ? deps.sessions.get(id) : undefined
-    const { tree, found } = await enumerateTreeFinding(deps, 'all', scope, live === undefined ? id : undefined)
+    const named = typeof rootId === 'string' && rootId.length > 0
+    const live = named ? deps.sessions.get(id) : undefined
     const root: Candidate | undefined =
-      live === undefined ? found : { header: live.header, inheritedEventCount: live.inheritedEventCount, live }
+      live !== undefined
+        ? { header: live.header, inheritedEventCount: live.inheritedEventCount, live }
+        : named
+          ? await findSession(deps, id, scope)
+          : undefined
     if (root === undefined) {
       throw new SubagentError(
         'SUBAGENT_NOT_FOUND',
@@ -86,6 +91,7 @@ export async function treeSnapshotsWithin(
       { candidate: root, parentId: undefined, depth: 0 },
     ]
     if (options.descendants === true) {
+      const tree = await enumerateFamily(deps, root.header.id, scope)
       // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
       const visited = new Set<string>([root.header.id])
       const walk = (parent: SessionId, depth: number): void => {

@@ -1,7 +1,7 @@
 import type { Session } from '@dsh/session'
 import type { SessionListFilter, SessionQuery } from '@dsh/session-query'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { explainDescendants, listChildren, type SubagentCatalogServices } from '../src/index.js'
+import { explainDescendants, listChildren, SUBAGENT_IDENTITY_KEY, type SubagentCatalogServices, treeSnapshots } from '../src/index.js'
 import { openPlace, type Place } from './backends.js'
 import type { Host } from './helpers.js'
 
@@ -111,6 +111,29 @@ for (const name of ['memory', 'jsonl'] as const) {
       // Generations: the children, the grandchildren, one great-grandchild, and the empty one below it.
       expect(c.filters).toHaveLength(4)
       expect(c.records).toBe(24)
+    })
+
+    it('treeSnapshots: a cold root by one lookup of its row, then one listing per generation; a live root needs no lookup', async () => {
+      // children[2] is cold, with a child of its own and a grandchild below that.
+      const cold = counted()
+      const entries = await treeSnapshots(services(cold), children[2]!, [SUBAGENT_IDENTITY_KEY], { descendants: true })
+      expect(entries.map((e) => e.depth)).toEqual([0, 1, 2])
+      expect(entries[0]!.id).toBe(children[2])
+      expect(cold.filters[0]).toEqual({ ids: [children[2]], limit: 1000 })
+      expect(cold.filters.slice(1).map((f) => f.parentSessions)).toEqual([[children[2]], [entries[1]!.id], [entries[2]!.id]])
+      expect(cold.records).toBe(3)
+
+      const alone = counted()
+      expect((await treeSnapshots(services(alone), children[2]!, [SUBAGENT_IDENTITY_KEY])).map((e) => e.id)).toEqual([children[2]])
+      expect(alone.filters).toEqual([{ ids: [children[2]], limit: 1000 }])
+      expect(alone.records).toBe(1)
+
+      const live = counted()
+      const tree = await treeSnapshots(services(live), parent.id, [SUBAGENT_IDENTITY_KEY], { descendants: true })
+      expect(tree).toHaveLength(1 + 24)
+      expect(live.filters.every((f) => f.parentSessions !== undefined)).toBe(true)
+      expect(live.filters).toHaveLength(4)
+      expect(live.records).toBe(24)
     })
   })
 }
