@@ -22,9 +22,10 @@ import type { SubagentCatalogServices, SubagentListRung } from './list-types.js'
  * by one lookup of its row, then one listing per generation below it, so the
  * cost follows the tree, never the rest of the corpus. Units see each
  * session's fork cut, so a value computed from its own suffix never counts an
- * inherited prefix twice. A session whose value cannot be had is an entry with status `unavailable` (the read failed; the next call
- * retries) or `corrupt` (its log is damaged, or the id now names another
- * lifecycle) — never left out.
+ * inherited prefix twice. A session whose value cannot be had is an entry
+ * with status `unavailable` (the read failed; the next call retries) or
+ * `corrupt` (its log is damaged, or the id now names another lifecycle) —
+ * never left out.
  */
 
 export type TreeSnapshotStatus = 'ok' | 'unavailable' | 'corrupt'
