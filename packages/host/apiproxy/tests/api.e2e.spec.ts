@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { Context } from '@dsh/context'
 import { errorBody, historyPage, searchPage, sessionListPage, streamEvent, subagentList } from '@dsh/protocol'
 import { SessionId } from '@dsh/session'
+import type { SessionListFilter } from '@dsh/session-query'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createApiServer } from '../src/index.js'
 import { rawGet, rawRequest } from './support/raw-http.js'
@@ -199,6 +200,54 @@ describe('owner checks', () => {
       expect([path, status]).toEqual([path, 404])
       expect(errorBody.parse(body).code).toBe('API_NOT_FOUND')
       noEventData(body, secret, 'working on')
+    }
+  })
+})
+
+describe('owner checks read one row', () => {
+  it('the direct history route and a child route look the session up by id: one listing of one row, with 40 cold subagents in the store', async () => {
+    const calls: { filter: SessionListFilter | undefined; records: number }[] = []
+    const counted = await startStack({
+      backend: 'disk',
+      wrap: (services) => ({
+        ...services,
+        sessionQuery: {
+          ...services.sessionQuery,
+          async listSessions(filter, signal) {
+            const page = await services.sessionQuery.listSessions(filter, signal)
+            calls.push({ filter, records: page.records.length })
+            return page
+          },
+          observeSession: (id, signal) => services.sessionQuery.observeSession(id, signal),
+          readHistory: (id, request, signal) => services.sessionQuery.readHistory(id, request, signal),
+          readWindow: (id, request, signal) => services.sessionQuery.readWindow(id, request, signal),
+        },
+      }),
+    })
+    try {
+      const parent = counted.sessions.create({ id: 'parent' })
+      turn(parent, 'own work')
+      for (let i = 0; i < 40; i++) {
+        const child = counted.sessions.create({ id: `sub-${i}`, origin: 'subagent', parentSession: 'parent', delegationDepth: 1 })
+        turn(child, `part ${i}`)
+        await counted.sessions.dispose(child.id)
+      }
+      await counted.sessions.dispose('parent')
+
+      calls.length = 0
+      expect((await counted.get('/api/sessions/parent/history')).status).toBe(200)
+      expect(calls).toEqual([{ filter: { origin: 'subagent', ids: ['parent'] }, records: 0 }])
+
+      calls.length = 0
+      expect((await counted.get('/api/sessions/sub-7/history')).status).toBe(403)
+      expect(calls).toEqual([{ filter: { origin: 'subagent', ids: ['sub-7'] }, records: 1 }])
+
+      calls.length = 0
+      expect((await counted.get('/api/sessions/parent/subagents/sub-7/history')).status).toBe(200)
+      expect(calls[0]).toEqual({ filter: { parentSession: 'parent', origin: 'subagent', ids: ['sub-7'] }, records: 1 })
+      expect(calls.every((call) => call.filter?.ids !== undefined || call.filter?.parentSession !== undefined)).toBe(true)
+    } finally {
+      await counted.close()
     }
   })
 })
