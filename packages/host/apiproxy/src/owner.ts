@@ -1,5 +1,5 @@
 import { isDshError } from '@dsh/context'
-import type { SessionQuery } from '@dsh/session-query'
+import type { SessionListFilter, SessionQuery } from '@dsh/session-query'
 import type { ApiServices } from './services.js'
 
 // Owner checks read headers only (a live session's, or listing records), never
@@ -26,7 +26,7 @@ export async function isSubagent(services: ApiServices, id: string, signal: Abor
 async function isListed(
   query: SessionQuery,
   id: string,
-  filter: { readonly parentSession?: string; readonly origin: 'subagent' },
+  filter: Pick<SessionListFilter, 'parentSession' | 'origin'>,
   signal: AbortSignal,
 ): Promise<boolean> {
   if (id.length === 0) return false

@@ -31,7 +31,7 @@ export function listingStatement(filter: ParsedListFilter, limit: number | undef
   if (filter.parentSession !== undefined) where.push(`parent_key = ${param(keyOf(filter.parentSession))}`)
   // `= ANY(array)` is a run of `(parent_key, created_at)` index lookups, one per parent.
   if (filter.parentSessions !== undefined) where.push(`parent_key = ANY(${param([...filter.parentSessions].map(keyOf))}::bytea[])`)
-  // `= ANY(array)` on the primary key: one lookup per id.
+  // `= ANY(array)` on a key that leads with id_key (the primary key or the unique (id_key, sid)): one lookup per id.
   if (filter.ids !== undefined) where.push(`id_key = ANY(${param([...filter.ids].map(keyOf))}::bytea[])`)
   if (filter.origin !== undefined) where.push(`origin = ${param(filter.origin)}`)
   if (filter.cwd !== undefined) where.push(`cwd_key = ${param(keyOf(filter.cwd))}`)

@@ -1,5 +1,5 @@
 import { compareSessionIds, type Session, type SessionHeader, type SessionId, type SessionLogOffset, type SessionStore } from '@dsh/session'
-import type { SessionQuery } from '@dsh/session-query'
+import type { SessionListFilter, SessionQuery } from '@dsh/session-query'
 import { MAX_PAGE_SIZE } from '@dsh/session-query/backend'
 import type { ListingScope } from './list-scope.js'
 
@@ -119,7 +119,7 @@ export async function findSession(deps: CorpusDeps, id: SessionId, scope: Listin
  */
 async function listCorpus(
   deps: CorpusDeps,
-  filter: { readonly parentSession?: string; readonly parentSessions?: readonly string[]; readonly ids?: readonly string[] },
+  filter: Pick<SessionListFilter, 'parentSession' | 'parentSessions' | 'ids'>,
   scope: ListingScope,
   which: 'subagent' | 'all',
   visit: (candidate: Candidate) => boolean,
