@@ -41,9 +41,10 @@ export class LogReader {
     this.metrics = metrics
   }
 
-  async query<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string): Promise<pg.QueryResult<R>> {
+  /** One statement on a pooled connection; a `name` prepares it once per connection (parsed and planned once). */
+  async query<R extends pg.QueryResultRow>(text: string, values: unknown[], what: string, name?: string): Promise<pg.QueryResult<R>> {
     try {
-      return await this.pool.query<R>(text, values)
+      return await this.pool.query<R>(name === undefined ? { text, values } : { name, text, values })
     } catch (error) {
       throw ioError(what, error)
     }

@@ -15,6 +15,7 @@ import type {
   SessionRangeObservation,
   SessionRevision,
   SessionSuffixObservation,
+  SessionWriter,
 } from '@dsh/session-persistence'
 import {
   ATTACHMENT_MAX_BYTES,
@@ -43,6 +44,7 @@ import { watchPool } from './pool.js'
 import { SESSIONS_SCHEMA } from './schema.js'
 import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceMetrics, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
+import { holderNamed, WRITER_OF } from './writer-identity.js'
 
 /** What this instance keeps of a session it has written, between appends. */
 interface WriterState extends StoredAppendState {
@@ -446,6 +448,24 @@ class PgPersistence implements PostgresPersistence {
     )
     const row = rows[0]
     return row === undefined ? undefined : revisionOf(row.sid, row.next_seq)
+  }
+
+  /**
+   * The process holding the session's writer lease, from the server's lock
+   * table and the holding connection's name (`writer-identity.ts`); reads no
+   * log. A lease given back (close, eviction) or dropped with its connection
+   * (a dead host) is no holder. An id that cannot be stored has none.
+   */
+  async writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined> {
+    this.#assertOpen()
+    this.#checkSignal(signal)
+    if (!isStorableId(id)) return undefined
+    const { rows } = await raceAbort(
+      this.#reader.query<{ name: string | null }>(WRITER_OF, [storedId(id).lock], `finding the writer of session '${id}'`, 'dsh_writer_of'),
+      signal,
+      persistenceCancelled,
+    )
+    return rows.length === 0 ? undefined : holderNamed(rows[0]!.name)
   }
 
   async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {

@@ -1,5 +1,5 @@
 import type { SessionId } from '@dsh/session'
-import type { PersistenceMetrics, SessionPersistence } from '@dsh/session-persistence'
+import type { PersistenceMetrics, SessionPersistence, SessionWriter } from '@dsh/session-persistence'
 import type pg from 'pg'
 import type { ChangeSubscription } from './change-feed.js'
 
@@ -63,6 +63,8 @@ export interface PostgresPersistence extends SessionPersistence {
   readonly readOnly: boolean
   /** Reads and checks one log in full (a fork's inherited prefix included): every batch decompressed, its length, CRC32, JSON and seqs. */
   verify(id: SessionId, signal?: AbortSignal): Promise<LogVerification>
+  /** The process holding the session's writer lease (`writer-identity.ts`), or `undefined`: whether another host or process is writing it now. */
+  writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined>
   /** Rows the last `list()` left out because their stored header does not parse. */
   damagedLogs(): readonly DamagedLog[]
 }

@@ -2,6 +2,7 @@ import { persistenceError } from '@dsh/session-persistence/backend'
 import type pg from 'pg'
 import { ioError } from './errors.js'
 import type { StoredId } from './ids.js'
+import { ownWriterName } from './writer-identity.js'
 
 /** What a transaction's body may run: statements on the writer connection, inside the transaction. */
 export type WriterQuery = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<pg.QueryResult<R>>
@@ -80,7 +81,7 @@ export class WriterConnection {
       throw closedError()
     }
     try {
-      await client.query(GENERIC_PLANS)
+      await client.query(PREPARE_CONNECTION, [ownWriterName()])
     } catch (error) {
       client.release(true)
       throw ioError('preparing the writer connection', error)
@@ -252,13 +253,15 @@ export class WriterConnection {
 
 /**
  * Set once per writer connection (never handed back to the pool for reuse:
- * it is released destroyed). Its statements are prepared and planned once:
- * the append names the session's partitions (`append-statement.ts`), so its
- * generic plan locks only what it writes, and the server never spends
- * custom plans (five, before it compares) on a statement that runs at every
- * append.
+ * it is released destroyed).
+ * - Its statements are prepared and planned once: the append names the
+ *   session's partitions (`append-statement.ts`), so its generic plan locks
+ *   only what it writes, and the server never spends custom plans (five,
+ *   before it compares) on a statement that runs at every append.
+ * - Its `application_name` names this process (`writer-identity.ts`), so any
+ *   host can tell who holds a lease (`writerOf`).
  */
-const GENERIC_PLANS = 'SET plan_cache_mode = force_generic_plan'
+const PREPARE_CONNECTION = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('application_name', $1, false)"
 
 function closedError() {
   return persistenceError('SESSION_PERSISTENCE_CLOSED', 'This PostgreSQL persistence instance is closed; open a new one.')

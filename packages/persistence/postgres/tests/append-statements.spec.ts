@@ -90,9 +90,9 @@ describe('statements per append', () => {
     expect(new Set(perAppend.map((s) => s.name))).toEqual(new Set([`dsh_append_p${partition}`]))
     expect(perAppend[0]!.text).toContain(`UPDATE dsh_sessions_p${partition} `)
     expect(perAppend[0]!.text).toContain(`INSERT INTO dsh_batches_p${partition} `)
-    // Opening the writer connection: the plan setting, the lease and the session's row, once.
+    // Opening the writer connection: the plan setting and its name, the lease and the session's row, once.
     expect(seen.checkedOut.slice(0, before).map((s) => s.text.split(/\s+/).slice(0, 2).join(' '))).toEqual([
-      'SET plan_cache_mode',
+      "SELECT set_config('plan_cache_mode',",
       'SELECT pg_try_advisory_lock($1::bigint)',
       'SELECT id_key,',
       'WITH s',

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
@@ -119,6 +120,32 @@ describe('processes on one database', () => {
       await db.end()
     }
   }, 600_000)
+})
+
+describe('the writer of a session, seen from another process', () => {
+  it('names the child process appending to it, and no one once that process is killed', async () => {
+    const db = await freshDatabase()
+    try {
+      await migrate(db.pool)
+      const reader = await createPostgresPersistence({ pool: db.pool, readOnly: true })
+      const id = SessionId('watched')
+      const worker = run([join(here, 'workers', 'crash-appender.mjs'), db.url, id, 'w'])
+      await worker.waitFor('ack ')
+      expect(await reader.writerOf(id)).toEqual({ pid: worker.child.pid, host: hostname() })
+      worker.child.kill('SIGKILL')
+      await worker.exited
+      // The server drops the lease with the dead process's connection (bounded retries while it notices).
+      let holder = await reader.writerOf(id)
+      for (let attempt = 0; attempt < 2000 && holder !== undefined; attempt++) {
+        await sleep(10)
+        holder = await reader.writerOf(id)
+      }
+      expect(holder).toBeUndefined()
+      await reader.close()
+    } finally {
+      await db.end()
+    }
+  }, 120_000)
 })
 
 describe('server restart', () => {

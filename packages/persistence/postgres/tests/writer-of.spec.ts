@@ -1,0 +1,103 @@
+import { hostname } from 'node:os'
+import { SessionId } from '@dsh/session'
+import { withSharedReads } from '@dsh/session-persistence'
+import { createPostgresPersistence, migrate } from '@dsh/session-persistence-postgres'
+import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
+import { afterEach, describe, expect, it } from 'vitest'
+import { holderNamed, ownWriterName, writerName } from '../src/writer-identity.js'
+import { events, target } from './fixtures.js'
+
+const cleanups: Array<() => unknown> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+async function database() {
+  const db = await freshDatabase()
+  cleanups.push(() => db.end())
+  return db
+}
+
+const me = { pid: process.pid, host: hostname() }
+
+describe('writerOf', () => {
+  it("names the process holding a session's lease: none before its first write, this process while an instance holds it, none once it is closed", async () => {
+    const db = await database()
+    const writer = await createPostgresPersistence({ pool: db.pool })
+    const reader = await createPostgresPersistence({ pool: db.pool, readOnly: true })
+    cleanups.push(() => reader.close())
+    const id = SessionId('held')
+    expect(await reader.writerOf(id)).toBeUndefined()
+    await writer.append(target('held'), events(0, 2))
+    expect(await reader.writerOf(id)).toEqual(me)
+    expect(await writer.writerOf(id)).toEqual(me)
+    // The shared-reads wrapper a host puts around its backend passes the probe through.
+    expect(await withSharedReads(reader).writerOf?.(id)).toEqual(me)
+    // Another session is not held by that lease.
+    await writer.append(target('other'), events(0, 1))
+    expect(await reader.writerOf(SessionId('absent'))).toBeUndefined()
+    await writer.close()
+    expect(await reader.writerOf(id)).toBeUndefined()
+    expect(await reader.writerOf(SessionId('other'))).toBeUndefined()
+  })
+
+  it('a lease given back to stay under maxLeases has no holder; the session written since holds one', async () => {
+    const db = await database()
+    const writer = await createPostgresPersistence({ pool: db.pool, maxLeases: 1 })
+    cleanups.push(() => writer.close())
+    await writer.append(target('first'), events(0, 1))
+    expect(await writer.writerOf(SessionId('first'))).toEqual(me)
+    await writer.append(target('second'), events(0, 1))
+    expect(await writer.writerOf(SessionId('first'))).toBeUndefined()
+    expect(await writer.writerOf(SessionId('second'))).toEqual(me)
+  })
+
+  it('an id that cannot be stored has no holder; a closed instance and an aborted signal are refused', async () => {
+    const db = await database()
+    await migrate(db.pool)
+    const reader = await createPostgresPersistence({ pool: db.pool, readOnly: true })
+    expect(await reader.writerOf(SessionId('\uD800'))).toBeUndefined()
+    const aborted = new AbortController()
+    aborted.abort()
+    await expect(reader.writerOf(SessionId('x'), aborted.signal)).rejects.toMatchObject({ code: 'CANCELLED' })
+    await reader.close()
+    await expect(reader.writerOf(SessionId('x'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_CLOSED' })
+  })
+})
+
+describe('writer names', () => {
+  it('fit the 63 bytes the server keeps, in printable ASCII, and the server stores them unchanged', async () => {
+    const db = await database()
+    const long = `${'build-agent-'.repeat(8)}.example.internal`
+    const names = [writerName(4_194_304, long), writerName(7, 'café-höst\u0000\u{1F600}'), writerName(123, 'short'), ownWriterName()]
+    for (const name of names) {
+      expect(Buffer.byteLength(name)).toBeLessThanOrEqual(63)
+      expect(name).toMatch(/^[\x20-\x7e]+$/)
+      const client = await db.pool.connect()
+      try {
+        await client.query("SELECT set_config('application_name', $1, false)", [name])
+        const { rows } = await client.query<{ name: string }>(
+          'SELECT application_name AS name FROM pg_stat_activity WHERE pid = pg_backend_pid()',
+        )
+        expect(rows[0]!.name).toBe(name)
+      } finally {
+        client.release(true)
+      }
+    }
+    expect(names[1]).toBe('dsh-writer 7 caf?-h?st???')
+    expect(names[2]).toBe('dsh-writer 123 short')
+  })
+
+  it('keep two long host names that share a prefix apart, and read back as the process they name', () => {
+    const a = writerName(42, `${'x'.repeat(60)}-a`)
+    const b = writerName(42, `${'x'.repeat(60)}-b`)
+    expect(a).not.toBe(b)
+    expect(a).toMatch(/^dsh-writer 42 x+~[0-9a-f]{8}$/)
+    expect(holderNamed(a)).toEqual({ pid: 42, host: a.slice('dsh-writer 42 '.length) })
+    expect(holderNamed(writerName(9, 'elsewhere'))).toEqual({ pid: 9, host: 'elsewhere' })
+    expect(holderNamed(ownWriterName())).toEqual(me)
+    // A holder whose connection names no dsh writer: held, by no dsh process.
+    expect(holderNamed('psql')).toEqual({ pid: 0, host: '' })
+    expect(holderNamed(null)).toEqual({ pid: 0, host: '' })
+  })
+})
