@@ -194,6 +194,71 @@ describe('dsh serve and dsh mcp on PostgreSQL through a 10 s outage', () => {
   })
 })
 
+describe('dsh serve on PostgreSQL follows writes by another process', () => {
+  it("tells a session's stream that another process writes it, and that it is at rest once that process is killed", async () => {
+    const server = await serve()
+    const stream = new AbortController()
+    const written: Array<{ sessionId: string; id: string; writer: string }> = []
+    const reading = readWritten(`${server.info.url}/api/sessions/release-1.4/stream?token=${token}`, stream.signal, written).catch(
+      (error: unknown) => {
+        if (!stream.signal.aborted) throw error
+      },
+    )
+    const writer = spawn(process.execPath, [join(import.meta.dirname, 'support', 'pg-appender.mjs'), url, 'release-1.4'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const writerExited = new Promise((resolve) => writer.once('exit', resolve))
+    try {
+      const acked = new Promise<void>((resolve) => writer.stdout.on('data', (chunk: Buffer) => chunk.includes('ack ') && resolve()))
+      await acked
+      // The follower reads the change feed every 500 ms; polls bound the wait, never a verdict.
+      const told = (state: string) => until(() => written.some((w) => w.sessionId === 'release-1.4' && w.writer === state))
+      await told('other-process')
+      expect(written.find((w) => w.writer === 'other-process')).toEqual({
+        sessionId: 'release-1.4',
+        id: 'release-1.4',
+        writer: 'other-process',
+      })
+      writer.kill('SIGKILL')
+      await writerExited
+      await told('none')
+      expect(server.stderr().match(UNHANDLED) ?? [], server.stderr()).toEqual([])
+    } finally {
+      if (writer.exitCode === null && writer.signalCode === null) writer.kill('SIGKILL')
+      stream.abort()
+      await reading
+      const exited = new Promise((resolve) => server.child.once('exit', resolve))
+      server.child.kill('SIGTERM')
+      await exited
+    }
+  })
+})
+
+/** Collects the `written` events of an SSE stream into `into` until `signal` aborts. */
+async function readWritten(streamUrl: string, signal: AbortSignal, into: Array<{ sessionId: string; id: string; writer: string }>) {
+  const response = await fetch(streamUrl, { headers: { accept: 'text/event-stream' }, signal })
+  expect(response.status).toBe(200)
+  const decoder = new TextDecoder()
+  let buffered = ''
+  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+    buffered += decoder.decode(chunk, { stream: true })
+    for (let at = buffered.indexOf('\n\n'); at !== -1; at = buffered.indexOf('\n\n')) {
+      const block = buffered.slice(0, at)
+      buffered = buffered.slice(at + 2)
+      const data = /^data: (.*)$/m.exec(block)?.[1]
+      if (/^event: written$/m.test(block) && data !== undefined) into.push(JSON.parse(data))
+    }
+  }
+}
+
+/** Waits until `done()` holds: 480 polls 250 ms apart at most (a guard against a hang, not a deadline). */
+async function until(done: () => boolean): Promise<void> {
+  for (let poll = 0; !done(); poll++) {
+    expect(poll, 'still waiting after 480 polls').toBeLessThan(480)
+    await sleep(250)
+  }
+}
+
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0)
