@@ -52,6 +52,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       descendants: { type: 'boolean', help: 'the whole tree, not only direct children' },
       definitions: { type: 'boolean', help: 'instead: the agent definitions (<root>/.dsh/agents, <project>/.dsh/agents); no <id>' },
       project: { type: 'string', value: 'DIR', help: 'with --definitions: the project directory (default: the current directory)' },
+      prices: { type: 'string', value: 'FILE', help: "a price table for each child's cost (default $DSH_PRICES)" },
     },
     load: () => import('./commands/agents.js'),
   },

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { answer, type ChatUsage, callTools, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
+import { subagentList } from '@dsh/protocol'
 import { type V0Event, writeV0Log } from '@dsh/session-import-v0'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
@@ -146,6 +147,24 @@ describe('dsh stats', () => {
     const priced = await stats(id, '--descendants', '--prices', prices)
     const usd = (reported.input * 1 + reported.output * 2 + reported.cacheRead * 0.5 + reported.reasoning * 3) / 1_000_000
     expect(priced.cost?.usd).toBeCloseTo(usd, 12)
+    // The catalog prices each child as `dsh stats` prices it alone; the root's own cost and its rows' add up to the tree's.
+    const agents = await dsh(['agents', id, '--descendants', '--json', '--root', root, '--prices', prices])
+    expect(agents.code, agents.stderr).toBe(0)
+    const rows = subagentList.parse(JSON.parse(agents.stdout)).rows
+    expect(rows).toHaveLength(4)
+    let rowsUsd = 0
+    for (const row of rows) {
+      const own = (await stats(row.id, '--prices', prices)).cost?.usd
+      expect(own).toBeGreaterThan(0)
+      expect(row.cost).toBeCloseTo(own!, 12)
+      rowsUsd += row.cost!
+    }
+    expect((await stats(id, '--prices', prices)).cost!.usd! + rowsUsd).toBeCloseTo(usd, 12)
+    const table = await dsh(['agents', id, '--descendants', '--root', root, '--prices', prices])
+    expect(table.stdout).toContain(`$${rows[0]!.cost!.toFixed(6)}`)
+    // Without a price table the rows carry no cost (the body of an unpriced server).
+    const unpriced = subagentList.parse(JSON.parse((await dsh(['agents', id, '--descendants', '--json', '--root', root])).stdout)).rows
+    expect(unpriced.map((row) => 'cost' in row)).toEqual([false, false, false, false])
     writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { '127.0.0.1': { 'other-model': { input: 1, output: 2 } } } }))
     const unknown = await stats(id, '--descendants', '--prices', prices)
     expect(unknown.cost).toMatchObject({ usd: null, reason: 'unknown-model' })

@@ -1,10 +1,12 @@
 import type { SubagentListBody } from '@dsh/protocol'
 import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
-import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
+import { treeCosts } from '@dsh/session-stats'
+import { type ListAgentsRow, renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
+import { priceTableOf } from '../prices.js'
 import { escapeTerminal } from '../terminal.js'
 
 /**
@@ -19,27 +21,44 @@ import { escapeTerminal } from '../terminal.js'
  * never a log read. The table comes from the tools package's `/table` entry,
  * which builds none of the tools' input schemas: this command validates no
  * tool input.
+ *
+ * With a price table (`--prices FILE` or `DSH_PRICES`) each child also gets
+ * its `cost`, priced as `dsh sessions` prices an entry and as the HTTP
+ * catalog of a priced server does: its `sessionStats` read down the same
+ * ladder as `dsh stats` (one body read for a cold child without a
+ * checkpoint), `null` (blank in the text) when unknown.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   if (command.flag('definitions')) return (await import('./agent-definitions.js')).run(command, io)
   const id = onePositional(command, 'session id')
   const scope = command.flag('descendants') ? 'descendants' : 'children'
-  const entries = await withReadHost(
+  const prices = await priceTableOf(command, io)
+  const { entries, costs } = await withReadHost(
     command,
-    (host) => (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id)),
+    async (host) => {
+      const entries = await (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id))
+      if (prices === undefined || entries.length === 0) return { entries, costs: undefined }
+      return { entries, costs: treeCosts(await host.subagents.treeSnapshots(id, COST_KEYS, { descendants: true }), prices) }
+    },
     {},
     io,
   )
+  const priced = costs === undefined ? entries : entries.map((entry) => ({ ...entry, cost: costs.get(entry.row.id) ?? null }))
   if (command.json) {
-    const body: SubagentListBody = wireSubagentList(id, scope, entries)
+    const body: SubagentListBody = wireSubagentList(id, scope, priced)
     printJson(body, io.out)
     return 0
   }
   // Ids are escaped before rendering (a newline in an id cannot forge a row);
   // each rendered line is escaped again for labels (idempotent on escaped text).
   // A read-only host runs no child, so no message is queued for one.
-  const rows = entries.map((entry) => toListAgentsRow(entry, 0, true))
+  const rows = entries.map((entry): ListAgentsRow => {
+    const row = toListAgentsRow(entry, 0, true)
+    return row.kind === 'child' && costs !== undefined ? { ...row, cost: costs.get(row.id) ?? null } : row
+  })
   const text = renderListAgents(rows.map((row) => ({ ...row, id: escapeTerminal(row.id) as SessionId })))
   io.out.write(`${text.split('\n').map(escapeTerminal).join('\n')}\n`)
   return 0
 }
+
+const COST_KEYS = ['sessionStats'] as const

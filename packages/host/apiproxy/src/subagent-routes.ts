@@ -1,6 +1,6 @@
 import { isDshError } from '@dsh/context'
 import { routes } from '@dsh/protocol'
-import { listingValues } from '@dsh/session-stats'
+import { treeCosts } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { capHistoryPage } from './history-page.js'
 import { isListedChild, isNotFound } from './owner.js'
@@ -23,7 +23,7 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
       ? await services.subagents.explainChildren(params.id, signal)
       : await services.subagents.explainDescendants(params.id, signal)
   if (services.prices === undefined || rows.length === 0) return wireSubagentList(params.id, scope, rows)
-  const costs = await treeCosts(services, params.id, signal)
+  const costs = await rowCosts(services, params.id, signal)
   return wireSubagentList(
     params.id,
     scope,
@@ -35,26 +35,19 @@ const COST_KEYS = ['sessionStats'] as const
 
 /**
  * The cost of every session under `rootId` (its `sessionStats` read down the
- * catalog's ladder, priced by `listingValues`, the listing's pricing), or
+ * catalog's ladder, priced by `treeCosts`, the listing's pricing), or
  * `undefined` when nothing can be priced: a catalog that cannot read trees,
  * or a root gone since its rows were listed (every row's cost is then `null`).
  */
-async function treeCosts(services: ApiServices, rootId: string, signal: AbortSignal): Promise<Map<string, number | null> | undefined> {
+async function rowCosts(services: ApiServices, rootId: string, signal: AbortSignal): Promise<Map<string, number | null> | undefined> {
   const { prices, subagents } = services
   if (prices === undefined || subagents.treeSnapshots === undefined) return undefined
-  let entries: Awaited<ReturnType<typeof subagents.treeSnapshots>>
   try {
-    entries = await subagents.treeSnapshots(rootId, COST_KEYS, { descendants: true, signal })
+    return treeCosts(await subagents.treeSnapshots(rootId, COST_KEYS, { descendants: true, signal }), prices)
   } catch (error) {
     if (isDshError(error, 'SUBAGENT_NOT_FOUND')) return undefined
     throw error
   }
-  return new Map(
-    entries.map((entry) => {
-      const stats = entry.status === 'ok' ? entry.snapshot?.sessionStats : undefined
-      return [entry.id, listingValues({ sessionStats: stats }, prices).cost]
-    }),
-  )
 }
 
 /**

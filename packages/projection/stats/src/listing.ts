@@ -3,6 +3,7 @@ import type { ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh
 import { costOf } from './cost.js'
 import type { PriceTable } from './price-types.js'
 import { totalTokens } from './report.js'
+import type { RollupInput } from './rollup.js'
 import type { SessionStats } from './stats-types.js'
 import { SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from './stats-unit.js'
 import { SESSION_TITLE_KEY, SESSION_TITLE_STATE_VERSION, type SessionTitle, sessionTitleUnit } from './title.js'
@@ -43,6 +44,20 @@ export function listingValues(views: ListingViews | undefined, prices?: PriceTab
     tokens: stats === undefined ? null : totalTokens(stats.tokens),
     cost,
   }
+}
+
+/**
+ * The cost of each session of a tree (`treeSnapshots` entries read with the
+ * `sessionStats` key), priced as a listing entry's: `null` for a session
+ * whose stats could not be had or that used a model without a price.
+ */
+export function treeCosts(entries: readonly RollupInput[], prices: PriceTable): Map<string, number | null> {
+  return new Map(
+    entries.map((entry) => [
+      entry.id,
+      listingValues({ sessionStats: entry.status === 'ok' ? entry.snapshot?.sessionStats : undefined }, prices).cost,
+    ]),
+  )
 }
 
 /**

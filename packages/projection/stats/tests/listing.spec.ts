@@ -10,7 +10,9 @@ import {
   listingValuesOfStates,
   type PriceTable,
   parsePriceTable,
+  type SessionStats,
   totalTokens,
+  treeCosts,
 } from '../src/index.js'
 import { host } from './helpers.js'
 
@@ -53,6 +55,24 @@ describe('listing values', () => {
   it('an unknown model costs null, not 0', () => {
     const { states } = cachedStates('not-in-the-table')
     expect(listingValuesOfStates(states, TABLE)).toEqual({ title: 'Plan the release', tokens: 120, cost: null })
+  })
+
+  it("a tree's costs: each session's own, null for one not read or using a model without a price", () => {
+    const priced = cachedStates('m')
+    const unpriced = cachedStates('not-in-the-table')
+    const view = (c: ReturnType<typeof cachedStates>) => c.h.projections.snapshot(c.session, LISTING_KEYS).sessionStats as SessionStats
+    const costs = treeCosts(
+      [
+        { id: 'root', status: 'ok', snapshot: { sessionStats: view(priced) } },
+        { id: 'child', status: 'ok', snapshot: { sessionStats: view(unpriced) } },
+        { id: 'gone', status: 'unavailable', problem: { message: 'not readable now' } },
+        { id: 'cold', status: 'ok', snapshot: {} },
+      ],
+      TABLE,
+    )
+    expect([...costs.keys()]).toEqual(['root', 'child', 'gone', 'cold'])
+    expect(costs.get('root')).toBeCloseTo((100 * 1 + 20 * 4) / 1e6, 12)
+    expect([costs.get('child'), costs.get('gone'), costs.get('cold')]).toEqual([null, null, null])
   })
 
   it('a miss or a state that fails its unit schema is unknown, never shown', () => {

@@ -23,6 +23,8 @@ export type ListAgentsRow =
       readonly tokens?: number | null
       /** The time it spent in its own settled turns, with `usage` only; `null` unknown. */
       readonly durationMs?: number | null
+      /** USD of its own model calls under a price table (`dsh agents --prices`); `null` unknown (not read, or a model without a price). */
+      readonly cost?: number | null
       /** Messages queued for it behind its running turn (present only when > 0). */
       readonly queued?: number
     }
@@ -77,9 +79,9 @@ const DIAGNOSTIC_TEXT: Record<'corrupt' | 'unsupported' | 'unavailable', string>
 /**
  * The table (what `dsh agents` prints): one line per row, indented two spaces
  * per level below the caller, `<id>  <status>  <mode>  <label>[  <n> tokens][
- * <s>s][  +subagents]` or `<id>  diagnostic: <reason>`; `(no subagents)` when
- * empty. Tokens and duration appear for rows that carry them (`usage`) and
- * are blank (left out) when unknown.
+ * <s>s][  $<usd>][  +subagents]` or `<id>  diagnostic: <reason>`;
+ * `(no subagents)` when empty. Tokens, duration and cost appear for rows that
+ * carry them (`usage`, a price table) and are blank (left out) when unknown.
  */
 export function renderListAgents(rows: readonly ListAgentsRow[]): string {
   if (rows.length === 0) return '(no subagents)'
@@ -91,7 +93,8 @@ export function renderListAgents(rows: readonly ListAgentsRow[]): string {
       const status = row.queued === undefined ? row.status : `${row.status} (${row.queued} queued)`
       const tokens = row.tokens === undefined || row.tokens === null ? '' : `  ${row.tokens} tokens`
       const duration = row.durationMs === undefined || row.durationMs === null ? '' : `  ${(row.durationMs / 1000).toFixed(1)}s`
-      return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${tokens}${duration}${row.hasChildren ? '  +subagents' : ''}`
+      const cost = row.cost === undefined || row.cost === null ? '' : `  $${row.cost.toFixed(6)}`
+      return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${tokens}${duration}${cost}${row.hasChildren ? '  +subagents' : ''}`
     })
     .join('\n')
 }

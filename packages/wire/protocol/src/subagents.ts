@@ -50,8 +50,9 @@ export const subagentListRow = z.intersection(
     /**
      * USD of the child's own model calls under the server's price table,
      * priced as a listing entry's `cost`: `null` when its usage is unknown or
-     * a model it used has no price (never 0 in its place). Only the HTTP
-     * catalog of a server with a price table sends it.
+     * a model it used has no price (never 0 in its place). Sent with a price
+     * table only: by the HTTP catalog of a priced server and by `dsh agents
+     * --prices`.
      */
     cost: z.number().nonnegative().nullable().optional(),
   }),
