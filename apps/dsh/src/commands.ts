@@ -166,6 +166,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       },
       'max-children': { type: 'string', value: 'N', help: 'with --allow-control: subagents one session may have (default 64)' },
       'max-concurrent-runs': { type: 'string', value: 'N', help: 'with --allow-control: child runs going at once (default 8)' },
+      prices: {
+        type: 'string',
+        value: 'FILE',
+        help: "a price table for the tools' cost and children's cost budgets (default $DSH_PRICES)",
+      },
     },
     load: () => import('./commands/mcp.js'),
   },

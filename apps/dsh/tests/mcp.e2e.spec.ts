@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
@@ -153,6 +153,18 @@ describe('dsh mcp', () => {
     const events = await structured(client, 'search', { text: 'build', kind: 'events' })
     expect(events).toEqual(await json('search', 'build', '--events'))
     expect(searchPage.parse(events).kind).toBe('events')
+
+    // With a price table, the same as the commands given the same table: every listing entry and catalog row priced.
+    const prices = join(dir, 'prices.json')
+    writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { p: { m: { input: 1, output: 2 } } } }))
+    const priced = await connect('--prices', prices)
+    expect(await structured(priced, 'list_sessions', {})).toEqual(await json('sessions', '--prices', prices))
+    const pricedAgents = await structured(priced, 'list_agents', { id: parent, scope: 'descendants' })
+    expect(pricedAgents).toEqual(await json('agents', parent, '--descendants', '--prices', prices))
+    expect(subagentList.parse(pricedAgents).rows.every((row) => 'cost' in row)).toBe(true)
+    expect((await priced.listTools()).tools.find((tool) => tool.name === 'session_stats')?.description).toContain(
+      "the server's price table",
+    )
   })
 
   it('answers bad input with a tool error carrying the code, and keeps serving', async () => {

@@ -7,6 +7,7 @@ import { commandAgentDefinitions } from '../agent-definitions-access.js'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
+import { priceTableOf } from '../prices.js'
 import { controlToolsOf, dialectOf, noticesOf } from './run.js'
 
 /** A positive integer option, or undefined for the default; 0 or anything else is CLI_USAGE. */
@@ -62,7 +63,7 @@ function childDriver(command: ParsedCommand, io: CommandIo, dialect: SubagentCon
 }
 
 /**
- * `dsh mcp [--root R] [--dialect dsh|harness] [--max-message-bytes N]
+ * `dsh mcp [--root R] [--dialect dsh|harness] [--max-message-bytes N] [--prices FILE]
  * [--allow-control [--model M] [--base-url URL] [--max-children N] [--max-concurrent-runs N]]`:
  * a Model Context Protocol server on stdin/stdout until the client
  * disconnects. stdout carries the protocol only; warnings, and one line per
@@ -74,7 +75,9 @@ function childDriver(command: ParsedCommand, io: CommandIo, dialect: SubagentCon
  * root is created or written); with it, the subagent-control tools act as
  * the session each call names, loaded (and crash-repaired) if it is not
  * live. `--dialect harness` serves the control tools in the harness's shapes
- * and `list_agents` text as such a model reads it.
+ * and `list_agents` text as such a model reads it. A price table (`--prices`
+ * or `DSH_PRICES`) prices `cost` in `list_sessions`, `list_agents` and
+ * `session_stats`, and children's cost budgets.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
@@ -82,9 +85,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const { maxMessageBytes, limits } = limitsOf(command)
   const allowControl = command.flag('allow-control')
   const driver = allowControl ? childDriver(command, io, dialect) : undefined
+  const prices = await priceTableOf(command, io)
   const host = await openHost(command, {
     // A server: a slow search answers only its own call, and a signal stops it at once.
     queryWorker: true,
+    // Prices the read tools' cost and, with control, children's cost budgets.
+    ...(prices === undefined ? {} : { prices }),
     ...(allowControl
       ? {
           requireExisting: true,
@@ -114,6 +120,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     const server = createMcpServer(host.ctx, {
       agentDefinitions: agents,
       ...(dialect === 'harness' ? { listAgentsFormat: 'harness' as const } : {}),
+      ...(prices === undefined ? {} : { prices }),
       ...(allowControl
         ? {
             allowControl,

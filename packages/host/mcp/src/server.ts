@@ -55,7 +55,10 @@ export function createMcpServer(
   services: McpServiceSource & { get(name: 'sessions'): { get(id: string): Session | undefined } | undefined },
   options: McpServerOptions = {},
 ): Server {
-  const tools = readTools(services, options.listAgentsFormat === undefined ? {} : { listAgentsFormat: options.listAgentsFormat })
+  const tools = readTools(services, {
+    ...(options.listAgentsFormat === undefined ? {} : { listAgentsFormat: options.listAgentsFormat }),
+    ...(options.prices === undefined ? {} : { prices: options.prices }),
+  })
   if (options.agentDefinitions !== undefined) tools.push(listAgentDefinitionsTool(options.agentDefinitions))
   if (options.allowControl === true) {
     if (options.control === undefined || options.controlTools === undefined) {

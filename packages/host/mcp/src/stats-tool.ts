@@ -1,5 +1,5 @@
 import { idParam, statsScope } from '@dsh/protocol'
-import { type ReportInput, sessionStatsReport } from '@dsh/session-stats'
+import { type PriceTable, type ReportInput, sessionStatsReport, treeCosts } from '@dsh/session-stats'
 import { z } from 'zod'
 import { McpError } from './errors.js'
 
@@ -23,20 +23,45 @@ function hasTrees(catalog: unknown): catalog is TreeSnapshotSource {
   return typeof (catalog as Partial<TreeSnapshotSource> | undefined)?.treeSnapshots === 'function'
 }
 
-export const SESSION_STATS_DESCRIPTION =
-  "Usage of a session: turns, steps, model/tool/turn wall time, first-token latency, tokens by kind (input, output, cacheRead, cacheWrite, reasoning), tool calls by name and errors. scope 'descendants' sums over its whole subagent tree; sessions that could not be read are listed as gaps. No price table is configured here, so cost is null."
+/** The tool's description: whether cost is priced depends on the server's price table. */
+export function sessionStatsDescription(priced: boolean): string {
+  return `Usage of a session: turns, steps, model/tool/turn wall time, first-token latency, tokens by kind (input, output, cacheRead, cacheWrite, reasoning), tool calls by name and errors. scope 'descendants' sums over its whole subagent tree; sessions that could not be read are listed as gaps. ${
+    priced
+      ? "cost is in USD under the server's price table; a model without a price makes it unknown (usd null, with the reason), never 0."
+      : 'No price table is configured here, so cost is null.'
+  }`
+}
 
 /**
  * `session_stats`: the report `GET /api/sessions/:id/stats` answers, read
  * through the catalog's ladder (live, checkpoint cache, one body read).
  */
-export async function callSessionStats(catalog: unknown, input: z.output<typeof sessionStatsInput>, signal: AbortSignal) {
-  if (!hasTrees(catalog))
-    throw new McpError(
-      'MCP_SERVICE_UNAVAILABLE',
-      "This server's host cannot read session trees (its 'subagents' service has no treeSnapshots).",
-    )
+export async function callSessionStats(
+  catalog: unknown,
+  input: z.output<typeof sessionStatsInput>,
+  signal: AbortSignal,
+  prices: PriceTable | undefined,
+) {
+  const trees = treesOf(catalog)
   const scope = input.scope ?? 'session'
-  const entries = await catalog.treeSnapshots(input.id, KEYS, { descendants: scope === 'descendants', signal })
-  return sessionStatsReport(input.id, scope, entries)
+  const entries = await trees.treeSnapshots(input.id, KEYS, { descendants: scope === 'descendants', signal })
+  return sessionStatsReport(input.id, scope, entries, prices)
+}
+
+/** The cost of every session under `rootId`, priced as a listing entry's (`list_agents` rows on a priced server). */
+export async function callTreeCosts(
+  catalog: unknown,
+  rootId: string,
+  signal: AbortSignal,
+  prices: PriceTable,
+): Promise<Map<string, number | null>> {
+  return treeCosts(await treesOf(catalog).treeSnapshots(rootId, ['sessionStats'], { descendants: true, signal }), prices)
+}
+
+function treesOf(catalog: unknown): TreeSnapshotSource {
+  if (hasTrees(catalog)) return catalog
+  throw new McpError(
+    'MCP_SERVICE_UNAVAILABLE',
+    "This server's host cannot read session trees (its 'subagents' service has no treeSnapshots).",
+  )
 }

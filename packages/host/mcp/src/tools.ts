@@ -4,7 +4,7 @@ import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentList
 import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
 import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
-import { type ListingSources, listedValues } from '@dsh/session-stats'
+import { type ListingSources, listedValues, type PriceTable } from '@dsh/session-stats'
 import {
   type ListAgentsFormat,
   renderListAgents,
@@ -16,7 +16,7 @@ import {
 import { z } from 'zod'
 import { McpError } from './errors.js'
 import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
-import { callSessionStats, SESSION_STATS_DESCRIPTION, sessionStatsInput } from './stats-tool.js'
+import { callSessionStats, callTreeCosts, sessionStatsDescription, sessionStatsInput } from './stats-tool.js'
 
 /** A tool as this server offers it: a name, a description, the input's JSON Schema, and a call. */
 export interface McpTool {
@@ -86,6 +86,12 @@ export interface ReadToolsOptions {
    * the harness-dialect tools reads its own `list_agents`).
    */
   readonly listAgentsFormat?: ListAgentsFormat
+  /**
+   * The price table `cost` is priced with: `list_sessions` entries,
+   * `list_agents` rows and the `session_stats` report. Without one every
+   * cost is null (and `list_agents` rows carry none), as the descriptions say.
+   */
+  readonly prices?: PriceTable
 }
 
 const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
@@ -106,21 +112,29 @@ const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
  */
 export function readTools(services: McpServiceSource, options: ReadToolsOptions = {}): McpTool[] {
   const listAgentsFormat = options.listAgentsFormat ?? 'table'
+  const prices = options.prices
   const query = (): SessionQuery => need(services.get('sessionQuery'), 'sessionQuery')
   return [
     {
       name: 'list_sessions',
-      description:
-        'List the sessions in this dsh root, oldest first: header (id, createdAt, origin, parentSession, delegationDepth, cwd), inherited event count, title and tokens used (null until known; cost is null, the server has no price table). Filter by parent, origin or cwd; page with limit and cursor.',
+      description: `List the sessions in this dsh root, oldest first: header (id, createdAt, origin, parentSession, delegationDepth, cwd), inherited event count, title and tokens used (null until known; ${
+        prices === undefined
+          ? 'cost is null, the server has no price table'
+          : "cost in USD under the server's price table, null when unknown"
+      }). Filter by parent, origin or cwd; page with limit and cursor.`,
       inputSchema: jsonSchemaOf(listSessionsInput),
       async call(args, signal) {
         const input = parseInput('list_sessions', listSessionsInput, args)
         const page = await query().listSessions(compact(input), signal)
-        const values = listedValues(page.records, {
-          sessions: services.get('sessions'),
-          projections: services.get('sessionProjections'),
-          cache: services.get('sessionProjectionCache'),
-        })
+        const values = listedValues(
+          page.records,
+          {
+            sessions: services.get('sessions'),
+            projections: services.get('sessionProjections'),
+            cache: services.get('sessionProjectionCache'),
+          },
+          prices,
+        )
         const body: SessionListPageBody = wireSessionList(page, values)
         return { result: body }
       },
@@ -138,13 +152,20 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
     },
     {
       name: 'list_agents',
-      description: LIST_AGENTS_DESCRIPTION[listAgentsFormat],
+      description: `${LIST_AGENTS_DESCRIPTION[listAgentsFormat]}${
+        prices === undefined ? '' : " Each row's cost is in USD under the server's price table (its own model calls; null when unknown)."
+      }`,
       inputSchema: jsonSchemaOf(listAgentsInput),
       async call(args, signal) {
         const { id, scope = 'children' } = parseInput('list_agents', listAgentsInput, args)
         const catalog = need(services.get('subagents'), 'subagents')
         const entries = scope === 'descendants' ? await catalog.explainDescendants(id, signal) : await catalog.explainChildren(id, signal)
-        const body: SubagentListBody = wireSubagentList(id, scope, entries)
+        const costs = prices === undefined || entries.length === 0 ? undefined : await callTreeCosts(catalog, id, signal, prices)
+        const body: SubagentListBody = wireSubagentList(
+          id,
+          scope,
+          costs === undefined ? entries : entries.map((entry) => ({ ...entry, cost: costs.get(entry.row.id) ?? null })),
+        )
         if (listAgentsFormat === 'harness')
           return { result: body, text: renderListAgentsEntries(toListAgentsEntries(entries, scope, catalog), scope) }
         // The table, with the messages queued for a busy child in this process.
@@ -156,11 +177,11 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
     },
     {
       name: 'session_stats',
-      description: SESSION_STATS_DESCRIPTION,
+      description: sessionStatsDescription(prices !== undefined),
       inputSchema: jsonSchemaOf(sessionStatsInput),
       async call(args, signal) {
         const input = parseInput('session_stats', sessionStatsInput, args)
-        const report = await callSessionStats(need(services.get('subagents'), 'subagents'), compact(input), signal)
+        const report = await callSessionStats(need(services.get('subagents'), 'subagents'), compact(input), signal, prices)
         return { result: report as unknown as Record<string, unknown> }
       },
     },

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, sessionStatsReport, subagentList } from '@dsh/protocol'
-import { listedValues } from '@dsh/session-stats'
+import { listedValues, parsePriceTable, treeCosts } from '@dsh/session-stats'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -145,6 +145,37 @@ describe('dsh MCP server', () => {
     const eventHits = await host.query.searchEvents!({ text: 'wombat' })
     expect(JSON.stringify(events)).toBe(JSON.stringify(searchPage.parse({ kind: 'events', ...eventHits })))
     expect(events.kind).toBe('events')
+  })
+
+  it('with a price table, prices cost in list_sessions, list_agents and session_stats as the HTTP API does, and says so', async () => {
+    const prices = await parsePriceTable({ currency: 'USD', providers: { p: { m: { input: 1, output: 4 } } } })
+    const parent = host.sessions.get(parentId)!
+    parent.append('turn/start', { turn: 9 })
+    parent.append('step/start', { turn: 9, step: 0, provider: 'p', model: 'm' })
+    parent.append('assistant/message', { turn: 9, text: 'ok' })
+    parent.append('step/end', { turn: 9, step: 0, usage: { input: 1000, output: 200 }, finish: 'stop' })
+    parent.append('turn/end', { turn: 9, reason: 'completed' })
+    const usd = (1000 * 1 + 200 * 4) / 1e6
+    const priced = await connect({ prices })
+    try {
+      const answer = async (name: string, args: Record<string, unknown>) =>
+        (await priced.callTool({ name, arguments: args })).structuredContent as Record<string, unknown>
+      const listed = sessionListPage.parse(await answer('list_sessions', {}))
+      expect(listed.sessions.find((entry) => entry.header.id === parentId)?.cost).toBeCloseTo(usd, 12)
+      expect(sessionStatsReport.parse(await answer('session_stats', { id: parentId })).cost?.usd).toBeCloseTo(usd, 12)
+      // Each row is priced as the catalog's tree prices it (the HTTP route's pricing).
+      const rows = subagentList.parse(await answer('list_agents', { id: parentId })).rows
+      const oracle = treeCosts(await host.subagents.treeSnapshots(parentId, ['sessionStats'], { descendants: true }), prices)
+      expect(rows.map((row) => [row.id, 'cost' in row, row.cost])).toEqual(rows.map((row) => [row.id, true, oracle.get(row.id)]))
+      const { tools } = await priced.listTools()
+      for (const name of ['list_sessions', 'list_agents', 'session_stats'])
+        expect(tools.find((tool) => tool.name === name)?.description).toContain("the server's price table")
+      // The server without a table: no row carries a cost, and the descriptions say cost is null.
+      expect(subagentList.parse(await call('list_agents', { id: parentId })).rows.map((row) => 'cost' in row)).toEqual([false, false])
+      expect((await client.listTools()).tools.find((tool) => tool.name === 'session_stats')?.description).toContain('cost is null')
+    } finally {
+      await priced.close()
+    }
   })
 
   it('turns bad input and failures into tool errors carrying our codes, and keeps serving', async () => {
