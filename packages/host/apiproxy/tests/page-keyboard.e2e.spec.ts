@@ -112,6 +112,11 @@ it('reaches and operates search, paging, a session, its collapsed blocks, the tr
   // Collapsed reasoning opens with Enter, the collapsed tool call with Space.
   expect(await isOpen('#transcript details.reasoning')).toBe(false)
   await tabTo('#transcript details.reasoning > summary')
+  // A live update re-renders the transcript meanwhile: the keyboard keeps its place.
+  const shown = Number(await page.locator('#transcript').getAttribute('data-count'))
+  turn(stack.sessions.get('rich')!, 'one more thing')
+  await page.locator(`#transcript:not([data-count="${shown}"])`).waitFor({ state: 'attached' })
+  expect(await focusedMatches('#transcript details.reasoning > summary')).toBe(true)
   await page.keyboard.press('Enter')
   expect(await isOpen('#transcript details.reasoning')).toBe(true)
   expect(await isOpen('#transcript details.tool-call')).toBe(false)

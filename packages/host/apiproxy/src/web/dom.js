@@ -20,6 +20,25 @@ export function el(tag, props = {}, ...children) {
 }
 
 /** Shows an error in the element `id` (hidden again with `undefined`). */
+/**
+ * Replaces what `container` shows (`replace`), keeping the keyboard's place:
+ * an element focused inside it is found again in the new content (the same
+ * item, by its `data-seq` or `data-span-id`, and the same element within it)
+ * and focused, so a live update never drops a keyboard user back to the top.
+ */
+export function keepingFocus(container, replace) {
+  const active = document.activeElement
+  const item = active instanceof Element && container.contains(active) ? active.closest('[data-seq],[data-span-id]') : null
+  const attr = item === null ? undefined : item.hasAttribute('data-seq') ? 'data-seq' : 'data-span-id'
+  const key = item?.getAttribute(attr)
+  const index = item === null ? -1 : [...item.querySelectorAll('*')].indexOf(active)
+  replace()
+  if (item === null || !container.isConnected || container.contains(active)) return
+  const again = container.querySelector(`[${attr}="${CSS.escape(key)}"]`)
+  const target = index === -1 ? again : again?.querySelectorAll('*')[index]
+  target?.focus({ preventScroll: true })
+}
+
 export function showError(id, error) {
   const node = $(id)
   if (error === undefined) {

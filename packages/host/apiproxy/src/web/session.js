@@ -3,7 +3,7 @@
 // to, and new events merged in when the live stream says the session changed.
 
 import { api, sessionBase } from './api.js'
-import { $, fmtCost, fmtTokens, showError } from './dom.js'
+import { $, fmtCost, fmtTokens, keepingFocus, showError } from './dom.js'
 import { writerOf } from './live.js'
 import { renderEvents } from './transcript.js'
 
@@ -45,7 +45,7 @@ function render() {
     const details = item.querySelectorAll('details')
     for (let i = 0; i < details.length; i++) if (open.has(`${item.dataset.seq}:${i}`)) details[i].open = true
   }
-  list.replaceChildren(...items)
+  keepingFocus(list, () => list.replaceChildren(...items))
   const last = events.at(-1)
   list.setAttribute('data-last-seq', last === undefined ? '-1' : String(last.seq))
   list.setAttribute('data-count', String(events.length))

@@ -7,7 +7,7 @@
 // change state on the page without a reload.
 
 import { api, seg } from './api.js'
-import { $, el, fmtCost, fmtMs, fmtTokens, hashLink, showError } from './dom.js'
+import { $, el, fmtCost, fmtMs, fmtTokens, hashLink, keepingFocus, showError } from './dom.js'
 import { writerOf } from './live.js'
 
 const REASONS = {
@@ -210,7 +210,7 @@ function draw(catalog, stats, tail, records, own) {
     if (node.children.length > 0) item.append(el('ul', {}, ...node.children.map(build)))
     return item
   }
-  $('trace').replaceChildren(build(root))
+  keepingFocus($('trace'), () => $('trace').replaceChildren(build(root)))
   const totals = stats.rollup
   const gaps = totals.gaps.length
   $('trace-summary').textContent =
