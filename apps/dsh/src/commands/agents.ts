@@ -26,7 +26,8 @@ import { escapeTerminal } from '../terminal.js'
  * its `cost`, priced as `dsh sessions` prices an entry and as the HTTP
  * catalog of a priced server does: its `sessionStats` read down the same
  * ladder as `dsh stats` (one body read for a cold child without a
- * checkpoint), `null` (blank in the text) when unknown.
+ * checkpoint), no deeper than the rows go, `null` (blank in the text) when
+ * unknown.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   if (command.flag('definitions')) return (await import('./agent-definitions.js')).run(command, io)
@@ -38,7 +39,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     async (host) => {
       const entries = await (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id))
       if (prices === undefined || entries.length === 0) return { entries, costs: undefined }
-      return { entries, costs: treeCosts(await host.subagents.treeSnapshots(id, COST_KEYS, { descendants: true }), prices) }
+      // The tree read for the costs goes no deeper than the rows do.
+      const depth = scope === 'children' ? { maxDepth: 1 } : {}
+      return { entries, costs: treeCosts(await host.subagents.treeSnapshots(id, COST_KEYS, { descendants: true, ...depth }), prices) }
     },
     {},
     io,

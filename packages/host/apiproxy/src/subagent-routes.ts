@@ -23,7 +23,7 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
       ? await services.subagents.explainChildren(params.id, signal)
       : await services.subagents.explainDescendants(params.id, signal)
   if (services.prices === undefined || rows.length === 0) return wireSubagentList(params.id, scope, rows)
-  const costs = await rowCosts(services, params.id, signal)
+  const costs = await rowCosts(services, params.id, scope, signal)
   return wireSubagentList(
     params.id,
     scope,
@@ -34,16 +34,23 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
 const COST_KEYS = ['sessionStats'] as const
 
 /**
- * The cost of every session under `rootId` (its `sessionStats` read down the
- * catalog's ladder, priced by `treeCosts`, the listing's pricing), or
- * `undefined` when nothing can be priced: a catalog that cannot read trees,
- * or a root gone since its rows were listed (every row's cost is then `null`).
+ * The cost of every session the rows of `scope` show under `rootId` (its
+ * `sessionStats` read down the catalog's ladder, no deeper than the rows go,
+ * priced by `treeCosts`, the listing's pricing), or `undefined` when nothing
+ * can be priced: a catalog that cannot read trees, or a root gone since its
+ * rows were listed (every row's cost is then `null`).
  */
-async function rowCosts(services: ApiServices, rootId: string, signal: AbortSignal): Promise<Map<string, number | null> | undefined> {
+async function rowCosts(
+  services: ApiServices,
+  rootId: string,
+  scope: 'children' | 'descendants',
+  signal: AbortSignal,
+): Promise<Map<string, number | null> | undefined> {
   const { prices, subagents } = services
   if (prices === undefined || subagents.treeSnapshots === undefined) return undefined
   try {
-    return treeCosts(await subagents.treeSnapshots(rootId, COST_KEYS, { descendants: true, signal }), prices)
+    const depth = scope === 'children' ? { maxDepth: 1 } : {}
+    return treeCosts(await subagents.treeSnapshots(rootId, COST_KEYS, { descendants: true, ...depth, signal }), prices)
   } catch (error) {
     if (isDshError(error, 'SUBAGENT_NOT_FOUND')) return undefined
     throw error

@@ -15,7 +15,7 @@ export interface TreeSnapshotSource {
   treeSnapshots(
     rootId: string,
     keys: readonly (typeof KEYS)[number][],
-    options: { readonly descendants?: boolean; readonly signal?: AbortSignal },
+    options: { readonly descendants?: boolean; readonly maxDepth?: number; readonly signal?: AbortSignal },
   ): Promise<readonly ReportInput[]>
 }
 
@@ -48,14 +48,16 @@ export async function callSessionStats(
   return sessionStatsReport(input.id, scope, entries, prices)
 }
 
-/** The cost of every session under `rootId`, priced as a listing entry's (`list_agents` rows on a priced server). */
+/** The cost of every session the rows of `scope` show under `rootId` (read no deeper), priced as a listing entry's (`list_agents` rows on a priced server). */
 export async function callTreeCosts(
   catalog: unknown,
   rootId: string,
+  scope: 'children' | 'descendants',
   signal: AbortSignal,
   prices: PriceTable,
 ): Promise<Map<string, number | null>> {
-  return treeCosts(await treesOf(catalog).treeSnapshots(rootId, ['sessionStats'], { descendants: true, signal }), prices)
+  const depth = scope === 'children' ? { maxDepth: 1 } : {}
+  return treeCosts(await treesOf(catalog).treeSnapshots(rootId, ['sessionStats'], { descendants: true, ...depth, signal }), prices)
 }
 
 function treesOf(catalog: unknown): TreeSnapshotSource {

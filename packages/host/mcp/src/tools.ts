@@ -160,7 +160,7 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
         const { id, scope = 'children' } = parseInput('list_agents', listAgentsInput, args)
         const catalog = need(services.get('subagents'), 'subagents')
         const entries = scope === 'descendants' ? await catalog.explainDescendants(id, signal) : await catalog.explainChildren(id, signal)
-        const costs = prices === undefined || entries.length === 0 ? undefined : await callTreeCosts(catalog, id, signal, prices)
+        const costs = prices === undefined || entries.length === 0 ? undefined : await callTreeCosts(catalog, id, scope, signal, prices)
         const body: SubagentListBody = wireSubagentList(
           id,
           scope,

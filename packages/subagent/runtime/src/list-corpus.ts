@@ -80,13 +80,19 @@ export async function enumerateChildrenOf(
  * Every session below `root` (subagents and ordinary ones) grouped by its
  * (live-preferred) parent, each group ordered, one generation per listing:
  * the cost follows the family, not the corpus. Each id is expanded once,
- * which also ends a parent/child cycle in damaged data.
+ * which also ends a parent/child cycle in damaged data. `maxDepth`
+ * generations at most (the children are generation 1).
  */
-export async function enumerateFamily(deps: CorpusDeps, root: SessionId, scope: ListingScope): Promise<Map<string, Candidate[]>> {
+export async function enumerateFamily(
+  deps: CorpusDeps,
+  root: SessionId,
+  scope: ListingScope,
+  maxDepth = Number.POSITIVE_INFINITY,
+): Promise<Map<string, Candidate[]>> {
   const tree = new Map<string, Candidate[]>()
   const expanded = new Set<string>([root])
   let generation: SessionId[] = [root]
-  while (generation.length > 0) {
+  for (let depth = 1; generation.length > 0 && depth <= maxDepth; depth++) {
     const groups = await enumerateChildrenOf(deps, generation, 'all', scope)
     const next: SessionId[] = []
     for (const [parent, children] of groups) {

@@ -50,6 +50,13 @@ export interface TreeSnapshotEntry {
 export interface TreeSnapshotOptions {
   /** Include every session below the root (default: the root alone). */
   readonly descendants?: boolean
+  /**
+   * With `descendants`: only the sessions at most this many generations
+   * below the root (1: its children), and the tree is listed no deeper, so a
+   * caller that shows one generation reads no more. A positive integer;
+   * default the whole tree.
+   */
+  readonly maxDepth?: number
   readonly signal?: AbortSignal
 }
 
@@ -71,6 +78,12 @@ export async function treeSnapshotsWithin(
   concurrency: number,
 ): Promise<TreeSnapshotEntry[]> {
   const deps = requireServices(services, keys)
+  const maxDepth = options.maxDepth ?? Number.POSITIVE_INFINITY
+  if (maxDepth !== Number.POSITIVE_INFINITY && !(Number.isSafeInteger(maxDepth) && maxDepth >= 1)) {
+    throw new SubagentError('SUBAGENT_INVALID_OPTIONS', `maxDepth must be a positive integer, got ${String(options.maxDepth)}.`, {
+      details: { maxDepth: options.maxDepth },
+    })
+  }
   return ListingScope.run(options.signal, async (scope) => {
     const id = rootId as SessionId
     const named = typeof rootId === 'string' && rootId.length > 0
@@ -92,10 +105,11 @@ export async function treeSnapshotsWithin(
       { candidate: root, parentId: undefined, depth: 0 },
     ]
     if (options.descendants === true) {
-      const tree = await enumerateFamily(deps, root.header.id, scope)
+      const tree = await enumerateFamily(deps, root.header.id, scope, maxDepth)
       // Guards against a parent/child cycle in damaged data (ids reused across lifecycles).
       const visited = new Set<string>([root.header.id])
       const walk = (parent: SessionId, depth: number): void => {
+        if (depth > maxDepth) return
         for (const child of tree.get(parent) ?? []) {
           if (visited.has(child.header.id)) continue
           visited.add(child.header.id)

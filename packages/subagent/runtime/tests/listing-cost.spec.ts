@@ -134,6 +134,25 @@ for (const name of ['memory', 'jsonl'] as const) {
       expect(live.filters.every((f) => f.parentSessions !== undefined)).toBe(true)
       expect(live.filters).toHaveLength(4)
       expect(live.records).toBe(24)
+
+      // maxDepth 1: the parent and its 20 children, from one listing; nothing below them is listed or read.
+      const shallow = counted()
+      const children1 = await treeSnapshots(services(shallow), parent.id, [SUBAGENT_IDENTITY_KEY], { descendants: true, maxDepth: 1 })
+      expect(children1.map((e) => e.depth)).toEqual([0, ...children.map(() => 1)])
+      expect(
+        children1
+          .slice(1)
+          .map((e) => e.id)
+          .sort(),
+      ).toEqual([...children].sort())
+      expect(shallow.filters).toEqual([{ parentSessions: [parent.id], limit: 1000 }])
+      expect(shallow.records).toBe(20)
+      const two = await treeSnapshots(services(counted()), parent.id, [SUBAGENT_IDENTITY_KEY], { descendants: true, maxDepth: 2 })
+      expect(two.map((e) => e.depth).filter((d) => d > 1)).toEqual([2, 2, 2])
+      for (const maxDepth of [0, -1, 1.5, Number.NaN])
+        await expect(
+          treeSnapshots(services(counted()), parent.id, [SUBAGENT_IDENTITY_KEY], { descendants: true, maxDepth }),
+        ).rejects.toMatchObject({ code: 'SUBAGENT_INVALID_OPTIONS' })
     })
   })
 }
