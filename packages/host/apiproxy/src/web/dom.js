@@ -19,7 +19,6 @@ export function el(tag, props = {}, ...children) {
   return node
 }
 
-/** Shows an error in the element `id` (hidden again with `undefined`). */
 /**
  * Replaces what `container` shows (`replace`), keeping the keyboard's place:
  * an element focused inside it is found again in the new content (the same
@@ -28,7 +27,8 @@ export function el(tag, props = {}, ...children) {
  */
 export function keepingFocus(container, replace) {
   const active = document.activeElement
-  const item = active instanceof Element && container.contains(active) ? active.closest('[data-seq],[data-span-id]') : null
+  const keyed = active instanceof Element && container.contains(active) ? active.closest('[data-seq],[data-span-id]') : null
+  const item = keyed !== null && container.contains(keyed) ? keyed : null
   const attr = item === null ? undefined : item.hasAttribute('data-seq') ? 'data-seq' : 'data-span-id'
   const key = item?.getAttribute(attr)
   const index = item === null ? -1 : [...item.querySelectorAll('*')].indexOf(active)
@@ -39,6 +39,7 @@ export function keepingFocus(container, replace) {
   target?.focus({ preventScroll: true })
 }
 
+/** Shows an error in the element `id` (hidden again with `undefined`). */
 export function showError(id, error) {
   const node = $(id)
   if (error === undefined) {
