@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import { Context } from '@dsh/context'
 import { SessionId, SessionLogOffset, sessionStorePlugin } from '@dsh/session'
 import { sessionPersistencePlugin } from '@dsh/session-persistence'
@@ -85,6 +86,7 @@ describe('a PostgreSQL outage', () => {
       failure(p.load(SessionId('a'))),
       failure(p.delete(SessionId('a'))),
       failure(p.append(target('b'), events(0, 1))),
+      failure(p.writerOf(SessionId('a'))),
     ])
     for (const error of during) {
       expect(error).toMatchObject({ code: 'SESSION_PERSISTENCE_UNAVAILABLE' })
@@ -127,7 +129,8 @@ describe('a PostgreSQL outage', () => {
     await expect(a.append(target('held'), events(1, 1, 'a'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_UNAVAILABLE' })
     await outage.cluster().startServer()
 
-    // The leases died with A's connection: B takes 'held' over.
+    // The leases died with A's connection: no one holds 'mine' until A writes it again; B takes 'held' over.
+    expect((await eventually(() => a.writerOf(SessionId('mine')))).value).toBeUndefined()
     await eventually(() => b.append(target('held'), events(1, 1, 'b')))
     // A never writes 'held' without its lease: LOCKED, and nothing of A's lands.
     await expect(a.append(target('held'), events(1, 1, 'a'))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_LOCKED' })
@@ -135,6 +138,7 @@ describe('a PostgreSQL outage', () => {
     expect((await b.inspect(SessionId('held'))).events.map((e) => (e.data as { text: string }).text)).toEqual(['a0', 'b1'])
     // 'mine' was nobody else's: A's next append takes its lease again on a new connection, then writes.
     expect((await a.append(target('mine'), events(1, 1, 'a'))).nextSeq).toBe(2)
+    expect(await b.writerOf(SessionId('mine'))).toEqual({ pid: process.pid, host: hostname() })
     const held = await leases(url)
     expect(held).toHaveLength(2)
     expect(held).not.toContain(holder)
