@@ -1,7 +1,7 @@
 import type { SubagentListBody } from '@dsh/protocol'
 import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
-import { treeCosts } from '@dsh/session-stats'
+import { catalogCosts } from '@dsh/session-stats'
 import { type ListAgentsRow, renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
@@ -39,9 +39,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     async (host) => {
       const entries = await (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id))
       if (prices === undefined || entries.length === 0) return { entries, costs: undefined }
-      // The tree read for the costs goes no deeper than the rows do.
-      const depth = scope === 'children' ? { maxDepth: 1 } : {}
-      return { entries, costs: treeCosts(await host.subagents.treeSnapshots(id, COST_KEYS, { descendants: true, ...depth }), prices) }
+      return { entries, costs: await catalogCosts(host.subagents, id, scope, prices) }
     },
     {},
     io,
@@ -63,5 +61,3 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   io.out.write(`${text.split('\n').map(escapeTerminal).join('\n')}\n`)
   return 0
 }
-
-const COST_KEYS = ['sessionStats'] as const

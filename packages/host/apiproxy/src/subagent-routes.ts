@@ -1,6 +1,6 @@
 import { isDshError } from '@dsh/context'
 import { routes } from '@dsh/protocol'
-import { treeCosts } from '@dsh/session-stats'
+import { catalogCosts } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { capHistoryPage } from './history-page.js'
 import { isListedChild, isNotFound } from './owner.js'
@@ -31,14 +31,12 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
   )
 })
 
-const COST_KEYS = ['sessionStats'] as const
-
 /**
- * The cost of every session the rows of `scope` show under `rootId` (its
- * `sessionStats` read down the catalog's ladder, no deeper than the rows go,
- * priced by `treeCosts`, the listing's pricing), or `undefined` when nothing
- * can be priced: a catalog that cannot read trees, or a root gone since its
- * rows were listed (every row's cost is then `null`).
+ * The cost of every row of `scope` under `rootId` (`catalogCosts`: the
+ * listing's pricing of each session's `sessionStats`, read down the catalog's
+ * ladder no deeper than the rows go), or `undefined` when nothing can be
+ * priced: a catalog that cannot read trees, or a root gone since its rows
+ * were listed (every row's cost is then `null`).
  */
 async function rowCosts(
   services: ApiServices,
@@ -47,10 +45,10 @@ async function rowCosts(
   signal: AbortSignal,
 ): Promise<Map<string, number | null> | undefined> {
   const { prices, subagents } = services
-  if (prices === undefined || subagents.treeSnapshots === undefined) return undefined
+  const trees = subagents.treeSnapshots
+  if (prices === undefined || trees === undefined) return undefined
   try {
-    const depth = scope === 'children' ? { maxDepth: 1 } : {}
-    return treeCosts(await subagents.treeSnapshots(rootId, COST_KEYS, { descendants: true, ...depth, signal }), prices)
+    return await catalogCosts({ treeSnapshots: trees.bind(subagents) }, rootId, scope, prices, signal)
   } catch (error) {
     if (isDshError(error, 'SUBAGENT_NOT_FOUND')) return undefined
     throw error

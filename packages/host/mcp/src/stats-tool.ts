@@ -1,5 +1,5 @@
 import { idParam, statsScope } from '@dsh/protocol'
-import { type PriceTable, type ReportInput, sessionStatsReport, treeCosts } from '@dsh/session-stats'
+import { catalogCosts, type PriceTable, type ReportInput, sessionStatsReport } from '@dsh/session-stats'
 import { z } from 'zod'
 import { McpError } from './errors.js'
 
@@ -48,16 +48,15 @@ export async function callSessionStats(
   return sessionStatsReport(input.id, scope, entries, prices)
 }
 
-/** The cost of every session the rows of `scope` show under `rootId` (read no deeper), priced as a listing entry's (`list_agents` rows on a priced server). */
-export async function callTreeCosts(
+/** The cost of each `list_agents` row of `scope` on a priced server (`catalogCosts`: the tree read no deeper than the rows go). */
+export function callTreeCosts(
   catalog: unknown,
   rootId: string,
   scope: 'children' | 'descendants',
   signal: AbortSignal,
   prices: PriceTable,
 ): Promise<Map<string, number | null>> {
-  const depth = scope === 'children' ? { maxDepth: 1 } : {}
-  return treeCosts(await treesOf(catalog).treeSnapshots(rootId, ['sessionStats'], { descendants: true, ...depth, signal }), prices)
+  return catalogCosts(treesOf(catalog), rootId, scope, prices, signal)
 }
 
 function treesOf(catalog: unknown): TreeSnapshotSource {

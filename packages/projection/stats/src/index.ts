@@ -2,8 +2,17 @@ export type { CostUnavailableReason, ModelCost, SessionCost } from './cost.js'
 export { costOf } from './cost.js'
 export type { SessionStatsErrorCode } from './errors.js'
 export { SessionStatsError } from './errors.js'
-export type { ListedSession, ListingSources, ListingValues, ListingViews } from './listing.js'
-export { LISTING_KEYS, LISTING_UNITS, listedValues, listedViews, listingValues, listingValuesOfStates, treeCosts } from './listing.js'
+export type { CostTreeSource, ListedSession, ListingSources, ListingValues, ListingViews } from './listing.js'
+export {
+  catalogCosts,
+  LISTING_KEYS,
+  LISTING_UNITS,
+  listedValues,
+  listedViews,
+  listingValues,
+  listingValuesOfStates,
+  treeCosts,
+} from './listing.js'
 export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'
 export { parsePriceTable, readPriceTable } from './price-table.js'
 export type { ModelPrice, PriceTable } from './price-types.js'

@@ -60,6 +60,35 @@ export function treeCosts(entries: readonly RollupInput[], prices: PriceTable): 
   )
 }
 
+/** What `catalogCosts` reads a tree through: the subagent runtime's `treeSnapshots`. */
+export interface CostTreeSource {
+  treeSnapshots(
+    rootId: string,
+    keys: readonly 'sessionStats'[],
+    options: { readonly descendants: true; readonly maxDepth?: number; readonly signal?: AbortSignal },
+  ): Promise<readonly RollupInput[]>
+}
+
+/**
+ * The cost of each row of a subagent catalog of `scope` under `rootId`
+ * (`treeCosts` of its tree), reading the tree no deeper than the rows go:
+ * the children's generation alone for `children`.
+ */
+export async function catalogCosts(
+  source: CostTreeSource,
+  rootId: string,
+  scope: 'children' | 'descendants',
+  prices: PriceTable,
+  signal?: AbortSignal,
+): Promise<Map<string, number | null>> {
+  const options = {
+    descendants: true as const,
+    ...(scope === 'children' ? { maxDepth: 1 } : {}),
+    ...(signal === undefined ? {} : { signal }),
+  }
+  return treeCosts(await source.treeSnapshots(rootId, [SESSION_STATS_KEY], options), prices)
+}
+
 /**
  * The listing values of cached unit states (decoded checkpoint rows, `undefined`
  * for a miss). Each state is checked against its unit's schema first — a

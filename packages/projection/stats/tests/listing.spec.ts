@@ -3,6 +3,7 @@ import { SessionStore } from '@dsh/session'
 import { createProjectionRegistry } from '@dsh/session-projection'
 import { describe, expect, it } from 'vitest'
 import {
+  catalogCosts,
   LISTING_KEYS,
   LISTING_UNITS,
   listedViews,
@@ -73,6 +74,22 @@ describe('listing values', () => {
     expect([...costs.keys()]).toEqual(['root', 'child', 'gone', 'cold'])
     expect(costs.get('root')).toBeCloseTo((100 * 1 + 20 * 4) / 1e6, 12)
     expect([costs.get('child'), costs.get('gone'), costs.get('cold')]).toEqual([null, null, null])
+  })
+
+  it("a catalog's costs read its tree no deeper than its rows: one generation for children, the whole tree for descendants", async () => {
+    const asked: unknown[] = []
+    const source = {
+      async treeSnapshots(rootId: string, keys: readonly 'sessionStats'[], options: object) {
+        asked.push({ rootId, keys, options })
+        return [{ id: 'root', status: 'ok' as const, snapshot: {} }]
+      },
+    }
+    expect(await catalogCosts(source, 'root', 'children', TABLE)).toEqual(new Map([['root', null]]))
+    await catalogCosts(source, 'root', 'descendants', TABLE)
+    expect(asked).toEqual([
+      { rootId: 'root', keys: ['sessionStats'], options: { descendants: true, maxDepth: 1 } },
+      { rootId: 'root', keys: ['sessionStats'], options: { descendants: true } },
+    ])
   })
 
   it('a miss or a state that fails its unit schema is unknown, never shown', () => {
