@@ -52,6 +52,15 @@ describe('pg-writers (short form)', () => {
     })
   })
 
+  it('with warm batches before the timed ones, each side still stores every acknowledged batch exactly once: batch 0, the warm batches and the timed ones', async () => {
+    const warmBatches = 5
+    const acknowledged = PROCESSES * CONNECTIONS * (1 + warmBatches + BATCHES)
+    for (const mode of ['dsh', 'raw'] as const) {
+      const run = await runWriters({ cluster: cluster!, mode, ...layout, warmBatches })
+      expect(run.check).toEqual({ acknowledged, stored: acknowledged, missing: 0, duplicated: 0, altered: 0, unexpected: 0, inFlight: 0 })
+    }
+  })
+
   it('a host process SIGKILLed mid-run loses no acknowledged batch: the store holds every ledger line, and beyond them at most the one batch in flight per writer of that process', async () => {
     const afterAcked = (CONNECTIONS * BATCHES) / 2
     const run = await runWriters({ cluster: cluster!, mode: 'dsh', ...layout, kill: { process: 1, afterAcked } })
