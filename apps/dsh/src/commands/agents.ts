@@ -2,7 +2,7 @@ import type { SubagentListBody } from '@dsh/protocol'
 import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
 import { catalogCosts } from '@dsh/session-stats'
-import { type ListAgentsRow, renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
+import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
@@ -53,10 +53,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   // Ids are escaped before rendering (a newline in an id cannot forge a row);
   // each rendered line is escaped again for labels (idempotent on escaped text).
   // A read-only host runs no child, so no message is queued for one.
-  const rows = entries.map((entry): ListAgentsRow => {
-    const row = toListAgentsRow(entry, 0, true)
-    return row.kind === 'child' && costs !== undefined ? { ...row, cost: costs.get(row.id) ?? null } : row
-  })
+  const rows = priced.map((entry) => toListAgentsRow(entry, 0, true))
   const text = renderListAgents(rows.map((row) => ({ ...row, id: escapeTerminal(row.id) as SessionId })))
   io.out.write(`${text.split('\n').map(escapeTerminal).join('\n')}\n`)
   return 0

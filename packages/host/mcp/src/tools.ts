@@ -161,16 +161,13 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
         const catalog = need(services.get('subagents'), 'subagents')
         const entries = scope === 'descendants' ? await catalog.explainDescendants(id, signal) : await catalog.explainChildren(id, signal)
         const costs = prices === undefined || entries.length === 0 ? undefined : await callTreeCosts(catalog, id, scope, signal, prices)
-        const body: SubagentListBody = wireSubagentList(
-          id,
-          scope,
-          costs === undefined ? entries : entries.map((entry) => ({ ...entry, cost: costs.get(entry.row.id) ?? null })),
-        )
+        const priced = costs === undefined ? entries : entries.map((entry) => ({ ...entry, cost: costs.get(entry.row.id) ?? null }))
+        const body: SubagentListBody = wireSubagentList(id, scope, priced)
         if (listAgentsFormat === 'harness')
           return { result: body, text: renderListAgentsEntries(toListAgentsEntries(entries, scope, catalog), scope) }
-        // The table, with the messages queued for a busy child in this process.
+        // The table (with each row's cost on a priced server), with the messages queued for a busy child in this process.
         const text = renderListAgents(
-          entries.map((entry) => toListAgentsRow(entry, entry.row.kind === 'child' ? (catalog.queuedCount?.(entry.row.id) ?? 0) : 0)),
+          priced.map((entry) => toListAgentsRow(entry, entry.row.kind === 'child' ? (catalog.queuedCount?.(entry.row.id) ?? 0) : 0)),
         )
         return { result: body, text }
       },

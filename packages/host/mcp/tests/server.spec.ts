@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, sessionStatsReport, subagentList } from '@dsh/protocol'
 import { listedValues, parsePriceTable, treeCosts } from '@dsh/session-stats'
+import { createScriptedDriver } from '@dsh/subagent'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
@@ -14,6 +15,23 @@ let root: string
 let host: Host
 let client: Client
 let parentId: string
+/**
+ * The children's driver: the fixer's turn is one model call of provider `p`,
+ * model `m`, with its usage (priced under a table that knows `p`/`m`); any
+ * other child echoes its prompt in a message that reports no usage (its cost
+ * is unknown).
+ */
+const driver = createScriptedDriver(
+  (run) => {
+    if (run.prompt === 'fix it') return [{ kind: 'step', usage: { input: 500, output: 100 } }]
+    const text = `Done: ${run.prompt ?? ''}`
+    return [
+      { kind: 'chunk', text },
+      { kind: 'message', text },
+    ]
+  },
+  { model: { provider: 'p', model: 'm' } },
+)
 
 async function connect(options: Parameters<typeof createMcpServer>[1] = {}): Promise<Client> {
   const server = createMcpServer(host.ctx, options)
@@ -33,7 +51,7 @@ async function call(name: string, args: Record<string, unknown>): Promise<Record
 
 beforeEach(async () => {
   root = mkdtempSync(join(tmpdir(), 'dsh-mcp-'))
-  host = await createHost({ root })
+  host = await createHost({ root, driver })
   const parent = host.sessions.create()
   parent.append('user/message', { text: 'find the flaky wombat test' })
   parentId = parent.id
@@ -167,11 +185,20 @@ describe('dsh MCP server', () => {
       const rows = subagentList.parse(await answer('list_agents', { id: parentId })).rows
       const oracle = treeCosts(await host.subagents.treeSnapshots(parentId, ['sessionStats'], { descendants: true }), prices)
       expect(rows.map((row) => [row.id, 'cost' in row, row.cost])).toEqual(rows.map((row) => [row.id, true, oracle.get(row.id)]))
+      // The text table shows the same costs, a row whose cost is unknown shows none.
+      const table = ((await priced.callTool({ name: 'list_agents', arguments: { id: parentId } })).content as { text: string }[])[0]!.text
+      const lines = table.split('\n')
+      expect(lines.map((line) => line.match(/ {2}\$(\d+\.\d{6})/)?.[1] ?? null)).toEqual(
+        rows.map((row) => (typeof row.cost === 'number' ? row.cost.toFixed(6) : null)),
+      )
+      expect(rows.map((row) => row.cost)).toEqual([null, expect.closeTo((500 * 1 + 100 * 4) / 1e6, 12)])
       const { tools } = await priced.listTools()
       for (const name of ['list_sessions', 'list_agents', 'session_stats'])
         expect(tools.find((tool) => tool.name === name)?.description).toContain("the server's price table")
       // The server without a table: no row carries a cost, and the descriptions say cost is null.
       expect(subagentList.parse(await call('list_agents', { id: parentId })).rows.map((row) => 'cost' in row)).toEqual([false, false])
+      const plain = ((await client.callTool({ name: 'list_agents', arguments: { id: parentId } })).content as { text: string }[])[0]!.text
+      expect(plain).not.toMatch(/ {2}\$\d/)
       expect((await client.listTools()).tools.find((tool) => tool.name === 'session_stats')?.description).toContain('cost is null')
     } finally {
       await priced.close()

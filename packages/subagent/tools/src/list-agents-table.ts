@@ -23,7 +23,7 @@ export type ListAgentsRow =
       readonly tokens?: number | null
       /** The time it spent in its own settled turns, with `usage` only; `null` unknown. */
       readonly durationMs?: number | null
-      /** USD of its own model calls under a price table (`dsh agents --prices`); `null` unknown (not read, or a model without a price). */
+      /** USD of its own model calls under a price table (`dsh agents --prices`, MCP `list_agents` on a priced server); `null` unknown (not read, or a model without a price). */
       readonly cost?: number | null
       /** Messages queued for it behind its running turn (present only when > 0). */
       readonly queued?: number
@@ -52,8 +52,16 @@ export function statusOf(row: Extract<SubagentListEntry, { kind: 'child' }>): Li
   return row.mode === 'continuable' ? 'idle' : 'ready'
 }
 
-/** A catalog entry as a table row; `usage` copies its tokens and duration (`dsh agents` shows them, the model's table does not). */
-export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0, usage = false): ListAgentsRow {
+/**
+ * A catalog entry as a table row; `usage` copies its tokens and duration
+ * (`dsh agents` shows them, the model's table does not). An entry priced
+ * under a price table carries its `cost` into the row.
+ */
+export function toListAgentsRow(
+  entry: ExplainedSubagentEntry & { readonly cost?: number | null },
+  queued = 0,
+  usage = false,
+): ListAgentsRow {
   const { row, parentId, depth, tokens, durationMs } = entry
   if (row.kind === 'diagnostic') return Object.freeze({ kind: 'diagnostic', id: row.id, reason: row.reason, parentId, depth })
   return Object.freeze({
@@ -66,6 +74,7 @@ export function toListAgentsRow(entry: ExplainedSubagentEntry, queued = 0, usage
     parentId,
     depth,
     ...(usage ? { tokens, durationMs } : {}),
+    ...(entry.cost === undefined ? {} : { cost: entry.cost }),
     ...(queued > 0 ? { queued } : {}),
   })
 }
