@@ -6,8 +6,9 @@ import { createSessionQuery } from '@dsh/session-query'
 import { type SubagentRuntime, type SubagentTool, subagentsPlugin } from '@dsh/subagent'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createOpenAIDriver, systemPrompt } from '../src/driver.js'
+import { createOpenAIDriver } from '../src/driver.js'
 import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '../src/testing/model-server.js'
+import { systemPrompt } from '../src/turn-loop.js'
 import { ofType, TEST_KEY } from './helpers.js'
 
 let server: ModelServer | undefined

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest'
 import * as entry from '../src/index.js'
+import * as turn from '../src/turn-loop.js'
 
 it('the main entry holds what an application uses, the provider-neutral pieces other drivers share, and no internals', () => {
   expect(Object.keys(entry).sort()).toEqual([
@@ -29,4 +30,8 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'systemPrompt',
     'toJson',
   ])
+})
+
+it('the turn subpath holds the turn loop other drivers run on, and nothing else', () => {
+  expect(Object.keys(turn).sort()).toEqual(['nextTurn', 'promptTurn', 'runTurnLoop', 'subagentTurn', 'systemPrompt', 'turnFrame'])
 })
