@@ -12,10 +12,10 @@ import {
   persistenceError,
 } from '@dsh/session-persistence/backend'
 import { ioError, labelOf } from './errors.js'
+import { MAX_FORK_DEPTH } from './fork-prefix.js'
 import { fsyncDir, isErrno, tempSibling, writeAt } from './fs-io.js'
 import { assertStorableId, encodeSessionDirName } from './id-encoding.js'
 import type { LogContext } from './log-context.js'
-import { MAX_FORK_DEPTH } from './log-reader.js'
 
 /**
  * Attachments as private files beside the session's log:

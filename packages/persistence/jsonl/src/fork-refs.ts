@@ -46,6 +46,47 @@ export interface ForkIo {
   opened(): void
 }
 
+/** The fork source has no log yet: the fork waits for the source's flush. */
+export function sourceNotPersisted(sourceId: string): Error {
+  return persistenceError(
+    'SESSION_PERSISTENCE_CONFLICT',
+    `The fork source ${labelOf(sourceId)} is not persisted; flush it before the fork's first append.`,
+    { details: { id: sourceId } },
+  )
+}
+
+/**
+ * Refuses a source log in which a fork's cut cannot be located: another log
+ * than the reference being followed names (`expectLogId`: the source was
+ * re-created), a header of another session, or fewer committed events than
+ * the cut.
+ */
+export function checkCutSource(
+  source: { readonly physical: PhysicalHeader; readonly nextSeq: number },
+  sourceId: string,
+  cut: number,
+  expectLogId: string | undefined,
+  file: string,
+): void {
+  const { physical, nextSeq } = source
+  const label = labelOf(sourceId)
+  if (expectLogId !== undefined && physical.logId !== expectLogId) {
+    throw persistenceError(
+      'SESSION_PERSISTENCE_CORRUPT',
+      `Session ${label} was re-created since a fork referenced it (its log identity changed).`,
+      { details: { id: sourceId } },
+    )
+  }
+  if (physical.header.id !== sourceId) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
+  if (nextSeq < cut) {
+    throw persistenceError(
+      'SESSION_PERSISTENCE_CONFLICT',
+      `The fork source ${label} holds ${nextSeq} committed events, fewer than the fork's cut ${cut}; flush the source up to the cut before the fork's first append.`,
+      { details: { id: sourceId, cut } },
+    )
+  }
+}
+
 /** `undefined` = the source's tail is not a clean batch: the caller falls back to a full scan. */
 export function locateCutSync(
   io: ForkIo,
@@ -55,7 +96,6 @@ export function locateCutSync(
   expectLogId?: string,
 ): ForkReference | undefined {
   if (maxDepth < 0) throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork chain above session ${labelOf(sourceId)} is too deep.`)
-  const label = labelOf(sourceId)
   const live = io.live(sourceId)
   const file = io.logPath(sourceId)
   let fd: number
@@ -67,15 +107,7 @@ export function locateCutSync(
   } else {
     io.opened()
     const opened = openLogSync(file)
-    if (opened === undefined) {
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CONFLICT',
-        `The fork source ${label} is not persisted; flush it before the fork's first append.`,
-        {
-          details: { id: sourceId },
-        },
-      )
-    }
+    if (opened === undefined) throw sourceNotPersisted(sourceId)
     fd = opened
     owned = true
     try {
@@ -93,24 +125,8 @@ export function locateCutSync(
     }
   }
   try {
-    const { physical, headerEnd, committedEnd, nextSeq } = source
-    if (expectLogId !== undefined && physical.logId !== expectLogId) {
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `Session ${label} was re-created since a fork referenced it (its log identity changed).`,
-        {
-          details: { id: sourceId },
-        },
-      )
-    }
-    if (physical.header.id !== sourceId) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
-    if (nextSeq < cut) {
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CONFLICT',
-        `The fork source ${label} holds ${nextSeq} committed events, fewer than the fork's cut ${cut}; flush the source up to the cut before the fork's first append.`,
-        { details: { id: sourceId, cut } },
-      )
-    }
+    const { physical, headerEnd, committedEnd } = source
+    checkCutSource(source, sourceId, cut, expectLogId, file)
     if (physical.fork !== undefined && cut <= physical.fork.cut)
       return locateCutSync(io, physical.fork.source, cut, maxDepth - 1, physical.fork.logId)
     const trailerSize = io.codec.trailer.size

@@ -7,12 +7,12 @@ import { persistenceError } from '@dsh/session-persistence/backend'
 import { type AttachmentFiles, removeAttachments } from './attachments.js'
 import { encodeBatchUnit } from './bulk-append.js'
 import { ioError, labelOf } from './errors.js'
-import { deletingMarker, type ForkIo, locateCutSync } from './fork-refs.js'
+import { MAX_FORK_DEPTH } from './fork-prefix.js'
+import { checkCutSource, deletingMarker, type ForkIo, locateCutSync, sourceNotPersisted } from './fork-refs.js'
 import { fsyncDir, isErrno, revisionOf, tempSibling, writeAt } from './fs-io.js'
 import { encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import type { LogContext } from './log-context.js'
 import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
-import { MAX_FORK_DEPTH } from './log-reader.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit } from './log-units.js'
 import { PaddedTail } from './padded-tail.js'
@@ -86,7 +86,6 @@ export class Forks {
         'SESSION_PERSISTENCE_CORRUPT',
         `The fork chain above session ${labelOf(sourceId)} is deeper than ${MAX_FORK_DEPTH}.`,
       )
-    const label = labelOf(sourceId)
     const live = this.#writers.get(sourceId)
     const file = reader.logPath(sourceId)
     let handle: FileHandle
@@ -96,15 +95,7 @@ export class Forks {
       source = { physical: live.physical, headerEnd: live.headerEnd, committedEnd: live.tail.committedEnd, nextSeq: live.nextSeq }
     } else {
       const opened = await reader.openForRead(file)
-      if (opened === undefined) {
-        throw persistenceError(
-          'SESSION_PERSISTENCE_CONFLICT',
-          `The fork source ${label} is not persisted; flush it before the fork's first append.`,
-          {
-            details: { id: sourceId },
-          },
-        )
-      }
+      if (opened === undefined) throw sourceNotPersisted(sourceId)
       handle = opened
     }
     try {
@@ -124,24 +115,8 @@ export class Forks {
           source = { physical, headerEnd, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
         }
       }
-      const { physical, headerEnd, committedEnd, nextSeq } = source!
-      if (expectLogId !== undefined && physical.logId !== expectLogId) {
-        throw persistenceError(
-          'SESSION_PERSISTENCE_CORRUPT',
-          `Session ${label} was re-created since a fork referenced it (its log identity changed).`,
-          {
-            details: { id: sourceId },
-          },
-        )
-      }
-      if (physical.header.id !== sourceId) throw corrupt(file, 0, `the header names session ${labelOf(physical.header.id)}`)
-      if (nextSeq < cut) {
-        throw persistenceError(
-          'SESSION_PERSISTENCE_CONFLICT',
-          `The fork source ${label} holds ${nextSeq} committed events, fewer than the fork's cut ${cut}; flush the source up to the cut before the fork's first append.`,
-          { details: { id: sourceId, cut } },
-        )
-      }
+      const { physical, headerEnd, committedEnd } = source!
+      checkCutSource(source!, sourceId, cut, expectLogId, file)
       if (physical.fork !== undefined && cut <= physical.fork.cut)
         return this.#locateCutScanned(physical.fork.source, cut, depth + 1, physical.fork.logId)
       const trailerSize = codec.trailer.size

@@ -2,10 +2,10 @@ import type { FileHandle } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import type { StoredSessionEvent } from '@dsh/session'
-import { persistenceCancelled as cancelled, persistenceError, SessionPersistenceError } from '@dsh/session-persistence/backend'
-import { labelOf } from './errors.js'
+import { persistenceCancelled as cancelled } from '@dsh/session-persistence/backend'
+import { isCutBatch, prefixBroken, prefixFailure, sourceLogFile } from './fork-prefix.js'
 import type { ForkReference } from './log-format.js'
-import { type LogReader, MAX_FORK_DEPTH } from './log-reader.js'
+import type { LogReader } from './log-reader.js'
 import { corrupt, decodeEvents, decodeHeader, type LogUnit } from './log-scan.js'
 
 /**
@@ -128,19 +128,8 @@ export async function sourceRange(
   signal: AbortSignal | undefined,
   depth: number,
 ): Promise<StoredSessionEvent[]> {
-  const broken = (why: string, cause?: unknown): Error =>
-    persistenceError(
-      'SESSION_PERSISTENCE_CORRUPT',
-      `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix cannot be read as referenced: ${why}. Restore the source from a backup, or delete the fork explicitly.`,
-      { cause, details: { file: childFile, source: fork.source } },
-    )
-  if (depth > MAX_FORK_DEPTH) throw broken(`the fork chain is deeper than ${MAX_FORK_DEPTH}`)
-  let file: string
-  try {
-    file = reader.logPath(fork.source)
-  } catch (error) {
-    throw broken('the source id is invalid', error)
-  }
+  const broken = prefixBroken(fork, childFile)
+  const file = sourceLogFile((id) => reader.logPath(id), fork, depth, broken)
   const opened = await reader.openWithStats(file).catch((error: unknown) => {
     throw broken((error as Error).message, error)
   })
@@ -155,14 +144,8 @@ export async function sourceRange(
       throw broken('the source was re-created or replaced (its log identity differs)')
     const trailerSize = codec.trailer.size
     const trailer = codec.trailer.decode(await reader.countedRead(handle, fork.end - trailerSize, trailerSize), 0)
-    if (
-      trailer === undefined ||
-      trailer.kind !== 'batch' ||
-      trailer.bodyCrc !== fork.batchCrc ||
-      !(trailer.firstSeq <= fork.cut - 1 && fork.cut - 1 < trailer.firstSeq + trailer.count)
-    ) {
+    if (trailer === undefined || trailer.kind !== 'batch' || !isCutBatch(trailer, fork))
       throw broken('the batch at the cut differs from the referenced one')
-    }
     const span: LogSpan = {
       handle,
       file,
@@ -176,12 +159,7 @@ export async function sourceRange(
     if (events.length !== hi - lo) throw broken(`the source holds ${events.length} of events ${lo}-${hi - 1}`)
     return events
   } catch (error) {
-    if (
-      error instanceof SessionPersistenceError &&
-      (error.code === 'CANCELLED' || (error.details as { file?: string } | undefined)?.file === childFile)
-    )
-      throw error
-    throw broken((error as Error).message, error)
+    throw prefixFailure(error, childFile, broken)
   } finally {
     await handle.close()
   }

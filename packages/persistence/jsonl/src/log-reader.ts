@@ -4,14 +4,10 @@ import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { throwIfAborted } from '@dsh/context'
 import type { StoredSessionEvent } from '@dsh/session'
-import {
-  persistenceCancelled as cancelled,
-  LINE_MAX_BYTES,
-  persistenceError,
-  SessionPersistenceError,
-} from '@dsh/session-persistence/backend'
+import { persistenceCancelled as cancelled, LINE_MAX_BYTES, type SessionPersistenceError } from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
-import { ioError, labelOf } from './errors.js'
+import { ioError } from './errors.js'
+import { isCutBatch, prefixBroken, prefixFailure, sourceLogFile } from './fork-prefix.js'
 import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
@@ -23,8 +19,6 @@ import type { JsonlPersistenceMetrics } from './types.js'
 
 /** `list` and `stat` read this much of a log first: typically the whole header unit and little else. */
 const HEADER_PREFIX_BYTES = 512
-/** Fork chains longer than this are refused as corrupt (a cycle can only come from tampering). */
-export const MAX_FORK_DEPTH = 64
 
 /** A log read in full (its own units; a fork's prefix is joined separately). */
 export interface OwnRead {
@@ -164,19 +158,8 @@ export class LogReader {
     signal: AbortSignal | undefined,
     depth: number,
   ): Promise<StoredSessionEvent[]> {
-    const broken = (why: string, cause?: unknown): Error =>
-      persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix cannot be read as referenced: ${why}. Restore the source from a backup, or delete the fork explicitly.`,
-        { cause, details: { file: childFile, source: fork.source } },
-      )
-    if (depth > MAX_FORK_DEPTH) throw broken(`the fork chain is deeper than ${MAX_FORK_DEPTH}`)
-    let file: string
-    try {
-      file = this.logPath(fork.source)
-    } catch (error) {
-      throw broken('the source id is invalid', error)
-    }
+    const broken = prefixBroken(fork, childFile)
+    const file = sourceLogFile((id) => this.logPath(id), fork, depth, broken)
     const handle = await this.openForRead(file)
     if (handle === undefined) throw broken('the source is not persisted')
     let buf: Buffer
@@ -196,37 +179,20 @@ export class LogReader {
       const scan = await scanLog(buf, this.codec, file, physical.fork?.cut ?? 0)
       const last = scan.batches.at(-1)
       if (scan.committedEnd !== fork.end || last === undefined) throw broken('the referenced prefix does not end at a committed batch')
-      if (
-        last.trailer.bodyCrc !== fork.batchCrc ||
-        !(last.trailer.firstSeq <= fork.cut - 1 && fork.cut - 1 < last.trailer.firstSeq + last.trailer.count)
-      ) {
-        throw broken('the batch at the cut differs from the referenced one')
-      }
+      if (!isCutBatch(last.trailer, fork)) throw broken('the batch at the cut differs from the referenced one')
       const own = await decodeEvents(buf, scan, this.codec, file, () => throwIfAborted(signal, cancelled))
       const before = physical.fork ? await this.resolvePrefix(physical.fork, file, signal, depth + 1) : []
       const all = before.concat(own)
       if (all.length < fork.cut) throw broken('the source holds fewer events than the cut')
       return all.slice(0, fork.cut)
     } catch (error) {
-      if (
-        error instanceof SessionPersistenceError &&
-        (error.code === 'CANCELLED' || (error.details as { file?: string } | undefined)?.file === childFile)
-      )
-        throw error
-      throw broken((error as Error).message, error)
+      throw prefixFailure(error, childFile, broken)
     }
   }
 
   /** The cheap part of a fork's integrity: the source still has the referenced identity and the referenced trailer at the cut. */
   async checkReference(fork: ForkReference, childFile: string): Promise<void> {
-    const broken = (why: string): Error =>
-      persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `Session log ${childFile} is a fork of ${labelOf(fork.source)} whose inherited prefix does not match: ${why}.`,
-        {
-          details: { file: childFile, source: fork.source },
-        },
-      )
+    const broken = prefixBroken(fork, childFile)
     const file = this.logPath(fork.source)
     const handle = await this.openForRead(file)
     if (handle === undefined) throw broken('the source is not persisted')
@@ -234,15 +200,16 @@ export class LogReader {
       const size = Number((await handle.stat()).size)
       if (size < fork.end) throw broken('the source log is shorter than the referenced prefix')
       const { buf, unit } = await this.readHeaderUnit(handle, size, file, false).catch((error: unknown) => {
-        throw broken((error as Error).message)
+        throw broken((error as Error).message, error)
       })
       const physical = await decodeHeader(buf, unit, this.codec, file).catch((error: unknown) => {
-        throw broken((error as Error).message)
+        throw broken((error as Error).message, error)
       })
       if (physical.logId !== fork.logId) throw broken('the source was re-created or replaced (its log identity differs)')
       const trailerSize = this.codec.trailer.size
       const trailer = this.codec.trailer.decode(await this.countedRead(handle, fork.end - trailerSize, trailerSize), 0)
-      if (trailer === undefined || trailer.bodyCrc !== fork.batchCrc) throw broken('the batch at the cut differs from the referenced one')
+      if (trailer === undefined || trailer.kind !== 'batch' || !isCutBatch(trailer, fork))
+        throw broken('the batch at the cut differs from the referenced one')
     } finally {
       await handle.close()
     }
