@@ -96,6 +96,17 @@ export class Session {
     return findOpenTurn(this.#log, boundary)
   }
 
+  /** The number the next turn takes: one above the highest `turn/start` in the log, inherited turns included (1 for none). */
+  nextTurn(): number {
+    let highest = 0
+    for (const event of this.#log) {
+      if (event.type !== 'turn/start') continue
+      const turn = (event.data as { turn?: unknown } | null)?.turn
+      if (typeof turn === 'number' && turn > highest) highest = turn
+    }
+    return highest + 1
+  }
+
   /**
    * Appends one event synchronously and notifies listeners before returning.
    * Invalid data is rejected with `SESSION_INVALID_EVENT` and nothing is

@@ -119,6 +119,21 @@ describe('Session', () => {
     )
   })
 
+  it('numbers the next turn one above the highest started, inherited turns included', () => {
+    const { sessions } = store()
+    const s = sessions.create()
+    expect(s.nextTurn()).toBe(1)
+    turn(s, 1, 'a')
+    expect(s.nextTurn()).toBe(2)
+    // A turn numbered out of order, and one left open, still count; other events' turn fields do not.
+    s.append('turn/start', { turn: 5 })
+    s.append('assistant/message', { turn: 9, text: 'b' })
+    expect(s.nextTurn()).toBe(6)
+    s.append('turn/end', { turn: 5, reason: 'completed' })
+    const child = sessions.fork(s, { childId: 'kid' })
+    expect(child.nextTurn()).toBe(6)
+  })
+
   it('rejects an append from inside a listener, while the original append and other listeners succeed', () => {
     const { ctx, sessions, errors } = store()
     const seen: number[] = []

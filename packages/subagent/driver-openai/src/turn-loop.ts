@@ -252,17 +252,6 @@ export function turnFrame(
   }
 }
 
-/** One above the highest turn number in the log (1 for a fresh session). */
-export function nextTurn(session: Session): number {
-  let highest = 0
-  for (const event of session.events) {
-    if (event.type !== 'turn/start') continue
-    const turn = (event.data as { turn?: unknown }).turn
-    if (typeof turn === 'number' && turn > highest) highest = turn
-  }
-  return highest + 1
-}
-
 /**
  * Opens a top-level agent's turn for one prompt: the session must have no
  * open turn (a loaded session has had crash repair), the prompt (if any) is
@@ -283,7 +272,7 @@ export function promptTurn(
     const event = session.append('user/message', { text: prompt })
     onEvent?.(event)
   }
-  return nextTurn(session)
+  return session.nextTurn()
 }
 
 /** What a driver's own options give each subagent run's turn (every driver takes the same). */

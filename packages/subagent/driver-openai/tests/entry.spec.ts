@@ -21,7 +21,6 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'defaultBackoff',
     'isRetryableStatus',
     'loggedArguments',
-    'nextTurn',
     'phraseNotices',
     'redactor',
     'retryAfterMs',
@@ -33,5 +32,5 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
 })
 
 it('the turn subpath holds the turn loop other drivers run on, and nothing else', () => {
-  expect(Object.keys(turn).sort()).toEqual(['nextTurn', 'promptTurn', 'runTurnLoop', 'subagentTurn', 'systemPrompt', 'turnFrame'])
+  expect(Object.keys(turn).sort()).toEqual(['promptTurn', 'runTurnLoop', 'subagentTurn', 'systemPrompt', 'turnFrame'])
 })

@@ -4,7 +4,7 @@ import { guardRead, type RuntimeCore } from './core.js'
 import type { SubagentRun } from './driver.js'
 import { busy, cancelled, closed, notFound, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, type SubagentNotice } from './lifecycle.js'
-import { isClosed, lastSettlement, nextTurn, noticesSinceLastTurn, pendingQueued } from './log-scan.js'
+import { isClosed, lastSettlement, noticesSinceLastTurn, pendingQueued } from './log-scan.js'
 import { runDriver, settle } from './runs.js'
 import {
   type CallerOptions,
@@ -169,7 +169,7 @@ export function driveSession(core: RuntimeCore, session: Session | string, optio
   const run: SubagentRun = {
     kind: 'drive',
     session: live,
-    turn: nextTurn(live),
+    turn: live.nextTurn(),
     notices: noticesSinceLastTurn(live),
     tools: core.toolsFor(live, undefined),
     signal: controller.signal,

@@ -101,12 +101,3 @@ export function latestClosedCut(session: Session): number {
   }
   return cut
 }
-
-/** One above the highest turn number anywhere in the log (inherited turns included). */
-export function nextTurn(session: Session): number {
-  let max = 0
-  for (const event of session.events) {
-    if (event.type === 'turn/start' && typeof event.data.turn === 'number' && event.data.turn > max) max = event.data.turn
-  }
-  return max + 1
-}

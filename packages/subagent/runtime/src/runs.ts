@@ -13,7 +13,7 @@ import {
   type SubagentNotice,
   type SubagentRunKind,
 } from './lifecycle.js'
-import { nextTurn, noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
+import { noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
 import { loadedOutputChecks, loadOutputChecks, type OutputChecks } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import type { SubagentHandle, SubagentSettlement } from './runtime-types.js'
@@ -51,7 +51,7 @@ export function startChild(
     core.busy.set(child.id, state)
   }
   const controller = new AbortController()
-  const turn = nextTurn(child)
+  const turn = child.nextTurn()
   // A run under a budget with nothing left (or no turn to give) starts and
   // ends `budget` at once, without calling the driver.
   const ledger = ledgerFor(core, child, profile.settings)
