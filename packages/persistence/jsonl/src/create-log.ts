@@ -36,7 +36,9 @@ export interface NewLogPlace {
  * A session's first append: its header and first batch published together,
  * atomically (`publishNew`), between the change's journal records. With
  * `forkSource`, the log holds a reference to the source's committed prefix
- * (registered with the source first) and only the events after the cut.
+ * (registered with the source first) and only the events after the cut,
+ * unless reading it would follow more references than a read may
+ * (`Forks.referenceable`): then it holds its prefix too.
  * The batch is checked once (`checkAppend`): as the whole first batch, or,
  * stored by reference, as the continuation from the cut. The new writer is
  * kept open in `writers`; a refused first append leaves nothing behind, not
@@ -75,19 +77,27 @@ export async function createLog(
     )
     let fork: ForkReference | undefined
     let registered: Promise<void> | undefined
-    if (byReference && target.forkSource !== undefined) {
-      fork = await forks.locateCut(target.forkSource, cut)
-      try {
-        // The registration's fsync runs concurrently with the log's write; both are durable before the log is linked.
-        registered = fsyncDir(registerDependantSync(root, fork, id))
-        registered.catch(() => {})
-      } catch (error) {
-        if (isErrno(error, 'ENOENT')) {
-          throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `The fork source ${labelOf(fork.source)} is not persisted any more.`, {
-            details: { id: fork.source },
-          })
+    const source = byReference ? target.forkSource : undefined
+    if (source !== undefined) {
+      const located = await forks.locateCut(source, cut)
+      if (await forks.referenceable(located)) {
+        fork = located.reference
+        try {
+          // The registration's fsync runs concurrently with the log's write; both are durable before the log is linked.
+          registered = fsyncDir(registerDependantSync(root, fork, id))
+          registered.catch(() => {})
+        } catch (error) {
+          if (isErrno(error, 'ENOENT')) {
+            throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `The fork source ${labelOf(fork.source)} is not persisted any more.`, {
+              details: { id: fork.source },
+            })
+          }
+          throw ioError(`register fork ${label} with its source ${labelOf(fork.source)}`, error)
         }
-        throw ioError(`register fork ${label} with its source ${labelOf(fork.source)}`, error)
+      } else {
+        // A chain too deep to reference: the fork stores its prefix, checked as any first batch is, and links its attachments.
+        checkAppend(target, events, undefined)
+        await forks.inheritAttachments(id, source)
       }
     }
     const physical: PhysicalHeader = { header: target.header, inheritedEventCount: cut, logId: newLogId(), ...(fork ? { fork } : {}) }

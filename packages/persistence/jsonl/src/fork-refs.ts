@@ -4,6 +4,7 @@ import { crc32 } from 'node:zlib'
 import { persistenceError } from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
 import { labelOf } from './errors.js'
+import { MAX_FORK_DEPTH } from './fork-prefix.js'
 import { fsyncDirSync, isErrno } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
@@ -44,6 +45,14 @@ export interface ForkIo {
   counted(bytes: number, header?: boolean): void
   /** Counts a log opened (the `logOpens` metric). */
   opened(): void
+}
+
+/** A chain of forks by reference longer than `MAX_FORK_DEPTH` above a fork's source (a cycle can only come from tampering). */
+export function forkChainTooDeep(sourceId: string): Error {
+  return persistenceError(
+    'SESSION_PERSISTENCE_CORRUPT',
+    `The fork chain above session ${labelOf(sourceId)} is deeper than ${MAX_FORK_DEPTH}.`,
+  )
 }
 
 /** The fork source has no log yet: the fork waits for the source's flush. */
@@ -87,15 +96,15 @@ export function checkCutSource(
   }
 }
 
+/** Where a fork's cut is: the reference to it, and the referenced log's own reference (when that log is a fork). */
+export interface LocatedCut {
+  readonly reference: ForkReference
+  readonly above: ForkReference | undefined
+}
+
 /** `undefined` = the source's tail is not a clean batch: the caller falls back to a full scan. */
-export function locateCutSync(
-  io: ForkIo,
-  sourceId: string,
-  cut: number,
-  maxDepth: number,
-  expectLogId?: string,
-): ForkReference | undefined {
-  if (maxDepth < 0) throw persistenceError('SESSION_PERSISTENCE_CORRUPT', `The fork chain above session ${labelOf(sourceId)} is too deep.`)
+export function locateCutSync(io: ForkIo, sourceId: string, cut: number, maxDepth: number, expectLogId?: string): LocatedCut | undefined {
+  if (maxDepth < 0) throw forkChainTooDeep(sourceId)
   const live = io.live(sourceId)
   const file = io.logPath(sourceId)
   let fd: number
@@ -135,7 +144,7 @@ export function locateCutSync(
       const trailer = io.codec.trailer.decode(readExact(io, fd, end - trailerSize, trailerSize), 0)
       if (trailer === undefined || trailer.kind !== 'batch') throw corrupt(file, end - trailerSize, 'a batch trailer is missing or damaged')
       if (trailer.firstSeq <= cut - 1 && cut - 1 < trailer.firstSeq + trailer.count) {
-        return { source: sourceId, logId: physical.logId, cut, end, batchCrc: trailer.bodyCrc }
+        return { reference: { source: sourceId, logId: physical.logId, cut, end, batchCrc: trailer.bodyCrc }, above: physical.fork }
       }
       end -= trailerSize + trailer.bodyLength
     }

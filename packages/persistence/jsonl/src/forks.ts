@@ -8,11 +8,19 @@ import { type AttachmentFiles, removeAttachments } from './attachments.js'
 import { encodeBatchUnit } from './bulk-append.js'
 import { ioError, labelOf } from './errors.js'
 import { MAX_FORK_DEPTH } from './fork-prefix.js'
-import { checkCutSource, deletingMarker, type ForkIo, locateCutSync, sourceNotPersisted } from './fork-refs.js'
+import {
+  checkCutSource,
+  deletingMarker,
+  type ForkIo,
+  forkChainTooDeep,
+  type LocatedCut,
+  locateCutSync,
+  sourceNotPersisted,
+} from './fork-refs.js'
 import { fsyncDir, isErrno, revisionOf, tempSibling, writeAt } from './fs-io.js'
 import { encodeSessionDirName, isSessionDirName } from './id-encoding.js'
 import type { LogContext } from './log-context.js'
-import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } from './log-format.js'
+import { encodeHeaderLine, newLogId, type PhysicalHeader } from './log-format.js'
 import { corrupt, decodeHeader, scanLog } from './log-scan.js'
 import { encodeUnit } from './log-units.js'
 import { PaddedTail } from './padded-tail.js'
@@ -68,8 +76,32 @@ export class Forks {
    * (`locateCutSync`), or, when the source's tail is not a clean batch, by
    * scanning its log.
    */
-  async locateCut(sourceId: string, cut: number): Promise<ForkReference> {
+  async locateCut(sourceId: string, cut: number): Promise<LocatedCut> {
     return locateCutSync(this.io, sourceId, cut, MAX_FORK_DEPTH) ?? (await this.#locateCutScanned(sourceId, cut, 0))
+  }
+
+  /**
+   * Whether a fork may reference the cut it located. A read of a fork
+   * follows its reference and every reference above the referenced log, at
+   * most `MAX_FORK_DEPTH` of them; a fork that would need more stores its
+   * prefix itself (`inheritAttachments` then gives it its own attachments).
+   * Reads one header per reference above the referenced log, none for a
+   * fork of a session that is no fork.
+   */
+  async referenceable(located: LocatedCut): Promise<boolean> {
+    const { reader } = this.#ctx
+    let above = located.above
+    for (let references = 1; references <= MAX_FORK_DEPTH; references++) {
+      if (above === undefined) return true
+      const holder = above.source
+      above = (this.#writers.get(holder)?.physical ?? (await reader.readPhysicalAt(reader.logPath(holder))))?.fork
+    }
+    return false
+  }
+
+  /** Links every attachment `childId` reads through `sourceId` (and its chain) into the child's own files. */
+  inheritAttachments(childId: string, sourceId: string): Promise<void> {
+    return this.#attachments.inherit(childId, sourceId)
   }
 
   /**
@@ -79,13 +111,9 @@ export class Forks {
    * trailer CRC. Reads the source's header and the trailers of the batches
    * after the cut — never the prefix itself.
    */
-  async #locateCutScanned(sourceId: string, cut: number, depth: number, expectLogId?: string): Promise<ForkReference> {
+  async #locateCutScanned(sourceId: string, cut: number, depth: number, expectLogId?: string): Promise<LocatedCut> {
     const { codec, metrics, reader } = this.#ctx
-    if (depth > MAX_FORK_DEPTH)
-      throw persistenceError(
-        'SESSION_PERSISTENCE_CORRUPT',
-        `The fork chain above session ${labelOf(sourceId)} is deeper than ${MAX_FORK_DEPTH}.`,
-      )
+    if (depth > MAX_FORK_DEPTH) throw forkChainTooDeep(sourceId)
     const live = this.#writers.get(sourceId)
     const file = reader.logPath(sourceId)
     let handle: FileHandle
@@ -126,7 +154,7 @@ export class Forks {
         if (trailer === undefined || trailer.kind !== 'batch')
           throw corrupt(file, end - trailerSize, 'a batch trailer is missing or damaged')
         if (trailer.firstSeq <= cut - 1 && cut - 1 < trailer.firstSeq + trailer.count) {
-          return { source: sourceId, logId: physical.logId, cut, end, batchCrc: trailer.bodyCrc }
+          return { reference: { source: sourceId, logId: physical.logId, cut, end, batchCrc: trailer.bodyCrc }, above: physical.fork }
         }
         end -= trailerSize + trailer.bodyLength
       }

@@ -270,3 +270,32 @@ describe('forks through the store and the coordinator', () => {
     await reader.close()
   })
 })
+
+describe('the fork chain bound', () => {
+  it('a fork whose reads would follow more than 64 references stores its prefix: every level of a 70-deep chain reads whole', async () => {
+    const dir = root()
+    const p = backend(dir, 'none')
+    const picture = Buffer.from('not really a png, but bytes all the same')
+    const ref = await p.putAttachment(SessionId('l0'), picture, { mediaType: 'image/png' })
+    // Level 0 holds event 0; level k forks level k - 1 after event k - 1 and adds event k.
+    const events = Array.from({ length: 70 }, (_, seq) => eventsFrom(seq, 1)[0]!)
+    await p.append(targetOf('l0'), events.slice(0, 1))
+    for (let level = 1; level < 70; level++) await p.append(forkTarget(`l${level}`, level, `l${level - 1}`), events.slice(0, level + 1))
+    const header = (level: number): { fork?: { source: string } } =>
+      JSON.parse(readFileSync(p.logPath(`l${level}`)).toString('utf8').split('\n')[0]!) as { fork?: { source: string } }
+    // Level 64's reads follow 64 references; level 65 holds its prefix, and level 66 references it again.
+    expect(header(64).fork?.source).toBe('l63')
+    expect(header(65).fork).toBeUndefined()
+    expect(header(66).fork?.source).toBe('l65')
+    expect(readFileSync(p.logPath('l65')).length).toBeGreaterThan(readFileSync(p.logPath('l66')).length * 10)
+    const reader = backend(dir, 'none')
+    for (const level of [63, 64, 65, 66, 69])
+      expect(plain((await reader.inspect(SessionId(`l${level}`))).events)).toEqual(plain(events.slice(0, level + 1)))
+    // The level that stores its prefix has its own link to what it inherits.
+    expect(Buffer.from(await reader.readAttachment(SessionId('l69'), ref.digest)).equals(picture)).toBe(true)
+    // Event 0 is held by level 65 now: a fork inside the oldest prefix references it there.
+    await reader.append(forkTarget('early', 1, 'l69'), events.slice(0, 1).concat(eventsFrom(1, 1, 7)))
+    expect(JSON.parse(readFileSync(reader.logPath('early')).toString('utf8').split('\n')[0]!).fork.source).toBe('l65')
+    expect(plain((await reader.inspect(SessionId('early'))).events)).toEqual(plain([events[0], ...eventsFrom(1, 1, 7)]))
+  })
+})
