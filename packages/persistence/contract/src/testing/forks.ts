@@ -53,6 +53,23 @@ export function describeForks(fresh: FreshHarness): void {
       expect(plain((await p.inspect(d.id)).events)).toEqual(plain([...seedC.slice(0, 2), ...events(2, 1, 'd')]))
     })
 
+    it('every level of a chain of 70 forks reads whole, across a reopen, and a fork inside its oldest prefix too', async () => {
+      const harness = await fresh()
+      // Level 0 holds event 0; level k forks level k - 1 after event k - 1 and adds event k.
+      const all = events(0, 70, 'chain')
+      await harness.persistence.append(target(header('deep-0')), all.slice(0, 1))
+      for (let level = 1; level < 70; level++) {
+        const fork = header(`deep-${level}`, { isSeeded: true, parentSession: `deep-${level - 1}` })
+        await harness.persistence.append({ ...target(fork, level), forkSource: header(`deep-${level - 1}`).id }, all.slice(0, level + 1))
+      }
+      const p = await harness.reopen()
+      for (const level of [1, 64, 65, 69])
+        expect(plain((await p.inspect(header(`deep-${level}`).id)).events)).toEqual(plain(all.slice(0, level + 1)))
+      const early = header('deep-early', { isSeeded: true, parentSession: 'deep-69' })
+      await p.append({ ...target(early, 1), forkSource: header('deep-69').id }, [...all.slice(0, 1), ...events(1, 1, 'early')])
+      expect(plain((await p.inspect(early.id)).events)).toEqual(plain([...all.slice(0, 1), ...events(1, 1, 'early')]))
+    })
+
     it('a referenced source can be deleted once its dependants are materialized; they keep every event', async () => {
       const { persistence: p } = await fresh()
       const s = header('ref-source')
