@@ -26,7 +26,6 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'retryAfterMs',
     'runAgent',
     'runTool',
-    'systemPrompt',
     'toJson',
   ])
 })
