@@ -1,7 +1,7 @@
 import { ATTACHMENT_INLINE_MAX_BYTES, type AttachmentRef } from '@dsh/session'
 import { persistenceError } from './errors.js'
 import type { AttachmentPutOptions } from './types.js'
-import { checkIdLength } from './validate.js'
+import { checkId } from './validate.js'
 
 /** The default cap on one attachment's bytes (20 MiB); a backend option changes it. */
 export const ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
@@ -119,5 +119,5 @@ export function checkAttachmentSession(sessionId: string): void {
       'SESSION_PERSISTENCE_INVALID_ID',
       `An attachment belongs to a session: give its id, got ${JSON.stringify(sessionId)}.`,
     )
-  checkIdLength(sessionId)
+  checkId(sessionId)
 }

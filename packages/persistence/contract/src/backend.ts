@@ -13,7 +13,7 @@
 
 // The size caps a backend applies, as `@dsh/protocol/limits` declares them.
 export type { ElidedEventData } from '@dsh/protocol/limits'
-export { ELIDED_EVENT_TYPE, EVENT_MAX_BYTES, ID_MAX_LENGTH, LINE_MAX_BYTES } from '@dsh/protocol/limits'
+export { ELIDED_EVENT_TYPE, EVENT_MAX_BYTES, ID_MAX_LENGTH, idFault, LINE_MAX_BYTES } from '@dsh/protocol/limits'
 // Attachments: the input checks, the cap and the typed errors every backend shares.
 export type { CheckedAttachment } from './attachments.js'
 export {
@@ -37,4 +37,4 @@ export type { SessionRepairRule } from './repair.js'
 export { interruptedTurnEnds, SessionRepairs } from './repair.js'
 export type { AttachmentPutOptions } from './types.js'
 export type { StoredAppendState } from './validate.js'
-export { checkAppend, checkEventBytes, checkIdLength } from './validate.js'
+export { checkAppend, checkEventBytes, checkId } from './validate.js'

@@ -10,6 +10,8 @@ export type SessionPersistenceErrorCode =
   | 'SESSION_PERSISTENCE_NOT_FOUND'
   | 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION'
   | 'SESSION_PERSISTENCE_INVALID_ID'
+  /** A first append whose header would not read back (`parseSessionHeader`): nothing is stored. */
+  | 'SESSION_PERSISTENCE_INVALID_HEADER'
   /** An event that cannot be stored losslessly (bad type, seq, time or data). */
   | 'SESSION_PERSISTENCE_INVALID_EVENT'
   /** An event whose encoded line is over `EVENT_MAX_BYTES` (`@dsh/protocol/limits`): the batch is refused whole. */

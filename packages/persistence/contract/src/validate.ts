@@ -1,5 +1,5 @@
-import { EVENT_MAX_BYTES, ID_MAX_LENGTH } from '@dsh/protocol/limits'
-import { type SessionHeader, type SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
+import { EVENT_MAX_BYTES, ID_MAX_LENGTH, idFault } from '@dsh/protocol/limits'
+import { parseSessionHeader, type SessionHeader, type SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, checkEventRun, isEventRun } from './event-runs.js'
 import type { AppendTarget } from './types.js'
@@ -16,13 +16,15 @@ export interface StoredAppendState {
  * The append checks every backend makes, in one place so that they all agree:
  * the target must be the stored lifecycle with the stored cut, the batch must
  * start at the stored next offset and be contiguous, every event must be
- * storable, and a first batch must carry the whole inherited prefix.
+ * storable, and a first batch must carry a header that reads back
+ * (`parseSessionHeader`) and the whole inherited prefix.
  * `stored` is `undefined` when the session is not materialized yet.
  */
 export function checkAppend(target: AppendTarget, events: readonly AppendedEvent[], stored: StoredAppendState | undefined): void {
   const id = target.header.id
-  checkIdLength(id)
-  if (stored !== undefined) {
+  checkId(id)
+  if (stored === undefined) checkHeader(target.header)
+  else {
     if (!sameLifecycle(stored.header, target.header)) {
       throw new SessionPersistenceError(
         'SESSION_PERSISTENCE_CONFLICT',
@@ -56,17 +58,32 @@ export function checkAppend(target: AppendTarget, events: readonly AppendedEvent
 }
 
 /**
- * Throws `SESSION_PERSISTENCE_INVALID_ID` for an id longer than
- * `ID_MAX_LENGTH` (UTF-16 code units): no backend stores an id the wire
- * cannot name. Each backend also applies it where it turns an id into a key.
+ * Throws `SESSION_PERSISTENCE_INVALID_ID` for an id the wire cannot name
+ * (`idFault` of `@dsh/protocol/limits`: empty, longer than `ID_MAX_LENGTH`
+ * UTF-16 code units, `.` or `..`, a NUL, a lone surrogate): no backend stores
+ * one. Each backend also applies it where it turns an id into a key.
  */
-export function checkIdLength(id: string): void {
-  if (id.length <= ID_MAX_LENGTH) return
-  throw new SessionPersistenceError(
-    'SESSION_PERSISTENCE_INVALID_ID',
-    `A session id is at most ${ID_MAX_LENGTH} characters (UTF-16 code units, ID_MAX_LENGTH); this one has ${id.length}. Use a shorter id.`,
-    { details: { length: id.length, max: ID_MAX_LENGTH } },
-  )
+export function checkId(id: string): void {
+  const fault = idFault(id)
+  if (fault === undefined) return
+  const message =
+    id.length > ID_MAX_LENGTH
+      ? `A session id is at most ${ID_MAX_LENGTH} characters (UTF-16 code units, ID_MAX_LENGTH); this one has ${id.length}. Use a shorter id.`
+      : `This session id ${fault}; no backend stores an id the API cannot name. Use another id.`
+  throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_ID', message, { details: { length: id.length, max: ID_MAX_LENGTH } })
+}
+
+/** Throws `SESSION_PERSISTENCE_INVALID_HEADER` for a header that would not read back (`parseSessionHeader`): nothing is stored. */
+function checkHeader(header: SessionHeader): void {
+  try {
+    parseSessionHeader(header)
+  } catch (error) {
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_INVALID_HEADER',
+      `The header of session '${header.id}' cannot be stored: ${(error as Error).message}. Create the session through SessionStore, or fix the header.`,
+      { cause: error, details: { id: header.id } },
+    )
+  }
 }
 
 /**
@@ -99,6 +116,11 @@ function checkEvent(id: string, event: StoredSessionEvent, expectedSeq: number):
   }
   if (typeof event.type !== 'string' || event.type.length === 0) {
     throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' has no type.`, {
+      details: { id },
+    })
+  }
+  if (event.data === undefined) {
+    throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' has no data.`, {
       details: { id },
     })
   }

@@ -1,4 +1,4 @@
-import { checkIdLength, persistenceError } from '@dsh/session-persistence/backend'
+import { checkId, persistenceError } from '@dsh/session-persistence/backend'
 
 /**
  * Session ids become directory names. The encoding keeps `[a-z0-9-]` as it
@@ -18,7 +18,6 @@ export const MAX_DIRECT_NAME = 160
 const DIRECT = /^[a-z0-9-]$/
 const DIRECT_NAME = /^(?:[a-z0-9-]|_[0-9a-f]{2})+$/
 const HASHED_NAME = /^=[0-9a-f]{64}$/
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /** Throws `SESSION_PERSISTENCE_INVALID_ID` for ids that cannot be stored losslessly. */
 export function assertStorableId(id: unknown): asserts id is string {
@@ -28,15 +27,9 @@ export function assertStorableId(id: unknown): asserts id is string {
       `A persisted session id must be a non-empty string, got ${typeof id === 'string' ? 'an empty string' : typeof id}.`,
     )
   }
-  // An id the wire cannot name (over ID_MAX_LENGTH) is never stored, nor looked for.
-  checkIdLength(id)
-  // A lone surrogate has no UTF-8 form: two different ids would share one directory.
-  if (LONE_SURROGATE.test(id)) {
-    throw persistenceError(
-      'SESSION_PERSISTENCE_INVALID_ID',
-      'A persisted session id must be well-formed Unicode (it contains a lone surrogate); such an id cannot name a directory losslessly.',
-    )
-  }
+  // An id the wire cannot name is never stored, nor looked for; among them a lone surrogate, which has no
+  // UTF-8 form (two different ids would share one directory).
+  checkId(id)
 }
 
 /** The directory name of `id` (validated first). */

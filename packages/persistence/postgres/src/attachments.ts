@@ -54,12 +54,19 @@ export async function putAttachment(
   return Object.freeze(checked.ref)
 }
 
-/** The chain of sessions whose attachments `$1` reads: itself, then each fork source in turn (at most 64 deep). */
-const CHAIN = `WITH RECURSIVE chain (key, depth) AS (
-    SELECT $1::bytea, 0
+/**
+ * The chain of sessions whose attachments `$1` reads: itself, then each fork
+ * source in turn, as deep as the forks go (reads of events follow the same
+ * chain, unbounded). Each step goes to the row the fork names by key and
+ * `sid`, and a fork's source was stored before it (`sid` is an identity), so
+ * every step goes to a smaller `sid`: the walk ends, even on rows tampered
+ * into a cycle.
+ */
+const CHAIN = `WITH RECURSIVE chain (key, sid, depth) AS (
+    SELECT $1::bytea, NULL::bigint, 0
     UNION ALL
-    SELECT s.fork_key, c.depth + 1 FROM chain c JOIN dsh_sessions s ON s.id_key = c.key
-    WHERE s.fork_key IS NOT NULL AND c.depth < 64
+    SELECT s.fork_key, s.fork_sid, c.depth + 1 FROM chain c JOIN dsh_sessions s ON s.id_key = c.key AND (c.sid IS NULL OR s.sid = c.sid)
+    WHERE s.fork_key IS NOT NULL AND s.fork_sid < s.sid
   )`
 
 /** The bytes of `digest` from the session's rows, else from its fork source's (up the chain), in one statement. */

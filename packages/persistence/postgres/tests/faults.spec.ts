@@ -194,13 +194,16 @@ describe('ids and data round-trip through parameters only', () => {
   it('arbitrary ids (any Unicode, quotes, backslashes, up to ID_MAX_LENGTH) round-trip through append, list, inspect, stat and delete', async () => {
     const db = await database()
     const p = await open(db.pool)
-    const id = fc.oneof(
-      fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
-      fc.string({ unit: fc.constantFrom("'", '"', '\\', '\u0000', ';', '--', '$1', 'é', '🦀', '\u202e'), minLength: 1, maxLength: 30 }),
-      // A binary unit is a code point: at most two UTF-16 code units; each id gets a prefix of a few.
-      fc.string({ unit: 'binary', minLength: 1, maxLength: (ID_MAX_LENGTH - 8) / 2 }),
-      fc.constantFrom("x'); DROP TABLE dsh_sessions; --", 'L'.repeat(ID_MAX_LENGTH - 8), '\\x00', '$$ $1 $$'),
-    )
+    const id = fc
+      .oneof(
+        fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
+        fc.string({ unit: fc.constantFrom("'", '"', '\\', '\u0001', ';', '--', '$1', 'é', '🦀', '\u202e'), minLength: 1, maxLength: 30 }),
+        // A binary unit is a code point: at most two UTF-16 code units; each id gets a prefix of a few.
+        fc.string({ unit: 'binary', minLength: 1, maxLength: (ID_MAX_LENGTH - 8) / 2 }),
+        fc.constantFrom("x'); DROP TABLE dsh_sessions; --", 'L'.repeat(ID_MAX_LENGTH - 8), '\\x00', '$$ $1 $$'),
+        // A NUL is no id (the API cannot name it): INVALID_ID on every backend, as the contract suite checks.
+      )
+      .filter((raw) => !raw.includes('\u0000'))
     let n = 0
     await fc.assert(
       fc.asyncProperty(fc.uniqueArray(id, { minLength: 1, maxLength: 4 }), async (ids) => {

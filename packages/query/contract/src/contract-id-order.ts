@@ -20,11 +20,12 @@ export interface IdOrderContract {
 /**
  * Characters whose orders disagree: UTF-16 code units put U+10000.. (a
  * surrogate pair) before U+E000..U+FFFF, locale collations ignore case and
- * punctuation, byte order and code point order agree. NUL, the last BMP
- * character and the last code point are the edges.
+ * punctuation, byte order and code point order agree. U+0001 (a NUL is no
+ * id: `idFault`), the last BMP character and the last code point are the
+ * edges.
  */
 const ID_UNITS = [
-  '\u0000',
+  '\u0001',
   ' ',
   '-',
   '.',
@@ -144,7 +145,7 @@ export function idOrderContract(c: IdOrderContract): void {
         numRuns: ORDER_RUNS,
         examples: [
           [['a', 'B', 'a-', 'a.', '\ue000', '\uffff', '\u{10000}', '\u{1f600}', '\u00e9'], 5, 2],
-          [['\u{10ffff}', '\ufffd', 'a\u0000', 'a'], null, 1],
+          [['\u{10ffff}', '\ufffd', 'a\u0001', 'a'], null, 1],
         ],
       },
     )

@@ -31,6 +31,26 @@ export const PAGE_DEFAULT_LIMIT = 100
  */
 export const ID_MAX_LENGTH = 1024
 
+/**
+ * Why `id` cannot name a session on the wire, as the end of a sentence about
+ * it (undefined: it can). Routes refuse such an id, and every persistence
+ * backend refuses to store one, by this one rule:
+ * - empty, or longer than `ID_MAX_LENGTH`;
+ * - `.` or `..`: HTTP clients and proxies resolve dot segments before a
+ *   request arrives, so a path cannot name it reliably;
+ * - a NUL character;
+ * - a lone surrogate: it has no UTF-8 form, so no percent-encoding.
+ */
+export function idFault(id: string): string | undefined {
+  if (id.length === 0) return 'is empty'
+  if (id.length > ID_MAX_LENGTH) return `is longer than ${ID_MAX_LENGTH} characters`
+  if (id === '.' || id === '..') return 'is a dot segment, which HTTP clients rewrite; such an id cannot be addressed by path'
+  if (id.includes('\u0000')) return 'contains a NUL character'
+  // In a `u` regular expression a surrogate pair is one code point: `\p{Cs}` matches only a lone half.
+  if (/\p{Cs}/u.test(id)) return 'contains a lone surrogate, which has no UTF-8 form'
+  return undefined
+}
+
 /** Longest free-text query parameter (a cwd, a cursor), after percent-decoding. */
 export const PARAM_MAX_LENGTH = 4096
 

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { ID_MAX_LENGTH, PARAM_MAX_LENGTH } from './limits.js'
+import { idFault, PARAM_MAX_LENGTH } from './limits.js'
 
 // Building blocks of the wire shapes. Response fields are checked for their
 // type; request values (path segments and query parameters, which arrive as
@@ -23,19 +23,11 @@ export const jsonValue = z.custom<z.infer<typeof jsonCheck>>((value) => jsonChec
 /** A session id in an answer: any non-empty string. */
 export const sessionId = z.string().min(1)
 
-/**
- * A session id addressed by path or query: non-empty, at most `ID_MAX_LENGTH`,
- * no NUL, and not `.` or `..` (HTTP clients and proxies resolve those as dot
- * segments before a request arrives, so they cannot name a session reliably).
- */
-export const idParam = z
-  .string()
-  .min(1, { error: 'is empty' })
-  .max(ID_MAX_LENGTH, { error: `is longer than ${ID_MAX_LENGTH} characters` })
-  .refine((value) => value !== '.' && value !== '..', {
-    error: 'is a dot segment, which HTTP clients rewrite; such an id cannot be addressed by path',
-  })
-  .refine((value) => !value.includes('\u0000'), { error: 'contains a NUL character' })
+/** A session id addressed by path or query: one that can name a session (`idFault`). */
+export const idParam = z.string().check((ctx) => {
+  const fault = idFault(ctx.value)
+  if (fault !== undefined) ctx.issues.push({ code: 'custom', message: fault, input: ctx.value })
+})
 
 /** A free-text query parameter (a cwd, a cursor). */
 export const textParam = z.string().max(PARAM_MAX_LENGTH, { error: `is longer than ${PARAM_MAX_LENGTH} characters` })

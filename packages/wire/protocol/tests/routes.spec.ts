@@ -39,6 +39,9 @@ describe('buildTarget', () => {
     )
     expect(refusal(() => buildTarget(routes.history, { id: '' }))).toContain('"id" is empty')
     expect(refusal(() => buildTarget(routes.history, { id: 'x'.repeat(ID_MAX_LENGTH + 1) }))).toContain(`longer than ${ID_MAX_LENGTH}`)
+    expect(refusal(() => buildTarget(routes.history, { id: 'a\u0000b' }))).toContain('"id" contains a NUL character')
+    expect(refusal(() => buildTarget(routes.history, { id: 'a\ud800b' }))).toContain('"id" contains a lone surrogate')
+    expect(buildTarget(routes.history, { id: '🦀.' })).toBe(`/api/sessions/${encodeURIComponent('🦀.')}/history`)
     expect(refusal(() => buildTarget(routes.listSessions, {}, { limit: PAGE_MAX_LIMIT + 1 }))).toContain(
       `"limit" must be an integer from 1 to ${PAGE_MAX_LIMIT}`,
     )

@@ -53,8 +53,10 @@ export function describeForks(fresh: FreshHarness): void {
       expect(plain((await p.inspect(d.id)).events)).toEqual(plain([...seedC.slice(0, 2), ...events(2, 1, 'd')]))
     })
 
-    it('every level of a chain of 70 forks reads whole, across a reopen, and a fork inside its oldest prefix too', async () => {
+    it('every level of a chain of 70 forks reads whole, and its attachments, across a reopen; a fork inside its oldest prefix too', async () => {
       const harness = await fresh()
+      const picture = new TextEncoder().encode('the bytes of a picture the first level holds')
+      const ref = await harness.persistence.putAttachment?.(header('deep-0').id, picture, { mediaType: 'image/png' })
       // Level 0 holds event 0; level k forks level k - 1 after event k - 1 and adds event k.
       const all = events(0, 70, 'chain')
       await harness.persistence.append(target(header('deep-0')), all.slice(0, 1))
@@ -63,8 +65,11 @@ export function describeForks(fresh: FreshHarness): void {
         await harness.persistence.append({ ...target(fork, level), forkSource: header(`deep-${level - 1}`).id }, all.slice(0, level + 1))
       }
       const p = await harness.reopen()
-      for (const level of [1, 64, 65, 69])
-        expect(plain((await p.inspect(header(`deep-${level}`).id)).events)).toEqual(plain(all.slice(0, level + 1)))
+      for (const level of [1, 64, 65, 69]) {
+        const id = header(`deep-${level}`).id
+        expect(plain((await p.inspect(id)).events)).toEqual(plain(all.slice(0, level + 1)))
+        if (ref !== undefined) expect(Buffer.from((await p.readAttachment?.(id, ref.digest)) ?? [])).toEqual(Buffer.from(picture))
+      }
       const early = header('deep-early', { isSeeded: true, parentSession: 'deep-69' })
       await p.append({ ...target(early, 1), forkSource: header('deep-69').id }, [...all.slice(0, 1), ...events(1, 1, 'early')])
       expect(plain((await p.inspect(early.id)).events)).toEqual(plain([...all.slice(0, 1), ...events(1, 1, 'early')]))

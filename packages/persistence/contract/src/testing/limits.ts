@@ -28,6 +28,46 @@ export function describeLimits(fresh: FreshHarness): void {
       expect((await p.list()).map((r) => r.header.id)).toEqual([longest.id])
     })
 
+    it.each([
+      ['`.`', '.'],
+      ['`..`', '..'],
+      ['a NUL', 'a\u0000b'],
+      ['a lone surrogate', 'a\ud800b'],
+      ['nothing', ''],
+    ])('an id the API cannot name (%s) is INVALID_ID and stores nothing', async (_why, raw) => {
+      const { persistence: p } = await fresh()
+      await p.append(target(header('fine')), events(0, 1))
+      await expectCode(p.append(target({ ...header('x'), id: raw as SessionId }), events(0, 1)), 'SESSION_PERSISTENCE_INVALID_ID')
+      expect((await p.list()).map((r) => r.header.id)).toEqual(['fine'])
+    })
+
+    it.each([
+      ['a relative cwd', { cwd: 'relative/dir' }],
+      ['a fractional createdAt', { createdAt: 1.5 }],
+      ['a negative delegationDepth', { delegationDepth: -1 }],
+      ['a non-boolean isSeeded', { isSeeded: 'no' }],
+      ['another header version', { version: 99 }],
+    ])('a first append whose header would not read back (%s) is INVALID_HEADER and stores nothing', async (_why, fields) => {
+      const { persistence: p } = await fresh()
+      const h = { ...header('bad-header'), ...fields } as unknown as ReturnType<typeof header>
+      await expectCode(p.append(target(h), events(0, 1)), 'SESSION_PERSISTENCE_INVALID_HEADER')
+      expect(await p.stat(h.id)).toBeUndefined()
+      expect(await p.list()).toEqual([])
+      // The same id with a header that reads back is stored.
+      await p.append(target(header('bad-header')), events(0, 1))
+      expect((await p.inspect(SessionId('bad-header'))).events).toHaveLength(1)
+    })
+
+    it('an event without data, frozen or not, is INVALID_EVENT and stores nothing of its batch', async () => {
+      const { persistence: p } = await fresh()
+      const h = header('no-data')
+      await p.append(target(h), events(0, 1))
+      for (const item of [{ type: 't', seq: 1, time: 1 }, Object.freeze({ type: 't', seq: 1, time: 1, data: undefined })]) {
+        await expectCode(p.append(target(h), [item as unknown as ReturnType<typeof event>]), 'SESSION_PERSISTENCE_INVALID_EVENT')
+      }
+      expect((await p.inspect(h.id)).events).toHaveLength(1)
+    })
+
     it('a first batch holding an event over EVENT_MAX_BYTES is EVENT_TOO_LARGE and materializes nothing', async () => {
       const { persistence: p } = await fresh()
       const h = header('too-large-first')
