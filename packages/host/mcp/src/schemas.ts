@@ -1,4 +1,13 @@
-import { idParam, nonNegativeInt, PAGE_MAX_LIMIT, PARAM_MAX_LENGTH, searchKind, searchRequest, subagentScope } from '@dsh/protocol'
+import {
+  cursorParam,
+  idParam,
+  nonNegativeInt,
+  PAGE_MAX_LIMIT,
+  PARAM_MAX_LENGTH,
+  searchKind,
+  searchRequest,
+  subagentScope,
+} from '@dsh/protocol'
 import { z } from 'zod'
 
 // Tool inputs, composed from the wire schemas of @dsh/protocol (the same
@@ -13,7 +22,7 @@ export const listSessionsInput = z.strictObject({
   origin: z.enum(['subagent']).optional().describe("'subagent': only sessions created as subagents."),
   cwd: text.optional().describe('Only sessions started in this working directory.'),
   limit: pageLimit.optional().describe(`Page size, 1..${PAGE_MAX_LIMIT}; without it every match is returned.`),
-  cursor: text.optional().describe('nextCursor from the previous page of the same filter.'),
+  cursor: cursorParam.optional().describe('nextCursor from the previous page of the same filter.'),
 })
 
 export const showSessionInput = z.strictObject({

@@ -1,7 +1,7 @@
+import { CURSOR_MAX_LENGTH } from '@dsh/protocol/limits'
 import { invalidCursor } from './failures.js'
 import type { RecordKey } from './order.js'
 
-const MAX_CURSOR_LENGTH = 16_384
 const BASE64URL = /^[A-Za-z0-9_-]+$/
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -17,7 +17,7 @@ export function encodeCursor(payload: Readonly<Record<string, unknown>>): string
  */
 export function decodeCursor(cursor: unknown, keys: readonly string[]): Record<string, unknown> {
   if (typeof cursor !== 'string') throw invalidCursor(`a cursor is a string, got ${cursor === null ? 'null' : typeof cursor}`)
-  if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !BASE64URL.test(cursor))
+  if (cursor.length === 0 || cursor.length > CURSOR_MAX_LENGTH || !BASE64URL.test(cursor))
     throw invalidCursor('it is not a base64url token')
   const bytes = Buffer.from(cursor, 'base64url')
   // Non-canonical encodings (stray trailing bits) are forgeries, not cursors we issued.

@@ -7,6 +7,7 @@ export { errorBody } from './error-body.js'
 export type { ProtocolErrorCode } from './errors.js'
 export { ProtocolError } from './errors.js'
 export {
+  CURSOR_MAX_LENGTH,
   ID_MAX_LENGTH,
   PAGE_DEFAULT_LIMIT,
   PAGE_MAX_LIMIT,
@@ -18,7 +19,7 @@ export {
   searchTerms,
 } from './limits.js'
 export { openApiDocumentBody } from './openapi-body.js'
-export { idParam, nonNegativeInt, sessionId } from './primitives.js'
+export { cursorParam, idParam, nonNegativeInt, sessionId } from './primitives.js'
 export type { ApiRoute, AuthMode, RouteName, RouteParams, RoutePath, RouteQuery, RouteReading, RouteResponse } from './routes.js'
 export { buildTarget, describeIssues, matchPath, readRequest, routeSegments, routes } from './routes.js'
 export { eventSearchHit, searchKind, searchPage, searchQuery, searchRequest, searchText, sessionSearchHit } from './search.js'

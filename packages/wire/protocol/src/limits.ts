@@ -51,8 +51,16 @@ export function idFault(id: string): string | undefined {
   return undefined
 }
 
-/** Longest free-text query parameter (a cwd, a cursor), after percent-decoding. */
+/** Longest free-text query parameter (a cwd), after percent-decoding. */
 export const PARAM_MAX_LENGTH = 4096
+
+/**
+ * Longest page cursor a backend issues or accepts, and every route and tool
+ * takes. A listing cursor carries the last session's id as base64url of its
+ * JSON: at most 6 bytes per UTF-16 unit escaped, so the longest id
+ * (`ID_MAX_LENGTH`) makes about 8,300 characters, and this leaves room.
+ */
+export const CURSOR_MAX_LENGTH = 16_384
 
 // ---------------------------------------------------------------------------
 // Sizes: what one stored event, one stored line, one v0 frame and one history

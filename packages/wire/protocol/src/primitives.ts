@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { idFault, PARAM_MAX_LENGTH } from './limits.js'
+import { CURSOR_MAX_LENGTH, idFault, PARAM_MAX_LENGTH } from './limits.js'
 
 // Building blocks of the wire shapes. Response fields are checked for their
 // type; request values (path segments and query parameters, which arrive as
@@ -29,8 +29,11 @@ export const idParam = z.string().check((ctx) => {
   if (fault !== undefined) ctx.issues.push({ code: 'custom', message: fault, input: ctx.value })
 })
 
-/** A free-text query parameter (a cwd, a cursor). */
+/** A free-text query parameter (a cwd). */
 export const textParam = z.string().max(PARAM_MAX_LENGTH, { error: `is longer than ${PARAM_MAX_LENGTH} characters` })
+
+/** A page cursor, as the previous page gave it. */
+export const cursorParam = z.string().max(CURSOR_MAX_LENGTH, { error: `is longer than ${CURSOR_MAX_LENGTH} characters` })
 
 /**
  * A decimal integer query parameter within `[min, max]`: digits only (no sign,

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { SEARCH_MAX_TERMS, SEARCH_MAX_TEXT, SEARCH_PAGE_MAX_LIMIT, searchTerms } from './limits.js'
-import { choiceParam, intParam, nonNegativeInt, sessionId, textParam } from './primitives.js'
+import { choiceParam, cursorParam, intParam, nonNegativeInt, sessionId } from './primitives.js'
 import { sessionRecord } from './session.js'
 
 /**
@@ -27,7 +27,7 @@ export const searchRequest = z.object({
   text: searchText,
   limit: z.number().int().min(1).max(SEARCH_PAGE_MAX_LIMIT).optional(),
   /** From a previous page of the same search. */
-  cursor: z.string().optional(),
+  cursor: cursorParam.optional(),
 })
 
 export const searchKind = z.enum(['sessions', 'events'])
@@ -37,7 +37,7 @@ export const searchQuery = z.object({
   q: searchText,
   kind: choiceParam(['sessions', 'events']).optional(),
   limit: intParam(1, SEARCH_PAGE_MAX_LIMIT).optional(),
-  cursor: textParam.optional(),
+  cursor: cursorParam.optional(),
 })
 
 /** A matching session: its live-preferred record, its best event score and how many of its events match. */

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { PAGE_MAX_LIMIT } from './limits.js'
-import { choiceParam, idParam, intParam, jsonValue, nonNegativeInt, sessionId, textParam } from './primitives.js'
+import { choiceParam, cursorParam, idParam, intParam, jsonValue, nonNegativeInt, sessionId, textParam } from './primitives.js'
 
 /**
  * The logical session header (`SessionHeader` of `@dsh/session`, which keeps
@@ -88,7 +88,7 @@ export const listSessionsQuery = z.object({
   createdTo: intParam(0, Number.MAX_SAFE_INTEGER).optional(),
   limit: intParam(1, PAGE_MAX_LIMIT).optional(),
   /** Opaque, from `nextCursor` of a previous page of the same filter. */
-  cursor: textParam.optional(),
+  cursor: cursorParam.optional(),
 })
 
 /** Query parameters of the history routes. */
