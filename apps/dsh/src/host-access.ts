@@ -14,8 +14,8 @@ export { asCliRootError, rootOf, terminalLogger } from './host-open.js'
 export async function withReadHost<T>(
   command: ParsedCommand,
   run: (host: Host) => Promise<T>,
-  options: Omit<HostOptions, 'root' | 'readOnly'> = {},
-  io?: CommandIo,
+  options: Omit<HostOptions, 'root' | 'readOnly'>,
+  io: CommandIo,
 ): Promise<T> {
   const host = await openHost(command, { ...options, readOnly: true }, io)
   try {
@@ -29,7 +29,7 @@ export async function withReadHost<T>(
  * Opens a full host of the command's root (see `openWith` for roots,
  * `--store` and errors).
  */
-export async function openHost(command: ParsedCommand, options: Omit<HostOptions, 'root'>, io?: CommandIo): Promise<Host> {
+export async function openHost(command: ParsedCommand, options: Omit<HostOptions, 'root'>, io: CommandIo): Promise<Host> {
   return await openWith(command, options, io, createHost)
 }
 

@@ -29,7 +29,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   })
   // Each stage is reported once its events are durable (stderr, so --json output stays one document).
   const onProgress = (stage: string): void => void io.err.write(`dsh: compaction ${stage}\n`)
-  const host = await openHost(command, { summarizer: createOpenAISummarizer({ client }), compaction: { onProgress } })
+  const host = await openHost(command, { summarizer: createOpenAISummarizer({ client }), compaction: { onProgress } }, io)
   try {
     warnIfExposed(host.root, io)
     const session: Session = host.sessions.get(id) ?? host.sessions.restore(await host.persistence.load(SessionId(id)))

@@ -25,14 +25,18 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       'CLI_USAGE',
       "'dsh export' takes one or more session ids, then the directory to write: dsh export <id…> --to dsh-v0 <dir>.",
     )
-  const result = await withReadHost(command, (host) =>
-    exportV0({
-      ids,
-      persistence: host.persistence,
-      to,
-      packChunks: command.flag('pack-chunks'),
-      compression: command.flag('plain') ? 'none' : 'zstd',
-    }),
+  const result = await withReadHost(
+    command,
+    (host) =>
+      exportV0({
+        ids,
+        persistence: host.persistence,
+        to,
+        packChunks: command.flag('pack-chunks'),
+        compression: command.flag('plain') ? 'none' : 'zstd',
+      }),
+    {},
+    io,
   )
   if (command.json) printJson(result, io.out)
   else {

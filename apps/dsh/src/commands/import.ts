@@ -41,10 +41,10 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     if (dryRun) {
       // A dry run writes nothing anywhere: an existing root is opened read-only, a missing one compares against nothing.
       report = existsSync(root)
-        ? await withReadHost(command, (host) => importV0({ from, persistence: host.persistence, dryRun, onProgress }))
+        ? await withReadHost(command, (host) => importV0({ from, persistence: host.persistence, dryRun, onProgress }), {}, io)
         : await importV0({ from, dryRun, onProgress })
     } else {
-      const host = await openHost(command, {})
+      const host = await openHost(command, {}, io)
       try {
         report = await importV0({ from, persistence: host.persistence, onProgress })
       } finally {

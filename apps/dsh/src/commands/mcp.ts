@@ -86,20 +86,24 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const allowControl = command.flag('allow-control')
   const driver = allowControl ? childDriver(command, io, dialect) : undefined
   const prices = await priceTableOf(command, io)
-  const host = await openHost(command, {
-    // A server: a slow search answers only its own call, and a signal stops it at once.
-    queryWorker: true,
-    // Prices the read tools' cost and, with control, children's cost budgets.
-    ...(prices === undefined ? {} : { prices }),
-    ...(allowControl
-      ? {
-          requireExisting: true,
-          tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent),
-          // With a model, `compact_session` summarizes through it too.
-          ...(driver === undefined ? {} : { driver, summarizer: createOpenAISummarizer({ client: modelClient(command, io) }) }),
-        }
-      : { readOnly: true }),
-  })
+  const host = await openHost(
+    command,
+    {
+      // A server: a slow search answers only its own call, and a signal stops it at once.
+      queryWorker: true,
+      // Prices the read tools' cost and, with control, children's cost budgets.
+      ...(prices === undefined ? {} : { prices }),
+      ...(allowControl
+        ? {
+            requireExisting: true,
+            tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent),
+            // With a model, `compact_session` summarizes through it too.
+            ...(driver === undefined ? {} : { driver, summarizer: createOpenAISummarizer({ client: modelClient(command, io) }) }),
+          }
+        : { readOnly: true }),
+    },
+    io,
+  )
   try {
     warnIfExposed(host.root, io)
     const resolveAgent = async (id: string, signal: AbortSignal): Promise<Session> => {

@@ -142,12 +142,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
   // The summarizer (the same client) gives the host service `compaction` and its crash repair.
-  const host = await openHost(command, {
-    driver,
-    tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent, agents),
-    summarizer: runModel.summarizer,
-    ...(prices === undefined ? {} : { prices }),
-  })
+  const host = await openHost(
+    command,
+    {
+      driver,
+      tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent, agents),
+      summarizer: runModel.summarizer,
+      ...(prices === undefined ? {} : { prices }),
+    },
+    io,
+  )
   if (otlp !== undefined && telemetry !== undefined) {
     try {
       await host.ctx.activate(

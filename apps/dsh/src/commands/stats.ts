@@ -17,7 +17,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const id = onePositional(command, 'session id')
   const descendants = command.flag('descendants')
   const prices = await priceTableOf(command, io)
-  const entries = await withReadHost(command, (host) => host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }))
+  const entries = await withReadHost(
+    command,
+    (host) => host.subagents.treeSnapshots(id, ['sessionStats', 'sessionTitle'], { descendants }),
+    {},
+    io,
+  )
   const output = sessionStatsReport(id, descendants ? 'descendants' : 'session', entries, prices)
   if (command.json) {
     printJson(output, io.out)

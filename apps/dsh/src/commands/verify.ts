@@ -71,6 +71,8 @@ async function verifyStore(store: string): Promise<{ root: string; logs: readonl
 function describeDerived(name: string, check: DerivedCheck): string {
   if (check.status === 'ok') return safe`${name}: quick_check ok (${check.file})`
   if (check.status === 'absent') return safe`${name}: absent (${check.file}; built when a writable host opens the root)`
+  if (check.status === 'damaged')
+    return safe`${name}: failed quick_check (${check.problem ?? 'unknown'}); left as it is: remove ${check.file} and the next writable host makes it again (derived data)`
   return safe`${name}: failed quick_check (${check.problem ?? 'unknown'}) and was rebuilt (${check.file})`
 }
 

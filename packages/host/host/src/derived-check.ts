@@ -12,9 +12,11 @@ export interface DerivedCheck {
   /**
    * `ok`; `absent` (nothing to check; it is built when a writable host opens
    * the root); `rebuilt` (it failed the check and was rebuilt, `problem` says
-   * why: derived data, so no result changes, only cost).
+   * why: derived data, so no result changes, only cost); `damaged` (it
+   * failed the check and was left as it is: removed, it is made again by the
+   * next writable host).
    */
-  readonly status: 'ok' | 'absent' | 'rebuilt'
+  readonly status: 'ok' | 'absent' | 'rebuilt' | 'damaged'
   readonly problem?: string
 }
 
@@ -26,9 +28,10 @@ export interface DerivedChecks {
 /**
  * Runs `quick_check` over a root's derived files (what `dsh verify` adds to
  * the log check; never run on an ordinary open). Only files that exist are
- * opened — nothing is created — and logs are opened read-only. A file that
- * fails the check is rebuilt by its owner package. The root must be a dsh
- * root (`HOST_ROOT_INVALID`).
+ * opened — nothing is created — and logs are opened read-only. An index that
+ * fails the check is rebuilt by its package; the projection cache is checked
+ * through a read-only host, which never writes it, so a damaged one is
+ * reported as such. The root must be a dsh root (`HOST_ROOT_INVALID`).
  */
 export async function checkDerivedFiles(root: string, signal?: AbortSignal): Promise<DerivedChecks> {
   const host = await createHost({ root, readOnly: true, query: 'memory' })
@@ -37,7 +40,7 @@ export async function checkDerivedFiles(root: string, signal?: AbortSignal): Pro
     const file = derivedPaths(host.root).projectionCache
     const problem = host.cache?.checkDatabase?.()
     projectionCache =
-      problem === undefined ? { file, status: 'absent' } : problem === 'ok' ? { file, status: 'ok' } : { file, status: 'rebuilt', problem }
+      problem === undefined ? { file, status: 'absent' } : problem === 'ok' ? { file, status: 'ok' } : { file, status: 'damaged', problem }
   } finally {
     await host.dispose()
   }
