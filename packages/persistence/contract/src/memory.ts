@@ -1,4 +1,3 @@
-import { EVENT_MAX_BYTES } from '@dsh/protocol/limits'
 import {
   type AttachmentRef,
   parseSessionHeader,
@@ -29,7 +28,7 @@ import type {
   SessionRevision,
   SessionSuffixObservation,
 } from './types.js'
-import { checkAppend, checkEventBytes } from './validate.js'
+import { checkAppend, eventLine } from './validate.js'
 
 interface StoredLog {
   /** The serialized physical header: logical header plus the exact cut. */
@@ -399,11 +398,6 @@ function deepFreeze<T>(value: T): T {
 
 /** A batch as the memory backend keeps it: a JSON array of the events, each measured against the event cap first (nothing is committed past it). */
 function encodeBatchText(id: SessionId, events: readonly StoredSessionEvent[]): string {
-  const lines = events.map((e) => {
-    const line = JSON.stringify({ type: e.type, seq: e.seq, time: e.time, data: e.data })
-    // A UTF-16 code unit is at most 3 UTF-8 bytes: only a line that could be over the cap is measured.
-    if (line.length * 3 > EVENT_MAX_BYTES) checkEventBytes(e.seq, Buffer.byteLength(line), id)
-    return line
-  })
+  const lines = events.map((e) => eventLine(e, id))
   return `[${lines.join(',')}]`
 }

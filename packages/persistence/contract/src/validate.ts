@@ -101,6 +101,34 @@ export function checkEventBytes(seq: number, bytes: number, id?: string): void {
   )
 }
 
+/**
+ * An event's stored line, the JSON of `{type, seq, time, data}`, measured
+ * against `EVENT_MAX_BYTES` (`checkEventBytes`). Data that JSON cannot encode
+ * (nested deeper than the engine's stack, or longer than its longest string)
+ * is `SESSION_PERSISTENCE_INVALID_EVENT`, never a `RangeError`.
+ */
+export function eventLine(event: StoredSessionEvent, id?: string): string {
+  let line: string
+  try {
+    line = JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data: event.data })
+  } catch (error) {
+    throw unencodable(event.seq, error, id)
+  }
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: only a line that could be over the cap is measured.
+  if (line.length * 3 > EVENT_MAX_BYTES) checkEventBytes(event.seq, Buffer.byteLength(line), id)
+  return line
+}
+
+/** `SESSION_PERSISTENCE_INVALID_EVENT` for an event JSON cannot encode (`error`, a `RangeError`); anything else as it is. */
+export function unencodable(seq: number | undefined, error: unknown, id?: string): unknown {
+  if (!(error instanceof RangeError)) return error
+  return new SessionPersistenceError(
+    'SESSION_PERSISTENCE_INVALID_EVENT',
+    `${seq === undefined ? 'An event' : `Event ${seq}`}${id === undefined ? '' : ` of session '${id}'`} cannot be encoded as JSON (${error.message}): its data is nested too deeply or too long. Store large content as an attachment; nothing of the batch was stored.`,
+    { cause: error, details: { ...(seq === undefined ? {} : { seq }), ...(id === undefined ? {} : { id }) } },
+  )
+}
+
 function checkEvent(id: string, event: StoredSessionEvent, expectedSeq: number): void {
   if (typeof event !== 'object' || event === null) {
     throw new SessionPersistenceError('SESSION_PERSISTENCE_INVALID_EVENT', `Event ${expectedSeq} of session '${id}' is not an object.`, {

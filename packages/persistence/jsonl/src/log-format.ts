@@ -8,7 +8,7 @@ import {
   type StoredSessionEvent,
 } from '@dsh/session'
 import { SessionPersistenceError } from '@dsh/session-persistence'
-import { type AppendedEvent, type FlatValue, isEventRun, type StoredEventRun } from '@dsh/session-persistence/backend'
+import { type AppendedEvent, type FlatValue, isEventRun, type StoredEventRun, unencodable } from '@dsh/session-persistence/backend'
 import { checkEventLines, packedLineFits } from './line-caps.js'
 
 /** The physical header line's format tag. */
@@ -176,6 +176,8 @@ export function encodeEventLines(events: readonly AppendedEvent[], pack = false)
   try {
     writeEventLines(out, events, pack)
     return out.bytes()
+  } catch (error) {
+    throw unencodable(undefined, error)
   } finally {
     out.release()
   }

@@ -1,14 +1,7 @@
 import { createRequire } from 'node:module'
 import { crc32 } from 'node:zlib'
 import { SessionSeq, type StoredSessionEvent } from '@dsh/session'
-import {
-  CappedLines,
-  checkEventBytes,
-  EVENT_MAX_BYTES,
-  elidedLineEvents,
-  LINE_MAX_BYTES,
-  persistenceError,
-} from '@dsh/session-persistence/backend'
+import { CappedLines, elidedLineEvents, eventLine, LINE_MAX_BYTES, persistenceError } from '@dsh/session-persistence/backend'
 import { Compressor, decompress } from 'zstd-napi'
 import type * as Binding from 'zstd-napi/binding.js'
 
@@ -54,10 +47,7 @@ function compressed(plain: Buffer): Buffer {
 export function encodeBatch(events: readonly StoredSessionEvent[]): EncodedBatch {
   let text = ''
   for (const e of events) {
-    const line = JSON.stringify({ type: e.type, seq: e.seq, time: e.time, data: e.data })
-    // A UTF-16 code unit is at most 3 UTF-8 bytes: only a line that could be over the cap is measured.
-    if (line.length * 3 > EVENT_MAX_BYTES) checkEventBytes(e.seq, Buffer.byteLength(line))
-    text += `${line}\n`
+    text += `${eventLine(e)}\n`
   }
   const plain = Buffer.from(text, 'utf8')
   return {

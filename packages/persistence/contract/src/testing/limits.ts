@@ -58,6 +58,26 @@ export function describeLimits(fresh: FreshHarness): void {
       expect((await p.inspect(SessionId('bad-header'))).events).toHaveLength(1)
     })
 
+    it('event data nested deeper than JSON can encode is INVALID_EVENT, frozen or not, and stores nothing of its batch', async () => {
+      const { persistence: p } = await fresh()
+      const h = header('too-deep')
+      await p.append(target(h), events(0, 1))
+      const nested = (freeze: boolean): unknown => {
+        let value: unknown = 'needle'
+        for (let i = 0; i < 50_000; i++) value = freeze ? Object.freeze([value]) : [value]
+        return value
+      }
+      for (const freeze of [true, false]) {
+        const data = freeze ? Object.freeze({ deep: nested(true) }) : { deep: nested(false) }
+        const item = { type: 'tool/result', seq: 2, time: 1, data }
+        await expectCode(
+          p.append(target(h), [event(1, 'ok', 1), (freeze ? Object.freeze(item) : item) as unknown as ReturnType<typeof event>]),
+          'SESSION_PERSISTENCE_INVALID_EVENT',
+        )
+      }
+      expect((await p.inspect(h.id)).events).toHaveLength(1)
+    })
+
     it('an event without data, frozen or not, is INVALID_EVENT and stores nothing of its batch', async () => {
       const { persistence: p } = await fresh()
       const h = header('no-data')
