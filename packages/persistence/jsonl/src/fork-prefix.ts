@@ -2,17 +2,17 @@ import { persistenceError, SessionPersistenceError } from '@dsh/session-persiste
 import { labelOf } from './errors.js'
 import type { ForkReference } from './log-format.js'
 
-/**
- * What every read through a fork's reference to its source's prefix checks,
- * and how it fails: the whole prefix (`LogReader.resolvePrefix`), a range of
- * it (`sourceRange`) and the cheap check before a tail read
- * (`LogReader.checkReference`). A prefix that cannot be read as referenced
- * is `SESSION_PERSISTENCE_CORRUPT`, naming the fork's log, whatever went
- * wrong in the source.
- */
+// What every read through a fork's reference to its source's prefix checks,
+// and how it fails: the whole prefix (`LogReader.resolvePrefix`), a range of
+// it (`sourceRange`) and the cheap check before a tail read
+// (`LogReader.checkReference`). A prefix that cannot be read as referenced
+// is `SESSION_PERSISTENCE_CORRUPT`, naming the fork's log, whatever went
+// wrong in the source.
+
 /** Fork chains longer than this are refused as corrupt (a cycle can only come from tampering). */
 export const MAX_FORK_DEPTH = 64
 
+/** Makes the error of a prefix read that failed, naming the fork's log. */
 export type PrefixBroken = (why: string, cause?: unknown) => Error
 
 export function prefixBroken(fork: ForkReference, childFile: string): PrefixBroken {

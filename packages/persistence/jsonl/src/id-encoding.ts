@@ -21,14 +21,11 @@ const HASHED_NAME = /^=[0-9a-f]{64}$/
 
 /** Throws `SESSION_PERSISTENCE_INVALID_ID` for ids that cannot be stored losslessly. */
 export function assertStorableId(id: unknown): asserts id is string {
-  if (typeof id !== 'string' || id.length === 0) {
-    throw persistenceError(
-      'SESSION_PERSISTENCE_INVALID_ID',
-      `A persisted session id must be a non-empty string, got ${typeof id === 'string' ? 'an empty string' : typeof id}.`,
-    )
+  if (typeof id !== 'string') {
+    throw persistenceError('SESSION_PERSISTENCE_INVALID_ID', `A persisted session id must be a string, got ${typeof id}.`)
   }
-  // An id the wire cannot name is never stored, nor looked for; among them a lone surrogate, which has no
-  // UTF-8 form (two different ids would share one directory).
+  // An id the wire cannot name is never stored, nor looked for: among them the empty id, and a lone surrogate,
+  // which has no UTF-8 form (two different ids would share one directory).
   checkId(id)
 }
 
