@@ -5,7 +5,9 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createHost } from '@dsh/host'
 import { sessionListPage } from '@dsh/protocol'
-import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import { createReaderRole, startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 // `dsh demo --store postgres://…` as a user runs it (the built CLI, real
@@ -313,6 +315,100 @@ describe('dsh sessions --store: title, tokens and cost from the checkpoint table
       ])
     } finally {
       rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('read commands on a store, as a role that may only SELECT', () => {
+  it('answer as the owner does and write nothing: search reads the text the index lacks from the logs, over MCP too', async () => {
+    const db = await cluster.createDatabase()
+    const host = await createHost({ postgres: { connectionString: db } })
+    try {
+      for (const id of ['kestrel-run', 'osprey-run']) {
+        const session = host.sessions.create({ id, cwd: '/work' })
+        session.append('user/message', { text: `Survey the ${id} nesting sites` })
+        session.append('turn/start', { turn: 1 })
+        session.append('assistant/message', { turn: 1, text: 'Nesting sites surveyed.' })
+        session.append('turn/end', { turn: 1, reason: 'completed' })
+      }
+    } finally {
+      await host.dispose()
+    }
+    const { default: pg } = await import('pg')
+    const pool = new pg.Pool({ connectionString: db, max: 1 })
+    const derived = async () =>
+      (
+        await pool.query(
+          `SELECT (SELECT count(*)::int FROM dsh_event_text) AS text, (SELECT count(*)::int FROM dsh_search_progress) AS progress,
+                  (SELECT count(*)::int FROM dsh_projection_checkpoints) AS checkpoints`,
+        )
+      ).rows[0]
+    try {
+      const json = async (url: string, ...args: string[]) => {
+        const result = await dsh([...args, '--store', url, '--json'])
+        expect(result.code, result.stderr).toBe(0)
+        expect(result.stderr).toBe('')
+        return JSON.parse(result.stdout)
+      }
+      const owner = {
+        sessions: await json(db, 'sessions'),
+        show: await json(db, 'show', 'kestrel-run'),
+        agents: await json(db, 'agents', 'kestrel-run'),
+        stats: await json(db, 'stats', 'kestrel-run'),
+        search: await json(db, 'search', 'nesting'),
+        events: await json(db, 'search', 'nesting', '--events'),
+      }
+      expect(owner.search.hits).toHaveLength(2)
+      // No host has indexed the text (as after a writer that stopped before it could).
+      await pool.query('DELETE FROM dsh_event_text')
+      await pool.query('DELETE FROM dsh_search_progress')
+      const before = await derived()
+      expect(before).toMatchObject({ text: 0, progress: 0 })
+      const reader = await createReaderRole(db)
+      expect(await json(reader, 'sessions')).toEqual(owner.sessions)
+      expect(await json(reader, 'show', 'kestrel-run')).toEqual(owner.show)
+      expect(await json(reader, 'agents', 'kestrel-run')).toEqual(owner.agents)
+      expect(await json(reader, 'stats', 'kestrel-run')).toEqual(owner.stats)
+      expect(await json(reader, 'search', 'nesting')).toEqual(owner.search)
+      expect(await json(reader, 'search', 'nesting', '--events')).toEqual(owner.events)
+      const verified = await dsh(['verify', '--store', reader])
+      expect(verified.code, verified.stderr).toBe(0)
+
+      const {
+        DSH_API_KEY: _a,
+        OPENAI_API_KEY: _b,
+        DSH_STORE: _c,
+        DSH_DATABASE_URL: _d,
+        ...inherited
+      } = process.env as Record<string, string>
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: [bin, 'mcp', '--store', reader],
+        env: inherited,
+        stderr: 'pipe',
+      })
+      let stderr = ''
+      transport.stderr!.on('data', (part: Buffer) => {
+        stderr += part.toString()
+      })
+      const client = new Client({ name: 'store-reader', version: '1.0.0' })
+      await client.connect(transport)
+      try {
+        const call = async (name: string, args: Record<string, unknown>) => {
+          const result = await client.callTool({ name, arguments: args })
+          expect(result.isError ?? false, JSON.stringify(result.content)).toBe(false)
+          return result.structuredContent
+        }
+        expect(await call('search', { text: 'nesting' })).toEqual(owner.search)
+        expect(await call('list_agents', { id: 'kestrel-run' })).toEqual(owner.agents)
+        expect(await call('show_session', { id: 'osprey-run' })).toEqual(await json(db, 'show', 'osprey-run'))
+      } finally {
+        await client.close()
+      }
+      expect(stderr).toBe('')
+      expect(await derived()).toEqual(before)
+    } finally {
+      await pool.end()
     }
   })
 })

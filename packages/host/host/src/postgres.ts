@@ -54,12 +54,12 @@ export function migrateOption(options: PostgresHostOptions, readOnly: boolean): 
 
 export async function activatePostgresCache(ctx: Context, pool: pg.Pool, options: PostgresHostOptions, readOnly: boolean): Promise<void> {
   const { postgresProjectionCachePlugin } = await import('@dsh/session-projection-cache-postgres')
-  await ctx.activate(postgresProjectionCachePlugin({ pool, ...migrateOption(options, readOnly) }))
+  await ctx.activate(postgresProjectionCachePlugin({ pool, ...migrateOption(options, readOnly), ...(readOnly ? { readOnly: true } : {}) }))
 }
 
 export async function activatePostgresQuery(ctx: Context, pool: pg.Pool, options: PostgresHostOptions, readOnly: boolean): Promise<void> {
   const { postgresSessionQueryPlugin } = await import('@dsh/session-query-postgres')
-  await ctx.activate(postgresSessionQueryPlugin({ pool, ...migrateOption(options, readOnly) }))
+  await ctx.activate(postgresSessionQueryPlugin({ pool, ...migrateOption(options, readOnly), ...(readOnly ? { readOnly: true } : {}) }))
 }
 
 /** The server a connection string names, without credentials (what `host.root` shows for a PostgreSQL host). */

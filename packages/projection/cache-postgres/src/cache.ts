@@ -17,6 +17,8 @@ export interface PostgresProjectionCacheOptions {
   readonly sessions: { flush(session: Session): Promise<void> }
   /** Create or upgrade the checkpoint table on open (default true). */
   readonly migrate?: boolean
+  /** Only read rows, never write one (read-only hosts, a role that may only SELECT): no migration, and every write answers `false`. Default false. */
+  readonly readOnly?: boolean
   /** Follow other hosts' writes through LISTEN (default true). */
   readonly listen?: boolean
   /** Where fail-soft failures are reported; defaults to the console. */
@@ -87,7 +89,7 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
     )
   }
   watchPool(options.pool)
-  await CACHE_SCHEMA.open(options.pool, options.migrate !== false)
+  await CACHE_SCHEMA.open(options.pool, options.migrate !== false && options.readOnly !== true)
   const cache = new PgProjectionCache(options, mirrorSessions)
   await cache.refresh()
   if (options.listen !== false) await cache.listen()
@@ -96,6 +98,7 @@ export async function createPostgresProjectionCache(options: PostgresProjectionC
 
 class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements PostgresProjectionCache {
   readonly #pool: pg.Pool
+  readonly #readOnly: boolean
   readonly #mirror: CheckpointMirror
   /** Sessions a lookup missed that are to be read from the table (at most the mirror's bound). */
   readonly #wanted = new Set<string>()
@@ -115,6 +118,7 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
   constructor(options: PostgresProjectionCacheOptions, mirrorSessions: number) {
     super(options)
     this.#pool = options.pool
+    this.#readOnly = options.readOnly === true
     this.#mirror = new CheckpointMirror(mirrorSessions)
   }
 
@@ -157,7 +161,7 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
    * and the mirrors of every host are told.
    */
   protected async store(session: Session, identity: string, rows: readonly EncodedCheckpointRow[]): Promise<boolean> {
-    if (this.closed) return false
+    if (this.closed || this.#readOnly) return false
     const idBytes = Buffer.from(session.id, 'utf8')
     try {
       await this.#pool.query(

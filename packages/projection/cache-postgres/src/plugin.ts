@@ -11,6 +11,8 @@ export interface PostgresProjectionCachePluginOptions {
   /** Background write cadence between the mandatory writes. */
   readonly throttle?: CheckpointThrottle
   readonly migrate?: boolean
+  /** Read rows only, never write one (see `createPostgresProjectionCache`). */
+  readonly readOnly?: boolean
   /** Sessions whose rows the mirror keeps (default 10,000; see `createPostgresProjectionCache`). */
   readonly mirrorSessions?: number
 }
@@ -31,6 +33,7 @@ export const postgresProjectionCachePlugin = (options: PostgresProjectionCachePl
         sessions: ctx.sessions,
         logger: () => ctx.get('logger') ?? consoleLogger,
         ...(options.migrate === undefined ? {} : { migrate: options.migrate }),
+        ...(options.readOnly === true ? { readOnly: true } : {}),
         ...(options.mirrorSessions === undefined ? {} : { mirrorSessions: options.mirrorSessions }),
       })
       provideCheckpointCache(ctx, cache, {

@@ -1,4 +1,6 @@
+import { createReaderRole } from '@dsh/session-persistence-postgres/testing'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
+import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { host, keys, turn } from './helpers.js'
 
@@ -20,6 +22,32 @@ const KEYS = [keys.messages, keys.turns]
 // The rules every cache backend shares are the behaviour suite of
 // `@dsh/session-projection-cache/testing` (behaviour.spec.ts); these are the
 // PostgreSQL cache's own: mirrors of several hosts, its table, its schema.
+
+describe('a read-only postgres cache (a role that may only SELECT)', () => {
+  it('answers from the rows other hosts wrote and never writes one: its writes answer false, quietly', async () => {
+    const { sessions, projections, cache, db } = await setup()
+    const session = sessions.create()
+    turn(session, 1, 'hello')
+    await cache.idle()
+    const pool = new pg.Pool({ connectionString: await createReaderRole(db.url), max: 2 })
+    cleanups.push(() => pool.end())
+    const reader = await host({ pool, readOnly: true, idPrefix: 'r' })
+    cleanups.push(() => reader.ctx.dispose())
+    expect(reader.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)).toEqual(projections.snapshot(session))
+    const table = async () =>
+      (await db.pool.query('SELECT session_key, key, seq, state FROM dsh_projection_checkpoints ORDER BY 1, 2')).rows
+    const before = await table()
+    expect(before).toHaveLength(2)
+    // A session of the reader's own, through a mandatory write and going cold.
+    const own = reader.sessions.create()
+    turn(own, 1, 'mine')
+    expect(await reader.cache.writeCheckpoint(own)).toBe(false)
+    await reader.cache.idle()
+    await reader.ctx.dispose()
+    expect(await table()).toEqual(before)
+    expect(reader.warnings).toEqual([])
+  })
+})
 
 describe('postgres cachedSnapshot', () => {
   it('hits after the mandatory turn/end write with exactly the live values, on this host and on another', async () => {

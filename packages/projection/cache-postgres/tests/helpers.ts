@@ -16,11 +16,13 @@ export interface HostOptions {
   readonly idPrefix?: string
   /** The mirror's bound (default the cache's). */
   readonly mirrorSessions?: number
+  /** A cache that only reads rows. */
+  readonly readOnly?: boolean
 }
 
 /** The shared cache test host (`@dsh/session-projection-cache/testing`) with the PostgreSQL cache on `pool`. */
 export async function host(options: HostOptions) {
-  const { pool, persist, mirrorSessions, ...rest } = options
+  const { pool, persist, mirrorSessions, readOnly, ...rest } = options
   const h = await cacheTestHost({
     ...rest,
     ...(persist
@@ -35,6 +37,7 @@ export async function host(options: HostOptions) {
           pool,
           throttle: throttle ?? { events: Infinity, ms: Infinity },
           ...(mirrorSessions === undefined ? {} : { mirrorSessions }),
+          ...(readOnly === true ? { readOnly } : {}),
         }),
       ),
   })

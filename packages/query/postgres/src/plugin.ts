@@ -2,7 +2,8 @@ import { definePlugin } from '@dsh/context'
 import type pg from 'pg'
 import { createPostgresSessionQuery, type PostgresSessionQueryOptions } from './query.js'
 
-export interface PostgresSessionQueryPluginOptions extends Pick<PostgresSessionQueryOptions, 'migrate' | 'indexConcurrency'> {
+export interface PostgresSessionQueryPluginOptions
+  extends Pick<PostgresSessionQueryOptions, 'migrate' | 'indexConcurrency' | 'readOnly' | 'overlayLimit' | 'overlayTextLimit'> {
   /** The pool the persistence backend uses (one database for all three backends). */
   readonly pool: pg.Pool
 }

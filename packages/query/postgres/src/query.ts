@@ -57,6 +57,21 @@ export interface PostgresSessionQueryOptions {
    * this only moves the work off the search's path.
    */
   readonly indexOnNotify?: boolean
+  /**
+   * Never write (read-only hosts, a role that may only SELECT): no migration,
+   * no indexing. A search answers from the index and, for the sessions whose
+   * text it lacks (the change feed names them), from their events read into
+   * memory and searched beside it (the overlay). Default false.
+   */
+  readonly readOnly?: boolean
+  /**
+   * Read-only: past this many sessions whose text the index lacks, a search
+   * answers `SESSION_QUERY_INDEX_UNAVAILABLE` instead of reading them all
+   * (default 1,000).
+   */
+  readonly overlayLimit?: number
+  /** Read-only: the same past this many characters (UTF-16 code units) of such text held in memory (default 16 Mi). */
+  readonly overlayTextLimit?: number
   /** Where fail-soft indexing problems are reported (default: the console). */
   readonly logger?: Logger
 }
@@ -72,7 +87,7 @@ export interface SearchIndexReport {
 export interface PostgresSessionQuery extends SessionQuery {
   searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>>
   searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>>
-  /** Indexes the text of every batch that landed since the last catch-up (searches do it first). */
+  /** Indexes the text of every batch that landed since the last catch-up (searches do it first). Read-only: refused with `POSTGRES_QUERY_READ_ONLY`. */
   catchUp(signal?: AbortSignal): Promise<SearchIndexReport>
   close(): Promise<void>
 }
@@ -98,19 +113,104 @@ export async function createPostgresSessionQuery(options: PostgresSessionQueryOp
       `indexConcurrency must be a positive integer, got ${String(concurrency)}.`,
     )
   }
+  const overlayLimit = options.overlayLimit ?? OVERLAY_LIMIT
+  const overlayTextLimit = options.overlayTextLimit ?? OVERLAY_TEXT_LIMIT
+  for (const [name, value] of Object.entries({ overlayLimit, overlayTextLimit })) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new PostgresSessionQueryError('POSTGRES_QUERY_INVALID_OPTIONS', `${name} must be a non-negative integer, got ${String(value)}.`)
+    }
+  }
+  const readOnly = options.readOnly === true
   watchPool(options.pool)
   // Without migrating, the search tables must be exactly at this version (a typed refusal otherwise).
-  await SEARCH_SCHEMA.open(options.pool, options.migrate !== false)
-  const query = new PgSessionQuery(options, concurrency)
-  if (options.indexOnNotify !== false) await query.follow()
+  await SEARCH_SCHEMA.open(options.pool, options.migrate !== false && !readOnly)
+  const query = new PgSessionQuery(options, concurrency, readOnly ? new Overlay(overlayLimit, overlayTextLimit) : undefined)
+  if (!readOnly && options.indexOnNotify !== false) await query.follow()
   return query
 }
 
+/** Default of `overlayLimit`. */
+const OVERLAY_LIMIT = 1_000
+/** Default of `overlayTextLimit`. */
+const OVERLAY_TEXT_LIMIT = 16 * 1024 * 1024
+
+/** A session whose text the index lacks: its row, where its indexed text ends and where its log ends. */
 interface Candidate {
   id_key: Buffer
   sid: string
   id: Buffer
   indexed: number
+  next_seq: number
+}
+
+/** The events a session's indexed text lacks, as text rows: read for one (sid, indexed, next_seq), reused while those hold. */
+interface OverlayEntry {
+  readonly candidate: Candidate
+  readonly seqs: number[]
+  readonly types: string[]
+  readonly bodies: string[]
+  readonly units: number
+}
+
+/**
+ * What a read-only search adds to the index: the text rows of every session
+ * the index lacks text of, held in memory and brought up to date from the
+ * change feed before each search (only sessions it names are read again).
+ */
+class Overlay {
+  readonly limit: number
+  readonly textLimit: number
+  cursor: SessionChangeCursor | undefined
+  entries = new Map<string, OverlayEntry>()
+  /** Settles when the last pass has; the next starts after it. */
+  tail: Promise<void> = Promise.resolve()
+
+  constructor(limit: number, textLimit: number) {
+    this.limit = limit
+    this.textLimit = textLimit
+  }
+
+  /** The overlay's rows as the search statements' array parameters ($4–$8). */
+  parameters(): unknown[] {
+    const keys: Buffer[] = []
+    const sids: string[] = []
+    const seqs: number[] = []
+    const types: string[] = []
+    const bodies: string[] = []
+    for (const entry of this.entries.values()) {
+      for (const [i, seq] of entry.seqs.entries()) {
+        keys.push(entry.candidate.id_key)
+        sids.push(entry.candidate.sid)
+        seqs.push(seq)
+        types.push(entry.types[i]!)
+        bodies.push(entry.bodies[i]!)
+      }
+    }
+    return [keys, sids, seqs, types, bodies]
+  }
+}
+
+/** `SESSION_QUERY_INDEX_UNAVAILABLE` of a read-only search whose overlay would pass its bounds. */
+function overlayUnavailable(reason: string) {
+  return queryError(
+    'SESSION_QUERY_INDEX_UNAVAILABLE',
+    `The PostgreSQL search index cannot answer a read-only search: ${reason} such a search reads from the logs. A host that writes sessions (dsh serve or dsh run on the store) indexes their text; search again after it has.`,
+  )
+}
+
+/**
+ * The text rows a search reads: the index, or the index and the overlay's
+ * rows ($4–$8). The index is filtered by the query itself in its own branch
+ * (so its GIN index answers it); an overlay row the index holds meanwhile (a
+ * writer indexed it since) is left out, so no event is counted twice.
+ */
+function textRows(overlay: boolean): string {
+  if (!overlay) return 'dsh_event_text'
+  return `(SELECT id_key, sid, seq, type, body, tsv FROM dsh_event_text WHERE tsv @@ plainto_tsquery('simple', $1)
+     UNION ALL
+     SELECT o.id_key, o.sid, o.seq, o.type, o.body, to_tsvector('simple', o.body)
+     FROM unnest($4::bytea[], $5::bigint[], $6::integer[], $7::text[], $8::text[]) AS o(id_key, sid, seq, type, body)
+     WHERE NOT EXISTS (SELECT 1 FROM dsh_event_text e WHERE e.id_key = o.id_key AND e.sid = o.sid AND e.seq = o.seq))`
 }
 
 class PgSessionQuery implements PostgresSessionQuery {
@@ -124,8 +224,11 @@ class PgSessionQuery implements PostgresSessionQuery {
   #subscription: ChangeSubscription | undefined
   #nextCatchUp: Promise<SearchIndexReport> | undefined
   #closed = false
+  /** Read-only: what the searches add to the index (undefined: this instance indexes). */
+  readonly #overlay: Overlay | undefined
 
-  constructor(options: PostgresSessionQueryOptions, concurrency: number) {
+  constructor(options: PostgresSessionQueryOptions, concurrency: number, overlay: Overlay | undefined) {
+    this.#overlay = overlay
     this.#pool = options.pool
     this.#sessions = options.sessions
     this.#persistence = options.persistence
@@ -173,15 +276,15 @@ class PgSessionQuery implements PostgresSessionQuery {
   // ----------------------------------------------------------------- search
 
   async searchEvents(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<EventSearchHit>> {
-    const { search, generation } = await this.#prepareSearch(request, 'events', signal)
+    const { search, generation, overlay } = await this.#prepareSearch(request, 'events', signal)
     const { rows } = await guarded(
       this.#sql<{ id: Buffer; seq: number; type: string; snippet: string; score: number }>(
         `SELECT s.id, t.seq, t.type, ts_headline('simple', t.body, q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=6') AS snippet, ts_rank(t.tsv, q) AS score
-         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (id_key, sid)
+         FROM plainto_tsquery('simple', $1) q, ${textRows(overlay.length > 0)} t JOIN dsh_sessions s USING (id_key, sid)
          WHERE t.tsv @@ q
          ORDER BY score DESC, s.id, t.seq
          LIMIT $2 OFFSET $3`,
-        [search.words.join(' '), search.limit + 1, search.offset],
+        [search.words.join(' '), search.limit + 1, search.offset, ...overlay],
         'searching events',
       ),
       signal,
@@ -195,16 +298,16 @@ class PgSessionQuery implements PostgresSessionQuery {
   }
 
   async searchSessions(request: SearchRequest, signal?: AbortSignal): Promise<SearchPage<SessionSearchHit>> {
-    const { search, generation } = await this.#prepareSearch(request, 'sessions', signal)
+    const { search, generation, overlay } = await this.#prepareSearch(request, 'sessions', signal)
     const { rows } = await guarded(
       this.#sql<ListingRow & { score: number; matches: number }>(
         `SELECT s.sid, s.header, s.inherited, s.next_seq, max(ts_rank(t.tsv, q)) AS score, count(*)::integer AS matches
-         FROM plainto_tsquery('simple', $1) q, dsh_event_text t JOIN dsh_sessions s USING (id_key, sid)
+         FROM plainto_tsquery('simple', $1) q, ${textRows(overlay.length > 0)} t JOIN dsh_sessions s USING (id_key, sid)
          WHERE t.tsv @@ q
          GROUP BY s.id_key, s.sid
          ORDER BY score DESC, s.id
          LIMIT $2 OFFSET $3`,
-        [search.words.join(' '), search.limit + 1, search.offset],
+        [search.words.join(' '), search.limit + 1, search.offset, ...overlay],
         'searching sessions',
       ),
       signal,
@@ -226,11 +329,16 @@ class PgSessionQuery implements PostgresSessionQuery {
     request: SearchRequest,
     kind: 'sessions' | 'events',
     signal: AbortSignal | undefined,
-  ): Promise<{ search: ParsedSearchRequest; generation: string }> {
+  ): Promise<{ search: ParsedSearchRequest; generation: string; overlay: unknown[] }> {
     this.#assertOpen()
     checkAborted(signal)
     const search = parseSearchRequest(request, kind, SEARCH_CURSOR_TAG)
-    await guarded(this.catchUp(), signal)
+    let overlay: unknown[] = []
+    if (this.#overlay === undefined) await guarded(this.catchUp(), signal)
+    else {
+      await guarded(this.#readOverlay(this.#overlay, signal), signal)
+      if (this.#overlay.entries.size > 0) overlay = this.#overlay.parameters()
+    }
     const { rows } = await guarded(
       this.#sql<{ g: string }>(
         `SELECT coalesce(greatest((SELECT xid FROM dsh_batches ORDER BY xid DESC LIMIT 1), (SELECT xid FROM dsh_changes ORDER BY xid DESC LIMIT 1))::text, '0') AS g`,
@@ -241,7 +349,7 @@ class PgSessionQuery implements PostgresSessionQuery {
     )
     const generation = rows[0]!.g
     checkSearchGeneration(search, generation)
-    return { search, generation }
+    return { search, generation, overlay }
   }
 
   #page<T>(hits: T[], more: boolean, kind: 'sessions' | 'events', search: ParsedSearchRequest, generation: string): SearchPage<T> {
@@ -258,6 +366,14 @@ class PgSessionQuery implements PostgresSessionQuery {
    */
   catchUp(signal?: AbortSignal): Promise<SearchIndexReport> {
     this.#assertOpen()
+    if (this.#overlay !== undefined) {
+      return Promise.reject(
+        new PostgresSessionQueryError(
+          'POSTGRES_QUERY_READ_ONLY',
+          'This PostgreSQL query backend was opened read-only and never writes the search index; a host that writes sessions (dsh serve or dsh run on the store) indexes their text.',
+        ),
+      )
+    }
     if (this.#catchingUp !== undefined) {
       this.#nextCatchUp ??= this.#catchingUp
         .catch(() => undefined)
@@ -278,25 +394,7 @@ class PgSessionQuery implements PostgresSessionQuery {
     const changes = await this.#persistence.changes(this.#cursor, signal).catch((error: unknown) => {
       throw fromPersistenceError(error, undefined, signal)
     })
-    let candidates: Candidate[]
-    if (changes.rescan) {
-      ;({ rows: candidates } = await this.#sql<Candidate>(
-        `SELECT s.id_key, s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (id_key, sid)
-         WHERE s.next_seq > coalesce(p.indexed, 0)`,
-        [],
-        'finding unindexed sessions',
-      ))
-    } else if (changes.ids.length === 0) {
-      candidates = []
-    } else {
-      const keys = changes.ids.filter((id) => typeof id === 'string').map((id) => keyOf(id))
-      ;({ rows: candidates } = await this.#sql<Candidate>(
-        `SELECT s.id_key, s.sid, s.id, coalesce(p.indexed, 0) AS indexed FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (id_key, sid)
-         WHERE s.id_key = ANY($1::bytea[]) AND s.next_seq > coalesce(p.indexed, 0)`,
-        [keys],
-        'finding changed sessions',
-      ))
-    }
+    const candidates = await this.#candidates(changes.rescan ? undefined : changes.ids.filter((id) => typeof id === 'string'))
     let indexed = 0
     let failed = 0
     const queue = [...candidates]
@@ -313,24 +411,55 @@ class PgSessionQuery implements PostgresSessionQuery {
     return { indexed, failed }
   }
 
+  /**
+   * The sessions whose log goes past their indexed text: among `ids`, or all
+   * of them (undefined: the change feed asked for a rescan).
+   */
+  async #candidates(ids: readonly string[] | undefined): Promise<Candidate[]> {
+    if (ids?.length === 0) return []
+    const { rows } = await this.#sql<Candidate>(
+      `SELECT s.id_key, s.sid, s.id, coalesce(p.indexed, 0) AS indexed, s.next_seq FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (id_key, sid)
+       WHERE ${ids === undefined ? '' : 's.id_key = ANY($1::bytea[]) AND '}s.next_seq > coalesce(p.indexed, 0)`,
+      ids === undefined ? [] : [ids.map((id) => keyOf(id))],
+      ids === undefined ? 'finding unindexed sessions' : 'finding changed sessions',
+    )
+    return rows
+  }
+
+  /**
+   * The text rows of a session's events from its indexed position on, and
+   * where they end (undefined: another lifecycle holds the id now; its own
+   * row is found next time).
+   */
+  async #textOf(
+    candidate: Candidate,
+    signal: AbortSignal | undefined,
+  ): Promise<(Omit<OverlayEntry, 'candidate'> & { upTo: number }) | undefined> {
+    const id = candidate.id.toString('utf8') as SessionId
+    const observation = await this.#persistence.inspectFrom(id, SessionLogOffset(candidate.indexed), signal)
+    if (!observation.revision.startsWith(`pg${candidate.sid}.`)) return undefined
+    const seqs: number[] = []
+    const types: string[] = []
+    const bodies: string[] = []
+    let units = 0
+    for (const event of observation.events) {
+      const text = eventText(event)
+      if (text === undefined) continue
+      seqs.push(event.seq)
+      types.push(event.type.replace(/\p{Cs}/gu, '\uFFFD'))
+      bodies.push(text)
+      units += text.length
+    }
+    return { seqs, types, bodies, units, upTo: observation.from + observation.events.length }
+  }
+
   /** Indexes one session's events from its indexed position on; fail-soft. */
   async #index(candidate: Candidate, signal: AbortSignal | undefined): Promise<boolean> {
     const id = candidate.id.toString('utf8') as SessionId
     try {
-      const observation = await this.#persistence.inspectFrom(id, SessionLogOffset(candidate.indexed), signal)
-      // Another lifecycle under the same id meanwhile: its own row will be found next time.
-      if (!observation.revision.startsWith(`pg${candidate.sid}.`)) return true
-      const seqs: number[] = []
-      const types: string[] = []
-      const bodies: string[] = []
-      for (const event of observation.events) {
-        const text = eventText(event)
-        if (text === undefined) continue
-        seqs.push(event.seq)
-        types.push(event.type.replace(/\p{Cs}/gu, '\uFFFD'))
-        bodies.push(text)
-      }
-      const upTo = observation.from + observation.events.length
+      const text = await this.#textOf(candidate, signal)
+      if (text === undefined) return true
+      const { seqs, types, bodies, upTo } = text
       await this.#sql(
         `WITH p AS (
            INSERT INTO dsh_search_progress (id_key, sid, indexed) VALUES ($6, $1, $2)
@@ -353,6 +482,77 @@ class PgSessionQuery implements PostgresSessionQuery {
         return true
       this.#logger.warn(`dsh: indexing the text of session '${id}' failed; search leaves it out until the next catch-up.`, error)
       return false
+    }
+  }
+
+  /**
+   * Brings the overlay up to date (read-only; one pass at a time, each caller
+   * gets a pass that started after its call). The sessions the change feed
+   * names since the last pass, and those the overlay holds, are looked up
+   * again: one whose row, indexed position and end are unchanged keeps its
+   * rows, any other is read again from its indexed position, and one the
+   * index has caught up with (or that is gone) leaves.
+   */
+  #readOverlay(overlay: Overlay, signal: AbortSignal | undefined): Promise<void> {
+    const pass = overlay.tail.then(() => this.#overlayPass(overlay, signal))
+    overlay.tail = pass.catch(() => {})
+    return pass
+  }
+
+  async #overlayPass(overlay: Overlay, signal: AbortSignal | undefined): Promise<void> {
+    checkAborted(signal)
+    const changes = await this.#persistence.changes(overlay.cursor, signal).catch((error: unknown) => {
+      throw fromPersistenceError(error, undefined, signal)
+    })
+    const named = changes.rescan ? undefined : new Set([...changes.ids.filter((id) => typeof id === 'string'), ...overlay.entries.keys()])
+    const candidates = await this.#candidates(named === undefined ? undefined : [...named])
+    if (candidates.length > overlay.limit) {
+      throw overlayUnavailable(`it lacks the text of ${candidates.length} sessions, more than the ${overlay.limit}`)
+    }
+    const next = new Map<string, OverlayEntry>()
+    const queue: Candidate[] = []
+    let units = 0
+    for (const candidate of candidates) {
+      const id = candidate.id.toString('utf8')
+      const held = overlay.entries.get(id)
+      const { sid, indexed, next_seq } = held?.candidate ?? {}
+      if (held !== undefined && sid === candidate.sid && indexed === candidate.indexed && next_seq === candidate.next_seq) {
+        next.set(id, held)
+        units += held.units
+      } else queue.push(candidate)
+    }
+    const worker = async () => {
+      for (let candidate = queue.shift(); candidate !== undefined; candidate = queue.shift()) {
+        checkAborted(signal)
+        const entry = await this.#overlayEntry(candidate, signal)
+        if (entry === undefined) continue
+        next.set(candidate.id.toString('utf8'), entry)
+        units += entry.units
+        if (units > overlay.textLimit) throw overlayUnavailable(`the text it lacks is more than the ${overlay.textLimit} characters`)
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker))
+    overlay.entries = next
+    overlay.cursor = changes.cursor
+  }
+
+  /**
+   * A session's overlay rows (undefined: deleted meanwhile, or another
+   * lifecycle holds the id, whose own row is found next time). A log that
+   * cannot be read is reported once and held with no rows until it changes.
+   */
+  async #overlayEntry(candidate: Candidate, signal: AbortSignal | undefined): Promise<OverlayEntry | undefined> {
+    const id = candidate.id.toString('utf8')
+    try {
+      const text = await this.#textOf(candidate, signal)
+      if (text === undefined) return undefined
+      const { upTo, ...rows } = text
+      return { candidate: { ...candidate, next_seq: upTo }, ...rows }
+    } catch (error) {
+      if (signal?.aborted) throw error
+      if (isDshError(error, 'SESSION_PERSISTENCE_NOT_FOUND')) return undefined
+      this.#logger.warn(`dsh: reading the text of session '${id}' failed; search leaves it out until it changes.`, error)
+      return { candidate, seqs: [], types: [], bodies: [], units: 0 }
     }
   }
 

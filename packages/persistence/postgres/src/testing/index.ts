@@ -11,6 +11,9 @@
  * // or, with a pool: openTestDatabase(address) here, freshDatabase() from /testing/vitest
  * ```
  *
+ * `createReaderRole` gives a role that may only read (SELECT, read-only
+ * transactions), for tests of code that must never write.
+ *
  * Also: `generateHeaderSessions` writes many stored sessions server-side in
  * the backend's row layout (benchmarks, migration tests), and
  * `distributionViolations` reads the catalog and reports per-session tables
@@ -20,7 +23,7 @@
 export type { StartTestClusterOptions, TestCluster, TestClusterAddress } from './cluster.js'
 export { clusterUrl, createTestDatabase, DEFAULT_PG_BIN, startTestCluster } from './cluster.js'
 export type { TestDatabase } from './database.js'
-export { openTestDatabase } from './database.js'
+export { createReaderRole, openTestDatabase } from './database.js'
 export type { DistributionViolation } from './distribution.js'
 export { distributionViolations } from './distribution.js'
 export type { GenerateSessionsOptions } from './generate.js'
