@@ -1,5 +1,13 @@
 import { EVENT_MAX_BYTES, ID_MAX_LENGTH, idFault } from '@dsh/protocol/limits'
-import { parseSessionHeader, type SessionHeader, type SessionLogOffset, type StoredSessionEvent, sameLifecycle } from '@dsh/session'
+import {
+  freezeLosslessJson,
+  type JsonValue,
+  parseSessionHeader,
+  type SessionHeader,
+  type SessionLogOffset,
+  type StoredSessionEvent,
+  sameLifecycle,
+} from '@dsh/session'
 import { SessionPersistenceError } from './errors.js'
 import { type AppendedEvent, checkEventRun, isEventRun } from './event-runs.js'
 import type { AppendTarget } from './types.js'
@@ -109,14 +117,42 @@ export function checkEventBytes(seq: number, bytes: number, id?: string): void {
  */
 export function eventLine(event: StoredSessionEvent, id?: string): string {
   let line: string
+  const data = isFrozenTree(event.data) ? event.data : losslessData(event, id)
   try {
-    line = JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data: event.data })
+    line = JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data })
   } catch (error) {
     throw unencodable(event.seq, error, id)
   }
   // A UTF-16 code unit is at most 3 UTF-8 bytes: only a line that could be over the cap is measured.
   if (line.length * 3 > EVENT_MAX_BYTES) checkEventBytes(event.seq, Buffer.byteLength(line), id)
   return line
+}
+
+/**
+ * Whether `data` is a tree a `Session` froze: it froze it recursively after
+ * checking it is lossless JSON, so a frozen root stands for a checked tree.
+ */
+export function isFrozenTree(data: JsonValue): boolean {
+  return typeof data !== 'object' || data === null || Object.isFrozen(data)
+}
+
+/**
+ * An event's data checked to come back from JSON unchanged (an unfrozen
+ * tree: not from a `Session`): NaN, Infinity, -0, undefined, class instances
+ * and cycles are `SESSION_PERSISTENCE_INVALID_EVENT` naming where, rather than
+ * stored as something else (`JSON.stringify` writes NaN as null).
+ */
+export function losslessData(event: StoredSessionEvent, id?: string): JsonValue {
+  try {
+    return freezeLosslessJson(event.data, `'${event.type}' data`)
+  } catch (error) {
+    if (error instanceof RangeError) throw unencodable(event.seq, error, id)
+    throw new SessionPersistenceError(
+      'SESSION_PERSISTENCE_INVALID_EVENT',
+      `Event ${event.seq}${id === undefined ? '' : ` of session '${id}'`} cannot be stored losslessly: ${(error as Error).message}`,
+      { cause: error, details: { seq: event.seq, ...(id === undefined ? {} : { id }) } },
+    )
+  }
 }
 
 /** `SESSION_PERSISTENCE_INVALID_EVENT` for an event JSON cannot encode (`error`, a `RangeError`); anything else as it is. */

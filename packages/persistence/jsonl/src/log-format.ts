@@ -1,14 +1,15 @@
 import { randomBytes } from 'node:crypto'
-import {
-  freezeLosslessJson,
-  type JsonValue,
-  parseSessionHeader,
-  type SessionHeader,
-  SessionLogOffset,
-  type StoredSessionEvent,
-} from '@dsh/session'
+import { type JsonValue, parseSessionHeader, type SessionHeader, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
 import { SessionPersistenceError } from '@dsh/session-persistence'
-import { type AppendedEvent, type FlatValue, isEventRun, type StoredEventRun, unencodable } from '@dsh/session-persistence/backend'
+import {
+  type AppendedEvent,
+  type FlatValue,
+  isEventRun,
+  isFrozenTree,
+  losslessData,
+  type StoredEventRun,
+  unencodable,
+} from '@dsh/session-persistence/backend'
 import { checkEventLines, packedLineFits } from './line-caps.js'
 
 /** The physical header line's format tag. */
@@ -322,7 +323,7 @@ function collectColumns(data: unknown, keys: readonly string[], columns: unknown
 
 /** One event's line (without its newline). */
 function encodeLine(event: StoredSessionEvent): string {
-  const frozen = Object.isFrozen(event) && isDeepFrozenShallowCheck(event.data)
+  const frozen = Object.isFrozen(event) && isFrozenTree(event.data)
   if (frozen && isCanonicalEvent(event)) return JSON.stringify(event)
   const data = frozen ? event.data : losslessData(event)
   return JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data })
@@ -458,23 +459,6 @@ function isCanonicalEvent(event: StoredSessionEvent): boolean {
 }
 
 const CANONICAL_KEYS = ['type', 'seq', 'time', 'data'] as const
-
-function losslessData(event: StoredSessionEvent): JsonValue {
-  try {
-    return freezeLosslessJson(event.data, `'${event.type}' data`)
-  } catch (error) {
-    throw new SessionPersistenceError(
-      'SESSION_PERSISTENCE_INVALID_EVENT',
-      `Event ${event.seq} cannot be stored losslessly: ${(error as Error).message}`,
-      { cause: error },
-    )
-  }
-}
-
-function isDeepFrozenShallowCheck(value: JsonValue): boolean {
-  // Session freezes data recursively, so a frozen root stands for a frozen tree.
-  return typeof value !== 'object' || value === null || Object.isFrozen(value)
-}
 
 /**
  * Parses one batch's lines into deep-frozen events, checking shape and that

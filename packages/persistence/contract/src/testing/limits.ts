@@ -88,6 +88,35 @@ export function describeLimits(fresh: FreshHarness): void {
       expect((await p.inspect(h.id)).events).toHaveLength(1)
     })
 
+    it('data JSON would change (NaN, Infinity, -0, undefined, a Date, a Map, a cycle) is INVALID_EVENT naming where, and stores nothing of its batch', async () => {
+      const { persistence: p } = await fresh()
+      const h = header('lossy')
+      await p.append(target(h), events(0, 1))
+      const cycle: Record<string, unknown> = { a: 1 }
+      cycle.self = cycle
+      const lossy: Array<[unknown, string]> = [
+        [{ score: Number.NaN }, 'score'],
+        [{ list: [1, Number.POSITIVE_INFINITY] }, 'list[1]'],
+        [{ delta: -0 }, 'delta'],
+        [{ maybe: undefined }, 'maybe'],
+        [{ list: [undefined] }, 'list[0]'],
+        [{ at: new Date(0) }, 'at'],
+        [{ map: new Map() }, 'map'],
+        [cycle, 'self'],
+      ]
+      for (const [data, where] of lossy) {
+        const error = await p
+          .append(target(h), [event(1, 'ok', 1), { type: 't', seq: 2, time: 1, data } as unknown as ReturnType<typeof event>])
+          .then(
+            () => undefined,
+            (caught: unknown) => caught,
+          )
+        expect(error, where).toMatchObject({ code: 'SESSION_PERSISTENCE_INVALID_EVENT' })
+        expect((error as Error).message).toContain(where)
+      }
+      expect((await p.inspect(h.id)).events).toHaveLength(1)
+    })
+
     it('a first batch holding an event over EVENT_MAX_BYTES is EVENT_TOO_LARGE and materializes nothing', async () => {
       const { persistence: p } = await fresh()
       const h = header('too-large-first')
