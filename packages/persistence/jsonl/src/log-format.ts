@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
 import { type JsonValue, parseSessionHeader, type SessionHeader, SessionLogOffset, type StoredSessionEvent } from '@dsh/session'
-import { SessionPersistenceError } from '@dsh/session-persistence'
 import {
   type AppendedEvent,
   type FlatValue,
