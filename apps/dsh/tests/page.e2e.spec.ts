@@ -8,9 +8,9 @@ import { type ApiServer, createHost, type Host } from '@dsh/host'
 import { SessionId } from '@dsh/session'
 import { readPriceTable } from '@dsh/session-stats'
 import { createScriptedDriver } from '@dsh/subagent'
+import { launchChromium, screenshot, seriousViolations } from '@dsh/test-kit/browser'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { launchChromium, screenshot, seriousViolations } from './support/browser.js'
 
 // The web catalog over roots the built CLI wrote (`dsh demo`, and `dsh run`
 // delegating to a subagent through a local Chat Completions server), served

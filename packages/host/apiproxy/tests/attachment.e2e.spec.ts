@@ -1,6 +1,6 @@
 import { appendUserMessage } from '@dsh/session-persistence'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { pngBytes } from './support/browser.js'
+import { pngBytes } from './support/png.js'
 import { type Stack, startStack, TOKEN } from './support/stack.js'
 
 // The attachment routes over the real disk stack: bytes as stored, a content

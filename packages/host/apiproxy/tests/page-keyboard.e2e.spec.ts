@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { launchChromium, seriousViolations } from '@dsh/test-kit/browser'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { launchChromium, seriousViolations } from './support/browser.js'
 import { type Stack, startStack, turn } from './support/stack.js'
 
 // The catalog page driven by the keyboard alone (Tab, Shift+Tab, Enter,

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseSessionHeader, SESSION_HEADER_VERSION, SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import { launchChromium, screenshot } from '@dsh/test-kit/browser'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { launchChromium, screenshot } from './support/browser.js'
 import { type Stack, startStack } from './support/stack.js'
 
 // The sessions list over a corpus of 10,000 sessions: the first rows show

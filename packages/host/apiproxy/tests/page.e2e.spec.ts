@@ -4,11 +4,12 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { gzipSync } from 'node:zlib'
 import { appendUserMessage } from '@dsh/session-persistence'
+import { launchChromium, screenshot, seriousViolations } from '@dsh/test-kit/browser'
 import type { BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ApiServer, createApiServer } from '../src/index.js'
 import { PAGE_SCRIPTS } from '../src/page-routes.js'
-import { launchChromium, pngBytes, screenshot, seriousViolations } from './support/browser.js'
+import { pngBytes } from './support/png.js'
 import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
 
 // The catalog page in a real headless Chromium (Debian's /usr/bin/chromium via
