@@ -1,9 +1,13 @@
 import {
+  CURSOR_MAX_LENGTH,
   HISTORY_PAGE_MAX_BYTES,
   HTTP_HEADERS_TIMEOUT_MS,
   HTTP_IDLE_TIMEOUT_MS,
   HTTP_MAX_CONNECTIONS,
   HTTP_REQUEST_TIMEOUT_MS,
+  ID_MAX_LENGTH,
+  PARAM_MAX_LENGTH,
+  SEARCH_MAX_TEXT,
 } from '@dsh/protocol/limits'
 import { ApiError } from './errors.js'
 
@@ -36,8 +40,20 @@ export interface ApiLimits {
   readonly maxHistoryPageBytes: number
 }
 
+/** Bytes one UTF-16 unit takes at most in a URL: a BMP character is three UTF-8 bytes, each escaped as `%XX`. */
+const ESCAPED_UNIT_BYTES = 9
+
+/**
+ * The default `maxUrlLength`: every request the protocol's limits allow fits,
+ * however its characters are escaped. No route takes more than two ids (a
+ * child's history), a free-text parameter (a cwd), a search text and a cursor
+ * (base64url: never escaped); their sum, with 4 KiB for the rest (names,
+ * numbers, the path), is 84,776 bytes.
+ */
+const URL_MAX_BYTES = ESCAPED_UNIT_BYTES * (2 * ID_MAX_LENGTH + PARAM_MAX_LENGTH + SEARCH_MAX_TEXT) + CURSOR_MAX_LENGTH + 4096
+
 export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
-  maxUrlLength: 16 * 1024,
+  maxUrlLength: URL_MAX_BYTES,
   maxBodyBytes: 64 * 1024,
   maxStreams: 64,
   maxStreamBacklogBytes: 1024 * 1024,

@@ -1,10 +1,11 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { Context } from '@dsh/context'
 import { errorBody, historyPage, searchPage, sessionListPage, streamEvent, subagentList } from '@dsh/protocol'
+import { CURSOR_MAX_LENGTH, ID_MAX_LENGTH, PARAM_MAX_LENGTH, SEARCH_MAX_TEXT } from '@dsh/protocol/limits'
 import { SessionId } from '@dsh/session'
 import type { SessionListFilter } from '@dsh/session-query'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createApiServer } from '../src/index.js'
+import { createApiServer, DEFAULT_LIMITS } from '../src/index.js'
 import { rawGet, rawRequest } from './support/raw-http.js'
 import { SseReader } from './support/sse.js'
 import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
@@ -395,7 +396,7 @@ describe('ids and parameters', () => {
       [`/api/sessions/${'x'.repeat(10 * 1024)}/history`, 400, 'API_BAD_REQUEST'],
       // 1100 characters decode from 6.6 KB of escapes: the id limit counts decoded characters.
       [`/api/sessions/${enc('ü'.repeat(1100))}/history`, 400, 'API_BAD_REQUEST'],
-      [`/api/sessions/${'x'.repeat(20 * 1024)}/history`, 414, 'API_URI_TOO_LONG'],
+      [`/api/sessions/${'x'.repeat(DEFAULT_LIMITS.maxUrlLength)}/history`, 414, 'API_URI_TOO_LONG'],
       [`/api/sessions?parentSession=${'p'.repeat(10 * 1024)}`, 400, 'API_BAD_REQUEST'],
       [`/api/search?q=${'q'.repeat(2000)}`, 400, 'API_BAD_REQUEST'],
     ]
@@ -403,6 +404,32 @@ describe('ids and parameters', () => {
       const response = await rawGet(stack.server.url, target, TOKEN)
       expect([target.slice(0, 40), response.status]).toEqual([target.slice(0, 40), status])
       expect(errorBody.parse(JSON.parse(response.body)).code).toBe(code)
+    }
+  })
+
+  it('takes the longest requests the protocol allows, every character escaped: each is answered by its route, never 414', async () => {
+    // BMP characters of three UTF-8 bytes: nine bytes each once escaped.
+    const id = (c: string) => enc(c.repeat(ID_MAX_LENGTH))
+    const cursor = 'A'.repeat(CURSOR_MAX_LENGTH)
+    const cases: Array<[string, number, string | undefined]> = [
+      // A cursor of the longest length reaches the query, which finds it is not one of its own.
+      [
+        `/api/sessions?parentSession=${id('界')}&cwd=${enc('路'.repeat(PARAM_MAX_LENGTH))}&cursor=${cursor}&limit=5`,
+        400,
+        'SESSION_QUERY_INVALID_CURSOR',
+      ],
+      [`/api/sessions?parentSession=${id('界')}&cwd=${enc('路'.repeat(PARAM_MAX_LENGTH))}&limit=5`, 200, undefined],
+      // The route answers: the parent has no such subagent.
+      [`/api/sessions/${id('親')}/subagents/${id('子')}/history`, 404, 'API_NOT_FOUND'],
+      // This stack's query has no search: the route is reached and says so.
+      [`/api/search?q=${enc('検'.repeat(SEARCH_MAX_TEXT))}&cursor=${cursor}`, 501, undefined],
+    ]
+    for (const [target, status, code] of cases) {
+      expect(target.length).toBeGreaterThan(16 * 1024)
+      expect(target.length).toBeLessThanOrEqual(DEFAULT_LIMITS.maxUrlLength)
+      const response = await rawGet(stack.server.url, target, TOKEN)
+      expect([target.slice(0, 40), response.status]).toEqual([target.slice(0, 40), status])
+      if (code !== undefined) expect(errorBody.parse(JSON.parse(response.body)).code).toBe(code)
     }
   })
 
