@@ -340,6 +340,7 @@ describe('read commands on a store, as a role that may only SELECT', () => {
       (
         await pool.query(
           `SELECT (SELECT count(*)::int FROM dsh_event_text) AS text, (SELECT count(*)::int FROM dsh_search_progress) AS progress,
+                  (SELECT count(*)::int FROM dsh_search_cursor) AS cursors,
                   (SELECT count(*)::int FROM dsh_projection_checkpoints) AS checkpoints`,
         )
       ).rows[0]
@@ -359,11 +360,12 @@ describe('read commands on a store, as a role that may only SELECT', () => {
         events: await json(db, 'search', 'nesting', '--events'),
       }
       expect(owner.search.hits).toHaveLength(2)
-      // No host has indexed the text (as after a writer that stopped before it could).
+      // No host has indexed the text (as after a writer that stopped before it could): no rows, no stored cursor.
       await pool.query('DELETE FROM dsh_event_text')
       await pool.query('DELETE FROM dsh_search_progress')
+      await pool.query('DELETE FROM dsh_search_cursor')
       const before = await derived()
-      expect(before).toMatchObject({ text: 0, progress: 0 })
+      expect(before).toMatchObject({ text: 0, progress: 0, cursors: 0 })
       const reader = await createReaderRole(db)
       expect(await json(reader, 'sessions')).toEqual(owner.sessions)
       expect(await json(reader, 'show', 'kestrel-run')).toEqual(owner.show)

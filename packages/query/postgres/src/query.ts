@@ -391,7 +391,8 @@ class PgSessionQuery implements PostgresSessionQuery {
   }
 
   async #catchUp(signal: AbortSignal | undefined): Promise<SearchIndexReport> {
-    const changes = await this.#persistence.changes(this.#cursor, signal).catch((error: unknown) => {
+    const since = this.#cursor ?? (await this.#storedCursor())
+    const changes = await this.#persistence.changes(since, signal).catch((error: unknown) => {
       throw fromPersistenceError(error, undefined, signal)
     })
     const candidates = await this.#candidates(changes.rescan ? undefined : changes.ids.filter((id) => typeof id === 'string'))
@@ -407,8 +408,25 @@ class PgSessionQuery implements PostgresSessionQuery {
     }
     await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker))
     // Only a complete pass moves the cursor; a failed session is found again next time.
-    if (failed === 0) this.#cursor = changes.cursor
+    if (failed === 0) {
+      this.#cursor = changes.cursor
+      if (changes.cursor !== since) await this.#storeCursor(changes.cursor)
+    }
     return { indexed, failed }
+  }
+
+  /** The cursor the index is complete up to, as the last complete pass of any instance stored it (undefined: none yet). */
+  async #storedCursor(): Promise<SessionChangeCursor | undefined> {
+    const { rows } = await this.#sql<{ cursor: string }>('SELECT cursor FROM dsh_search_cursor', [], 'reading the search cursor')
+    return rows[0]?.cursor as SessionChangeCursor | undefined
+  }
+
+  async #storeCursor(cursor: SessionChangeCursor): Promise<void> {
+    await this.#sql(
+      'INSERT INTO dsh_search_cursor (cursor) VALUES ($1) ON CONFLICT (one) DO UPDATE SET cursor = EXCLUDED.cursor',
+      [cursor],
+      'storing the search cursor',
+    )
   }
 
   /**
@@ -501,7 +519,7 @@ class PgSessionQuery implements PostgresSessionQuery {
 
   async #overlayPass(overlay: Overlay, signal: AbortSignal | undefined): Promise<void> {
     checkAborted(signal)
-    const changes = await this.#persistence.changes(overlay.cursor, signal).catch((error: unknown) => {
+    const changes = await this.#persistence.changes(overlay.cursor ?? (await this.#storedCursor()), signal).catch((error: unknown) => {
       throw fromPersistenceError(error, undefined, signal)
     })
     const named = changes.rescan ? undefined : new Set([...changes.ids.filter((id) => typeof id === 'string'), ...overlay.entries.keys()])

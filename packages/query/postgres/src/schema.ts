@@ -41,6 +41,18 @@ function searchTables(layout: Layout): string[] {
   ]
 }
 
+/**
+ * Where the index's text is complete up to: the change-feed cursor of the
+ * last catch-up that indexed every session the feed named (one row; any
+ * writer's complete pass may store it, an older one only makes the next start
+ * read more). A new instance starts from it instead of looking at every
+ * session. Not per-session, so not partitioned (in Citus, a reference table).
+ */
+const CURSOR_TABLE = `CREATE TABLE dsh_search_cursor (
+      one boolean PRIMARY KEY DEFAULT true CHECK (one),
+      cursor text NOT NULL
+    )`
+
 /** The version 1 tables are moved here, copied into the partitioned ones and dropped, in the step's one transaction. */
 const OLD = 'dsh_migrating_search'
 
@@ -82,8 +94,13 @@ export const SEARCH_SCHEMA = defineSchema(
         `DROP SCHEMA ${OLD} CASCADE`,
       ],
     },
+    {
+      version: 3,
+      description: 'the feed cursor the index is complete up to, so a new instance starts from it',
+      statements: [CURSOR_TABLE],
+    },
   ],
-  { baseline: searchTables },
+  { baseline: (layout) => [...searchTables(layout), CURSOR_TABLE] },
 )
 
 /** The component name of the search tables in `dsh_schema_version`. */

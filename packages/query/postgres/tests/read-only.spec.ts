@@ -112,6 +112,16 @@ describe('a read-only postgres search (a role that may only SELECT)', () => {
     expect(warnings).toEqual([])
   })
 
+  it('starts from the cursor a writer stored: reads the sessions changed since, not every session', async () => {
+    const { writerQuery, query, reader, append } = await setup()
+    for (const id of ['one', 'two', 'three']) await append(id, [message(0, `quoll ${id}`)])
+    await writerQuery.catchUp()
+    await append('late', [message(0, 'quoll late')])
+    expect((await query.searchSessions({ text: 'quoll' })).hits).toHaveLength(4)
+    expect(reader.metrics.rescans).toBe(0)
+    expect(reader.metrics.bodyReads).toBe(1)
+  })
+
   it('pages with cursors over index and memory together, and a change makes the cursor stale', async () => {
     const { query, append } = await setup()
     await append(

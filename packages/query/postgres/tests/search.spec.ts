@@ -1,6 +1,7 @@
 import { Context } from '@dsh/context'
 import { SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence, type PostgresPersistence } from '@dsh/session-persistence-postgres'
+import { keyOf } from '@dsh/session-persistence-postgres/backend'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { createPostgresSessionQuery, type PostgresSessionQuery } from '@dsh/session-query-postgres'
 import { headerOf } from '@dsh/test-kit'
@@ -122,6 +123,48 @@ describe('postgres search (tsvector + GIN)', () => {
     await expect(query.searchEvents({ text: '  !!  ' })).rejects.toMatchObject({ code: 'SESSION_QUERY_INVALID_FILTER' })
     expect((await query.searchEvents({ text: "robert'); DROP TABLE dsh_sessions; --" })).hits).toHaveLength(1)
     expect((await query.listSessions()).records).toHaveLength(1)
+  })
+})
+
+describe('postgres search starts from the stored cursor', () => {
+  it('a new instance reads the feed from where the last complete pass stored it, not every session; a cursor the feed cannot continue means one full pass', async () => {
+    const { db, persistence, ctx } = await base()
+    const quiet = { warn: () => {}, error: () => {} }
+    const open = async () => {
+      const own = await createPostgresPersistence({ pool: db.pool })
+      cleanups.push(() => own.close())
+      const query = await createPostgresSessionQuery({
+        pool: db.pool,
+        sessions: new SessionStore(ctx),
+        persistence: own,
+        indexOnNotify: false,
+        logger: quiet,
+      })
+      cleanups.push(() => query.close())
+      return { own, query }
+    }
+    for (const id of ['one', 'two', 'three']) {
+      await persistence.append({ header: header(id), inheritedEventCount: SessionLogOffset(0) }, [message(0, `wombat ${id}`)])
+    }
+    const first = await open()
+    expect(await first.query.catchUp()).toEqual({ indexed: 3, failed: 0 })
+    expect(first.own.metrics.rescans).toBe(1)
+    const stored = (await db.pool.query<{ cursor: string }>('SELECT cursor FROM dsh_search_cursor')).rows
+    expect(stored).toHaveLength(1)
+    await persistence.append({ header: header('late'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'wombat late')])
+
+    // Only the session changed since: one indexed, no rescan.
+    const second = await open()
+    expect(await second.query.catchUp()).toEqual({ indexed: 1, failed: 0 })
+    expect(second.own.metrics.rescans).toBe(0)
+    expect((await second.query.searchSessions({ text: 'wombat' })).hits).toHaveLength(4)
+    expect((await db.pool.query<{ cursor: string }>('SELECT cursor FROM dsh_search_cursor')).rows).not.toEqual(stored)
+
+    await db.pool.query("UPDATE dsh_search_cursor SET cursor = 'not a cursor'")
+    await db.pool.query('DELETE FROM dsh_search_progress WHERE sid = (SELECT sid FROM dsh_sessions WHERE id_key = $1)', [keyOf('two')])
+    const third = await open()
+    expect(await third.query.catchUp()).toEqual({ indexed: 1, failed: 0 })
+    expect(third.own.metrics.rescans).toBe(1)
   })
 })
 
