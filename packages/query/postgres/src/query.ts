@@ -82,6 +82,8 @@ export interface SearchIndexReport {
   readonly indexed: number
   /** Sessions skipped because their log could not be read (retried next time). */
   readonly failed: number
+  /** Sessions left out because their log is damaged (read again when it changes). */
+  readonly damaged: number
 }
 
 export interface PostgresSessionQuery extends SessionQuery {
@@ -396,23 +398,21 @@ class PgSessionQuery implements PostgresSessionQuery {
       throw fromPersistenceError(error, undefined, signal)
     })
     const candidates = await this.#candidates(changes.rescan ? undefined : changes.ids.filter((id) => typeof id === 'string'))
-    let indexed = 0
-    let failed = 0
+    const counts = { indexed: 0, failed: 0, damaged: 0, gone: 0 }
     const queue = [...candidates]
     const worker = async () => {
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
         checkAborted(signal)
-        if (await this.#index(next, signal)) indexed++
-        else failed++
+        counts[await this.#index(next, signal)]++
       }
     }
     await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker))
     // Only a complete pass moves the cursor; a failed session is found again next time.
-    if (failed === 0) {
+    if (counts.failed === 0) {
       this.#cursor = changes.cursor
       if (changes.cursor !== since) await this.#storeCursor(changes.cursor)
     }
-    return { indexed, failed }
+    return { indexed: counts.indexed, failed: counts.failed, damaged: counts.damaged }
   }
 
   /** The cursor the index is complete up to, as the last complete pass of any instance stored it (undefined: none yet). */
@@ -471,12 +471,12 @@ class PgSessionQuery implements PostgresSessionQuery {
     return { seqs, types, bodies, units, upTo: observation.from + observation.events.length }
   }
 
-  /** Indexes one session's events from its indexed position on; fail-soft. */
-  async #index(candidate: Candidate, signal: AbortSignal | undefined): Promise<boolean> {
+  /** Indexes one session's events from its indexed position on; fail-soft. `gone`: deleted meanwhile, or another lifecycle holds the id (its own row is found next time). */
+  async #index(candidate: Candidate, signal: AbortSignal | undefined): Promise<'indexed' | 'failed' | 'damaged' | 'gone'> {
     const id = candidate.id.toString('utf8') as SessionId
     try {
       const text = await this.#textOf(candidate, signal)
-      if (text === undefined) return true
+      if (text === undefined) return 'gone'
       const { seqs, types, bodies, upTo } = text
       await this.#sql(
         `WITH p AS (
@@ -488,7 +488,7 @@ class PgSessionQuery implements PostgresSessionQuery {
         [candidate.sid, upTo, seqs, types, bodies, candidate.id_key],
         `indexing the text of session '${id}'`,
       )
-      return true
+      return 'indexed'
     } catch (error) {
       if (signal?.aborted) throw error
       // Deleted meanwhile: nothing to index.
@@ -497,9 +497,14 @@ class PgSessionQuery implements PostgresSessionQuery {
         (error as { cause?: { code?: string } }).cause?.code === '23503' ||
         isDshError(error, 'SESSION_PERSISTENCE_NOT_FOUND')
       )
-        return true
+        return 'gone'
+      // A damaged log reads the same until it changes: the pass is complete without it, and the feed names it again when it changes.
+      if (isDshError(error, 'SESSION_PERSISTENCE_CORRUPT')) {
+        this.#logger.warn(`dsh: the log of session '${id}' is damaged; search leaves its text out until it changes.`, error)
+        return 'damaged'
+      }
       this.#logger.warn(`dsh: indexing the text of session '${id}' failed; search leaves it out until the next catch-up.`, error)
-      return false
+      return 'failed'
     }
   }
 

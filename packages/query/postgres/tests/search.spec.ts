@@ -147,7 +147,7 @@ describe('postgres search starts from the stored cursor', () => {
       await persistence.append({ header: header(id), inheritedEventCount: SessionLogOffset(0) }, [message(0, `wombat ${id}`)])
     }
     const first = await open()
-    expect(await first.query.catchUp()).toEqual({ indexed: 3, failed: 0 })
+    expect(await first.query.catchUp()).toEqual({ indexed: 3, failed: 0, damaged: 0 })
     expect(first.own.metrics.rescans).toBe(1)
     const stored = (await db.pool.query<{ cursor: string }>('SELECT cursor FROM dsh_search_cursor')).rows
     expect(stored).toHaveLength(1)
@@ -155,7 +155,7 @@ describe('postgres search starts from the stored cursor', () => {
 
     // Only the session changed since: one indexed, no rescan.
     const second = await open()
-    expect(await second.query.catchUp()).toEqual({ indexed: 1, failed: 0 })
+    expect(await second.query.catchUp()).toEqual({ indexed: 1, failed: 0, damaged: 0 })
     expect(second.own.metrics.rescans).toBe(0)
     expect((await second.query.searchSessions({ text: 'wombat' })).hits).toHaveLength(4)
     expect((await db.pool.query<{ cursor: string }>('SELECT cursor FROM dsh_search_cursor')).rows).not.toEqual(stored)
@@ -163,8 +163,40 @@ describe('postgres search starts from the stored cursor', () => {
     await db.pool.query("UPDATE dsh_search_cursor SET cursor = 'not a cursor'")
     await db.pool.query('DELETE FROM dsh_search_progress WHERE sid = (SELECT sid FROM dsh_sessions WHERE id_key = $1)', [keyOf('two')])
     const third = await open()
-    expect(await third.query.catchUp()).toEqual({ indexed: 1, failed: 0 })
+    expect(await third.query.catchUp()).toEqual({ indexed: 1, failed: 0, damaged: 0 })
     expect(third.own.metrics.rescans).toBe(1)
+  })
+})
+
+describe('postgres search and a damaged log', () => {
+  it('a damaged log is reported once and left out until it changes: the pass completes, the cursor moves, the next catch-up reads nothing', async () => {
+    const { db, persistence, ctx } = await base()
+    const warnings: string[] = []
+    const query = await createPostgresSessionQuery({
+      pool: db.pool,
+      sessions: new SessionStore(ctx),
+      persistence,
+      indexOnNotify: false,
+      logger: { warn: (message: string) => void warnings.push(message), error: () => {} },
+    })
+    cleanups.push(() => query.close())
+    await persistence.append({ header: header('kept'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'numbat')])
+    await persistence.append({ header: header('broken'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'numbat too')])
+    await db.pool.query(
+      `UPDATE dsh_batches SET body = overlay(body placing '\\x00000000'::bytea from 1 for 4) WHERE sid = (SELECT sid FROM dsh_sessions WHERE id_key = $1)`,
+      [keyOf('broken')],
+    )
+    expect(await query.catchUp()).toEqual({ indexed: 1, failed: 0, damaged: 1 })
+    expect(warnings).toEqual([expect.stringContaining("the log of session 'broken' is damaged")])
+    expect((await db.pool.query('SELECT 1 FROM dsh_search_cursor')).rowCount).toBe(1)
+    const reads = persistence.metrics.bodyReads
+    expect((await query.searchEvents({ text: 'numbat' })).hits.map((h) => h.id)).toEqual(['kept'])
+    expect(persistence.metrics.bodyReads).toBe(reads)
+    expect(warnings).toHaveLength(1)
+    // It changes (here: a repair appends to it); the feed names it and it is read again.
+    await persistence.append({ header: header('broken'), inheritedEventCount: SessionLogOffset(0) }, [message(1, 'numbat again')])
+    await query.catchUp()
+    expect(persistence.metrics.bodyReads).toBeGreaterThan(reads)
   })
 })
 
