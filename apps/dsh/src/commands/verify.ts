@@ -8,10 +8,10 @@ import { safe } from '../terminal.js'
  * Reads every committed log in full and reports torn tails and corruption,
  * including logs whose header is too damaged to list. Exits 1 when any log is
  * corrupt or unreadable (a torn tail alone is not an error). Also runs
- * quick_check over the derived index and cache that exist (a damaged one is
- * rebuilt by its package: derived data). Never writes a log or creates a
- * file; refuses a directory that is not a dsh root; warns when others can
- * read it.
+ * quick_check over the derived index and cache that exist and reports a
+ * damaged one, with how to make it again (derived data). Never writes,
+ * creates or removes a file; refuses a directory that is not a dsh root;
+ * warns when others can read it.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
@@ -46,7 +46,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
         : safe`${bad.length} of ${logs.length} logs failed verification: ${bad.map((r) => r.id).join(', ')}\n`,
     )
     if (derived !== undefined) {
-      io.out.write(`${describeDerived('query index', derived.index)}\n${describeDerived('projection cache', derived.projectionCache)}\n`)
+      io.out.write(
+        `${describeDerived('query index', derived.index, 'dsh reindex rebuilds it')}\n${describeDerived('projection cache', derived.projectionCache, 'remove it and the next writable host makes it again')}\n`,
+      )
     }
   }
   return bad.length === 0 ? 0 : 1
@@ -67,13 +69,11 @@ async function verifyStore(store: string): Promise<{ root: string; logs: readonl
   return await verifyPostgres({ connectionString: store })
 }
 
-/** Derived files never fail verify: a damaged one was rebuilt (only cost changes), an absent one is built on the next writable open. */
-function describeDerived(name: string, check: DerivedCheck): string {
+/** Derived files never fail verify: a damaged one costs only its rebuild (`remedy`), an absent one is built on the next writable open. */
+function describeDerived(name: string, check: DerivedCheck, remedy: string): string {
   if (check.status === 'ok') return safe`${name}: quick_check ok (${check.file})`
   if (check.status === 'absent') return safe`${name}: absent (${check.file}; built when a writable host opens the root)`
-  if (check.status === 'damaged')
-    return safe`${name}: failed quick_check (${check.problem ?? 'unknown'}); left as it is: remove ${check.file} and the next writable host makes it again (derived data)`
-  return safe`${name}: failed quick_check (${check.problem ?? 'unknown'}) and was rebuilt (${check.file})`
+  return safe`${name}: failed quick_check (${check.problem ?? 'unknown'}); left as it is: ${remedy} (${check.file}; derived data)`
 }
 
 function describe(row: VerifiedLog): string {

@@ -11,12 +11,11 @@ export interface DerivedCheck {
   readonly file: string
   /**
    * `ok`; `absent` (nothing to check; it is built when a writable host opens
-   * the root); `rebuilt` (it failed the check and was rebuilt, `problem` says
-   * why: derived data, so no result changes, only cost); `damaged` (it
-   * failed the check and was left as it is: removed, it is made again by the
-   * next writable host).
+   * the root); `damaged` (it failed the check, `problem` says why, and was
+   * left as it is: derived data, so `dsh reindex` rebuilds the index, and a
+   * removed cache is made again by the next writable host).
    */
-  readonly status: 'ok' | 'absent' | 'rebuilt' | 'damaged'
+  readonly status: 'ok' | 'absent' | 'damaged'
   readonly problem?: string
 }
 
@@ -28,10 +27,9 @@ export interface DerivedChecks {
 /**
  * Runs `quick_check` over a root's derived files (what `dsh verify` adds to
  * the log check; never run on an ordinary open). Only files that exist are
- * opened — nothing is created — and logs are opened read-only. An index that
- * fails the check is rebuilt by its package; the projection cache is checked
- * through a read-only host, which never writes it, so a damaged one is
- * reported as such. The root must be a dsh root (`HOST_ROOT_INVALID`).
+ * opened, read-only, and none is created, changed or removed: a file that
+ * fails the check is reported `damaged`. Logs are opened read-only. The root
+ * must be a dsh root (`HOST_ROOT_INVALID`).
  */
 export async function checkDerivedFiles(root: string, signal?: AbortSignal): Promise<DerivedChecks> {
   const host = await createHost({ root, readOnly: true, query: 'memory' })
@@ -53,11 +51,11 @@ async function checkIndexFile(root: string, signal: AbortSignal | undefined): Pr
   const persistence = createJsonlPersistence({ root, readOnly: true })
   const ctx = new Context()
   try {
-    // Read-only: the check reads the file as it is, and writes only the rebuild of a file that fails it.
+    // A reader: the check reads the file as it is and changes nothing, whatever it finds.
     const query = await createSqliteSessionQuery({ sessions: new SessionStore(ctx), persistence, path: file, readOnly: true })
     try {
       const check = await query.checkIndex(signal)
-      return check.ok ? { file, status: 'ok' } : { file, status: 'rebuilt', problem: check.problem }
+      return check.ok ? { file, status: 'ok' } : { file, status: 'damaged', problem: check.problem }
     } finally {
       await query.close()
     }

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
 import { tempDir } from '@dsh/test-kit'
@@ -245,6 +245,23 @@ describe('checkDerivedFiles', () => {
     expect([absent.index.status, absent.projectionCache.status]).toEqual(['absent', 'absent'])
     expect(listTree(root)).toEqual(before)
     await expectCode(checkDerivedFiles(scratchDir()), 'HOST_ROOT_INVALID')
+  })
+
+  it('reports a damaged query index as damaged and leaves it as it is: no rebuild, no new file', async () => {
+    const root = join(scratchDir(), 'root')
+    await populate(root)
+    const file = realpathSync(derivedPaths(root).index)
+    const bytes = readFileSync(file)
+    expect(bytes.length).toBeGreaterThanOrEqual(2 * 4096)
+    // Page 2 (SQLite's default page size is 4096) overwritten: quick_check fails.
+    bytes.fill(0x5a, 4096, 8192)
+    writeFileSync(file, bytes)
+    const before = listTree(root)
+    const checks = await checkDerivedFiles(root)
+    expect(checks.index).toMatchObject({ file: derivedPaths(root).index, status: 'damaged', problem: expect.any(String) })
+    expect(realpathSync(derivedPaths(root).index)).toBe(file)
+    expect(readFileSync(file).equals(bytes)).toBe(true)
+    expect(listTree(root)).toEqual(before)
   })
 
   it('reports a damaged projection cache as damaged and leaves the file as it is', async () => {

@@ -119,7 +119,8 @@ export interface ReconcileReport {
 }
 
 /** The outcome of `checkIndex()`. */
-export type IndexCheck = { readonly ok: true } | { readonly ok: false; readonly problem: string; readonly rebuilt: ReconcileReport }
+/** `checkIndex`'s answer: sound, or the problem and, from a writer, the rebuild it made (a reader changes nothing). */
+export type IndexCheck = { readonly ok: true } | { readonly ok: false; readonly problem: string; readonly rebuilt?: ReconcileReport }
 
 /** Counters of request-serving statements, for tests and benchmarks (counts, never times). */
 export interface IndexReadMetrics {
@@ -149,8 +150,9 @@ export interface SqliteSessionQuery extends SessionQuery {
   rebuild(signal?: AbortSignal): Promise<ReconcileReport>
   /**
    * Runs SQLite's `quick_check` over the index file (for `dsh verify`): `ok`
-   * when sound; otherwise the problem, and the index is rebuilt at once
-   * (into a new file, swapped in).
+   * when sound; otherwise the problem, and a writer rebuilds the index at
+   * once (into a new file, swapped in). A reader (`readOnly`) reports the
+   * problem and leaves the file as it is.
    */
   checkIndex(signal?: AbortSignal): Promise<IndexCheck>
   close(): Promise<void>

@@ -344,8 +344,10 @@ class SqliteQuery implements SqliteSessionQuery {
     return guarded(
       this.#upkeep.exclusive(async (): Promise<IndexCheck> => {
         const located = identify(this.path)
-        if (located === undefined)
+        if (located === undefined) {
+          if (!this.#writer) return { ok: false, problem: 'missing' }
           return { ok: false, problem: 'missing', rebuilt: await this.#upkeep.build('missing', this.#until(signal)) }
+        }
         let problem: string
         try {
           const db = openReader(located.file)
@@ -360,6 +362,7 @@ class SqliteQuery implements SqliteSessionQuery {
           problem = failure.message
         }
         if (problem === 'ok') return { ok: true }
+        if (!this.#writer) return { ok: false, problem }
         this.#logger.warn(`dsh: the session query index at ${this.path} fails quick_check (${problem}); rebuilding it.`)
         return { ok: false, problem, rebuilt: await this.#upkeep.build('corrupt', this.#until(signal)) }
       }),
