@@ -338,12 +338,17 @@ class PgSessionQuery implements PostgresSessionQuery {
     return rows[0]?.cursor as SessionChangeCursor | undefined
   }
 
+  /** Fail-soft: the stored cursor only saves the next new instance work; without it that instance starts further back. */
   async #storeCursor(cursor: SessionChangeCursor): Promise<void> {
-    await this.#sql(
-      'INSERT INTO dsh_search_cursor (cursor) VALUES ($1) ON CONFLICT (one) DO UPDATE SET cursor = EXCLUDED.cursor',
-      [cursor],
-      'storing the search cursor',
-    )
+    try {
+      await this.#sql(
+        'INSERT INTO dsh_search_cursor (cursor) VALUES ($1) ON CONFLICT (one) DO UPDATE SET cursor = EXCLUDED.cursor',
+        [cursor],
+        'storing the search cursor',
+      )
+    } catch (error) {
+      this.#logger.warn('dsh: storing where the search index is complete up to failed; a new instance starts further back.', error)
+    }
   }
 
   /**

@@ -168,6 +168,27 @@ describe('postgres search starts from the stored cursor', () => {
   })
 })
 
+describe('postgres search when its cursor cannot be stored', () => {
+  it('indexes and answers all the same, with one warning per failed store', async () => {
+    const { db, persistence, ctx } = await base()
+    const warnings: string[] = []
+    const query = await createPostgresSessionQuery({
+      pool: db.pool,
+      sessions: new SessionStore(ctx),
+      persistence,
+      indexOnNotify: false,
+      logger: { warn: (message: string) => void warnings.push(message), error: () => {} },
+    })
+    cleanups.push(() => query.close())
+    await db.pool.query(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`)
+    await db.pool.query('CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON dsh_search_cursor FOR EACH ROW EXECUTE FUNCTION refuse()')
+    await persistence.append({ header: header('kept'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'bilby')])
+    expect((await query.searchEvents({ text: 'bilby' })).hits.map((h) => h.id)).toEqual(['kept'])
+    expect(warnings).toEqual([expect.stringContaining('storing where the search index is complete up to failed')])
+    expect((await db.pool.query('SELECT 1 FROM dsh_search_cursor')).rowCount).toBe(0)
+  })
+})
+
 describe('postgres search and a damaged log', () => {
   it('a damaged log is reported once and left out until it changes: the pass completes, the cursor moves, the next catch-up reads nothing', async () => {
     const { db, persistence, ctx } = await base()
