@@ -23,6 +23,21 @@ async function base() {
   return { db, persistence, ctx, sessions: new SessionStore(ctx) }
 }
 
+/** `base()` and a query that indexes only when asked (no LISTEN), with the warnings it reports. */
+async function watched() {
+  const { db, persistence, ctx } = await base()
+  const warnings: string[] = []
+  const query = await createPostgresSessionQuery({
+    pool: db.pool,
+    sessions: new SessionStore(ctx),
+    persistence,
+    indexOnNotify: false,
+    logger: { warn: (message: string) => void warnings.push(message), error: () => {} },
+  })
+  cleanups.push(() => query.close())
+  return { db, persistence, query, warnings }
+}
+
 async function open(): Promise<{ persistence: PostgresPersistence; query: PostgresSessionQuery; other: PostgresSessionQuery }> {
   const { db, persistence, ctx, sessions } = await base()
   const logger = { warn: () => {}, error: () => {} }
@@ -170,16 +185,7 @@ describe('postgres search starts from the stored cursor', () => {
 
 describe('postgres search when its cursor cannot be stored', () => {
   it('indexes and answers all the same, with one warning per failed store', async () => {
-    const { db, persistence, ctx } = await base()
-    const warnings: string[] = []
-    const query = await createPostgresSessionQuery({
-      pool: db.pool,
-      sessions: new SessionStore(ctx),
-      persistence,
-      indexOnNotify: false,
-      logger: { warn: (message: string) => void warnings.push(message), error: () => {} },
-    })
-    cleanups.push(() => query.close())
+    const { db, persistence, query, warnings } = await watched()
     await db.pool.query(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`)
     await db.pool.query('CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON dsh_search_cursor FOR EACH ROW EXECUTE FUNCTION refuse()')
     await persistence.append({ header: header('kept'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'bilby')])
@@ -191,16 +197,7 @@ describe('postgres search when its cursor cannot be stored', () => {
 
 describe('postgres search and a damaged log', () => {
   it('a damaged log is reported once and left out until it changes: the pass completes, the cursor moves, the next catch-up reads nothing', async () => {
-    const { db, persistence, ctx } = await base()
-    const warnings: string[] = []
-    const query = await createPostgresSessionQuery({
-      pool: db.pool,
-      sessions: new SessionStore(ctx),
-      persistence,
-      indexOnNotify: false,
-      logger: { warn: (message: string) => void warnings.push(message), error: () => {} },
-    })
-    cleanups.push(() => query.close())
+    const { db, persistence, query, warnings } = await watched()
     await persistence.append({ header: header('kept'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'numbat')])
     await persistence.append({ header: header('broken'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'numbat too')])
     await db.pool.query(
