@@ -99,10 +99,14 @@ export class WriteFollower {
       const retry = [...this.#untold]
       this.#untold.clear()
       for (const [id, { writer, attempts }] of retry) await this.#tell(id, writer, attempts + 1)
-      const ids = new Set([...changed, ...this.#writing])
-      for (const id of ids) {
-        if (this.#services.sessions?.get(id) !== undefined) continue
-        const writer = await this.#writerOf(id)
+      const ids = [...new Set([...changed, ...this.#writing])].filter((id) => this.#services.sessions?.get(id) === undefined)
+      // Asked MAX_IDS_PER_TICK at a time: the PostgreSQL backend answers each round with one read of the server's lock table.
+      const writers: Writer[] = []
+      for (let start = 0; start < ids.length; start += MAX_IDS_PER_TICK) {
+        writers.push(...(await Promise.all(ids.slice(start, start + MAX_IDS_PER_TICK).map((id) => this.#writerOf(id)))))
+      }
+      for (const [i, id] of ids.entries()) {
+        const writer = writers[i]!
         const was = this.#writing.has(id)
         if (writer === 'other-process') this.#writing.add(id)
         else this.#writing.delete(id)

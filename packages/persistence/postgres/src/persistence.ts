@@ -44,7 +44,8 @@ import { watchPool } from './pool.js'
 import { SESSIONS_SCHEMA } from './schema.js'
 import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceMetrics, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
-import { holderNamed, WRITER_OF } from './writer-identity.js'
+import { holderNamed } from './writer-identity.js'
+import { WRITERS_OF, WriterLookups } from './writer-lookup.js'
 
 /** What this instance keeps of a session it has written, between appends. */
 interface WriterState extends StoredAppendState {
@@ -118,9 +119,11 @@ class PgPersistence implements PostgresPersistence {
     logOpens: 0,
     horizonRescans: 0,
     feedPrunes: 0,
+    lockTableReads: 0,
   }
   readonly #subscriptions = new Set<ChangeSubscription>()
   readonly #announcer: ChangeAnnouncer
+  readonly #lookups: WriterLookups
   readonly #pruner: FeedPruner
   #closed = false
 
@@ -148,6 +151,16 @@ class PgPersistence implements PostgresPersistence {
     this.#reader = new LogReader(pool, this.#metrics)
     this.#announcer = new ChangeAnnouncer(pool)
     this.#pruner = new FeedPruner(pool, feedLimit, () => this.#metrics.feedPrunes++)
+    this.#lookups = new WriterLookups(async (locks) => {
+      this.#metrics.lockTableReads++
+      const { rows } = await this.#reader.query<{ lock: string; name: string | null }>(
+        WRITERS_OF,
+        [locks],
+        `finding who writes ${locks.length === 1 ? 'a session' : `${locks.length} sessions`} (the server's lock table)`,
+        'dsh_writers_of',
+      )
+      return new Map(rows.map((row) => [row.lock, row.name]))
+    })
   }
 
   get metrics(): Readonly<PostgresPersistenceMetrics> {
@@ -453,19 +466,16 @@ class PgPersistence implements PostgresPersistence {
   /**
    * The process holding the session's writer lease, from the server's lock
    * table and the holding connection's name (`writer-identity.ts`); reads no
-   * log. A lease given back (close, eviction) or dropped with its connection
+   * log. Calls made together share one read of the lock table
+   * (`writer-lookup.ts`). A lease given back (close, eviction) or dropped with its connection
    * (a dead host) is no holder. An id that cannot be stored has none.
    */
   async writerOf(id: SessionId, signal?: AbortSignal): Promise<SessionWriter | undefined> {
     this.#assertOpen()
     this.#checkSignal(signal)
     if (!isStorableId(id)) return undefined
-    const { rows } = await raceAbort(
-      this.#reader.query<{ name: string | null }>(WRITER_OF, [storedId(id).lock], `finding the writer of session '${id}'`, 'dsh_writer_of'),
-      signal,
-      persistenceCancelled,
-    )
-    return rows.length === 0 ? undefined : holderNamed(rows[0]!.name)
+    const name = await raceAbort(this.#lookups.holder(storedId(id).lock), signal, persistenceCancelled)
+    return name === undefined ? undefined : holderNamed(name)
   }
 
   async inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {

@@ -43,6 +43,8 @@ export interface PostgresPersistenceMetrics extends PersistenceMetrics {
   horizonRescans: number
   /** Prunings of `dsh_changes` this instance made. */
   feedPrunes: number
+  /** Reads of the server's lock table (`pg_locks`) by `writerOf`: one per round of calls made together. */
+  lockTableReads: number
 }
 
 /** The PostgreSQL backend of service `sessionPersistence`. */

@@ -57,18 +57,3 @@ export function holderNamed(name: string | null | undefined): SessionWriter {
   if (match === null) return Object.freeze({ pid: 0, host: '' })
   return Object.freeze({ pid: Number(match[1]), host: match[2]! })
 }
-
-/**
- * The holder of an advisory lock on a 64-bit key ($1, as the lease takes it)
- * in this database, with its connection's name. The server lists a 64-bit
- * key as two 32-bit halves (`classid` the high, `objid` the low, `objsubid`
- * 1). `pg_locks` is read whole by the server (every lock it holds), so its
- * cost follows the server's lock count, not the session.
- */
-export const WRITER_OF = `SELECT a.application_name AS name
-  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    AND l.classid::bigint = ($1::bigint >> 32) & 4294967295
-    AND l.objid::bigint = $1::bigint & 4294967295
-  LIMIT 1`

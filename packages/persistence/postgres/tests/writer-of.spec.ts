@@ -3,8 +3,11 @@ import { SessionId } from '@dsh/session'
 import { withSharedReads } from '@dsh/session-persistence'
 import { createPostgresPersistence, migrate } from '@dsh/session-persistence-postgres'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
+import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
+import { storedId } from '../src/ids.js'
 import { holderNamed, ownWriterName, writerName } from '../src/writer-identity.js'
+import { LOOKUP_MAX_KEYS } from '../src/writer-lookup.js'
 import { events, target } from './fixtures.js'
 
 const cleanups: Array<() => unknown> = []
@@ -50,6 +53,42 @@ describe('writerOf', () => {
     await writer.append(target('second'), events(0, 1))
     expect(await writer.writerOf(SessionId('first'))).toBeUndefined()
     expect(await writer.writerOf(SessionId('second'))).toEqual(me)
+  })
+
+  it("calls made together share one read of the server's lock table, each answered for its own session; a round over LOOKUP_MAX_KEYS is split", async () => {
+    const db = await database()
+    const writer = await createPostgresPersistence({ pool: db.pool })
+    cleanups.push(() => writer.close())
+    const reader = await createPostgresPersistence({ pool: db.pool, readOnly: true })
+    cleanups.push(() => reader.close())
+    // Keys of both signs: the server lists a key as two unsigned halves.
+    const names = Array.from({ length: 12 }, (_, i) => `s${i}`)
+    const held = names.slice(0, 6)
+    expect(new Set(held.map((name) => storedId(name).lock.startsWith('-')))).toEqual(new Set([true, false]))
+    for (const name of held.slice(0, 5)) await writer.append(target(name), events(0, 1))
+    // Another process's writer as the server shows it: a connection named for pid 42 on 'elsewhere' holding the sixth lease.
+    const other = new pg.Client({ connectionString: db.url, application_name: writerName(42, 'elsewhere') })
+    await other.connect()
+    cleanups.push(() => other.end())
+    await other.query('SELECT pg_advisory_lock($1::bigint)', [storedId(held[5]!).lock])
+
+    const before = reader.metrics.lockTableReads
+    const asked = [...names, 's0', 's5']
+    const holders = await Promise.all(asked.map((name) => reader.writerOf(SessionId(name))))
+    const elsewhere = { pid: 42, host: 'elsewhere' }
+    expect(holders).toEqual([me, me, me, me, me, elsewhere, ...names.slice(6).map(() => undefined), me, elsewhere])
+    expect(reader.metrics.lockTableReads - before).toBe(1)
+
+    // One after another, each call is a read of its own.
+    expect(await reader.writerOf(SessionId('s0'))).toEqual(me)
+    expect(await reader.writerOf(SessionId('s6'))).toBeUndefined()
+    expect(reader.metrics.lockTableReads - before).toBe(3)
+
+    const many = Array.from({ length: LOOKUP_MAX_KEYS + 1 }, (_, i) => SessionId(i === 0 ? 's5' : `n${i}`))
+    const answers = await Promise.all(many.map((id) => reader.writerOf(id)))
+    expect(answers[0]).toEqual(elsewhere)
+    expect(answers.slice(1).every((answer) => answer === undefined)).toBe(true)
+    expect(reader.metrics.lockTableReads - before).toBe(5)
   })
 
   it('an id that cannot be stored has no holder; a closed instance and an aborted signal are refused', async () => {
