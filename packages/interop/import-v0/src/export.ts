@@ -1,9 +1,10 @@
-import { resolve } from 'node:path'
+import { constants, promises as fsp } from 'node:fs'
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { SessionId } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { toV0Event, toV0Header } from './convert.js'
 import { ImportV0Error, throwIfAborted } from './errors.js'
-import type { V0Compression } from './layout.js'
+import { encodeSegment, type V0Compression, v0LogPath } from './layout.js'
 import type { V0Event } from './v0-types.js'
 import { writeV0Log } from './writer.js'
 
@@ -16,6 +17,15 @@ import { writeV0Log } from './writer.js'
  * their inherited prefix), with `seedLength` = its exact cut; one frame per
  * turn (a batch ends after each `turn/end`); an existing log in the target is
  * never overwritten.
+ *
+ * All or nothing: every id is checked (a session id, named once, persisted
+ * here) before anything is written; the logs are then written into a staging
+ * directory inside the target (`.dsh-export-*`, which `listV0Logs` never
+ * reads), each once its path in the target was found free, and linked into
+ * place only once every session was read and written. A failure or cancellation at any
+ * step removes what the export wrote — the staging directory, logs already
+ * placed, directories it created, the target itself when it created it — so
+ * a corrected retry starts from the same target.
  */
 
 export interface ExportV0Options {
@@ -41,7 +51,68 @@ export interface ExportV0Result {
 
 export async function exportV0(options: ExportV0Options): Promise<ExportV0Result> {
   const to = resolve(options.to)
-  const sessions: { id: string; path: string; events: number }[] = []
+  const compression = options.compression ?? 'zstd'
+  await checkIds(options)
+  if (options.ids.length === 0) return { to, sessions: [] }
+  const created = await makeTarget(to)
+  let staging: string | undefined
+  const placed: string[] = []
+  const madeDirs: { deepest: string; top: string }[] = []
+  let done = false
+  try {
+    staging = await fsp.mkdtemp(join(to, STAGING_PREFIX))
+    const staged: { id: string; staged: string; path: string; events: number }[] = []
+    for (const id of options.ids) {
+      throwIfAborted(options.signal)
+      const observation = await options.persistence.inspect(SessionId(id), options.signal)
+      const header = toV0Header(observation.header, observation.inheritedEventCount)
+      const path = v0LogPath(to, header.id, header.cwd, compression)
+      await refuseExisting(path)
+      const events = observation.events.map(toV0Event)
+      const written = await writeV0Log(staging, header, turnBatches(events), { compression, packChunks: options.packChunks === true })
+      staged.push({ id, staged: written, path, events: events.length })
+    }
+    throwIfAborted(options.signal)
+    for (const entry of staged) {
+      const made = await fsp.mkdir(dirname(entry.path), { recursive: true, mode: 0o700 })
+      if (made !== undefined) madeDirs.push({ deepest: dirname(entry.path), top: made })
+      await place(entry.staged, entry.path)
+      placed.push(entry.path)
+    }
+    done = true
+    return { to, sessions: staged.map(({ id, path, events }) => ({ id, path, events })) }
+  } catch (error) {
+    // Best effort: a step of the rollback that fails must not hide the error that caused it.
+    for (const path of placed) await fsp.rm(path, { force: true }).catch(() => undefined)
+    for (const { deepest, top } of madeDirs.reverse()) await removeEmptyDirs(deepest, top)
+    throw error
+  } finally {
+    if (staging !== undefined) await fsp.rm(staging, { recursive: true, force: true }).catch(() => undefined)
+    if (!done && created !== undefined) await removeEmptyDirs(to, created)
+  }
+}
+
+/** The staging directory's name prefix: not a v0 project directory (`--<key>--`, `_no-cwd`), so an import never reads it. */
+const STAGING_PREFIX = '.dsh-export-'
+
+/**
+ * Every id of an export: a valid session id and v0 directory name, named
+ * once, and persisted here. Nothing is written before this passes.
+ */
+async function checkIds(options: ExportV0Options): Promise<void> {
+  const seen = new Set<string>()
+  for (const id of options.ids) {
+    SessionId(id)
+    encodeSegment(id)
+    if (seen.has(id)) {
+      throw new ImportV0Error(
+        'IMPORT_V0_INVALID_OPTION',
+        `Session ${JSON.stringify(id)} is named more than once in this export; name each session once.`,
+        { details: { id, reason: 'duplicate-id' } },
+      )
+    }
+    seen.add(id)
+  }
   for (const id of options.ids) {
     throwIfAborted(options.signal)
     if ((await options.persistence.stat(SessionId(id), options.signal)) === undefined) {
@@ -49,15 +120,82 @@ export async function exportV0(options: ExportV0Options): Promise<ExportV0Result
         details: { id },
       })
     }
-    const observation = await options.persistence.inspect(SessionId(id), options.signal)
-    const events = observation.events.map(toV0Event)
-    const path = await writeV0Log(to, toV0Header(observation.header, observation.inheritedEventCount), turnBatches(events), {
-      compression: options.compression ?? 'zstd',
-      packChunks: options.packChunks === true,
-    })
-    sessions.push({ id, path, events: events.length })
   }
-  return { to, sessions }
+}
+
+/** Creates the target directory (0700) when missing; resolves the topmost directory it created, if any. */
+async function makeTarget(to: string): Promise<string | undefined> {
+  const stat = await fsp.stat(to).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined
+    throw error
+  })
+  if (stat === undefined) return fsp.mkdir(to, { recursive: true, mode: 0o700 })
+  if (!stat.isDirectory()) {
+    throw new ImportV0Error(
+      'IMPORT_V0_INVALID_OPTION',
+      `The export target ${to} exists and is not a directory; pass a directory (created if missing).`,
+      {
+        details: { to, reason: 'not-a-directory' },
+      },
+    )
+  }
+  return undefined
+}
+
+function exists(path: string): ImportV0Error {
+  return new ImportV0Error(
+    'IMPORT_V0_EXPORT_EXISTS',
+    `A v0 log already exists at ${path}; export into an empty directory or delete that session first.`,
+    { details: { path } },
+  )
+}
+
+/** Refuses a log path that is already taken, before its session is read. */
+async function refuseExisting(path: string): Promise<void> {
+  const taken = await fsp.lstat(path).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return false
+      throw error
+    },
+  )
+  if (taken) throw exists(path)
+}
+
+/**
+ * Puts a staged log at `path` without ever replacing a file there: a hard
+ * link (the staging directory is on the target's file system), or an
+ * exclusive copy where the file system has no hard links.
+ */
+async function place(staged: string, path: string): Promise<void> {
+  try {
+    await fsp.link(staged, path)
+    return
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST') throw exists(path)
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS' && code !== 'EXDEV' && code !== 'EOPNOTSUPP') throw error
+  }
+  try {
+    await fsp.copyFile(staged, path, constants.COPYFILE_EXCL)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw exists(path)
+    throw error
+  }
+}
+
+/** Removes `deepest` and its parents up to `top` (inclusive) while they are empty; a directory something else wrote into stays. */
+async function removeEmptyDirs(deepest: string, top: string): Promise<void> {
+  const rel = relative(top, deepest)
+  if (rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return
+  for (let dir = deepest; ; dir = dirname(dir)) {
+    try {
+      await fsp.rmdir(dir)
+    } catch {
+      return
+    }
+    if (dir === top || dirname(dir) === dir) return
+  }
 }
 
 /** Splits events into batches that end after each `turn/end`. */

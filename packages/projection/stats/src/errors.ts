@@ -3,7 +3,7 @@ import { DshError } from '@dsh/context'
 export type SessionStatsErrorCode =
   /** A price table fails its schema (the message names each bad path). */
   | 'SESSION_STATS_INVALID_PRICE_TABLE'
-  /** A price table file cannot be read or is not JSON. */
+  /** A price table file cannot be read, is not a regular file, is over `PRICE_TABLE_MAX_BYTES`, or is not JSON. */
   | 'SESSION_STATS_PRICE_TABLE_UNREADABLE'
   /** A title to write is not a string or is empty once normalized. */
   | 'SESSION_STATS_INVALID_TITLE'

@@ -14,7 +14,7 @@ export {
   treeCosts,
 } from './listing.js'
 export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'
-export { parsePriceTable, readPriceTable } from './price-table.js'
+export { PRICE_TABLE_MAX_BYTES, parsePriceTable, readPriceTable } from './price-table.js'
 export type { ModelPrice, PriceTable } from './price-types.js'
 export type { ReportInput, SessionStatsReport, SessionStatsReportEntry } from './report.js'
 export { sessionStatsReport, totalTokens } from './report.js'

@@ -1,9 +1,10 @@
+import { spawn, spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { tempDir } from '@dsh/test-kit'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { costOf, type PriceTable, parsePriceTable, readPriceTable } from '../src/index.js'
+import { costOf, PRICE_TABLE_MAX_BYTES, type PriceTable, parsePriceTable, readPriceTable } from '../src/index.js'
 import { host, SECOND_TURN, TWO_TURNS } from './helpers.js'
 import { V0_TURN } from './v0-events.js'
 
@@ -136,5 +137,69 @@ describe('price tables', () => {
     await expect(readPriceTable(join(dir, 'wrong.json'))).rejects.toThrow(
       expect.objectContaining({ code: 'SESSION_STATS_INVALID_PRICE_TABLE' }),
     )
+  })
+
+  /** A valid table of exactly `bytes` bytes (its description pads it). */
+  function tableOfSize(bytes: number): string {
+    const empty = JSON.stringify({ currency: 'USD', providers: {}, description: '' })
+    return JSON.stringify({ currency: 'USD', providers: {}, description: 'x'.repeat(bytes - empty.length) })
+  }
+
+  async function refusal(path: string): Promise<{ code?: string; message: string; details?: Record<string, unknown> }> {
+    try {
+      await readPriceTable(path)
+    } catch (error) {
+      return error as { code?: string; message: string; details?: Record<string, unknown> }
+    }
+    throw new Error(`readPriceTable('${path}') resolved; a refusal was expected`)
+  }
+
+  it(`reads a table of exactly PRICE_TABLE_MAX_BYTES (1 MiB) and refuses one byte more, by its size, before parsing`, async () => {
+    expect(PRICE_TABLE_MAX_BYTES).toBe(1024 * 1024)
+    const { dir, cleanup } = tempDir('dsh-prices-')
+    onTestFinished(cleanup)
+    const exact = tableOfSize(PRICE_TABLE_MAX_BYTES)
+    expect(Buffer.byteLength(exact)).toBe(PRICE_TABLE_MAX_BYTES)
+    writeFileSync(join(dir, 'exact.json'), exact)
+    expect((await readPriceTable(join(dir, 'exact.json'))).currency).toBe('USD')
+    writeFileSync(join(dir, 'over.json'), tableOfSize(PRICE_TABLE_MAX_BYTES + 1))
+    const refused = await refusal(join(dir, 'over.json'))
+    expect(refused).toMatchObject({
+      code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE',
+      details: { reason: 'too-large', limit: PRICE_TABLE_MAX_BYTES },
+    })
+    expect(refused.message).toContain(`${PRICE_TABLE_MAX_BYTES + 1} bytes, over the ${PRICE_TABLE_MAX_BYTES}-byte (1 MiB) limit`)
+  })
+
+  it.skipIf(process.platform === 'win32')('refuses a device or a directory as not a regular file without reading it', async () => {
+    const { dir, cleanup } = tempDir('dsh-prices-')
+    onTestFinished(cleanup)
+    // /dev/null first: read as a file it is empty, which would be refused as "not JSON" instead.
+    for (const [path, kind] of [
+      ['/dev/null', 'a character device'],
+      ['/dev/zero', 'a character device'],
+      [dir, 'a directory'],
+    ] as const) {
+      const refused = await refusal(path)
+      expect(refused).toMatchObject({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE', details: { path, reason: 'not-a-regular-file' } })
+      expect(refused.message).toContain(`it is ${kind}, not a regular file`)
+    }
+  })
+
+  it.skipIf(process.platform === 'win32')('refuses a FIFO without waiting for a writer', async () => {
+    const { dir, cleanup } = tempDir('dsh-prices-')
+    onTestFinished(cleanup)
+    const fifo = join(dir, 'prices.fifo')
+    expect(spawnSync('mkfifo', ['-m', '600', fifo]).status).toBe(0)
+    // A writer that delivers a valid table: read as a file, the FIFO would yield it and be accepted.
+    const table = join(dir, 'table.json')
+    writeFileSync(table, tableOfSize(100))
+    const writer = spawn('sh', ['-c', 'cat "$1" > "$2"', 'sh', table, fifo], { stdio: 'ignore' })
+    onTestFinished(() => {
+      if (writer.exitCode === null) writer.kill()
+    })
+    const refused = await refusal(fifo)
+    expect(refused).toMatchObject({ code: 'SESSION_STATS_PRICE_TABLE_UNREADABLE', details: { reason: 'not-a-regular-file' } })
+    expect(refused.message).toContain('it is a FIFO, not a regular file')
   })
 })
