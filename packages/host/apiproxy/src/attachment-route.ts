@@ -1,5 +1,6 @@
 import { isDshError } from '@dsh/context'
 import { idParam } from '@dsh/protocol'
+import type { AnswerQueue } from './answers.js'
 import { ApiError } from './errors.js'
 import { BASE_HEADERS } from './http.js'
 import { isListedChild, isNotFound, isSubagent } from './owner.js'
@@ -58,8 +59,9 @@ async function readBytes(services: ApiServices, sessionId: string, digest: strin
   }
 }
 
-function sendBytes(res: import('node:http').ServerResponse, bytes: Uint8Array, digest: string): void {
+function sendBytes(res: import('node:http').ServerResponse, bytes: Uint8Array, digest: string, answers: AnswerQueue): void {
   const { type, inline } = attachmentContentType(bytes)
+  answers.reserve(res, bytes.byteLength)
   res.writeHead(200, {
     ...BASE_HEADERS,
     'Content-Type': type,
@@ -84,7 +86,7 @@ function sendBytes(res: import('node:http').ServerResponse, bytes: Uint8Array, d
 export const attachmentRoute: Route = {
   path: '/api/sessions/:id/attachments/:digest',
   auth: 'header-or-query',
-  async serve({ res, services, signal }, captures, query) {
+  async serve({ res, services, signal, answers }, captures, query) {
     refuseQuery(query)
     const { id, digest } = readIds(captures, ['id']) as { id: string; digest: string }
     const notFound = () => new ApiError('API_NOT_FOUND', `Session '${id}' holds no attachment ${digest.slice(0, 12)}….`)
@@ -93,7 +95,7 @@ export const attachmentRoute: Route = {
         'API_FORBIDDEN',
         `Session '${id}' is a subagent; its attachments are served only through its parent's catalog: GET /api/sessions/{parentId}/subagents/{childId}/attachments/{digest}.`,
       )
-    sendBytes(res, await readBytes(services, id, digest, signal, notFound), digest)
+    sendBytes(res, await readBytes(services, id, digest, signal, notFound), digest, answers)
   },
 }
 
@@ -101,7 +103,7 @@ export const attachmentRoute: Route = {
 export const childAttachmentRoute: Route = {
   path: '/api/sessions/:parentId/subagents/:childId/attachments/:digest',
   auth: 'header-or-query',
-  async serve({ res, services, signal }, captures, query) {
+  async serve({ res, services, signal, answers }, captures, query) {
     refuseQuery(query)
     const { parentId, childId, digest } = readIds(captures, ['parentId', 'childId']) as {
       parentId: string
@@ -110,7 +112,7 @@ export const childAttachmentRoute: Route = {
     }
     const notFound = () => new ApiError('API_NOT_FOUND', `Session '${parentId}' has no subagent '${childId}' with that attachment.`)
     if (!(await isListedChild(services.sessionQuery, parentId, childId, signal))) throw notFound()
-    sendBytes(res, await readBytes(services, childId, digest, signal, notFound), digest)
+    sendBytes(res, await readBytes(services, childId, digest, signal, notFound), digest, answers)
   },
 }
 

@@ -40,7 +40,12 @@ const SUFFIX_STATUS: ReadonlyArray<readonly [RegExp, number]> = [
 ]
 
 /** 5xx answers that are the host's configuration working as intended, not faults to log. */
-const EXPECTED_REFUSALS: ReadonlySet<string> = new Set(['API_SEARCH_UNAVAILABLE', 'API_COMPACTION_UNAVAILABLE', 'API_TOO_MANY_STREAMS'])
+const EXPECTED_REFUSALS: ReadonlySet<string> = new Set([
+  'API_SEARCH_UNAVAILABLE',
+  'API_COMPACTION_UNAVAILABLE',
+  'API_TOO_MANY_STREAMS',
+  'API_BUSY',
+])
 
 export interface ErrorResponse {
   readonly status: number
@@ -69,7 +74,7 @@ export function toErrorResponse(error: unknown): ErrorResponse {
     }
   }
   if (isDshError(error)) {
-    const status = SERVICE_STATUS[error.code] ?? SUFFIX_STATUS.find(([pattern]) => pattern.test(error.code))?.[1] ?? 500
+    const status = serviceStatus(error.code)
     if (status < 500 && status !== 422)
       return { status, body: { code: error.code, message: error.message }, serverFault: false, redacted: false }
     return {
@@ -86,6 +91,24 @@ export function toErrorResponse(error: unknown): ErrorResponse {
     serverFault: true,
     redacted: true,
   }
+}
+
+/** The HTTP status a service's error code means on the wire. */
+function serviceStatus(code: string): number {
+  return SERVICE_STATUS[code] ?? SUFFIX_STATUS.find(([pattern]) => pattern.test(code))?.[1] ?? 500
+}
+
+/**
+ * A problem of one session inside an answer (a gap of a stats rollup), by
+ * the rule of an error answer: a caller's mistake keeps its message; a
+ * damaged session's, a failing backend's or an uncoded one's is replaced by
+ * a fixed message (they name files, byte offsets and errno codes).
+ */
+export function wireProblem(problem: { readonly code?: string; readonly message: string }): { code?: string; message: string } {
+  if (problem.code === undefined) return { message: fixedMessage(500, '', undefined) }
+  const status = serviceStatus(problem.code)
+  if (status < 500 && status !== 422) return { code: problem.code, message: problem.message }
+  return { code: problem.code, message: fixedMessage(status, problem.code, undefined) }
 }
 
 function fixedMessage(status: number, code: string, id: unknown): string {

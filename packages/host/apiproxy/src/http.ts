@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { DshError } from '@dsh/context'
+import type { AnswerQueue } from './answers.js'
 import type { ErrorResponse } from './error-response.js'
 import { ApiError } from './errors.js'
 
@@ -10,12 +12,20 @@ export const BASE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'X-Frame-Options': 'DENY',
 })
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, extraHeaders: Record<string, string> = {}): void {
+/** Answers `body` as JSON; with `answers`, its bytes count against the bound of unread answers (`API_BUSY` past it, nothing written). */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  extraHeaders: Record<string, string> = {},
+  answers?: AnswerQueue,
+): void {
   if (res.headersSent) {
     res.destroy()
     return
   }
   const text = JSON.stringify(body)
+  answers?.reserve(res, Buffer.byteLength(text))
   res.writeHead(status, {
     ...BASE_HEADERS,
     'Content-Type': 'application/json; charset=utf-8',
@@ -45,9 +55,16 @@ export async function drainBody(req: IncomingMessage, maxBytes: number): Promise
     return
   }
   let received = 0
-  for await (const chunk of req) {
-    received += (chunk as Buffer).length
-    if (received > maxBytes) throw tooLarge(maxBytes)
+  try {
+    for await (const chunk of req) {
+      received += (chunk as Buffer).length
+      if (received > maxBytes) throw tooLarge(maxBytes)
+    }
+  } catch (error) {
+    // The client went away (or ran out of its request time) mid-body: nobody is left to answer, and the host did not fail.
+    if (req.destroyed && !(error instanceof ApiError))
+      throw new DshError('CANCELLED', 'The client closed the connection before its request body was complete.', { cause: error })
+    throw error
   }
 }
 

@@ -38,6 +38,12 @@ export interface ApiLimits {
   readonly requestTimeoutMs: number
   /** Bytes of events' JSON one history page holds at most (`capHistoryPage`); an event alone over it is answered elided. */
   readonly maxHistoryPageBytes: number
+  /** Requests one connection may have waiting behind the one being answered (pipelined); one more closes the connection. */
+  readonly maxPipelined: number
+  /** Milliseconds an answer may wait, written, for its client to take it; past it the connection is closed. */
+  readonly drainTimeoutMs: number
+  /** Bytes of answers written and not yet taken by their clients, all connections together; past it a new answer is `503 API_BUSY`. */
+  readonly maxQueuedBytes: number
 }
 
 /** Bytes one UTF-16 unit takes at most in a URL: a BMP character is three UTF-8 bytes, each escaped as `%XX`. */
@@ -63,6 +69,10 @@ export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
   headersTimeoutMs: HTTP_HEADERS_TIMEOUT_MS,
   requestTimeoutMs: HTTP_REQUEST_TIMEOUT_MS,
   maxHistoryPageBytes: HISTORY_PAGE_MAX_BYTES,
+  maxPipelined: 16,
+  drainTimeoutMs: 60_000,
+  // Sixteen history pages of the largest size.
+  maxQueuedBytes: 16 * HISTORY_PAGE_MAX_BYTES,
 })
 
 /** Fills in defaults and refuses nonsensical limits early, at server creation. */

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from '@dsh/context'
 import { type ApiRoute, matchPath, type RouteParams, type RouteQuery, type RouteResponse, readRequest } from '@dsh/protocol'
+import type { AnswerQueue } from './answers.js'
 import type { AuthMode } from './auth.js'
 import { ApiError } from './errors.js'
 import { sendJson } from './http.js'
@@ -21,6 +22,8 @@ export interface RouteContext<P = Readonly<Record<string, never>>, Q = Readonly<
   readonly streams: StreamHub
   /** Where details that stay off the wire go. */
   readonly logger: Logger
+  /** Bounds the bytes of answers written and not yet read (`reserve` before writing a body). */
+  readonly answers: AnswerQueue
 }
 
 type BaseContext = Omit<RouteContext, 'params' | 'query'>
@@ -64,7 +67,7 @@ export function jsonRoute<R extends ApiRoute>(
     auth: route.auth,
     async serve(base, captures, query) {
       const { params, query: typed } = read(route, captures, query)
-      sendJson(base.res, 200, await handle({ ...base, params, query: typed }))
+      sendJson(base.res, 200, await handle({ ...base, params, query: typed }), {}, base.answers)
     },
   }
 }

@@ -2,6 +2,8 @@ import { setMaxListeners } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { isIP } from 'node:net'
 import { type Context, consoleLogger, isDshError, type Logger } from '@dsh/context'
+import { HTTP_RETRY_AFTER_SECONDS } from '@dsh/protocol/limits'
+import { AnswerQueue } from './answers.js'
 import { attachmentRoute, childAttachmentRoute } from './attachment-route.js'
 import { authenticate, createTokenCheck } from './auth.js'
 import { compactRoute } from './compaction-route.js'
@@ -99,6 +101,7 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
   const checkHost = createHostCheck(allowedHosts)
   const logger = options.logger ?? options.ctx?.get('logger') ?? consoleLogger
   const streams = new StreamHub(services, options.events ?? options.ctx, limits, logger)
+  const answers = new AnswerQueue(limits)
 
   const respondError = (req: IncomingMessage, res: ServerResponse, error: unknown): void => {
     const response = toErrorResponse(error)
@@ -111,6 +114,8 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
     const headers: Record<string, string> = {}
     if (response.status === 401) headers['WWW-Authenticate'] = 'Bearer'
     if (response.status === 405) headers.Allow = String(error instanceof ApiError ? (error.details?.allow ?? 'GET') : 'GET')
+    if (response.body.code === 'API_BUSY' || response.body.code === 'API_TOO_MANY_STREAMS')
+      headers['Retry-After'] = String(HTTP_RETRY_AFTER_SECONDS)
     // The caller may still be sending a body we refused; do not read it, drop the connection after answering.
     if (response.status === 413 || response.status === 414 || response.status === 421) headers.Connection = 'close'
     sendError(res, response, headers)
@@ -134,20 +139,22 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
       )
     const { route, captures } = match
     const method = route.method ?? 'GET'
-    if (req.method !== method)
-      throw new ApiError('API_METHOD_NOT_ALLOWED', `This route answers ${method} only, not ${req.method ?? 'an unknown method'}.`, {
-        details: { allow: method },
+    // HEAD is GET without the body (`node:http` drops it).
+    const allow = method === 'GET' ? 'GET, HEAD' : method
+    if (req.method !== method && !(method === 'GET' && req.method === 'HEAD'))
+      throw new ApiError('API_METHOD_NOT_ALLOWED', `This route answers ${allow} only, not ${req.method ?? 'an unknown method'}.`, {
+        details: { allow },
       })
     const { token: _token, ...query } = target.query
     await route.serve(
-      { req, res, signal: controller.signal, services, limits, streams, logger },
+      { req, res, signal: controller.signal, services, limits, streams, logger, answers },
       captures,
       route.auth === 'header-or-query' ? query : target.query,
     )
   }
 
   const handler = ((req: IncomingMessage, res: ServerResponse): void => {
-    serve(req, res).catch((error: unknown) => respondError(req, res, error))
+    answers.serve(req, res, () => serve(req, res).catch((error: unknown) => respondError(req, res, error)))
   }) as ApiHandler
   Object.defineProperty(handler, 'limits', { value: limits })
   Object.defineProperty(handler, 'allowedHosts', { value: allowedHosts })
@@ -196,6 +203,8 @@ async function listen(handler: ApiHandler, options: ApiListenOptions, release: (
     {
       // Room for a request target up to the URL limit, so an over-long one gets our typed 414 instead of a bare 431.
       maxHeaderSize: handler.limits.maxUrlLength + 16 * 1024,
+      // A request without Host reaches the handler's host check (a typed 421) instead of a bare 400.
+      requireHostHeader: false,
       ...timeoutOptions(handler.limits),
     },
     (req, res) => {

@@ -395,8 +395,19 @@ describe('bodies and methods', () => {
       body: '{}',
     })
     expect(response.status).toBe(405)
-    expect(response.headers.get('allow')).toBe('GET')
+    expect(response.headers.get('allow')).toBe('GET, HEAD')
     expect(errorBody.parse(await response.json()).code).toBe('API_METHOD_NOT_ALLOWED')
+  })
+
+  it('answers HEAD as GET without the body', async () => {
+    const headers = { Authorization: `Bearer ${TOKEN}` }
+    const got = await fetch(`${stack.server.url}/api/sessions`, { headers })
+    const head = await fetch(`${stack.server.url}/api/sessions`, { method: 'HEAD', headers })
+    expect(head.status).toBe(200)
+    expect(head.headers.get('content-type')).toBe(got.headers.get('content-type'))
+    expect(head.headers.get('content-length')).toBe(String(Buffer.byteLength(await got.text())))
+    expect(await head.text()).toBe('')
+    expect((await fetch(`${stack.server.url}/api/sessions`, { method: 'HEAD' })).status).toBe(401)
   })
 })
 

@@ -138,7 +138,7 @@ describe('POST /api/sessions/:id/compact', () => {
     expect(errorBody.parse(got.body).code).toBe('API_METHOD_NOT_ALLOWED')
     const posted = await post('/api/sessions/guarded/history')
     expect(posted.status).toBe(405)
-    expect(posted.headers.get('allow')).toBe('GET')
+    expect(posted.headers.get('allow')).toBe('GET, HEAD')
     expect(compactionTypes(stack.sessions.get('guarded')!.events.map((e) => e.type))).toEqual([])
   })
 })

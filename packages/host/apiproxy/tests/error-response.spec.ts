@@ -1,6 +1,6 @@
 import { DshError } from '@dsh/context'
 import { describe, expect, it } from 'vitest'
-import { toErrorResponse } from '../src/error-response.js'
+import { toErrorResponse, wireProblem } from '../src/error-response.js'
 import { API_ERROR_STATUS, ApiError, type ApiErrorCode } from '../src/errors.js'
 
 const leaky = 'at /srv/dsh/root/c2Vzc2lvbg/log.jsonl.zst byte 4096: EISDIR: illegal operation on a directory, read (errno -21)'
@@ -72,5 +72,25 @@ describe('toErrorResponse', () => {
     expect(toErrorResponse(new ApiError('API_SEARCH_UNAVAILABLE', 'x')).serverFault).toBe(false)
     expect(toErrorResponse(new ApiError('API_TOO_MANY_STREAMS', 'x')).serverFault).toBe(false)
     expect(toErrorResponse(new DshError('SESSION_QUERY_PERSISTENCE_FAILED', 'x')).serverFault).toBe(true)
+  })
+})
+
+describe('wireProblem', () => {
+  it("keeps a caller's mistake as it is, and gives a damaged, failing or uncoded problem a fixed message", () => {
+    const path = 'Session log /srv/dsh/a/log.jsonl.zst is corrupt at byte 815'
+    expect(wireProblem({ code: 'SESSION_QUERY_NOT_FOUND', message: "Session 'a' does not exist." })).toEqual({
+      code: 'SESSION_QUERY_NOT_FOUND',
+      message: "Session 'a' does not exist.",
+    })
+    for (const problem of [
+      { code: 'SESSION_PERSISTENCE_CORRUPT', message: path },
+      { code: 'SESSION_PERSISTENCE_IO', message: `${path}: EIO` },
+      { message: path },
+    ]) {
+      const wire = wireProblem(problem)
+      expect(wire.code).toBe(problem.code)
+      expect(wire.message).not.toContain('/srv/dsh')
+      expect(wire.message.length).toBeGreaterThan(0)
+    }
   })
 })

@@ -106,9 +106,15 @@ describe('Host header (DNS rebinding)', () => {
       expect(errorBody.parse(JSON.parse(response.body)).code).toBe('API_MISDIRECTED_REQUEST')
       expect(response.body).not.toContain('the plan')
     }
-    // HTTP/1.1 without Host is refused by node:http itself (400); HTTP/1.0 reaches the check.
-    const noHost = await rawRequest(disk.server.url, `GET /api/sessions HTTP/1.0\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`)
-    expect(noHost.status).toBe(421)
+    // Without Host, HTTP/1.0 and HTTP/1.1 alike reach the check: a typed 421, never node:http's bare 400.
+    for (const version of ['1.0', '1.1']) {
+      const noHost = await rawRequest(
+        disk.server.url,
+        `GET /api/sessions HTTP/${version}\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: close\r\n\r\n`,
+      )
+      expect([version, noHost.status]).toEqual([version, 421])
+      expect(errorBody.parse(JSON.parse(noHost.body)).code).toBe('API_MISDIRECTED_REQUEST')
+    }
   })
 
   it('accepts the loopback names with the bound port', async () => {

@@ -55,6 +55,43 @@ describe('GET /api/sessions/:id/stats', () => {
     })
   })
 
+  it("carries an unreadable child's problem code with a fixed message, never its path or byte offset, and logs the original", async () => {
+    // The child's read fails as a damaged log's does: the message names the file and the byte.
+    const damage = {
+      code: 'SESSION_PERSISTENCE_CORRUPT',
+      message: 'Session log /srv/dsh/stats-child/log.jsonl.zst is corrupt at byte 815: the stored batch fails its CRC32',
+    }
+    const damaged = await startStack({
+      wrap: (services) => ({
+        ...services,
+        subagents: Object.assign(Object.create(services.subagents) as typeof services.subagents, {
+          treeSnapshots: async (...args: Parameters<NonNullable<typeof services.subagents.treeSnapshots>>) => {
+            const entries = await services.subagents.treeSnapshots!(...args)
+            return entries.map((entry) => {
+              if (entry.id !== 'lost-child') return entry
+              const { snapshot: _snapshot, ...rest } = entry
+              return { ...rest, status: 'corrupt' as const, problem: damage }
+            })
+          },
+        }),
+      }),
+    })
+    try {
+      const parent = damaged.sessions.create({ id: 'lost-parent' })
+      parent.append('user/message', { text: 'hello' })
+      damaged.sessions.fork(parent, { childId: 'lost-child', origin: 'subagent', delegationDepth: 1 })
+      const { status, body } = await damaged.get('/api/sessions/lost-parent/stats?scope=descendants')
+      expect(status).toBe(200)
+      const report = sessionStatsReport.parse(body)
+      expect(report.rollup.gaps.map((gap) => [gap.id, gap.problem?.code])).toEqual([['lost-child', 'SESSION_PERSISTENCE_CORRUPT']])
+      expect(report.sessions.find((session) => session.id === 'lost-child')?.problem?.code).toBe('SESSION_PERSISTENCE_CORRUPT')
+      expect(JSON.stringify(body)).not.toMatch(/\/srv\/dsh|log\.jsonl|byte \d/)
+      expect(JSON.stringify(damaged.logs.find((log) => log.message.includes('unreadable session'))?.error)).toContain('byte 815')
+    } finally {
+      await damaged.close()
+    }
+  })
+
   it('needs the token', async () => {
     expect((await stack.get('/api/sessions/stats-parent/stats', { token: null })).status).toBe(401)
   })
