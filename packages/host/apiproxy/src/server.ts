@@ -213,6 +213,13 @@ async function listen(handler: ApiHandler, options: ApiListenOptions, release: (
     },
   )
   const connections = guardConnections(server, handler.limits)
+  // `Expect: 100-continue`: a client is told to send its body only when the body may be taken; one declared over
+  // `maxBodyBytes` gets its 413 instead, before it sends a byte of it (so the answer is not lost to a reset).
+  server.on('checkContinue', (req, res) => {
+    const declared = Number(req.headers['content-length'] ?? 0)
+    if (!(declared > handler.limits.maxBodyBytes)) res.writeContinue()
+    server.emit('request', req, res)
+  })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => {

@@ -372,6 +372,23 @@ describe('bodies and methods', () => {
     expect(errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
   })
 
+  it('answers Expect: 100-continue with the 413 itself, before the body, when the declared body is over the limit', async () => {
+    const response = await rawRequest(
+      stack.server.url,
+      `POST /api/sessions HTTP/1.1\r\nHost: ${new URL(stack.server.url).host}\r\nAuthorization: Bearer ${TOKEN}\r\nExpect: 100-continue\r\nContent-Length: ${2 * 1024 * 1024}\r\n\r\n`,
+    )
+    // A 100 Continue first would be the status the raw reader sees.
+    expect(response.status).toBe(413)
+    expect(errorBody.parse(JSON.parse(response.body)).code).toBe('API_PAYLOAD_TOO_LARGE')
+    const small = await rawRequest(
+      stack.server.url,
+      `GET /api/sessions HTTP/1.1\r\nHost: ${new URL(stack.server.url).host}\r\nAuthorization: Bearer ${TOKEN}\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\n`,
+      '{}',
+    )
+    expect(small.status).toBe(100)
+    expect(small.body).toContain('200 OK')
+  })
+
   it('refuses an oversized chunked body with 413, also without the token', async () => {
     const chunk = Buffer.alloc(32 * 1024, 'a')
     const chunked = Buffer.concat(
