@@ -3,3 +3,5 @@ export type { ContextEvents, ContextOptions, EventName, Listener, Logger, Plugin
 export { Context, consoleLogger, definePlugin } from './context.js'
 export type { ContextErrorCode } from './errors.js'
 export { ContextError, DshError, isDshError } from './errors.js'
+export type { EscapeTerminalOptions } from './terminal-text.js'
+export { escapeTerminal } from './terminal-text.js'

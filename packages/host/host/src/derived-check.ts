@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { Context } from '@dsh/context'
+import { Context, type Logger } from '@dsh/context'
 import { SessionStore } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { createSqliteSessionQuery } from '@dsh/session-query-sqlite'
@@ -24,6 +24,16 @@ export interface DerivedChecks {
   readonly projectionCache: DerivedCheck
 }
 
+export interface CheckDerivedFilesOptions {
+  /** Stops the index check (`quick_check` of a large index can take a while). */
+  readonly signal?: AbortSignal
+  /**
+   * Where the readers' warnings go (a derived file that cannot be opened is
+   * warned about as well as reported `damaged`); default: the console.
+   */
+  readonly logger?: Logger
+}
+
 /**
  * Runs `quick_check` over a root's derived files (what `dsh verify` adds to
  * the log check; never run on an ordinary open). Only files that exist are
@@ -31,8 +41,9 @@ export interface DerivedChecks {
  * fails the check is reported `damaged`. Logs are opened read-only. The root
  * must be a dsh root (`HOST_ROOT_INVALID`).
  */
-export async function checkDerivedFiles(root: string, signal?: AbortSignal): Promise<DerivedChecks> {
-  const host = await createHost({ root, readOnly: true, query: 'memory' })
+export async function checkDerivedFiles(root: string, options: CheckDerivedFilesOptions = {}): Promise<DerivedChecks> {
+  const { signal, logger } = options
+  const host = await createHost({ root, readOnly: true, query: 'memory', ...(logger === undefined ? {} : { logger }) })
   let projectionCache: DerivedCheck
   try {
     const file = derivedPaths(host.root).projectionCache
@@ -42,17 +53,25 @@ export async function checkDerivedFiles(root: string, signal?: AbortSignal): Pro
   } finally {
     await host.dispose()
   }
-  return { index: await checkIndexFile(host.root, signal), projectionCache }
+  return { index: await checkIndexFile(host.root, signal, logger), projectionCache }
 }
 
-async function checkIndexFile(root: string, signal: AbortSignal | undefined): Promise<DerivedCheck> {
+async function checkIndexFile(root: string, signal: AbortSignal | undefined, logger: Logger | undefined): Promise<DerivedCheck> {
   const file = derivedPaths(root).index
   if (!existsSync(file)) return { file, status: 'absent' }
   const persistence = createJsonlPersistence({ root, readOnly: true })
-  const ctx = new Context()
+  // The logger reaches the context (listener failures, the `logger` service) as `createHost` gives it.
+  const ctx = new Context(logger === undefined ? {} : { logger })
   try {
+    if (logger !== undefined) ctx.provide('logger', logger)
     // A reader: the check reads the file as it is and changes nothing, whatever it finds.
-    const query = await createSqliteSessionQuery({ sessions: new SessionStore(ctx), persistence, path: file, readOnly: true })
+    const query = await createSqliteSessionQuery({
+      sessions: new SessionStore(ctx),
+      persistence,
+      path: file,
+      readOnly: true,
+      ...(logger === undefined ? {} : { logger }),
+    })
     try {
       const check = await query.checkIndex(signal)
       return check.ok ? { file, status: 'ok' } : { file, status: 'damaged', problem: check.problem }

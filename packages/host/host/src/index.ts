@@ -1,5 +1,5 @@
 export type { ApiServer } from '@dsh/apiproxy'
-export type { DerivedCheck, DerivedChecks } from './derived-check.js'
+export type { CheckDerivedFilesOptions, DerivedCheck, DerivedChecks } from './derived-check.js'
 export { checkDerivedFiles } from './derived-check.js'
 export type { HostErrorCode } from './errors.js'
 export { HostError } from './errors.js'

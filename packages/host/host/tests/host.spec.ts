@@ -1,8 +1,8 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { isDshError } from '@dsh/context'
+import { isDshError, type Logger } from '@dsh/context'
 import { tempDir } from '@dsh/test-kit'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import {
   checkDerivedFiles,
   createHost,
@@ -276,5 +276,34 @@ describe('checkDerivedFiles', () => {
     const checks = await checkDerivedFiles(root)
     expect(checks.projectionCache).toMatchObject({ file, status: 'damaged', problem: expect.any(String) })
     expect(readFileSync(file).equals(bytes)).toBe(true)
+  })
+
+  it("reports the readers' warnings about files they cannot open to the logger it is given, not the console", async () => {
+    const root = join(scratchDir(), 'root')
+    await populate(root)
+    const paths = derivedPaths(root)
+    // Neither file is a database any more: each reader warns that it cannot open its file.
+    for (const file of [paths.index, paths.projectionCache]) {
+      for (const suffix of ['-wal', '-shm']) rmSync(file + suffix, { force: true })
+      writeFileSync(realpathSync(file), Buffer.alloc(8192, 0x5a))
+    }
+    const said: string[] = []
+    const logger: Logger = { warn: (message) => said.push(`warn ${message}`), error: (message) => said.push(`error ${message}`) }
+    const consoleWarn = vi.spyOn(console, 'warn').mockImplementation(() => {})
+    const consoleError = vi.spyOn(console, 'error').mockImplementation(() => {})
+    onTestFinished(() => {
+      consoleWarn.mockRestore()
+      consoleError.mockRestore()
+    })
+    const checks = await checkDerivedFiles(root, { logger })
+    expect([checks.index.status, checks.projectionCache.status]).toEqual(['damaged', 'damaged'])
+    expect(said).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^warn dsh: the projection cache at .* cannot be opened/),
+        expect.stringMatching(/^warn dsh: the session query index at .* cannot be read/),
+      ]),
+    )
+    expect(consoleWarn).not.toHaveBeenCalled()
+    expect(consoleError).not.toHaveBeenCalled()
   })
 })

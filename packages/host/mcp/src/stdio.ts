@@ -1,4 +1,5 @@
 import type { Readable, Writable } from 'node:stream'
+import { escapeTerminal } from '@dsh/context'
 import { MCP_MAX_MESSAGE_BYTES } from '@dsh/protocol/limits'
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
@@ -20,6 +21,7 @@ export type McpRefusalCode =
 /** One refused line, as the transport reports it (the client got `message` in a JSON-RPC error). */
 export interface McpRefusal {
   readonly code: McpRefusalCode
+  /** What the client was told; an excerpt of its line in it is bounded and its control characters escaped. */
   readonly message: string
   /** The request id the error answered, when the line had one at its top level. */
   readonly id?: MessageId
@@ -157,7 +159,8 @@ export class BoundedStdioServerTransport implements Transport {
     try {
       value = JSON.parse(line)
     } catch (error) {
-      const why = error instanceof Error ? error.message : String(error)
+      // The parser's message quotes the line: kept to a bounded excerpt with its controls escaped.
+      const why = escapeTerminal(error instanceof Error ? error.message : String(error), { max: EXCERPT_ECHO_MAX_CHARS })
       this.#refuse(
         'MCP_PARSE_ERROR',
         ErrorCode.ParseError,
@@ -202,6 +205,13 @@ function tooLarge(bytes: number, max: number): string {
   return `This message is ${bytes} bytes, over this server's cap of ${max} bytes per message (maxMessageBytes; dsh mcp --max-message-bytes N); it was skipped unread. Send less in one call (split the input over several calls), or start the server with a higher cap.`
 }
 
+/** Longest excerpt of a client's line (the parser's message quoting it) said on stderr, in UTF-16 code units before escaping. */
+const EXCERPT_ECHO_MAX_CHARS = 200
+/** Longest request id said on stderr, in characters of its JSON (an id read from a line that is not JSON-RPC may be of any length). */
+const ID_ECHO_MAX_CHARS = 80
+/** Longest refusal message said on stderr: the transport's own words and a bounded excerpt fit well within it. */
+const MESSAGE_ECHO_MAX_CHARS = 2048
+
 export interface ServeStdioOptions extends Omit<BoundedStdioOptions, 'onRefusal'> {
   /** Where each refused line is said, one line each (default `process.stderr`). */
   readonly stderr?: Writable
@@ -210,7 +220,9 @@ export interface ServeStdioOptions extends Omit<BoundedStdioOptions, 'onRefusal'
 /**
  * Serves `server` on stdin/stdout (this process's by default) until the
  * client disconnects; resolves when it has. Messages are bounded by
- * `maxMessageBytes`; each refused line is also said on `stderr`.
+ * `maxMessageBytes`; each refused line is also said on `stderr`, one line
+ * each, with the client's text in it (the id, an excerpt of the line) escaped
+ * and bounded (`escapeTerminal` of `@dsh/context`).
  */
 export async function serveStdio(server: Server, options: ServeStdioOptions = {}): Promise<void> {
   const stdin = options.stdin ?? process.stdin
@@ -219,8 +231,14 @@ export async function serveStdio(server: Server, options: ServeStdioOptions = {}
     ...options,
     stdin,
     onRefusal: (refusal) => {
-      const answered = refusal.id === undefined ? 'answered without an id' : `answered request ${JSON.stringify(refusal.id)}`
-      stderr.write(`dsh: refused a ${refusal.bytes}-byte MCP message (${answered}): ${refusal.message}\n`)
+      // The id and the message carry the client's text: escaped and bounded, so a refused line cannot drive the terminal.
+      const answered =
+        refusal.id === undefined
+          ? 'answered without an id'
+          : `answered request ${escapeTerminal(JSON.stringify(refusal.id), { max: ID_ECHO_MAX_CHARS })}`
+      stderr.write(
+        `dsh: refused a ${refusal.bytes}-byte MCP message (${answered}): ${escapeTerminal(refusal.message, { max: MESSAGE_ECHO_MAX_CHARS })}\n`,
+      )
     },
   })
   const closed = new Promise<void>((resolve) => {

@@ -154,6 +154,36 @@ describe('the bounded stdio transport', () => {
     await wire.served
   })
 
+  it('says a refused line on stderr with its control characters escaped and its echo bounded', async () => {
+    const wire = serve()
+    // The audit's line: an OSC title, a colour, a bell and a carriage return.
+    wire.stdin.write('\x1b]0;PWNED\x07\x1b[31mred\r\n')
+    // JSON but not JSON-RPC, under a long id holding controls (C0, C1, a bidi override).
+    const id = `\x1b[2J\u009b31m\u202e${'i'.repeat(100_000)}`
+    wire.stdin.write(`${JSON.stringify({ id, hello: 'there' })}\n`)
+    wire.stdin.write(line({ id: 10, method: 'ping' }))
+    const [notJson, notRpc, pong] = await wire.answers(3)
+    expect(notJson).toMatchObject({ error: { code: -32700, data: { code: 'MCP_PARSE_ERROR' } } })
+    // The client is still answered under its id, exactly.
+    expect(notRpc).toMatchObject({ id, error: { code: -32600, data: { code: 'MCP_INVALID_MESSAGE' } } })
+    expect(pong).toEqual({ jsonrpc: '2.0', id: 10, result: {} })
+
+    const said = wire.stderr().split('\n').filter(Boolean)
+    expect(said).toHaveLength(2)
+    for (const text of said) {
+      // No control character reaches the terminal (the newline ending each line was split off above).
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence
+      expect(text).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/)
+      expect(text.length).toBeLessThan(2_500)
+    }
+    expect(said[0]).toContain('MCP_PARSE_ERROR')
+    expect(said[0]).toContain('\\x1b]0;PWNED\\x07')
+    expect(said[1]).toContain('answered request "\\u001b[2J\\x9b31m\\u202eiii')
+    expect(said[1]).toContain('…)')
+    wire.stdin.end()
+    await wire.served
+  })
+
   it('defaults to the protocol cap and refuses a cap that is not a positive integer', () => {
     expect(MCP_MAX_MESSAGE_BYTES).toBe(10 * 1024 * 1024)
     for (const bad of [0, -1, 1.5, Number.NaN])
