@@ -1,10 +1,9 @@
 import { parseArgs } from 'node:util'
-import { isDshError } from '@dsh/context'
+import { escapeTerminal, isDshError } from '@dsh/context'
 import { guardedStderr } from './broken-pipe.js'
 import type { CommandIo, CommandSpec, OptionSpec, ParsedCommand } from './command.js'
 import { COMMANDS } from './commands.js'
 import { CliError } from './errors.js'
-import { escapeTerminal } from './terminal.js'
 
 /** Options every command takes. */
 const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
@@ -21,6 +20,8 @@ export async function runCli(argv: readonly string[], io: CommandIo = defaultIo(
     const name = commandName(argv)
     if (name === undefined || name === 'help') {
       const help = argv.includes('--help') || argv.includes('-h') || name === 'help'
+      // Without a command, --json asks for a machine-readable answer: the usage error, as JSON.
+      if (!help && json) throw new CliError('CLI_USAGE', "No command given. Run 'dsh --help' for the list of commands.")
       io.out.write(usage())
       return help ? 0 : 2
     }

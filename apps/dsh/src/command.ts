@@ -66,6 +66,18 @@ export function intOption(command: ParsedCommand, name: string): number | undefi
   return Number(value)
 }
 
+/**
+ * Parses `--limit`: a positive integer, else `CLI_USAGE` (zero and negative
+ * values too, however they are spelled).
+ */
+export function limitOption(command: ParsedCommand): number | undefined {
+  const value = command.string('limit')
+  if (value === undefined) return undefined
+  if (!/^\d+$/.test(value) || Number(value) < 1)
+    throw new CliError('CLI_USAGE', `--limit must be a positive integer (1 or more), got '${value}'.`)
+  return Number(value)
+}
+
 /** The single positional argument of a command. */
 export function onePositional(command: ParsedCommand, what: string): string {
   const [value, ...extra] = command.args

@@ -7,7 +7,8 @@ import { DshError } from '@dsh/context'
  *   a directory without a root marker) for a command that needs one, or `demo`
  *   pointed at a non-empty directory it did not make. Nothing is created.
  * - `CLI_TOKEN_INVALID`: `serve`'s token file is missing, empty, not a regular
- *   file, or readable by group/others (it must be 0600).
+ *   file (a symlink, FIFO or device: refused before it is read), or readable
+ *   by group/others (it must be 0600).
  * - `CLI_STORE_NOT_EMPTY`: `demo --store` on a database that holds sessions
  *   the demo did not make (it only ever wipes its own). Nothing is changed.
  * - `CLI_DEMO_FAILED`: the demo could not stage its scenario (its crash worker
@@ -16,8 +17,9 @@ import { DshError } from '@dsh/context'
  * - `CLI_SEARCH_UNAVAILABLE`: `search` on a root without a query index (run
  *   `dsh reindex` once; read commands never build one).
  * - `CLI_OUTPUT_INVALID`: `openapi --out FILE` names a path that cannot be
- *   written (a missing or unwritable directory, a directory). Nothing is left
- *   behind.
+ *   written (a missing or unwritable directory, a directory) or an existing
+ *   entry that is not a regular file (a symlink, FIFO, device or socket,
+ *   which is never replaced). Nothing is left behind.
  */
 export type CliErrorCode =
   | 'CLI_USAGE'

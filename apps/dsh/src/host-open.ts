@@ -1,10 +1,9 @@
 import { resolve } from 'node:path'
 import type { Logger } from '@dsh/context'
-import { isDshError } from '@dsh/context'
+import { escapeTerminal, isDshError } from '@dsh/context'
 import type { QueryHostOptions } from '@dsh/host/query'
 import { type CommandIo, DEFAULT_ROOT, type ParsedCommand } from './command.js'
 import { CliError } from './errors.js'
-import { escapeTerminal } from './terminal.js'
 
 // How every command opens a host, whichever kind (`createHost` or
 // `createQueryHost`): this module imports no host code itself, so a read

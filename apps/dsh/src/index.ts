@@ -1,7 +1,7 @@
+export { escapeTerminal } from '@dsh/context'
 export { runCli } from './cli.js'
 export type { CommandIo, CommandModule, CommandSpec, OptionSpec, ParsedCommand } from './command.js'
 export type { DemoResult, DemoRow } from './demo/run-demo.js'
 export { runDemo } from './demo/run-demo.js'
 export type { CliErrorCode } from './errors.js'
 export { CliError } from './errors.js'
-export { escapeTerminal } from './terminal.js'

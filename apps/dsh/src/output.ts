@@ -1,8 +1,8 @@
-import { escapeTerminal } from './terminal.js'
+import { escapeTerminal } from '@dsh/context'
 
-/** Plain-text table: every cell escaped (see terminal.ts), columns padded to the widest cell. */
+/** Plain-text table: every cell escaped (`escapeTerminal`), columns padded to the widest cell. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  const cells = rows.map((row) => row.map(escapeTerminal))
+  const cells = rows.map((row) => row.map((cell) => escapeTerminal(cell)))
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)))
   const line = (row: readonly string[]): string =>
     row

@@ -1,6 +1,9 @@
+import { escapeTerminal } from '@dsh/context'
+
 /**
  * Progress for long jobs: a redrawn bar on a TTY, nothing otherwise (so logs
- * and `--json` output stay clean).
+ * and `--json` output stay clean). The label is data (a session id) and is
+ * escaped like every other printed text.
  */
 export interface Progress {
   update(done: number, total: number, label?: string): void
@@ -19,7 +22,7 @@ export function createProgress(stream: (NodeJS.WritableStream & { isTTY?: boolea
       const width = 30
       const ratio = total === 0 ? 1 : Math.min(1, done / total)
       const filled = Math.round(ratio * width)
-      stream.write(`\r[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total} ${label}`.padEnd(70))
+      stream.write(`\r[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total} ${escapeTerminal(label)}`.padEnd(70))
       drawn = true
     },
     done() {

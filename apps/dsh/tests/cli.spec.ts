@@ -1,8 +1,21 @@
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { createHost, derivedPaths } from '@dsh/host'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { cleanEnv, dshRun } from './support/dsh-process.js'
 import { rootWithOneSession } from './support/root.js'
 import { cli } from './support/run.js'
 
@@ -103,11 +116,94 @@ describe('printed text escapes controls and bidi characters', () => {
     expect(json.derived).toMatchObject({ index: { status: 'ok' }, projectionCache: { status: 'ok' } })
   })
 
+  it('verify: a damaged index and cache are reported as damaged, warned about once each on stderr, escaped, without a stack', async () => {
+    const hostileRoot = join(dir, 'verify\x1b[2J\u202e')
+    await rootWithOneSession(hostileRoot, 'x')
+    const paths = derivedPaths(hostileRoot)
+    for (const file of [paths.index, paths.projectionCache]) {
+      for (const suffix of ['-wal', '-shm']) rmSync(file + suffix, { force: true })
+      writeFileSync(realpathSync(file), Buffer.alloc(8192, 0x5a))
+    }
+    for (const json of [false, true]) {
+      const result = await cli(['verify', '--root', hostileRoot, ...(json ? ['--json'] : [])])
+      expect(result.code, result.stderr).toBe(0)
+      expectSafe(result.stderr)
+      expect(result.stderr).not.toMatch(/^\s+at /m)
+      const warnings = result.stderr.trimEnd().split('\n')
+      expect(warnings).toEqual([
+        expect.stringMatching(/^dsh: warning: the projection cache at .*verify\\x1b\[2J\\u202e.* cannot be opened/),
+        expect.stringMatching(/^dsh: warning: the session query index at .*verify\\x1b\[2J\\u202e.* cannot be read/),
+      ])
+      if (json) {
+        expect(JSON.parse(result.stdout).derived).toMatchObject({ index: { status: 'damaged' }, projectionCache: { status: 'damaged' } })
+      } else {
+        expectSafe(result.stdout)
+        expect(result.stdout).toMatch(/^query index: failed quick_check /m)
+        expect(result.stdout).toMatch(/^projection cache: failed quick_check /m)
+      }
+    }
+  })
+
   it('error messages are escaped too', async () => {
     const text = await cli(['show', 'no\x1b[2Jsuch', '--root', root])
     expect(text.code).toBe(1)
     expectSafe(text.stderr)
     expect(text.stderr).toContain('SESSION_QUERY_NOT_FOUND')
+  })
+})
+
+describe('show --context, agents, sessions --cwd', () => {
+  it('show --context checks --limit and --before as show does (CLI_USAGE) and keeps the last N messages with --limit', async () => {
+    for (const bad of [['--limit', 'abc'], ['--limit', '0'], ['--limit=-1'], ['--before', 'x'], ['--before', '1']]) {
+      const result = await cli(['show', ESC_ID, '--context', ...bad, '--root', root, '--json'])
+      expect([result.code, JSON.parse(result.stdout).error.code], bad.join(' ')).toEqual([2, 'CLI_USAGE'])
+    }
+    const full = await cli(['show', ESC_ID, '--context', '--root', root])
+    expect(full.code, full.stderr).toBe(0)
+    const lines = full.stdout.trimEnd().split('\n').slice(2)
+    expect(lines.length).toBeGreaterThan(1)
+    const last = await cli(['show', ESC_ID, '--context', '--limit', '1', '--root', root])
+    expect(last.code, last.stderr).toBe(0)
+    expect(last.stdout.trimEnd().split('\n').slice(2)).toEqual(lines.slice(-1))
+    expect(last.stdout).toContain(`${lines.length} message(s)`)
+    expect(last.stdout).toContain('the last 1 shown')
+    const json = JSON.parse((await cli(['show', ESC_ID, '--context', '--limit', '1', '--root', root, '--json'])).stdout)
+    const fullJson = JSON.parse((await cli(['show', ESC_ID, '--context', '--root', root, '--json'])).stdout)
+    expect(json.messages).toEqual(fullJson.messages.slice(-1))
+  })
+
+  it('agents of an unknown parent is SUBAGENT_NOT_FOUND (exit 1), as stats; a parent without children still lists none', async () => {
+    for (const command of ['agents', 'stats']) {
+      const result = await cli([command, 'no-such-parent', '--root', root, '--json'])
+      expect([command, result.code, JSON.parse(result.stdout).error.code]).toEqual([command, 1, 'SUBAGENT_NOT_FOUND'])
+    }
+    const descendants = await cli(['agents', 'no-such-parent', '--descendants', '--root', root])
+    expect(descendants.stderr).toContain('(SUBAGENT_NOT_FOUND)')
+    const childless = await cli(['agents', childId, '--root', root])
+    expect(childless.code, childless.stderr).toBe(0)
+    expect(childless.stdout).toBe('(no subagents)\n')
+  })
+
+  it('sessions --cwd matches the recorded directory given relative, as ., or with a trailing slash', async () => {
+    const ids = async (cwd: string): Promise<string[]> => {
+      const result = await cli(['sessions', '--root', root, '--cwd', cwd, '--json'])
+      expect(result.code, result.stderr).toBe(0)
+      return (JSON.parse(result.stdout).sessions as { header: { id: string } }[]).map((r) => r.header.id).sort()
+    }
+    // The parent was made with cwd `dir`; its child inherits it.
+    const both = [ESC_ID, childId].sort()
+    expect(await ids(dir)).toEqual(both)
+    for (const spelling of [`${dir}/`, relative(process.cwd(), dir), `${relative(process.cwd(), dir)}/`, join(dir, 'root', '..')])
+      expect(await ids(spelling), spelling).toEqual(both)
+    const here = join(dir, 'here')
+    const host = await createHost({ root: here })
+    try {
+      await host.sessions.flush(host.sessions.create({ id: 'in-cwd', cwd: process.cwd() }))
+    } finally {
+      await host.dispose()
+    }
+    const dot = await cli(['sessions', '--root', here, '--cwd', '.', '--json'])
+    expect(JSON.parse(dot.stdout).sessions.map((r: { header: { id: string } }) => r.header.id)).toEqual(['in-cwd'])
   })
 })
 
@@ -177,6 +273,26 @@ describe('serve token and root permissions (failures before listening)', () => {
     expect(JSON.parse(both.stdout).error.code).toBe('CLI_USAGE')
   })
 
+  it('refuses a FIFO token file without opening it (an open would wait for a writer forever)', async () => {
+    const fifo = join(dir, 'token-fifo')
+    execFileSync('mkfifo', ['-m', '600', fifo])
+    // Its own process, so an open that blocks cannot block this worker; a writer opened and closed here
+    // afterwards releases a reader stuck in open (and finds none when the file was never opened).
+    onTestFinished(() => {
+      try {
+        closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK))
+      } catch {
+        // ENXIO: no reader has it open.
+      }
+    })
+    const result = await dshRun(['serve', '--root', root, '--token-file', fifo, '--json'], cleanEnv({ DSH_TOKEN: '' }))
+    expect(result.code, result.stderr).toBe(1)
+    expect(JSON.parse(result.stdout).error).toMatchObject({
+      code: 'CLI_TOKEN_INVALID',
+      message: expect.stringMatching(/is not a regular file/),
+    })
+  })
+
   it('verify warns when group or others can read the root', async () => {
     chmodSync(root, 0o755)
     try {
@@ -201,6 +317,15 @@ describe('parsing and help', () => {
     const bad = await cli(['sessions', '--bogus', '--json'])
     expect(bad.code).toBe(2)
     expect(JSON.parse(bad.stdout).error.code).toBe('CLI_USAGE')
+    const noCommand = await cli(['--json'])
+    expect(noCommand.code).toBe(2)
+    expect(JSON.parse(noCommand.stdout).error).toMatchObject({ code: 'CLI_USAGE', message: expect.stringContaining("'dsh --help'") })
+    for (const limit of [['--limit=-1'], ['--limit', '-1'], ['--limit', '0'], ['--limit', 'x']]) {
+      for (const command of [['sessions'], ['show', ESC_ID], ['search', 'screen']]) {
+        const result = await cli([...command, ...limit, '--root', root, '--json'])
+        expect([result.code, JSON.parse(result.stdout).error.code], [...command, ...limit].join(' ')).toEqual([2, 'CLI_USAGE'])
+      }
+    }
     const unknown = await cli(['--root', root, 'bogus'])
     expect(unknown.code).toBe(2)
     expect(unknown.stderr).toContain('CLI_UNKNOWN_COMMAND')

@@ -1,9 +1,11 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Writable } from 'node:stream'
 import { listV0Logs, readV0Log, type V0Event, type V0Header, writeV0Log } from '@dsh/session-import-v0'
 import { tempDir } from '@dsh/test-kit'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { runCli } from '../src/index.js'
 import { cli } from './support/run.js'
 
 // `dsh import --from dsh-v0` and `dsh export --to dsh-v0` end to end through the CLI: a harness root
@@ -171,5 +173,50 @@ describe('dsh import --from dsh-v0 / dsh export --to dsh-v0', () => {
     const second = await cli(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])
     expect(second.code).toBe(1)
     expect(JSON.parse(second.stdout)).toMatchObject({ imported: 0, updated: 0, unchanged: 3, failed: 1, appends: 0 })
+  })
+})
+
+describe('dsh import: guards', () => {
+  it('refuses a dsh root that reaches into the v0 root through a symlink (CLI_USAGE) and writes nothing there', async () => {
+    const { from } = await harnessRoot()
+    const before = readdirSync(from, { recursive: true, encoding: 'utf8' }).sort()
+    const link = join(scratchDir('link'), 'v0-link')
+    symlinkSync(from, link)
+    const run = await cli(['import', from, '--from', 'dsh-v0', '--root', join(link, 'dshroot'), '--json'])
+    expect(run.code).toBe(2)
+    const { error } = JSON.parse(run.stdout)
+    expect(error.code).toBe('CLI_USAGE')
+    expect(error.message).toMatch(/overlap \(through symlinks: /)
+    // The other way round: the v0 root named through a link inside the dsh root's real directory.
+    const viaLink = await cli(['import', link, '--from', 'dsh-v0', '--root', join(from, 'nested', 'root'), '--json'])
+    expect(JSON.parse(viaLink.stdout).error.code).toBe('CLI_USAGE')
+    expect(readdirSync(from, { recursive: true, encoding: 'utf8' }).sort()).toEqual(before)
+  })
+
+  it('escapes the session id on the TTY progress line (stderr)', async () => {
+    const from = scratchDir('v0-hostile')
+    const id = 'evil\x1b]0;PWNED\x07\x1b[31m'
+    await writeV0Log(from, { id, createdAt: T0, cwd: '/work', delegationDepth: 0 }, new Turns().turn(1, 'Hi.', 'Hello.').batches)
+    let err = ''
+    const tty = Object.assign(
+      new Writable({
+        write(chunk: Buffer | string, _encoding, callback) {
+          err += chunk.toString()
+          callback()
+        },
+      }),
+      { isTTY: true },
+    )
+    const out = new Writable({ write: (_chunk, _encoding, callback) => callback() })
+    const code = await runCli(['import', from, '--from', 'dsh-v0', '--root', join(scratchDir('dsh-hostile'), 'root')], {
+      out,
+      err: tty,
+      env: {},
+    })
+    expect(code, err).toBe(0)
+    expect(err).toContain('evil\\x1b]0;PWNED\\x07\\x1b[31m')
+    // The bar's own carriage returns and final newline are the only controls.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence
+    expect(err.replace(/[\r\n]/g, '')).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/)
   })
 })

@@ -1,4 +1,5 @@
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openApiDocument } from '@dsh/protocol/openapi'
 import { tempDir } from '@dsh/test-kit'
@@ -57,6 +58,39 @@ describe('dsh openapi', () => {
     }
     expect(readdirSync(box).sort()).toEqual(['a-directory', 'a-file'])
     expect(readdirSync(join(box, 'a-directory'))).toEqual([])
+  })
+
+  it('refuses an existing FIFO or symlink at --out (CLI_OUTPUT_INVALID) and leaves it as it is', async () => {
+    const box = join(dir, 'special')
+    mkdirSync(box)
+    const fifo = join(box, 'a-fifo')
+    execFileSync('mkfifo', ['-m', '600', fifo])
+    const target = join(box, 'target.json')
+    writeFileSync(target, 'kept', { mode: 0o600 })
+    const link = join(box, 'a-link')
+    symlinkSync(target, link)
+    const dangling = join(box, 'a-dangling-link')
+    symlinkSync(join(box, 'nowhere.json'), dangling)
+    for (const [path, kind] of [
+      [fifo, 'a FIFO'],
+      [link, 'a symbolic link'],
+      [dangling, 'a symbolic link'],
+    ] as const) {
+      const run = await cli(['openapi', '--out', path])
+      expect({ path, code: run.code, stdout: run.stdout }).toEqual({ path, code: 1, stdout: '' })
+      expect(run.stderr).toMatch(
+        new RegExp(
+          `^dsh: --out '${path}' is ${kind}, which is never replaced; name a regular file or a new path.*\\(CLI_OUTPUT_INVALID\\)\n$`,
+        ),
+      )
+      const json = await cli(['openapi', '--out', path, '--json'])
+      expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'CLI_OUTPUT_INVALID' } })
+    }
+    expect(lstatSync(fifo).isFIFO()).toBe(true)
+    expect(readlinkSync(link)).toBe(target)
+    expect(readlinkSync(dangling)).toBe(join(box, 'nowhere.json'))
+    expect(readFileSync(target, 'utf8')).toBe('kept')
+    expect(readdirSync(box).sort()).toEqual(['a-dangling-link', 'a-fifo', 'a-link', 'target.json'])
   })
 
   it('takes no positional arguments (CLI_USAGE, exit 2)', async () => {

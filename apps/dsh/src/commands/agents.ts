@@ -1,3 +1,4 @@
+import { escapeTerminal } from '@dsh/context'
 import type { SubagentListBody } from '@dsh/protocol'
 import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
@@ -7,10 +8,10 @@ import { type CommandIo, onePositional, type ParsedCommand } from '../command.js
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
 import { priceTableOf } from '../prices.js'
-import { escapeTerminal } from '../terminal.js'
 
 /**
- * A session's subagents. Read-only. The text is the table the model-visible
+ * A session's subagents. Read-only. An unknown parent id is
+ * `SUBAGENT_NOT_FOUND`, as in `dsh stats`. The text is the table the model-visible
  * list_agents tool renders, with each child's tokens and duration added (blank
  * when unknown); `--json` prints the protocol's `SubagentListBody`
  * (`{ parentId, scope, rows }`, each row with its depth, ladder rung, tokens
@@ -38,6 +39,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     command,
     async (host) => {
       const entries = await (scope === 'descendants' ? host.subagents.explainDescendants(id) : host.subagents.explainChildren(id))
+      // No rows: the parent may not exist at all. Looking it up as `stats` does turns an unknown id into
+      // SUBAGENT_NOT_FOUND (no projection is read); a parent that exists lists no subagents.
+      if (entries.length === 0) await host.subagents.treeSnapshots(id, [], {})
       if (prices === undefined || entries.length === 0) return { entries, costs: undefined }
       return { entries, costs: await catalogCosts(host.subagents, id, scope, prices) }
     },
@@ -55,6 +59,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   // A read-only host runs no child, so no message is queued for one.
   const rows = priced.map((entry) => toListAgentsRow(entry, 0, true))
   const text = renderListAgents(rows.map((row) => ({ ...row, id: escapeTerminal(row.id) as SessionId })))
-  io.out.write(`${text.split('\n').map(escapeTerminal).join('\n')}\n`)
+  const lines = text.split('\n').map((line) => escapeTerminal(line))
+  io.out.write(`${lines.join('\n')}\n`)
   return 0
 }

@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs'
-import { isAbsolute, relative, resolve, sep } from 'node:path'
+import { existsSync, realpathSync } from 'node:fs'
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { type ImportV0Report, importV0, type SessionImportResult } from '@dsh/session-import-v0'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
@@ -12,7 +12,8 @@ import { safe } from '../terminal.js'
  * `dsh import <dir> --from dsh-v0 [--root R] [--dry-run] [--json]`: every
  * session of a harness v0 root into the dsh root. Reads <dir> only; per-session
  * faults are reported (typed reason) and never stop the run; a second run
- * imports nothing; exit 1 when any session failed.
+ * imports nothing; exit 1 when any session failed. The dsh root must not
+ * overlap <dir>, compared as given and through symlinks (real paths).
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const [dir, ...extra] = command.args
@@ -27,10 +28,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   }
   const from = resolve(dir)
   const root = rootOf(command)
-  if (overlaps(from, root)) {
+  const [realFrom, realRoot] = [realPath(from), realPath(root)]
+  if (overlaps(from, root) || overlaps(realFrom, realRoot)) {
+    const via = realFrom === from && realRoot === root ? '' : safe` (through symlinks: ${realFrom} and ${realRoot})`
     throw new CliError(
       'CLI_USAGE',
-      safe`The v0 root ${from} and the dsh root ${root} overlap; import into a separate --root (the v0 root is never written).`,
+      safe`The v0 root ${from} and the dsh root ${root} overlap${via}; import into a separate --root (the v0 root is never written).`,
     )
   }
   const dryRun = command.flag('dry-run')
@@ -71,6 +74,26 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     )
   }
   return report.failed > 0 ? 1 : 0
+}
+
+/**
+ * `path` with symlinks resolved: the real path of its longest existing
+ * ancestor, then the components that do not exist yet. Two paths that reach
+ * the same directory through a link compare equal.
+ */
+function realPath(path: string): string {
+  const missing: string[] = []
+  let at = path
+  for (;;) {
+    try {
+      return join(realpathSync(at), ...missing.reverse())
+    } catch {
+      const parent = dirname(at)
+      if (parent === at) return path
+      missing.push(basename(at))
+      at = parent
+    }
+  }
 }
 
 /** True when one directory is the other or inside it. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, openSync, renameSync, rmSync, type Stats, writeSync } from 'node:fs'
 // The bundled CLI loads zod through a chunk that imports the bundler's runtime,
 // which loads node:module; the command states that load, so the bundle's check
 // (bundling adds no module a command did not already load) holds.
@@ -33,10 +33,13 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
 /**
  * Writes `text` to `path` with mode 0600: into a new file beside it, then
  * renamed over it, so a failure leaves no partial file and an existing file
- * (whatever its mode) is replaced by a private one.
+ * (whatever its mode) is replaced by a private one. Only a regular file is
+ * replaced: a symlink, FIFO, device or socket at `path` is refused and left
+ * as it is (the rename would put a file in its place, not write through it).
  */
 function writePrivateFile(path: string, text: string): void {
   if (path === '' || basename(path) === '' || path.endsWith('/')) refuse(path, 'names no file')
+  refuseSpecial(path)
   const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`)
   let fd: number
   try {
@@ -49,16 +52,44 @@ function writePrivateFile(path: string, text: string): void {
     writeSync(fd, text)
     fsyncSync(fd)
     closeSync(fd)
+    // Checked again just before the rename: the target may have changed while the document was written.
+    refuseSpecial(path)
     renameSync(temp, path)
   } catch (error) {
     try {
       closeSync(fd)
     } catch {
-      // Already closed before the rename failed.
+      // Already closed: the failure came after closeSync (the last check or the rename).
     }
     rmSync(temp, { force: true })
+    if (error instanceof CliError) throw error
     refuse(path, reason(error), error)
   }
+}
+
+/** Refuses an existing `path` that is not a regular file (lstat: a symlink is not followed); a missing one is fine. */
+function refuseSpecial(path: string): void {
+  let stats: Stats
+  try {
+    stats = lstatSync(path)
+  } catch {
+    // Missing (created by the rename) or unreachable (the open or rename reports why).
+    return
+  }
+  if (stats.isFile() || stats.isDirectory()) return
+  const kind = stats.isSymbolicLink()
+    ? 'a symbolic link'
+    : stats.isFIFO()
+      ? 'a FIFO'
+      : stats.isCharacterDevice() || stats.isBlockDevice()
+        ? 'a device'
+        : stats.isSocket()
+          ? 'a socket'
+          : 'not a regular file'
+  throw new CliError(
+    'CLI_OUTPUT_INVALID',
+    `--out '${path}' is ${kind}, which is never replaced; name a regular file or a new path (or write to stdout without --out and redirect it).`,
+  )
 }
 
 function reason(error: unknown): string {

@@ -1,4 +1,4 @@
-import { isDshError } from '@dsh/context'
+import { escapeTerminal, isDshError } from '@dsh/context'
 import type { AgentTurnOutcome, SessionAttachments } from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
 import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
@@ -19,7 +19,7 @@ import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
 import { otlpEndpoint } from '../otlp.js'
 import { printJson } from '../output.js'
 import { priceTableOf } from '../prices.js'
-import { escapeTerminal, safe } from '../terminal.js'
+import { safe } from '../terminal.js'
 import { imageOf, modelApiOf } from './run-options.js'
 import { type RunModel, runModelOf, type TopTurnOptions } from './run-provider.js'
 
@@ -337,7 +337,8 @@ class RunPrinter {
 
 /** Streamed model text: newlines kept, every other control or bidi character escaped. */
 function escapeStream(text: string): string {
-  return text.split('\n').map(escapeTerminal).join('\n')
+  const lines = text.split('\n').map((line) => escapeTerminal(line))
+  return lines.join('\n')
 }
 
 function resultText(content: unknown): string {

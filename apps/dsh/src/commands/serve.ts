@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, type Stats } from 'node:fs'
 import type { HostOptions } from '@dsh/host'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
@@ -86,11 +86,23 @@ function resolveToken(command: ParsedCommand, io: CommandIo): string {
   return randomBytes(24).toString('base64url')
 }
 
-/** A token file must be a regular file that only its owner can read (0600 or stricter); one line, surrounding whitespace ignored. */
+/**
+ * A token file must be a regular file that only its owner can read (0600 or
+ * stricter); one line, surrounding whitespace ignored. Its type is checked
+ * (lstat) before it is opened, and the open does not block (O_NONBLOCK), so a
+ * FIFO or a device is refused instead of hanging the open or reading from it.
+ */
 function readTokenFile(path: string): string {
+  let linkStats: Stats | undefined
+  try {
+    linkStats = lstatSync(path)
+  } catch {
+    // Missing or unreachable: the open below reports why.
+  }
+  if (linkStats !== undefined && !linkStats.isFile() && !linkStats.isSymbolicLink()) notRegular(path)
   let fd: number
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     throw new CliError(
@@ -101,7 +113,7 @@ function readTokenFile(path: string): string {
   }
   try {
     const stats = fstatSync(fd)
-    if (!stats.isFile()) throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is not a regular file.`)
+    if (!stats.isFile()) notRegular(path)
     if ((stats.mode & 0o077) !== 0) {
       const mode = (stats.mode & 0o777).toString(8).padStart(3, '0')
       throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is readable by other users (mode ${mode}). Run: chmod 600 '${path}'`)
@@ -112,4 +124,8 @@ function readTokenFile(path: string): string {
   } finally {
     closeSync(fd)
   }
+}
+
+function notRegular(path: string): never {
+  throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is not a regular file; write the token into a regular file of mode 0600.`)
 }

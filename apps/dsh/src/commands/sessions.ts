@@ -1,9 +1,10 @@
+import { resolve } from 'node:path'
 import type { SessionListPageBody } from '@dsh/protocol'
 import { wireSessionList } from '@dsh/protocol/bodies'
 import { CheckpointReader, projectionCachePath } from '@dsh/session-projection-cache'
 import type { SessionListFilter, SessionQueryRecord } from '@dsh/session-query'
 import { LISTING_UNITS, type ListingValues, listingValuesOfStates, type PriceTable } from '@dsh/session-stats'
-import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
+import { type CommandIo, limitOption, noPositionals, type ParsedCommand } from '../command.js'
 import { terminalLogger } from '../host-open.js'
 import { formatTime, printJson, table } from '../output.js'
 import { priceTableOf } from '../prices.js'
@@ -24,10 +25,12 @@ import { safe } from '../terminal.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command, '; filter with --parent, --origin, --cwd')
-  const limit = intOption(command, 'limit')
+  const limit = limitOption(command)
   const parent = command.string('parent')
   const origin = command.string('origin')
-  const cwd = command.string('cwd')
+  // Stored headers hold the absolute working directory (`process.cwd()`), so a relative `--cwd`, `.` or a trailing slash names the same one.
+  const cwdOption = command.string('cwd')
+  const cwd = cwdOption === undefined ? undefined : resolve(cwdOption)
   const cursor = command.string('cursor')
   const filter: SessionListFilter = {
     ...(parent === undefined ? {} : { parentSession: parent }),

@@ -13,17 +13,22 @@ type ViewMessage = ContextView['messages'][number]
  * summary, marked with the events it stands for). Read-only: a read-only
  * host folds it from the checkpoint cache and a ranged read of the events
  * after it; nothing is written or repaired. `--json` prints the view.
+ * `limit` keeps only the last N messages (the newest context), in the text
+ * and in the `--json` view alike; the header still counts them all.
  */
-export async function showContext(id: string, command: ParsedCommand, io: CommandIo): Promise<number> {
-  const view = await withReadHost(command, (host) => host.ctx.require('sessionContext').contextOf(id), { sessionContext: true }, io)
+export async function showContext(id: string, limit: number | undefined, command: ParsedCommand, io: CommandIo): Promise<number> {
+  const full = await withReadHost(command, (host) => host.ctx.require('sessionContext').contextOf(id), { sessionContext: true }, io)
+  const total = full.messages.length
+  const view = limit === undefined || limit >= total ? full : { ...full, messages: full.messages.slice(total - limit) }
   if (command.json) {
     printJson(view, io.out)
     return 0
   }
   const mark = view.compaction
-  io.out.write(safe`context of ${id}: ${view.messages.length} message(s) through event ${view.seq}`)
+  io.out.write(safe`context of ${id}: ${total} message(s) through event ${view.seq}`)
   if (mark !== null) io.out.write(safe`, compacted through event ${mark.to}`)
   if (view.compacting) io.out.write(' (a compaction is in progress)')
+  if (view.messages.length < total) io.out.write(safe`; the last ${view.messages.length} shown (--limit)`)
   io.out.write('\n\n')
   for (const message of view.messages) io.out.write(`${line(message)}\n`)
   return 0

@@ -1,6 +1,7 @@
 import type { HistoryPageBody } from '@dsh/protocol'
 import { wireHistory } from '@dsh/protocol/bodies'
-import { type CommandIo, intOption, onePositional, type ParsedCommand } from '../command.js'
+import { type CommandIo, intOption, limitOption, onePositional, type ParsedCommand } from '../command.js'
+import { CliError } from '../errors.js'
 import { formatTime, printJson } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
@@ -8,14 +9,23 @@ import { safe } from '../terminal.js'
 /**
  * A session's header and a page of history. Read-only. `--json` prints the
  * protocol's `HistoryPageBody`, the body of the history routes. `--context`
- * prints what the model sees now instead (see `showContext`).
+ * prints what the model sees now instead (see `showContext`); `--limit` and
+ * `--before` are checked the same way for both, and `--before` (a log
+ * position) does not apply to the context view.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
-  // The full host (units, cache) loads only for --context: a history page needs the query host alone.
-  if (command.flag('context')) return (await import('./show-context.js')).showContext(id, command, io)
   const before = intOption(command, 'before')
-  const limit = intOption(command, 'limit')
+  const limit = limitOption(command)
+  // The full host (units, cache) loads only for --context: a history page needs the query host alone.
+  if (command.flag('context')) {
+    if (before !== undefined)
+      throw new CliError(
+        'CLI_USAGE',
+        '--before pages back through the log; --context shows the current view: use --limit N for its last N messages.',
+      )
+    return (await import('./show-context.js')).showContext(id, limit, command, io)
+  }
   const page = await withQueryHost(
     command,
     (host) => host.query.readHistory(id, { ...(before === undefined ? {} : { before }), ...(limit === undefined ? {} : { limit }) }),

@@ -1,6 +1,7 @@
+import type { Logger } from '@dsh/context'
 import { checkDerivedFiles, type DerivedCheck, type DerivedChecks, type VerifiedLog, verifyPostgres, verifyRoot } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
-import { asCliRootError, rootOf, warnIfExposed } from '../host-access.js'
+import { asCliRootError, rootOf, terminalLogger, warnIfExposed } from '../host-access.js'
 import { printJson, table } from '../output.js'
 import { safe } from '../terminal.js'
 
@@ -54,14 +55,37 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   return bad.length === 0 ? 0 : 1
 }
 
-/** A JSONL root: its logs, then its derived files; warns when others can read the root. */
+/**
+ * A JSONL root: its logs, then its derived files; warns when others can read
+ * the root. A derived file that cannot be opened is reported in the output
+ * (`damaged`) and warned about once on stderr, escaped, without a stack.
+ */
 async function verifyLocal(
   command: ParsedCommand,
   io: CommandIo,
 ): Promise<{ root: string; logs: readonly VerifiedLog[]; derived: DerivedChecks }> {
   const { root, logs } = await asCliRootError(() => verifyRoot(rootOf(command)))
   warnIfExposed(root, io)
-  return { root, logs, derived: await checkDerivedFiles(root) }
+  return { root, logs, derived: await checkDerivedFiles(root, { logger: onceEach(terminalLogger(io)) }) }
+}
+
+/** `logger` with each distinct line passed on once: the readers that open a damaged file may warn about it more than once. */
+function onceEach(logger: Logger): Logger {
+  const seen = new Set<string>()
+  const first = (level: string, message: string, error: unknown): boolean => {
+    const key = `${level}\0${message}\0${error instanceof Error ? error.message : String(error)}`
+    if (seen.has(key)) return false
+    seen.add(key)
+    return true
+  }
+  return {
+    warn: (message, error) => {
+      if (first('warn', message, error)) logger.warn(message, error)
+    },
+    error: (message, error) => {
+      if (first('error', message, error)) logger.error(message, error)
+    },
+  }
 }
 
 /** A PostgreSQL store: its tables are authoritative, there are no derived files to check. */
