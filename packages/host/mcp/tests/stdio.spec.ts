@@ -156,7 +156,7 @@ describe('the bounded stdio transport', () => {
 
   it('says a refused line on stderr with its control characters escaped and its echo bounded', async () => {
     const wire = serve()
-    // The audit's line: an OSC title, a colour, a bell and a carriage return.
+    // A hostile line: an OSC title, a colour, a bell and a carriage return.
     wire.stdin.write('\x1b]0;PWNED\x07\x1b[31mred\r\n')
     // JSON but not JSON-RPC, under a long id holding controls (C0, C1, a bidi override).
     const id = `\x1b[2J\u009b31m\u202e${'i'.repeat(100_000)}`
