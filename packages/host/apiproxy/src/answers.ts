@@ -8,6 +8,9 @@ import type { ApiLimits } from './limits.js'
  * What the answers of one handler may hold, so that clients that pipeline or
  * stop reading cost a bounded amount of memory:
  *
+ * - At most `maxConcurrentRequests` requests are being answered at once
+ *   (reading and building their answers); the others wait their turn in
+ *   arrival order, holding nothing but their request.
  * - One request per connection is served at a time. `node:http` hands over
  *   every request it parses from a connection at once (a client may pipeline
  *   hundreds in one packet) and queues their answers; here a request starts
@@ -25,6 +28,9 @@ export class AnswerQueue {
   readonly #limits: ApiLimits
   readonly #connections = new WeakMap<Socket, { tail: Promise<void>; waiting: number }>()
   #queuedBytes = 0
+  /** Requests being answered now, and the ones waiting for a turn (at most one per connection). */
+  #active = 0
+  readonly #turns: Array<() => void> = []
 
   constructor(limits: ApiLimits) {
     this.#limits = limits
@@ -52,7 +58,13 @@ export class AnswerQueue {
     own.tail = own.tail.then(async () => {
       try {
         if (socket.destroyed || res.destroyed) return
-        await serve()
+        await this.#turn()
+        try {
+          if (socket.destroyed || res.destroyed) return
+          await serve()
+        } finally {
+          this.#release()
+        }
         await this.#taken(res)
       } catch {
         // `serve` answers its own failures; anything left ends the connection rather than the chain.
@@ -85,6 +97,21 @@ export class AnswerQueue {
     }
     res.once('finish', release)
     res.once('close', release)
+  }
+
+  #turn(): Promise<void> {
+    if (this.#active < this.#limits.maxConcurrentRequests) {
+      this.#active += 1
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => this.#turns.push(resolve))
+  }
+
+  /** Hands the turn to the longest waiting request, if any. */
+  #release(): void {
+    const next = this.#turns.shift()
+    if (next === undefined) this.#active -= 1
+    else next()
   }
 
   /** Resolves once `res` is taken whole by the kernel or closed; an ended answer not taken within `drainTimeoutMs` closes its connection. */

@@ -38,6 +38,8 @@ export interface ApiLimits {
   readonly requestTimeoutMs: number
   /** Bytes of events' JSON one history page holds at most (`capHistoryPage`); an event alone over it is answered elided. */
   readonly maxHistoryPageBytes: number
+  /** Requests answered at once (read and built), all connections together; the others wait their turn. */
+  readonly maxConcurrentRequests: number
   /** Requests one connection may have waiting behind the one being answered (pipelined); one more closes the connection. */
   readonly maxPipelined: number
   /** Milliseconds an answer may wait, written, for its client to take it; past it the connection is closed. */
@@ -69,10 +71,11 @@ export const DEFAULT_LIMITS: ApiLimits = Object.freeze({
   headersTimeoutMs: HTTP_HEADERS_TIMEOUT_MS,
   requestTimeoutMs: HTTP_REQUEST_TIMEOUT_MS,
   maxHistoryPageBytes: HISTORY_PAGE_MAX_BYTES,
+  maxConcurrentRequests: 8,
   maxPipelined: 16,
   drainTimeoutMs: 60_000,
-  // Sixteen history pages of the largest size.
-  maxQueuedBytes: 16 * HISTORY_PAGE_MAX_BYTES,
+  // Eight history pages of the largest size.
+  maxQueuedBytes: 8 * HISTORY_PAGE_MAX_BYTES,
 })
 
 /** Fills in defaults and refuses nonsensical limits early, at server creation. */

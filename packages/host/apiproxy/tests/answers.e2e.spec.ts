@@ -113,6 +113,45 @@ describe('answers', () => {
     expect(answered).toBeLessThan(7)
   })
 
+  it('answers at most maxConcurrentRequests requests at once; the others wait their turn and are all answered', async () => {
+    let active = 0
+    let most = 0
+    let open = true
+    const waiting: Array<() => void> = []
+    stack = await startStack({
+      limits: { maxConcurrentRequests: 2 },
+      wrap: (services) => {
+        const { sessionQuery } = services
+        return {
+          ...services,
+          sessionQuery: {
+            listSessions: (filter, signal) => sessionQuery.listSessions(filter, signal),
+            observeSession: (id, signal) => sessionQuery.observeSession(id, signal),
+            readWindow: (id, request, signal) => sessionQuery.readWindow(id, request, signal),
+            readHistory: async (id, request, signal) => {
+              active += 1
+              most = Math.max(most, active)
+              // Held until every request has reached the server, so an unbounded host would have all five here.
+              if (open) await new Promise<void>((resolve) => waiting.push(resolve))
+              active -= 1
+              return sessionQuery.readHistory(id, request, signal)
+            },
+          },
+        }
+      },
+    })
+    const s = stack
+    turn(s.sessions.create({ id: 'small' }), 'hello')
+    const answers = Array.from({ length: 5 }, () => s.get('/api/sessions/small/history'))
+    await until(() => s.server.connections === 5 && active === 2)
+    // The rest have arrived and are waiting; give them the event loop before letting the first two go.
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    open = false
+    for (const resolve of waiting.splice(0)) resolve()
+    expect((await Promise.all(answers)).map((answer) => answer.status)).toEqual([200, 200, 200, 200, 200])
+    expect(most).toBe(2)
+  })
+
   it('refuses a new answer with 503 API_BUSY and Retry-After while unread answers fill maxQueuedBytes, and serves it once they are gone', async () => {
     const { stack: s } = await serve({ maxQueuedBytes: 1024 * 1024 })
     const stalled = open(s)
