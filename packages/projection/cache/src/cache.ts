@@ -62,8 +62,8 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
   /**
    * Why the file cannot be read or written now — `SESSION_PROJECTION_CACHE_UNAVAILABLE`
    * with `details: { path, state }` (`CacheFileState`: `missing`, `corrupt`,
-   * `schema`, `full`, `read-only`, `locked`, `io`) — or `undefined` when it
-   * is open for everything this cache does.
+   * `schema`, `full`, `read-only`, `locked`, `not-a-directory`, `io`) — or
+   * `undefined` when it is open for everything this cache does.
    */
   get unavailable(): SessionProjectionCacheError | undefined {
     return this.#db.unavailable

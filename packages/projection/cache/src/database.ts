@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Logger } from '@dsh/context'
 import type Database from 'better-sqlite3'
@@ -57,10 +57,12 @@ const BUSY_TIMEOUT_MS = 2_000
  * writer's rebuild. `missing`, `full` (no space: ENOSPC, EDQUOT,
  * SQLITE_FULL), `read-only` (a read-only file system or a file this user
  * cannot write: EROFS, EACCES, SQLITE_READONLY), `locked` (another
- * connection holds it: SQLITE_BUSY, SQLITE_LOCKED) and `io` (anything else)
- * are not: the file is left exactly as it is.
+ * connection holds it: SQLITE_BUSY, SQLITE_LOCKED), `not-a-directory` (the
+ * directory holding the file is a symbolic link, or not a directory: what a
+ * writer creates there would land wherever it points, outside the root) and
+ * `io` (anything else) are not: the file is left exactly as it is.
  */
-export type CacheFileState = 'missing' | 'corrupt' | 'schema' | 'full' | 'read-only' | 'locked' | 'io'
+export type CacheFileState = 'missing' | 'corrupt' | 'schema' | 'full' | 'read-only' | 'locked' | 'not-a-directory' | 'io'
 
 /** Error codes by the state they mean; what is in none of them is `io`. */
 const STATES: ReadonlyArray<readonly [CacheFileState, (code: string) => boolean]> = [
@@ -284,6 +286,13 @@ export class CheckpointDatabase {
   }
 
   #rebuild(reason: string): void {
+    // Removing and recreating the file writes in its directory: never through a linked one.
+    const outside = this.#directoryProblem()
+    if (outside !== undefined) {
+      this.#damaged = false
+      this.#unavailable(outside)
+      return
+    }
     this.#release()
     this.#damaged = false
     this.rebuilds++
@@ -324,6 +333,29 @@ export class CheckpointDatabase {
   }
 
   /**
+   * Why the directory holding the file must not be written: it is a
+   * symbolic link (the file, its WAL companions and a rebuild's new file
+   * would land wherever it points, outside the root) or not a directory.
+   * `undefined` when it is a directory, or cannot be looked at (missing:
+   * the open that follows says so).
+   */
+  #directoryProblem(): SessionProjectionCacheError | undefined {
+    const dir = dirname(this.path)
+    let link: boolean
+    try {
+      const stats = lstatSync(dir)
+      if (stats.isDirectory()) return undefined
+      link = stats.isSymbolicLink()
+    } catch {
+      return undefined
+    }
+    const reason = link
+      ? `${dir} is a symbolic link; the derived files of a root stay inside it: replace the link with a directory, or remove it (the next command that writes the root recreates the cache)`
+      : `${dir} is not a directory; the derived files of a root are kept in a directory there: remove it (the next command that writes the root recreates the cache)`
+    return this.#failure('not-a-directory', 'Opening', new Error(reason))
+  }
+
+  /**
    * Opens the file for writing (creating it, and its directory, when
    * missing) and validates it. `undefined` when it is ours, sound and
    * writable; otherwise the typed reason, nothing removed.
@@ -332,7 +364,14 @@ export class CheckpointDatabase {
     let db: Database.Database | undefined
     try {
       // Private like the logs it summarises: a directory created here is 0700, the file and its WAL companions 0600.
-      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 })
+      try {
+        mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 })
+      } catch (error) {
+        // A dangling link or a file in its place fails the mkdir: said as what it is.
+        throw this.#directoryProblem() ?? error
+      }
+      const outside = this.#directoryProblem()
+      if (outside !== undefined) throw outside
       makePrivate(this.path)
       db = openSqlite(this.path, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS })
       // SQLite opens a file it cannot write read-only instead of failing.

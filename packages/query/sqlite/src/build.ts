@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import type { SessionPersistence } from '@dsh/session-persistence'
@@ -10,7 +10,7 @@ import { type IndexFile, identify, newGeneration, publish, removeDatabase, sweep
 import { IndexStore } from './index-store.js'
 import type { ReconcileReport } from './query-types.js'
 import { reconcileIndex } from './reconcile.js'
-import { atRest, closeQuietly, createIndex, type RebuildReason, release, stateOf } from './schema.js'
+import { atRest, closeQuietly, createIndex, createIndexDirectory, type RebuildReason, release, stateOf } from './schema.js'
 
 export interface BuildOptions {
   /** The index path (`defaultIndexPath`): the link a finished build is published under. */
@@ -44,7 +44,7 @@ export interface BuiltIndex {
  * trace: the old index stays as it was.
  */
 export async function buildIndex(options: BuildOptions): Promise<BuiltIndex> {
-  mkdirSync(dirname(options.path), { recursive: true, mode: 0o700 })
+  createIndexDirectory(dirname(options.path))
   const file = newGeneration(options.path)
   let db: BetterSqlite3.Database | undefined
   let store: IndexStore | undefined
@@ -148,7 +148,7 @@ export async function buildIndexFile(options: BuildIndexFileOptions): Promise<Re
     const state = stateOf(error)
     throw queryError(
       'SESSION_QUERY_INDEX_UNAVAILABLE',
-      `Rebuilding the query index at ${options.path} failed (${state}): ${error instanceof Error ? error.message : String(error)}. The index in place is unchanged and nothing of the attempt is left; ${state === 'full' ? 'free some space, then ' : ''}run the rebuild again.`,
+      `Rebuilding the query index at ${options.path} failed (${state}): ${error instanceof Error ? error.message : String(error)}${state === 'not-a-directory' ? ' Nothing was written.' : `. The index in place is unchanged and nothing of the attempt is left; ${state === 'full' ? 'free some space, then ' : ''}run the rebuild again.`}`,
       { cause: error, details: { path: options.path, state } },
     )
   }

@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, openSync, statfsSync, statSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, statfsSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
@@ -48,9 +48,11 @@ export type RebuildReason = 'missing' | 'corrupt' | 'schema' | 'requested'
  * version) are cured by a rebuild; `full` (no space left), `read-only` (a
  * read-only file system or file), `locked` (another connection holds it
  * exclusively) and `io` (any other failure to open or read it) are not: the
- * file is sound, or unknown, and is left as it is.
+ * file is sound, or unknown, and is left as it is. `not-a-directory` (the
+ * directory holding the index is a symbolic link, or not a directory) is
+ * not either: nothing is created or written there until it is a directory.
  */
-export type IndexState = RebuildReason | 'full' | 'read-only' | 'locked' | 'io'
+export type IndexState = RebuildReason | 'full' | 'read-only' | 'locked' | 'io' | 'not-a-directory'
 
 /** A failure to open or use the index file, with what it means. */
 export class IndexOpenError extends Error {
@@ -95,6 +97,46 @@ export function openFailure(error: unknown, file: string, doing: string): IndexO
   if (state === 'io' && noSpaceLeft(file)) state = 'full'
   const detail = error instanceof Error ? error.message : String(error)
   return new IndexOpenError(state, `${doing} the index ${file} failed (${state}): ${detail}`, { cause: error })
+}
+
+/**
+ * Why `dir`, the directory an index is written in, must not be written:
+ * it is a symbolic link (what a writer creates or changes there, generations,
+ * the path's link, WAL companions, would land wherever it points, outside
+ * the root) or not a directory. `undefined` when it is a directory, or
+ * cannot be looked at (missing: the open or create that follows says so).
+ */
+export function indexDirectoryProblem(dir: string): IndexOpenError | undefined {
+  let link: boolean
+  try {
+    const stats = lstatSync(dir)
+    if (stats.isDirectory()) return undefined
+    link = stats.isSymbolicLink()
+  } catch {
+    return undefined
+  }
+  return new IndexOpenError(
+    'not-a-directory',
+    link
+      ? `${dir} is a symbolic link; the derived files of a root stay inside it: replace the link with a directory, or remove it and run dsh reindex.`
+      : `${dir} is not a directory; the derived files of a root are kept in a directory there: remove it and run dsh reindex.`,
+  )
+}
+
+/**
+ * Creates the directory that holds the index (0700, private like the logs)
+ * when missing, and makes sure it is one (`indexDirectoryProblem`): a
+ * symbolic link already there is never written through.
+ */
+export function createIndexDirectory(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+  } catch (error) {
+    // A dangling link or a file in its place fails the mkdir: said as what it is.
+    throw indexDirectoryProblem(dir) ?? error
+  }
+  const problem = indexDirectoryProblem(dir)
+  if (problem !== undefined) throw problem
 }
 
 const SCHEMA = `
@@ -176,12 +218,16 @@ export interface OpenWriterOptions {
  * Opens an existing index file for writing, in WAL mode (readers never wait
  * for this writer, nor it for them). Nothing is removed: a file that cannot
  * be used throws an `IndexOpenError` saying why (`corrupt` or `schema`: a
- * rebuild replaces it; `full`, `read-only`, `locked`, `io`: it stays as it
- * is, and the caller reads it as a reader would).
+ * rebuild replaces it; `full`, `read-only`, `locked`, `io`,
+ * `not-a-directory`: it stays as it is, and the caller reads it as a reader
+ * would).
  */
 export function openWriter(file: string, options: OpenWriterOptions = {}): Database {
   let db: Database | undefined
   try {
+    // Writing changes the file and creates its companions beside it: never through a linked directory.
+    const outside = indexDirectoryProblem(dirname(file))
+    if (outside !== undefined) throw outside
     makePrivate(file)
     db = openDatabase(file, { fileMustExist: true })
     db.pragma('busy_timeout = 5000')
