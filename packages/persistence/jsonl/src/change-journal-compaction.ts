@@ -22,6 +22,7 @@ import {
   encodeRecord,
   HEADER_BYTES,
   identityOf,
+  isTorn,
   type JournalLayout,
   logicalOf,
   MAX_BASE_FRAME,
@@ -237,8 +238,9 @@ function openForSeal(path: string): number | undefined {
 /**
  * Folds the verbatim records of `buf` from `from` into `fold`: up to the last
  * complete record, or to the seal `nonce` names (included; other seals are
- * left behind by compactions that died or failed). Damaged bytes are skipped
- * to the next record that checks out, and mark the fold damaged.
+ * left behind by compactions that died or failed). Damaged bytes (a torn
+ * frame among them) are skipped to the next record that checks out, and mark
+ * the fold damaged.
  */
 function foldRecords(
   buf: Buffer,
@@ -250,8 +252,8 @@ function foldRecords(
   let at = from
   for (;;) {
     const read = readFrame(buf, at)
-    if (read.status === 'incomplete') return { end: at }
-    if (read.status === 'damaged' || (read.record.kind !== 'b' && read.record.kind !== 'e' && read.record.kind !== 'x')) {
+    if (read.status === 'incomplete' && !isTorn(buf, at)) return { end: at }
+    if (read.status !== 'record' || (read.record.kind !== 'b' && read.record.kind !== 'e' && read.record.kind !== 'x')) {
       fold.damaged = true
       const next = buf.indexOf(RECORD_MAGIC_BYTES, at + 1)
       if (next === -1) return { end: at }

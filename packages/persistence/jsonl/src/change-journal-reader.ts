@@ -65,8 +65,9 @@ export async function readJournalChanges(root: string, since: string | undefined
   const state = decodeCursor(since)
   let handle: FileHandle
   try {
-    handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+    handle = await openJournal(path)
   } catch (error) {
+    if ((error as { code?: string }).code === 'SESSION_PERSISTENCE_IO') throw error
     if (!isErrno(error, 'ENOENT'))
       throw persistenceError('SESSION_PERSISTENCE_IO', `Could not read the change journal ${path}: ${(error as Error).message}.`, {
         cause: error,
@@ -229,6 +230,22 @@ async function rescan(
   return { ids: [], cursor, rescan: true, reason, detail }
 }
 
+/**
+ * Opens the journal for reading: never through a symbolic link, and without
+ * waiting (O_NONBLOCK) on a FIFO planted in its place, which is refused like
+ * anything else that is not a regular file (`SESSION_PERSISTENCE_IO`).
+ */
+async function openJournal(path: string): Promise<FileHandle> {
+  const handle = await fsp.open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  if ((await handle.stat()).isFile()) return handle
+  await handle.close()
+  throw persistenceError(
+    'SESSION_PERSISTENCE_IO',
+    `The change journal ${path} is not a regular file (a FIFO, device or directory); remove it: the next writer creates a new journal and followers rescan once.`,
+    { details: { path } },
+  )
+}
+
 /** The kernel's boot id: a cursor minted before a reboot may predate records lost with the page cache. */
 function readBootId(): string {
   try {
@@ -243,7 +260,12 @@ export async function checkJournal(root: string): Promise<{ readonly ok: boolean
   const path = join(root, JOURNAL_FILE)
   let buf: Buffer
   try {
-    buf = await fsp.readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW })
+    const handle = await openJournal(path)
+    try {
+      buf = await handle.readFile()
+    } finally {
+      await handle.close()
+    }
   } catch (error) {
     if (isErrno(error, 'ENOENT')) return { ok: false, reason: 'the change journal is missing (readers rescan once)', records: 0 }
     return { ok: false, reason: `the change journal cannot be read (${(error as Error).message})`, records: 0 }

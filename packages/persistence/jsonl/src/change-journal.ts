@@ -243,8 +243,10 @@ export class JournalWriter {
     for (let attempt = 0; attempt < 4; attempt++) {
       let fd: number
       try {
-        fd = openSync(this.path, constants.O_RDWR | constants.O_APPEND | constants.O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO in the journal's place is refused below instead of blocking the writer.
+        fd = openSync(this.path, constants.O_RDWR | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK)
       } catch (error) {
+        if (isErrno(error, 'ELOOP', 'EISDIR')) throw notAJournal(this.path, error)
         // EACCES: sealed by a compaction (mode 0400); the writer appends once it is replaced.
         if (isErrno(error, 'EACCES')) {
           const stats = statSync(this.path, { throwIfNoEntry: false })
@@ -256,6 +258,10 @@ export class JournalWriter {
         if (!isErrno(error, 'ENOENT')) throw error
         publishJournal(this.path, undefined)
         continue
+      }
+      if (!fstatSync(fd).isFile()) {
+        closeSync(fd)
+        throw notAJournal(this.path)
       }
       const head = readAtSync(fd, 0, HEADER_BYTES + MAX_BASE_FRAME)
       const layout = decodeJournalHeader(head) === undefined ? undefined : decodeLayout(head)
@@ -272,8 +278,16 @@ export class JournalWriter {
       this.#retryAt = 0
       return fd
     }
-    throw new Error('could not open the change journal')
+    throw new Error(`the change journal ${this.path} kept being replaced while it was opened (other writers compacting it); retry`)
   }
+}
+
+/** A symbolic link, directory or other non-regular file where the journal should be: never followed, never replaced by a writer. */
+function notAJournal(path: string, cause?: unknown): Error {
+  return new Error(
+    `${path} is not a regular file (a symbolic link, directory or FIFO); the change journal is never followed out of the root: remove it, and the next writer creates a new journal (followers rescan once)`,
+    cause === undefined ? {} : { cause },
+  )
 }
 
 function encodeEnd({ id, op }: HeldEnd): Buffer {

@@ -12,7 +12,7 @@ import {
   persistenceError,
 } from '@dsh/session-persistence/backend'
 import { encodeBatchUnit } from './bulk-append.js'
-import { ioError, labelOf } from './errors.js'
+import { ioError, labelOf, systemToIo } from './errors.js'
 import { assertReferenceableSync, registerDependantSync } from './fork-refs.js'
 import type { Forks } from './forks.js'
 import { fsyncDir, isErrno, publishNew, revisionOf } from './fs-io.js'
@@ -92,6 +92,7 @@ export async function createLog(
               details: { id: fork.source },
             })
           }
+          if ((error as { code?: string }).code === 'SESSION_PERSISTENCE_CORRUPT') throw error
           throw ioError(`register fork ${label} with its source ${labelOf(fork.source)}`, error)
         }
       } else {
@@ -116,7 +117,10 @@ export async function createLog(
     const handle = await feed.around(id, async () => {
       // A source being deleted, or deleted and re-created, since it was located is not referenced.
       if (fork) assertReferenceableSync(forks.io, fork, label, DELETING_FILE)
-      return publishNew(file, data, Promise.all([rootSync, registered]))
+      // A full disk or a file size limit (ENOSPC, EFBIG) fails here: nothing was published.
+      return publishNew(file, data, Promise.all([rootSync, registered])).catch((error: unknown) => {
+        throw systemToIo(`create session ${label} (nothing was stored)`, error)
+      })
     })
     if (handle === undefined) {
       throw persistenceError('SESSION_PERSISTENCE_CONFLICT', `Session ${label} was created by another writer meanwhile.`, {

@@ -21,7 +21,7 @@ import type {
 import { persistenceCancelled as cancelled, SessionRepairs } from '@dsh/session-persistence/backend'
 import { JournalWriter } from './change-journal.js'
 import { checkJournal, readJournalChanges } from './change-journal-reader.js'
-import { closedError, JsonlPersistenceError } from './errors.js'
+import { closedError, ioError, JsonlPersistenceError } from './errors.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import { LOG_FILE_NAMES, openRoot } from './root-marker.js'
 import type {
@@ -113,14 +113,21 @@ class JsonlPersistenceFront implements JsonlPersistence {
     this.readOnly = options.readOnly === true
     this.compression = openRoot(this.root, requested ?? (this.readOnly ? undefined : 'zstd'), this.readOnly)
     this.#logFileName = LOG_FILE_NAMES[this.compression]
-    this.#journal = this.readOnly
-      ? undefined
-      : new JournalWriter(this.root, {
-          ...(options.journalLimit === undefined ? {} : { limit: options.journalLimit }),
-          onCompaction: () => {
-            this.#metrics.journalCompactions++
-          },
-        })
+    this.#journal = this.readOnly ? undefined : this.#openJournal(options)
+  }
+
+  /** The root's change journal, opened (created if needed) for writing; a failure is `SESSION_PERSISTENCE_IO`, the errno in `cause`. */
+  #openJournal(options: JsonlPersistenceOptions): JournalWriter {
+    try {
+      return new JournalWriter(this.root, {
+        ...(options.journalLimit === undefined ? {} : { limit: options.journalLimit }),
+        onCompaction: () => {
+          this.#metrics.journalCompactions++
+        },
+      })
+    } catch (error) {
+      throw ioError(`open the change journal of the root ${this.root}`, error)
+    }
   }
 
   get metrics(): Readonly<JsonlPersistenceMetrics> {

@@ -31,6 +31,31 @@ export function ioError(what: string, cause: unknown): Error {
   return persistenceError('SESSION_PERSISTENCE_IO', `Could not ${what}: ${(cause as Error)?.message ?? String(cause)}.`, { cause })
 }
 
+/**
+ * `error` as `SESSION_PERSISTENCE_IO` when it is a system call's failure (an
+ * errno: it stays in `cause`); any other error (already typed) unchanged.
+ */
+export function systemToIo(what: string, error: unknown): Error {
+  return isSystemError(error) ? ioError(what, error) : (error as Error)
+}
+
+function isSystemError(error: unknown): error is NodeJS.ErrnoException {
+  return error instanceof Error && typeof (error as NodeJS.ErrnoException).syscall === 'string'
+}
+
+/**
+ * `SESSION_PERSISTENCE_CORRUPT` for an entry inside a session directory that
+ * is not what this backend writes there (a symbolic link, a directory where
+ * a file belongs): it is refused, never followed out of the root.
+ */
+export function entryRefused(path: string, what: string, cause?: unknown): Error {
+  return persistenceError(
+    'SESSION_PERSISTENCE_CORRUPT',
+    `${path} should be ${what} but is not (a symbolic link, or another kind of file); symbolic links are never followed out of the root. Remove or restore that entry, or delete the session explicitly.`,
+    { details: { path }, ...(cause === undefined ? {} : { cause }) },
+  )
+}
+
 /** A short, printable form of an id for messages. */
 export function labelOf(id: string): string {
   const text = JSON.stringify(id)

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path'
 import { crc32 } from 'node:zlib'
 import { persistenceError } from '@dsh/session-persistence/backend'
 import type { LogCodec } from './codec.js'
-import { labelOf } from './errors.js'
+import { entryRefused, labelOf } from './errors.js'
 import { MAX_FORK_DEPTH } from './fork-prefix.js'
 import { fsyncDirSync, isErrno } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
@@ -166,8 +166,16 @@ export function registerDependantSync(root: string, fork: ForkReference, childId
     fsyncDirSync(dirname(refs))
   } catch (error) {
     if (!isErrno(error, 'EEXIST')) throw error
+    // An existing `refs` must be a real directory: a symbolic link there is refused, never followed out of the root.
+    if (!lstatSync(refs).isDirectory()) throw entryRefused(refs, 'the directory of fork registrations')
   }
-  closeSync(openSync(join(refs, encodeSessionDirName(childId)), constants.O_WRONLY | constants.O_CREAT, 0o600))
+  const file = join(refs, encodeSessionDirName(childId))
+  try {
+    closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600))
+  } catch (error) {
+    if (isErrno(error, 'ELOOP', 'EISDIR')) throw entryRefused(file, 'a fork registration (a regular file)', error)
+    throw error
+  }
   return refs
 }
 
@@ -224,7 +232,8 @@ function openLogSync(file: string): number | undefined {
   }
   let fd: number
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW)
+    // O_NONBLOCK: a FIFO where the log should be is refused below instead of waiting for a writer.
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
   } catch (error) {
     if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
     if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))

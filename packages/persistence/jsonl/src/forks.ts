@@ -6,7 +6,7 @@ import type { DeleteOptions } from '@dsh/session-persistence'
 import { persistenceError } from '@dsh/session-persistence/backend'
 import { type AttachmentFiles, removeAttachments } from './attachments.js'
 import { encodeBatchUnit } from './bulk-append.js'
-import { ioError, labelOf } from './errors.js'
+import { entryRefused, ioError, labelOf } from './errors.js'
 import { MAX_FORK_DEPTH } from './fork-prefix.js'
 import {
   checkCutSource,
@@ -137,7 +137,7 @@ export class Forks {
         const tail = await reader.lastTrailer(handle, size, headerEnd)
         if (tail !== undefined) source = { physical, headerEnd, committedEnd: tail.committedEnd, nextSeq: tail.nextSeq }
         else {
-          const whole = await reader.countedRead(handle, 0, size)
+          const whole = await reader.countedRead(handle, 0, size, file)
           metrics.bodyReads++
           const scan = await scanLog(whole, codec, file, physical.fork?.cut ?? 0)
           source = { physical, headerEnd, committedEnd: scan.committedEnd, nextSeq: scan.nextSeq }
@@ -185,10 +185,8 @@ export class Forks {
     const writer = opened.writer
     const { dir, lock } = writer
     const marker = join(dir, DELETING_FILE)
-    // The marker names the deleting process: one left by a delete that crashed is recognised as stale.
-    await fsp.writeFile(marker, deletingMarker(), { mode: 0o600 }).catch((error: unknown) => {
-      throw ioError(`mark session ${writer.label} for deletion`, error)
-    })
+    // The marker names the deleting process: one left by a delete that crashed is recognised as stale (and replaced).
+    await writeDeletingMarker(marker, writer.label)
     try {
       const dependants = await this.#liveDependants(id, writer.physical.logId)
       if (dependants.length > 0) {
@@ -234,10 +232,17 @@ export class Forks {
     const { root, codec, feed } = this.#ctx
     const dir = join(root, encodeSessionDirName(id))
     const lock = await WriterLock.acquire(join(dir, LOCK_FILE), labelOf(id))
+    const file = join(dir, codec.logFileName)
     try {
       await feed.around(id, async () => {
-        await fsp.unlink(join(dir, codec.logFileName))
-        await fsyncDir(dir)
+        try {
+          await fsp.unlink(file)
+          await fsyncDir(dir)
+        } catch (error) {
+          // A directory where the log should be is not removed with whatever it holds: a person decides.
+          if (isErrno(error, 'EISDIR', 'EPERM')) throw entryRefused(file, 'a session log (a regular file)', error)
+          throw ioError(`delete session ${labelOf(id)}`, error)
+        }
       })
       await removeAttachments(dir)
     } finally {
@@ -349,5 +354,33 @@ export class Forks {
     writer.tail = PaddedTail.unpadded(stats.ino, data.length)
     writer.revision = revisionOf(writer.headerCrc, stats)
     await this.#unregisterDependant(fork.source, childId)
+  }
+}
+
+/**
+ * Writes a `deleting` marker, never through a link: a symbolic link planted
+ * there is refused at the open (O_NOFOLLOW), a hard link or anything but a
+ * regular file before a byte is written (it is truncated only once checked),
+ * and whatever it names is not touched.
+ */
+async function writeDeletingMarker(marker: string, label: string): Promise<void> {
+  const what = 'a deletion marker (a regular file of this session)'
+  let handle: FileHandle
+  try {
+    handle = await fsp.open(marker, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600)
+  } catch (error) {
+    if (isErrno(error, 'ELOOP', 'EISDIR', 'ENXIO')) throw entryRefused(marker, what, error)
+    throw ioError(`mark session ${label} for deletion`, error)
+  }
+  try {
+    const stats = await handle.stat()
+    if (!stats.isFile() || stats.nlink !== 1) throw entryRefused(marker, what)
+    await handle.truncate(0)
+    await handle.writeFile(deletingMarker())
+  } catch (error) {
+    if ((error as { code?: string }).code === 'SESSION_PERSISTENCE_CORRUPT') throw error
+    throw ioError(`mark session ${label} for deletion`, error)
+  } finally {
+    await handle.close()
   }
 }

@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer'
 import {
   closeSync,
   constants,
@@ -17,14 +18,29 @@ import {
 } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
+import { persistenceError } from '@dsh/session-persistence/backend'
 import { ownTag, tagAlive } from './process-identity.js'
 
 export function isErrno(error: unknown, ...codes: string[]): error is NodeJS.ErrnoException {
   return typeof error === 'object' && error !== null && codes.includes((error as NodeJS.ErrnoException).code ?? '')
 }
 
-/** Reads `length` bytes at `position`; fewer only at end of file. */
-export async function readAt(handle: FileHandle, position: number, length: number): Promise<Buffer> {
+/**
+ * The most bytes one read returns: Node's largest Buffer (4 GiB on 64-bit
+ * Node 20). A log larger than this cannot be read whole (`inspect`,
+ * `verify`, `load`, or an append that must scan it); reads of a range of it
+ * read only the batches they need.
+ */
+export const READ_MAX_BYTES = bufferConstants.MAX_LENGTH
+
+/**
+ * Reads `length` bytes at `position`; fewer only at end of file. A length
+ * over `READ_MAX_BYTES` is refused with `SESSION_PERSISTENCE_IO`
+ * (`details.limit`) before anything is allocated; `file` names what is read
+ * in the message.
+ */
+export async function readAt(handle: FileHandle, position: number, length: number, file?: string): Promise<Buffer> {
+  if (length > READ_MAX_BYTES) throw readTooLarge(length, file)
   const out = Buffer.allocUnsafe(length)
   let done = 0
   while (done < length) {
@@ -33,6 +49,15 @@ export async function readAt(handle: FileHandle, position: number, length: numbe
     done += bytesRead
   }
   return done === length ? out : out.subarray(0, done)
+}
+
+function readTooLarge(length: number, file: string | undefined): Error {
+  const what = file === undefined ? 'a file' : `the session log ${file}`
+  return persistenceError(
+    'SESSION_PERSISTENCE_IO',
+    `Could not read ${what} whole: ${length} bytes is more than one read can hold (${READ_MAX_BYTES} bytes). The session is too large to read, verify or load whole; read it in ranges (inspectRange, inspectFrom), or fork it at a later cut and continue there.`,
+    { details: { ...(file === undefined ? {} : { file }), bytes: length, limit: READ_MAX_BYTES } },
+  )
 }
 
 /** Writes all of `data` at `position` (short writes are continued). */

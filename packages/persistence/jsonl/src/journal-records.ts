@@ -252,6 +252,18 @@ export function readSummary(buf: Buffer): Summary | undefined {
   return { changed, inFlight }
 }
 
+/**
+ * Whether the incomplete frame at `at` is torn rather than still being
+ * written: a complete frame follows it. A write that failed part-way (a full
+ * disk) leaves its partial frame in place, and later writers append after
+ * it; such a frame is damage, never the end of the records.
+ */
+export function isTorn(buf: Buffer, at: number): boolean {
+  for (let next = buf.indexOf(RECORD_MAGIC_BYTES, at + 1); next !== -1; next = buf.indexOf(RECORD_MAGIC_BYTES, next + 1))
+    if (readFrame(buf, next).status === 'record') return true
+  return false
+}
+
 export interface Walk {
   readonly reported: string[]
   readonly pending: Pending[]
@@ -267,7 +279,8 @@ export interface Walk {
 /**
  * Reads verbatim records from `start` to the last complete one, or to the
  * first seal (included). `resync` skips damaged regions (to the next frame
- * that checks out) instead of stopping at them.
+ * that checks out) instead of stopping at them. A torn frame (`isTorn`) is a
+ * damaged region.
  */
 export function walk(buf: Buffer, start: number, pendingIn: readonly Pending[], resync = false): Walk {
   const reported: string[] = []
@@ -277,8 +290,8 @@ export function walk(buf: Buffer, start: number, pendingIn: readonly Pending[], 
   let lastCrc = 0
   for (;;) {
     const read = readFrame(buf, at)
-    if (read.status === 'incomplete') break
-    if (read.status === 'damaged' || (read.record.kind !== 'b' && read.record.kind !== 'e' && read.record.kind !== 'x')) {
+    if (read.status === 'incomplete' && !isTorn(buf, at)) break
+    if (read.status !== 'record' || (read.record.kind !== 'b' && read.record.kind !== 'e' && read.record.kind !== 'x')) {
       if (!resync) return { reported, pending: [...pending.values()], end: at, lastLength, lastCrc, damaged: true, sealed: false }
       // Skip to the next frame that may check out; damage at the very end is skipped whole
       // (writers append after it), so a damaged tail costs one rescan, not one per call.

@@ -109,7 +109,7 @@ export class LogReader {
       for (let attempt = 0; ; attempt++) {
         stats = await handle.stat()
         const size = upTo ?? Number(stats.size)
-        buf = await this.countedRead(handle, 0, size)
+        buf = await this.countedRead(handle, 0, size, file)
         if (buf.length === size || attempt >= 3) break
       }
       this.metrics.bodyReads++
@@ -164,7 +164,7 @@ export class LogReader {
     if (handle === undefined) throw broken('the source is not persisted')
     let buf: Buffer
     try {
-      buf = await this.countedRead(handle, 0, fork.end)
+      buf = await this.countedRead(handle, 0, fork.end, file)
     } finally {
       await handle.close()
     }
@@ -263,8 +263,9 @@ export class LogReader {
     }
   }
 
-  async countedRead(handle: FileHandle, position: number, length: number): Promise<Buffer> {
-    const buf = await readAt(handle, position, length)
+  /** `readAt`, counted in the metrics; `file` names the log in a too-large read's error. */
+  async countedRead(handle: FileHandle, position: number, length: number, file?: string): Promise<Buffer> {
+    const buf = await readAt(handle, position, length, file)
     this.metrics.bytesRead += buf.length
     return buf
   }
@@ -286,7 +287,8 @@ export class LogReader {
     await this.assertSessionDir(dirname(file))
     let handle: FileHandle
     try {
-      handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW)
+      // O_NONBLOCK: opening a FIFO planted where the log should be returns at once (refused below) instead of waiting for a writer.
+      handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
     } catch (error) {
       if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
       if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
@@ -296,7 +298,7 @@ export class LogReader {
     const stats = await handle.stat()
     if (!stats.isFile()) {
       await handle.close()
-      throw corrupt(file, 0, 'the log is not a regular file (a directory where the log should be?)')
+      throw corrupt(file, 0, 'the log is not a regular file (a directory, FIFO or device where the log should be?)')
     }
     return { handle, stats }
   }

@@ -1,6 +1,6 @@
 import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { JsonlPersistenceError } from './errors.js'
+import { ioError, JsonlPersistenceError } from './errors.js'
 import { fsyncDirSync, isErrno, tempSibling } from './fs-io.js'
 import type { JsonlCompression } from './types.js'
 
@@ -46,9 +46,19 @@ export function openRoot(root: string, compression: JsonlCompression | undefined
     if (marker === undefined) throw notARoot(root, `it has no ${MARKER_FILE}`)
     return checkMarker(root, path, marker, compression)
   }
+  try {
+    return createRoot(root, path, compression)
+  } catch (error) {
+    if (error instanceof JsonlPersistenceError) throw error
+    throw ioError(`open the root ${root} (create it and its ${MARKER_FILE})`, error)
+  }
+}
+
+/** The writable open of `openRoot`: creates what is missing; a file system failure is thrown as it is (the caller types it). */
+function createRoot(root: string, path: string, compression: JsonlCompression | undefined): JsonlCompression {
   const created = mkdirSync(root, { recursive: true, mode: 0o700 })
   if (created !== undefined) fsyncDirSync(dirname(created))
-  let marker = readMarker(path)
+  let marker = readMarkerOf(root, path)
   if (marker === undefined) {
     const temp = tempSibling(path)
     writeFileSync(temp, `${JSON.stringify({ format: FORMAT, version: VERSION, compression: compression ?? 'zstd' } satisfies Marker)}\n`, {
@@ -67,7 +77,7 @@ export function openRoot(root: string, compression: JsonlCompression | undefined
     } finally {
       unlinkSync(temp)
     }
-    marker = readMarker(path)
+    marker = readMarkerOf(root, path)
   }
   return checkMarker(root, path, marker, compression)
 }
@@ -106,6 +116,19 @@ function notARoot(root: string, why: string): JsonlPersistenceError {
     `${root} is not a dsh session root (${why}); a read-only open never creates one. Point at an existing root, or open it writable to create one.`,
     { details: { root } },
   )
+}
+
+/** `readMarker` for a writable open: a marker that exists but cannot be read (a directory, no permission) is `JSONL_PERSISTENCE_UNSUPPORTED_ROOT`. */
+function readMarkerOf(root: string, path: string): Marker | undefined {
+  try {
+    return readMarker(path)
+  } catch (error) {
+    throw new JsonlPersistenceError(
+      'JSONL_PERSISTENCE_UNSUPPORTED_ROOT',
+      `${path} cannot be read (${(error as Error).message}): ${root} is not a root this package can open. Restore the marker file (a regular file) or point the backend at another directory.`,
+      { cause: error, details: { root, marker: path } },
+    )
+  }
 }
 
 function readMarker(path: string): Marker | undefined {

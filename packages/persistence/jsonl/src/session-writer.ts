@@ -153,7 +153,7 @@ async function verifiedWriter(
   if (tail === undefined) {
     // Not a clean tail: check the whole log's structure (lengths, seqs,
     // CRC32 of every stored unit) to tell a torn tail from damage.
-    const buf = await reader.countedRead(handle, 0, size)
+    const buf = await reader.countedRead(handle, 0, size, file)
     metrics.bodyReads++
     const scan = await scanLog(buf, codec, file, firstSeq)
     // Padding after a torn or unconfirmed tail goes with it (the next append grows it again).

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { closeSync, constants, promises as fsp, fstatSync, linkSync, openSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { persistenceError } from '@dsh/session-persistence/backend'
+import { ioError } from './errors.js'
 import { isErrno, isLiveTemp, tempSibling } from './fs-io.js'
 import { isAlive, ownIdentity, type ProcessIdentity, sameStart } from './process-identity.js'
 
@@ -121,7 +122,7 @@ export class WriterLock {
     try {
       ino = (await fsp.stat(this.path)).ino
     } catch (error) {
-      if (!isErrno(error, 'ENOENT')) throw error
+      if (!isErrno(error, 'ENOENT')) throw ioError(`check the writer lock ${this.path} of session ${sessionLabel}`, error)
     }
     if (ino !== this.#ino) {
       throw persistenceError(
@@ -224,8 +225,9 @@ async function readOwner(path: string): Promise<LockOwner | undefined> {
   try {
     text = await fsp.readFile(path, 'utf8')
   } catch (error) {
-    if (isErrno(error, 'ENOENT')) return undefined
-    throw error
+    // No lock, or no session directory (a file in its place is reported by whoever opens the log).
+    if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
+    throw ioError(`read the writer lock ${path}`, error)
   }
   try {
     const owner = JSON.parse(text) as Partial<LockOwner>

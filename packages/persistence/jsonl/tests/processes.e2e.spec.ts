@@ -214,6 +214,20 @@ describe('two processes appending to one session', () => {
 })
 
 describe('a failing write', () => {
+  it('a first append over the file size limit is SESSION_PERSISTENCE_IO and leaves no session behind (RLIMIT_FSIZE)', async () => {
+    const { dir: root, cleanup } = tempDir()
+    try {
+      const id = 'limited' as SessionId
+      // 512 bytes per file at most: the marker, the journal's first records and the lock fit; the first batch does not.
+      const r = run('sh', ['-c', `ulimit -f 1 && exec "${process.execPath}" "${worker('size-limited-appender.mjs')}" "${root}" zstd ${id}`])
+      await r.exited
+      expect(r.lines).toEqual(['failed SESSION_PERSISTENCE_IO', 'done'])
+      expect(existsSync(join(root, id))).toBe(false)
+    } finally {
+      cleanup()
+    }
+  })
+
   it('is truncated back and rethrown: acknowledged batches stay, no partial batch remains (RLIMIT_FSIZE)', async () => {
     const { dir: root, cleanup } = tempDir()
     try {
