@@ -3,7 +3,7 @@ import { HTTP_RETRY_AFTER_SECONDS } from '@dsh/protocol/limits'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { ApiLimits } from '../src/index.js'
 import { RawConnection } from './support/raw-http.js'
-import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
+import { type Stack, startStack, TOKEN, turn, withQuery } from './support/stack.js'
 
 // What answers may hold, over real sockets on 127.0.0.1: a connection is
 // served one request at a time, an answer its client does not take closes
@@ -31,21 +31,13 @@ async function serve(limits: Partial<ApiLimits>): Promise<{ stack: Stack; reads:
   let reads = 0
   stack = await startStack({
     limits: { maxHistoryPageBytes: 128 * 1024 * 1024, ...limits },
-    wrap: (services) => {
-      const { sessionQuery } = services
-      return {
-        ...services,
-        sessionQuery: {
-          listSessions: (filter, signal) => sessionQuery.listSessions(filter, signal),
-          observeSession: (id, signal) => sessionQuery.observeSession(id, signal),
-          readWindow: (id, request, signal) => sessionQuery.readWindow(id, request, signal),
-          readHistory: (id, request, signal) => {
-            reads += 1
-            return sessionQuery.readHistory(id, request, signal)
-          },
+    wrap: (services) =>
+      withQuery(services, (query) => ({
+        readHistory: (id, request, signal) => {
+          reads += 1
+          return query.readHistory(id, request, signal)
         },
-      }
-    },
+      })),
   })
   const big = stack.sessions.create({ id: 'big' })
   for (let i = 0; i < BIG_EVENTS; i++) big.append('user/message', { text: `${i}${BIG_TEXT}` })
@@ -120,25 +112,17 @@ describe('answers', () => {
     const waiting: Array<() => void> = []
     stack = await startStack({
       limits: { maxConcurrentRequests: 2 },
-      wrap: (services) => {
-        const { sessionQuery } = services
-        return {
-          ...services,
-          sessionQuery: {
-            listSessions: (filter, signal) => sessionQuery.listSessions(filter, signal),
-            observeSession: (id, signal) => sessionQuery.observeSession(id, signal),
-            readWindow: (id, request, signal) => sessionQuery.readWindow(id, request, signal),
-            readHistory: async (id, request, signal) => {
-              active += 1
-              most = Math.max(most, active)
-              // Held until every request has reached the server, so an unbounded host would have all five here.
-              if (open) await new Promise<void>((resolve) => waiting.push(resolve))
-              active -= 1
-              return sessionQuery.readHistory(id, request, signal)
-            },
+      wrap: (services) =>
+        withQuery(services, (query) => ({
+          readHistory: async (id, request, signal) => {
+            active += 1
+            most = Math.max(most, active)
+            // Held until every request has reached the server, so an unbounded host would have all five here.
+            if (open) await new Promise<void>((resolve) => waiting.push(resolve))
+            active -= 1
+            return query.readHistory(id, request, signal)
           },
-        }
-      },
+        })),
     })
     const s = stack
     turn(s.sessions.create({ id: 'small' }), 'hello')

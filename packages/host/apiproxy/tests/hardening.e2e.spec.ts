@@ -5,7 +5,7 @@ import type { SearchRequest } from '@dsh/session-query'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { apiproxyPlugin, createApiServer, listenApi } from '../src/index.js'
 import { rawRequest } from './support/raw-http.js'
-import { type Stack, startStack, TOKEN, turn } from './support/stack.js'
+import { type Stack, startStack, TOKEN, turn, withQuery } from './support/stack.js'
 
 // Attacks on the HTTP host (a forged Host header, probing a corrupt child past
 // the owner check, error bodies that leak paths, oversized searches), each
@@ -25,26 +25,17 @@ async function damagedStack(query: 'sqlite' | 'memory', searched: SearchRequest[
   const stack = await startStack({
     backend: 'disk',
     query,
-    wrap: (services) => {
-      const { sessionQuery } = services
-      return {
-        ...services,
-        sessionQuery: {
-          listSessions: (filter, signal) => sessionQuery.listSessions(filter, signal),
-          observeSession: (id, signal) => sessionQuery.observeSession(id, signal),
-          readHistory: (id, request, signal) => sessionQuery.readHistory(id, request, signal),
-          readWindow: (id, request, signal) => sessionQuery.readWindow(id, request, signal),
-          ...(sessionQuery.searchSessions === undefined
-            ? {}
-            : {
-                searchSessions: (request: SearchRequest, signal?: AbortSignal) => {
-                  searched.push(request)
-                  return sessionQuery.searchSessions!(request, signal)
-                },
-              }),
-        },
-      }
-    },
+    wrap: (services) =>
+      withQuery(services, (sessionQuery) =>
+        sessionQuery.searchSessions === undefined
+          ? {}
+          : {
+              searchSessions: (request: SearchRequest, signal?: AbortSignal) => {
+                searched.push(request)
+                return sessionQuery.searchSessions!(request, signal)
+              },
+            },
+      ),
   })
   const parent = stack.sessions.create({ id: 'parent' })
   turn(parent, 'the plan')

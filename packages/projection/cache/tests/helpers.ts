@@ -1,7 +1,9 @@
+import { readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Session } from '@dsh/session'
 import { type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { type CheckpointThrottle, sessionProjectionCachePlugin } from '../src/index.js'
-import { cacheTestHost } from '../src/testing.js'
+import { appendTurn, cacheTestHost } from '../src/testing.js'
 
 declare module '@dsh/session-projection' {
   interface SessionProjectionStateMap {
@@ -62,3 +64,30 @@ export function host(options: HostOptions) {
 }
 
 export { appendTurn as turn } from '../src/testing.js'
+
+/** A cache file `projections.sqlite` in `dir` holding the checkpoints of `count` sessions, closed (at rest: nothing else beside it). */
+export async function writtenCache(dir: string, count: number): Promise<{ path: string; sessions: Session[]; values: unknown[] }> {
+  const path = join(dir, 'projections.sqlite')
+  const h = await host({ path, throttle: { events: Infinity, ms: Infinity } })
+  const sessions = Array.from({ length: count }, (_, i) => {
+    const session = h.sessions.create()
+    appendTurn(session, i + 1, `turn ${i + 1}`)
+    return session
+  })
+  await h.cache.idle()
+  const values = sessions.map((s) => h.projections.snapshot(s))
+  await h.ctx.dispose()
+  const left = readdirSync(dir)
+  if (left.length !== 1 || left[0] !== 'projections.sqlite') throw new Error(`the cache is not at rest: ${left.join(', ')}`)
+  return { path, sessions, values }
+}
+
+/** Every entry under `dir`: name, size, inode and modification time. */
+export function entriesOf(dir: string): string[] {
+  return readdirSync(dir)
+    .sort()
+    .map((name) => {
+      const stats = statSync(join(dir, name))
+      return `${name} ${stats.size} ${stats.ino} ${stats.mtimeMs}`
+    })
+}

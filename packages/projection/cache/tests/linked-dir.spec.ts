@@ -4,7 +4,7 @@ import type { Session } from '@dsh/session'
 import { tempDir } from '@dsh/test-kit'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { SqliteProjectionCache } from '../src/index.js'
-import { host, turn } from './helpers.js'
+import { entriesOf, host, turn, writtenCache } from './helpers.js'
 
 // The directory holding a root's cache (`<root>/.dsh`) is written only when
 // it is a directory of its own: through a symbolic link, the file, its WAL
@@ -35,20 +35,6 @@ function scratch(): string {
   return dir
 }
 
-/** A cache file in `dir` holding the checkpoints of two sessions, closed (at rest). */
-async function written(dir: string): Promise<{ sessions: Session[]; values: unknown[] }> {
-  const h = await host({ path: join(dir, 'projections.sqlite'), throttle: { events: Infinity, ms: Infinity } })
-  const sessions = [1, 2].map((n) => {
-    const session = h.sessions.create()
-    turn(session, n, `turn ${n}`)
-    return session
-  })
-  await h.cache.idle()
-  const values = sessions.map((s) => h.projections.snapshot(s))
-  await h.ctx.dispose()
-  return { sessions, values }
-}
-
 /** A root whose `.dsh` is a symbolic link to `outside`, a directory beside the root (created unless `create` is false). */
 function linkedRoot(create = true): { dotDsh: string; outside: string; path: string } {
   const base = scratch()
@@ -59,16 +45,6 @@ function linkedRoot(create = true): { dotDsh: string; outside: string; path: str
   const dotDsh = join(root, '.dsh')
   symlinkSync(outside, dotDsh)
   return { dotDsh, outside, path: join(dotDsh, 'projections.sqlite') }
-}
-
-/** Every entry under `dir`: name, size, inode and modification time. */
-function snapshot(dir: string): string[] {
-  return readdirSync(dir)
-    .sort()
-    .map((name) => {
-      const stats = statSync(join(dir, name))
-      return `${name} ${stats.size} ${stats.ino} ${stats.mtimeMs}`
-    })
 }
 
 const lookup = (h: Host, session: Session) => h.cache.cachedSnapshot(session.header, session.inheritedEventCount, KEYS)
@@ -94,8 +70,8 @@ describe('a root whose .dsh is a symbolic link to a directory outside it', () =>
 
   it('a cache file the target holds is read, never written: not one byte or file beside it changes', async () => {
     const { outside, path } = linkedRoot()
-    const { sessions, values } = await written(outside)
-    const before = snapshot(outside)
+    const { sessions, values } = await writtenCache(outside, 2)
+    const before = entriesOf(outside)
     const writer = await open(path)
     expect(sessions.map((s) => lookup(writer, s))).toEqual(values)
     expect(writer.cache.unavailable?.details).toMatchObject({ state: 'not-a-directory' })
@@ -105,18 +81,18 @@ describe('a root whose .dsh is a symbolic link to a directory outside it', () =>
     await writer.cache.idle()
     expect(writer.cache.metrics).toMatchObject({ writes: 0, failedWrites: 1 })
     await writer.ctx.dispose()
-    expect(snapshot(outside)).toEqual(before)
+    expect(entriesOf(outside)).toEqual(before)
   })
 
   it('damage a read meets there is not rebuilt: the file in the target is neither removed nor recreated', async () => {
     const { outside, path } = linkedRoot()
-    const { sessions } = await written(outside)
+    const { sessions } = await writtenCache(outside, 2)
     const file = join(outside, 'projections.sqlite')
     // The row pages zeroed past the header: the open checks identity and version only.
     const bytes = readFileSync(file)
     bytes.fill(0, 4096, bytes.length)
     writeFileSync(file, bytes)
-    const before = snapshot(outside)
+    const before = entriesOf(outside)
     const writer = await open(path)
     for (const session of sessions) expect(lookup(writer, session)).toBeUndefined()
     const fresh = writer.sessions.create()
@@ -125,7 +101,7 @@ describe('a root whose .dsh is a symbolic link to a directory outside it', () =>
     expect(writer.cache.metrics).toMatchObject({ rebuilds: 0, writes: 0 })
     expect(writer.cache.unavailable?.details).toMatchObject({ state: 'not-a-directory' })
     await writer.ctx.dispose()
-    expect(snapshot(outside)).toEqual(before)
+    expect(entriesOf(outside)).toEqual(before)
   })
 
   it('a dangling link is not followed either: its target is not created', async () => {

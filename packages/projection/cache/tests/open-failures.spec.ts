@@ -6,7 +6,7 @@ import { tempDir } from '@dsh/test-kit'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { SqliteProjectionCache } from '../src/index.js'
-import { host, turn } from './helpers.js'
+import { entriesOf, host, turn, writtenCache } from './helpers.js'
 
 // A cache file that cannot be opened for anything but damage is never
 // deleted or recreated; hosts that only read never write. Real files: a
@@ -28,36 +28,10 @@ async function open(path: string, options: { readOnly?: boolean } = {}): Promise
   return h as Host & { cache: SqliteProjectionCache }
 }
 
-/** A cache file holding the checkpoints of three sessions, closed (at rest: no WAL beside it). */
-async function written(dir: string): Promise<{ path: string; sessions: Session[]; values: unknown[] }> {
-  const path = join(dir, 'projections.sqlite')
-  const h = await host({ path, throttle: { events: Infinity, ms: Infinity } })
-  const sessions = [1, 2, 3].map((n) => {
-    const session = h.sessions.create()
-    turn(session, n, `turn ${n}`)
-    return session
-  })
-  await h.cache.idle()
-  const values = sessions.map((s) => h.projections.snapshot(s))
-  await h.ctx.dispose()
-  expect(readdirSync(dir)).toEqual(['projections.sqlite'])
-  return { path, sessions, values }
-}
-
 function scratch(): string {
   const { dir, cleanup } = tempDir('dsh-cache-open-')
   cleanups.push(cleanup)
   return dir
-}
-
-/** Every entry under `dir`: name, size, inode and modification time. */
-function snapshot(dir: string): string[] {
-  return readdirSync(dir)
-    .sort()
-    .map((name) => {
-      const stats = statSync(join(dir, name))
-      return `${name} ${stats.size} ${stats.ino} ${stats.mtimeMs}`
-    })
 }
 
 /**
@@ -82,9 +56,9 @@ const lookup = (h: Host, session: Session) => h.cache.cachedSnapshot(session.hea
 describe('a cache on read-only storage', () => {
   it('a read-only host serves what the file holds, skips writes, and changes nothing', async () => {
     const dir = scratch()
-    const { path, sessions, values } = await written(dir)
+    const { path, sessions, values } = await writtenCache(dir, 3)
     makeReadOnly(dir)
-    const before = snapshot(dir)
+    const before = entriesOf(dir)
     const reader = await open(path, { readOnly: true })
     expect(sessions.map((s) => lookup(reader, s))).toEqual(values)
     expect(reader.cache.unavailable?.details).toEqual({ path, state: 'read-only' })
@@ -94,14 +68,14 @@ describe('a cache on read-only storage', () => {
     expect(await reader.cache.writeCheckpoint(fresh)).toBe(false)
     expect(reader.cache.metrics).toMatchObject({ writes: 0, rebuilds: 0 })
     await reader.ctx.dispose()
-    expect(snapshot(dir)).toEqual(before)
+    expect(entriesOf(dir)).toEqual(before)
   })
 
   it('a writer on it reads the file, fails its writes softly with the typed reason, and neither rebuilds nor changes anything', async () => {
     const dir = scratch()
-    const { path, sessions, values } = await written(dir)
+    const { path, sessions, values } = await writtenCache(dir, 3)
     makeReadOnly(dir)
-    const before = snapshot(dir)
+    const before = entriesOf(dir)
     const writer = await open(path)
     expect(sessions.map((s) => lookup(writer, s))).toEqual(values)
     expect(writer.cache.unavailable).toMatchObject({ code: 'SESSION_PROJECTION_CACHE_UNAVAILABLE', details: { path, state: 'read-only' } })
@@ -111,7 +85,7 @@ describe('a cache on read-only storage', () => {
     expect(writer.cache.metrics).toMatchObject({ writes: 0, failedWrites: 1, rebuilds: 0 })
     expect(writer.warnings.some((w) => /cannot be written \(read-only\)/.test(w.message))).toBe(true)
     await writer.ctx.dispose()
-    expect(snapshot(dir)).toEqual(before)
+    expect(entriesOf(dir)).toEqual(before)
   })
 
   it('without a cache file: a writer on a read-only directory creates nothing, typed read-only; a read-only host stays quiet', async () => {
@@ -130,8 +104,8 @@ describe('a cache on read-only storage', () => {
 describe('a read-only host on writable storage', () => {
   it('reads hit, writes are skipped, and not one file beside the cache or byte of it changes', async () => {
     const dir = scratch()
-    const { path, sessions, values } = await written(dir)
-    const before = snapshot(dir)
+    const { path, sessions, values } = await writtenCache(dir, 3)
+    const before = entriesOf(dir)
     const reader = await open(path, { readOnly: true })
     expect(sessions.map((s) => lookup(reader, s))).toEqual(values)
     const fresh = reader.sessions.create()
@@ -140,14 +114,14 @@ describe('a read-only host on writable storage', () => {
     await reader.ctx.dispose()
     expect(reader.cache.metrics).toMatchObject({ writes: 0, failedWrites: 0, rebuilds: 0 })
     expect(reader.warnings).toEqual([])
-    expect(snapshot(dir)).toEqual(before)
+    expect(entriesOf(dir)).toEqual(before)
   })
 })
 
 describe('a cache file locked by another connection', () => {
   it('is reported locked, never rebuilt: its bytes and inode stay; writes succeed again once the lock is gone', async () => {
     const dir = scratch()
-    const { path, sessions, values } = await written(dir)
+    const { path, sessions, values } = await writtenCache(dir, 3)
     const holder = new Database(path)
     holder.pragma('locking_mode = EXCLUSIVE')
     // The first write takes the exclusive lock; in exclusive locking mode it is kept until the connection closes.
@@ -189,12 +163,12 @@ describe('a damaged cache file', () => {
     const dir = scratch()
     const path = join(dir, 'projections.sqlite')
     writeFileSync(path, Buffer.alloc(8192, 0x5a))
-    const before = snapshot(dir)
+    const before = entriesOf(dir)
     const reader = await open(path, { readOnly: true })
     expect(reader.cache.unavailable?.details).toEqual({ path, state: 'corrupt' })
     expect(reader.cache.metrics.rebuilds).toBe(0)
     await reader.ctx.dispose()
-    expect(snapshot(dir)).toEqual(before)
+    expect(entriesOf(dir)).toEqual(before)
     const writer = await open(path)
     expect(writer.cache.metrics.rebuilds).toBe(1)
     expect(writer.cache.unavailable).toBeUndefined()
@@ -202,18 +176,18 @@ describe('a damaged cache file', () => {
 
   it('damage a read meets is not repaired by the read: the file stays until the next write rebuilds it', async () => {
     const dir = scratch()
-    const { path, sessions } = await written(dir)
+    const { path, sessions } = await writtenCache(dir, 3)
     // The row pages zeroed past the header: the open checks identity and version only.
     const bytes = readFileSync(path)
     bytes.fill(0, 4096, bytes.length)
     writeFileSync(path, bytes)
     const writer = await open(path)
     expect(writer.cache.unavailable).toBeUndefined()
-    const before = snapshot(dir)
+    const before = entriesOf(dir)
     for (const session of sessions) expect(lookup(writer, session)).toBeUndefined()
     expect(writer.cache.unavailable?.details).toMatchObject({ state: 'corrupt' })
     expect(writer.cache.metrics.rebuilds).toBe(0)
-    expect(snapshot(dir)).toEqual(before)
+    expect(entriesOf(dir)).toEqual(before)
     const fresh = writer.sessions.create()
     turn(fresh, 1, 'rebuilt')
     await writer.cache.idle()

@@ -15,6 +15,8 @@ import { sessionStatsPlugin } from '@dsh/session-stats'
 import { createScriptedDriver, type SubagentDriver, type SubagentRuntime, subagentsPlugin } from '@dsh/subagent'
 import { type ApiLimits, type ApiServer, type ApiServices, createApiServer } from '../../src/index.js'
 
+type SessionQuery = ApiServices['sessionQuery']
+
 export const TOKEN = 'test-token-0123456789abcdef'
 
 /**
@@ -176,4 +178,23 @@ export function turn(session: Session, text: string): void {
   session.append('user/message', { text })
   session.append('assistant/message', { turn: number, text: `answer to ${text}` })
   session.append('turn/end', { turn: number, reason: 'completed' })
+}
+
+/**
+ * `services` whose session query hands every read to the real one, except the
+ * reads in `overrides` (a test interposes on a read this way).
+ */
+export function withQuery(services: ApiServices, overrides: (query: SessionQuery) => Partial<SessionQuery>): ApiServices {
+  const query = services.sessionQuery
+  return {
+    ...services,
+    sessionQuery: {
+      listSessions: (filter, signal) => query.listSessions(filter, signal),
+      observeSession: (id, signal) => query.observeSession(id, signal),
+      readHistory: (id, request, signal) => query.readHistory(id, request, signal),
+      readWindow: (id, request, signal) => query.readWindow(id, request, signal),
+      ...(query.searchSessions === undefined ? {} : { searchSessions: (request, signal) => query.searchSessions!(request, signal) }),
+      ...overrides(query),
+    },
+  }
 }
