@@ -201,13 +201,15 @@ function publishHeld(path: string, data: Buffer): { fd: number; ino: number } | 
 }
 
 /**
- * Removes temporary files a killed process left beside the lock
- * (`.writer.lock.tmp-<pid>.<start>-<random>`, from publishing or breaking a
- * lock): only those whose process has exited (`isLiveTemp`).
+ * Removes the temporary files killed processes left in the lock's directory
+ * (the session's): `.<name>.tmp-<pid>.<start>-<random>` from publishing or
+ * breaking a lock, and from a create, fork or rewrite of the log. Only those
+ * whose process has exited (`isLiveTemp`): nobody will link them, and each
+ * may be as large as a log, so what crashes leave is bounded by the next
+ * writer of the session instead of growing with every crash.
  */
 async function removeStaleTemps(path: string): Promise<void> {
   const dir = dirname(path)
-  const prefix = `.${basename(path)}.tmp-`
   let names: string[]
   try {
     names = readdirSync(dir)
@@ -215,7 +217,7 @@ async function removeStaleTemps(path: string): Promise<void> {
     return // the directory's absence is reported by the acquire itself
   }
   for (const name of names) {
-    if (!name.startsWith(prefix) || isLiveTemp(name)) continue
+    if (!name.startsWith('.') || !name.includes('.tmp-') || isLiveTemp(name)) continue
     await fsp.unlink(join(dir, name)).catch(() => {})
   }
 }

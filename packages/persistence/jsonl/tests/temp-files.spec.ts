@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { SessionId } from '@dsh/session'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
@@ -42,6 +42,36 @@ describe('temporary files of other writers', () => {
         await expect(p.inspect(SessionId(id))).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_NOT_FOUND' })
       expect((await p.list()).map((r) => r.header.id)).toEqual([])
       await p.close()
+    } finally {
+      cleanup()
+    }
+  })
+
+  it('are removed by the next writer of their session when their process is dead: a crashed create or fork leaves nothing that grows', async () => {
+    const { dir, cleanup } = tempDir('dsh-jsonl-temps-')
+    try {
+      const p = createJsonlPersistence({ root: dir, compression: 'none' })
+      await p.append(targetOf('kept'), eventsFrom(0, 2))
+      await p.close()
+      const dead = spawnSync(process.execPath, ['-e', '0']).pid!
+      // What killed writers leave: a log copy of a crashed rewrite beside a live log, and one of a create that never linked.
+      const beside = join(dir, 'kept', `.log.jsonl.tmp-${dead}.${startOf(dead)}-0123456789ab`)
+      const live = join(dir, 'kept', `.log.jsonl.tmp-${process.pid}.${startOf(process.pid)}-0123456789ab`)
+      const orphan = join(dir, 'never', `.log.jsonl.tmp-${dead}.${startOf(dead)}-ba9876543210`)
+      writeFileSync(beside, 'a whole log copy')
+      writeFileSync(live, 'a log about to be linked')
+      mkdirSync(join(dir, 'never'), { mode: 0o700 })
+      writeFileSync(orphan, 'a first batch never linked')
+
+      const next = createJsonlPersistence({ root: dir, compression: 'none' })
+      await next.append({ ...targetOf('kept'), inheritedEventCount: 0 as never }, eventsFrom(2, 1))
+      expect(existsSync(beside)).toBe(false)
+      expect(existsSync(live)).toBe(true)
+      // A create of the same id takes the directory over and sweeps it first.
+      await next.append(targetOf('never'), eventsFrom(0, 1))
+      expect(existsSync(orphan)).toBe(false)
+      expect((await next.inspect(SessionId('kept'))).events.length).toBe(3)
+      await next.close()
     } finally {
       cleanup()
     }
