@@ -12,7 +12,17 @@ import { isErrno, type RevisionSlot, readAt } from './fs-io.js'
 import { encodeSessionDirName } from './id-encoding.js'
 import type { ForkReference, PhysicalHeader } from './log-format.js'
 import { mayBePadded, SLOTS_BYTES } from './log-padding.js'
-import { corrupt, decodeEvents, decodeHeader, type LogScan, type LogUnit, locateHeader, PADDING_DAMAGED, scanLog } from './log-scan.js'
+import {
+  corrupt,
+  decodeEvents,
+  decodeHeader,
+  type LogScan,
+  type LogUnit,
+  locateHeader,
+  PADDING_DAMAGED,
+  scanLog,
+  unreadable,
+} from './log-scan.js'
 import { type LastBatch, lastBatch, tailAsync, tailSync, type VerifiedTail, walkToPadding } from './log-tail.js'
 import { plainDigest } from './long-lines.js'
 import type { JsonlPersistenceMetrics } from './types.js'
@@ -291,7 +301,8 @@ export class LogReader {
       handle = await fsp.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
     } catch (error) {
       if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined
-      if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
+      if (isErrno(error, 'EACCES', 'EPERM')) throw unreadable(file, (error as NodeJS.ErrnoException).code!)
+      if (isErrno(error, 'ELOOP', 'EISDIR'))
         throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
       throw ioError(`open ${file}`, error)
     }

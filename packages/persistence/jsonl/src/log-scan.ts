@@ -39,6 +39,19 @@ export function corrupt(file: string, offset: number, reason: string): Error {
 }
 
 /**
+ * `SESSION_PERSISTENCE_CORRUPT` for a log this process may not read (`code`:
+ * EACCES or EPERM): a listing leaves it out as a damaged entry and goes on,
+ * and the message names its remedy (owner and mode), not a restore.
+ */
+export function unreadable(file: string, code: string): Error {
+  return persistenceError(
+    'SESSION_PERSISTENCE_CORRUPT',
+    `Session log ${file} cannot be read by this process (${code}): another user owns it or its mode forbids reading. Give it back the store's owner and mode 0600; nothing was changed.`,
+    { details: { file, offset: 0, reason: `permission denied (${code})` } },
+  )
+}
+
+/**
  * Locates the header unit at the start of `buf` (possibly only a prefix of
  * the file). `more` means the prefix ended inside the header unit.
  */

@@ -30,6 +30,7 @@ describe('a session directory the reader may not open', () => {
       await writer.append(targetOf('good-1'), eventsFrom(0, 2))
       await writer.append(targetOf('good-2'), eventsFrom(0, 3))
       await writer.append(targetOf('locked'), eventsFrom(0, 4))
+      await writer.append(targetOf('sealed'), eventsFrom(0, 1))
       await writer.close()
       // The whole tree belongs to nobody, except one session directory that
       // stays root's own and private (0700): nobody cannot open it.
@@ -47,6 +48,9 @@ describe('a session directory the reader may not open', () => {
       const lockedDir = join(root, locked!)
       chownSync(lockedDir, 0, 0)
       chmodSync(lockedDir, 0o700)
+      // And one log file that stays root's own (0600) in a directory nobody may read.
+      const sealedDir = join(root, readdirSync(root).find((name) => name.includes('sealed'))!)
+      for (const name of readdirSync(sealedDir)) if (name.startsWith('log.')) chownSync(join(sealedDir, name), 0, 0)
       const before = readdirSync(root).sort()
 
       const out = runNodeAs('nobody', worker, [root, 'locked'], {
@@ -56,7 +60,15 @@ describe('a session directory the reader may not open', () => {
       const result = JSON.parse(out.trim().split('\n').at(-1)!)
       expect(result.uid).toBe(NOBODY)
       expect(result.listed).toEqual(['good-1', 'good-2'])
-      expect(result.damaged).toEqual([{ id: 'locked', code: 'SESSION_PERSISTENCE_CORRUPT', message: expect.stringContaining('EACCES') }])
+      expect(result.damaged.sort((a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id))).toEqual([
+        { id: 'locked', code: 'SESSION_PERSISTENCE_CORRUPT', message: expect.stringContaining('EACCES') },
+        // An unreadable log names its remedy (owner and mode), not a restore from a backup.
+        {
+          id: 'sealed',
+          code: 'SESSION_PERSISTENCE_CORRUPT',
+          message: expect.stringMatching(/cannot be read by this process \(EACCES\).*mode 0600/),
+        },
+      ])
       expect(result.reads).toEqual({ inspect: 'SESSION_PERSISTENCE_CORRUPT', stat: 'SESSION_PERSISTENCE_CORRUPT' })
       expect(result.good).toBe(3)
       // A read-only reader wrote nothing into the root.
