@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { closeSync, constants, promises as fsp, fstatSync, linkSync, openSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { persistenceError } from '@dsh/session-persistence/backend'
 import { ioError } from './errors.js'
 import { isErrno, isLiveTemp, tempSibling } from './fs-io.js'
