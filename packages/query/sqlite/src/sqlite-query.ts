@@ -82,6 +82,8 @@ class SqliteQuery implements SqliteSessionQuery {
   /** Builds and updates the index (a reader uses it only for an explicit rebuild). */
   readonly #upkeep: IndexWriter
   #warned: string | undefined
+  /** A rebuild started by a query that met damage is queued or running. */
+  #rebuilding = false
   readonly #unsubscribe: Array<() => void> = []
   readonly #lifetime = new AbortController()
   #closed = false
@@ -476,12 +478,17 @@ class SqliteQuery implements SqliteSessionQuery {
       `dsh: the session query index at ${this.path} failed (${damaged ? 'corrupt' : stateOf(error)}); this query reads the logs instead${damaged && this.#writer ? ' while it is rebuilt' : ''}.`,
       error,
     )
-    if (!damaged || !this.#writer || this.#closed) return
+    // Queries that meet the same damage while its rebuild is on its way read the logs; they do not queue another.
+    if (!damaged || !this.#writer || this.#closed || this.#rebuilding) return
+    this.#rebuilding = true
     this.#upkeep
       .exclusive(() => this.#upkeep.build('corrupt', this.#lifetime.signal))
       .catch((failure: unknown) => {
         if (!this.#closed)
           this.#logger.error('dsh: rebuilding the session query index failed; queries read the logs until it succeeds.', failure)
+      })
+      .finally(() => {
+        this.#rebuilding = false
       })
   }
 

@@ -191,6 +191,49 @@ describe('the index is derived data', () => {
     expect(next.progress.every((p) => p.rebuild === undefined)).toBe(true)
   })
 
+  it('queries that meet the same damage while its rebuild is on its way start no second rebuild: every log is read once', async () => {
+    const { persistence: counting, reads: counted } = countReads(await corpus())
+    // Body reads wait at a gate, so the rebuild the first query starts is still on its way when the second meets the damage.
+    let open = false
+    const held: Array<() => void> = []
+    const gate = () => (open ? Promise.resolve() : new Promise<void>((resolve) => held.push(resolve)))
+    const persistence = new Proxy(counting, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown
+        if (typeof value !== 'function') return value
+        if (property === 'inspect' || property === 'inspectFrom')
+          return async (...args: unknown[]) => {
+            await gate()
+            return (value as (...a: unknown[]) => unknown).apply(target, args)
+          }
+        return (value as (...a: unknown[]) => unknown).bind(target)
+      },
+    })
+    const path = join(tempDir(), '.index', 'query.sqlite')
+    open = true
+    const first = await openQuery({ sessions: store().sessions, persistence, path })
+    await first.query.close()
+    withDb(path, (db) =>
+      db
+        .prepare(
+          `UPDATE sessions SET header = replace(header, '"createdAt":1005', '"createdAt":1006') WHERE header LIKE '%"createdAt":1005%'`,
+        )
+        .run(),
+    )
+    open = false
+    const reads = counted.logs
+    const damaged = await openQuery({ sessions: store().sessions, persistence, path })
+    // Each listing meets the damaged row and answers from the logs' headers.
+    expect((await damaged.query.listSessions({})).records.length).toBe(60)
+    expect((await damaged.query.listSessions({ cwd: '/a' })).records.length).toBe(20)
+    open = true
+    for (const release of held.splice(0)) release()
+    // A pass queued behind every rebuild asked so far: once it settles, they all have.
+    await damaged.query.reconcile()
+    expect(damaged.progress.filter((p) => p.phase === 'scan' && p.done === 0 && p.rebuild === 'corrupt')).toHaveLength(1)
+    expect(counted.logs - reads).toBe(60)
+  })
+
   it('rebuild() starts over on request and reports its progress', async () => {
     const persistence = await corpus()
     const { query, progress } = await openQuery({ sessions: store().sessions, persistence, path: join(tempDir(), 'q.sqlite') })
