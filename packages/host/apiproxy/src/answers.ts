@@ -8,9 +8,11 @@ import type { ApiLimits } from './limits.js'
  * What the answers of one handler may hold, so that clients that pipeline or
  * stop reading cost a bounded amount of memory:
  *
- * - At most `maxConcurrentRequests` requests are being answered at once
- *   (reading and building their answers); the others wait their turn in
- *   arrival order, holding nothing but their request.
+ * - At most `maxConcurrentRequests` reads (GET, HEAD) are being answered at
+ *   once (reading and building their answers); the others wait their turn
+ *   in arrival order, holding nothing but their request. A POST takes no
+ *   turn: its answer is small, and a compaction waits on its model for as
+ *   long as the model takes, which must not stop the reads.
  * - One request per connection is served at a time. `node:http` hands over
  *   every request it parses from a connection at once (a client may pipeline
  *   hundreds in one packet) and queues their answers; here a request starts
@@ -58,12 +60,13 @@ export class AnswerQueue {
     own.tail = own.tail.then(async () => {
       try {
         if (socket.destroyed || res.destroyed) return
-        await this.#turn()
+        const reading = isRead(req)
+        if (reading) await this.#turn()
         try {
           if (socket.destroyed || res.destroyed) return
           await serve()
         } finally {
-          this.#release()
+          if (reading) this.#release()
         }
         await this.#taken(res)
       } catch {
@@ -127,4 +130,9 @@ export class AnswerQueue {
       res.once('close', done)
     })
   }
+}
+
+/** A request that reads and builds an answer from the store (the ones `maxConcurrentRequests` bounds). */
+function isRead(req: IncomingMessage): boolean {
+  return req.method === 'GET' || req.method === 'HEAD'
 }

@@ -38,7 +38,7 @@ export interface ApiLimits {
   readonly requestTimeoutMs: number
   /** Bytes of events' JSON one history page holds at most (`capHistoryPage`); an event alone over it is answered elided. */
   readonly maxHistoryPageBytes: number
-  /** Requests answered at once (read and built), all connections together; the others wait their turn. */
+  /** Reads (GET, HEAD) answered at once (read and built), all connections together; the others wait their turn. A POST takes no turn. */
   readonly maxConcurrentRequests: number
   /** Requests one connection may have waiting behind the one being answered (pipelined); one more closes the connection. */
   readonly maxPipelined: number

@@ -1,3 +1,4 @@
+import type { Summarizer } from '@dsh/compaction'
 import { Context } from '@dsh/context'
 import { compactionResult, errorBody } from '@dsh/protocol'
 import { SessionId, sessionStorePlugin } from '@dsh/session'
@@ -124,6 +125,27 @@ describe('POST /api/sessions/:id/compact', () => {
     }
     expect((await post('/api/sessions/parent/compact?unknown=1')).status).toBe(400)
     expect(compactionTypes(stack.sessions.get('parent')!.events.map((e) => e.type))).toEqual([])
+  })
+
+  it('takes no read turn while its model works: with one turn for reads, a read is answered while a compaction waits on its summarizer', async () => {
+    let release!: () => void
+    let asked!: () => void
+    const summarizing = new Promise<void>((resolve) => (asked = resolve))
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const slow: Summarizer = {
+      async summarize(input) {
+        asked()
+        await held
+        return extractive.summarize(input)
+      },
+    }
+    stack = await startStack({ summarizer: slow, limits: { maxConcurrentRequests: 1 } })
+    conversation('busy', 3)
+    const compacting = post('/api/sessions/busy/compact')
+    await summarizing
+    expect((await stack.get('/api/sessions/busy/history')).status).toBe(200)
+    release()
+    expect((await compacting).status).toBe(200)
   })
 
   it('takes the token in the header only, and answers POST only (405 names the method); GET routes stay GET-only', async () => {
