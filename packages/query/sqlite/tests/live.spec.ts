@@ -11,12 +11,13 @@ import { countReads } from './read-counter.js'
 async function host(
   backend: SessionPersistence,
   path: string,
+  indexDelayMs?: number,
 ): Promise<{ ctx: Context; sessions: SessionStore; persistence: SessionPersistence; query: SqliteSessionQuery }> {
   const ctx = new Context({ logger: silent })
   later(() => ctx.dispose())
   await ctx.activate(sessionStorePlugin())
   await ctx.activate(sessionPersistencePlugin(backend, { writeBehindMs: 1 }))
-  await ctx.activate(sqliteSessionQueryPlugin({ path }))
+  await ctx.activate(sqliteSessionQueryPlugin({ path, ...(indexDelayMs === undefined ? {} : { indexDelayMs }) }))
   return {
     ctx,
     sessions: ctx.require('sessions'),
@@ -40,7 +41,8 @@ describe('sessions of this process', () => {
   it('follows sessions going cold without reading their bodies to list them', async () => {
     const { persistence: backend, reads: counted } = countReads(createMemoryPersistence())
     await persist(backend, header('parent', 1), [message(0, 'old parent')])
-    const { sessions, persistence, query } = await host(backend, join(tempDir(), 'q.sqlite'))
+    // The writer's own passes wait past the test (indexDelayMs), so the steps run in the order written: the search before the writer indexes, then the writer's pass.
+    const { sessions, persistence, query } = await host(backend, join(tempDir(), 'q.sqlite'), 600_000)
     const child = sessions.create({ id: 'child', createdAt: 5, parentSession: 'parent', origin: 'subagent', delegationDepth: 1 })
     child.append('user/message', { text: 'a child talks about herons' })
     await sessions.flush(child)
@@ -57,7 +59,7 @@ describe('sessions of this process', () => {
     // Its text comes from memory too: a search before the writer indexed it, and the writer indexing it.
     const hits = await query.searchEvents({ text: 'herons' })
     expect(hits.hits.map((h) => `${h.id}#${h.seq}`).sort()).toEqual(['child#0', 'child#1'])
-    // The writer's own pass may have indexed it already; either way no log is read.
+    // The writer indexing it takes its text from memory too.
     expect(await query.reconcile()).toMatchObject({ read: 0 })
     expect((await query.searchSessions({ text: 'herons' })).hits.map((h) => h.record)).toEqual([
       expect.objectContaining({ live: false, persisted: true }),
