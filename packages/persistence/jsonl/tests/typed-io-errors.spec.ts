@@ -97,7 +97,7 @@ describe('operations on sessions', () => {
     expect(await reader.writerOf(SessionId('plain'))).toBeUndefined()
   })
 
-  it('a writer lock that can no longer be checked (its directory replaced by a file): SESSION_PERSISTENCE_IO (ENOTDIR)', async () => {
+  it('a writer lock whose directory is replaced by a file cannot be checked: SESSION_PERSISTENCE_IO (ENOTDIR)', async () => {
     const dir = scratch()
     mkdirSync(join(dir, 's'))
     const lock = await WriterLock.acquire(join(dir, 's', 'writer.lock'), '"s"')
