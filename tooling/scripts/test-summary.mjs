@@ -10,6 +10,8 @@
 // as its "Test Files … N failed".
 // A vitest run that crashed before its summary line counts as one failure:
 // turbo's "<pkg>:test: ... ERR_" / "Failed:" lines name it.
+// A failed build or typecheck task counts as one failure each: its tests may
+// all pass (tests run from source), and the run must still not read as green.
 import { readFileSync } from 'node:fs'
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping ANSI colour codes (ESC [ … m) from turbo's log
@@ -20,6 +22,7 @@ let runs = 0
 const checks = []
 const summarized = new Set()
 const failedTasks = new Set()
+const failedSteps = new Set()
 const failedFiles = new Map()
 for (const line of log.split('\n')) {
   const files = /^(\S+):test:\s+Test Files\s+(.*)$/.exec(line)
@@ -50,7 +53,16 @@ for (const line of log.split('\n')) {
     continue
   }
   const tasks = /^\s*Failed:\s+(.+)$/.exec(line)
-  if (tasks) for (const task of tasks[1].split(',')) if (task.trim().endsWith('#test')) failedTasks.add(task.trim().slice(0, -5))
+  if (tasks) {
+    for (const task of tasks[1].split(',').map((name) => name.trim())) {
+      if (task.endsWith('#test')) failedTasks.add(task.slice(0, -5))
+      else if (task !== '') failedSteps.add(task)
+    }
+  }
+}
+for (const task of failedSteps) {
+  console.log(`task failed: ${task}`)
+  failed++
 }
 // A failed test task without any summary line crashed (e.g. a config or import error).
 for (const name of failedTasks) {

@@ -58,7 +58,7 @@ describe('check-deps', () => {
 })
 
 describe('test-summary', () => {
-  it('sums vitest lines per lane and dsh-check lines, and counts a test task that crashed before its summary and a file that failed in a hook', () => {
+  it('sums vitest lines per lane and dsh-check lines, and counts a test task that crashed before its summary, a file that failed in a hook and a failed build or typecheck task', () => {
     const dir = tempDir()
     const log = join(dir, 'ci.log')
     writeFileSync(
@@ -74,13 +74,17 @@ describe('test-summary', () => {
         'dsh-check: lint passed',
         'dsh-check: consumer failed',
         '  Failed:    @dsh/c#test, @dsh/d#build',
+        // turbo names a failed task again at the end of a later run: counted once.
+        '  Failed:    @dsh/d#build, @dsh/f#typecheck',
         '',
       ].join('\n'),
     )
     const result = spawnSync(process.execPath, [join(scripts, 'test-summary.mjs'), log], { encoding: 'utf8' })
     const lines = result.stdout.trim().split('\n')
-    expect(lines.at(-1)).toBe('232 passed, 4 failed')
+    expect(lines.at(-1)).toBe('232 passed, 6 failed')
     expect(result.stdout).toContain('test task crashed before its summary: @dsh/c')
+    expect(result.stdout).toContain('task failed: @dsh/d#build')
+    expect(result.stdout).toContain('task failed: @dsh/f#typecheck')
   })
 })
 

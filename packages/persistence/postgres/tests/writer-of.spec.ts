@@ -64,13 +64,13 @@ describe('writerOf', () => {
     // Keys of both signs: the server lists a key as two unsigned halves.
     const names = Array.from({ length: 12 }, (_, i) => `s${i}`)
     const held = names.slice(0, 6)
-    expect(new Set(held.map((name) => storedId(name).lock.startsWith('-')))).toEqual(new Set([true, false]))
+    expect(new Set(held.map((name) => storedId(SessionId(name)).lock.startsWith('-')))).toEqual(new Set([true, false]))
     for (const name of held.slice(0, 5)) await writer.append(target(name), events(0, 1))
     // Another process's writer as the server shows it: a connection named for pid 42 on 'elsewhere' holding the sixth lease.
     const other = new pg.Client({ connectionString: db.url, application_name: writerName(42, 'elsewhere') })
     await other.connect()
     cleanups.push(() => other.end())
-    await other.query('SELECT pg_advisory_lock($1::bigint)', [storedId(held[5]!).lock])
+    await other.query('SELECT pg_advisory_lock($1::bigint)', [storedId(SessionId(held[5]!)).lock])
 
     const before = reader.metrics.lockTableReads
     const asked = [...names, 's0', 's5']
