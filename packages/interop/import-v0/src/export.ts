@@ -67,7 +67,7 @@ export async function exportV0(options: ExportV0Options): Promise<ExportV0Result
       const observation = await options.persistence.inspect(SessionId(id), options.signal)
       const header = toV0Header(observation.header, observation.inheritedEventCount)
       const path = v0LogPath(to, header.id, header.cwd, compression)
-      await refuseExisting(path)
+      await refuseExisting(to, path)
       const events = observation.events.map(toV0Event)
       const written = await writeV0Log(staging, header, turnBatches(events), { compression, packChunks: options.packChunks === true })
       staged.push({ id, staged: written, path, events: events.length })
@@ -150,8 +150,26 @@ function exists(path: string): ImportV0Error {
   )
 }
 
-/** Refuses a log path that is already taken, before its session is read. */
-async function refuseExisting(path: string): Promise<void> {
+/**
+ * Refuses a log path that is already taken, before its session is read, and
+ * one whose project or session directory in `to` is something other than a
+ * directory (a symlink would place the log outside `to`, where an import of
+ * `to` never looks).
+ */
+async function refuseExisting(to: string, path: string): Promise<void> {
+  for (const dir of [dirname(dirname(path)), dirname(path)]) {
+    const stat = await fsp.lstat(dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined
+      throw error
+    })
+    if (stat !== undefined && !stat.isDirectory()) {
+      throw new ImportV0Error(
+        'IMPORT_V0_INVALID_OPTION',
+        `The export target ${to} holds ${dir}, which is ${stat.isSymbolicLink() ? 'a symbolic link' : 'not a directory'}; the v0 layout keeps a directory there and an export never writes through a link. Remove it or export into another directory.`,
+        { details: { to, path: dir, reason: 'not-a-directory' } },
+      )
+    }
+  }
   const taken = await fsp.lstat(path).then(
     () => true,
     (error: NodeJS.ErrnoException) => {

@@ -238,16 +238,24 @@ function persistenceReason(error: unknown): { code: ImportV0ErrorCode; message: 
 function parentsFirst(candidates: readonly Candidate[]): Candidate[] {
   const byId = new Map(candidates.map((c) => [c.header.id, c]))
   const depth = new Map<string, number>()
-  const depthOf = (candidate: Candidate, seen: Set<string>): number => {
-    const known = depth.get(candidate.header.id)
-    if (known !== undefined) return known
-    const parent = candidate.header.parentSession === undefined ? undefined : byId.get(candidate.header.parentSession)
-    seen.add(candidate.header.id)
-    const value = parent === undefined || seen.has(parent.header.id) ? 0 : depthOf(parent, seen) + 1
-    depth.set(candidate.header.id, value)
-    return value
+  // A loop, not recursion: a hostile root may chain any number of sessions.
+  for (const start of candidates) {
+    const chain: Candidate[] = []
+    const seen = new Set<string>()
+    let base = 0
+    for (let at: Candidate | undefined = start; at !== undefined; ) {
+      const known = depth.get(at.header.id)
+      if (known !== undefined) {
+        base = known + 1
+        break
+      }
+      chain.push(at)
+      seen.add(at.header.id)
+      const parent: Candidate | undefined = at.header.parentSession === undefined ? undefined : byId.get(at.header.parentSession)
+      at = parent === undefined || seen.has(parent.header.id) ? undefined : parent
+    }
+    for (let i = chain.length - 1; i >= 0; i--) depth.set((chain[i] as Candidate).header.id, base++)
   }
-  for (const candidate of candidates) depthOf(candidate, new Set())
   return [...candidates].sort(
     (a, b) => (depth.get(a.header.id) ?? 0) - (depth.get(b.header.id) ?? 0) || (a.entry.path < b.entry.path ? -1 : 1),
   )

@@ -462,8 +462,26 @@ class LineParser<E extends Sequenced> {
       }
       // The seq is checked before the line is made into an event (a converter may assume a valid seq).
       this.checkSeq(record.seq)
-      events.push(this.make.line(record as unknown as V0Event))
+      events.push(this.makeLine(record as unknown as V0Event))
       lengths.push(lineText.length)
+    }
+  }
+
+  /**
+   * The event of one parsed line. `JSON.parse` takes any nesting depth, but
+   * walking the value (freezing, converting) recurses: a line nested deeper
+   * than the stack allows is this line's fault, typed like any bad line.
+   */
+  private makeLine(event: V0Event): E {
+    try {
+      return this.make.line(event)
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error
+      throw new ImportV0Error(
+        'IMPORT_V0_BAD_JSON',
+        `Line ${this.line} holds JSON nested too deeply to convert (${error.message}); no harness writes such a line.`,
+        { cause: error, details: { line: this.line, reason: 'too-deep' } },
+      )
     }
   }
 

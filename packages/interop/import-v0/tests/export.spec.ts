@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
@@ -173,5 +173,22 @@ describe('exportV0 writes all sessions or nothing', () => {
       details: { reason: 'not-a-directory' },
     })
     expect(readFileSync(to, 'utf8')).toBe('a file')
+  })
+
+  it('a project or session directory of the target that is a symlink is refused, nothing written through it or into the target', async () => {
+    for (const link of ['project', 'session'] as const) {
+      const to = tempDir('to')
+      const outside = tempDir('outside')
+      const linkPath = link === 'project' ? dirname(dirname(pathOf(to, 'a'))) : dirname(pathOf(to, 'a'))
+      mkdirSync(dirname(linkPath), { recursive: true })
+      symlinkSync(outside, linkPath)
+      const before = tree(to)
+      await expect(exportV0({ ids: ['b', 'a'], persistence, to })).rejects.toMatchObject({
+        code: 'IMPORT_V0_INVALID_OPTION',
+        details: { reason: 'not-a-directory', path: linkPath },
+      })
+      expect(readdirSync(outside)).toEqual([])
+      expect(tree(to)).toEqual(before)
+    }
   })
 })

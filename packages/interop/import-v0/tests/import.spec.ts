@@ -411,6 +411,28 @@ describe.each(Object.keys(BACKENDS) as (keyof typeof BACKENDS)[])('importV0 into
     expect((await p.inspect(SessionId('late'))).events).toEqual(before.events)
   })
 
+  it('reports a line nested deeper than the stack as IMPORT_V0_BAD_JSON and takes back the batches before it', async () => {
+    const root = tempDir('too-deep')
+    dirs.push(root)
+    const b = new V0Builder().turn(1, 'q', 'first answer').turn(2, 'q2', 'second answer')
+    const path = await writeV0Log(root, { id: 'deep', createdAt: T0, cwd: '/srv/deep', delegationDepth: 0 }, b.batches, {
+      compression: 'none',
+      packChunks: false,
+    })
+    const depth = 200_000
+    writeFileSync(
+      path,
+      `${readFileSync(path, 'utf8')}{"type":"x/deep","seq":${b.events.length},"time":${T0},"data":${'['.repeat(depth)}${']'.repeat(depth)}}\n`,
+    )
+    const p = persistence()
+    const report = await importV0({ from: root, persistence: p, batchEvents: 2 })
+    const reason = { code: 'IMPORT_V0_BAD_JSON', message: expect.stringContaining(`Line ${b.events.length + 2} `) }
+    expect(report.sessions[0]).toMatchObject({ id: 'deep', status: 'failed', events: b.events.length, appended: 0, reason })
+    expect(p.metrics.appends).toBeGreaterThan(2)
+    expect(await p.stat(SessionId('deep'))).toBeUndefined()
+    expect((await importV0({ from: root, dryRun: true })).sessions[0]).toMatchObject({ status: 'failed', reason })
+  })
+
   it('takes back a new session whose late frame turns out damaged after its first appends (frames decode ahead on the pool)', async () => {
     const root = tempDir('late-frame')
     dirs.push(root)
