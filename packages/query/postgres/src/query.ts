@@ -1,5 +1,5 @@
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
-import { parseSessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
+import { parseSessionHeader, type SessionHeader, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionChangeCursor, SessionPersistence } from '@dsh/session-persistence'
 import { type ChangeSubscription, keyOf, revisionOf, subscribeChanges, watchPool } from '@dsh/session-persistence-postgres/backend'
 import type {
@@ -132,6 +132,15 @@ export async function createPostgresSessionQuery(options: PostgresSessionQueryOp
   return query
 }
 
+/** A session row's header; undefined when the row is damaged (not JSON, not a header). */
+function headerOf(row: ListingRow): SessionHeader | undefined {
+  try {
+    return parseSessionHeader(JSON.parse(row.header))
+  } catch {
+    return undefined
+  }
+}
+
 class PgSessionQuery implements PostgresSessionQuery {
   readonly #pool: pg.Pool
   readonly #sessions: LiveSessions
@@ -231,16 +240,19 @@ class PgSessionQuery implements PostgresSessionQuery {
       ),
       signal,
     )
-    const hits = rows.slice(0, search.limit).map((row) => {
-      const header = parseSessionHeader(JSON.parse(row.header))
+    const hits: SessionSearchHit[] = []
+    for (const row of rows.slice(0, search.limit)) {
+      const header = headerOf(row)
+      // A damaged header row is left out, as listing leaves it out.
+      if (header === undefined) continue
       const session = this.#sessions.get(header.id)
       const revision = revisionOf(row.sid, row.next_seq)
       const record =
         session === undefined
           ? Object.freeze({ header, inheritedEventCount: SessionLogOffset(row.inherited), live: false, persisted: true, revision })
           : liveRecord(session, { revision })
-      return Object.freeze({ record, score: row.score, matches: row.matches })
-    })
+      hits.push(Object.freeze({ record, score: row.score, matches: row.matches }))
+    }
     return this.#page(hits, rows.length > search.limit, 'sessions', search, generation)
   }
 
@@ -281,7 +293,8 @@ class PgSessionQuery implements PostgresSessionQuery {
   /**
    * One catch-up at a time per instance. A caller always gets a catch-up that
    * started after its call (so a search sees every batch acknowledged before
-   * it); callers arriving during one share a single follow-up.
+   * it); callers arriving during one share a single follow-up, which a
+   * caller's abort leaves running for the others.
    */
   catchUp(signal?: AbortSignal): Promise<SearchIndexReport> {
     this.#assertOpen()
@@ -294,13 +307,14 @@ class PgSessionQuery implements PostgresSessionQuery {
       )
     }
     if (this.#catchingUp !== undefined) {
+      // The follow-up is shared: it runs without any one caller's signal, and each caller stops waiting on its own.
       this.#nextCatchUp ??= this.#catchingUp
         .catch(() => undefined)
         .then(() => {
           this.#nextCatchUp = undefined
-          return this.catchUp(signal)
+          return this.catchUp()
         })
-      return this.#nextCatchUp
+      return guarded(this.#nextCatchUp, signal)
     }
     const current = this.#catchUp(signal).finally(() => {
       if (this.#catchingUp === current) this.#catchingUp = undefined
@@ -353,14 +367,18 @@ class PgSessionQuery implements PostgresSessionQuery {
 
   /**
    * The sessions whose log goes past their indexed text: among `ids`, or all
-   * of them (undefined: the change feed asked for a rescan).
+   * of them (undefined: the change feed asked for a rescan); at most `limit`
+   * of them when given (the overlay asks for one past its bound, enough to
+   * refuse without reading every such row).
    */
-  async #candidates(ids: readonly string[] | undefined): Promise<Candidate[]> {
+  async #candidates(ids: readonly string[] | undefined, limit?: number): Promise<Candidate[]> {
     if (ids?.length === 0) return []
+    const values: unknown[] = ids === undefined ? [] : [ids.map((id) => keyOf(id))]
+    if (limit !== undefined) values.push(limit)
     const { rows } = await this.#sql<Candidate>(
       `SELECT s.id_key, s.sid, s.id, coalesce(p.indexed, 0) AS indexed, s.next_seq FROM dsh_sessions s LEFT JOIN dsh_search_progress p USING (id_key, sid)
-       WHERE ${ids === undefined ? '' : 's.id_key = ANY($1::bytea[]) AND '}s.next_seq > coalesce(p.indexed, 0)`,
-      ids === undefined ? [] : [ids.map((id) => keyOf(id))],
+       WHERE ${ids === undefined ? '' : 's.id_key = ANY($1::bytea[]) AND '}s.next_seq > coalesce(p.indexed, 0)${limit === undefined ? '' : ` LIMIT $${values.length}`}`,
+      values,
       ids === undefined ? 'finding unindexed sessions' : 'finding changed sessions',
     )
     return rows
@@ -450,10 +468,8 @@ class PgSessionQuery implements PostgresSessionQuery {
       throw fromPersistenceError(error, undefined, signal)
     })
     const named = changes.rescan ? undefined : new Set([...changes.ids.filter((id) => typeof id === 'string'), ...overlay.entries.keys()])
-    const candidates = await this.#candidates(named === undefined ? undefined : [...named])
-    if (candidates.length > overlay.limit) {
-      throw overlayUnavailable(`it lacks the text of ${candidates.length} sessions, more than the ${overlay.limit}`)
-    }
+    const candidates = await this.#candidates(named === undefined ? undefined : [...named], overlay.limit + 1)
+    if (candidates.length > overlay.limit) throw overlayUnavailable(`it lacks the text of more than the ${overlay.limit} sessions`)
     const next = new Map<string, OverlayEntry>()
     const queue: Candidate[] = []
     let units = 0

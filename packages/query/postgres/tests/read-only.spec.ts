@@ -2,7 +2,7 @@ import { Context } from '@dsh/context'
 import { SessionId, SessionLogOffset, SessionSeq, SessionStore, type StoredSessionEvent } from '@dsh/session'
 import { createPostgresPersistence } from '@dsh/session-persistence-postgres'
 import { keyOf } from '@dsh/session-persistence-postgres/backend'
-import { createReaderRole } from '@dsh/session-persistence-postgres/testing'
+import { createReaderRole, generateHeaderSessions } from '@dsh/session-persistence-postgres/testing'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import { createPostgresSessionQuery } from '@dsh/session-query-postgres'
 import { headerOf } from '@dsh/test-kit'
@@ -42,12 +42,21 @@ async function setup(limits: { overlayLimit?: number; overlayTextLimit?: number 
   cleanups.push(() => writerQuery.close())
   const readerPool = new pg.Pool({ connectionString: await createReaderRole(db.url), max: 4 })
   cleanups.push(() => readerPool.end())
-  // Every statement the reader's query and persistence send, as text.
+  // Every statement the reader's query and persistence send, as text, and the rows each one returned.
   const statements: string[] = []
+  const returned: Array<{ text: string; rows: number }> = []
   const send = readerPool.query.bind(readerPool) as (...args: unknown[]) => unknown
   readerPool.query = ((config: string | pg.QueryConfig, ...rest: unknown[]) => {
-    statements.push(typeof config === 'string' ? config : config.text)
-    return send(config, ...rest)
+    const text = typeof config === 'string' ? config : config.text
+    statements.push(text)
+    const result = send(config, ...rest)
+    if (result instanceof Promise) {
+      result.then(
+        (r: pg.QueryResult) => void returned.push({ text, rows: r.rows.length }),
+        () => {},
+      )
+    }
+    return result
   }) as pg.Pool['query']
   const reader = await createPostgresPersistence({ pool: readerPool, readOnly: true })
   cleanups.push(() => reader.close())
@@ -70,7 +79,7 @@ async function setup(limits: { overlayLimit?: number; overlayTextLimit?: number 
     ).rows[0]
   const append = (id: string, events: StoredSessionEvent[]) =>
     writer.append({ header: headerOf(id, { createdAt: 1000 }), inheritedEventCount: SessionLogOffset(0) }, events)
-  return { db, writer, writerQuery, reader, query, statements, warnings, indexRows, append }
+  return { db, writer, writerQuery, reader, query, statements, returned, warnings, indexRows, append }
 }
 
 describe('a read-only postgres search (a role that may only SELECT)', () => {
@@ -167,10 +176,20 @@ describe('a read-only postgres search (a role that may only SELECT)', () => {
     for (const id of ['one', 'two', 'three']) await append(id, [message(0, 'pangolin')])
     await expect(query.searchEvents({ text: 'pangolin' })).rejects.toMatchObject({
       code: 'SESSION_QUERY_INDEX_UNAVAILABLE',
-      message: expect.stringContaining('lacks the text of 3 sessions, more than the 2'),
+      message: expect.stringContaining('lacks the text of more than the 2 sessions'),
     })
     await writerQuery.catchUp()
     expect((await query.searchSessions({ text: 'pangolin' })).hits).toHaveLength(3)
+  })
+
+  it('refusing past overlayLimit reads no more than overlayLimit + 1 of the sessions the index lacks, at every search', async () => {
+    const { db, query, returned } = await setup({ overlayLimit: 2 })
+    await generateHeaderSessions(db.pool, { count: 40, events: 1 })
+    const lookups = () => returned.filter((r) => r.text.includes('LEFT JOIN dsh_search_progress')).map((r) => r.rows)
+    for (let i = 0; i < 2; i++) {
+      await expect(query.searchEvents({ text: 'm0' })).rejects.toMatchObject({ code: 'SESSION_QUERY_INDEX_UNAVAILABLE' })
+    }
+    expect(lookups()).toEqual([3, 3])
   })
 
   it('answers SESSION_QUERY_INDEX_UNAVAILABLE past overlayTextLimit characters held, and again once that text is indexed', async () => {

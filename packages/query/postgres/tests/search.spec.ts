@@ -218,6 +218,37 @@ describe('postgres search and a damaged log', () => {
   })
 })
 
+describe('postgres search and a damaged header row', () => {
+  it('searchSessions leaves its session out, as listing does, and answers with the others', async () => {
+    const { persistence, query } = await watched()
+    await persistence.append({ header: header('good', 1), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'dingo')])
+    await persistence.append({ header: header('bad', 2), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'dingo too')])
+    await persistence.append({ header: header('odd', 3), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'dingo three')])
+    await query.catchUp()
+    await persistence.pool.query("UPDATE dsh_sessions SET header = '{not json' WHERE id = convert_to('bad', 'UTF8')")
+    await persistence.pool.query("UPDATE dsh_sessions SET header = '[]' WHERE id = convert_to('odd', 'UTF8')")
+    expect((await query.searchSessions({ text: 'dingo' })).hits.map((h) => h.record.header.id)).toEqual(['good'])
+  })
+})
+
+describe('postgres catch-up and cancellation', () => {
+  it("one caller's abort cancels that caller only: a search and a catch-up waiting on the same follow-up still answer", async () => {
+    const { persistence, query } = await watched()
+    await persistence.append({ header: header('kept'), inheritedEventCount: SessionLogOffset(0) }, [message(0, 'wallaby')])
+    const running = query.catchUp()
+    const controller = new AbortController()
+    // These three arrive during the running catch-up: they share the one that follows it.
+    const aborted = query.catchUp(controller.signal)
+    const search = query.searchEvents({ text: 'wallaby' })
+    const plain = query.catchUp()
+    controller.abort()
+    await expect(aborted).rejects.toMatchObject({ code: 'CANCELLED' })
+    expect(await running).toEqual({ indexed: 1, failed: 0, damaged: 0 })
+    expect(await plain).toEqual({ indexed: 0, failed: 0, damaged: 0 })
+    expect((await search).hits.map((h) => h.id)).toEqual(['kept'])
+  })
+})
+
 describe('postgres listing faults', () => {
   it('leaves a damaged header row out; a failing statement is SESSION_QUERY_PERSISTENCE_FAILED', async () => {
     const { persistence, query } = await open()
