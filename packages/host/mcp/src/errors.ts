@@ -13,6 +13,8 @@ export type McpErrorCode =
   | 'MCP_CHILD_LIMIT'
   /** `maxConcurrentRuns` child runs started over this server are still going: nothing was started. */
   | 'MCP_RUN_LIMIT'
+  /** `maxConcurrentReads` read calls are being answered and `maxWaitingReads` wait their turn: nothing was read. */
+  | 'MCP_BUSY'
   /** A server or transport option is out of range (a limit that is not a positive integer, a transport started twice). */
   | 'MCP_INVALID_OPTIONS'
   /** An untyped failure inside a tool: a bug to report. */

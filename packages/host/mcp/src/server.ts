@@ -6,6 +6,7 @@ import { compactSessionTool } from './compact-tool.js'
 import { ControlLimiter, countChildren, type McpControlLimits } from './control-limits.js'
 import { type AgentDefinitionListing, listAgentDefinitionsTool } from './definitions-tool.js'
 import { McpError } from './errors.js'
+import { type McpReadLimits, ReadTurns } from './read-turns.js'
 import {
   type ControlTool,
   controlTools,
@@ -36,6 +37,8 @@ export interface McpServerOptions extends ReadToolsOptions {
   readonly controlTools?: (control: SubagentControl) => readonly ControlTool[]
   /** Children per parent and runs at once the control tools may start (defaults in `@dsh/protocol/limits`). */
   readonly limits?: McpControlLimits
+  /** Read-tool calls answered at once and waiting their turn (defaults `MCP_MAX_CONCURRENT_READS`, `MCP_MAX_WAITING_READS`). */
+  readonly readLimits?: McpReadLimits
   /** Makes the acting session of a control call live (default: only sessions already live in `sessions`). */
   readonly resolveAgent?: (id: string, signal: AbortSignal) => Promise<Session>
   /** Reported in the initialize handshake. */
@@ -55,11 +58,15 @@ export function createMcpServer(
   services: McpServiceSource & { get(name: 'sessions'): { get(id: string): Session | undefined } | undefined },
   options: McpServerOptions = {},
 ): Server {
-  const tools = readTools(services, {
+  const reads = readTools(services, {
     ...(options.listAgentsFormat === undefined ? {} : { listAgentsFormat: options.listAgentsFormat }),
     ...(options.prices === undefined ? {} : { prices: options.prices }),
+    ...(options.maxHistoryPageBytes === undefined ? {} : { maxHistoryPageBytes: options.maxHistoryPageBytes }),
   })
-  if (options.agentDefinitions !== undefined) tools.push(listAgentDefinitionsTool(options.agentDefinitions))
+  if (options.agentDefinitions !== undefined) reads.push(listAgentDefinitionsTool(options.agentDefinitions))
+  // Read calls take turns; control calls do not (a wait or a compaction lasts as long as its child or model, and must not stop the reads).
+  const turns = new ReadTurns(options.readLimits)
+  const tools = reads.map((tool): McpTool => ({ ...tool, call: (args, signal) => turns.run(signal, () => tool.call(args, signal)) }))
   if (options.allowControl === true) {
     if (options.control === undefined || options.controlTools === undefined) {
       throw new McpError(

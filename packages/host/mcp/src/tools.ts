@@ -2,6 +2,7 @@ import type { CompactionService } from '@dsh/compaction'
 import { isDshError } from '@dsh/context'
 import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentListBody } from '@dsh/protocol'
 import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
+import { capHistoryPage } from '@dsh/protocol/limits'
 import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
 import { type ListingSources, listedValues, type PriceTable } from '@dsh/session-stats'
@@ -15,6 +16,7 @@ import {
 } from '@dsh/tool-subagent-control'
 import { z } from 'zod'
 import { McpError } from './errors.js'
+import { historyPageCap } from './history-page.js'
 import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
 import { callSessionStats, callTreeCosts, sessionStatsDescription, sessionStatsInput } from './stats-tool.js'
 
@@ -92,6 +94,13 @@ export interface ReadToolsOptions {
    * cost is null (and `list_agents` rows carry none), as the descriptions say.
    */
   readonly prices?: PriceTable
+  /**
+   * Bytes of events' JSON one `show_session` page holds at most (default
+   * `HISTORY_PAGE_MAX_BYTES`, 16 MiB, the HTTP history routes' cap); the page
+   * stops before the event that would pass it, and an event alone over it is
+   * answered elided. A positive integer, else `MCP_INVALID_OPTIONS`.
+   */
+  readonly maxHistoryPageBytes?: number
 }
 
 const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
@@ -113,6 +122,7 @@ const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
 export function readTools(services: McpServiceSource, options: ReadToolsOptions = {}): McpTool[] {
   const listAgentsFormat = options.listAgentsFormat ?? 'table'
   const prices = options.prices
+  const maxHistoryPageBytes = historyPageCap(options.maxHistoryPageBytes)
   const query = (): SessionQuery => need(services.get('sessionQuery'), 'sessionQuery')
   return [
     {
@@ -146,7 +156,8 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
       inputSchema: jsonSchemaOf(showSessionInput),
       async call(args, signal) {
         const { id, ...request } = parseInput('show_session', showSessionInput, args)
-        const body: HistoryPageBody = wireHistory(await query().readHistory(id, compact(request), signal))
+        const page = await query().readHistory(id, compact(request), signal)
+        const body: HistoryPageBody = capHistoryPage(wireHistory(page), maxHistoryPageBytes)
         return { result: body }
       },
     },
