@@ -1,6 +1,6 @@
 import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
 import type { Session, SessionHeader, SessionId, SessionStore, StoredSessionEvent } from '@dsh/session'
-import { guardRead, type RuntimeCore } from './core.js'
+import { type BusyChild, guardRead, type RuntimeCore } from './core.js'
 import type { SubagentRun } from './driver.js'
 import { busy, cancelled, closed, notFound, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, type SubagentNotice } from './lifecycle.js'
@@ -115,11 +115,11 @@ export async function waitFor(core: RuntimeCore, childIds: readonly string[], op
       if (!isDshError(error, 'SUBAGENT_NOT_FOUND')) throw error
     }
   }
-  const idle = [...known].flatMap((id) => {
+  const busyChildren = [...known].flatMap((id) => {
     const state = core.busy.get(id)
-    return state === undefined ? [] : [state.idle]
+    return state === undefined ? [] : [state]
   })
-  if (idle.length > 0) await settleWithin(Promise.all(idle), Math.min(timeoutMs, MAX_WAIT_MS), options.signal)
+  if (busyChildren.length > 0) await untilIdle(busyChildren, Math.min(timeoutMs, MAX_WAIT_MS), options.signal)
   throwIfAborted(options.signal, cancelled)
   const out: WaitEntry[] = []
   for (const id of childIds) out.push(known.has(id) ? await status(core, id, options.signal) : { id, state: 'not-found' })
@@ -230,14 +230,14 @@ async function authorizeAncestor(core: RuntimeCore, callerRef: Session | string,
   )
 }
 
-/** A session's header: live, else from persistence (one inspection). */
+/** A session's header: live, else from persistence (a read of the header alone, not of the log). */
 async function headerOf(core: RuntimeCore, id: string): Promise<SessionHeader | undefined> {
   const live = core.services.get('sessions')?.get(id)
   if (live !== undefined) return live.header
   const persistence = core.services.get('sessionPersistence')
   if (persistence === undefined || typeof id !== 'string' || id.length === 0) return undefined
   try {
-    return (await persistence.inspect(id as SessionId)).header
+    return (await persistence.inspectRange(id as SessionId, { limit: 0 })).header
   } catch (error) {
     if (isDshError(error, 'SESSION_PERSISTENCE_NOT_FOUND')) return undefined
     throw error
@@ -256,25 +256,34 @@ async function restoreForWrite(
   return sessions.restore({ header: loaded.header, inheritedEventCount: loaded.inheritedEventCount, events: loaded.events })
 }
 
-/** Resolves when `promise` settles, `ms` pass, or `signal` aborts — whichever is first. */
-async function settleWithin(promise: Promise<unknown>, ms: number, signal: AbortSignal | undefined): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  let onAbort: (() => void) | undefined
-  try {
-    await Promise.race([
-      promise,
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, ms)
-      }),
-      new Promise<void>((resolve) => {
-        if (signal === undefined) return
-        if (signal.aborted) resolve()
-        onAbort = () => resolve()
-        signal.addEventListener('abort', onAbort, { once: true })
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
-    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
-  }
+/**
+ * Resolves when every one of `children` is idle, `ms` pass, or `signal`
+ * aborts — whichever is first. It waits through each child's `waiters` and
+ * takes itself out of them when it resolves, so waits that time out leave
+ * nothing behind on a child that stays busy.
+ */
+function untilIdle(children: readonly BusyChild[], ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const pending = new Set(children)
+    const waiters = new Map<BusyChild, () => void>()
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const finish = (): void => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', finish)
+      for (const child of pending) child.waiters.delete(waiters.get(child)!)
+      pending.clear()
+      resolve()
+    }
+    for (const child of pending) {
+      const waiter = (): void => {
+        pending.delete(child)
+        if (pending.size === 0) finish()
+      }
+      waiters.set(child, waiter)
+      child.waiters.add(waiter)
+    }
+    if (signal?.aborted === true) return finish()
+    signal?.addEventListener('abort', finish, { once: true })
+    timer = setTimeout(finish, ms)
+  })
 }

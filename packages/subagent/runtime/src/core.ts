@@ -45,6 +45,12 @@ export interface BusyChild {
   readonly idle: Promise<void>
   readonly resolveIdle: () => void
   /**
+   * Callbacks `resolveIdle` calls once, each removed by its waiter when it
+   * stops waiting (a `wait` that timed out or was aborted), so a child busy
+   * for a long time holds only the waits still pending on it.
+   */
+  readonly waiters: Set<() => void>
+  /**
    * Stops the chain after the current run: `close` (write the final end),
    * `drain`, or `park` (an interrupt that keeps queued input undelivered until
    * the next send or resume; a message sent before the run ends lifts it).

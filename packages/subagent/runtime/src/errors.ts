@@ -3,7 +3,7 @@ import { DshError, isDshError } from '@dsh/context'
 export type SubagentErrorCode =
   /** Spawn options do not make a valid v2 descriptor (e.g. a continuable child without a label). */
   | 'SUBAGENT_INVALID_DESCRIPTOR'
-  /** A caller-supplied argument of a control operation (spawn, send, wait, report) is malformed. */
+  /** A caller-supplied argument of a control operation (spawn, resume, send, wait, report, interrupt) is malformed. */
   | 'SUBAGENT_INVALID_ARGUMENT'
   /** A runtime or catalog option (`maxDepth`, `coldReadConcurrency`) is out of range; raised at activation. */
   | 'SUBAGENT_INVALID_OPTIONS'
@@ -73,6 +73,12 @@ export function notResumable(childId: string): SubagentError {
 
 export function notFound(childId: string): SubagentError {
   return new SubagentError('SUBAGENT_NOT_FOUND', `There is no subagent '${childId}' (list your subagents with list_agents).`)
+}
+
+/** A run's input is logged as a `user/message`: it must be a string (checked before anything is written). */
+export function checkPrompt(prompt: unknown): void {
+  if (prompt !== undefined && typeof prompt !== 'string')
+    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `A prompt must be a string, got ${prompt === null ? 'null' : typeof prompt}.`)
 }
 
 /** A person-readable failure for `subagent/end`: `<CODE>: <message>`. */

@@ -1,7 +1,7 @@
 import { isDshError, throwIfAborted } from '@dsh/context'
 import { type Session, type SessionHeader, type SessionId, type SessionStore, sameLifecycle } from '@dsh/session'
 import { guardRead, ownIdentity, type RuntimeCore } from './core.js'
-import { busy, cancelled, closed, notResumable, SubagentError } from './errors.js'
+import { busy, cancelled, checkPrompt, closed, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_QUEUED_EVENT } from './lifecycle.js'
 import { isClosed, pendingQueued } from './log-scan.js'
 import { SUBAGENT_IDENTITY_KEY } from './projection.js'
@@ -32,6 +32,7 @@ export async function resumeChild(
 ): Promise<SubagentHandle> {
   core.assertLive()
   core.assertWritable()
+  checkPrompt(options.prompt)
   throwIfAborted(signal, cancelled)
   const sessions = core.sessions()
   const projections = core.projections()

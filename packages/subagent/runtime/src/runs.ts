@@ -2,7 +2,7 @@ import type { Session, SessionStore } from '@dsh/session'
 import type { SubagentBudgetExceeded } from './budget.js'
 import { admitRun, armWallTimer, budgetRecord, ledgerFor } from './budget-guard.js'
 import type { ActiveRun, BusyChild, ChildProfile, RuntimeCore } from './core.js'
-import type { SubagentRun, SubagentRunOutcome } from './driver.js'
+import type { SubagentRun, SubagentRunOutcome, SubagentTool } from './driver.js'
 import { describeError } from './errors.js'
 import {
   SUBAGENT_END_EVENT,
@@ -45,9 +45,15 @@ export function startChild(
 ): SubagentHandle {
   let state = core.busy.get(child.id)
   if (state === undefined) {
-    let resolveIdle!: () => void
-    const idle = new Promise<void>((resolve) => (resolveIdle = resolve))
-    state = { inbox, idle, resolveIdle, identity, profile }
+    let resolve!: () => void
+    const idle = new Promise<void>((settle) => (resolve = settle))
+    const waiters = new Set<() => void>()
+    const resolveIdle = (): void => {
+      resolve()
+      for (const waiter of waiters) waiter()
+      waiters.clear()
+    }
+    state = { inbox, idle, resolveIdle, waiters, identity, profile }
     core.busy.set(child.id, state)
   }
   const controller = new AbortController()
@@ -59,13 +65,23 @@ export function startChild(
   core.services.emit?.('subagent/run-start', child, { kind, turn })
   child.append(SUBAGENT_START_EVENT, { kind, turn, ...(queued === undefined ? {} : { queued }) })
   if (prompt !== undefined) child.append('user/message', { text: prompt })
+  // The tool provider is the host's code: a throw from it ends this run
+  // `error` (logged and noticed like a driver's throw) instead of leaving
+  // the child busy with a run that never started.
+  let tools: readonly SubagentTool[] = []
+  let unready: { error: unknown } | undefined
+  try {
+    tools = core.toolsFor(child, profile.settings.toolFilter)
+  } catch (error) {
+    unready = { error }
+  }
   const run: SubagentRun = {
     kind,
     session: child,
     identity,
     turn,
     notices: noticesSinceLastTurn(child),
-    tools: core.toolsFor(child, profile.settings.toolFilter),
+    tools,
     signal: controller.signal,
     settings: profile.settings,
     ...(profile.descriptor === undefined ? {} : { descriptor: profile.descriptor }),
@@ -81,14 +97,24 @@ export function startChild(
   const done = (async (): Promise<SubagentSettlement> => {
     // Let the caller see the handle (and a live child) before the first step.
     await Promise.resolve()
-    const outcome: SubagentRunOutcome = refused === undefined ? await runDriver(core, run) : { reason: 'cancelled' }
+    const outcome: SubagentRunOutcome =
+      refused !== undefined ? { reason: 'cancelled' } : unready !== undefined ? { reason: 'error', ...unready } : await runDriver(core, run)
     clearTimeout(active.wallTimer)
-    // A one-shot result with an outputSchema is checked (the checks are loaded already when this runtime spawned the child).
-    const checks =
-      needsOutputCheck(identity, profile) && active.endReason === undefined
-        ? (loadedOutputChecks() ?? (await loadOutputChecks()))
-        : undefined
-    const settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason, checks, active.exceeded)
+    let settlement: SubagentSettlement
+    try {
+      // A one-shot result with an outputSchema is checked (the checks are loaded already when this runtime spawned the child).
+      const checks =
+        needsOutputCheck(identity, profile) && active.endReason === undefined
+          ? (loadedOutputChecks() ?? (await loadOutputChecks()))
+          : undefined
+      settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason, checks, active.exceeded)
+    } catch (error) {
+      // An outcome the log cannot hold (a driver's text or reason that is not
+      // JSON) still ends the run: as `error`, with why, so the child never
+      // stays busy and `done` never rejects.
+      core.warn(`dsh: subagent '${child.id}' ended with an outcome its log cannot record; it is logged as an error.`, error)
+      settlement = finishRun(core, child, turn, identity, profile, { reason: 'error', error }, undefined, undefined, undefined)
+    }
     core.runs.delete(child.id)
     await afterRun(core, sessions, child, chain)
     return settlement

@@ -4,7 +4,7 @@ import { planBudget } from './budget-guard.js'
 import type { ChildProfile, RuntimeCore } from './core.js'
 import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor } from './descriptor.js'
 import { isSubagentDescriptor } from './descriptor-checks.js'
-import { SubagentError } from './errors.js'
+import { checkPrompt, SubagentError } from './errors.js'
 import { latestClosedCut } from './log-scan.js'
 import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, type SubagentSettings, splitSettings } from './options.js'
 import { outputChecksForSpawn } from './output-checks.js'
@@ -42,6 +42,7 @@ export function spawnChild(core: RuntimeCore, parent: Session | string, options:
   if (options.context !== 'fresh' && options.context !== 'fork') {
     throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `context must be 'fresh' or 'fork', got ${JSON.stringify(options.context)}.`)
   }
+  checkPrompt(options.prompt)
   const planned: { ledger?: ReturnType<typeof planBudget>['ledger'] } = {}
   const { descriptor, recorded } = prepareRecords(options, core.driver.name, (settings) => {
     const plan = planBudget(core, parentSession, settings)

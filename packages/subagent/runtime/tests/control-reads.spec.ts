@@ -1,0 +1,48 @@
+import type { SessionId } from '@dsh/session'
+import { MemoryPersistenceStorage } from '@dsh/session-persistence'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createScriptedDriver } from '../src/index.js'
+import { bodyReads, createHost, type Host } from './helpers.js'
+
+const hosts: Host[] = []
+afterEach(async () => {
+  for (const h of hosts.splice(0)) await h.dispose()
+})
+
+/** A parent `p` with child `c`, which has child `g`; every run settled, `c` and `g` cold; then a fresh host on the same storage. */
+async function coldFamily(): Promise<Host> {
+  const storage = new MemoryPersistenceStorage()
+  const first = await createHost({ storage, driver: createScriptedDriver([{ kind: 'message', text: 'done' }]) })
+  hosts.push(first)
+  const parent = first.sessions.create({ id: 'p' })
+  await first.runtime.spawn(parent, { mode: 'continuable', label: 'c', context: 'fresh', prompt: 'go', id: 'c' }).done
+  const child = await first.runtime.resume('c', { caller: parent })
+  const grandchild = first.runtime.spawn(child.session, { mode: 'continuable', label: 'g', context: 'fresh', prompt: 'go', id: 'g' })
+  await grandchild.done
+  await child.done
+  await first.sessions.flush(parent)
+  const second = await createHost({ storage })
+  hosts.push(second)
+  const loaded = await second.persistence!.load('p' as SessionId)
+  second.sessions.restore({ header: loaded.header, inheritedEventCount: loaded.inheritedEventCount, events: loaded.events })
+  return second
+}
+
+describe('control of cold children: authorization reads headers, not logs', () => {
+  it('interrupts a cold child (nothing runs) without reading its log', async () => {
+    const h = await coldFamily()
+    const parent = h.sessions.get('p')!
+    const reads = bodyReads(h)
+    expect(await h.runtime.interrupt('c', { caller: parent })).toBe(false)
+    expect(bodyReads(h) - reads).toBe(0)
+  })
+
+  it('waits for a cold grandchild with one read of its log, none of the cold child between', async () => {
+    const h = await coldFamily()
+    const parent = h.sessions.get('p')!
+    const reads = bodyReads(h)
+    // `c`'s run ended first and drained `g`: its log says so.
+    expect(await h.runtime.wait(['g'], { caller: parent, timeoutMs: 0 })).toEqual([{ id: 'g', state: 'settled', reason: 'drained' }])
+    expect(bodyReads(h) - reads).toBe(1)
+  })
+})
