@@ -19,8 +19,10 @@ export type DriverAnthropicErrorCode =
   | 'DRIVER_ANTHROPIC_UNAVAILABLE'
   /** The API could not be reached (or the connection broke before any output) after every allowed attempt. */
   | 'DRIVER_ANTHROPIC_CONNECTION'
-  /** Any other HTTP status, an `error` event inside the stream, or a stream that broke after output was already recorded. */
+  /** Any other HTTP status, an `error` event inside the stream, a stream that broke after output was already recorded, or one that ended unfinished or malformed. */
   | 'DRIVER_ANTHROPIC_REQUEST_FAILED'
+  /** One step's response passed the driver's bounds (`STEP_MAX_CHARS` characters, `STEP_MAX_PARTS` content blocks). Not retried. */
+  | 'DRIVER_ANTHROPIC_RESPONSE_TOO_LARGE'
   /** The model kept calling tools past the turn's step limit. */
   | 'DRIVER_ANTHROPIC_MAX_STEPS'
   /** The caller aborted the turn. */

@@ -1,6 +1,6 @@
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, MessageParam, TextBlockParam, Tool } from '@anthropic-ai/sdk/resources/messages'
-import { isRetryableStatus, type RetryPolicy, retryAfterMs } from '@dsh/driver-openai'
+import { isRetryableStatus, type RetryPolicy, requestDeadline, retryAfterMs, StepBound, type StepBoundErrors } from '@dsh/driver-openai'
 import { type AnthropicConfig, type AnthropicConfigInput, resolveAnthropicConfig } from './config.js'
 import { DriverAnthropicError } from './errors.js'
 import { checkRetryPolicy } from './retry.js'
@@ -8,7 +8,7 @@ import { type AnthropicStep, StepAssembler, type StreamCallbacks } from './strea
 
 export interface AnthropicClientOptions extends AnthropicConfigInput {
   readonly retry?: RetryPolicy
-  /** Per-request timeout in ms (default 10 minutes: a long answer streams for a while). */
+  /** The longest a request may go with nothing from the server, until its headers and between streamed chunks, in ms (default 10 minutes). */
   readonly timeoutMs?: number
 }
 
@@ -71,24 +71,64 @@ export function createAnthropicClient(options: AnthropicClientOptions = {}): Ant
     async step(request: AnthropicStepRequest): Promise<AnthropicStep> {
       const params = body(request)
       for (let attempt = 1; ; attempt++) {
-        const assembler = new StepAssembler(request)
+        const assembler = new StepAssembler(request, new StepBound(BOUND_ERRORS))
+        const deadline = requestDeadline(request.signal, timeout)
         try {
-          // A signal of its own per request: the client adds an abort listener to the signal it is given.
-          const stream = await client.messages.create(params, { signal: AbortSignal.any([request.signal]) })
-          for await (const event of stream) assembler.add(event)
-          if (request.signal.aborted) throw cancelled()
+          const stream = await client.messages.create(params, { signal: deadline.signal })
+          for await (const event of stream) {
+            deadline.progress()
+            assembler.add(event)
+          }
+          // The client ends the loop quietly when the signal aborts (the caller's, or the deadline's).
+          if (deadline.signal.aborted) throw cancelled()
+          if (!assembler.finished) throw unfinished()
           return assembler.step()
         } catch (error) {
-          if (request.signal.aborted || error instanceof APIUserAbortError || isCancelled(error)) throw cancelled()
+          deadline.clear()
+          if (request.signal.aborted) throw cancelled()
+          const expired = deadline.expired()
+          if (!expired && (error instanceof APIUserAbortError || isCancelled(error))) throw cancelled()
           const status = error instanceof APIError ? error.status : undefined
-          const retryable = !assembler.emitted && (error instanceof APIConnectionError || isRetryableStatus(status))
-          if (!retryable || attempt >= retry.maxAttempts) throw toDriverError(error, config.redact, attempt, assembler.emitted)
+          const retryable = !assembler.emitted && (expired || error instanceof APIConnectionError || isRetryableStatus(status))
+          if (!retryable || attempt >= retry.maxAttempts)
+            throw expired ? timedOut(timeout, attempt, assembler.emitted) : toDriverError(error, config.redact, attempt, assembler.emitted)
           await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
           if (request.signal.aborted) throw cancelled()
+        } finally {
+          deadline.clear()
         }
       }
     },
   })
+}
+
+const BOUND_ERRORS: StepBoundErrors = {
+  tooLarge: (message) => new DriverAnthropicError('DRIVER_ANTHROPIC_RESPONSE_TOO_LARGE', message),
+  malformed: (message) => new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', message),
+}
+
+/** A stream that ended before the server said why the message stopped (a proxy cut it, or the body was no stream at all). */
+function unfinished(): DriverAnthropicError {
+  return new DriverAnthropicError(
+    'DRIVER_ANTHROPIC_REQUEST_FAILED',
+    "The Anthropic API's stream ended before the message was finished (no message_delta carried a stop_reason).",
+  )
+}
+
+/** The error of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
+function timedOut(timeout: number, attempts: number, emitted: boolean): DriverAnthropicError {
+  const what = `nothing for ${timeout} ms (timeoutMs)`
+  if (emitted) {
+    return new DriverAnthropicError(
+      'DRIVER_ANTHROPIC_REQUEST_FAILED',
+      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${what}.`,
+    )
+  }
+  const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  return new DriverAnthropicError(
+    'DRIVER_ANTHROPIC_CONNECTION',
+    `The Anthropic API sent ${what}${tries}. Check that the server is responding.`,
+  )
 }
 
 function isCancelled(error: unknown): boolean {
@@ -102,6 +142,8 @@ function cancelled(): DriverAnthropicError {
 /** Maps a failure to a typed error; the server's own message is kept (redacted, bounded) so a person can act on it. */
 export function toDriverError(error: unknown, redact: (text: string) => string, attempts: number, emitted = false): DriverAnthropicError {
   const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  // A bound of the driver's own says what it stopped; its message holds nothing the server sent.
+  if (error instanceof DriverAnthropicError && error.code === 'DRIVER_ANTHROPIC_RESPONSE_TOO_LARGE') return error
   if (emitted && !(error instanceof APIError && error.status !== undefined)) {
     const message = error instanceof Error ? error.message : String(error)
     return new DriverAnthropicError(
@@ -118,7 +160,11 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
   if (error instanceof APIError) {
     const status = error.status
     const server = bounded(redact(error.apiMessage ?? error.message))
-    const details = { status, ...(error.type ? { type: error.type } : {}), ...(error.requestID ? { requestId: error.requestID } : {}) }
+    const details = {
+      status,
+      ...(error.type ? { type: bounded(redact(String(error.type)), 100) } : {}),
+      ...(error.requestID ? { requestId: bounded(redact(String(error.requestID)), 100) } : {}),
+    }
     const make = (code: Parameters<typeof newError>[0], message: string): DriverAnthropicError => newError(code, message, details)
     if (status === 400 || status === 413 || status === 422)
       return make('DRIVER_ANTHROPIC_BAD_REQUEST', `The Anthropic API rejected the request (HTTP ${status}): ${server}`)

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages'
-import { loggedArguments } from '@dsh/driver-openai'
+import { loggedArguments, type StepBound } from '@dsh/driver-openai'
 import type { ContentBlock } from '@dsh/session'
 import { type AnthropicUsage, mergeRawUsage, usageFromMessages } from './usage.js'
 
@@ -48,14 +48,21 @@ type OpenBlock =
 export class StepAssembler {
   readonly #blocks: OpenBlock[] = []
   readonly #callbacks: StreamCallbacks
+  readonly #bound: StepBound
   #usage: Record<string, unknown> | undefined
   #stopReason: string | undefined
   #responseId: string | undefined
   /** Whether anything was passed to a callback (a retry would then repeat recorded output). */
   emitted = false
 
-  constructor(callbacks: StreamCallbacks) {
+  constructor(callbacks: StreamCallbacks, bound: StepBound) {
     this.#callbacks = callbacks
+    this.#bound = bound
+  }
+
+  /** Whether the server said why the message stopped (`message_delta`'s `stop_reason`): a stream without it was cut off. */
+  get finished(): boolean {
+    return this.#stopReason !== undefined
   }
 
   add(event: RawMessageStreamEvent): void {
@@ -70,7 +77,10 @@ export class StepAssembler {
         break
       case 'content_block_start': {
         const block = event.content_block
-        this.#blocks[event.index] =
+        // Bounded: a far index would make a sparse array that every later pass over the blocks walks whole.
+        const index = this.#bound.part(event.index, 'content block')
+        if (block.type === 'tool_use') this.#bound.take(block.name)
+        this.#blocks[index] =
           block.type === 'text'
             ? { kind: 'text', text: '' }
             : block.type === 'thinking'
@@ -92,16 +102,20 @@ export class StepAssembler {
     const open = this.#blocks[index]
     if (open === undefined) return
     if (delta.type === 'text_delta' && open.kind === 'text' && delta.text.length > 0) {
+      this.#bound.take(delta.text)
       open.text += delta.text
       this.emitted = true
       this.#callbacks.onText(delta.text)
     } else if (delta.type === 'thinking_delta' && open.kind === 'thinking' && delta.thinking.length > 0) {
+      this.#bound.take(delta.thinking)
       open.text += delta.thinking
       this.emitted = true
       this.#callbacks.onThinking(delta.thinking)
     } else if (delta.type === 'signature_delta' && open.kind === 'thinking') {
+      this.#bound.take(delta.signature)
       open.signature += delta.signature
     } else if (delta.type === 'input_json_delta' && open.kind === 'tool') {
+      this.#bound.take(delta.partial_json)
       open.json += delta.partial_json
     }
   }

@@ -43,7 +43,8 @@ export function createAnthropicSummarizer(options: AnthropicSummarizerOptions): 
       })
       const usage = step.usage
       return {
-        summary: step.text,
+        // The summary is stored in the log: a server that echoes the key leaves no trace of it there either.
+        summary: client.redact(step.text),
         provider: client.provider,
         model,
         ...(usage === undefined ? {} : { usage: tokenUsage(usage) }),

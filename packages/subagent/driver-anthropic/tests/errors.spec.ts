@@ -70,12 +70,15 @@ describe('retries (attempts counted at the server)', () => {
       [401, 'DRIVER_ANTHROPIC_UNAUTHORIZED'],
       [404, 'DRIVER_ANTHROPIC_NOT_FOUND'],
     ] as const) {
-      server = await startModelServer(() => ({ kind: 'error', status, message: `Refused key ${TEST_KEY}.` }))
+      server = await startModelServer(() => ({ kind: 'error', status, message: `Refused key ${TEST_KEY}.`, type: `error ${TEST_KEY}` }))
       const { client } = testClient(server)
       const { outcome, session } = await turn(client)
       expect(server.requests).toHaveLength(1)
       expect(outcome.error).toMatchObject({ code, message: expect.stringContaining('Refused key [redacted]') })
       expect(JSON.stringify(session.events)).not.toContain(TEST_KEY)
+      // The server's error type is kept in the details, blanked out as well.
+      expect(JSON.stringify((outcome.error as DriverAnthropicError).details)).toContain('[redacted]')
+      expect(JSON.stringify((outcome.error as DriverAnthropicError).details)).not.toContain(TEST_KEY)
       await server.close()
       server = undefined
     }

@@ -2,7 +2,7 @@ import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/t
 import { applyContextEvent, contextView, sessionContextUnit } from '@dsh/session-context'
 import { afterEach, expect, it } from 'vitest'
 import { createAnthropicSummarizer, runAgent } from '../src/index.js'
-import { bodyOf, newStore, testClient } from './helpers.js'
+import { bodyOf, newStore, TEST_KEY, testClient } from './helpers.js'
 
 let server: ModelServer | undefined
 afterEach(async () => {
@@ -32,4 +32,12 @@ it('summarizes a context in one request without tools or thinking; the instructi
       { type: 'text', text: 'Summarize.' },
     ],
   })
+})
+
+it('blanks the API key out of the summary it returns (a server that echoes it back)', async () => {
+  server = await startModelServer([answer([`The key was ${TEST_KEY}.`])])
+  const { client } = testClient(server)
+  const context = contextView([].reduce(applyContextEvent, sessionContextUnit.init()))
+  const summary = await createAnthropicSummarizer({ client }).summarize({ sessionId: 's', context, instruction: 'Summarize.' })
+  expect(summary.summary).toBe('The key was [redacted].')
 })

@@ -17,8 +17,10 @@ export type DriverOpenAIErrorCode =
   | 'DRIVER_OPENAI_UNAVAILABLE'
   /** The server could not be reached (or the connection broke) after every allowed attempt. */
   | 'DRIVER_OPENAI_CONNECTION'
-  /** Any other HTTP status, or a stream that broke after output was already recorded. */
+  /** Any other HTTP status, a stream that broke after output was already recorded, or one that ended unfinished or malformed. */
   | 'DRIVER_OPENAI_REQUEST_FAILED'
+  /** One step's response passed the driver's bounds (`STEP_MAX_CHARS` characters, `STEP_MAX_PARTS` tool calls). Not retried. */
+  | 'DRIVER_OPENAI_RESPONSE_TOO_LARGE'
   /** The model kept calling tools past the turn's step limit. */
   | 'DRIVER_OPENAI_MAX_STEPS'
   /** The caller aborted the turn. */

@@ -3,14 +3,15 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { type ModelApi, type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
 import { DriverOpenAIError } from './errors.js'
+import { requestDeadline, StepBound } from './limits.js'
 import { streamResponse } from './responses-stream.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
-import { cancelled, type ModelStep, type StepOptions, type StepRequest } from './step.js'
+import { BOUND_ERRORS, cancelled, type ModelStep, type StepOptions, type StepRequest, type StreamAttempt, unfinished } from './step.js'
 import { type ModelUsage, usageFromChat } from './usage.js'
 
 export interface ModelClientOptions extends ModelConfigInput {
   readonly retry?: RetryPolicy
-  /** Per-request timeout in ms (default 10 minutes: a long answer streams for a while). */
+  /** The longest a request may go with nothing from the server, until its headers and between streamed chunks, in ms (default 10 minutes). */
   readonly timeoutMs?: number
   /** Extra request body fields for servers with their own knobs (e.g. `{ temperature: 0 }`). */
   readonly extraBody?: Readonly<Record<string, unknown>>
@@ -53,24 +54,56 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
     async step(request: StepRequest): Promise<ModelStep> {
       for (let attempt = 1; ; attempt++) {
         let emitted = false
+        const deadline = requestDeadline(request.signal, timeout)
         try {
           const body = { ...extraBody, model: request.model ?? config.model }
           const markEmitted = (): void => {
             emitted = true
           }
-          if (request.responses !== undefined) return await streamResponse(client, body, request, request.responses, markEmitted)
-          return await streamOnce(client, body, request, request.messages, markEmitted)
+          const bound = new StepBound(BOUND_ERRORS)
+          if (request.responses !== undefined)
+            return await streamResponse(client, body, request, request.responses, {
+              signal: deadline.signal,
+              progress: deadline.progress,
+              bound,
+              markEmitted,
+            })
+          return await streamOnce(client, body, request, request.messages, {
+            signal: deadline.signal,
+            progress: deadline.progress,
+            bound,
+            markEmitted,
+          })
         } catch (error) {
-          if (request.signal.aborted || error instanceof APIUserAbortError) throw cancelled()
+          deadline.clear()
+          if (request.signal.aborted) throw cancelled()
+          const expired = deadline.expired()
+          if (!expired && error instanceof APIUserAbortError) throw cancelled()
           const status = error instanceof APIError ? error.status : undefined
-          const retryable = !emitted && (error instanceof APIConnectionError || isRetryableStatus(status))
-          if (!retryable || attempt >= retry.maxAttempts) throw toDriverError(error, config.redact, attempt, emitted)
+          const retryable = !emitted && (expired || error instanceof APIConnectionError || isRetryableStatus(status))
+          if (!retryable || attempt >= retry.maxAttempts)
+            throw expired ? timedOut(timeout, attempt, emitted) : toDriverError(error, config.redact, attempt, emitted)
           await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
           if (request.signal.aborted) throw cancelled()
+        } finally {
+          deadline.clear()
         }
       }
     },
   })
+}
+
+/** The error of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
+function timedOut(timeout: number, attempts: number, emitted: boolean): DriverOpenAIError {
+  const what = `nothing for ${timeout} ms (timeoutMs)`
+  if (emitted) {
+    return new DriverOpenAIError(
+      'DRIVER_OPENAI_REQUEST_FAILED',
+      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${what}.`,
+    )
+  }
+  const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  return new DriverOpenAIError('DRIVER_OPENAI_CONNECTION', `The model server sent ${what}${tries}. Check that the server is responding.`)
 }
 
 async function streamOnce(
@@ -78,7 +111,7 @@ async function streamOnce(
   body: Record<string, unknown> & { model: string },
   request: StepOptions,
   messages: ChatCompletionMessageParam[],
-  markEmitted: () => void,
+  { signal, progress, bound, markEmitted }: StreamAttempt,
 ): Promise<ModelStep> {
   const stream = await client.chat.completions.create(
     {
@@ -89,9 +122,7 @@ async function streamOnce(
       stream: true,
       stream_options: { include_usage: true },
     },
-    // A signal of its own per request: the client adds an abort listener to the signal it is given and never
-    // removes it, so a long turn's signal would collect one per step (MaxListenersExceededWarning past 10).
-    { signal: AbortSignal.any([request.signal]) },
+    { signal },
   )
   let text = ''
   let usage: ModelUsage | undefined
@@ -99,31 +130,43 @@ async function streamOnce(
   let responseId: string | undefined
   const calls: { id: string; name: string; arguments: string }[] = []
   for await (const chunk of stream) {
+    progress()
     if (chunk.usage) usage = usageFromChat(chunk.usage)
     if (responseId === undefined && typeof chunk.id === 'string' && chunk.id.length > 0) responseId = chunk.id
     const choice = chunk.choices?.[0]
     if (choice === undefined) continue
     const delta = (choice.delta ?? {}) as StreamDelta
     if (typeof delta.reasoning_content === 'string' && delta.reasoning_content.length > 0) {
+      bound.take(delta.reasoning_content)
       markEmitted()
       request.onReasoning(delta.reasoning_content)
     }
     if (typeof delta.content === 'string' && delta.content.length > 0) {
+      bound.take(delta.content)
       markEmitted()
       text += delta.content
       request.onContent(delta.content)
     }
     for (const fragment of delta.tool_calls ?? []) {
-      const index = fragment.index ?? calls.length
+      // Bounded: a far index would make a sparse array that every later pass over the calls walks whole.
+      const index = bound.part(fragment.index ?? calls.length, 'tool call')
       const call = calls[index] ?? { id: '', name: '', arguments: '' }
       calls[index] = call
       if (fragment.id) call.id = fragment.id
-      if (fragment.function?.name) call.name += fragment.function.name
-      if (fragment.function?.arguments) call.arguments += fragment.function.arguments
+      if (fragment.function?.name) {
+        bound.take(fragment.function.name)
+        call.name += fragment.function.name
+      }
+      if (fragment.function?.arguments) {
+        bound.take(fragment.function.arguments)
+        call.arguments += fragment.function.arguments
+      }
     }
     if (choice.finish_reason) finishReason = choice.finish_reason
   }
-  if (request.signal.aborted) throw cancelled()
+  // The client ends the loop quietly when the signal aborts (the caller's, or the deadline's).
+  if (signal.aborted) throw cancelled()
+  if (finishReason === undefined) throw unfinished('no choice carried a finish_reason')
   const toolCalls = calls
     .filter((call) => call !== undefined && call.name.length > 0)
     // Some servers send no call id: make one that cannot collide with another step's.
@@ -134,6 +177,8 @@ async function streamOnce(
 /** Maps a failure to a typed error; the server's own message is kept (redacted, bounded) so a person can act on it. */
 export function toDriverError(error: unknown, redact: (text: string) => string, attempts: number, emitted = false): DriverOpenAIError {
   const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+  // A bound of the driver's own says what it stopped; its message holds nothing the server sent.
+  if (error instanceof DriverOpenAIError && error.code === 'DRIVER_OPENAI_RESPONSE_TOO_LARGE') return error
   if (emitted && !(error instanceof APIError && error.status !== undefined)) {
     const message = error instanceof Error ? error.message : String(error)
     return new DriverOpenAIError(
@@ -152,8 +197,8 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
     const server = bounded(redact(serverMessage(error)))
     const details = {
       status,
-      ...(error.type ? { type: error.type } : {}),
-      ...(error.code ? { serverCode: redact(String(error.code)) } : {}),
+      ...(error.type ? { type: bounded(redact(String(error.type)), 100) } : {}),
+      ...(error.code ? { serverCode: bounded(redact(String(error.code)), 100) } : {}),
     }
     if (status === 400 || status === 422)
       return new DriverOpenAIError('DRIVER_OPENAI_BAD_REQUEST', `The model server rejected the request (HTTP ${status}): ${server}`, {

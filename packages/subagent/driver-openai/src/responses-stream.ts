@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type OpenAI from 'openai'
 import { DriverOpenAIError } from './errors.js'
-import { cancelled, type ModelStep, type ResponsesInput, type StepOptions } from './step.js'
+import { cancelled, type ModelStep, type ResponsesInput, type StepOptions, type StreamAttempt, unfinished } from './step.js'
 import { responsesTools } from './tools.js'
 import { type ModelUsage, usageFromResponses } from './usage.js'
 
@@ -21,7 +21,7 @@ export async function streamResponse(
   body: Record<string, unknown> & { model: string },
   request: StepOptions,
   responses: ResponsesInput,
-  markEmitted: () => void,
+  { signal, progress, bound, markEmitted }: StreamAttempt,
 ): Promise<ModelStep> {
   const stream = await client.responses.create(
     {
@@ -33,8 +33,7 @@ export async function streamResponse(
       ...(request.tools.length === 0 ? {} : { tools: responsesTools(request.tools) }),
       stream: true,
     },
-    // A signal of its own per request (see the Chat path): the client never removes its abort listener.
-    { signal: AbortSignal.any([request.signal]) },
+    { signal },
   )
   let text = ''
   let usage: ModelUsage | undefined
@@ -45,18 +44,21 @@ export async function streamResponse(
   const callOf = (itemId: string): { id: string; name: string; arguments: string } => {
     let call = calls.get(itemId)
     if (call === undefined) {
+      bound.part(calls.size, 'function call')
       call = { id: '', name: '', arguments: '' }
       calls.set(itemId, call)
     }
     return call
   }
   for await (const event of stream) {
+    progress()
     switch (event.type) {
       case 'response.created':
         responseId = event.response.id
         break
       case 'response.output_text.delta':
         if (event.delta.length === 0) break
+        bound.take(event.delta)
         markEmitted()
         text += event.delta
         request.onContent(event.delta)
@@ -64,6 +66,7 @@ export async function streamResponse(
       case 'response.reasoning_summary_text.delta':
       case 'response.reasoning_text.delta':
         if (event.delta.length === 0) break
+        bound.take(event.delta)
         markEmitted()
         request.onReasoning(event.delta)
         break
@@ -72,12 +75,19 @@ export async function streamResponse(
         if (event.item.type === 'function_call') {
           const call = callOf(event.item.id ?? `output-${event.output_index}`)
           call.id = event.item.call_id
-          call.name = event.item.name
-          // The finished item holds the whole argument text (the deltas are its fragments).
-          if (event.type === 'response.output_item.done') call.arguments = event.item.arguments
+          if (event.item.name !== call.name) {
+            bound.take(event.item.name)
+            call.name = event.item.name
+          }
+          // The finished item holds the whole argument text (the deltas are its fragments, counted already).
+          if (event.type === 'response.output_item.done') {
+            bound.take(event.item.arguments.slice(call.arguments.length))
+            call.arguments = event.item.arguments
+          }
         }
         break
       case 'response.function_call_arguments.delta':
+        bound.take(event.delta)
         callOf(event.item_id).arguments += event.delta
         break
       case 'response.completed':
@@ -98,7 +108,9 @@ export async function streamResponse(
         })
     }
   }
-  if (request.signal.aborted) throw cancelled()
+  // The client ends the loop quietly when the signal aborts (the caller's, or the deadline's).
+  if (signal.aborted) throw cancelled()
+  if (finishReason === undefined) throw unfinished('no response.completed or response.incomplete event')
   const toolCalls = [...calls.values()]
     .filter((call) => call.name.length > 0)
     .map((call) => ({ id: call.id.length > 0 ? call.id : `call_${randomUUID()}`, name: call.name, arguments: call.arguments }))

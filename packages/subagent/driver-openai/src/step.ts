@@ -1,6 +1,7 @@
 import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ResponseInputItem } from 'openai/resources/responses/responses'
 import { DriverOpenAIError } from './errors.js'
+import type { StepBound, StepBoundErrors } from './limits.js'
 import type { ModelUsage } from './usage.js'
 
 /** One tool call as the model streamed it, fragments joined. */
@@ -51,4 +52,26 @@ export interface StepOptions {
 /** The error of an aborted request. */
 export function cancelled(): DriverOpenAIError {
   return new DriverOpenAIError('CANCELLED', 'The model request was cancelled by its caller (AbortSignal aborted).')
+}
+
+/** The typed errors of a step's bound (`StepBound`). */
+export const BOUND_ERRORS: StepBoundErrors = {
+  tooLarge: (message) => new DriverOpenAIError('DRIVER_OPENAI_RESPONSE_TOO_LARGE', message),
+  malformed: (message) => new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', message),
+}
+
+/** What one attempt's stream is read under: its signal (the caller's and the deadline), the deadline's restart at each chunk, the step's bound, and the mark that output was recorded. */
+export interface StreamAttempt {
+  readonly signal: AbortSignal
+  readonly progress: () => void
+  readonly bound: StepBound
+  readonly markEmitted: () => void
+}
+
+/** A stream that ended before the server said the response was finished (a proxy cut it, or the body was no stream at all). */
+export function unfinished(what: string): DriverOpenAIError {
+  return new DriverOpenAIError(
+    'DRIVER_OPENAI_REQUEST_FAILED',
+    `The model server's stream ended before the response was finished (${what}).`,
+  )
 }

@@ -34,7 +34,8 @@ export function createOpenAISummarizer(options: OpenAISummarizerOptions): Summar
       })
       const usage = step.usage
       return {
-        summary: step.text,
+        // The summary is stored in the log: a server that echoes the key leaves no trace of it there either.
+        summary: client.redact(step.text),
         provider: client.provider,
         model,
         ...(usage === undefined

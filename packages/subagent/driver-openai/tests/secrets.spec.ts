@@ -51,7 +51,7 @@ describe('the API key', () => {
       const echoed = String(request.headers.authorization)
       if (index === 0) return answer(['fine'])
       if (index === 1) return callTools([{ id: 'c', name: 'add', arguments: `{"a":1,"b":2,"note":"${echoed}"}` }])
-      if (index === 2) return { kind: 'error', status: 400, message: `bad request from ${echoed}` }
+      if (index === 2) return { kind: 'error', status: 400, message: `bad request from ${echoed}`, type: `invalid_request_error ${echoed}` }
       if (index === 3) return { kind: 'error', status: 401, message: `invalid key ${echoed}`, type: 'authentication_error' }
       return { kind: 'error', status: 429, message: `slow down ${echoed}`, headers: { 'retry-after': '0' } }
     })

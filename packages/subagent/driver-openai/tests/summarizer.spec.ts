@@ -8,7 +8,7 @@ import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { createOpenAISummarizer } from '../src/index.js'
 import { answer, type ModelServerOptions, type Reply, serverTokenCount, startModelServer } from '../src/testing/model-server.js'
-import { testClient } from './helpers.js'
+import { TEST_KEY, testClient } from './helpers.js'
 
 async function setup(replies: readonly Reply[], options: ModelServerOptions = {}) {
   const server = await startModelServer(replies, options)
@@ -71,5 +71,15 @@ describe('createOpenAISummarizer', () => {
     expect(serverTokenCount(server.requests[0]!.body)).toBeGreaterThan(60)
     expect(session.events.at(-1)).toMatchObject({ type: 'compaction/end', data: { error: expect.stringMatching(/context length/) } })
     expect((await ctx.require('sessionContext').contextOf(session)).messages).toEqual(before.messages)
+  })
+
+  it('blanks the API key out of the summary before it is stored (a server that echoes it back)', async () => {
+    const { sessions, compaction } = await setup([answer([`The key was ${TEST_KEY}.`])])
+    const session = sessions.create()
+    converse(session, 3)
+    await compaction.compact(session, { reason: 'manual', keep: 2 })
+    const summary = session.events.find((e) => e.type === 'compaction/summary')!.data
+    expect(summary).toMatchObject({ summary: [{ type: 'text', text: 'The key was [redacted].' }] })
+    expect(JSON.stringify(session.events)).not.toContain(TEST_KEY)
   })
 })

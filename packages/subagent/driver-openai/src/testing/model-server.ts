@@ -37,6 +37,7 @@ export type {
   ErrorReply,
   ModelProtocol,
   ProtocolEntry,
+  RawReply,
   RecordedRequest,
   Reply,
   Responder,
@@ -121,6 +122,22 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
       if (reply === undefined) return protocol.error(res, 500, { message: `unscripted request #${index}`, type: 'server_error' })
       if (reply.kind === 'error') {
         return protocol.error(res, reply.status, { message: reply.message, type: reply.type ?? 'invalid_request_error' }, reply.headers)
+      }
+      if (reply.kind === 'raw') {
+        res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'text/event-stream' })
+        if (reply.gapMs === undefined) {
+          for (const piece of reply.body) res.write(piece)
+          return res.end()
+        }
+        const pieces = [...reply.body]
+        const next = (): void => {
+          if (res.destroyed) return
+          const piece = pieces.shift()
+          if (piece === undefined) return void res.end()
+          res.write(piece)
+          setTimeout(next, reply.gapMs)
+        }
+        return next()
       }
       const { usage } = protocol.stream(res, body, reply, () => {
         hangs++

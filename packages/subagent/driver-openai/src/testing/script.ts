@@ -62,7 +62,18 @@ export interface ErrorReply {
   readonly headers?: Readonly<Record<string, string>>
 }
 
-export type Reply = StreamReply | ErrorReply
+/** A response written exactly as given, for what no protocol sends (garbage, a cut-off stream, far indices); status 200 and an event stream unless given. */
+export interface RawReply {
+  readonly kind: 'raw'
+  readonly status?: number
+  readonly contentType?: string
+  /** Written in order, then the response ends. */
+  readonly body: readonly string[]
+  /** Milliseconds between two pieces of `body` (default: written at once). */
+  readonly gapMs?: number
+}
+
+export type Reply = StreamReply | ErrorReply | RawReply
 
 export type Responder = (request: RecordedRequest, index: number) => Reply | undefined
 

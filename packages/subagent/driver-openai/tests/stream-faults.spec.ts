@@ -1,0 +1,131 @@
+import { Context } from '@dsh/context'
+import { sessionStorePlugin } from '@dsh/session'
+import { createMemoryPersistence } from '@dsh/session-persistence'
+import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest'
+import { type DriverOpenAIError, runAgent, STEP_MAX_CHARS, STEP_MAX_PARTS } from '../src/index.js'
+import { answer, type ModelServer, type Reply, startModelServer } from '../src/testing/model-server.js'
+import { addTool, newStore, ofType, testClient, types } from './helpers.js'
+
+let server: ModelServer | undefined
+afterEach(async () => {
+  await server?.close()
+  server = undefined
+})
+
+/** One Chat Completions chunk frame with the given choice delta (and finish reason). */
+const chunk = (delta: Record<string, unknown>, finish: string | null = null): string =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-raw', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+const raw = (...body: string[]): Reply => ({ kind: 'raw', body })
+
+async function run(reply: Reply, options: Parameters<typeof testClient>[1] = {}) {
+  server = await startModelServer(() => reply)
+  const { client } = testClient(server.baseURL, options)
+  const session = newStore().create()
+  const outcome = await runAgent({ client, session, prompt: 'x', tools: [addTool], signal: AbortSignal.timeout(60_000), maxSteps: 1 })
+  return { session, outcome, error: outcome.error as DriverOpenAIError | undefined }
+}
+
+describe('a model server that answers too much', () => {
+  it('a tool call index far past the bound is DRIVER_OPENAI_RESPONSE_TOO_LARGE at once, and nothing of it is logged', async () => {
+    const call = { index: 4_294_967_294, id: 'c1', type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } }
+    const { session, error } = await run(raw(chunk({ tool_calls: [call] }), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'))
+    expect(error?.code).toBe('DRIVER_OPENAI_RESPONSE_TOO_LARGE')
+    expect(error?.message).toContain(`${STEP_MAX_PARTS}`)
+    expect(types(session)).toEqual(['user/message', 'turn/start', 'step/start', 'step/end', 'assistant/error', 'turn/end'])
+  })
+
+  it('a negative tool call index is DRIVER_OPENAI_REQUEST_FAILED, not a call dropped in silence', async () => {
+    const call = { index: -1, id: 'c1', type: 'function', function: { name: 'add', arguments: '{}' } }
+    const { session, outcome, error } = await run(raw(chunk({ tool_calls: [call] }), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'))
+    expect(outcome.reason).toBe('error')
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(ofType(session.events, 'assistant/message')).toEqual([])
+  })
+
+  it('tool call arguments past STEP_MAX_CHARS stop the step with DRIVER_OPENAI_RESPONSE_TOO_LARGE before any tool/call', async () => {
+    const piece = 'x'.repeat(STEP_MAX_CHARS / 4)
+    const fragments = [0, 1, 2, 3, 4].map((i) =>
+      chunk({ tool_calls: [{ index: 0, function: { arguments: i === 0 ? `["${piece}` : piece } }] }),
+    )
+    const start = chunk({ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'add', arguments: '' } }] })
+    const { session, error } = await run(raw(start, ...fragments, chunk({}, 'tool_calls'), 'data: [DONE]\n\n'))
+    expect(error?.code).toBe('DRIVER_OPENAI_RESPONSE_TOO_LARGE')
+    expect(ofType(session.events, 'tool/call')).toEqual([])
+  })
+
+  it('content past STEP_MAX_CHARS ends the turn typed, and the session stays persistable', async () => {
+    server = await startModelServer([answer(['x'.repeat(STEP_MAX_CHARS), 'y'.repeat(1024), 'z']), answer(['short'])])
+    const ctx = new Context()
+    onTestFinished(() => ctx.dispose())
+    await ctx.activate(sessionStorePlugin())
+    const persistence = createMemoryPersistence()
+    await ctx.activate(sessionPersistencePlugin(persistence))
+    const session = ctx.require('sessions').create()
+    const { client } = testClient(server.baseURL)
+    const first = await runAgent({ client, session, prompt: 'long', tools: [], signal: AbortSignal.timeout(60_000) })
+    expect((first.error as DriverOpenAIError).code).toBe('DRIVER_OPENAI_RESPONSE_TOO_LARGE')
+    // What streamed within the bound stays; the delta past it is not logged, nor is a whole-text message.
+    expect(ofType(session.events, 'assistant/chunk')).toHaveLength(1)
+    expect(ofType(session.events, 'assistant/message')).toEqual([])
+    expect((await runAgent({ client, session, prompt: 'again', tools: [], signal: AbortSignal.timeout(60_000) })).reason).toBe('completed')
+    await ctx.require('sessions').flush(session)
+    expect((await persistence.inspect(session.id)).events).toHaveLength(session.events.length)
+  })
+})
+
+describe('a model server that answers garbage or stops short', () => {
+  it('a stream that ends without a finish_reason is DRIVER_OPENAI_REQUEST_FAILED, not a completed answer', async () => {
+    const { session, outcome, error } = await run(raw(chunk({ role: 'assistant', content: 'The answer is ' })))
+    expect(outcome.reason).toBe('error')
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(error?.message).toContain('ended before the response was finished')
+    expect(ofType(session.events, 'assistant/message')).toEqual([])
+  })
+
+  it('an HTML page with status 200 is DRIVER_OPENAI_REQUEST_FAILED, not an empty answer', async () => {
+    const { outcome, error } = await run({ kind: 'raw', contentType: 'text/html', body: ['<html>Sign in to the network</html>'] })
+    expect(outcome.reason).toBe('error')
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+  })
+
+  it('Responses: a stream without response.completed is DRIVER_OPENAI_REQUEST_FAILED', async () => {
+    const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+    const reply = raw(
+      event('response.created', { sequence_number: 0, response: { id: 'resp_raw', output: [] } }),
+      event('response.output_text.delta', { sequence_number: 1, item_id: 'm1', output_index: 0, content_index: 0, delta: 'Half' }),
+    )
+    const { outcome, error } = await run(reply, { api: 'responses' })
+    expect(outcome.reason).toBe('error')
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+  })
+})
+
+describe('a model server that stalls', () => {
+  it('mid-stream after output: timeoutMs bounds the silence between chunks too, and the turn ends DRIVER_OPENAI_REQUEST_FAILED (not retried)', async () => {
+    const { session, error } = await run({ kind: 'stream', content: ['half', ' never'], hangAfter: 1 }, { timeoutMs: 2_000 })
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(error?.message).toContain('timeoutMs')
+    expect(server?.requests).toHaveLength(1)
+    expect(ofType(session.events, 'assistant/chunk')).toHaveLength(1)
+  })
+
+  it('never while it keeps streaming: an answer whose chunks arrive well within timeoutMs of each other completes, however long it takes in all', async () => {
+    const pieces = Array.from({ length: 12 }, (_, i) => chunk({ content: `${i} ` }))
+    // 12 gaps of 250 ms: 3 s in all, past the 2 s of timeoutMs, never 2 s without a chunk.
+    const reply: Reply = { kind: 'raw', gapMs: 250, body: [...pieces, chunk({}, 'stop'), 'data: [DONE]\n\n'] }
+    const { session, outcome, error } = await run(reply, { timeoutMs: 2_000 })
+    expect(error).toBeUndefined()
+    expect(outcome.reason).toBe('completed')
+    expect(outcome.text).toBe(pieces.map((_, i) => `${i} `).join(''))
+    expect(ofType(session.events, 'assistant/message')).toEqual([expect.objectContaining({ text: outcome.text })])
+    expect(server?.requests).toHaveLength(1)
+  })
+
+  it('before any output: retried like a lost connection, then DRIVER_OPENAI_CONNECTION', async () => {
+    const { error } = await run({ kind: 'stream', content: ['never'], hangAfter: 0 }, { timeoutMs: 1_000, retry: { maxAttempts: 2 } })
+    expect(error?.code).toBe('DRIVER_OPENAI_CONNECTION')
+    expect(error?.message).toContain('timeoutMs')
+    expect(server?.requests).toHaveLength(2)
+  })
+})
