@@ -12,6 +12,7 @@ import {
   type WireSessionRecord,
 } from '@dsh/protocol'
 import type { z } from 'zod'
+import { readBoundedText } from './body.js'
 import { ClientError } from './errors.js'
 import { readEventStream } from './sse.js'
 
@@ -27,6 +28,12 @@ export interface ClientOptions {
    * with `CLIENT_STREAM_TOO_LARGE`.
    */
   readonly maxEventSize?: number
+  /**
+   * Largest answer body read, in bytes; default 64 MiB (four times the
+   * largest history page the protocol allows). Past it the call fails with
+   * `CLIENT_RESPONSE_TOO_LARGE` and the rest is not read.
+   */
+  readonly maxResponseBytes?: number
 }
 
 export interface RequestOptions {
@@ -82,6 +89,7 @@ export interface DshClient {
 }
 
 const DEFAULT_MAX_EVENT_SIZE = 1024 * 1024
+const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 export function createClient(options: ClientOptions): DshClient {
   let base: URL
@@ -96,6 +104,20 @@ export function createClient(options: ClientOptions): DshClient {
   const maxEventSize = options.maxEventSize ?? DEFAULT_MAX_EVENT_SIZE
   if (!Number.isSafeInteger(maxEventSize) || maxEventSize < 1) {
     throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, `maxEventSize must be a positive integer, got ${String(maxEventSize)}.`)
+  }
+  const maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
+  if (!Number.isSafeInteger(maxResponseBytes) || maxResponseBytes < 1) {
+    throw new ClientError('CLIENT_INVALID_ARGUMENT', 0, `maxResponseBytes must be a positive integer, got ${String(maxResponseBytes)}.`)
+  }
+  // fetch trims trailing whitespace off a header value and refuses one holding any of these with a
+  // message that quotes it whole; the token must not reach an error text.
+  const badToken = /[\0\r\n]|[^\0-\xff]/.exec(options.token.replace(/[\t\n\r ]+$/, ''))
+  if (badToken !== null) {
+    throw new ClientError(
+      'CLIENT_INVALID_ARGUMENT',
+      0,
+      `The token has a character an HTTP header cannot carry (a line break, NUL or a character past U+00FF) at index ${badToken.index}; check how it was read or copied.`,
+    )
   }
   const root = base.href.replace(/\/+$/, '')
   const doFetch = options.fetch ?? globalThis.fetch
@@ -145,6 +167,17 @@ export function createClient(options: ClientOptions): DshClient {
     return response
   }
 
+  /** The answer's body within `maxResponseBytes`; a read that breaks off is `CANCELLED` or `CLIENT_NETWORK`. */
+  const readText = async (response: Response, url: string, signal: AbortSignal | undefined): Promise<string> => {
+    try {
+      return await readBoundedText(response, maxResponseBytes, redact(url))
+    } catch (error) {
+      if (error instanceof ClientError) throw error
+      if (signal?.aborted) throw cancelled()
+      throw new ClientError('CLIENT_NETWORK', response.status, `The answer from ${redact(url)} was cut off.`, { cause: error })
+    }
+  }
+
   /** Sends the route's request (its method, no body) and validates the JSON answer against its schema. */
   const callJson = async <R extends ApiRoute>(
     route: R,
@@ -154,13 +187,7 @@ export function createClient(options: ClientOptions): DshClient {
   ): Promise<RouteResponse<R>> => {
     const url = target(route, params, query)
     const response = await send(url, 'application/json', signal, route.method)
-    let text: string
-    try {
-      text = await response.text()
-    } catch (error) {
-      if (signal?.aborted) throw cancelled()
-      throw new ClientError('CLIENT_NETWORK', response.status, `The answer from ${redact(url)} was cut off.`, { cause: error })
-    }
+    const text = await readText(response, url, signal)
     if (!response.ok) throw errorFrom(response.status, text, url)
     const parsed = route.response.safeParse(parseJson(text, response.status, url))
     if (!parsed.success) {
@@ -191,6 +218,14 @@ export function createClient(options: ClientOptions): DshClient {
           signal === undefined ? {} : { signal },
         )
         yield* page.sessions
+        // Listing cursors are keyset positions: a page that carries one holds records and moves past the cursor it was asked with.
+        if (page.nextCursor !== undefined && (page.sessions.length === 0 || page.nextCursor === cursor)) {
+          throw new ClientError(
+            'CLIENT_INVALID_RESPONSE',
+            200,
+            `The listing from ${redact(root)} answered a page that does not advance (${page.sessions.length === 0 ? 'no sessions' : 'the same cursor'} and a next cursor); stopped instead of asking again.`,
+          )
+        }
         cursor = page.nextCursor
       } while (cursor !== undefined)
     },
@@ -222,7 +257,7 @@ export function createClient(options: ClientOptions): DshClient {
     async *stream(id, { signal } = {}) {
       const url = target(routes.stream, { id }, {})
       const response = await send(url, 'text/event-stream', signal)
-      if (!response.ok) throw errorFrom(response.status, await response.text().catch(() => ''), url)
+      if (!response.ok) throw errorFrom(response.status, await readText(response, url, signal), url)
       if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream') || response.body === null) {
         await response.body?.cancel().catch(() => {})
         throw new ClientError('CLIENT_INVALID_RESPONSE', response.status, `The answer from ${redact(url)} is not an event stream.`)

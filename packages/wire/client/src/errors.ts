@@ -10,6 +10,8 @@ export type ClientLocalErrorCode =
   | 'CLIENT_REDIRECT_REFUSED'
   /** One event-stream message grew past `maxEventSize` before it ended; the stream is closed. */
   | 'CLIENT_STREAM_TOO_LARGE'
+  /** An answer body passed `maxResponseBytes`; the rest was not read. */
+  | 'CLIENT_RESPONSE_TOO_LARGE'
   /** The caller's AbortSignal aborted. */
   | 'CANCELLED'
 

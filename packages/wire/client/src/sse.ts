@@ -57,8 +57,9 @@ export async function* readEventStream(
       }
       if (chunk.done) return
       parser.feed(decoder.decode(chunk.value, { stream: true }))
-      if (failure !== undefined) throw failure
+      // The events that came before a failure in the same chunk are delivered first.
       while (ready.length > 0) yield ready.shift()!
+      if (failure !== undefined) throw failure
       if (signal?.aborted) return
     }
   } finally {

@@ -160,3 +160,150 @@ describe('event stream reading', () => {
     )
   })
 })
+
+/** A host that answers `status` with `total` bytes of `fill`, counting what it wrote and whether the client hung up. */
+async function floodingHost(status: number, contentType: string, total: number, fill = ' ') {
+  const state = { written: 0, closed: 0, requests: 0 }
+  const chunk = Buffer.alloc(64 * 1024, fill)
+  const url = await serve((_req, res) => {
+    state.requests++
+    let done = false
+    res.on('close', () => {
+      done = true
+      state.closed++
+    })
+    res.writeHead(status, { 'Content-Type': contentType })
+    let sent = 0
+    const pump = (): void => {
+      while (!done && sent < total) {
+        sent += chunk.length
+        state.written += chunk.length
+        if (!res.write(chunk)) {
+          res.once('drain', pump)
+          return
+        }
+      }
+      if (!done) res.end()
+    }
+    pump()
+  })
+  return { url, state }
+}
+
+describe('answer size', () => {
+  const bound = 1024 * 1024
+
+  it('refuses a JSON answer past maxResponseBytes after reading at most the bound plus one chunk, and hangs up', async () => {
+    const { url, state } = await floodingHost(200, 'application/json', 16 * bound)
+    const counting = countingFetch()
+    const client = createClient({ baseUrl: url, token: 'secret-token-0123456789', fetch: counting.fetch, maxResponseBytes: bound })
+    const error = await failure(client.listSessions())
+    expect(error.toJSON()).toMatchObject({ code: 'CLIENT_RESPONSE_TOO_LARGE', status: 200 })
+    expect(error.message).not.toContain('secret-token')
+    expect(counting.seen.bytes).toBeGreaterThan(bound)
+    expect(counting.seen.bytes).toBeLessThanOrEqual(bound + counting.seen.largestChunk)
+    await expect.poll(() => state.closed, { timeout: 120_000 }).toBe(1)
+    expect(state.written).toBeLessThan(16 * bound)
+  })
+
+  it('bounds error pages too: a flood of HTML on a JSON call and on a stream is refused with its status', async () => {
+    const { url, state } = await floodingHost(502, 'text/html', 16 * bound, '<')
+    const counting = countingFetch()
+    const client = createClient({ baseUrl: url, token: 't', fetch: counting.fetch, maxResponseBytes: bound })
+    expect((await failure(client.history('p'))).toJSON()).toMatchObject({ code: 'CLIENT_RESPONSE_TOO_LARGE', status: 502 })
+    const iterate = async () => {
+      for await (const _event of client.stream('p')) void _event
+    }
+    expect((await failure(iterate())).toJSON()).toMatchObject({ code: 'CLIENT_RESPONSE_TOO_LARGE', status: 502 })
+    expect(counting.seen.bytes).toBeLessThanOrEqual(2 * (bound + counting.seen.largestChunk))
+    await expect.poll(() => state.closed, { timeout: 120_000 }).toBe(2)
+  })
+
+  it('refuses a declared Content-Length past the bound without reading, and takes an answer of exactly the bound', async () => {
+    const page = JSON.stringify({ sessions: [] })
+    let declared = 0
+    const url = await serve((_req, res) => {
+      const body = page.padEnd(declared, ' ')
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) })
+      res.end(body)
+    })
+    const counting = countingFetch()
+    const client = createClient({ baseUrl: url, token: 't', fetch: counting.fetch, maxResponseBytes: 4096 })
+    declared = 4097
+    expect((await failure(client.listSessions())).code).toBe('CLIENT_RESPONSE_TOO_LARGE')
+    expect(counting.seen.bytes).toBe(0)
+    declared = 4096
+    expect(await client.listSessions()).toEqual({ sessions: [] })
+    expect(() => createClient({ baseUrl: url, token: 't', maxResponseBytes: 0.5 })).toThrow(
+      expect.objectContaining({ code: 'CLIENT_INVALID_ARGUMENT' }),
+    )
+  })
+})
+
+describe('hostile answers', () => {
+  it('delivers the events that came before a malformed one in the same chunk, then fails typed', async () => {
+    const host = await serve((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' })
+      res.end(
+        'event: ready\ndata: {"sessionId":"p"}\n\n' +
+          'event: catalog\ndata: {"sessionId":"p","parentId":"p","childId":"c","reason":"disposed"}\n\n' +
+          'event: catalog\ndata: not json\n\n' +
+          'event: ready\ndata: {"sessionId":"late"}\n\n',
+      )
+    })
+    const events: string[] = []
+    const error = await failure(
+      (async () => {
+        for await (const event of createClient({ baseUrl: host, token: 't' }).stream('p')) events.push(event.event)
+      })(),
+    )
+    expect(error.code).toBe('CLIENT_INVALID_RESPONSE')
+    expect(events).toEqual(['ready', 'catalog'])
+  })
+
+  it('stops following a listing whose pages do not advance (an empty page or the same cursor again)', async () => {
+    const header = { version: 1, id: 's', createdAt: 1, isSeeded: false, delegationDepth: 0 }
+    const entry = { header, inheritedEventCount: 0, live: false, persisted: true, title: null, tokens: null, cost: null }
+    let requests = 0
+    let sessions: unknown[] = []
+    const host = await serve((_req, res) => {
+      requests++
+      res.writeHead(200, { 'Content-Type': 'application/json' })
+      res.end(JSON.stringify({ sessions, nextCursor: 'same' }))
+    })
+    const client = createClient({ baseUrl: host, token: 't' })
+    const drain = async () => {
+      const seen: unknown[] = []
+      for await (const record of client.sessions()) seen.push(record)
+      return seen
+    }
+    expect((await failure(drain())).code).toBe('CLIENT_INVALID_RESPONSE')
+    expect(requests).toBe(1)
+    sessions = [entry]
+    requests = 0
+    expect((await failure(drain())).code).toBe('CLIENT_INVALID_RESPONSE')
+    expect(requests).toBe(2)
+  })
+
+  it('refuses a token no HTTP header can carry at creation, without quoting it', async () => {
+    for (const token of ['secret-token-0123\r\nX-Injected: 1', '\nsecret-token-0123', 'secret-tökén-€']) {
+      let error: unknown
+      try {
+        createClient({ baseUrl: 'http://127.0.0.1:1', token })
+      } catch (caught) {
+        error = caught
+      }
+      expect(error).toMatchObject({ code: 'CLIENT_INVALID_ARGUMENT' })
+      expect((error as Error).message).not.toContain('secret')
+    }
+    // Trailing whitespace (a token read from a file) is trimmed by fetch and sent as the bare token.
+    const sent: Array<string | undefined> = []
+    const host = await serve((req, res) => {
+      sent.push(req.headers.authorization)
+      res.writeHead(200, { 'Content-Type': 'application/json' })
+      res.end(emptyPage)
+    })
+    await createClient({ baseUrl: host, token: 'secret-token-0123\n' }).listSessions()
+    expect(sent).toEqual(['Bearer secret-token-0123'])
+  })
+})
