@@ -2,6 +2,7 @@ import { MCP_MAX_CHILDREN, MCP_MAX_CONCURRENT_RUNS, PAGE_MAX_LIMIT } from '@dsh/
 import type { SessionQuery } from '@dsh/session-query'
 import { SUBAGENT_TOOL_NAME, type SubagentControl } from '@dsh/tool-subagent-control'
 import { McpError } from './errors.js'
+import { positiveOption } from './options.js'
 
 /** How much the control tools of one server may start. */
 export interface McpControlLimits {
@@ -14,13 +15,6 @@ export interface McpControlLimits {
    * no turn running and no message queued.
    */
   readonly maxConcurrentRuns?: number
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback
-  if (!Number.isSafeInteger(value) || value < 1)
-    throw new McpError('MCP_INVALID_OPTIONS', `${name} must be a positive integer, got ${String(value)}.`)
-  return value
 }
 
 /**
@@ -93,8 +87,8 @@ export class ControlLimiter {
     limits: McpControlLimits,
     count: (parentId: string, atMost: number, signal: AbortSignal) => Promise<number>,
   ) {
-    this.maxChildren = positive('maxChildren', limits.maxChildren, MCP_MAX_CHILDREN)
-    this.maxConcurrentRuns = positive('maxConcurrentRuns', limits.maxConcurrentRuns, MCP_MAX_CONCURRENT_RUNS)
+    this.maxChildren = positiveOption('maxChildren', limits.maxChildren, MCP_MAX_CHILDREN)
+    this.maxConcurrentRuns = positiveOption('maxConcurrentRuns', limits.maxConcurrentRuns, MCP_MAX_CONCURRENT_RUNS)
     this.#inner = inner
     this.#count = count
     this.control = {

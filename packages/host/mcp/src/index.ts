@@ -5,7 +5,6 @@ export { LIST_AGENT_DEFINITIONS_TOOL, listAgentDefinitionsInput, listAgentDefini
 export type { McpErrorCode } from './errors.js'
 export { McpError } from './errors.js'
 export type { McpReadLimits } from './read-turns.js'
-export { MCP_MAX_CONCURRENT_READS, MCP_MAX_WAITING_READS, ReadTurns } from './read-turns.js'
 export { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
 export type { McpServerOptions } from './server.js'
 export { createMcpServer, MCP_SERVER_NAME } from './server.js'

@@ -1,10 +1,7 @@
 import { throwIfAborted } from '@dsh/context'
+import { MCP_MAX_CONCURRENT_READS, MCP_MAX_WAITING_READS } from '@dsh/protocol/limits'
 import { McpError } from './errors.js'
-
-/** Read calls answered at once by default: the HTTP API's `maxConcurrentRequests`. */
-export const MCP_MAX_CONCURRENT_READS = 8
-/** Read calls that may wait for a turn by default; one more is `MCP_BUSY`. */
-export const MCP_MAX_WAITING_READS = 64
+import { positiveOption } from './options.js'
 
 /** How many read-tool calls one server answers at once, and how many wait for a turn. */
 export interface McpReadLimits {
@@ -12,13 +9,6 @@ export interface McpReadLimits {
   readonly maxConcurrentReads?: number
   /** Read calls waiting for a turn, in arrival order (default `MCP_MAX_WAITING_READS`, 64); one more is `MCP_BUSY`. */
   readonly maxWaitingReads?: number
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback
-  if (!Number.isSafeInteger(value) || value < 1)
-    throw new McpError('MCP_INVALID_OPTIONS', `${name} must be a positive integer, got ${String(value)}.`)
-  return value
 }
 
 interface Waiter {
@@ -51,8 +41,8 @@ export class ReadTurns {
   readonly #waiting: Waiter[] = []
 
   constructor(limits: McpReadLimits = {}) {
-    this.maxConcurrentReads = positive('maxConcurrentReads', limits.maxConcurrentReads, MCP_MAX_CONCURRENT_READS)
-    this.maxWaitingReads = positive('maxWaitingReads', limits.maxWaitingReads, MCP_MAX_WAITING_READS)
+    this.maxConcurrentReads = positiveOption('maxConcurrentReads', limits.maxConcurrentReads, MCP_MAX_CONCURRENT_READS)
+    this.maxWaitingReads = positiveOption('maxWaitingReads', limits.maxWaitingReads, MCP_MAX_WAITING_READS)
   }
 
   /** Read calls being answered now. */

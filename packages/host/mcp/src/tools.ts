@@ -2,7 +2,7 @@ import type { CompactionService } from '@dsh/compaction'
 import { isDshError } from '@dsh/context'
 import type { HistoryPageBody, SearchPageBody, SessionListPageBody, SubagentListBody } from '@dsh/protocol'
 import { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
-import { capHistoryPage } from '@dsh/protocol/limits'
+import { capHistoryPage, HISTORY_PAGE_MAX_BYTES } from '@dsh/protocol/limits'
 import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
 import { type ListingSources, listedValues, type PriceTable } from '@dsh/session-stats'
@@ -16,7 +16,7 @@ import {
 } from '@dsh/tool-subagent-control'
 import { z } from 'zod'
 import { McpError } from './errors.js'
-import { historyPageCap } from './history-page.js'
+import { positiveOption } from './options.js'
 import { controlSessionField, listAgentsInput, listSessionsInput, searchInput, showSessionInput } from './schemas.js'
 import { callSessionStats, callTreeCosts, sessionStatsDescription, sessionStatsInput } from './stats-tool.js'
 
@@ -122,7 +122,7 @@ const LIST_AGENTS_DESCRIPTION: Record<ListAgentsFormat, string> = {
 export function readTools(services: McpServiceSource, options: ReadToolsOptions = {}): McpTool[] {
   const listAgentsFormat = options.listAgentsFormat ?? 'table'
   const prices = options.prices
-  const maxHistoryPageBytes = historyPageCap(options.maxHistoryPageBytes)
+  const maxHistoryPageBytes = positiveOption('maxHistoryPageBytes', options.maxHistoryPageBytes, HISTORY_PAGE_MAX_BYTES)
   const query = (): SessionQuery => need(services.get('sessionQuery'), 'sessionQuery')
   return [
     {

@@ -2,11 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
+import { MCP_MAX_CONCURRENT_READS, MCP_MAX_WAITING_READS } from '@dsh/protocol/limits'
 import type { SessionQuery } from '@dsh/session-query'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMcpServer, MCP_MAX_CONCURRENT_READS, MCP_MAX_WAITING_READS, ReadTurns } from '../src/index.js'
+import { createMcpServer } from '../src/index.js'
+import { ReadTurns } from '../src/read-turns.js'
 
 // Read calls take turns: a client that sends many calls without waiting for
 // the answers has at most maxConcurrentReads of them read at once and

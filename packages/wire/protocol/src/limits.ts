@@ -248,3 +248,12 @@ export const MCP_MAX_CHILDREN = 64
  * the child has no turn running and no message queued.
  */
 export const MCP_MAX_CONCURRENT_RUNS = 8
+
+/**
+ * Read-tool calls one MCP server answers at once (the HTTP host's
+ * `maxConcurrentRequests`); more wait their turn in arrival order.
+ */
+export const MCP_MAX_CONCURRENT_READS = 8
+
+/** Read-tool calls that may wait for a turn; one more is refused (`MCP_BUSY`) with nothing read. */
+export const MCP_MAX_WAITING_READS = 64
