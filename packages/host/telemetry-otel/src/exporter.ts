@@ -34,6 +34,7 @@ export function createPipeline(
     maxQueueSize: options.maxQueueSize ?? DEFAULT_MAX_QUEUE_SIZE,
     maxBatchSize: options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE,
     delayMs: options.exportDelayMs ?? DEFAULT_EXPORT_DELAY_MS,
+    timeoutMs: otlp?.timeoutMs ?? DEFAULT_EXPORT_TIMEOUT_MS,
     onDrop: (count, why) => {
       if (warned) return
       warned = true

@@ -1,3 +1,4 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http'
 import type { Logger } from '@dsh/context'
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import { parseOtlpEndpoint } from './endpoint.js'
@@ -61,9 +62,16 @@ export function checkOptions(options: SessionTelemetryOptions): { otlp: OtlpOpti
       )
     }
   }
-  const raw = options.otlp
+  const raw = options.otlp as unknown
   if (raw === undefined) return { otlp: undefined }
-  const otlp = typeof raw === 'string' ? { url: raw } : raw
+  const otlp = (typeof raw === 'string' ? { url: raw } : raw) as OtlpOptions
+  if (otlp === null || typeof otlp !== 'object' || typeof otlp.url !== 'string') {
+    throw new SessionTelemetryError(
+      'SESSION_TELEMETRY_INVALID_OPTIONS',
+      '`otlp` must be the traces URL or `{ url, headers?, timeoutMs? }` with `url` a string.',
+    )
+  }
+  checkHeaders(otlp.headers)
   const timeoutMs = otlp.timeoutMs
   if (timeoutMs !== undefined && !(Number.isSafeInteger(timeoutMs) && timeoutMs > 0)) {
     throw new SessionTelemetryError(
@@ -72,4 +80,35 @@ export function checkOptions(options: SessionTelemetryOptions): { otlp: OtlpOpti
     )
   }
   return { otlp: { ...otlp, url: parseOtlpEndpoint(otlp.url) } }
+}
+
+/** Header names and values an HTTP request can carry; a value is never quoted back (it may be a credential). */
+function checkHeaders(headers: unknown): void {
+  if (headers === undefined) return
+  if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) {
+    throw new SessionTelemetryError(
+      'SESSION_TELEMETRY_INVALID_OPTIONS',
+      '`otlp.headers` must be an object of header names to string values.',
+    )
+  }
+  for (const [name, value] of Object.entries(headers)) {
+    let why: string | undefined
+    try {
+      validateHeaderName(name)
+    } catch {
+      why = 'is not a valid header name'
+    }
+    if (why === undefined && typeof value !== 'string') why = 'has a value that is not a string'
+    else if (why === undefined) {
+      try {
+        validateHeaderValue(name, value)
+      } catch {
+        why = 'has a value with characters a header cannot carry (a line break, NUL, …)'
+      }
+    }
+    if (why !== undefined) {
+      const shown = name.length > 100 ? `${name.slice(0, 99)}…` : name
+      throw new SessionTelemetryError('SESSION_TELEMETRY_INVALID_OPTIONS', `The OTLP header ${JSON.stringify(shown)} ${why}.`)
+    }
+  }
 }

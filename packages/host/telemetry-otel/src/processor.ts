@@ -20,6 +20,12 @@ export interface BoundedExportOptions {
   readonly maxBatchSize: number
   /** How long a partial batch waits for more spans, ms (the timer never keeps the process alive). */
   readonly delayMs: number
+  /**
+   * How long one export, or the exporter's shutdown, may take, ms: an
+   * exporter that never calls back fails its batch then (its spans are
+   * dropped and counted), so a flush or a disposal always ends.
+   */
+  readonly timeoutMs: number
   /** Called once per loss (queue full, or a failed export) with how many spans and why. */
   readonly onDrop: (count: number, why: string) => void
 }
@@ -41,6 +47,7 @@ export class BoundedExportProcessor implements SpanProcessor {
   #exported = 0
   #dropped = 0
   #failedExports = 0
+  #lastExportFailed = false
   #shutDown = false
 
   constructor(exporter: SpanExporter, options: BoundedExportOptions) {
@@ -79,11 +86,39 @@ export class BoundedExportProcessor implements SpanProcessor {
     }
   }
 
+  /**
+   * For a writer that can wait (a replay): a promise that settles once fewer
+   * than one batch of spans waits in the queue (half the queue when a batch
+   * is larger than that), so what a writer ends next fits instead of being
+   * dropped; `undefined` when there is room already. A collector that failed
+   * the last export is not waited for: spans past the queue are then dropped
+   * and counted, as they are live.
+   */
+  waitForRoom(): Promise<void> | undefined {
+    return this.#full() ? this.#drainToRoom() : undefined
+  }
+
   async shutdown(): Promise<void> {
     if (this.#shutDown) return
     await this.forceFlush()
     this.#shutDown = true
-    await this.#exporter.shutdown()
+    await withTimeout(
+      Promise.resolve().then(() => this.#exporter.shutdown()),
+      this.#options.timeoutMs,
+      () => undefined,
+    )
+  }
+
+  #full(): boolean {
+    const room = Math.min(this.#options.maxBatchSize, Math.ceil(this.#options.maxQueueSize / 2))
+    return this.#queue.length >= room && !this.#lastExportFailed
+  }
+
+  async #drainToRoom(): Promise<void> {
+    while (this.#full()) {
+      if (this.#inFlight === undefined) this.#kick()
+      await this.#inFlight
+    }
   }
 
   #schedule(): void {
@@ -114,6 +149,8 @@ export class BoundedExportProcessor implements SpanProcessor {
     const done = (ok: boolean, why: string): void => {
       if (settled) return
       settled = true
+      clearTimeout(deadline)
+      this.#lastExportFailed = !ok
       if (ok) this.#exported += batch.length
       else {
         this.#failedExports++
@@ -125,6 +162,11 @@ export class BoundedExportProcessor implements SpanProcessor {
       if (this.#queue.length >= this.#options.maxBatchSize) this.#kick()
       else if (this.#queue.length > 0) this.#schedule()
     }
+    // Kept referenced while the export runs: a disposal waiting on it ends when it fires.
+    const deadline = setTimeout(
+      () => done(false, `the exporter did not answer within ${this.#options.timeoutMs} ms`),
+      this.#options.timeoutMs,
+    )
     try {
       this.#exporter.export(batch, (result) =>
         done(result.code === ExportResultCode.SUCCESS, `the export failed (${describe(result.error)})`),
@@ -137,6 +179,19 @@ export class BoundedExportProcessor implements SpanProcessor {
   #drop(count: number, why: string): void {
     this.#dropped += count
     this.#options.onDrop(count, why)
+  }
+}
+
+/** `promise`, or `onTimeout()` once `ms` have passed without it settling. */
+async function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => T): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(onTimeout()), ms)
+  })
+  try {
+    return await Promise.race([promise, late])
+  } finally {
+    clearTimeout(timer)
   }
 }
 

@@ -56,7 +56,12 @@ export async function replaySessionTraces(
         pipeline.defaults,
         (traceId) => traceIds.add(traceId),
       )
-      for (const event of log.events) trace.consume(event)
+      for (const event of log.events) {
+        trace.consume(event)
+        // A stored log can hold more spans than the queue: wait for the collector rather than drop them.
+        const room = pipeline.processor.waitForRoom()
+        if (room !== undefined) await room
+      }
       trace.close('the log ends inside this turn')
     }
   } finally {

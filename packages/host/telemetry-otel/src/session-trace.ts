@@ -3,7 +3,7 @@ import { type Attributes, type Span, type SpanContext, SpanKind, SpanStatusCode 
 import { DSH, ERROR_TYPE, GEN_AI, OPERATION } from './attributes.js'
 import { spanIdFor, traceIdFor } from './ids.js'
 import { parseTraceContext, TRACE_CONTEXT_EVENT } from './trace-context.js'
-import { SpanWriter } from './writer.js'
+import { capText, SpanWriter } from './writer.js'
 
 /** What a session's spans are labelled with beyond its own log. */
 export interface TraceDefaults {
@@ -143,7 +143,7 @@ export class SessionTrace {
     if (event.type === 'assistant/message') addUsage(this.#turn.messages, data.usage)
     if (event.type === 'assistant/error') {
       const code = typeof data.code === 'string' ? data.code : 'error'
-      const message = `${code}: ${typeof data.message === 'string' ? data.message : ''}`
+      const message = capText(`${code}: ${typeof data.message === 'string' ? data.message : ''}`)
       for (const span of [step.span, this.#turn.span]) {
         span.setAttribute(ERROR_TYPE, code)
         span.setStatus({ code: SpanStatusCode.ERROR, message })
@@ -406,10 +406,11 @@ function isCount(value: unknown): value is number {
 function toolError(content: unknown): { code: string; message: string } {
   if (content !== null && typeof content === 'object') {
     const { code, message } = content as { code?: unknown; message?: unknown }
-    if (typeof code === 'string') return { code, message: `${code}: ${typeof message === 'string' ? message : ''}` }
+    if (typeof code === 'string') return { code, message: capText(`${code}: ${typeof message === 'string' ? message : ''}`) }
   }
-  const text = typeof content === 'string' ? content : JSON.stringify(content)
-  return { code: '_OTHER', message: text.length > 1000 ? `${text.slice(0, 999)}…` : text }
+  // A result without content (`JSON.stringify` gives `undefined` for it) reads as an empty message.
+  const text = typeof content === 'string' ? content : (JSON.stringify(content) ?? '')
+  return { code: '_OTHER', message: capText(text) }
 }
 
 function unfinished(span: Span, why: string, time: number): void {

@@ -7,6 +7,24 @@ import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions'
 /** The instrumentation scope spans are reported under. */
 export const TRACER_NAME = '@dsh/session-telemetry-otel'
 
+/**
+ * Most characters of a span's name, of a string attribute and of a status
+ * message. Names, labels, tool calls and errors come from the log, where a
+ * model's output can put megabytes; a span carries at most this much of each
+ * (an id up to the protocol's 1024 characters is kept whole), so a queued
+ * span and an export request stay small.
+ */
+export const MAX_SPAN_TEXT = 1024
+
+/** `text` cut to `MAX_SPAN_TEXT` characters, ending with `…` when cut (never splitting a surrogate pair). */
+export function capText(text: string): string {
+  if (text.length <= MAX_SPAN_TEXT) return text
+  let end = MAX_SPAN_TEXT - 1
+  const last = text.charCodeAt(end - 1)
+  if (last >= 0xd800 && last <= 0xdbff) end--
+  return `${text.slice(0, end)}…`
+}
+
 /** One span to open: its ids are decided by the caller (see ids.ts), its parent is a span context or nothing (a new trace). */
 export interface SpanSpec {
   readonly name: string
@@ -47,6 +65,7 @@ export class SpanWriter {
       idGenerator: this.#ids,
       // Every span is kept: what to sample is the collector's decision.
       sampler: new AlwaysOnSampler(),
+      spanLimits: { attributeValueLengthLimit: MAX_SPAN_TEXT },
       spanProcessors: [processor],
     })
     this.#tracer = this.#provider.getTracer(TRACER_NAME)
@@ -57,7 +76,7 @@ export class SpanWriter {
     this.#ids.spanId = spec.spanId
     const parent = spec.parent === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, spec.parent)
     return this.#tracer.startSpan(
-      spec.name,
+      capText(spec.name),
       { kind: spec.kind, startTime: millisToHrTime(spec.startTime), attributes: spec.attributes },
       parent,
     )

@@ -5,7 +5,7 @@ import { createHost, type Host } from '@dsh/host'
 import { tempDir } from '@dsh/test-kit'
 import { describe, expect, it } from 'vitest'
 import { parseOtlpEndpoint, replaySessionTraces, SessionTelemetryError, sessionTelemetryPlugin } from '../src/index.js'
-import { afterThisTest } from './support/cleanup.js'
+import { afterThisTest, receiver } from './support/cleanup.js'
 
 async function host(): Promise<Host> {
   const { dir, cleanup } = tempDir('dsh-otel-bad-')
@@ -85,6 +85,26 @@ describe('an unreachable collector', () => {
   })
 })
 
+describe('odd logs', () => {
+  it('an error result without content fails its tool span with an empty message; the replay goes on', async () => {
+    const otlp = await receiver()
+    const events = [
+      { type: 'turn/start', seq: 0, time: 1_000, data: { turn: 1 } },
+      { type: 'tool/call', seq: 1, time: 1_001, data: { turn: 1, callId: 'c', name: 'x', arguments: {} } },
+      { type: 'tool/result', seq: 2, time: 1_002, data: { turn: 1, callId: 'c', isError: true } },
+      { type: 'turn/end', seq: 3, time: 1_003, data: { turn: 1, reason: 'completed' } },
+    ] as never
+    const result = await replaySessionTraces([{ header: { id: 's', delegationDepth: 0 }, inheritedEventCount: 0, events }], {
+      otlp: otlp.url,
+    })
+    expect(result.stats).toMatchObject({ exported: 3, dropped: 0 })
+    expect(otlp.spans.find((span) => span.name === 'execute_tool x')).toMatchObject({
+      status: { code: 2 },
+      attributes: { 'error.type': '_OTHER' },
+    })
+  })
+})
+
 describe('options', () => {
   it('a malformed endpoint is SESSION_TELEMETRY_INVALID_ENDPOINT, before anything is opened', () => {
     for (const bad of ['not a url', 'ftp://collector/v1/traces', '127.0.0.1:4318', 'http://user:secret@collector:4318']) {
@@ -115,6 +135,32 @@ describe('options', () => {
     const exporter = { export: () => undefined, shutdown: () => Promise.resolve() }
     expect(codeOf(() => sessionTelemetryPlugin({ otlp: 'http://c:4318', exporter }))).toBe('SESSION_TELEMETRY_INVALID_OPTIONS')
     await expect(replaySessionTraces([], {})).rejects.toMatchObject({ code: 'SESSION_TELEMETRY_INVALID_OPTIONS' })
+  })
+
+  it('an otlp option of the wrong shape, or a header a request cannot carry, is SESSION_TELEMETRY_INVALID_OPTIONS; a header value is never quoted', () => {
+    const url = 'http://c:4318'
+    for (const bad of [
+      null,
+      {},
+      { url: 42 },
+      42,
+      { url, headers: 'x' },
+      { url, headers: { a: 1 } },
+      { url, headers: { 'bad name': 'v' } },
+    ]) {
+      expect(
+        codeOf(() => sessionTelemetryPlugin({ otlp: bad as never })),
+        JSON.stringify(bad),
+      ).toBe('SESSION_TELEMETRY_INVALID_OPTIONS')
+    }
+    try {
+      sessionTelemetryPlugin({ otlp: { url, headers: { 'x-api-key': 'secret\r\nInjected: 1' } } })
+      expect.unreachable()
+    } catch (error) {
+      expect((error as SessionTelemetryError).code).toBe('SESSION_TELEMETRY_INVALID_OPTIONS')
+      expect((error as Error).message).toContain('x-api-key')
+      expect((error as Error).message).not.toContain('secret')
+    }
   })
 
   it('with no exporter the plugin is inert: no listener, no span, no event in any log', async () => {
