@@ -1,11 +1,10 @@
 import { PAGE_DEFAULT_LIMIT, routes } from '@dsh/protocol'
-import { capHistoryPage } from '@dsh/protocol/limits'
 import type { HistoryPageRequest, SessionListFilter } from '@dsh/session-query'
 import { listedValues } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { isSubagent } from './owner.js'
 import { jsonRoute } from './route.js'
-import { wireHistory, wireSessionList } from './wire.js'
+import { capHistoryPage, wireHistory, wireSessionList } from './wire.js'
 
 /**
  * `GET /api/sessions`: a page of the live-preferred corpus, each session with

@@ -1,13 +1,12 @@
 import { isDshError } from '@dsh/context'
 import { routes } from '@dsh/protocol'
-import { capHistoryPage } from '@dsh/protocol/limits'
 import { catalogCosts } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { isListedChild, isNotFound } from './owner.js'
 import { jsonRoute } from './route.js'
 import type { ApiServices } from './services.js'
 import { historyRequest } from './session-routes.js'
-import { wireHistory, wireSubagentList } from './wire.js'
+import { capHistoryPage, wireHistory, wireSubagentList } from './wire.js'
 
 /**
  * `GET /api/sessions/:id/subagents?scope=children|descendants`: the subagent

@@ -3,4 +3,4 @@
 // builder copies the declared fields only (a backend's internal fields never
 // reach the wire) and is typed by the protocol's inferred body type.
 
-export { wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'
+export { capHistoryPage, wireEventSearch, wireHistory, wireSessionList, wireSessionSearch, wireSubagentList } from '@dsh/protocol/bodies'

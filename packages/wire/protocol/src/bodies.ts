@@ -1,3 +1,4 @@
+import { elidedEvent } from './limits.js'
 import type {
   AgentDefinitionEntryBody,
   AgentDefinitionListBody,
@@ -166,6 +167,56 @@ export function wireHistory(page: HistoryPageSource): HistoryPageBody {
     ...optional('nextBefore', page.nextBefore),
     total: page.total,
   }
+}
+
+/**
+ * A history page within `maxBytes`: the UTF-8 bytes of its events' JSON
+ * (the HTTP history routes and MCP `show_session` cap theirs at
+ * `HISTORY_PAGE_MAX_BYTES` by default). Events are kept from the newest
+ * back, and the page stops before the one that would take it past the cap;
+ * `nextBefore` then continues from the oldest event kept, so a client pages
+ * through everything. An event that alone is over the cap is answered as an
+ * elided event (`page-too-large`) in its place. The newest event is always
+ * kept (elided if need be), so every page makes progress.
+ */
+export function capHistoryPage(page: HistoryPageBody, maxBytes: number): HistoryPageBody {
+  const { events } = page
+  const kept: WireStoredEvent[] = []
+  let used = 0
+  let i = events.length - 1
+  for (; i >= 0; i--) {
+    let event = events[i] as WireStoredEvent
+    let bytes = jsonBytes(event)
+    if (bytes > maxBytes) {
+      event = elidedEvent(event.seq, event.time, { bytes, reason: 'page-too-large', type: event.type })
+      bytes = jsonBytes(event)
+    }
+    if (kept.length > 0 && used + bytes > maxBytes) break
+    kept.push(event)
+    used += bytes
+  }
+  if (i < 0 && kept.every((event, k) => event === events[events.length - 1 - k])) return page
+  kept.reverse()
+  const nextBefore = i >= 0 ? (kept[0] as WireStoredEvent).seq : page.nextBefore
+  const { header, inheritedEventCount, total } = page
+  return { header, inheritedEventCount, events: kept, ...optional('nextBefore', nextBefore), total }
+}
+
+/** UTF-8 bytes of an event's JSON, counted without encoding it: the protocol package assumes no Node API (no `Buffer`). */
+function jsonBytes(event: WireStoredEvent): number {
+  const text = JSON.stringify(event)
+  let bytes = text.length
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i)
+    if (unit < 0x80) continue
+    if (unit < 0x800) bytes += 1
+    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      // A surrogate pair: two code units, four bytes.
+      bytes += 2
+      i++
+    } else bytes += 2
+  }
+  return bytes
 }
 
 export function wireSubagentRow({

@@ -227,11 +227,14 @@ describe('@dsh/protocol/bodies builds what the schemas parse', () => {
     expect(wireEventSearch({ hits: [] })).toEqual({ kind: 'events', hits: [] })
   })
 
-  it('loads nothing at run time: type imports only, so a CLI read command that prints a body loads no zod', () => {
-    const source = readFileSync(join(import.meta.dirname, '..', 'src', 'bodies.ts'), 'utf8')
-    const statements = source.match(/^(?:import|export)\b[^;]*?\bfrom\s+'[^']+'/gm) ?? []
+  it('loads no zod at run time: type imports only, and the limits module, which itself imports nothing, so a CLI read command that prints a body loads no schema library', () => {
+    const read = (name: string) => readFileSync(join(import.meta.dirname, '..', 'src', name), 'utf8')
+    const importsOf = (source: string) => source.match(/^(?:import|export)\b[^;]*?\bfrom\s+'[^']+'/gm) ?? []
+    const source = read('bodies.ts')
+    const statements = importsOf(source)
     expect(statements.length).toBeGreaterThan(0)
-    for (const statement of statements) expect(statement).toMatch(/^import type\b/)
-    expect(source).not.toMatch(/\bimport\s*\(|\brequire\s*\(/)
+    for (const statement of statements) expect(statement).toMatch(/^import type\b|from '\.\/limits\.js'$/)
+    expect(importsOf(read('limits.ts'))).toEqual([])
+    for (const text of [source, read('limits.ts')]) expect(text).not.toMatch(/\bimport\s*\(|\brequire\s*\(/)
   })
 })

@@ -1,7 +1,8 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { capHistoryPage } from '../src/bodies.js'
 import type { HistoryPageBody, WireStoredEvent } from '../src/index.js'
-import { capHistoryPage, ELIDED_EVENT_TYPE, elidedEvent } from '../src/limits.js'
+import { ELIDED_EVENT_TYPE, elidedEvent } from '../src/limits.js'
 
 // `capHistoryPage` is the one byte cap of a history page (the HTTP history
 // routes, MCP `show_session`). It counts UTF-8 bytes without `Buffer`, so the
