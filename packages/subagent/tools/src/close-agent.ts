@@ -1,10 +1,12 @@
+import { raceAbort } from '@dsh/context'
+import { ID_MAX_LENGTH } from '@dsh/protocol/limits'
 import { z } from 'zod'
 import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
 
 export const CLOSE_AGENT_TOOL_NAME = 'close_agent'
 
 export const closeAgentInputSchema = z.strictObject({
-  id: z.string().min(1).describe('The id of a continuable subagent you no longer need.'),
+  id: z.string().min(1).max(ID_MAX_LENGTH).describe('The id of a continuable subagent you no longer need.'),
 })
 
 export const closeAgentDescription =
@@ -31,7 +33,11 @@ export function createCloseAgentTool(control: SubagentControl) {
     inputSchema: closeAgentInputSchema,
     expected: '{ "id": string }',
     async run(input, context): Promise<CloseAgentResult> {
-      const closed = await control.close(input.id, { caller: callerOf(CLOSE_AGENT_TOOL_NAME, context) }, context.signal)
+      // The close goes ahead; only the wait for a running turn to end gives way to the caller's cancellation.
+      const closed = await raceAbort(
+        control.close(input.id, { caller: callerOf(CLOSE_AGENT_TOOL_NAME, context) }, context.signal),
+        context.signal,
+      )
       const result = { id: closed.id, interrupted: closed.interrupted, dropped: closed.dropped }
       return Object.freeze({ text: renderCloseAgent(result), ...result })
     },

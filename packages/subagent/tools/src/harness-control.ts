@@ -1,9 +1,11 @@
+import { ID_MAX_LENGTH } from '@dsh/protocol/limits'
 import { z } from 'zod'
+import { TEXT_MAX_CHARS } from './limits.js'
 import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
 
 export const harnessSendMessageInputSchema = z.strictObject({
-  subagent_id: z.string().min(1).describe('The id the subagent tool returned for it.'),
-  message: z.string().min(1).describe('What to tell it: more work, an answer, a correction.'),
+  subagent_id: z.string().min(1).max(ID_MAX_LENGTH).describe('The id the subagent tool returned for it.'),
+  message: z.string().min(1).max(TEXT_MAX_CHARS).describe('What to tell it: more work, an answer, a correction.'),
 })
 
 export const harnessSendMessageDescription = [
@@ -40,7 +42,7 @@ export function createHarnessSendMessageTool(control: SubagentControl) {
 }
 
 export const harnessInterruptAgentInputSchema = z.strictObject({
-  agent_id: z.string().min(1).describe('The id of the subagent whose turn to stop.'),
+  agent_id: z.string().min(1).max(ID_MAX_LENGTH).describe('The id of the subagent whose turn to stop.'),
 })
 
 export const harnessInterruptAgentDescription = [

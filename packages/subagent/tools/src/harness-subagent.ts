@@ -3,13 +3,19 @@ import type { SessionId } from '@dsh/session'
 import type { SubagentEndReason, SubagentSettlement } from '@dsh/subagent'
 import { z } from 'zod'
 import { ToolSubagentControlError } from './errors.js'
+import { clipText, NAME_MAX_CHARS, RESULT_TEXT_MAX_CHARS, TEXT_MAX_CHARS } from './limits.js'
 import { awaitChild, callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
 
 export const harnessSubagentInputSchema = z.strictObject({
-  description: z.string().min(1).describe("A few words (three to five) naming the task; it becomes the subagent's label in listings."),
+  description: z
+    .string()
+    .min(1)
+    .max(NAME_MAX_CHARS)
+    .describe("A few words (three to five) naming the task; it becomes the subagent's label in listings."),
   prompt: z
     .string()
     .min(1)
+    .max(TEXT_MAX_CHARS)
     .describe('The whole task, self-contained: the subagent starts with an empty conversation and sees nothing of yours.'),
   run_in_background: z
     .boolean()
@@ -46,8 +52,9 @@ const UNFINISHED: Partial<Record<SubagentEndReason, string>> = {
 /** The failure a waiting caller gets when its subagent did not complete: why, the detail, and what it had written. */
 function unfinished(id: SessionId, settled: SubagentSettlement): ToolSubagentControlError {
   const lines = [`Subagent ${id} ${UNFINISHED[settled.end] ?? `ended '${settled.end}' before it finished`}.`]
-  if (settled.error !== undefined) lines.push(`Detail: ${describe(settled.error)}`)
-  if (settled.text !== undefined && settled.text.length > 0) lines.push(`What it had written before it ended:\n${settled.text}`)
+  if (settled.error !== undefined) lines.push(`Detail: ${clipText(describe(settled.error), RESULT_TEXT_MAX_CHARS)}`)
+  if (settled.text !== undefined && settled.text.length > 0)
+    lines.push(`What it had written before it ended:\n${clipText(settled.text, RESULT_TEXT_MAX_CHARS)}`)
   return new ToolSubagentControlError('TOOL_SUBAGENT_CONTROL_SUBAGENT_FAILED', lines.join('\n'), {
     details: { id, reason: settled.end },
   })
@@ -83,7 +90,7 @@ export function createHarnessSubagentTool(control: SubagentControl, options: { r
       if (background) return Object.freeze({ text: `started subagent ${handle.id}`, kind: 'continuable' as const, subagentId: handle.id })
       const settled = await awaitChild(control, handle, context.signal)
       if (settled.end !== 'completed') throw unfinished(handle.id, settled)
-      const output = settled.text ?? ''
+      const output = clipText(settled.text ?? '', RESULT_TEXT_MAX_CHARS)
       return Object.freeze({ text: output, kind: 'foreground' as const, runId: handle.id, output })
     },
   })

@@ -37,6 +37,15 @@ export {
   interruptAgentInputSchema,
   renderInterruptAgent,
 } from './interrupt-agent.js'
+export {
+  NAME_MAX_CHARS,
+  OUTPUT_SCHEMA_MAX_CHARS,
+  OUTPUT_SCHEMA_MAX_DEPTH,
+  PERSONA_MAX_CHARS,
+  RESULT_TEXT_MAX_CHARS,
+  TEXT_MAX_CHARS,
+  TOOL_NAMES_MAX,
+} from './limits.js'
 export type {
   ListAgentsEntry,
   ListAgentsExecuteContext,
@@ -85,6 +94,7 @@ export type { SubagentControlDialect, SubagentControlToolName, SubagentControlTo
 export { HARNESS_CONTROL_TOOL_NAMES, SUBAGENT_CONTROL_DIALECTS, SUBAGENT_CONTROL_TOOL_NAMES, subagentControlTools } from './tools.js'
 export type { WaitAgentsInput, WaitAgentsResult } from './wait-agents.js'
 export {
+  boundWaitEntries,
   createWaitAgentsTool,
   renderWaitAgents,
   WAIT_AGENTS_MAX_SECONDS,

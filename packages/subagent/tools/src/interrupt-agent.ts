@@ -1,10 +1,12 @@
+import { raceAbort } from '@dsh/context'
+import { ID_MAX_LENGTH } from '@dsh/protocol/limits'
 import { z } from 'zod'
 import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
 
 export const INTERRUPT_AGENT_TOOL_NAME = 'interrupt_agent'
 
 export const interruptAgentInputSchema = z.strictObject({
-  id: z.string().min(1).describe('The id of a subagent of yours (or of one of your subagents).'),
+  id: z.string().min(1).max(ID_MAX_LENGTH).describe('The id of a subagent of yours (or of one of your subagents).'),
 })
 
 export const interruptAgentDescription =
@@ -28,7 +30,11 @@ export function createInterruptAgentTool(control: SubagentControl) {
     inputSchema: interruptAgentInputSchema,
     expected: '{ "id": string }',
     async run(input, context): Promise<InterruptAgentResult> {
-      const interrupted = await control.interrupt(input.id, { caller: callerOf(INTERRUPT_AGENT_TOOL_NAME, context) })
+      // The stop is requested at once; only the wait for the turn to end gives way to the caller's cancellation.
+      const interrupted = await raceAbort(
+        control.interrupt(input.id, { caller: callerOf(INTERRUPT_AGENT_TOOL_NAME, context) }),
+        context.signal,
+      )
       const result = { id: input.id, interrupted }
       return Object.freeze({ text: renderInterruptAgent(result), ...result })
     },

@@ -1,11 +1,13 @@
+import { ID_MAX_LENGTH } from '@dsh/protocol/limits'
 import { z } from 'zod'
+import { TEXT_MAX_CHARS } from './limits.js'
 import { callerOf, defineTool, type SubagentControl, type ToolResult } from './tool.js'
 
 export const SEND_MESSAGE_TOOL_NAME = 'send_message'
 
 export const sendMessageInputSchema = z.strictObject({
-  id: z.string().min(1).describe('The id of one of your continuable subagents (from subagent or list_agents).'),
-  message: z.string().min(1).describe('What to tell it: new work, an answer, a correction.'),
+  id: z.string().min(1).max(ID_MAX_LENGTH).describe('The id of one of your continuable subagents (from subagent or list_agents).'),
+  message: z.string().min(1).max(TEXT_MAX_CHARS).describe('What to tell it: new work, an answer, a correction.'),
 })
 
 export type SendMessageInput = z.output<typeof sendMessageInputSchema>

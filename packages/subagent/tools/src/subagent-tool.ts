@@ -5,15 +5,27 @@ import type { SubagentBudget, SubagentBudgetExceeded, SubagentEndReason, Subagen
 import { z } from 'zod'
 import { type AgentDefinitionSource, definedSpawn } from './agent-definition.js'
 import { budgetText, subagentBudgetInputSchema, withBudget } from './budget-input.js'
+import {
+  clipText,
+  NAME_MAX_CHARS,
+  outputSchemaFault,
+  PERSONA_MAX_CHARS,
+  RESULT_TEXT_MAX_CHARS,
+  TEXT_MAX_CHARS,
+  TOOL_NAMES_MAX,
+} from './limits.js'
 import { awaitChild, callerOf, defineTool, labelText, type SubagentControl, type ToolResult } from './tool.js'
 
 export const SUBAGENT_TOOL_NAME = 'subagent'
+
+const toolNames = z.array(z.string().min(1).max(NAME_MAX_CHARS)).max(TOOL_NAMES_MAX)
 
 export const subagentInputSchema = z
   .strictObject({
     prompt: z
       .string()
       .min(1)
+      .max(TEXT_MAX_CHARS)
       .describe(
         "The task. A 'fresh' subagent sees nothing of your conversation, so include everything it needs: goal, files, constraints, what to return.",
       ),
@@ -52,23 +64,29 @@ export const subagentInputSchema = z
     instructions: z
       .string()
       .min(1)
+      .max(TEXT_MAX_CHARS)
       .exactOptional()
       .describe('Extra standing instructions for the subagent (appended to its system prompt).'),
     persona: z
       .string()
       .min(1)
+      .max(PERSONA_MAX_CHARS)
       .exactOptional()
       .describe('Who the subagent should be (replaces the default persona), e.g. "a meticulous security reviewer".'),
-    model: z.string().min(1).exactOptional().describe('The model to run it on; omit to use the default.'),
+    model: z.string().min(1).max(NAME_MAX_CHARS).exactOptional().describe('The model to run it on; omit to use the default.'),
     tools: z
       .strictObject({
-        allow: z.array(z.string().min(1)).exactOptional().describe('Only these tools.'),
-        deny: z.array(z.string().min(1)).exactOptional().describe('Not these tools.'),
+        allow: toolNames.exactOptional().describe('Only these tools.'),
+        deny: toolNames.exactOptional().describe('Not these tools.'),
       })
       .exactOptional()
       .describe('Limit the tools the subagent may call.'),
     outputSchema: z
       .record(z.string(), z.unknown())
+      .superRefine((schema, ctx) => {
+        const fault = outputSchemaFault(schema)
+        if (fault !== undefined) ctx.addIssue({ code: 'custom', message: `the schema ${fault}; give a simpler one` })
+      })
       .exactOptional()
       .describe('One-shot only: a JSON Schema its final message must match (as JSON). A mismatch is reported as an error in the result.'),
     budget: subagentBudgetInputSchema.exactOptional(),
@@ -127,7 +145,8 @@ export function renderSubagentResult(result: Omit<SubagentToolResult, 'text'>): 
 }
 
 function errorBody(error: unknown): { code: string; message: string } {
-  return { code: isDshError(error) ? error.code : 'SUBAGENT_RUN_FAILED', message: error instanceof Error ? error.message : String(error) }
+  const message = error instanceof Error ? error.message : String(error)
+  return { code: isDshError(error) ? error.code : 'SUBAGENT_RUN_FAILED', message: clipText(message, RESULT_TEXT_MAX_CHARS) }
 }
 
 export interface SubagentToolOptions {
@@ -195,11 +214,13 @@ export function createSubagentTool(control: SubagentControl, options: SubagentTo
         return Object.freeze({ text: renderSubagentResult(started), ...started })
       }
       const settled = await awaitChild(control, handle, context.signal)
+      // A result past the bound is cut; its parsed output, as large, is then left out too.
+      const result = settled.text === undefined ? undefined : clipText(settled.text, RESULT_TEXT_MAX_CHARS)
       const finished = {
         ...base,
         status: settled.end,
-        ...(settled.text === undefined ? {} : { result: settled.text }),
-        ...(settled.output === undefined ? {} : { output: settled.output }),
+        ...(result === undefined ? {} : { result }),
+        ...(settled.output === undefined || result !== settled.text ? {} : { output: settled.output }),
         ...(settled.error === undefined || settled.end === 'completed' ? {} : { error: errorBody(settled.error) }),
         ...(settled.exceeded === undefined ? {} : { exceeded: settled.exceeded }),
       }

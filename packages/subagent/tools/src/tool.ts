@@ -1,3 +1,4 @@
+import { throwIfAborted } from '@dsh/context'
 import type { Session } from '@dsh/session'
 import type { SubagentHandle, SubagentRuntime, SubagentSettlement } from '@dsh/subagent'
 import { z } from 'zod'
@@ -40,14 +41,27 @@ export interface SubagentControlTool<Name extends string = string, Input = unkno
 export function parseToolInput<T>(name: string, schema: z.ZodType<T>, input: unknown, expected: string): T {
   const parsed = schema.safeParse(input ?? {})
   if (parsed.success) return parsed.data
-  const problems = parsed.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'input'}: ${issue.message}`)
+  // The input's own keys and values show up in issues: the message names a few, each cut short, however large the input.
+  const { issues } = parsed.error
+  const shown = issues
+    .slice(0, ISSUES_SHOWN)
+    .map((issue) => ({ path: issue.path.map((key) => clip(String(key))), message: clip(issue.message) }))
+  const problems = shown.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'input'}: ${issue.message}`)
+  const more = issues.length > ISSUES_SHOWN ? `; and ${issues.length - ISSUES_SHOWN} more` : ''
   throw new ToolSubagentControlError(
     'TOOL_SUBAGENT_CONTROL_INVALID_INPUT',
-    `${name} input is invalid (${problems.join('; ')}). Expected ${expected}.`,
-    {
-      details: { issues: parsed.error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })) },
-    },
+    `${name} input is invalid (${problems.join('; ')}${more}). Expected ${expected}.`,
+    { details: { issues: shown, count: issues.length } },
   )
+}
+
+/** How many of an input's problems an error names. */
+const ISSUES_SHOWN = 8
+/** Longest path or message of one problem an error names. */
+const ISSUE_MAX_CHARS = 200
+
+function clip(text: string): string {
+  return text.length <= ISSUE_MAX_CHARS ? text : `${text.slice(0, ISSUE_MAX_CHARS)}… (${text.length - ISSUE_MAX_CHARS} more characters)`
 }
 
 /** The calling agent's id; `TOOL_SUBAGENT_CONTROL_INVALID_CONTEXT` without one. */
@@ -86,6 +100,8 @@ export function defineTool<Name extends string, Input, Result extends ToolResult
     async execute(input: unknown, context: ToolExecuteContext): Promise<Result> {
       const parsed = parseToolInput(parts.name, parts.inputSchema, input, parts.expected)
       agentIdOf(parts.name, context)
+      // A call that arrives after its turn was cancelled starts, sends or stops nothing.
+      throwIfAborted(context.signal)
       return parts.run(parsed, context)
     },
   })

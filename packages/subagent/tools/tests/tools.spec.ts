@@ -113,6 +113,7 @@ describe('subagentControlTools', () => {
           "properties": {
             "id": {
               "description": "The id of a continuable subagent you no longer need.",
+              "maxLength": 1024,
               "minLength": 1,
               "type": "string",
             },
@@ -128,6 +129,7 @@ describe('subagentControlTools', () => {
           "properties": {
             "id": {
               "description": "The id of a subagent of yours (or of one of your subagents).",
+              "maxLength": 1024,
               "minLength": 1,
               "type": "string",
             },
@@ -159,11 +161,13 @@ describe('subagentControlTools', () => {
           "properties": {
             "id": {
               "description": "The id of one of your continuable subagents (from subagent or list_agents).",
+              "maxLength": 1024,
               "minLength": 1,
               "type": "string",
             },
             "message": {
               "description": "What to tell it: new work, an answer, a correction.",
+              "maxLength": 1048576,
               "minLength": 1,
               "type": "string",
             },
@@ -224,6 +228,7 @@ describe('subagentControlTools', () => {
             },
             "instructions": {
               "description": "Extra standing instructions for the subagent (appended to its system prompt).",
+              "maxLength": 1048576,
               "minLength": 1,
               "type": "string",
             },
@@ -243,6 +248,7 @@ describe('subagentControlTools', () => {
             },
             "model": {
               "description": "The model to run it on; omit to use the default.",
+              "maxLength": 200,
               "minLength": 1,
               "type": "string",
             },
@@ -256,11 +262,13 @@ describe('subagentControlTools', () => {
             },
             "persona": {
               "description": "Who the subagent should be (replaces the default persona), e.g. "a meticulous security reviewer".",
+              "maxLength": 10000,
               "minLength": 1,
               "type": "string",
             },
             "prompt": {
               "description": "The task. A 'fresh' subagent sees nothing of your conversation, so include everything it needs: goal, files, constraints, what to return.",
+              "maxLength": 1048576,
               "minLength": 1,
               "type": "string",
             },
@@ -271,17 +279,21 @@ describe('subagentControlTools', () => {
                 "allow": {
                   "description": "Only these tools.",
                   "items": {
+                    "maxLength": 200,
                     "minLength": 1,
                     "type": "string",
                   },
+                  "maxItems": 256,
                   "type": "array",
                 },
                 "deny": {
                   "description": "Not these tools.",
                   "items": {
+                    "maxLength": 200,
                     "minLength": 1,
                     "type": "string",
                   },
+                  "maxItems": 256,
                   "type": "array",
                 },
               },
@@ -304,6 +316,7 @@ describe('subagentControlTools', () => {
             "ids": {
               "description": "The ids of the subagents to wait for (yours or your subagents’ own).",
               "items": {
+                "maxLength": 1024,
                 "minLength": 1,
                 "type": "string",
               },
