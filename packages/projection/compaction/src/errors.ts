@@ -3,7 +3,7 @@ import { DshError } from '@dsh/context'
 export type CompactionErrorCode =
   /** `compact` was called but no `summarizer` service is available (activate a driver's summarizer first). */
   | 'COMPACTION_NO_SUMMARIZER'
-  /** The summarizer failed; the log holds `compaction/end {error}` and the context is unchanged. */
+  /** The summarizer failed or answered what cannot be stored; the log holds `compaction/end {error}` and the context is unchanged. */
   | 'COMPACTION_SUMMARIZER_FAILED'
   /** The context holds too few messages to shadow any with the `keep` asked for. */
   | 'COMPACTION_NOTHING_TO_COMPACT'
@@ -11,5 +11,7 @@ export type CompactionErrorCode =
   | 'COMPACTION_BUSY'
   /** A bad argument: `keep`, `window`, `fraction`, `minBytes`, `keepNewest`, or a target that is not a live session. */
   | 'COMPACTION_INVALID_OPTIONS'
+  /** The caller's `signal` aborted: before the start nothing is written, after it the log holds `compaction/end {error: 'cancelled'}`. */
+  | 'CANCELLED'
 
 export class CompactionError extends DshError<CompactionErrorCode> {}

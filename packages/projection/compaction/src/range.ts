@@ -18,7 +18,9 @@ export function shadowedRange(messages: readonly ContextMessage[], keep: number,
   while (cut > 0 && cut < messages.length && messages[cut]!.role === 'tool') cut--
   const shadowed = messages.slice(0, cut)
   if (!shadowed.some((m) => m.summary === undefined)) return undefined
-  const from = Math.min(...shadowed.map((m) => m.summary?.from ?? m.seq))
+  // A loop, not `Math.min(...)`: spreading a long context overflows the stack.
+  let from = Number.POSITIVE_INFINITY
+  for (const m of shadowed) from = Math.min(from, m.summary?.from ?? m.seq)
   const to = cut < messages.length ? messages[cut]!.seq : end
   return { messages: shadowed, from, to }
 }

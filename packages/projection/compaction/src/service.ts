@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto'
+import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
 import type { ContentBlock, JsonValue, Session } from '@dsh/session'
 import { PRUNED_RESULT_TEXT, type SessionContext, type SessionContextService } from '@dsh/session-context'
 import { CompactionError } from './errors.js'
 import { blockText, estimateTokens } from './estimate.js'
-import { shadowedRange } from './range.js'
+import { type ShadowedRange, shadowedRange } from './range.js'
+import { storedError, summaryData } from './summary.js'
 import type {
   CompactionService,
   CompactionServiceOptions,
@@ -13,7 +15,6 @@ import type {
   PruneOptions,
   PruneResult,
   Summarizer,
-  Summary,
 } from './types.js'
 
 export const DEFAULT_KEEP = 4
@@ -38,10 +39,10 @@ const wholeNumber = (value: unknown, name: string, min: number): number => {
   return value as number
 }
 
-const summaryBlocks = (summary: Summary['summary']): ContentBlock[] =>
-  typeof summary === 'string' ? [{ type: 'text', text: summary }] : [...summary]
-
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+const cancelled = (): CompactionError =>
+  new CompactionError('CANCELLED', 'The compaction was cancelled by its caller (AbortSignal aborted); the context is unchanged.')
 
 /** The `compaction` service over the `sessionContext` service, the store's flush and a summarizer. */
 export function createCompactionService(deps: CompactionDependencies, options: CompactionServiceOptions = {}): CompactionService {
@@ -60,6 +61,55 @@ export function createCompactionService(deps: CompactionDependencies, options: C
   const step = async (session: Session, stage: 'started' | 'summarized' | 'ended', id: string): Promise<void> => {
     await deps.flush(session)
     await options.onProgress?.(stage, session, id)
+  }
+
+  /**
+   * The `compaction/summary` data of the summarizer's answer for `range`.
+   * A rejection, an answer that cannot be stored (see `summaryData`) or an
+   * abort of `signal` (not waiting for a summarizer that ignores it) throws
+   * typed; the caller ends the compaction.
+   */
+  const summarize = async (
+    summarizer: Summarizer,
+    session: Session,
+    context: SessionContext,
+    range: ShadowedRange,
+    compactionId: string,
+    request: CompactOptions,
+  ): Promise<JsonValue> => {
+    let answer: unknown
+    try {
+      answer = await raceAbort(
+        Promise.resolve().then(() =>
+          summarizer.summarize({
+            sessionId: session.id,
+            context: { ...context, messages: range.messages },
+            instruction: request.instruction ?? instructionDefault,
+            ...(request.signal === undefined ? {} : { signal: request.signal }),
+          }),
+        ),
+        request.signal,
+        cancelled,
+      )
+    } catch (error) {
+      if (isDshError(error, 'CANCELLED')) throw error
+      throw summarizerFailed(session, messageOf(error), error)
+    }
+    const checked = summaryData(answer, compactionId, range, session.seq)
+    if ('error' in checked) throw summarizerFailed(session, checked.error)
+    return checked.data
+  }
+
+  /** Appends `compaction/end {error}` for a compaction that stopped, and tries to make it durable (the caller throws why it stopped). */
+  const endFailed = async (session: Session, compactionId: string, error: unknown): Promise<void> => {
+    const reason = isDshError(error) ? error.details?.reason : undefined
+    const why = isDshError(error, 'CANCELLED') ? 'cancelled' : typeof reason === 'string' ? reason : messageOf(error)
+    try {
+      session.append('compaction/end', { compactionId, error: storedError(why) })
+      await deps.flush(session)
+    } catch {
+      // The session was closed or persistence is failing: the end stays in memory (or a load's crash repair writes it).
+    }
   }
 
   const compact = async (session: Session, request: CompactOptions): Promise<CompactResult> => {
@@ -86,44 +136,23 @@ export function createCompactionService(deps: CompactionDependencies, options: C
           'COMPACTION_NOTHING_TO_COMPACT',
           `Session '${session.id}' has ${context.messages.length} context message(s); keeping ${keep} leaves nothing new to summarize.`,
         )
+      throwIfAborted(request.signal, cancelled)
       const compactionId = randomUUID()
       session.append('compaction/start', { compactionId, reason: request.reason })
-      await step(session, 'started', compactionId)
-      let summary: Summary
-      let blocks: ContentBlock[]
+      let ended = false
       try {
-        summary = await summarizer.summarize({
-          sessionId: session.id,
-          context: { ...context, messages: range.messages },
-          instruction: request.instruction ?? instructionDefault,
-          ...(request.signal === undefined ? {} : { signal: request.signal }),
-        })
-        blocks = summaryBlocks(summary.summary)
-        if (blocks.every((b) => blockText(b).trim().length === 0)) throw new Error('the summarizer returned an empty summary')
+        await step(session, 'started', compactionId)
+        const data = await summarize(summarizer, session, context, range, compactionId, request)
+        session.append('compaction/summary', data)
+        await step(session, 'summarized', compactionId)
+        session.append('compaction/end', { compactionId })
+        ended = true
+        await step(session, 'ended', compactionId)
       } catch (error) {
-        const message = messageOf(error)
-        session.append('compaction/end', { compactionId, error: message })
-        await deps.flush(session)
-        throw new CompactionError(
-          'COMPACTION_SUMMARIZER_FAILED',
-          `Compaction of session '${session.id}' failed: ${message}. The context is unchanged.`,
-          {
-            cause: error,
-          },
-        )
+        // Whatever stopped the compaction after its start ends it, so the session is not left compacting.
+        if (!ended) await endFailed(session, compactionId, error)
+        throw error
       }
-      session.append('compaction/summary', {
-        compactionId,
-        summary: blocks as unknown as JsonValue,
-        from: range.from,
-        to: range.to,
-        ...(summary.provider === undefined ? {} : { provider: summary.provider }),
-        ...(summary.model === undefined ? {} : { model: summary.model }),
-        ...(summary.usage === undefined ? {} : { usage: summary.usage as unknown as JsonValue }),
-      })
-      await step(session, 'summarized', compactionId)
-      session.append('compaction/end', { compactionId })
-      await step(session, 'ended', compactionId)
       const after = await deps.context().contextOf(session, request.signal)
       return {
         compactionId,
@@ -174,6 +203,14 @@ export function createCompactionService(deps: CompactionDependencies, options: C
       return { estimate: tokens, budget, compaction }
     },
   }
+}
+
+function summarizerFailed(session: Session, message: string, cause?: unknown): CompactionError {
+  return new CompactionError(
+    'COMPACTION_SUMMARIZER_FAILED',
+    `Compaction of session '${session.id}' failed: ${message.replace(/\.$/, '')}. The context is unchanged.`,
+    { details: { reason: message }, ...(cause === undefined ? {} : { cause }) },
+  )
 }
 
 function checkFraction(fraction: unknown): void {

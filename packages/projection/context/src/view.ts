@@ -46,7 +46,8 @@ function walkChunk(chunk: readonly ContextMessage[], pending: readonly string[],
       continue
     }
     if (waiting.length > 0) return { pendingIn, pendingOut: null }
-    waiting.push(...callIdsOf(message))
+    // One push per call: spreading a message of many calls into `push` overflows the stack.
+    for (const id of callIdsOf(message)) waiting.push(id)
   }
   return { pendingIn, pendingOut: waiting }
 }

@@ -258,7 +258,8 @@ export function renderResponses(context: SessionContext, options: ResponsesRende
   const from = startOf(context, options, counts)
   const input: ResponsesItem[] = []
   for (let i = from; i < context.messages.length; i++) {
-    input.push(...responsesItems(context.messages[i] as ContextMessage, options, counts))
+    // One push per item: a message of many calls has as many items, too many to spread into `push`.
+    for (const item of responsesItems(context.messages[i] as ContextMessage, options, counts)) input.push(item)
   }
   return { body: request(context, options, counts, input), warnings: totalWarnings(counts) }
 }
