@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Summarizer } from '@dsh/compaction'
 import { createHost, type Host } from '@dsh/host'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMcpServer } from '../src/index.js'
+import { connectClient } from './support.js'
 
 // A summarizer that counts what it is given (the model-backed one is a driver's).
 const counting: Summarizer = {
@@ -25,11 +24,7 @@ afterEach(async () => {
 })
 
 async function connect(h: Host): Promise<Client> {
-  const server = createMcpServer(h.ctx, { allowControl: true, control: h.subagents, controlTools: () => [] })
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const next = new Client({ name: 'test', version: '1.0.0' })
-  await next.connect(clientSide)
+  const next = await connectClient(h.ctx, { allowControl: true, control: h.subagents, controlTools: () => [] })
   return next
 }
 

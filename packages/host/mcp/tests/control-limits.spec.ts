@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { createHost, type Host, type HostOptions } from '@dsh/host'
 import { MCP_MAX_CHILDREN, MCP_MAX_CONCURRENT_RUNS } from '@dsh/protocol/limits'
 import { subagentControlTools } from '@dsh/tool-subagent-control'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, describe, expect, it } from 'vitest'
-import { ControlLimiter, createMcpServer, type McpControlLimits } from '../src/index.js'
+import { ControlLimiter, type McpControlLimits } from '../src/index.js'
+import { connectClient } from './support.js'
 
 // The control limits over the real runtime: children per parent and runs at
 // once. A held driver keeps each run open until the test releases its prompt,
@@ -70,16 +70,12 @@ const clients: Client[] = []
 async function start(limits: McpControlLimits, driver?: Driver): Promise<Client> {
   root = mkdtempSync(join(tmpdir(), 'dsh-mcp-limits-'))
   host = await createHost({ root, ...(driver === undefined ? {} : { driver }) })
-  const server = createMcpServer(host.ctx, {
+  const client = await connectClient(host.ctx, {
     allowControl: true,
     control: host.subagents,
     controlTools: (control) => subagentControlTools(control),
     limits,
   })
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(clientSide)
   clients.push(client)
   return client
 }

@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { agentDefinitions } from '@dsh/agent-definitions'
 import { createHost, type Host } from '@dsh/host'
 import { subagentControlTools } from '@dsh/tool-subagent-control'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { createMcpServer } from '../src/index.js'
+import type { createMcpServer } from '../src/index.js'
+import { connectClient } from './support.js'
 
 let dir: string
 let root: string
@@ -16,11 +16,7 @@ let host: Host
 let client: Client | undefined
 
 async function connect(options: Parameters<typeof createMcpServer>[1]): Promise<Client> {
-  const server = createMcpServer(host.ctx, options)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const next = new Client({ name: 'test', version: '1.0.0' })
-  await next.connect(clientSide)
+  const next = await connectClient(host.ctx, options)
   return next
 }
 

@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { type HistoryPageBody, historyPage } from '@dsh/protocol'
 import { ELIDED_EVENT_TYPE, HISTORY_PAGE_MAX_BYTES } from '@dsh/protocol/limits'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createMcpServer } from '../src/index.js'
+import { connectClient } from './support.js'
 
 // A show_session page is capped in bytes as the HTTP history routes cap
 // theirs: a page of large events stops before the one that would pass the
@@ -27,11 +27,7 @@ async function open(): Promise<Host> {
 }
 
 async function connect(host: Host, options: Parameters<typeof createMcpServer>[1] = {}): Promise<Client> {
-  const server = createMcpServer(host.ctx, options)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(clientSide)
+  const client = await connectClient(host.ctx, options)
   cleanups.push(() => client.close())
   return client
 }

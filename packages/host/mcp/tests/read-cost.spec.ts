@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import type { SessionId } from '@dsh/session'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMcpServer } from '../src/index.js'
+import { connectClient } from './support.js'
 
 // A read costs what it shows: `show_session` answers a page of a persisted
 // session by walking the log's batch trailers back from its end (the
@@ -59,11 +58,7 @@ async function writeRoot(): Promise<string> {
 }
 
 async function connect(host: Host): Promise<Client> {
-  const server = createMcpServer(host.ctx)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(clientSide)
+  const client = await connectClient(host.ctx)
   cleanups.push(() => client.close())
   return client
 }

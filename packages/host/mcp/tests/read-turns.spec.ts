@@ -4,11 +4,11 @@ import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { MCP_MAX_CONCURRENT_READS, MCP_MAX_WAITING_READS } from '@dsh/protocol/limits'
 import type { SessionQuery } from '@dsh/session-query'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMcpServer } from '../src/index.js'
+import type { createMcpServer } from '../src/index.js'
 import { ReadTurns } from '../src/read-turns.js'
+import { connectClient } from './support.js'
 
 // Read calls take turns: a client that sends many calls without waiting for
 // the answers has at most maxConcurrentReads of them read at once and
@@ -64,11 +64,7 @@ async function heldHost(): Promise<Held> {
 }
 
 async function connect(services: Parameters<typeof createMcpServer>[0], options: Parameters<typeof createMcpServer>[1]): Promise<Client> {
-  const server = createMcpServer(services, options)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(clientSide)
+  const client = await connectClient(services, options)
   cleanups.push(() => client.close())
   return client
 }

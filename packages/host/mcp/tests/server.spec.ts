@@ -6,10 +6,10 @@ import { historyPage, searchPage, sessionListPage, sessionStatsReport, subagentL
 import { listedValues, parsePriceTable, treeCosts } from '@dsh/session-stats'
 import { createScriptedDriver } from '@dsh/subagent'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { type ControlTool, createMcpServer } from '../src/index.js'
+import { connectClient } from './support.js'
 
 let root: string
 let host: Host
@@ -34,11 +34,7 @@ const driver = createScriptedDriver(
 )
 
 async function connect(options: Parameters<typeof createMcpServer>[1] = {}): Promise<Client> {
-  const server = createMcpServer(host.ctx, options)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const next = new Client({ name: 'test', version: '1.0.0' })
-  await next.connect(clientSide)
+  const next = await connectClient(host.ctx, options)
   return next
 }
 
@@ -346,19 +342,12 @@ describe('dsh MCP server', () => {
       },
     }
     const live = host.sessions.create()
-    client = await (async () => {
-      const server = createMcpServer(empty as never, {
-        allowControl: true,
-        control: host.subagents,
-        controlTools: () => [broken],
-        resolveAgent: async () => live,
-      })
-      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-      await server.connect(serverSide)
-      const next = new Client({ name: 'test', version: '1.0.0' })
-      await next.connect(clientSide)
-      return next
-    })()
+    client = await connectClient(empty as never, {
+      allowControl: true,
+      control: host.subagents,
+      controlTools: () => [broken],
+      resolveAgent: async () => live,
+    })
     const noQuery = await client.callTool({ name: 'list_sessions', arguments: {} })
     expect(noQuery.structuredContent).toMatchObject({ error: { code: 'MCP_SERVICE_UNAVAILABLE' } })
     const exploded = await client.callTool({ name: 'explode', arguments: { session: live.id } })
