@@ -108,7 +108,15 @@ describe('dsh on the demo root', () => {
     const logOf = (id: string) => join(copy, id.replaceAll('.', '_2e'), 'log.jsonl.zst')
     // A torn tail: the start of a zstd frame that never completed.
     appendFileSync(logOf('release-1.4.researcher'), Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x40]))
+    // The demo's corrupt child, removed behind dsh's back: the index still lists it, so verify names the missing log.
     rmSync(logOf('release-1.4.log-summarizer'))
+    const missing = await dsh('verify', '--root', copy, '--json')
+    expect(missing.code).toBe(1)
+    expect(JSON.parse(missing.stdout).sessions.find((s: { id: string }) => s.id === 'release-1.4.log-summarizer')).toMatchObject({
+      status: 'error',
+      code: 'SESSION_PERSISTENCE_NOT_FOUND',
+    })
+    expect((await dsh('reindex', '--root', copy)).code).toBe(0)
     const torn = JSON.parse((await dsh('verify', '--root', copy, '--json')).stdout)
     expect(torn).toMatchObject({ torn: 1, corrupt: 0 })
     expect(torn.sessions.find((s: { id: string }) => s.id === 'release-1.4.researcher')).toMatchObject({ status: 'torn', tornBytes: 6 })
