@@ -4,6 +4,7 @@ import { type BusyChild, guardRead, type RuntimeCore } from './core.js'
 import type { SubagentRun } from './driver.js'
 import { busy, cancelled, closed, notFound, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, type SubagentNotice } from './lifecycle.js'
+import { checkInputText } from './limits.js'
 import { isClosed, lastSettlement, noticesSinceLastTurn, pendingQueued } from './log-scan.js'
 import { runDriver, settle } from './runs.js'
 import {
@@ -65,10 +66,15 @@ function checkInterruptOptions(options: InterruptOptions): void {
 
 /**
  * Settles and closes a continuable child: interrupts a running turn, drops
- * queued input, and appends the final `subagent/end {reason:'closed'}`.
+ * queued input, and appends the final `subagent/end {reason:'closed'}`. A
+ * `signal` already aborted when it is called rejects with `CANCELLED` and
+ * changes nothing. Once under way, a close goes ahead: an abort then cancels
+ * only the load of a cold child, before anything is written (a caller that
+ * stops waiting for a running turn to end races its own signal).
  */
 export async function closeChild(core: RuntimeCore, childId: string, options: CallerOptions, signal?: AbortSignal): Promise<CloseResult> {
   core.assertLive()
+  throwIfAborted(signal, cancelled)
   await authorizeAncestor(core, options.caller, childId)
   const sessions = core.sessions()
   core.projections()
@@ -161,6 +167,7 @@ export function reportToParent(core: RuntimeCore, agent: Session | string, text:
  */
 export function driveSession(core: RuntimeCore, session: Session | string, options: { readonly prompt?: string }): SubagentHandle {
   core.assertLive()
+  checkInputText(options.prompt, 'prompt')
   const sessions = core.sessions()
   const live = core.liveCaller(sessions, session, 'SUBAGENT_NOT_FOUND')
   if (core.runs.has(live.id) || core.busy.has(live.id) || live.openTurnBefore() !== undefined) throw busy(live.id)

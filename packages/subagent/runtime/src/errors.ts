@@ -75,12 +75,6 @@ export function notFound(childId: string): SubagentError {
   return new SubagentError('SUBAGENT_NOT_FOUND', `There is no subagent '${childId}' (list your subagents with list_agents).`)
 }
 
-/** A run's input is logged as a `user/message`: it must be a string (checked before anything is written). */
-export function checkPrompt(prompt: unknown): void {
-  if (prompt !== undefined && typeof prompt !== 'string')
-    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `A prompt must be a string, got ${prompt === null ? 'null' : typeof prompt}.`)
-}
-
 /** A person-readable failure for `subagent/end`: `<CODE>: <message>`. */
 export function describeError(error: unknown): string {
   if (isDshError(error)) return `${error.code}: ${error.message}`

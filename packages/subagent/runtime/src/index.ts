@@ -30,6 +30,7 @@ export type {
   SubagentStartData,
 } from './lifecycle.js'
 export { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, SUBAGENT_QUEUED_EVENT, SUBAGENT_START_EVENT } from './lifecycle.js'
+export { INPUT_TEXT_MAX_CHARS, SETTINGS_MAX_DEPTH, SETTINGS_MAX_VALUES } from './limits.js'
 export { explainChildren, explainDescendants, listChildren, listDescendants } from './list-children.js'
 export type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'
 export type { SubagentUsage } from './list-usage.js'

@@ -1,8 +1,9 @@
 import { isDshError, throwIfAborted } from '@dsh/context'
 import { type Session, type SessionHeader, type SessionId, type SessionStore, sameLifecycle } from '@dsh/session'
 import { guardRead, ownIdentity, type RuntimeCore } from './core.js'
-import { busy, cancelled, checkPrompt, closed, notResumable, SubagentError } from './errors.js'
+import { busy, cancelled, closed, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_QUEUED_EVENT } from './lifecycle.js'
+import { checkInputText } from './limits.js'
 import { isClosed, pendingQueued } from './log-scan.js'
 import { SUBAGENT_IDENTITY_KEY } from './projection.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
@@ -32,7 +33,7 @@ export async function resumeChild(
 ): Promise<SubagentHandle> {
   core.assertLive()
   core.assertWritable()
-  checkPrompt(options.prompt)
+  checkInputText(options.prompt, 'prompt')
   throwIfAborted(signal, cancelled)
   const sessions = core.sessions()
   const projections = core.projections()
@@ -113,7 +114,7 @@ export async function sendToChild(
 ): Promise<SendResult> {
   core.assertLive()
   core.assertWritable()
-  if (typeof options.text !== 'string') throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', 'A message to a subagent must be a string.')
+  checkInputText(options.text, 'message')
   const sessions = core.sessions()
   const caller = core.liveCaller(sessions, options.caller, 'SUBAGENT_UNAUTHORIZED')
   // Two messages racing to one cold child: the loser finds it busy and queues behind the winner.

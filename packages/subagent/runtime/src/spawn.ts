@@ -4,7 +4,8 @@ import { planBudget } from './budget-guard.js'
 import type { ChildProfile, RuntimeCore } from './core.js'
 import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor } from './descriptor.js'
 import { isSubagentDescriptor } from './descriptor-checks.js'
-import { checkPrompt, SubagentError } from './errors.js'
+import { SubagentError } from './errors.js'
+import { checkInputText, checkSettingsDepth } from './limits.js'
 import { latestClosedCut } from './log-scan.js'
 import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, type SubagentSettings, splitSettings } from './options.js'
 import { outputChecksForSpawn } from './output-checks.js'
@@ -42,7 +43,7 @@ export function spawnChild(core: RuntimeCore, parent: Session | string, options:
   if (options.context !== 'fresh' && options.context !== 'fork') {
     throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', `context must be 'fresh' or 'fork', got ${JSON.stringify(options.context)}.`)
   }
-  checkPrompt(options.prompt)
+  checkInputText(options.prompt, 'prompt')
   const planned: { ledger?: ReturnType<typeof planBudget>['ledger'] } = {}
   const { descriptor, recorded } = prepareRecords(options, core.driver.name, (settings) => {
     const plan = planBudget(core, parentSession, settings)
@@ -115,10 +116,15 @@ function prepareRecords(
   return { descriptor, recorded }
 }
 
-/** No settings (absent, or `{}`) need no schema; any other value is parsed by the settings schema, whose issues a refusal quotes. */
+/**
+ * No settings (absent, or `{}`) need no schema; any other value is held to
+ * `SETTINGS_MAX_DEPTH` and `SETTINGS_MAX_VALUES`, then parsed by the settings schema, whose issues a
+ * refusal quotes.
+ */
 function parseSettings(settings: unknown): SubagentSettings {
   if (settings === undefined || settings === null || (isEmptyObject(settings) && Object.getPrototypeOf(settings) === Object.prototype))
     return {}
+  checkSettingsDepth(settings)
   const parsed = spawnSchemas().subagentSettingsSchema.safeParse(settings)
   if (!parsed.success) throw invalid(parsed.error.issues, 'settings')
   return parsed.data

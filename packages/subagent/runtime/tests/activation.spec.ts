@@ -1,13 +1,11 @@
 import { isDshError } from '@dsh/context'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, DEFAULT_COLD_READ_CONCURRENCY, listChildren, listDescendants, subagentsPlugin } from '../src/index.js'
 import { BACKENDS, openPlace, type Place } from './backends.js'
-import { codeOf, createHost, type Host } from './helpers.js'
+import { codeOf, hostsPerTest } from './helpers.js'
 
 const places: Place[] = []
-const hosts: Host[] = []
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
+const hosts = hostsPerTest(async () => {
   for (const place of places.splice(0)) await place.close()
 })
 
@@ -43,8 +41,7 @@ describe.each(BACKENDS)('a context without a query backend (%s)', (backend) => {
 
 describe('subagentsPlugin activation', () => {
   it.each([['sessions'], ['sessionProjections']] as const)('fails at activation without %s, naming it', async (missing) => {
-    const h = await createHost(missing === 'sessions' ? { sessions: false, subagents: false } : { projections: false, subagents: false })
-    hosts.push(h)
+    const h = await hosts.open(missing === 'sessions' ? { sessions: false, subagents: false } : { projections: false, subagents: false })
     const error = await h.ctx.activate(subagentsPlugin({ driver: createScriptedDriver() })).then(
       () => undefined,
       (e: unknown) => e,
@@ -54,8 +51,7 @@ describe('subagentsPlugin activation', () => {
   })
 
   it('sees a query backend provided after activation: services are looked up per listing', async () => {
-    const h = await createHost({ query: false })
-    hosts.push(h)
+    const h = await hosts.open({ query: false })
     const parent = h.sessions.create()
     expect(await codeOf(h.runtime.listChildren(parent.id))).toBe('SUBAGENT_CONTROL_QUERY_UNAVAILABLE')
     const { createSessionQuery } = await import('@dsh/session-query')
@@ -65,8 +61,7 @@ describe('subagentsPlugin activation', () => {
   })
 
   it('takes coldReadConcurrency from 1 to 64 (default 4) and refuses anything else at activation with SUBAGENT_INVALID_OPTIONS', async () => {
-    const h = await createHost({ subagents: false })
-    hosts.push(h)
+    const h = await hosts.open({ subagents: false })
     for (const bad of [0, 65, 2.5, -1, Number.NaN, Number.POSITIVE_INFINITY, '8' as unknown as number]) {
       const error = await h.ctx.activate(subagentsPlugin({ driver: createScriptedDriver(), coldReadConcurrency: bad })).then(
         () => undefined,
@@ -78,8 +73,7 @@ describe('subagentsPlugin activation', () => {
     }
     await h.ctx.activate(subagentsPlugin({ driver: createScriptedDriver(), coldReadConcurrency: 64 }))
     expect(h.ctx.require('subagents').coldReadConcurrency).toBe(64)
-    const defaults = await createHost()
-    hosts.push(defaults)
+    const defaults = await hosts.open()
     expect(defaults.runtime.coldReadConcurrency).toBe(DEFAULT_COLD_READ_CONCURRENCY)
     expect(DEFAULT_COLD_READ_CONCURRENCY).toBe(4)
   })
@@ -88,7 +82,7 @@ describe('subagentsPlugin activation', () => {
 describe('the listing error set', () => {
   it('passes the query corpus failure through unchanged (the same error object)', async () => {
     const failure = new Error('the index is gone')
-    const h = await createHost({
+    const h = await hosts.open({
       query: (real) => ({
         ...real,
         listSessions: async () => {
@@ -96,23 +90,20 @@ describe('the listing error set', () => {
         },
       }),
     })
-    hosts.push(h)
     const parent = h.sessions.create()
     await expect(h.runtime.listChildren(parent.id)).rejects.toBe(failure)
     await expect(h.runtime.listDescendants(parent.id)).rejects.toBe(failure)
   })
 
   it('lists an empty parent id like an unknown parent: an empty list, no query error', async () => {
-    const h = await createHost()
-    hosts.push(h)
+    const h = await hosts.open()
     expect(await h.runtime.listChildren('')).toEqual([])
     expect(await h.runtime.listDescendants('')).toEqual([])
     expect(await h.runtime.listChildren('no-such-parent')).toEqual([])
   })
 
   it('checks every required service before reading, and aborts with CANCELLED before reading', async () => {
-    const h = await createHost()
-    hosts.push(h)
+    const h = await hosts.open()
     const services = { sessions: h.sessions, sessionProjections: h.projections, sessionQuery: h.ctx.require('sessionQuery') }
     expect(await codeOf(listChildren({ ...services, sessionProjections: undefined }, 'p'))).toBe('SUBAGENT_CONTROL_PROJECTIONS_UNAVAILABLE')
     expect(await codeOf(listChildren({ ...services, sessions: undefined }, 'p'))).toBe('SUBAGENT_CONTROL_SESSION_STORE_UNAVAILABLE')

@@ -1,17 +1,9 @@
 import type { Session, SessionEvent } from '@dsh/session'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, type ScriptStep, type SubagentRun, type SubagentStepPricer } from '../src/index.js'
-import { codeOf, createHost, gate, type Host, type HostOptions } from './helpers.js'
+import { codeOf, gate, type Host, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-async function host(options: HostOptions = {}): Promise<Host> {
-  const h = await createHost(options)
-  hosts.push(h)
-  return h
-}
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const { open: host } = hostsPerTest()
 
 /**
  * A price list of one model: an input token costs 1e-6 USD, an output token

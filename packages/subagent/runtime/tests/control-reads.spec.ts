@@ -1,19 +1,15 @@
 import type { SessionId } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver } from '../src/index.js'
-import { bodyReads, createHost, type Host } from './helpers.js'
+import { bodyReads, type Host, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const hosts = hostsPerTest()
 
 /** A parent `p` with child `c`, which has child `g`; every run settled, `c` and `g` cold; then a fresh host on the same storage. */
 async function coldFamily(): Promise<Host> {
   const storage = new MemoryPersistenceStorage()
-  const first = await createHost({ storage, driver: createScriptedDriver([{ kind: 'message', text: 'done' }]) })
-  hosts.push(first)
+  const first = await hosts.open({ storage, driver: createScriptedDriver([{ kind: 'message', text: 'done' }]) })
   const parent = first.sessions.create({ id: 'p' })
   await first.runtime.spawn(parent, { mode: 'continuable', label: 'c', context: 'fresh', prompt: 'go', id: 'c' }).done
   const child = await first.runtime.resume('c', { caller: parent })
@@ -21,8 +17,7 @@ async function coldFamily(): Promise<Host> {
   await grandchild.done
   await child.done
   await first.sessions.flush(parent)
-  const second = await createHost({ storage })
-  hosts.push(second)
+  const second = await hosts.open({ storage })
   const loaded = await second.persistence!.load('p' as SessionId)
   second.sessions.restore({ header: loaded.header, inheritedEventCount: loaded.inheritedEventCount, events: loaded.events })
   return second

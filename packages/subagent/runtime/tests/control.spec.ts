@@ -1,19 +1,11 @@
 import { isDshError } from '@dsh/context'
 import type { Session, StoredSessionEvent } from '@dsh/session'
 import { createMemoryPersistence, MemoryPersistenceStorage } from '@dsh/session-persistence'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentDriver, type SubagentRun, type SubagentTool } from '../src/index.js'
-import { codeOf, createHost, gate, type Host, type HostOptions, holdScript } from './helpers.js'
+import { codeOf, createHost, gate, type Host, holdScript, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-async function host(options?: HostOptions): Promise<Host> {
-  const h = await createHost(options)
-  hosts.push(h)
-  return h
-}
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const { open: host } = hostsPerTest()
 
 function types(events: readonly StoredSessionEvent[], prefix = 'subagent/'): string[] {
   return events.filter((e) => e.type.startsWith(prefix)).map((e) => e.type)

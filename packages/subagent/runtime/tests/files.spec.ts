@@ -4,24 +4,20 @@ import { join } from 'node:path'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
 import { defaultIndexPath, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver } from '../src/index.js'
-import { completedTurn, createHost, gate, type Host, holdScript } from './helpers.js'
+import { completedTurn, gate, type Host, holdScript, hostsPerTest } from './helpers.js'
 
 let root: string
-const hosts: Host[] = []
 beforeEach(() => {
   root = mkdtempSync(join(tmpdir(), 'dsh-subagent-files-'))
 })
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-  rmSync(root, { recursive: true, force: true })
-})
+const hosts = hostsPerTest(() => rmSync(root, { recursive: true, force: true }))
 
 /** A process over the session root: zstd JSONL logs, optionally the SQLite index and the checkpoint cache. */
 async function open(options: { index?: boolean; cache?: boolean; hold?: Promise<void> } = {}): Promise<Host & { jsonl: JsonlPersistence }> {
   const jsonl = createJsonlPersistence({ root })
-  const h = await createHost({
+  const h = await hosts.open({
     persistence: jsonl,
     ...(options.index ? { query: false as const } : {}),
     driver: createScriptedDriver((run) =>
@@ -37,13 +33,7 @@ async function open(options: { index?: boolean; cache?: boolean; hold?: Promise<
       if (options.cache) await ctx.activate(sessionProjectionCachePlugin({ root }))
     },
   })
-  hosts.push(h)
   return Object.assign(h, { jsonl })
-}
-
-async function close(h: Host): Promise<void> {
-  hosts.splice(hosts.indexOf(h), 1)
-  await h.dispose()
 }
 
 describe('listing over real files (zstd JSONL, SQLite index, SQLite cache)', () => {
@@ -65,7 +55,7 @@ describe('listing over real files (zstd JSONL, SQLite index, SQLite cache)', () 
       [b.id, 2, 'inactive'],
       [busy.id, 1, 'running'],
     ])
-    await close(first) // interrupts the busy child, which settles durably
+    await hosts.close(first) // interrupts the busy child, which settles durably
     expect((await busy.done).reason).toBe('cancelled')
 
     const expected = [
@@ -77,7 +67,7 @@ describe('listing over real files (zstd JSONL, SQLite index, SQLite cache)', () 
     const withCache = await cached.runtime.explainChildren(parent.id)
     expect(withCache.map((e) => e.row)).toEqual(expected)
     expect(withCache.map((e) => e.rung)).toEqual([2, 2, 2])
-    await close(cached)
+    await hosts.close(cached)
 
     const bare = await open({ index: true })
     const withoutCache = await bare.runtime.explainChildren(parent.id)
@@ -92,7 +82,7 @@ describe('listing over real files (zstd JSONL, SQLite index, SQLite cache)', () 
     const good = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'good', context: 'fresh' })
     const hurt = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'hurt', context: 'fresh' })
     await Promise.all([good.done, hurt.done])
-    await close(writer)
+    await hosts.close(writer)
 
     const path = writer.jsonl.logPath(hurt.id)
     const original = readFileSync(path)

@@ -1,7 +1,7 @@
 import type { Session } from '@dsh/session'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentListEntry } from '../src/index.js'
-import { createHost, type Host } from './helpers.js'
+import { type Host, hostsPerTest } from './helpers.js'
 
 /**
  * A continuable descriptor as the harness writes it, from its documented
@@ -21,10 +21,7 @@ const harnessContinuable = {
 }
 const harnessOneShot = { version: 2, mode: 'one-shot', provider: 'claude-code', label: 'summarize logs' }
 
-const hosts: Host[] = []
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const hosts = hostsPerTest()
 
 /**
  * A child of `parent` with `payload` as its descriptor, cold (persisted, out
@@ -48,8 +45,7 @@ function rowsById(rows: readonly SubagentListEntry[]): Record<string, unknown> {
 
 describe("descriptors in the harness's shape", () => {
   it('list as child rows with their labels (cold and live), and malformed ones still as corrupt', async () => {
-    const h = await createHost()
-    hosts.push(h)
+    const h = await hosts.open()
     const parent = h.sessions.create({ id: 'parent' })
     await childWith(h, parent, 'h-continuable', harnessContinuable)
     await childWith(h, parent, 'h-deny-only', { ...harnessContinuable, label: 'deny only', toolFilter: { deny: ['bash'] } })
@@ -100,7 +96,7 @@ describe("descriptors in the harness's shape", () => {
     const seen: { persona?: string; tools: string[] }[] = []
     const tool = (name: string) => ({ name, description: name, jsonSchema: {}, execute: async () => ({ text: name }) })
     const scripted = createScriptedDriver()
-    const h = await createHost({
+    const h = await hosts.open({
       driver: {
         name: 'd',
         run(run) {
@@ -113,7 +109,6 @@ describe("descriptors in the harness's shape", () => {
       },
       tools: () => [tool('read_file'), tool('grep'), tool('bash'), tool('write_file')],
     })
-    hosts.push(h)
     const parent = h.sessions.create({ id: 'parent' })
     await childWith(h, parent, 'h', harnessContinuable)
     const handle = await h.runtime.resume('h', { caller: parent, prompt: 'again' })
@@ -122,8 +117,7 @@ describe("descriptors in the harness's shape", () => {
   })
 
   it('keeps the creation window: a running child without its own descriptor yet is omitted', async () => {
-    const h = await createHost()
-    hosts.push(h)
+    const h = await hosts.open()
     const parent = h.sessions.create({ id: 'parent' })
     h.sessions.create({ id: 'starting', origin: 'subagent', parentSession: parent.id, delegationDepth: 1 })
     expect(await h.runtime.listChildren(parent.id)).toEqual([])

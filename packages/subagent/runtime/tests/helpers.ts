@@ -8,6 +8,7 @@ import {
 } from '@dsh/session-persistence'
 import { type SessionProjections, sessionProjectionsPlugin } from '@dsh/session-projection'
 import { createSessionQuery, type SessionQuery } from '@dsh/session-query'
+import { afterEach } from 'vitest'
 import {
   createScriptedDriver,
   type ScriptStep,
@@ -105,6 +106,43 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     warnings,
     errors,
     dispose: () => ctx.dispose(),
+  }
+}
+
+/** The hosts of one spec file (`hostsPerTest`). */
+export interface HostsPerTest {
+  /** `createHost(options)`, disposed after the test that opened it. */
+  open(options?: HostOptions): Promise<Host>
+  /** Disposes `host` before its test ends (a process that stops mid-test). */
+  close(host: Host): Promise<void>
+  /** Stops tracking `host` without disposing it (a process that dies without closing). */
+  abandon(host: Host): void
+}
+
+/**
+ * Hosts disposed after each test: call once at the top of a spec file (it
+ * registers an `afterEach`). `cleanup` runs after the hosts are disposed, so
+ * a directory it removes outlives every process that used it.
+ */
+export function hostsPerTest(cleanup?: () => void | Promise<void>): HostsPerTest {
+  const hosts: Host[] = []
+  afterEach(async () => {
+    for (const h of hosts.splice(0)) await h.dispose()
+    await cleanup?.()
+  })
+  return {
+    async open(options) {
+      const h = await createHost(options)
+      hosts.push(h)
+      return h
+    },
+    async close(host) {
+      hosts.splice(hosts.indexOf(host), 1)
+      await host.dispose()
+    },
+    abandon(host) {
+      hosts.splice(hosts.indexOf(host), 1)
+    },
   }
 }
 

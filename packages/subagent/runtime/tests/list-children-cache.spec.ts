@@ -5,33 +5,28 @@ import type { Session, StoredSessionEvent } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import type { SessionProjectionUnit } from '@dsh/session-projection'
 import { type SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentIdentityState, subagentIdentityUnit } from '../src/index.js'
-import { bodyReads, completedTurn, createHost, gate, type Host, type HostOptions, queryProbe } from './helpers.js'
+import { bodyReads, completedTurn, gate, type Host, type HostOptions, hostsPerTest, queryProbe } from './helpers.js'
 
 let dir: string
-const hosts: Host[] = []
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'dsh-subagent-cache-'))
 })
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-  rmSync(dir, { recursive: true, force: true })
-})
+const hosts = hostsPerTest(() => rmSync(dir, { recursive: true, force: true }))
 
 const quietThrottle = { events: 100_000, ms: 600_000 }
 
 /** A host with the real SQLite checkpoint cache at `path` (default: one file per test). */
 async function host(options: HostOptions & { cachePath?: string | false; before?: HostOptions['extra'] } = {}): Promise<Host> {
   const { cachePath = join(dir, 'projections.sqlite'), before, ...rest } = options
-  const h = await createHost({
+  const h = await hosts.open({
     ...rest,
     extra: async (ctx) => {
       await before?.(ctx)
       if (cachePath !== false) await ctx.activate(sessionProjectionCachePlugin({ path: cachePath, throttle: quietThrottle }))
     },
   })
-  hosts.push(h)
   return h
 }
 
@@ -55,8 +50,7 @@ async function coldWorld(
   const writer = await host({ storage })
   const ids = await build(writer)
   await cacheOf(writer).idle()
-  await writer.dispose()
-  hosts.splice(hosts.indexOf(writer), 1)
+  await hosts.close(writer)
   return { cold: await host({ storage, ...reopen }), ids }
 }
 
@@ -173,8 +167,7 @@ describe('listChildren: the checkpoint cache rung', () => {
     const child = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'healthy', context: 'fresh' })
     await child.done
     await cacheOf(writer).idle()
-    await writer.dispose()
-    hosts.splice(hosts.indexOf(writer), 1)
+    await hosts.close(writer)
 
     const cold = await host({ storage })
     const { header } = (await cold.persistence!.list()).find((r) => r.header.id === child.id)!
@@ -197,14 +190,12 @@ describe('listChildren: the checkpoint cache rung', () => {
     const parent = writer.sessions.create()
     const child = writer.runtime.spawn(parent, { mode: 'one-shot', label: 'x', context: 'fresh' })
     await child.done
-    await writer.dispose()
-    hosts.splice(hosts.indexOf(writer), 1)
+    await hosts.close(writer)
 
     rmSync(cachePath, { force: true })
     const afterDelete = await host({ storage, cachePath })
     expect((await afterDelete.runtime.explainChildren(parent.id)).map((e) => e.rung)).toEqual([3])
-    await afterDelete.dispose()
-    hosts.splice(hosts.indexOf(afterDelete), 1)
+    await hosts.close(afterDelete)
 
     writeFileSync(cachePath, 'this is not a database')
     const afterGarbage = await host({ storage, cachePath })
@@ -223,8 +214,7 @@ describe('listChildren: the checkpoint cache rung', () => {
     const parent = writer.sessions.create()
     const old = writer.runtime.spawn(parent, { mode: 'continuable', label: 'old-owner', context: 'fresh', id: 'reused' })
     await old.done
-    await writer.dispose()
-    hosts.splice(hosts.indexOf(writer), 1)
+    await hosts.close(writer)
     // Another process (without the cache) deletes the id and republishes it for the same parent, with no descriptor.
     const republisher = await host({ storage, cachePath: false })
     await republisher.persistence!.delete('reused' as never)
@@ -257,7 +247,7 @@ describe('listChildren: the checkpoint cache rung', () => {
     child.append('subagent/descriptor', descriptor('continuable', 'second'))
     await writer.sessions.flush(child)
     const crashed = writer
-    hosts.splice(hosts.indexOf(writer), 1)
+    hosts.abandon(writer)
 
     const cold = await host({ storage })
     expect((await cold.runtime.explainChildren(parent.id)).map((e) => [e.rung, e.row])).toEqual([
@@ -312,8 +302,7 @@ describe('listChildren: usage beside the identity', () => {
     hold.open()
     await child.done
     await cacheOf(writer).idle()
-    await writer.dispose()
-    hosts.splice(hosts.indexOf(writer), 1)
+    await hosts.close(writer)
     const cached = (await (await host({ storage, before: withUsageUnit })).runtime.explainChildren(parent.id))[0]!
     expect(cached).toMatchObject({ rung: 2, tokens: 42, durationMs: expect.any(Number) })
     expect(cached.durationMs).toBeGreaterThan(0)

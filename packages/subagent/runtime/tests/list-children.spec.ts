@@ -1,18 +1,10 @@
 import { SESSION_HEADER_WITNESS_FIELDS, type Session, type SessionHeader } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, DEFAULT_COLD_READ_CONCURRENCY, listChildren, listDescendants, type SubagentListEntry } from '../src/index.js'
-import { bodyReads, codeOf, completedTurn, createHost, gate, type Host, type HostOptions, holdScript, queryProbe } from './helpers.js'
+import { bodyReads, codeOf, completedTurn, gate, type Host, holdScript, hostsPerTest, queryProbe } from './helpers.js'
 
-const hosts: Host[] = []
-async function host(options?: HostOptions): Promise<Host> {
-  const h = await createHost(options)
-  hosts.push(h)
-  return h
-}
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const { open: host } = hostsPerTest()
 
 const descriptor = (mode: 'one-shot' | 'continuable', label?: string) => ({
   version: 2,

@@ -1,18 +1,10 @@
 import type { StoredSessionEvent } from '@dsh/session'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { SubagentDriver, SubagentRunKind } from '../src/index.js'
-import { codeOf, createHost, gate, type Host, type HostOptions } from './helpers.js'
+import { codeOf, gate, type Host, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-async function host(options?: HostOptions): Promise<Host> {
-  const h = await createHost(options)
-  hosts.push(h)
-  return h
-}
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const { open: host } = hostsPerTest()
 
 /**
  * A driver whose run of a held prompt keeps its turn open until the test

@@ -1,17 +1,9 @@
 import type { StoredSessionEvent } from '@dsh/session'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentDriver } from '../src/index.js'
-import { codeOf, createHost, type Host, type HostOptions } from './helpers.js'
+import { codeOf, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-async function host(options?: HostOptions): Promise<Host> {
-  const h = await createHost(options)
-  hosts.push(h)
-  return h
-}
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const { open: host } = hostsPerTest()
 
 function lifecycle(events: readonly StoredSessionEvent[]): { type: string; reason?: unknown }[] {
   return events

@@ -1,15 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest'
-import { createHost, type Host } from './helpers.js'
+import { describe, expect, it } from 'vitest'
+import { hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-afterEach(async () => {
-  for (const host of hosts.splice(0)) await host.dispose()
-})
+const hosts = hostsPerTest()
 
 describe('subagent/run-start', () => {
   it('is announced before each run of a child, and what a listener appends lands between the descriptor and subagent/start', async () => {
-    const h = await createHost()
-    hosts.push(h)
+    const h = await hosts.open()
     const heard: [string, string, number][] = []
     h.ctx.on('subagent/run-start', (child, run) => {
       heard.push([child.id, run.kind, run.turn])
@@ -29,8 +25,7 @@ describe('subagent/run-start', () => {
   })
 
   it('a throwing listener is reported to the logger and the run still starts', async () => {
-    const h = await createHost()
-    hosts.push(h)
+    const h = await hosts.open()
     h.ctx.on('subagent/run-start', () => {
       throw new Error('listener failed')
     })

@@ -1,18 +1,10 @@
 import { isDshError } from '@dsh/context'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver, type SubagentDriver, SubagentRuntime } from '../src/index.js'
-import { completedTurn, createHost, gate, type Host, holdScript } from './helpers.js'
+import { completedTurn, createHost, gate, holdScript, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-async function host(...args: Parameters<typeof createHost>): Promise<Host> {
-  const h = await createHost(...args)
-  hosts.push(h)
-  return h
-}
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const { open: host } = hostsPerTest()
 
 async function expectCode(promise: Promise<unknown> | (() => unknown), code: string): Promise<void> {
   try {

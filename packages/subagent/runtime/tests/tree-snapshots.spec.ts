@@ -5,8 +5,8 @@ import { type Context, DshError } from '@dsh/context'
 import { MemoryPersistenceStorage } from '@dsh/session-persistence'
 import { type SessionProjectionUnit, z } from '@dsh/session-projection'
 import { type SqliteProjectionCache, sessionProjectionCachePlugin } from '@dsh/session-projection-cache'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { bodyReads, codeOf, completedTurn, createHost, type Host, type HostOptions, queryProbe } from './helpers.js'
+import { beforeEach, describe, expect, it } from 'vitest'
+import { bodyReads, codeOf, completedTurn, type Host, type HostOptions, hostsPerTest, queryProbe } from './helpers.js'
 
 // A unit that counts the turns of a session's own suffix, as a usage unit would.
 interface OwnTurns {
@@ -32,25 +32,20 @@ const ownTurns: SessionProjectionUnit<'ownTurns'> = {
 const KEYS = ['ownTurns'] as const
 
 let dir: string
-const hosts: Host[] = []
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'dsh-tree-snapshots-'))
 })
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-  rmSync(dir, { recursive: true, force: true })
-})
+const hosts = hostsPerTest(() => rmSync(dir, { recursive: true, force: true }))
 
 async function host(options: HostOptions & { cache?: boolean } = {}): Promise<Host> {
   const { cache = true, ...rest } = options
-  const h = await createHost({
+  const h = await hosts.open({
     ...rest,
     extra: async (ctx: Context) => {
       ctx.require('sessionProjections').register(ownTurns)
       if (cache) await ctx.activate(sessionProjectionCachePlugin({ path: join(dir, 'projections.sqlite') }))
     },
   })
-  hosts.push(h)
   return h
 }
 
@@ -77,8 +72,7 @@ async function coldTree(reopen: HostOptions & { cache?: boolean } = {}): Promise
   completedTurn(p1, 2)
   const ids = { root: root.id, a: a.id, a1: a1.id, p: p.id, p1: p1.id }
   await (writer.ctx.get('sessionProjectionCache') as SqliteProjectionCache | undefined)?.idle()
-  await writer.dispose()
-  hosts.splice(hosts.indexOf(writer), 1)
+  await hosts.close(writer)
   return { cold: await host({ storage, ...reopen }), ids }
 }
 

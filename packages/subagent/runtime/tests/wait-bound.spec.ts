@@ -1,13 +1,10 @@
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createScriptedDriver } from '../src/index.js'
-import { codeOf, createHost, gate, type Host, holdScript } from './helpers.js'
+import { codeOf, gate, holdScript, hostsPerTest } from './helpers.js'
 
-const hosts: Host[] = []
-afterEach(async () => {
-  for (const h of hosts.splice(0)) await h.dispose()
-})
+const hosts = hostsPerTest()
 
 setFlagsFromString('--expose-gc')
 const gc = runInNewContext('gc') as () => void
@@ -21,8 +18,7 @@ function heapAfterGc(): number {
 describe('wait: a bound on what waits leave on a busy child', () => {
   it('keeps nothing of a wait that ended (aborted or timed out) while its child stays busy', async () => {
     const hold = gate()
-    const h = await createHost({ persistence: false, driver: createScriptedDriver(holdScript(hold.promise)) })
-    hosts.push(h)
+    const h = await hosts.open({ persistence: false, driver: createScriptedDriver(holdScript(hold.promise)) })
     const parent = h.sessions.create({ id: 'parent' })
     const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'w', context: 'fresh', prompt: 'go', id: 'kid' })
     const aborted = AbortSignal.abort()
@@ -44,8 +40,7 @@ describe('wait: a bound on what waits leave on a busy child', () => {
 
   it('still wakes every pending wait when the child goes idle', async () => {
     const hold = gate()
-    const h = await createHost({ persistence: false, driver: createScriptedDriver(holdScript(hold.promise)) })
-    hosts.push(h)
+    const h = await hosts.open({ persistence: false, driver: createScriptedDriver(holdScript(hold.promise)) })
     const parent = h.sessions.create({ id: 'parent' })
     h.runtime.spawn(parent, { mode: 'continuable', label: 'a', context: 'fresh', prompt: 'go', id: 'a' })
     h.runtime.spawn(parent, { mode: 'continuable', label: 'b', context: 'fresh', prompt: 'go', id: 'b' })
@@ -57,5 +52,50 @@ describe('wait: a bound on what waits leave on a busy child', () => {
     const [both, onlyB] = await Promise.all(pending)
     expect(both!.map((e) => e.state)).toEqual(['settled', 'settled'])
     expect(onlyB!.map((e) => e.state)).toEqual(['settled'])
+  })
+})
+
+describe('wait: an id that is not the caller’s child refuses the whole call', () => {
+  it('rejects SUBAGENT_UNAUTHORIZED wherever the foreign id stands, waiting for nothing and changing nothing', async () => {
+    const hold = gate()
+    const h = await hosts.open({
+      driver: createScriptedDriver((run) =>
+        run.identity?.label === 'held' ? holdScript(hold.promise) : [{ kind: 'message', text: 'done' }],
+      ),
+    })
+    const parent = h.sessions.create({ id: 'parent' })
+    const other = h.sessions.create({ id: 'other' })
+    const held = h.runtime.spawn(parent, { mode: 'continuable', label: 'held', context: 'fresh', prompt: 'go', id: 'held' })
+    await h.runtime.send('held', { caller: parent, text: 'later' })
+    await h.runtime.spawn(parent, { mode: 'one-shot', label: 'cold', context: 'fresh', id: 'cold' }).done
+    await h.runtime.spawn(other, { mode: 'one-shot', label: 'foreign', context: 'fresh', id: 'foreign' }).done
+    const stored = async (id: string) => (await h.persistence!.inspect(id as never)).events.length
+    const before = {
+      parent: parent.events.length,
+      other: other.events.length,
+      cold: await stored('cold'),
+      foreign: await stored('foreign'),
+    }
+    // The held child never settles while its gate is closed: each call ends by its refusal, not by a timeout.
+    for (const ids of [
+      ['held', 'cold', 'foreign'],
+      ['foreign', 'held'],
+      ['held', 'foreign', 'ghost'],
+    ]) {
+      expect(await codeOf(h.runtime.wait(ids, { caller: parent, timeoutMs: 600_000 }))).toBe('SUBAGENT_UNAUTHORIZED')
+    }
+    expect(h.runtime.isRunning('held')).toBe(true)
+    expect(h.runtime.queuedCount('held')).toBe(1)
+    expect({
+      parent: parent.events.length,
+      other: other.events.length,
+      cold: await stored('cold'),
+      foreign: await stored('foreign'),
+    }).toEqual(before)
+    // The caller's own children alone are waited for as ever, and the foreign one by its own parent.
+    hold.open()
+    expect((await h.runtime.wait(['held', 'cold'], { caller: parent })).map((e) => e.state)).toEqual(['settled', 'settled'])
+    expect((await h.runtime.wait(['foreign'], { caller: other })).map((e) => e.state)).toEqual(['settled'])
+    expect((await held.done).end).toBe('completed')
   })
 })
