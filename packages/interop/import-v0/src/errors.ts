@@ -21,7 +21,7 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_BAD_ROW'
   /** A line longer than `LINE_MAX_BYTES` (`@dsh/protocol/limits`): refused unread, never loaded whole. */
   | 'IMPORT_V0_LINE_TOO_LARGE'
-  /** A zstd frame whose plaintext is over `V0_FRAME_MAX_BYTES`: refused from its stated size, or where stream decoding passes the cap. */
+  /** A zstd frame whose plaintext is over `V0_FRAME_MAX_BYTES`: refused from its stated size, where stream decoding passes the cap, or where its bytes run past what any frame within the cap takes. */
   | 'IMPORT_V0_FRAME_TOO_LARGE'
   /** The first line is not a v0 session header, or its fields are invalid. */
   | 'IMPORT_V0_BAD_HEADER'

@@ -3,6 +3,7 @@ import { resolve } from 'node:path'
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises'
 import type { SessionHeader, SessionLogOffset, StoredSessionEvent } from '@dsh/session'
 import {
+  type AppendedEvent,
   eventCount,
   expandEventRuns,
   isEventRun,
@@ -14,7 +15,7 @@ import { DSH_EVENTS, toDshHeader } from './convert.js'
 import { ImportV0Error, type ImportV0ErrorCode, importCancelled, throwIfAborted } from './errors.js'
 import { readV0Header } from './header-read.js'
 import { Batcher, type ImportTarget, isCancel, type Kept, NOTHING_KEPT, type RunContext, SessionFailure } from './import-batches.js'
-import { listV0Logs, openV0Log, type V0LogEntry } from './reader.js'
+import { listV0Logs, openV0Log, type V0EventReader, type V0LogEntry } from './reader.js'
 import type { V0Header } from './v0-types.js'
 
 /**
@@ -278,8 +279,17 @@ function parentsFirst(candidates: readonly Candidate[]): Candidate[] {
  *   before it; the failure carries them (`kept`), as the report counts them.
  */
 async function importOne(candidate: Candidate, run: RunContext): Promise<{ result: SessionImportResult; appends: number }> {
-  const { persistence, signal } = run
   const log = await openV0Log(run.from, candidate.entry, DSH_EVENTS)
+  try {
+    return await importFrom(log, run)
+  } finally {
+    // A session that stops before the end of its log (a conflict, a failed write, a cancel) lets go of its file too.
+    await log.close()
+  }
+}
+
+async function importFrom(log: V0EventReader<AppendedEvent>, run: RunContext): Promise<{ result: SessionImportResult; appends: number }> {
+  const { persistence, signal } = run
   const { header, inheritedEventCount } = toDshHeader(log.header)
   const id = header.id
   const revision = await persistence.stat(id, signal)

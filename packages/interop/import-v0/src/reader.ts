@@ -3,9 +3,11 @@ import { join } from 'node:path'
 import { LINE_MAX_BYTES } from '@dsh/protocol/limits'
 import { expandRow, isRowType, type RowMaker, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
 import { ImportV0Error, lineTooLarge } from './errors.js'
+import { FrameWindows } from './frame-windows.js'
 import { decodeSegment, NO_CWD_DIR, PLAIN_LOG, type V0Compression, v0LogPath, ZSTD_LOG } from './layout.js'
+import { LogFile } from './log-file.js'
 import { parseHeaderLine, type V0Event, type V0Header } from './v0-types.js'
-import { decodeFrames, decodeSpan, decodeTornTail, type FrameScan, PooledFrames, scanFrames } from './zstd-frames.js'
+import { decodeFrames, decodeSpan, decodeTornTail, PooledFrames } from './zstd-frames.js'
 
 /**
  * Reading a v0 root. Reads never write: files are opened read-only and
@@ -81,21 +83,36 @@ async function subdirs(dir: string): Promise<string[]> {
     .sort()
 }
 
-/** Reads one v0 log whole (every event in memory; an import streams instead, see `openV0Log`). */
+/**
+ * Reads one v0 log whole: every event in memory (an import streams instead,
+ * see `openV0Log`). The file itself is read a chunk at a time, as there.
+ */
 export async function readV0Log(root: string, entry: V0LogEntry): Promise<V0Log> {
-  const reader = new V0EventReader(await readLogBytes(entry), entry.compression, entry.path, V0_EVENTS)
-  assertPlaced(root, reader.header, entry)
-  return drain(reader)
+  const reader = await openV0Log(root, entry)
+  try {
+    const events: V0Event[] = []
+    const textLengths: number[] = []
+    do collect(reader, events, textLengths)
+    while (await reader.more())
+    return logOf(reader, events, textLengths)
+  } finally {
+    await reader.close()
+  }
 }
 
 /**
- * Opens one v0 log for reading its events in order. The file and its header
- * frame are read and checked before this returns; the other frames are
- * decoded on the libuv thread pool a few at a time ahead of the reader, and
- * their lines parsed a slice at a time as `next()` asks for events — so a
- * fault (a frame that does not decode, bad JSON, a seq gap, a bad row) is
- * thrown by the `next()` or `more()` that reaches it, after the events
- * before it. Read with `do { for (e = next(); e; e = next()) … } while (await more())`.
+ * Opens one v0 log for reading its events in order. The file is read a
+ * chunk at a time (`LogFile`, `READ_CHUNK`), never whole: a plain log is
+ * first scanned for a line over `LINE_MAX_BYTES`, then its header line is
+ * read before this returns; a zstd log's header frame is read and checked,
+ * its other frames are found as the reader gets to them and decoded on the
+ * libuv thread pool a few at a time ahead of it, and their lines parsed a
+ * slice at a time as `next()` asks for events — so a fault (a frame that
+ * does not decode, bad JSON, a seq gap, a bad row) is thrown by the `next()`
+ * or `more()` that reaches it, after the events before it. Read with
+ * `do { for (e = next(); e; e = next()) … } while (await more())`; the file is
+ * closed at the end or at a fault, and by `close()` for a reader that stops
+ * before either.
  */
 export async function openV0Log(root: string, entry: V0LogEntry): Promise<V0EventReader>
 export async function openV0Log<E extends Sequenced>(root: string, entry: V0LogEntry, make: EventMaker<E>): Promise<V0EventReader<E>>
@@ -104,50 +121,15 @@ export async function openV0Log<E extends Sequenced>(
   entry: V0LogEntry,
   make?: EventMaker<E>,
 ): Promise<V0EventReader<E | V0Event>> {
-  const reader = new V0EventReader<E | V0Event>(await readLogBytes(entry), entry.compression, entry.path, make ?? V0_EVENTS, true)
-  assertPlaced(root, reader.header, entry)
-  return reader
-}
-
-async function readLogBytes(entry: V0LogEntry): Promise<Buffer> {
+  const file = await LogFile.open(entry.path)
   try {
-    if (entry.compression === 'none') await checkLineLengths(entry.path)
-    return await fsp.readFile(entry.path)
+    if (entry.compression === 'none') await file.checkLineLengths()
+    const reader = await V0EventReader.open<E | V0Event>(file, entry.compression, make ?? V0_EVENTS)
+    assertPlaced(root, reader.header, entry)
+    return reader
   } catch (error) {
-    if (error instanceof ImportV0Error) throw error
-    throw new ImportV0Error('IMPORT_V0_IO', `Cannot read ${entry.path}: ${(error as Error).message}`, { cause: error })
-  }
-}
-
-/** Bytes a plain log is scanned in for its line lengths. */
-const SCAN_CHUNK = 1024 * 1024
-
-/**
- * Refuses a plain log holding a line (a torn last one included) longer than
- * `LINE_MAX_BYTES` before any of it is loaded: the file is read through one
- * buffer of `SCAN_CHUNK` bytes, counting the bytes since the last newline.
- */
-async function checkLineLengths(path: string): Promise<void> {
-  const handle = await fsp.open(path, 'r')
-  try {
-    const chunk = Buffer.allocUnsafe(SCAN_CHUNK)
-    let run = 0
-    let line = 1
-    for (;;) {
-      const { bytesRead } = await handle.read(chunk, 0, SCAN_CHUNK, null)
-      if (bytesRead === 0) return
-      let at = 0
-      for (let newline = chunk.indexOf(0x0a, at); newline !== -1 && newline < bytesRead; newline = chunk.indexOf(0x0a, at)) {
-        if (run + newline - at > LINE_MAX_BYTES) throw lineTooLarge(line, run + newline - at)
-        run = 0
-        line++
-        at = newline + 1
-      }
-      run += bytesRead - at
-      if (run > LINE_MAX_BYTES) throw lineTooLarge(line, run)
-    }
-  } finally {
-    await handle.close()
+    await file.close()
+    throw error
   }
 }
 
@@ -164,16 +146,22 @@ export function assertPlaced(root: string, header: V0Header, entry: V0LogEntry):
 
 /** Parses the bytes of a v0 log (`zstd` frames or plain JSON lines) whole. */
 export function parseV0Log(bytes: Buffer, compression: V0Compression, path = '<memory>'): V0Log {
-  return drain(new V0EventReader(bytes, compression, path, V0_EVENTS))
-}
-
-function drain(reader: V0EventReader): V0Log {
+  const reader = V0EventReader.fromBytes(bytes, compression, path, V0_EVENTS)
   const events: V0Event[] = []
   const textLengths: number[] = []
+  collect(reader, events, textLengths)
+  return logOf(reader, events, textLengths)
+}
+
+/** The events `next()` returns until it returns `undefined`, with their source text lengths. */
+function collect(reader: V0EventReader, events: V0Event[], textLengths: number[]): void {
   for (let event = reader.next(); event !== undefined; event = reader.next()) {
     events.push(event)
     textLengths.push(reader.textLength)
   }
+}
+
+function logOf(reader: V0EventReader, events: V0Event[], textLengths: number[]): V0Log {
   const { path, compression, header, packedRows, tornBytes } = reader
   return { path, compression, header, events, packedRows, textLengths, tornBytes }
 }
@@ -205,6 +193,16 @@ export interface Sequenced {
 /** The v0 events themselves. */
 export const V0_EVENTS: EventMaker<V0Event> = { line: (event) => event, member: v0RowMember }
 
+const NO_BYTES = Buffer.alloc(0)
+
+function noHeaderFrame(): ImportV0Error {
+  return new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
+}
+
+function noHeaderLine(): ImportV0Error {
+  return new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log has no complete first line: its header was never committed.')
+}
+
 /** A run of whole lines still to parse: `bytes[at, end)`. */
 interface Span {
   readonly bytes: Buffer
@@ -217,21 +215,22 @@ interface Span {
  * of text at a time (rows expanded). Holds decoded plaintext, never every
  * event: an import converts and appends as it reads.
  *
- * Read whole (`pooled` false): every frame is decoded on the calling thread
- * and checked when the reader is made, and `next()` returns `undefined` only
- * at the end. Pooled: frame 0 (the header) is decoded here, the others on
- * the libuv pool ahead of the reader; `next()` returns `undefined` when the
- * frames decoded so far are used up, and `more()` waits for the next ones
- * (false at the end).
+ * Over bytes in memory (`fromBytes`): every frame is decoded on the calling
+ * thread and checked when the reader is made, and `next()` returns
+ * `undefined` only at the end. Over a file (`open`): the file is read a
+ * chunk at a time; `next()` returns `undefined` when what was read and
+ * decoded so far is used up, and `more()` reads and decodes on (false at
+ * the end). A zstd log's frame 0 (the header) is decoded when it opens, the
+ * others on the libuv pool ahead of the reader; a plain log's lines are
+ * parsed from each chunk, a line longer than a chunk carried into the next.
  *
  * Invariants: the events come as seq 0, 1, 2, …; a fault in a complete
  * frame or line is thrown when reached, never skipped; the complete lines
  * of a torn tail come last, the torn bytes are only counted.
  */
 export class V0EventReader<E extends Sequenced = V0Event> {
-  readonly header: V0Header
-  /** Bytes of an incomplete final frame / line that were not (entirely) read. */
-  readonly tornBytes: number
+  /** Bytes of an incomplete final frame / line that were not (entirely) read: known once the log was read to its end (0 before). */
+  tornBytes = 0
   /** The source text (UTF-16 units) of the event `next()` returned last; a row's members share its line. */
   textLength = 0
   private readonly spans: Span[] = []
@@ -242,49 +241,79 @@ export class V0EventReader<E extends Sequenced = V0Event> {
   private fault: unknown
   /** A fault in the frames after the decoded text queued now. */
   private faultAfter: ImportV0Error | undefined
-  /** Frames still decoding on the pool, and the torn tail to read after them. */
+  /** A zstd file's frames (the torn tail once they are used up), and those decoding on the pool ahead of the reader. */
+  private frames: FrameWindows | undefined
   private pool: PooledFrames | undefined
-  private tornTail: { readonly scan: NonNullable<FrameScan['torn']>; readonly index: number } | undefined
+  /** A plain file's bytes after the last complete line read. */
+  private carry: Buffer = NO_BYTES
+  private closed = false
 
-  constructor(
-    bytes: Buffer,
+  private constructor(
     readonly compression: V0Compression,
     readonly path: string,
     make: EventMaker<E>,
-    pooled = false,
+    /** The file read (`undefined` over bytes in memory): its `reads` and `largest` say how it was read. */
+    readonly file?: LogFile,
   ) {
-    const parser = new LineParser(make)
-    this.parser = parser
+    this.parser = new LineParser(make)
+  }
+
+  get header(): V0Header {
+    return this.parser.v0Header()
+  }
+
+  /** A reader over a whole log in memory, every frame decoded and checked before this returns. */
+  static fromBytes<E extends Sequenced>(bytes: Buffer, compression: V0Compression, path: string, make: EventMaker<E>): V0EventReader<E> {
+    const reader = new V0EventReader(compression, path, make)
     if (compression === 'zstd') {
-      const scan = scanFrames(bytes)
-      const { spans, torn } = scan
-      if (pooled && spans.length > 0 && spans.every((span) => span.content !== null)) {
-        this.readHeaderFrame(decodeSpan(bytes, spans, 0))
-        if (spans.length > 1) this.pool = new PooledFrames(bytes, spans, 1)
-        if (torn !== undefined) this.tornTail = { scan: torn, index: spans.length }
-        this.tornBytes = torn?.rest.length ?? 0
-      } else {
-        const { frames, plain, ends, torn: tornPlain, tornBytes } = decodeFrames(bytes)
-        const first = frames[0]
-        if (first === undefined) {
-          throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log holds no complete frame: its header was never committed.')
-        }
-        this.readHeaderFrame(first)
-        this.addFrames(plain, 0, ends)
-        if (this.faultAfter !== undefined) throw this.faultAfter
-        this.tornBytes = tornBytes
-        if (tornPlain !== undefined) this.addTorn(tornPlain)
-      }
+      const { frames, plain, ends, torn, tornBytes } = decodeFrames(bytes)
+      const first = frames[0]
+      if (first === undefined) throw noHeaderFrame()
+      reader.readHeaderFrame(first)
+      reader.addFrames(plain, 0, ends)
+      if (reader.faultAfter !== undefined) throw reader.faultAfter
+      reader.tornBytes = tornBytes
+      if (torn !== undefined) reader.addTorn(torn)
     } else {
       const headerEnd = bytes.indexOf(0x0a)
-      if (headerEnd < 0)
-        throw new ImportV0Error('IMPORT_V0_BAD_HEADER', 'The log has no complete first line: its header was never committed.')
-      parser.header(bytes.toString('utf8', 0, headerEnd))
+      if (headerEnd < 0) throw noHeaderLine()
+      reader.parser.header(bytes.toString('utf8', 0, headerEnd))
       const end = bytes.lastIndexOf(0x0a)
-      this.spans.push({ bytes, at: headerEnd + 1, end: end + 1 })
-      this.tornBytes = bytes.length - end - 1
+      reader.spans.push({ bytes, at: headerEnd + 1, end: end + 1 })
+      reader.tornBytes = bytes.length - end - 1
     }
-    this.header = parser.v0Header()
+    return reader
+  }
+
+  /** A reader over an open log file, read from its start; its header is read and parsed before this returns. The caller closes `file` when this throws. */
+  static async open<E extends Sequenced>(file: LogFile, compression: V0Compression, make: EventMaker<E>): Promise<V0EventReader<E>> {
+    const reader = new V0EventReader(compression, file.path, make, file)
+    if (compression === 'zstd') {
+      const frames = new FrameWindows(file)
+      const window = await frames.next()
+      if (window === undefined) {
+        // Damage in a torn first frame is named, as a whole read names it; short of that there is no header.
+        if (frames.torn !== undefined) decodeTornTail(frames.torn.scan, frames.torn.index)
+        throw noHeaderFrame()
+      }
+      reader.readHeaderFrame(decodeSpan(window.bytes, window.spans, 0, window.origin))
+      reader.frames = frames
+      reader.pool = new PooledFrames(frames, window, 1)
+    } else {
+      let bytes = await file.extend(NO_BYTES, LINE_MAX_BYTES + 1)
+      let headerEnd = bytes.indexOf(0x0a)
+      while (headerEnd < 0 && !file.ended && bytes.length <= LINE_MAX_BYTES) {
+        const from = bytes.length
+        bytes = await file.extend(bytes, LINE_MAX_BYTES + 1)
+        headerEnd = bytes.indexOf(0x0a, from)
+      }
+      if (headerEnd < 0) throw bytes.length > LINE_MAX_BYTES ? lineTooLarge(1, bytes.length) : noHeaderLine()
+      reader.parser.header(bytes.toString('utf8', 0, headerEnd))
+      const end = bytes.lastIndexOf(0x0a)
+      if (end > headerEnd) reader.spans.push({ bytes, at: headerEnd + 1, end: end + 1 })
+      reader.carry = bytes.subarray(end + 1)
+    }
+    return reader
   }
 
   /** Lines that were packed chunk rows, among those parsed so far. */
@@ -294,8 +323,8 @@ export class V0EventReader<E extends Sequenced = V0Event> {
 
   /**
    * The next event (seq = the number returned before it), or `undefined`
-   * when the frames decoded so far are used up (at the end, unless `more()`
-   * says otherwise). Throws `ImportV0Error` at a bad line.
+   * when what was read so far is used up (at the end, unless `more()` says
+   * otherwise). Throws `ImportV0Error` at a bad line.
    */
   next(): E | undefined {
     while (this.at === this.buffered.length) {
@@ -308,30 +337,74 @@ export class V0EventReader<E extends Sequenced = V0Event> {
   }
 
   /**
-   * After `next()` returned `undefined`: waits for the next frames decoded on
-   * the pool (true: `next()` has more to return) — false at the end of the
-   * log. Throws `ImportV0Error` at a frame that does not decode.
+   * After `next()` returned `undefined`: reads on — the next frames decoded
+   * on the pool, or the next chunk of a plain log (true: `next()` has more
+   * to return) — false at the end of the log. Throws `ImportV0Error` at a
+   * frame that does not decode, a line over the cap, or a failed read.
    */
   async more(): Promise<boolean> {
     if (this.fault !== undefined) throw this.fault
+    if (this.closed) return false
     try {
       if (this.faultAfter !== undefined) throw this.faultAfter
-      const group = await this.pool?.take()
-      if (group !== undefined) {
-        this.addFrames(group.plain, group.first, group.ends)
-        return true
-      }
-      this.pool = undefined
-      const tail = this.tornTail
-      if (tail === undefined) return false
-      this.tornTail = undefined
-      this.addTorn(decodeTornTail(tail.scan, tail.index).torn)
-      return true
+      // The text already parsed is let go before more is read.
+      while (this.spans.length > 0 && (this.spans[0] as Span).at >= (this.spans[0] as Span).end) this.spans.shift()
+      const more = this.compression === 'zstd' ? await this.moreFrames() : await this.moreLines()
+      if (!more) await this.close()
+      return more
     } catch (error) {
       this.fault = error
-      this.pool = undefined
-      this.tornTail = undefined
+      await this.close()
       throw error
+    }
+  }
+
+  /** Stops reading: nothing more is decoded ahead, and the file is closed. Safe to call more than once. */
+  async close(): Promise<void> {
+    this.closed = true
+    this.pool?.stop()
+    this.pool = undefined
+    this.frames = undefined
+    this.carry = NO_BYTES
+    await this.file?.close()
+  }
+
+  private async moreFrames(): Promise<boolean> {
+    const group = await this.pool?.take()
+    if (group !== undefined) {
+      this.addFrames(group.plain, group.first, group.ends)
+      return true
+    }
+    this.pool = undefined
+    const tail = this.frames?.torn
+    this.frames = undefined
+    if (tail === undefined) return false
+    const { torn, tornBytes } = decodeTornTail(tail.scan, tail.index)
+    this.tornBytes = tornBytes
+    this.addTorn(torn)
+    return true
+  }
+
+  /** The next chunk's complete lines (those of a line longer than a chunk once its end is read); at the end, what follows the last newline is the torn tail. */
+  private async moreLines(): Promise<boolean> {
+    const file = this.file
+    if (file === undefined) return false
+    for (;;) {
+      if (file.ended) {
+        this.tornBytes = this.carry.length
+        this.carry = NO_BYTES
+        return false
+      }
+      const bytes = await file.extend(this.carry, LINE_MAX_BYTES + 1)
+      const end = bytes.lastIndexOf(0x0a)
+      if (end >= 0) {
+        this.spans.push({ bytes, at: 0, end: end + 1 })
+        this.carry = bytes.subarray(end + 1)
+        return true
+      }
+      // Every line before it was parsed (`next()` used them up): the parser names this one.
+      if (bytes.length > LINE_MAX_BYTES) this.parser.refuseLine(bytes.length)
+      this.carry = bytes
     }
   }
 
@@ -403,8 +476,7 @@ export class V0EventReader<E extends Sequenced = V0Event> {
       // The events before the bad line are returned first; the fault is thrown when they are used up.
       this.fault = error
       this.spans.length = 0
-      this.pool = undefined
-      this.tornTail = undefined
+      void this.close()
     }
     return true
   }

@@ -55,12 +55,28 @@ export interface FrameScan {
   readonly torn: { readonly rest: Buffer; readonly offset: number } | undefined
 }
 
+/** Where the bytes a function is given start in the log, and the number of the first frame in them (errors name the log's offsets and frames). */
+export interface FrameOrigin {
+  readonly offset: number
+  readonly frame: number
+}
+
+const LOG_START: FrameOrigin = { offset: 0, frame: 0 }
+
 /**
  * Finds the complete frames of a v0 zstd log (at most `maxFrames`) without
  * decoding them. Throws `ImportV0Error` for bytes that are not a zstd frame
- * where one must start.
+ * where one must start. `origin`: where `bytes` start in the log (span and
+ * torn offsets stay relative to `bytes`).
  */
-export function scanFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY): FrameScan {
+export function scanFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY, origin: FrameOrigin = LOG_START): FrameScan {
+  const scan = scanUntilFault(bytes, maxFrames, origin)
+  if (scan.fault !== undefined) throw scan.fault
+  return scan
+}
+
+/** `scanFrames` that hands back the complete frames before a fault with the fault, instead of throwing it. */
+export function scanUntilFault(bytes: Buffer, maxFrames: number, origin: FrameOrigin): FrameScan & { readonly fault?: ImportV0Error } {
   const spans: FrameSpan[] = []
   let offset = 0
   let torn: FrameScan['torn']
@@ -70,22 +86,26 @@ export function scanFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY):
       torn = { rest, offset }
       break
     }
+    const at = origin.offset + offset
+    const index = origin.frame + spans.length
     const magic = rest.readUInt32LE(0)
     if (magic !== ZSTD_MAGIC) {
-      if (offset === 0 || (magic & SKIPPABLE_MASK) >>> 0 === SKIPPABLE_MAGIC) {
-        throw new ImportV0Error(
+      if (at === 0 || (magic & SKIPPABLE_MASK) >>> 0 === SKIPPABLE_MAGIC) {
+        const fault = new ImportV0Error(
           'IMPORT_V0_FOREIGN_MAGIC',
-          `${offset === 0 ? 'The log' : `The bytes at offset ${offset}`} start with 0x${magic.toString(16).padStart(8, '0')}, not a zstd frame: not a v0 log (v0 logs hold only standard zstd frames${offset === 0 ? '' : ', never skippable ones — is this a dsh root?'}).`,
-          { details: { offset } },
+          `${at === 0 ? 'The log' : `The bytes at offset ${at}`} start with 0x${magic.toString(16).padStart(8, '0')}, not a zstd frame: not a v0 log (v0 logs hold only standard zstd frames${at === 0 ? '' : ', never skippable ones — is this a dsh root?'}).`,
+          { details: { offset: at } },
         )
+        return { spans, torn, fault }
       }
-      throw new ImportV0Error(
+      const fault = new ImportV0Error(
         'IMPORT_V0_DAMAGED_FRAME',
-        `Frame ${spans.length} at offset ${offset} does not start with the zstd magic; the log is damaged there.`,
+        `Frame ${index} at offset ${at} does not start with the zstd magic; the log is damaged there.`,
         {
-          details: { offset, frame: spans.length },
+          details: { offset: at, frame: index },
         },
       )
+      return { spans, torn, fault }
     }
     let size: number
     try {
@@ -99,9 +119,9 @@ export function scanFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY):
     try {
       content = binding.getFrameContentSize(rest)
     } catch (error) {
-      throw frameError(error, offset, spans.length)
+      return { spans, torn, fault: frameError(error, at, index) }
     }
-    if (content !== null && content > V0_FRAME_MAX_BYTES) throw frameTooLarge(offset, spans.length, content)
+    if (content !== null && content > V0_FRAME_MAX_BYTES) return { spans, torn, fault: frameTooLarge(at, index, content) }
     spans.push({ offset, size, content })
     offset += size
   }
@@ -142,9 +162,9 @@ export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY
 }
 
 /** The plaintext of one complete frame, decoded on the calling thread. */
-export function decodeSpan(bytes: Buffer, spans: readonly FrameSpan[], index: number): Buffer {
+export function decodeSpan(bytes: Buffer, spans: readonly FrameSpan[], index: number, origin: FrameOrigin = LOG_START): Buffer {
   const span = spans[index] as FrameSpan
-  return decodeComplete(dctx(), bytes.subarray(span.offset, span.offset + span.size), span.offset, index)
+  return decodeComplete(dctx(), bytes.subarray(span.offset, span.offset + span.size), origin.offset + span.offset, origin.frame + index)
 }
 
 /**
@@ -153,7 +173,14 @@ export function decodeSpan(bytes: Buffer, spans: readonly FrameSpan[], index: nu
  * the first frame that does not decode, the frames before it being returned
  * (without it, the error is thrown).
  */
-function decodeKnown(bytes: Buffer, spans: readonly FrameSpan[], from: number, to: number, onFault?: (error: unknown) => void): Buffer {
+function decodeKnown(
+  bytes: Buffer,
+  spans: readonly FrameSpan[],
+  from: number,
+  to: number,
+  onFault?: (error: unknown) => void,
+  origin: FrameOrigin = LOG_START,
+): Buffer {
   const ctx = dctx()
   let total = 0
   for (let i = from; i < to; i++) total += (spans[i] as FrameSpan).content as number
@@ -163,7 +190,8 @@ function decodeKnown(bytes: Buffer, spans: readonly FrameSpan[], from: number, t
     const span = spans[i] as FrameSpan
     const content = span.content as number
     try {
-      at += decodeInto(ctx, bytes.subarray(span.offset, span.offset + span.size), plain.subarray(at, at + content), span.offset, i)
+      const frame = bytes.subarray(span.offset, span.offset + span.size)
+      at += decodeInto(ctx, frame, plain.subarray(at, at + content), origin.offset + span.offset, origin.frame + i)
     } catch (error) {
       if (onFault === undefined) throw error
       onFault(error)
@@ -203,28 +231,60 @@ interface GroupResult extends DecodedGroup {
   readonly fault?: { readonly error: unknown }
 }
 
+/** Complete frames of a log read so far: `spans` (offsets in `bytes`) are frames `origin.frame`, `origin.frame + 1`, …. */
+export interface FrameWindow {
+  readonly bytes: Buffer
+  readonly origin: FrameOrigin
+  readonly spans: readonly FrameSpan[]
+}
+
+/** Where complete frames come from, in log order: the next ones, or `undefined` after the last. Throws a typed error where the log is damaged. */
+export interface FrameSource {
+  next(): Promise<FrameWindow | undefined>
+}
+
+/** Frames `[from, to)` of one window, for one decode. */
+interface Claim {
+  readonly window: FrameWindow
+  readonly from: number
+  readonly to: number
+  readonly plain: number
+}
+
+const NO_PLAINTEXT = Buffer.alloc(0)
+
 /**
  * Complete frames decoded on the libuv thread pool, in order, a group of
  * about `POOL_GROUP_BYTES` of plaintext per call and `POOL_AHEAD` groups in
- * flight, so the frames after those being read decode on another core.
- * Every frame must state its content size (as every harness frame does).
+ * flight, so the frames after those being read decode on another core. The
+ * frames are pulled from `source` as groups are started (a log is read a
+ * window at a time, never whole). A frame whose header does not state its
+ * size is decoded alone on the calling thread, as a capped stream.
  *
  * Invariants: groups come back in log order, each frame's plaintext exactly
  * the size its header states, its content checksum checked by libzstd; a
  * group that fails is decoded again frame by frame on the calling thread, so
- * the error is the same typed one `decodeFrames` throws for that frame.
+ * the error is the same typed one `decodeFrames` throws for that frame; a
+ * fault of the source is thrown after the groups of the frames before it.
  */
 export class PooledFrames {
-  private nextFrame: number
-  private readonly inFlight: Promise<GroupResult>[] = []
+  private window: FrameWindow | undefined
+  private at: number
+  /** Groups are claimed one after another (a claim may wait for the source); decoding them overlaps. */
+  private claims: Promise<unknown> = Promise.resolve()
+  private readonly inFlight: Promise<GroupResult | undefined>[] = []
   private fault: { readonly error: unknown } | undefined
+  private sourceDone = false
+  private stopped = false
 
+  /** `window`, `from`: frames already read from the source, the first of them to decode. */
   constructor(
-    private readonly bytes: Buffer,
-    private readonly spans: readonly FrameSpan[],
-    from: number,
+    private readonly source: FrameSource,
+    window?: FrameWindow,
+    from = 0,
   ) {
-    this.nextFrame = from
+    this.window = window
+    this.at = from
     this.start()
   }
 
@@ -237,53 +297,113 @@ export class PooledFrames {
     if (this.fault !== undefined) throw this.fault.error
     const pending = this.inFlight.shift()
     this.start()
-    const group = await pending
+    let group: GroupResult | undefined
+    try {
+      group = await pending
+    } catch (error) {
+      this.fail({ error })
+      throw error
+    }
     if (group?.fault !== undefined) {
-      this.fault = group.fault
-      this.inFlight.length = 0
+      this.fail(group.fault)
       if (group.ends.length === 0) throw group.fault.error
     }
     return group
   }
 
+  /** Starts nothing more: the reader stopped (groups in flight finish unobserved). */
+  stop(): void {
+    this.stopped = true
+    this.inFlight.length = 0
+    this.window = undefined
+  }
+
+  private fail(fault: { readonly error: unknown }): void {
+    this.fault = fault
+    this.stop()
+  }
+
   private start(): void {
-    while (this.fault === undefined && this.inFlight.length < POOL_AHEAD && this.nextFrame < this.spans.length) {
-      const first = this.nextFrame
-      let to = first
-      let plain = 0
-      while (to < this.spans.length && (to === first || plain < POOL_GROUP_BYTES)) {
-        plain += (this.spans[to] as FrameSpan).content as number
-        to++
-      }
-      this.nextFrame = to
-      const group = this.decode(first, to, plain)
+    while (!this.stopped && !this.sourceDone && this.inFlight.length < POOL_AHEAD) {
+      const claimed = this.claims.then(() => this.claim())
+      this.claims = claimed.catch(() => {})
+      const group = claimed.then((claim) => (claim === undefined ? undefined : this.decode(claim)))
       // Observed by take(); never an unhandled rejection while an earlier group is read (or after the reader stopped).
       group.catch(() => {})
       this.inFlight.push(group)
     }
   }
 
-  private async decode(first: number, to: number, total: number): Promise<GroupResult> {
-    const from = this.spans[first] as FrameSpan
-    const last = this.spans[to - 1] as FrameSpan
+  /** The next frames to decode: up to `POOL_GROUP_BYTES` of the current window, or a frame of unstated size alone. */
+  private async claim(): Promise<Claim | undefined> {
+    if (this.stopped || this.sourceDone) return undefined
+    let window = this.window
+    while (window === undefined || this.at >= window.spans.length) {
+      try {
+        window = await this.source.next()
+      } catch (error) {
+        this.sourceDone = true
+        throw error
+      }
+      this.at = 0
+      if (window === undefined || this.stopped) {
+        this.sourceDone = true
+        this.window = undefined
+        return undefined
+      }
+    }
+    const { spans } = window
+    const from = this.at
+    let to = from
+    let plain = 0
+    if ((spans[from] as FrameSpan).content === null) to = from + 1
+    else {
+      for (
+        let span = spans[to];
+        span !== undefined && span.content !== null && (to === from || plain < POOL_GROUP_BYTES);
+        span = spans[to]
+      ) {
+        plain += span.content
+        to++
+      }
+    }
+    this.at = to
+    this.window = to < spans.length ? window : undefined
+    return { window, from, to, plain }
+  }
+
+  private async decode({ window, from, to, plain: total }: Claim): Promise<GroupResult> {
+    const { bytes, spans, origin } = window
+    const first = origin.frame + from
+    if ((spans[from] as FrameSpan).content === null) {
+      try {
+        const plain = decodeSpan(bytes, spans, from, origin)
+        return { first, plain, ends: [plain.length] }
+      } catch (error) {
+        return { first, plain: NO_PLAINTEXT, ends: [], fault: { error } }
+      }
+    }
+    const head = spans[from] as FrameSpan
+    const last = spans[to - 1] as FrameSpan
     let plain: Buffer | undefined
     try {
       mongodbZstd ??= import('@mongodb-js/zstd')
-      plain = await (await mongodbZstd).decompress(this.bytes.subarray(from.offset, last.offset + last.size))
+      plain = await (await mongodbZstd).decompress(bytes.subarray(head.offset, last.offset + last.size))
     } catch {
       plain = undefined
     }
     let fault: GroupResult['fault']
     // The pool's error names no frame: decoding the group here finds its first bad frame and that frame's typed error.
     if (plain?.length !== total) {
-      plain = decodeKnown(this.bytes, this.spans, first, to, (error) => {
+      const onFault = (error: unknown): void => {
         fault = { error }
-      })
+      }
+      plain = decodeKnown(bytes, spans, from, to, onFault, origin)
     }
     const ends: number[] = []
     let at = 0
-    for (let i = first; i < to; i++) {
-      const end = at + ((this.spans[i] as FrameSpan).content as number)
+    for (let i = from; i < to; i++) {
+      const end = at + ((spans[i] as FrameSpan).content as number)
       if (end > plain.length) break
       at = end
       ends.push(at)
@@ -378,6 +498,38 @@ function frameTooLarge(offset: number, index: number, stated?: number): ImportV0
     'IMPORT_V0_FRAME_TOO_LARGE',
     `Frame ${index} at offset ${offset} ${why} the cap of ${V0_FRAME_MAX_BYTES} bytes (V0_FRAME_MAX_BYTES); a v0 batch that large is refused, never decoded whole. Split the session's batches in the harness, or leave the session out of the import.`,
     { details: { offset, frame: index, max: V0_FRAME_MAX_BYTES, ...(stated === undefined ? {} : { stated }) } },
+  )
+}
+
+/** Compressed bytes that any frame of at most `V0_FRAME_MAX_BYTES` of plaintext fits in (zstd's bound): a reader never holds more of one frame. */
+export const FRAME_BYTES_MAX = binding.compressBound(V0_FRAME_MAX_BYTES)
+
+/**
+ * The error for `rest`: more than `FRAME_BYTES_MAX` bytes starting a frame
+ * that does not end in them (`origin`: where they are). The size the frame's
+ * header states, when over the cap; else what decoding them finds (damage,
+ * or plaintext past the cap: every frame a writer makes ends there); else
+ * that the frame is longer than any frame within the cap.
+ */
+export function oversizedFrame(rest: Buffer, origin: FrameOrigin): ImportV0Error {
+  const { offset, frame } = origin
+  let stated: number | null
+  try {
+    stated = binding.getFrameContentSize(rest)
+  } catch (error) {
+    return frameError(error, offset, frame)
+  }
+  if (stated !== null && stated > V0_FRAME_MAX_BYTES) return frameTooLarge(offset, frame, stated)
+  try {
+    decodeTornTail({ rest, offset }, frame)
+  } catch (error) {
+    if (error instanceof ImportV0Error) return error
+    throw error
+  }
+  return new ImportV0Error(
+    'IMPORT_V0_FRAME_TOO_LARGE',
+    `Frame ${frame} at offset ${offset} runs on past ${FRAME_BYTES_MAX} bytes, more than any frame of at most ${V0_FRAME_MAX_BYTES} bytes of plaintext (V0_FRAME_MAX_BYTES) takes; such a frame is refused, never read whole. Leave the session out of the import.`,
+    { details: { offset, frame, max: V0_FRAME_MAX_BYTES, compressed: FRAME_BYTES_MAX } },
   )
 }
 
