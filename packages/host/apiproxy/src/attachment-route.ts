@@ -77,7 +77,8 @@ function sendBytes(res: import('node:http').ServerResponse, bytes: Uint8Array, d
 
 /**
  * `GET /api/sessions/:id/attachments/:digest`: the bytes of an attachment of
- * a session that is not a subagent, with the same owner check as its history.
+ * a session that is not a subagent, with the same owner check as its history
+ * (before the read, and again after it).
  * Accepts `?token=` so the page can show an image with `<img src>`. The
  * content type comes from the bytes: PNG, JPEG, GIF and WebP inline, anything
  * else (SVG and HTML included) as an `application/octet-stream` download,
@@ -90,16 +91,24 @@ export const attachmentRoute: Route = {
     refuseQuery(query)
     const { id, digest } = readIds(captures, ['id']) as { id: string; digest: string }
     const notFound = () => new ApiError('API_NOT_FOUND', `Session '${id}' holds no attachment ${digest.slice(0, 12)}….`)
-    if (await isSubagent(services, id, signal))
-      throw new ApiError(
+    const forbidden = () =>
+      new ApiError(
         'API_FORBIDDEN',
         `Session '${id}' is a subagent; its attachments are served only through its parent's catalog: GET /api/sessions/{parentId}/subagents/{childId}/attachments/{digest}.`,
       )
-    sendBytes(res, await readBytes(services, id, digest, signal, notFound), digest, answers)
+    if (await isSubagent(services, id, signal)) throw forbidden()
+    const bytes = await readBytes(services, id, digest, signal, notFound)
+    // Bytes carry no header: the owner check is asked again once they are read (the id may have been republished meanwhile).
+    if (await isSubagent(services, id, signal)) throw forbidden()
+    sendBytes(res, bytes, digest, answers)
   },
 }
 
-/** `GET /api/sessions/:parentId/subagents/:childId/attachments/:digest`: a child's attachment, through its parent's catalog only (a refusal is the same 404 as a missing one). */
+/**
+ * `GET /api/sessions/:parentId/subagents/:childId/attachments/:digest`: a
+ * child's attachment, through its parent's catalog only, checked before the
+ * read and again after it (a refusal is the same 404 as a missing one).
+ */
 export const childAttachmentRoute: Route = {
   path: '/api/sessions/:parentId/subagents/:childId/attachments/:digest',
   auth: 'header-or-query',
@@ -112,7 +121,9 @@ export const childAttachmentRoute: Route = {
     }
     const notFound = () => new ApiError('API_NOT_FOUND', `Session '${parentId}' has no subagent '${childId}' with that attachment.`)
     if (!(await isListedChild(services.sessionQuery, parentId, childId, signal))) throw notFound()
-    sendBytes(res, await readBytes(services, childId, digest, signal, notFound), digest, answers)
+    const bytes = await readBytes(services, childId, digest, signal, notFound)
+    if (!(await isListedChild(services.sessionQuery, parentId, childId, signal))) throw notFound()
+    sendBytes(res, bytes, digest, answers)
   },
 }
 

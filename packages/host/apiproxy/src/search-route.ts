@@ -8,7 +8,11 @@ import { wireEventSearch, wireSessionSearch } from './wire.js'
  * `GET /api/search?q&kind=sessions|events&limit&cursor`: full-text search over
  * the query index. The protocol schema has already bounded the text and its
  * distinct terms; the backend is handed the distinct terms only, so a word
- * repeated 249 times costs what it costs once.
+ * repeated 249 times costs what it costs once. Search names no session, so
+ * it has no owner to check: it is corpus-wide for the token holder, subagents
+ * included (their events are text that token reads through their parents'
+ * catalogs anyway; a hit gives the id, and the page opens it through its
+ * parent).
  */
 export const searchRoute = jsonRoute(routes.search, async ({ query, signal, services }) => {
   const kind = query.kind ?? 'sessions'

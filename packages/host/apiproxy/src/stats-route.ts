@@ -2,6 +2,7 @@ import { routes, type SessionStatsReportBody } from '@dsh/protocol'
 import { sessionStatsReport } from '@dsh/session-stats'
 import { wireProblem } from './error-response.js'
 import { ApiError } from './errors.js'
+import { isSubagent } from './owner.js'
 import { jsonRoute } from './route.js'
 
 const KEYS = ['sessionStats', 'sessionTitle'] as const
@@ -15,13 +16,29 @@ const KEYS = ['sessionStats', 'sessionTitle'] as const
  * offsets), and whole to the server log. The server's price table
  * (`services.prices`) prices the totals; without one `cost` is `null` with
  * `costReason: 'no-price-table'`.
+ *
+ * The root must not be a subagent: a subagent's usage and title belong to its
+ * parent's catalog (its row there: `GET /api/sessions/{parentId}/subagents`)
+ * and to the tree report of its top-level session, which lists it as an
+ * entry.
+ * The owner check runs on header facts before the read and again on the
+ * header the read used (the id may have been republished in between), as the
+ * history route's does; a refusal carries no session data.
  */
 export const sessionStatsRoute = jsonRoute(routes.sessionStats, async ({ params, query, signal, services, logger }) => {
   const catalog = services.subagents
   if (catalog.treeSnapshots === undefined)
     throw new ApiError('API_SERVICE_UNAVAILABLE', "This server's subagent service cannot read session trees (no treeSnapshots).")
+  const forbidden = (): ApiError =>
+    new ApiError(
+      'API_FORBIDDEN',
+      `Session '${params.id}' is a subagent; its usage is served only through its parent's catalog: GET /api/sessions/{parentId}/subagents, or the stats of its top-level session with scope=descendants.`,
+    )
+  if (await isSubagent(services, params.id, signal)) throw forbidden()
   const scope = query.scope ?? 'session'
   const entries = await catalog.treeSnapshots(params.id, KEYS, { descendants: scope === 'descendants', signal })
+  // The root entry's flag is the header its values were read with.
+  if (entries[0]?.subagent === true) throw forbidden()
   const report = sessionStatsReport(params.id, scope, entries, services.prices)
   const problems = report.sessions.flatMap((session) =>
     session.problem === undefined ? [] : [{ id: session.id, problem: session.problem }],

@@ -6,7 +6,11 @@ import { SseStream } from './sse.js'
  * `GET /api/sessions/:id/stream`: Server-Sent Events of the session's
  * projection changes and of catalog changes below it. Accepts `?token=`
  * because `EventSource` cannot set headers. Opening a stream reads no log, so
- * a stream for an id that does not exist (yet) simply stays quiet.
+ * a stream for an id that does not exist (yet) simply stays quiet. A
+ * subagent's id is served too, without an owner check: its stream carries
+ * only ids (`catalog` and `written` notices about it and the sessions below
+ * it), never its own projection views, which the hub withholds from every
+ * subagent's stream (`StreamHub`); the page follows a subagent's trace on it.
  */
 export const streamRoute = streamingRoute(routes.stream, ({ res, params, streams, limits }) => {
   streams.reserve()

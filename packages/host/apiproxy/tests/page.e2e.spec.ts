@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { gzipSync } from 'node:zlib'
+import { subagentList } from '@dsh/protocol'
 import { appendUserMessage } from '@dsh/session-persistence'
 import { launchChromium, screenshot, seriousViolations } from '@dsh/test-kit/browser'
-import type { BrowserContext, Page } from 'playwright-core'
+import type { BrowserContext, Page, Response as PageResponse } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ApiServer, createApiServer } from '../src/index.js'
 import { PAGE_SCRIPTS } from '../src/page-routes.js'
@@ -241,6 +242,59 @@ describe('catalog page', () => {
     await page.locator('#transcript li', { hasText: 'finished summarize' }).first().waitFor()
     expect(page.url()).toContain('parent=parent')
     expect(await pwned()).toBeUndefined()
+  })
+
+  it("shows a subagent's heading and trace through its parent's catalog, with no request refused", async () => {
+    // A running child (held mid-turn) with a child of its own, and a model call with usage in its open turn.
+    stack.gates.hold('traced')
+    const run = stack.subagents.spawn('parent', { mode: 'one-shot', label: 'tracer', context: 'fresh', prompt: 'trace me', id: 'traced' })
+    await stack.subagents.spawn(run.session, { mode: 'one-shot', context: 'fresh', prompt: 'dig below', id: 'traced-grandchild' }).done
+    const open = run.session.events.findLast((event) => event.type === 'turn/start')?.data as { turn: number }
+    run.session.append('assistant/message', {
+      turn: open.turn,
+      text: 'counted',
+      usage: { input: 50, output: 7 },
+      provider: 'p',
+      model: 'm',
+    })
+    const refused: string[] = []
+    const onResponse = (response: PageResponse) => {
+      if (response.status() >= 400) refused.push(`${response.status()} ${response.url()}`)
+    }
+    page.on('response', onResponse)
+    const first = requests.length
+    try {
+      await page.goto(`${stack.server.pageUrl}#session=traced&parent=parent&view=trace`)
+      const root = page.locator('#trace > li[data-span-id="traced"]')
+      await root.locator('li[data-span-id="traced-grandchild"]').waitFor()
+      await page.locator('#session-title', { hasText: 'tracer' }).waitFor()
+      await page.locator('#meta-state[data-state="live"]').waitFor()
+      // The root's own tokens are its row in its parent's catalog; the rollup adds its subtree's rows.
+      const rows = subagentList.parse((await stack.get('/api/sessions/parent/subagents?scope=descendants')).body).rows
+      const tokensOf = (id: string) => rows.find((row) => row.id === id)?.tokens ?? Number.NaN
+      expect(tokensOf('traced')).toBeGreaterThanOrEqual(57)
+      expect(await root.locator(':scope > .span .span-tokens').getAttribute('data-tokens')).toBe(String(tokensOf('traced')))
+      expect(Number(await root.locator(':scope > .span .span-rollup').getAttribute('data-tokens'))).toBe(
+        tokensOf('traced') + tokensOf('traced-grandchild'),
+      )
+      expect(await page.locator('#meta-tokens').textContent()).not.toBe('—')
+      expect(await page.locator('#trace-summary').textContent()).toMatch(/^2 sessions, /)
+      expect(await page.locator('#trace-error').isHidden()).toBe(true)
+
+      // A grandchild's transcript and heading, through its own parent.
+      await page.goto(`${stack.server.pageUrl}#session=traced-grandchild&parent=traced`)
+      await page.locator('#transcript li', { hasText: 'finished dig below' }).first().waitFor()
+      // The heading was reset to '…' for the new session: it shows a state again once its facts are read.
+      await expect.poll(() => page.locator('#meta-state').textContent(), { timeout: 120_000 }).not.toBe('…')
+      expect(await page.locator('#meta-state').textContent()).not.toContain('unknown')
+      expect(await page.locator('#meta-tokens').textContent()).not.toBe('…')
+    } finally {
+      page.off('response', onResponse)
+      stack.gates.release('traced')
+      await run.done
+    }
+    expect(refused).toEqual([])
+    expect(requests.slice(first).filter((url) => /\/api\/sessions\/traced(-grandchild)?\/stats/.test(url))).toEqual([])
   })
 
   it('streams new events into an open transcript, and reconnects by itself after a server restart', async () => {

@@ -27,6 +27,16 @@ export function sessionBase(id, parentId) {
   return parentId === undefined ? `/api/sessions/${seg(id)}` : `/api/sessions/${seg(parentId)}/subagents/${seg(id)}`
 }
 
+/**
+ * A subagent's row in its parent's catalog, or `undefined` when the catalog
+ * does not list it (yet): where the page reads a subagent's own tokens, turn
+ * time, cost and liveness, since its stats are served only through its parent.
+ */
+export async function catalogRow(parentId, id) {
+  const catalog = await api(`/api/sessions/${seg(parentId)}/subagents`)
+  return catalog.rows.find((row) => row.id === id)
+}
+
 /** The address of an attachment's bytes, usable as an image source (the token rides in the query, as for the event stream). */
 export function attachmentUrl(id, parentId, digest) {
   return `${sessionBase(id, parentId)}/attachments/${seg(digest)}?token=${encodeURIComponent(token)}`

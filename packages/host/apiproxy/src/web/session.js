@@ -2,7 +2,7 @@
 // shows), earlier pages on demand, a deep-linked event fetched and scrolled
 // to, and new events merged in when the live stream says the session changed.
 
-import { api, sessionBase } from './api.js'
+import { ApiFailure, api, catalogRow, seg, sessionBase } from './api.js'
 import { $, fmtCost, fmtTokens, keepingFocus, showError } from './dom.js'
 import { writerOf } from './live.js'
 import { renderEvents } from './transcript.js'
@@ -73,17 +73,42 @@ export async function showHeader(id, parentId) {
   $('meta-parent').href = parentId === undefined ? '#list' : `#${new URLSearchParams({ session: parentId })}`
   for (const field of ['meta-state', 'meta-tokens', 'meta-cost']) $(field).textContent = '…'
   try {
-    const report = await api(`/api/sessions/${encodeURIComponent(id)}/stats`)
+    const facts = parentId === undefined ? await ownFacts(id) : await childFacts(parentId, id)
     if (generation !== header.generation) return
-    const entry = report.sessions[0]
-    $('session-title').textContent = report.title ?? '(untitled)'
-    $('meta-tokens').textContent = fmtTokens(entry?.tokens ?? null)
-    $('meta-cost').textContent = fmtCost(report.cost?.usd ?? null)
-    $('meta-cost').title = report.cost === null ? 'No price table on this server.' : ''
-    header.live = entry?.rung === 1
+    $('session-title').textContent = facts.title ?? '(untitled)'
+    $('meta-tokens').textContent = fmtTokens(facts.tokens)
+    $('meta-cost').textContent = fmtCost(facts.cost)
+    $('meta-cost').title = facts.priced ? '' : 'No price table on this server.'
+    header.live = facts.live
     showState()
   } catch (error) {
     if (generation === header.generation) $('meta-state').textContent = `unknown (${error.code ?? error.message})`
+  }
+}
+
+/** A top-level session's heading facts: its stats report. */
+async function ownFacts(id) {
+  const report = await api(`/api/sessions/${seg(id)}/stats`)
+  const entry = report.sessions[0]
+  return {
+    title: report.title,
+    tokens: entry?.tokens ?? null,
+    cost: report.cost?.usd ?? null,
+    priced: report.cost !== null,
+    live: entry?.rung === 1,
+  }
+}
+
+/** A subagent's heading facts: its row in its parent's catalog (named by its label; `cost` only on a priced server). */
+async function childFacts(parentId, id) {
+  const row = await catalogRow(parentId, id)
+  if (row === undefined) throw new ApiFailure(404, { code: 'API_NOT_FOUND', message: `Session '${parentId}' lists no subagent '${id}'.` })
+  return {
+    title: row.label ?? null,
+    tokens: row.tokens ?? null,
+    cost: row.cost ?? null,
+    priced: row.cost !== undefined,
+    live: row.rung === 1,
   }
 }
 

@@ -6,7 +6,7 @@
 // time. Rows the catalog could not read say why. The catalog stream's notices reload it, so running children
 // change state on the page without a reload.
 
-import { api, seg } from './api.js'
+import { api, catalogRow, seg, sessionBase } from './api.js'
 import { $, el, fmtCost, fmtMs, fmtTokens, hashLink, keepingFocus, showError } from './dom.js'
 import { writerOf } from './live.js'
 
@@ -107,19 +107,19 @@ async function load() {
   if (id === undefined) return
   const generation = ++trace.generation
   try {
+    const parentId = trace.parentId
     const [catalog, stats, tail, own] = await Promise.all([
       api(`/api/sessions/${seg(id)}/subagents?scope=descendants`),
-      api(`/api/sessions/${seg(id)}/stats?scope=descendants`),
-      api(
-        `${trace.parentId === undefined ? `/api/sessions/${seg(id)}` : `/api/sessions/${seg(trace.parentId)}/subagents/${seg(id)}`}/history?limit=1`,
-      ),
-      // The root's own cost (the tree's is the summary's).
-      api(`/api/sessions/${seg(id)}/stats`),
+      // A subagent's stats are served only through its parent: its trace sums its catalog rows instead.
+      parentId === undefined ? api(`/api/sessions/${seg(id)}/stats?scope=descendants`) : undefined,
+      api(`${sessionBase(id, parentId)}/history?limit=1`),
+      // The root's own values: a top-level session's own stats (the tree's are the summary's), a subagent's row in its parent's catalog.
+      parentId === undefined ? api(`/api/sessions/${seg(id)}/stats`) : catalogRow(parentId, id),
     ])
     const parents = [id, ...catalog.rows.filter((row) => row.kind === 'child' && row.hasChildren).map((row) => row.id)]
     const records = await childRecords(parents)
     if (generation !== trace.generation) return
-    draw(catalog, stats, tail, records, own)
+    draw(catalog, stats, tail, records, parentId === undefined ? { own } : { row: own })
     showError('trace-error', undefined)
     $('trace').setAttribute('data-loaded', String(generation))
   } catch (error) {
@@ -129,6 +129,7 @@ async function load() {
 
 /** A span's own cost and why it is unknown: a row carries `cost` only from a server with a price table. */
 function costOf(row, own) {
+  if (row === undefined && own === undefined) return { cost: null, costWhy: 'Its parent does not list it yet.' }
   if (row === undefined)
     return own.costReason === 'no-price-table'
       ? { cost: null, costWhy: 'No price table on this server (dsh serve --prices FILE gives it one).' }
@@ -137,21 +138,28 @@ function costOf(row, own) {
   return { cost: row.cost, costWhy: row.cost === null ? 'Its usage is unknown or a model it used has no price.' : undefined }
 }
 
-function draw(catalog, stats, tail, records, own) {
+/**
+ * Draws the tree. `stats` is the root's tree report (absent for a subagent,
+ * whose sums come from the rows); the root's own values are `own` (its own
+ * stats report) or `row` (a subagent's row in its parent's catalog).
+ */
+function draw(catalog, stats, tail, records, { own, row: rootRow }) {
   const now = Date.now()
-  const entries = new Map(stats.sessions.map((entry) => [entry.id, entry]))
+  const entries = new Map((stats?.sessions ?? []).map((entry) => [entry.id, entry]))
   const rootEntry = entries.get(trace.id)
   const lastTime = tail.events.at(-1)?.time
+  const live = (rootRow?.rung ?? rootEntry?.rung) === 1
   const root = {
     id: trace.id,
     depth: 0,
+    row: rootRow,
     entry: rootEntry,
     href: hashLink({ session: trace.id, parent: trace.parentId }),
     start: tail.header.createdAt,
-    end: Math.max(tail.header.createdAt, rootEntry?.rung === 1 ? now : (lastTime ?? tail.header.createdAt)),
-    tokens: rootEntry?.tokens ?? null,
-    ms: rootEntry?.turnMs ?? null,
-    ...costOf(undefined, own),
+    end: Math.max(tail.header.createdAt, live ? now : (lastTime ?? tail.header.createdAt)),
+    tokens: rootRow?.tokens ?? rootEntry?.tokens ?? null,
+    ms: rootRow?.durationMs ?? rootEntry?.turnMs ?? null,
+    ...costOf(rootRow, own),
     children: [],
   }
   const nodes = new Map([[trace.id, root]])
@@ -211,12 +219,28 @@ function draw(catalog, stats, tail, records, own) {
     return item
   }
   keepingFocus($('trace'), () => $('trace').replaceChildren(build(root)))
-  const totals = stats.rollup
-  const gaps = totals.gaps.length
+  const all = [...nodes.values()]
+  const sums =
+    stats === undefined
+      ? {
+          sessions: all.length,
+          turnMs: all.reduce((ms, node) => ms + (node.ms ?? 0), 0),
+          // A cost is known only when every span's is, as the stats report's is.
+          cost: root.costRollup.partial ? null : root.costRollup.usd,
+          unpriced: rootRow?.cost === undefined,
+          gaps: all.filter((node) => node.row?.kind === 'diagnostic' || node.tokens === null).length,
+        }
+      : {
+          sessions: stats.rollup.sessions,
+          turnMs: stats.rollup.totals.turnMs,
+          cost: stats.cost?.usd ?? null,
+          unpriced: stats.costReason === 'no-price-table',
+          gaps: stats.rollup.gaps.length,
+        }
   $('trace-summary').textContent =
-    `${totals.sessions} sessions, ${fmtTokens(root.rollup)} tokens in all, ${fmtMs(totals.totals.turnMs)} of turns; cost ${fmtCost(stats.cost?.usd ?? null)}` +
-    `${stats.costReason === 'no-price-table' ? ' (no price table on this server)' : ''}` +
-    `${gaps === 0 ? '.' : `; ${gaps} sessions could not be counted, so the sums are a lower bound.`}`
+    `${sums.sessions} sessions, ${fmtTokens(root.rollup)} tokens in all, ${fmtMs(sums.turnMs)} of turns; cost ${fmtCost(sums.cost)}` +
+    `${sums.unpriced ? ' (no price table on this server)' : ''}` +
+    `${sums.gaps === 0 ? '.' : `; ${sums.gaps} sessions could not be counted, so the sums are a lower bound.`}`
   $('trace-scale').textContent = Number.isFinite(t0) ? `Timeline: ${new Date(t0).toLocaleString()} + ${fmtMs(scale.span)}` : ''
   $('trace-hint').textContent = catalog.rows.length === 0 ? 'This session has no subagents.' : ''
 }
