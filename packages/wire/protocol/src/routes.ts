@@ -82,7 +82,7 @@ export const routes = Object.freeze({
     answer: 'json',
     auth: 'header',
   }),
-  /** Usage, timing and titles of a session, or summed over its whole tree (`scope=descendants`). */
+  /** Usage, timing and titles of a session that is not a subagent, or summed over its whole tree (`scope=descendants`); a subagent's own figures are in its parent's catalog. */
   sessionStats: route({
     method: 'GET',
     path: '/api/sessions/:id/stats',
