@@ -12,7 +12,7 @@ import {
   type WireSessionRecord,
 } from '@dsh/protocol'
 import type { z } from 'zod'
-import { readBoundedText } from './body.js'
+import { parseContentType, readBoundedText, shown } from './body.js'
 import { ClientError } from './errors.js'
 import { readEventStream } from './sse.js'
 
@@ -167,10 +167,13 @@ export function createClient(options: ClientOptions): DshClient {
     return response
   }
 
-  /** The answer's body within `maxResponseBytes`; a read that breaks off is `CANCELLED` or `CLIENT_NETWORK`. */
+  /**
+   * The answer's body within `maxResponseBytes`, as UTF-8 (bytes that are not fail a successful
+   * answer only); a read that breaks off is `CANCELLED` or `CLIENT_NETWORK`.
+   */
   const readText = async (response: Response, url: string, signal: AbortSignal | undefined): Promise<string> => {
     try {
-      return await readBoundedText(response, maxResponseBytes, redact(url))
+      return await readBoundedText(response, maxResponseBytes, redact(url), response.ok)
     } catch (error) {
       if (error instanceof ClientError) throw error
       if (signal?.aborted) throw cancelled()
@@ -258,11 +261,17 @@ export function createClient(options: ClientOptions): DshClient {
       const url = target(routes.stream, { id }, {})
       const response = await send(url, 'text/event-stream', signal)
       if (!response.ok) throw errorFrom(response.status, await readText(response, url, signal), url)
-      if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream') || response.body === null) {
+      const contentType = parseContentType(response.headers.get('content-type'))
+      if (contentType.mediaType !== 'text/event-stream' || response.body === null) {
         await response.body?.cancel().catch(() => {})
-        throw new ClientError('CLIENT_INVALID_RESPONSE', response.status, `The answer from ${redact(url)} is not an event stream.`)
+        const got = contentType.mediaType === '' ? 'no content type' : `content type ${shown(contentType.mediaType)}`
+        throw new ClientError(
+          'CLIENT_INVALID_RESPONSE',
+          response.status,
+          `The answer from ${redact(url)} is not an event stream (${response.body === null ? 'no body' : got}).`,
+        )
       }
-      yield* readEventStream(response.body, signal, maxEventSize)
+      yield* readEventStream(response.body, signal, maxEventSize, contentType.charset)
     },
   } as DshClient
   return client

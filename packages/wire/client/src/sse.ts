@@ -1,5 +1,6 @@
 import { STREAM_EVENT_NAMES, type StreamEventBody, streamEvent } from '@dsh/protocol'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
+import { notUtf8 } from './body.js'
 import { ClientError } from './errors.js'
 
 const KNOWN_EVENTS: ReadonlySet<string> = new Set(STREAM_EVENT_NAMES)
@@ -10,16 +11,20 @@ const KNOWN_EVENTS: ReadonlySet<string> = new Set(STREAM_EVENT_NAMES)
  * line ending). At most `maxEventSize` characters of one unfinished message
  * are held: past that the stream fails with `CLIENT_STREAM_TOO_LARGE`, so a
  * host that never ends a line costs bounded memory. Unknown event names are
- * skipped (a newer host may add some). Stops quietly when `signal` aborts or
- * the server ends the stream.
+ * skipped (a newer host may add some). The bytes are UTF-8 whatever `charset`
+ * the answer names (`charset`, kept for the message): a chunk that is not
+ * fails the stream with `CLIENT_INVALID_RESPONSE` after the events of the
+ * chunks before it, instead of turning into U+FFFD. Stops quietly when
+ * `signal` aborts or the server ends the stream.
  */
 export async function* readEventStream(
   body: ReadableStream<Uint8Array>,
   signal: AbortSignal | undefined,
   maxEventSize: number,
+  charset: string | undefined,
 ): AsyncGenerator<StreamEventBody> {
   const reader = body.getReader()
-  const decoder = new TextDecoder()
+  const decoder = new TextDecoder('utf-8', { fatal: true })
   const ready: StreamEventBody[] = []
   let failure: ClientError | undefined
   const parser = createParser({
@@ -56,7 +61,13 @@ export async function* readEventStream(
         throw new ClientError('CLIENT_NETWORK', 200, 'The event stream broke off.', { cause: error })
       }
       if (chunk.done) return
-      parser.feed(decoder.decode(chunk.value, { stream: true }))
+      let text: string
+      try {
+        text = decoder.decode(chunk.value, { stream: true })
+      } catch (error) {
+        throw notUtf8('The event stream', 200, charset, error)
+      }
+      parser.feed(text)
       // The events that came before a failure in the same chunk are delivered first.
       while (ready.length > 0) yield ready.shift()!
       if (failure !== undefined) throw failure
