@@ -209,6 +209,45 @@ class PgProjectionCache extends CheckpointCacheCore<Promise<boolean>> implements
     return true
   }
 
+  // ------------------------------------------------------------- forgetting
+
+  protected canForget(): boolean {
+    return !this.closed && !this.#readOnly
+  }
+
+  protected async forgetCursor(): Promise<string | undefined> {
+    const { rows } = await this.#pool.query<{ cursor: string }>('SELECT cursor FROM dsh_projection_cache_feed')
+    return rows[0]?.cursor
+  }
+
+  protected async heldSessions(among: readonly string[] | undefined): Promise<readonly string[]> {
+    if (among?.length === 0) return []
+    const { rows } = await this.#pool.query<{ session_id: Buffer }>(
+      among === undefined
+        ? 'SELECT DISTINCT session_id FROM dsh_projection_checkpoints'
+        : 'SELECT DISTINCT session_id FROM dsh_projection_checkpoints WHERE session_key = ANY($1::bytea[])',
+      among === undefined ? [] : [among.map((id) => keyOf(Buffer.from(id, 'utf8')))],
+    )
+    return rows.map((row) => row.session_id.toString('utf8'))
+  }
+
+  /**
+   * One statement: the sessions' rows go and the feed cursor is stored.
+   * This host's mirror drops them too; another host's keeps them until its
+   * LRU drops them (a deleted session is not looked up: it is not listed).
+   */
+  protected async forgetRows(ids: readonly string[], cursor: string): Promise<void> {
+    await this.#pool.query(
+      `WITH d AS (DELETE FROM dsh_projection_checkpoints WHERE session_key = ANY($1::bytea[]))
+       INSERT INTO dsh_projection_cache_feed (cursor) VALUES ($2) ON CONFLICT (one) DO UPDATE SET cursor = EXCLUDED.cursor`,
+      [ids.map((id) => keyOf(Buffer.from(id, 'utf8'))), cursor],
+    )
+    for (const id of ids) {
+      this.#mirror.forget(id)
+      this.#wanted.delete(id)
+    }
+  }
+
   // ----------------------------------------------------------------- mirror
 
   /**

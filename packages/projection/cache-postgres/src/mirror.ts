@@ -98,6 +98,14 @@ export class CheckpointMirror {
       }
   }
 
+  /** Drops a session's rows (its session was deleted). */
+  forget(id: string): void {
+    const rows = this.#sessions.get(id)
+    if (rows === undefined) return
+    this.#sessions.delete(id)
+    this.#rows -= rows.size
+  }
+
   clear(): void {
     this.#sessions.clear()
     this.#rows = 0

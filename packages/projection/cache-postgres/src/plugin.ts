@@ -21,11 +21,13 @@ export interface PostgresProjectionCachePluginOptions {
  * Provides service `sessionProjectionCache` on PostgreSQL and schedules its
  * writes. On dispose it writes the final checkpoints of live sessions, then
  * closes (activate it after persistence, so its disposer runs first).
+ * Activated after persistence, it also follows persistence's change feed to
+ * delete the rows of deleted sessions (see the README).
  */
 export const postgresProjectionCachePlugin = (options: PostgresProjectionCachePluginOptions) =>
   definePlugin({
     name: 'sessionProjectionCache (postgres)',
-    inject: { required: ['sessions', 'sessionProjections'] },
+    inject: { required: ['sessions', 'sessionProjections'], optional: ['sessionPersistence'] },
     async activate(ctx) {
       const cache: PostgresProjectionCache = await createPostgresProjectionCache({
         pool: options.pool,

@@ -36,6 +36,17 @@ function checkpointTable(layout: Layout): string[] {
   ]
 }
 
+/**
+ * Where forgetting deleted sessions is complete up to: the change-feed
+ * cursor of the last forgetting pass that finished (one row; any writer's
+ * pass may store it, an older one only makes the next pass look at more
+ * sessions). Not per-session, so not partitioned.
+ */
+const FEED_TABLE = `CREATE TABLE dsh_projection_cache_feed (
+      one boolean PRIMARY KEY DEFAULT true CHECK (one),
+      cursor text NOT NULL
+    )`
+
 /** The version 1 table is moved here, copied into the partitioned one and dropped, in the step's one transaction. */
 const OLD = 'dsh_migrating_cache'
 
@@ -48,7 +59,9 @@ const OLD = 'dsh_migrating_cache'
  * `xid` (the writing transaction) lets mirrors follow the table exactly.
  * The table is hash-partitioned on `session_key` (the same value as the
  * session tables' `id_key`) with their partition count: co-located with the
- * session's rows.
+ * session's rows. The rows of a session persistence no longer holds are
+ * deleted by a writer's forgetting pass, which keeps its change-feed cursor
+ * in `dsh_projection_cache_feed`.
  */
 export const CACHE_SCHEMA = defineSchema(
   'projection-cache',
@@ -88,8 +101,13 @@ export const CACHE_SCHEMA = defineSchema(
         `DROP SCHEMA ${OLD} CASCADE`,
       ],
     },
+    {
+      version: 3,
+      description: 'the change-feed cursor up to which the rows of deleted sessions are forgotten',
+      statements: [FEED_TABLE],
+    },
   ],
-  { baseline: (layout) => [STAMP_FUNCTION, ...checkpointTable(layout)] },
+  { baseline: (layout) => [STAMP_FUNCTION, ...checkpointTable(layout), FEED_TABLE] },
 )
 
 /** The component name of the checkpoint table in `dsh_schema_version`. */

@@ -8,6 +8,11 @@ import type { SessionProjectionCache } from './types.js'
  * and on dispose write the final checkpoints of live sessions, wait for every
  * write, withdraw the service, then close. A refused throttle closes the
  * cache before it throws, so a failed activation leaves nothing open.
+ *
+ * When `sessionPersistence` is active already (a plugin lists it as an
+ * optional service and is activated after persistence), its change feed
+ * drives the scheduler's forgetting passes: the rows of deleted sessions
+ * are deleted on the writer's own path, never by a lookup.
  */
 export function provideCheckpointCache(
   ctx: PluginContext<'sessions' | 'sessionProjections'>,
@@ -21,6 +26,7 @@ export function provideCheckpointCache(
       cache,
       projections: ctx.sessionProjections,
       sessions: ctx.sessions,
+      feed: ctx.get('sessionPersistence'),
       throttle: options.throttle,
       invalid: options.invalid,
     })
@@ -35,4 +41,5 @@ export function provideCheckpointCache(
     withdraw()
     cache.close()
   })
+  scheduler.start()
 }

@@ -109,6 +109,22 @@ export class SqliteProjectionCache extends CheckpointCacheCore<boolean> {
     return decodePayload(stored.slice(witness.length), stateVersion, key, header)
   }
 
+  protected canForget(): boolean {
+    return !this.closed && this.#db.writable
+  }
+
+  protected forgetCursor(): string | undefined {
+    return this.#db.forgetCursor()
+  }
+
+  protected heldSessions(among: readonly string[] | undefined): readonly string[] {
+    return this.#db.heldSessions(among)
+  }
+
+  protected forgetRows(ids: readonly string[], cursor: string): void {
+    this.#db.forget(ids, cursor)
+  }
+
   protected store(session: Session, identity: string, rows: readonly EncodedCheckpointRow[]): boolean {
     if (this.closed || this.#db.readOnly) return false
     try {

@@ -1,5 +1,6 @@
-import { consoleLogger, type Logger } from '@dsh/context'
-import type { Session, SessionHeader, SessionLogOffset } from '@dsh/session'
+import { consoleLogger, isDshError, type Logger } from '@dsh/context'
+import type { Session, SessionHeader, SessionId, SessionLogOffset } from '@dsh/session'
+import type { SessionPersistence } from '@dsh/session-persistence'
 import type {
   ProjectionCheckpointRow,
   ProjectionCheckpointRows,
@@ -20,6 +21,16 @@ export interface EncodedCheckpointRow {
   readonly state: string | null
 }
 
+/**
+ * What forgetting deleted sessions needs of persistence (service
+ * `sessionPersistence`): its change feed, and `stat` to tell a session that
+ * is gone from one that only changed.
+ */
+export type DeletedSessionFeed = Pick<SessionPersistence, 'changes' | 'stat'>
+
+/** `stat` calls one forgetting pass has in flight at most. */
+const STAT_CONCURRENCY = 16
+
 export interface CheckpointCacheCoreOptions {
   readonly projections: SessionProjections
   /** Flushes a live session's log before its row is written (the `sessions` store). */
@@ -39,18 +50,24 @@ export interface CheckpointCacheCoreOptions {
  * matched against identity, cut and version; `undefined` is a miss; throws
  * only `SESSION_PROJECTION_CACHE_POISONED`) and `store` (one session's rows,
  * the last write wins; `false` after reporting through `failed`; `Stored`
- * says whether it is synchronous).
+ * says whether it is synchronous); and the four steps of forgetting deleted
+ * sessions (`canForget`, `forgetCursor`, `heldSessions`, `forgetRows`, see
+ * `forgetDeleted`).
  */
 export abstract class CheckpointCacheCore<Stored extends boolean | Promise<boolean> = boolean | Promise<boolean>>
   implements SessionProjectionCache
 {
   protected readonly projections: SessionProjections
   protected readonly logger: () => Logger
-  protected readonly counters: ProjectionCacheMetrics = { hits: 0, misses: 0, writes: 0, failedWrites: 0, rebuilds: 0 }
+  protected readonly counters: ProjectionCacheMetrics = { hits: 0, misses: 0, writes: 0, failedWrites: 0, rebuilds: 0, forgotten: 0 }
   /** Set by `close()`: reads miss and writes resolve `false` from then on. */
   protected closed = false
   readonly #sessions: CheckpointCacheCoreOptions['sessions']
   readonly #pending = new Set<Promise<boolean>>()
+  /** Forgetting passes in flight (`idle()` waits for them too). */
+  readonly #passes = new Set<Promise<boolean>>()
+  /** Forgetting passes failed in a row: the first of a streak is reported. */
+  #passFailures = 0
 
   constructor(options: CheckpointCacheCoreOptions) {
     const logger = options.logger
@@ -72,6 +89,18 @@ export abstract class CheckpointCacheCore<Stored extends boolean | Promise<boole
   ): ProjectionCheckpointRow | undefined
 
   protected abstract store(session: Session, identity: string, rows: readonly EncodedCheckpointRow[]): Stored
+
+  /** Whether this cache may delete rows now: a writer whose storage takes writes (never a read-only cache). */
+  protected abstract canForget(): boolean
+
+  /** The change-feed cursor the last complete forgetting pass stored beside the rows; `undefined` when none was. */
+  protected abstract forgetCursor(): string | undefined | Promise<string | undefined>
+
+  /** Of the sessions `among` (every session, when `undefined`), those with rows stored. */
+  protected abstract heldSessions(among: readonly string[] | undefined): readonly string[] | Promise<readonly string[]>
+
+  /** Deletes every row of the sessions `ids` and stores `cursor`, together (both or neither). Throws when it cannot. */
+  protected abstract forgetRows(ids: readonly string[], cursor: string): void | Promise<void>
 
   abstract close(): void
 
@@ -111,7 +140,62 @@ export abstract class CheckpointCacheCore<Stored extends boolean | Promise<boole
   }
 
   async idle(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending])
+    while (this.#pending.size > 0 || this.#passes.size > 0) await Promise.allSettled([...this.#pending, ...this.#passes])
+  }
+
+  /**
+   * One forgetting pass: deletes the rows of every session that persistence
+   * no longer holds, among the sessions its change feed names since the
+   * cursor the last complete pass stored (every session with rows, when the
+   * feed asks for a rescan), and stores the feed's new cursor with the
+   * deletion. A session live in this process is never forgotten, nor one
+   * whose log is there but damaged (`stat` fails `CORRUPT` or
+   * `UNSUPPORTED_VERSION`). Writes in flight when the feed was read land
+   * before the rows go, so a session written as it went cold and deleted
+   * after is not written back. Run by the scheduler (a writer's own path),
+   * never by a lookup. Fail-soft: resolves `false` when the pass could not
+   * finish (the cursor stays, so the next pass looks again; the first
+   * failure of a streak is a warning), or when this cache cannot forget
+   * (read-only, closed, storage not writable now).
+   */
+  forgetDeleted(feed: DeletedSessionFeed, live: (id: string) => boolean): Promise<boolean> {
+    const pass = this.#forgetDeleted(feed, live)
+    this.#passes.add(pass)
+    void pass.finally(() => this.#passes.delete(pass))
+    return pass
+  }
+
+  async #forgetDeleted(feed: DeletedSessionFeed, live: (id: string) => boolean): Promise<boolean> {
+    if (this.closed || !this.canForget()) return false
+    try {
+      const since = await this.forgetCursor()
+      const changes = await feed.changes(since)
+      const held = await this.heldSessions(changes.rescan ? undefined : changes.ids)
+      const gone = await deletedAmong(
+        feed,
+        held.filter((id) => !live(id)),
+      )
+      // Nothing to delete and nowhere further to go: nothing is written.
+      if (gone.length === 0 && changes.cursor === since) {
+        this.#passFailures = 0
+        return true
+      }
+      // A write in flight (a session that went cold, then was deleted) lands before its rows go, not after.
+      await Promise.allSettled([...this.#pending])
+      if (this.closed) return false
+      const forgotten = gone.filter((id) => !live(id))
+      await this.forgetRows(forgotten, changes.cursor)
+      this.counters.forgotten += forgotten.length
+      this.#passFailures = 0
+      return true
+    } catch (error) {
+      if (this.#passFailures++ === 0 && !this.closed)
+        this.logger().warn(
+          'dsh: forgetting the projection checkpoints of deleted sessions failed; they stay until a later pass succeeds (results are unaffected).',
+          error,
+        )
+      return false
+    }
   }
 
   /** Counts a write as in flight until it settles (`idle()` waits for it). */
@@ -181,6 +265,35 @@ export abstract class CheckpointCacheCore<Stored extends boolean | Promise<boole
   protected miss(): undefined {
     this.counters.misses++
     return undefined
+  }
+}
+
+/**
+ * Of `ids`, the sessions persistence no longer holds (`stat` answers
+ * `undefined`), asking at most `STAT_CONCURRENCY` at once. A log that is
+ * there but cannot be read is not deleted; any other failure (the store is
+ * unreachable) rejects, so the pass ends without moving its cursor.
+ */
+async function deletedAmong(feed: DeletedSessionFeed, ids: readonly string[]): Promise<string[]> {
+  const gone: string[] = []
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < ids.length) {
+      const id = ids[next++]!
+      if (!(await persisted(feed, id))) gone.push(id)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(STAT_CONCURRENCY, ids.length) }, worker))
+  return gone
+}
+
+async function persisted(feed: DeletedSessionFeed, id: string): Promise<boolean> {
+  try {
+    // An id read back from the cache's own rows: whatever it is, `stat` answers for it.
+    return (await feed.stat(id as SessionId)) !== undefined
+  } catch (error) {
+    if (isDshError(error, 'SESSION_PERSISTENCE_CORRUPT', 'SESSION_PERSISTENCE_UNSUPPORTED_VERSION')) return true
+    throw error
   }
 }
 

@@ -6,7 +6,7 @@ import { SessionProjectionCacheError } from './errors.js'
 import { openSqlite } from './sqlite.js'
 
 /** Bumped whenever the table layout changes: a file of another version is rebuilt. */
-export const CACHE_SCHEMA_VERSION = 2
+export const CACHE_SCHEMA_VERSION = 3
 /** "dshc": tells our file apart from any other SQLite database at the same path. */
 const APPLICATION_ID = 0x64736863
 
@@ -40,9 +40,25 @@ const SCHEMA = `
     payload TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
   ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS feed_cursor (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    cursor TEXT NOT NULL
+  );
   PRAGMA application_id = ${APPLICATION_ID};
   PRAGMA user_version = ${CACHE_SCHEMA_VERSION};
 `
+
+/**
+ * What a connection open for writing does: store a checkpoint, forget
+ * sessions (with the feed cursor, in one transaction), and the reads a
+ * forgetting pass makes on it.
+ */
+interface Writer {
+  checkpoint(sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]): void
+  forget(ids: readonly string[], cursor: string): void
+  held(among: readonly string[] | undefined): string[]
+  cursor(): string | undefined
+}
 
 /** Errors that mean the file itself is damaged: the cure is a rebuild, not a retry. */
 const DAMAGED = new Set(['SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_CORRUPT_INDEX', 'SQLITE_CORRUPT_SEQUENCE', 'SQLITE_CORRUPT_VTAB'])
@@ -107,13 +123,17 @@ export interface CheckpointDatabaseOptions {
  * A writer leaves the file at rest when it closes (rollback-journal mode, no
  * WAL companions, when no other connection holds it), so a reader on a
  * read-only mount opens it without creating anything.
+ *
+ * Only a writer deletes rows of sessions that are gone (`forget`, for the
+ * cache's forgetting passes), keeping the change-feed cursor those passes
+ * reached in `feed_cursor` beside them.
  */
 export class CheckpointDatabase {
   readonly path: string
   readonly readOnly: boolean
   #db: Database.Database | undefined
   #select: Database.Statement<[string, string], StoredPayload> | undefined
-  #write: ((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => void) | undefined
+  #writer: Writer | undefined
   /** Why the database cannot be read, or (a writer reading only) written. */
   #problem: SessionProjectionCacheError | undefined
   /** A read met damage: the writer rebuilds before its next write. */
@@ -153,7 +173,7 @@ export class CheckpointDatabase {
     } catch (error) {
       result = error instanceof Error ? error.message : String(error)
     }
-    if (result !== 'ok' && this.#write !== undefined) this.#rebuild(`quick_check reports ${JSON.stringify(result)}`)
+    if (result !== 'ok' && this.#writer !== undefined) this.#rebuild(`quick_check reports ${JSON.stringify(result)}`)
     return result
   }
 
@@ -164,7 +184,7 @@ export class CheckpointDatabase {
 
   /** Whether writes are taken now. */
   get writable(): boolean {
-    return this.#write !== undefined
+    return this.#writer !== undefined
   }
 
   /**
@@ -186,15 +206,36 @@ export class CheckpointDatabase {
   read(sessionId: string, key: string): StoredPayload | undefined {
     const select = this.#select
     if (!select) return undefined
+    return this.#reading(() => select.get(sessionId, key))
+  }
+
+  /**
+   * Of the sessions `among` (every session, when `undefined`), those with
+   * rows; `[]` when not open for writing (only a writer forgets). Failures
+   * are met as `read` meets them.
+   */
+  heldSessions(among: readonly string[] | undefined): string[] {
+    const writer = this.#writer
+    return writer === undefined ? [] : this.#reading(() => writer.held(among))
+  }
+
+  /** The change-feed cursor the last forgetting pass stored, or `undefined` (none, or not open for writing). */
+  forgetCursor(): string | undefined {
+    const writer = this.#writer
+    return writer === undefined ? undefined : this.#reading(() => writer.cursor())
+  }
+
+  /** A read on the connection; damage or a lock met stops its use (see `read`). */
+  #reading<T>(read: () => T): T {
     try {
-      return select.get(sessionId, key)
+      return read()
     } catch (error) {
       const state = failureState(error)
       if (state === 'corrupt' || state === 'locked') {
         this.#damaged ||= state === 'corrupt'
         // Not closed here: closing a writer's connection writes (it checkpoints, or puts the file at rest).
         this.#select = undefined
-        this.#write = undefined
+        this.#writer = undefined
         this.#problem = this.#failure(state, 'Reading', error)
       }
       throw error
@@ -213,15 +254,30 @@ export class CheckpointDatabase {
    * `details`) when it cannot write.
    */
   write(sessionId: string, identity: string, inheritedEventCount: number, rows: readonly EncodedRow[]): void {
+    this.#writing((writer) => writer.checkpoint(sessionId, identity, inheritedEventCount, rows))
+  }
+
+  /**
+   * Deletes every row of the sessions `ids` and stores the change-feed
+   * `cursor` the forgetting pass covered, in one transaction, under the
+   * rules of `write` (open or rebuild first, damage rebuilt and the step
+   * made once more). Throws `SESSION_PROJECTION_CACHE_UNAVAILABLE` when it
+   * cannot write.
+   */
+  forget(ids: readonly string[], cursor: string): void {
+    this.#writing((writer) => writer.forget(ids, cursor))
+  }
+
+  #writing(step: (writer: Writer) => void): void {
     if (!this.readOnly && !this.#closed) {
       if (this.#damaged) this.#rebuild('a read found it damaged')
-      else if (this.#write === undefined && ++this.#skipped >= this.#reopenAfter) this.#reopen()
+      else if (this.#writer === undefined && ++this.#skipped >= this.#reopenAfter) this.#reopen()
     }
     for (let attempt = 0; ; attempt++) {
-      const write = this.#write
-      if (write === undefined) throw this.#problem ?? this.#failure(this.#closed ? 'io' : 'read-only', 'Writing', undefined)
+      const writer = this.#writer
+      if (writer === undefined) throw this.#problem ?? this.#failure(this.#closed ? 'io' : 'read-only', 'Writing', undefined)
       try {
-        write(sessionId, identity, inheritedEventCount, rows)
+        step(writer)
         return
       } catch (error) {
         if (failureState(error) !== 'corrupt' || attempt > 0) throw error
@@ -238,10 +294,10 @@ export class CheckpointDatabase {
   /** Closes the connection, a writer's at rest. */
   #release(): void {
     const db = this.#db
-    const atRest = this.#write !== undefined
+    const atRest = this.#writer !== undefined
     this.#db = undefined
     this.#select = undefined
-    this.#write = undefined
+    this.#writer = undefined
     if (db === undefined) return
     try {
       // Rollback-journal mode removes the WAL companions; only possible while no other connection holds the file.
@@ -282,7 +338,7 @@ export class CheckpointDatabase {
     this.#problem = undefined
     this.#skipped = 0
     this.#open()
-    this.#reopenAfter = this.#write === undefined ? Math.min(this.#reopenAfter * 2, 1024) : 1
+    this.#reopenAfter = this.#writer === undefined ? Math.min(this.#reopenAfter * 2, 1024) : 1
   }
 
   #rebuild(reason: string): void {
@@ -440,10 +496,24 @@ export class CheckpointDatabase {
         seq = excluded.seq,
         failed = excluded.failed,
         payload = excluded.payload`)
-    this.#write = db.transaction((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => {
-      deleteOther.run(sessionId, identity, cut)
-      for (const row of rows) upsert.run(sessionId, row.key, identity, cut, row.stateVersion, row.seq, row.failed ? 1 : 0, row.payload)
-    })
+    const deleteSession = db.prepare<[string]>('DELETE FROM checkpoint_rows WHERE session_id = ?')
+    const storeCursor = db.prepare<[string]>('INSERT OR REPLACE INTO feed_cursor (one, cursor) VALUES (1, ?)')
+    const cursor = db.prepare<[], string>('SELECT cursor FROM feed_cursor').pluck(true)
+    // Both answered from the primary key's first column: one seek per id, one entry per session.
+    const heldAll = db.prepare<[], string>('SELECT DISTINCT session_id FROM checkpoint_rows').pluck(true)
+    const holds = db.prepare<[string], number>('SELECT 1 FROM checkpoint_rows WHERE session_id = ? LIMIT 1').pluck(true)
+    this.#writer = {
+      checkpoint: db.transaction((sessionId: string, identity: string, cut: number, rows: readonly EncodedRow[]) => {
+        deleteOther.run(sessionId, identity, cut)
+        for (const row of rows) upsert.run(sessionId, row.key, identity, cut, row.stateVersion, row.seq, row.failed ? 1 : 0, row.payload)
+      }),
+      forget: db.transaction((ids: readonly string[], feedCursor: string) => {
+        for (const id of ids) deleteSession.run(id)
+        storeCursor.run(feedCursor)
+      }),
+      held: (among) => (among === undefined ? heldAll.all() : among.filter((id) => holds.get(id) !== undefined)),
+      cursor: () => cursor.get(),
+    }
   }
 }
 

@@ -32,11 +32,13 @@ export interface ProjectionCachePluginOptions {
  * Provides service `sessionProjectionCache` and schedules its writes. On
  * dispose it writes the final checkpoints of live sessions, then closes the
  * database (activate it after persistence, so its disposer runs first).
+ * Activated after persistence, it also follows persistence's change feed to
+ * delete the rows of deleted sessions (`CheckpointScheduler`).
  */
 export const sessionProjectionCachePlugin = (options: ProjectionCachePluginOptions) =>
   definePlugin({
     name: 'sessionProjectionCache',
-    inject: { required: ['sessions', 'sessionProjections'] },
+    inject: { required: ['sessions', 'sessionProjections'], optional: ['sessionPersistence'] },
     activate(ctx) {
       const path = options.path ?? (options.root === undefined ? undefined : projectionCachePath(options.root))
       if (path === undefined) {

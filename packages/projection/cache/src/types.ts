@@ -10,6 +10,8 @@ export interface ProjectionCacheMetrics {
   failedWrites: number
   /** Times the database file was found unusable and recreated empty. */
   rebuilds: number
+  /** Sessions whose rows were deleted because persistence no longer holds them (see `forgetDeleted`). */
+  forgotten: number
 }
 
 /**
