@@ -12,17 +12,41 @@ export const INTERRUPTED_COMPACTION_ERROR = 'interrupted'
  * context as it was before the compaction began.
  */
 export function interruptedCompactionEnds(events: readonly StoredSessionEvent[], time: number): StoredSessionEvent[] {
-  const open: (string | null)[] = []
+  // Every start in log order with whether an end closed it. `newest` holds the
+  // indexes of the starts and `byId` those of each id's starts, oldest first;
+  // a closed start is dropped when it comes to the top, so each start is
+  // pushed and popped at most once per stack and the rule is one pass.
+  const starts: (string | null)[] = []
+  const closed: boolean[] = []
+  const newest: number[] = []
+  const byId = new Map<string, number[]>()
+  const newestOpen = (stack: number[] | undefined): number | undefined => {
+    while (stack !== undefined && stack.length > 0) {
+      const at = stack.pop() as number
+      if (!closed[at]) return at
+    }
+    return undefined
+  }
   for (const event of events) {
     if (event.type !== 'compaction/start' && event.type !== 'compaction/end') continue
     const id = (event.data as { compactionId?: unknown } | null)?.compactionId
     const key = typeof id === 'string' ? id : null
-    if (event.type === 'compaction/start') open.push(key)
-    else {
-      const at = key === null ? open.length - 1 : open.lastIndexOf(key)
-      if (at >= 0) open.splice(at, 1)
+    if (event.type === 'compaction/start') {
+      const at = starts.length
+      starts.push(key)
+      closed.push(false)
+      newest.push(at)
+      if (key !== null) {
+        const own = byId.get(key)
+        if (own === undefined) byId.set(key, [at])
+        else own.push(at)
+      }
+    } else {
+      const at = newestOpen(key === null ? newest : byId.get(key))
+      if (at !== undefined) closed[at] = true
     }
   }
+  const open = starts.filter((_, at) => !closed[at])
   return open.map((id, i) => {
     const data: Record<string, JsonValue> =
       id === null ? { error: INTERRUPTED_COMPACTION_ERROR } : { compactionId: id, error: INTERRUPTED_COMPACTION_ERROR }
