@@ -1,29 +1,15 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import type { ServerResponse } from 'node:http'
+import { describe, expect, it } from 'vitest'
 import { createClient, type StreamEventBody } from '../src/index.js'
 import { failure } from './failure.js'
+import { localServers } from './local-server.js'
 
 // Real HTTP servers whose answers a proxy has rewritten: header names and
 // media types in another case, parameters spaced or quoted differently, a
 // charset label, no Content-Type at all. Header names are sent exactly as
 // written here (node:http keeps the case given to writeHead).
 
-const servers: Server[] = []
-
-async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
-  const server = createServer(handler)
-  servers.push(server)
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
-
-afterEach(async () => {
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections()
-    await new Promise((resolve) => server.close(resolve))
-  }
-})
+const { serve } = localServers()
 
 const header = { version: 1, id: 's', createdAt: 1, isSeeded: false, delegationDepth: 0 }
 const entry = { header, inheritedEventCount: 0, live: false, persisted: true, title: 'café', tokens: null, cost: null }

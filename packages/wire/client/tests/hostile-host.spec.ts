@@ -1,27 +1,12 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createClient, type StreamEventBody } from '../src/index.js'
 import { failure } from './failure.js'
+import { localServers } from './local-server.js'
 
 // Real HTTP servers that answer the way a hostile or broken host would.
 // Verdicts are counts of requests and bytes, never durations.
 
-const servers: Server[] = []
-
-async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
-  const server = createServer(handler)
-  servers.push(server)
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-}
-
-afterEach(async () => {
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections()
-    await new Promise((resolve) => server.close(resolve))
-  }
-})
+const { serve } = localServers()
 
 const emptyPage = JSON.stringify({ sessions: [] })
 
