@@ -49,7 +49,8 @@ export function commitOpen(next: Draft): void {
   const blocks: ContextBlock[] = []
   if (open.reasoning.length > 0) blocks.push({ type: 'reasoning', text: open.reasoning })
   if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
-  blocks.push(...open.calls)
+  // One push per call: spreading a step of many calls into `push` overflows the stack.
+  for (const call of open.calls) blocks.push(call)
   if (blocks.length > 0) pushStep(next, { role: 'assistant', blocks, seq: open.seq, ...attribution(next) }, open.seq)
 }
 

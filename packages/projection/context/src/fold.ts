@@ -1,11 +1,12 @@
 import { type JsonValue, STEP_FINISHES, type StepFinish, type StoredSessionEvent, type TokenUsage, type ToolCallBlock } from '@dsh/session'
 import { attribution, commitOpen, counted, type Draft, NOTICE_BLOCK, newCounts, push, pushStep, warn } from './draft.js'
+import { callCount, withCall } from './open.js'
 import { isObject, type Json, type ReadCounts, readBlocks, toolCallOf, toolOutcomeText } from './read.js'
 import type { ContextBlock, OpenAssistant } from './types.js'
 
 /** The open step, continued by streamed output: output after calls starts a new step. */
 function openFor(next: Draft, seq: number): OpenAssistant {
-  if (next.open !== null && next.open.calls.length > 0) commitOpen(next)
+  if (next.open !== null && callCount(next.open) > 0) commitOpen(next)
   return next.open ?? { seq, text: '', reasoning: '', calls: [] }
 }
 
@@ -75,7 +76,7 @@ function assistantMessage(next: Draft, event: StoredSessionEvent, data: Json): v
   // The message is the event's (a harness compaction names message events by their own seq).
   let reasoning = ''
   let from: number = event.seq
-  if (next.open !== null && next.open.calls.length > 0) commitOpen(next)
+  if (next.open !== null && callCount(next.open) > 0) commitOpen(next)
   else if (next.open !== null) {
     reasoning = next.open.reasoning
     from = next.open.seq
@@ -101,20 +102,33 @@ function streamed(next: Draft, event: StoredSessionEvent, data: Json, field: 'te
   next.open = { ...open, [field]: open[field] + data.delta }
 }
 
+/** Per `mirrors` list (shared by every state until the next message replaces it): its ids as a set. */
+const mirrorSets = new WeakMap<readonly string[], ReadonlySet<string>>()
+
+/** Whether `callId` is one of `mirrors`: one lookup per `tool/call` event, not a scan of the message's calls. */
+function isMirror(mirrors: readonly string[], callId: string): boolean {
+  if (mirrors.length === 0) return false
+  let set = mirrorSets.get(mirrors)
+  if (set === undefined) {
+    set = new Set(mirrors)
+    mirrorSets.set(mirrors, set)
+  }
+  return set.has(callId)
+}
+
 function toolCall(next: Draft, event: StoredSessionEvent, data: Json): void {
   if (typeof data.callId !== 'string' || typeof data.name !== 'string' || !Object.hasOwn(data, 'arguments')) {
     warn(next, 'invalid-event')
     return
   }
-  if (next.mirrors.includes(data.callId)) return
+  if (isMirror(next.mirrors, data.callId)) return
   const args = data.arguments as JsonValue
   const call = toolCallOf(data.callId, data.name, typeof args === 'string' ? undefined : args, typeof args === 'string' ? args : undefined)
   if (call === undefined) {
     warn(next, 'invalid-event')
     return
   }
-  const open = next.open ?? { seq: event.seq, text: '', reasoning: '', calls: [] }
-  next.open = { ...open, calls: [...open.calls, call] }
+  next.open = withCall(next.open ?? { seq: event.seq, text: '', reasoning: '', calls: [] }, call)
 }
 
 function toolResult(next: Draft, event: StoredSessionEvent, data: Json): void {

@@ -94,6 +94,12 @@ export type OpenAssistant = {
   readonly seq: number
   readonly text: string
   readonly reasoning: string
+  /**
+   * The step's calls in order. On a step the fold extended by a `tool/call`
+   * event this is an enumerable accessor that builds the array on first
+   * read and returns that same array at every read (see `withCall`): it
+   * reads, serializes and compares as a plain array.
+   */
   readonly calls: readonly ToolCallBlock[]
 }
 

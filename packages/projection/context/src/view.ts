@@ -5,11 +5,20 @@ import type { ContextBlock, ContextMessage, SessionContext, SessionContextState 
 /** What the model reads for a call the log shows no result for (the turn ended before the tool returned). */
 export const MISSING_RESULT_TEXT = 'Error TOOL_NO_RESULT: the turn ended before this tool returned; its effect is unknown.'
 
-function callIdsOf(message: ContextMessage): string[] {
-  if (message.role !== 'assistant') return []
-  const ids: string[] = []
-  for (const block of message.blocks) if (block.type === 'tool-call' && typeof block.id === 'string') ids.push(block.id)
-  return ids
+const NO_IDS: readonly string[] = []
+
+/** Per message holding calls (messages are immutable and shared by every later state): its call ids. */
+const callIds = new WeakMap<ContextMessage, readonly string[]>()
+
+function callIdsOf(message: ContextMessage): readonly string[] {
+  if (message.role !== 'assistant') return NO_IDS
+  const ids = callIds.get(message)
+  if (ids !== undefined) return ids
+  const out: string[] = []
+  for (const block of message.blocks) if (block.type === 'tool-call' && typeof block.id === 'string') out.push(block.id)
+  if (out.length === 0) return NO_IDS
+  callIds.set(message, out)
+  return out
 }
 
 function resultCallId(message: ContextMessage): string | undefined {
@@ -26,30 +35,43 @@ function missingResult(callId: string, seq: number): ContextMessage {
   }
 }
 
-/** How a run of committed chunks in view order ended: the calls still waiting for their results, in order; `null`: not in view order. */
-type ChunkWalk = { readonly pendingIn: string; readonly pendingOut: readonly string[] | null }
+/**
+ * The calls still waiting for their results where a walk stands: in view
+ * order only the newest non-tool message (`owner`) can have calls waiting,
+ * and they are its calls from the `from`-th on, answered in order.
+ */
+type Pending = { readonly owner: ContextMessage | null; readonly from: number }
+
+const NONE_PENDING: Pending = { owner: null, from: 0 }
+
+/** How a chunk's walk from `pendingIn` ended: the calls still waiting; `null`: the chunk is not in view order. */
+type ChunkWalk = { readonly pendingIn: Pending; readonly pendingOut: Pending | null }
 
 /** Per chunk (chunks are immutable and shared by every later state): its walk from the pending calls it was last walked with. */
 const walks = new WeakMap<readonly ContextMessage[], ChunkWalk>()
 
 /**
- * Walks a chunk from `pending` (calls of an earlier message still waiting for
- * results): the chunk is in view order when each tool message is the result
- * of the next waiting call and no other message comes while calls wait.
+ * Walks a chunk from `pendingIn` (calls of an earlier message still waiting
+ * for results): the chunk is in view order when each tool message is the
+ * result of the next waiting call and no other message comes while calls
+ * wait. O(the chunk's messages and the calls they hold).
  */
-function walkChunk(chunk: readonly ContextMessage[], pending: readonly string[], pendingIn: string): ChunkWalk {
-  const waiting = [...pending]
+function walkChunk(chunk: readonly ContextMessage[], pendingIn: Pending): ChunkWalk {
+  let owner = pendingIn.owner
+  let ids = owner === null ? NO_IDS : callIdsOf(owner)
+  let from = pendingIn.from
   for (const message of chunk) {
     if (message.role === 'tool') {
-      if (resultCallId(message) !== waiting[0] || waiting.length === 0) return { pendingIn, pendingOut: null }
-      waiting.shift()
+      if (from >= ids.length || resultCallId(message) !== ids[from]) return { pendingIn, pendingOut: null }
+      from++
       continue
     }
-    if (waiting.length > 0) return { pendingIn, pendingOut: null }
-    // One push per call: spreading a message of many calls into `push` overflows the stack.
-    for (const id of callIdsOf(message)) waiting.push(id)
+    if (from < ids.length) return { pendingIn, pendingOut: null }
+    owner = message
+    ids = callIdsOf(message)
+    from = 0
   }
-  return { pendingIn, pendingOut: waiting }
+  return { pendingIn, pendingOut: from < ids.length ? { owner, from } : NONE_PENDING }
 }
 
 /**
@@ -60,14 +82,13 @@ function walkChunk(chunk: readonly ContextMessage[], pending: readonly string[],
  * is checked once (cached by reference), so a step costs its new chunk and
  * one lookup per chunk. `undefined` when some chunk is not in view order.
  */
-function orderedChunks(state: SessionContextState): { total: number; pending: readonly string[] } | undefined {
-  let pending: readonly string[] = []
+function orderedChunks(state: SessionContextState): { total: number; pending: Pending } | undefined {
+  let pending = NONE_PENDING
   let total = 0
   for (const chunk of state.chunks) {
-    const key = pending.join('\u0000')
     let walk = walks.get(chunk)
-    if (walk === undefined || walk.pendingIn !== key) {
-      walk = walkChunk(chunk, pending, key)
+    if (walk === undefined || walk.pendingIn.owner !== pending.owner || walk.pendingIn.from !== pending.from) {
+      walk = walkChunk(chunk, pending)
       walks.set(chunk, walk)
     }
     if (walk.pendingOut === null) return undefined
@@ -75,15 +96,6 @@ function orderedChunks(state: SessionContextState): { total: number; pending: re
     total += chunk.length
   }
   return { total, pending }
-}
-
-/** The newest committed message that is not a tool result (only its calls can still wait). */
-function newestNonTool(chunks: SessionContextState['chunks']): ContextMessage | undefined {
-  for (let c = chunks.length - 1; c >= 0; c--) {
-    const chunk = chunks[c] as readonly ContextMessage[]
-    for (let m = chunk.length - 1; m >= 0; m--) if ((chunk[m] as ContextMessage).role !== 'tool') return chunk[m]
-  }
-  return undefined
 }
 
 /**
@@ -113,7 +125,8 @@ function openMessage(state: SessionContextState): ContextMessage | undefined {
   const blocks: ContextBlock[] = []
   if (open.reasoning.length > 0) blocks.push({ type: 'reasoning', text: open.reasoning })
   if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
-  blocks.push(...open.calls)
+  // One push per call: spreading a step of many calls into `push` overflows the stack.
+  for (const call of open.calls) blocks.push(call)
   return blocks.length > 0 ? { role: 'assistant', blocks, seq: open.seq } : undefined
 }
 
@@ -178,13 +191,14 @@ export function contextView(state: SessionContextState): SessionContext {
   if (ordered !== undefined) {
     // In view order already: only the calls left waiting (a crash, the open step) get synthetic results.
     const tail: ContextMessage[] = []
-    const answer = (message: ContextMessage, ids: readonly string[]): void => {
-      for (const id of ids) tail.push(missingResult(id, message.seq))
+    const answer = (message: ContextMessage, from: number): void => {
+      const ids = callIdsOf(message)
+      for (let i = from; i < ids.length; i++) tail.push(missingResult(ids[i] as string, message.seq))
     }
-    if (ordered.pending.length > 0) answer(newestNonTool(state.chunks) as ContextMessage, ordered.pending)
+    if (ordered.pending.owner !== null) answer(ordered.pending.owner, ordered.pending.from)
     if (open !== undefined) {
       tail.push(open)
-      answer(open, callIdsOf(open))
+      answer(open, 0)
     }
     const missing = tail.reduce((n, message) => n + (message.synthetic === true ? 1 : 0), 0)
     return layoutView(state, { chunks: state.chunks, committed: ordered.total, tail }, missing)
