@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs'
+import { closeSync, fsyncSync, openSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { consoleLogger, isDshError, type Logger } from '@dsh/context'
 import type { SessionPersistence } from '@dsh/session-persistence'
@@ -6,11 +6,11 @@ import type { IndexProgress } from '@dsh/session-query'
 import { queryError } from '@dsh/session-query/backend'
 import type BetterSqlite3 from 'better-sqlite3'
 import type { IndexUpkeep } from './body-reads.js'
-import { type IndexFile, identify, newGeneration, publish, removeDatabase, sweepCompanions } from './index-file.js'
+import { type IndexFile, identify, newGeneration, publish, removeDatabase, removeLeftovers } from './index-file.js'
 import { IndexStore } from './index-store.js'
 import type { ReconcileReport } from './query-types.js'
 import { reconcileIndex } from './reconcile.js'
-import { atRest, closeQuietly, createIndex, createIndexDirectory, type RebuildReason, release, stateOf } from './schema.js'
+import { closeQuietly, createIndex, createIndexDirectory, publishedBuild, type RebuildReason, release, stateOf } from './schema.js'
 
 export interface BuildOptions {
   /** The index path (`defaultIndexPath`): the link a finished build is published under. */
@@ -41,11 +41,17 @@ export interface BuiltIndex {
  * if any, is untouched and keeps answering readers; the previous generation
  * is removed afterwards (readers still holding it keep their descriptor). A
  * build that fails or is cancelled removes its file and leaves no other
- * trace: the old index stays as it was.
+ * trace: the old index stays as it was. One killed before publishing leaves
+ * its file, which the next writer removes (`removeLeftovers`): the build's
+ * connection holds the file exclusively until it is published (see
+ * `createIndex`), so no writer takes a running build for a dead one.
  */
 export async function buildIndex(options: BuildOptions): Promise<BuiltIndex> {
   createIndexDirectory(dirname(options.path))
   const file = newGeneration(options.path)
+  // Created empty and private; the descriptor stays open until the build's connection is closed, to sync the file
+  // without closing a descriptor of it while the connection holds its lock (closing any drops the process's locks).
+  const fd = openSync(file, 'wx', 0o600)
   let db: BetterSqlite3.Database | undefined
   let store: IndexStore | undefined
   try {
@@ -55,14 +61,14 @@ export async function buildIndex(options: BuildOptions): Promise<BuiltIndex> {
     const report = await reconcileIndex({ ...options.upkeep, store: () => built }, options.reason, options.onProgress, options.signal)
     await options.beforeSwap?.()
     options.signal.throwIfAborted()
-    return { report, file: swapIn(options.path, file, db) }
+    return { report, file: swapIn(options.path, file, db, fd) }
   } catch (error) {
     // A cancelled build of an index that had none to use (missing, damaged) is published as far as it
     // got once every header is in: what it has not read stays pending, and the next writer resumes there.
     if (options.signal.aborted && options.reason !== 'requested' && db?.open === true && store?.feedCursor() !== undefined) {
       let published = false
       try {
-        swapIn(options.path, file, db)
+        swapIn(options.path, file, db, fd)
         published = true
       } catch {
         // Not published: removed below like any failed build.
@@ -72,19 +78,30 @@ export async function buildIndex(options: BuildOptions): Promise<BuiltIndex> {
     closeQuietly(db)
     removeDatabase(file)
     throw error
+  } finally {
+    closeSync(fd)
   }
 }
 
-/** Puts the built `db` (the file `file`) at rest, closes it, publishes it under `path` and removes what it replaced. */
-function swapIn(path: string, file: string, db: BetterSqlite3.Database): IndexFile {
-  if (!atRest(db)) throw new Error(`The new index ${file} could not leave its build journal mode.`)
-  db.close()
+/**
+ * Publishes the built `db` (the file `file`, open as `fd`) under `path`,
+ * then lets it go: its build mark removed (the last write a build makes:
+ * nothing writes the file without a journal once it is the index), synced
+ * and published while the build's connection still holds it, then closed;
+ * what it replaced and what killed builds left are removed. Nothing after
+ * the rename throws but the check that the path still names the file.
+ */
+function swapIn(path: string, file: string, db: BetterSqlite3.Database, fd: number): IndexFile {
+  publishedBuild(db)
+  fsyncSync(fd)
   const previous = publish(path, file)
+  // The build's journal was in memory and it never used a WAL: closed, it is at rest, with no companion.
+  closeQuietly(db)
   try {
     if (previous !== undefined) retire(previous)
-    sweepCompanions(path)
+    removeLeftovers(path)
   } catch {
-    // Only leftovers: the next rebuild sweeps them.
+    // Only leftovers: the next writer sweeps them.
   }
   const located = identify(path)
   if (located === undefined || located.file !== file) throw new Error(`The new index ${file} was replaced as soon as it was published.`)

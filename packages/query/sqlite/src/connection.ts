@@ -1,7 +1,7 @@
 import { queryError } from '@dsh/session-query/backend'
 import type BetterSqlite3 from 'better-sqlite3'
 import { type BudgetedResult, createBudgetedReader, type StatementBudget } from './budget.js'
-import { type IndexFile, identify } from './index-file.js'
+import { type IndexFile, identify, removeLeftovers } from './index-file.js'
 import { IndexStore } from './index-store.js'
 import type { ReadStatement } from './read-statements.js'
 import { atRest, closeQuietly, IndexOpenError, type IndexState, openFailure, openReader, openWriter } from './schema.js'
@@ -124,6 +124,7 @@ export class IndexHandle {
   reopenForWriting(conn: Connection): Connection {
     const next = connect(openWriter(conn.file.file), conn.file, true)
     this.replace(next)
+    this.#removeLeftovers()
     return next
   }
 
@@ -182,7 +183,9 @@ export class IndexHandle {
   #connect(located: IndexFile): Connection {
     if (this.writer) {
       try {
-        return connect(openWriter(located.file), located, true)
+        const conn = connect(openWriter(located.file), located, true)
+        this.#removeLeftovers()
+        return conn
       } catch (error) {
         const failure = openFailure(error, located.file, 'Opening')
         // What a rebuild cures, the writer's next pass rebuilds; until then there is nothing to read either.
@@ -197,6 +200,18 @@ export class IndexHandle {
       }
     }
     return connect(openReader(located.file), located, false)
+  }
+
+  /**
+   * Once it holds the index for writing, a writer removes what builds killed
+   * before publishing left beside it (see `removeLeftovers`); a reader never does.
+   */
+  #removeLeftovers(): void {
+    try {
+      removeLeftovers(this.path)
+    } catch {
+      // Only leftovers: the next writer tries again.
+    }
   }
 
   #release(): void {

@@ -12,6 +12,7 @@ import {
   symlinkSync,
 } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
+import { abandonedBuild } from './schema.js'
 
 // Where an index lives on disk. The path a root names (`<root>/.dsh/index.sqlite`)
 // is a pointer: a symbolic link to one generation file beside it
@@ -22,7 +23,9 @@ import { basename, dirname, join } from 'node:path'
 // (`index-<generation>.sqlite-wal`, `-shm`): SQLite names them after the file
 // it opened, so a connection to one generation never finds another's WAL. A
 // plain file at the path (written by hand or by another tool) is used in
-// place; the first rebuild replaces it with a link.
+// place; the first rebuild replaces it with a link. A build killed before it
+// published its generation leaves the file behind; the next writer removes it
+// (`removeLeftovers`).
 
 /** Which file an index path stands for right now, and its identity (device and inode). */
 export interface IndexFile {
@@ -60,12 +63,13 @@ export function newGeneration(path: string): string {
  * Makes `file` (a complete generation beside `path`) the index: a new link
  * is created under a temporary name and renamed over `path`, so a reader
  * opening the path finds either the old index or the new one, never none.
- * The file is synced first and the directory after, so the swap survives a
- * crash. Returns the file the path named before, if it was a generation
- * (the caller removes it: readers that still hold it keep their descriptor).
+ * The caller has synced the file (through a descriptor it holds: closing
+ * another one here would drop the build's lock on it); the directory is
+ * synced after, so the swap survives a crash. Returns the file the path
+ * named before, if it was a generation (the caller removes it: readers that
+ * still hold it keep their descriptor).
  */
 export function publish(path: string, file: string): string | undefined {
-  syncFile(file)
   const before = previousGeneration(path)
   const link = `${path}.${process.pid}-${Math.random().toString(36).slice(2, 8)}.link`
   symlinkSync(basename(file), link)
@@ -104,6 +108,47 @@ export function sweepCompanions(path: string): void {
     if (companion === null || !name.startsWith(stem)) continue
     if (!existsSync(join(dir, companion[1]!))) rmSync(join(dir, name), { force: true })
   }
+}
+
+/**
+ * Removes what builds killed before publishing left beside `path`: each
+ * generation file the path does not name that `abandonedBuild` finds
+ * abandoned (still marked as being built, and held by no connection: a build
+ * running now, in this process or another, holds its file until it is
+ * published). The path is read again after that check, so a build that
+ * published the file meanwhile keeps it. Then the companions of files that
+ * are gone (`sweepCompanions`). Only a writer calls this; a file still empty
+ * (a build killed before its first write) is left: it takes no room, and
+ * nothing tells it from a build about to begin.
+ */
+export function removeLeftovers(path: string): void {
+  const current = identify(path)?.file
+  for (const file of generationFiles(path)) {
+    if (file !== current && abandonedBuild(file) && identify(path)?.file !== file) rmSync(file, { force: true })
+  }
+  sweepCompanions(path)
+}
+
+/** The regular files beside `path` named as its generations (`newGeneration`). */
+function generationFiles(path: string): string[] {
+  const dir = dirname(path)
+  const stem = `${basename(path).replace(/\.sqlite$/, '')}-`
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return []
+  }
+  return names
+    .filter((name) => name.startsWith(stem) && /^[0-9a-z]+\.sqlite$/.test(name.slice(stem.length)))
+    .map((name) => join(dir, name))
+    .filter((file) => {
+      try {
+        return lstatSync(file).isFile()
+      } catch {
+        return false
+      }
+    })
 }
 
 /** The generation the link at `path` names, if it is one of ours (a plain file is not: the rename replaces it). */

@@ -2,6 +2,7 @@ import { isDshError, type Logger } from '@dsh/context'
 import type { Session } from '@dsh/session'
 import type { IndexUpkeep } from './body-reads.js'
 import { buildIndex } from './build.js'
+import { ColdSessions } from './cold-sessions.js'
 import { type Connection, connect, type IndexHandle } from './connection.js'
 import { IndexDamageError } from './index-store.js'
 import type { ReconcileReport, SqliteSessionQueryOptions } from './query-types.js'
@@ -35,8 +36,8 @@ export interface IndexWriterOptions {
  * nothing and the next one tries again.
  */
 export class IndexWriter {
-  /** Sessions that went cold here and are not indexed yet: their text comes from memory. */
-  readonly cold = new Map<string, Session>()
+  /** Sessions that went cold here and are not indexed yet: their text comes from memory (bounded: `coldLimit`). */
+  readonly cold: ColdSessions
   /** When the last pass finished (ms since the epoch; 0 before any). */
   lastPass = 0
   readonly #options: IndexWriterOptions
@@ -54,6 +55,7 @@ export class IndexWriter {
   constructor(options: IndexWriterOptions) {
     this.#options = options
     this.#handle = options.handle
+    this.cold = new ColdSessions(options.query.coldLimit)
     for (const session of options.query.sessions.list()) this.#lastLive.set(session.id, session)
   }
 
@@ -104,7 +106,7 @@ export class IndexWriter {
   noticeCold(): void {
     const now = new Map<string, Session>()
     for (const session of this.#options.query.sessions.list()) now.set(session.id, session)
-    for (const [id, session] of this.#lastLive) if (now.get(id) !== session) this.cold.set(id, session)
+    for (const [id, session] of this.#lastLive) if (now.get(id) !== session) this.cold.hold(session)
     this.#lastLive = now
   }
 
@@ -120,7 +122,7 @@ export class IndexWriter {
     return this.#pass(async () => {
       this.#lastStart = performance.now()
       this.noticeCold()
-      const cold = [...this.cold.values()]
+      const cold = this.cold.list()
       let report: ReconcileReport
       try {
         const { conn, built } = await this.#writable(signal, !final)
@@ -132,7 +134,7 @@ export class IndexWriter {
         this.#options.logger.warn(`dsh: the session query index at ${this.#handle.path} is damaged; rebuilding it.`, error)
         report = await this.#buildInto('corrupt', signal)
       }
-      for (const session of cold) if (this.cold.get(session.id) === session) this.cold.delete(session.id)
+      for (const session of cold) this.cold.release(session)
       this.lastPass = Date.now()
       return report
     })

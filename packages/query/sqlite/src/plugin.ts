@@ -15,7 +15,16 @@ export function defaultIndexPath(root: string): string {
 export interface SqliteSessionQueryPluginOptions
   extends Pick<
     SqliteSessionQueryOptions,
-    'readOnly' | 'reconcileOnOpen' | 'maxStalenessMs' | 'readConcurrency' | 'check' | 'budget' | 'worker' | 'overlayLimit' | 'indexDelayMs'
+    | 'readOnly'
+    | 'reconcileOnOpen'
+    | 'maxStalenessMs'
+    | 'readConcurrency'
+    | 'check'
+    | 'budget'
+    | 'worker'
+    | 'overlayLimit'
+    | 'indexDelayMs'
+    | 'coldLimit'
   > {
   /** The index file (see `defaultIndexPath`). */
   readonly path: string

@@ -11,6 +11,7 @@ import type {
   SessionSearchHit,
 } from '@dsh/session-query'
 import type { StatementBudget } from './budget.js'
+import type { ColdLimit } from './cold-sessions.js'
 import type { RebuildReason } from './schema.js'
 
 export interface SqliteSessionQueryOptions {
@@ -45,6 +46,14 @@ export interface SqliteSessionQueryOptions {
    * batches; and everything on `close()`. Needs `context`.
    */
   readonly indexDelayMs?: number
+  /**
+   * How much of the sessions that went cold here a writer keeps in memory
+   * until a pass indexes them (default 1,000 sessions and 100,000 events in
+   * all). While the index cannot be written they wait there; past either
+   * bound the oldest are dropped, and the pass that indexes them reads them
+   * from their logs instead (the change feed names them either way).
+   */
+  readonly coldLimit?: ColdLimit
   /** Progress of rebuilds and reconciliations (header scan, then body indexing). */
   readonly onProgress?: (progress: IndexProgress) => void
   /**
@@ -122,7 +131,7 @@ export interface ReconcileReport {
 /** `checkIndex`'s answer: sound, or the problem and, from a writer, the rebuild it made (a reader changes nothing). */
 export type IndexCheck = { readonly ok: true } | { readonly ok: false; readonly problem: string; readonly rebuilt?: ReconcileReport }
 
-/** Counters of request-serving statements, for tests and benchmarks (counts, never times). */
+/** Counters of request-serving statements and of what a writer holds, for tests and benchmarks (counts, never times). */
 export interface IndexReadMetrics {
   /** Requests run (each one read transaction of one or two statements). */
   readonly requests: number
@@ -132,6 +141,12 @@ export interface IndexReadMetrics {
   readonly budgetExceeded: number
   /** Requests posted to the worker and not yet answered (0 without `worker`). */
   readonly inFlight: number
+  /** Sessions that went cold here and wait in memory for a pass to index them (at most `coldLimit.sessions`). */
+  readonly coldSessions: number
+  /** Events of those sessions, inherited prefixes included (at most `coldLimit.events`). */
+  readonly coldEvents: number
+  /** Cold sessions dropped for the bound since the index was opened: a pass reads them from their logs. */
+  readonly coldDropped: number
 }
 
 /** The SQLite-indexed `sessionQuery` backend. */

@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, statfsSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, statfsSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
@@ -256,27 +256,77 @@ export function openWriter(file: string, options: OpenWriterOptions = {}): Datab
 }
 
 /**
- * Creates a new, empty index file at `file` (which must not exist), private
- * (0600), for a build: rollback journal kept in memory and no syncs while
- * it is filled (a failed build removes the whole file). `atRest` before it
- * is published.
+ * The `meta` key a build writes with the schema and removes once its
+ * generation is published (`publishedBuild`): a file that still carries it
+ * was never made the index.
+ */
+const BUILDING = 'building'
+
+/**
+ * Fills `file`, a new generation the caller created empty and private (0600:
+ * SQLite gives its companions the database file's mode), with an empty
+ * index, for a build: rollback journal kept in memory and no syncs while it
+ * is filled (a failed build removes the whole file). The connection holds
+ * the file exclusively from before its first write until it closes, which a
+ * build does only once the file is published or removed: a writer looking
+ * for what a killed build left (`abandonedBuild`) tells a build running now,
+ * in any process, by that lock. Closed, it is at rest: its journal was in
+ * memory, so it leaves no companion.
  */
 export function createIndex(file: string): Database {
-  // Created empty and private first: SQLite gives its companions the database file's mode.
-  closeSync(openSync(file, 'wx', 0o600))
-  const db = openDatabase(file, {})
-  // Ids are ordered and compared with the BINARY collation, a memcmp of the
-  // stored text: in UTF-8 that is code point order, the order of ids
-  // everywhere in dsh (`compareSessionIds`); in UTF-16 it would not be. Set
-  // before anything is written, while the encoding can still be chosen.
-  db.pragma("encoding = 'UTF-8'")
-  db.pragma('journal_mode = MEMORY')
-  db.pragma('synchronous = OFF')
-  db.exec('BEGIN')
-  db.exec(SCHEMA)
-  db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?)').run('epoch', randomEpoch(), 'generation', '0')
-  db.exec('COMMIT')
-  return db
+  const db = openDatabase(file, { fileMustExist: true })
+  try {
+    // Exclusive locking mode: the lock taken by BEGIN EXCLUSIVE is kept after every commit.
+    db.pragma('locking_mode = EXCLUSIVE')
+    // Ids are ordered and compared with the BINARY collation, a memcmp of the
+    // stored text: in UTF-8 that is code point order, the order of ids
+    // everywhere in dsh (`compareSessionIds`); in UTF-16 it would not be. Set
+    // before anything is written, while the encoding can still be chosen.
+    db.pragma("encoding = 'UTF-8'")
+    db.pragma('journal_mode = MEMORY')
+    db.pragma('synchronous = OFF')
+    db.exec('BEGIN EXCLUSIVE')
+    db.exec(SCHEMA)
+    db.prepare('INSERT INTO meta (key, value) VALUES (?, ?), (?, ?), (?, ?)').run('epoch', randomEpoch(), 'generation', '0', BUILDING, '1')
+    db.exec('COMMIT')
+    return db
+  } catch (error) {
+    closeQuietly(db)
+    throw error
+  }
+}
+
+/**
+ * Removes the build's mark from a finished generation (see `createIndex`),
+ * on the build's connection, just before it is synced and published: a
+ * build killed between the two leaves a file no sweep removes (a narrow
+ * window), where a mark removed after publishing would be a write to the
+ * index itself without a journal.
+ */
+export function publishedBuild(db: Database): void {
+  db.prepare('DELETE FROM meta WHERE key = ?').run(BUILDING)
+}
+
+/**
+ * Whether `file` is what a build left without publishing it, and no build is
+ * running on it: our application id, the build's mark still in `meta`, and
+ * no connection holding it exclusively (a running build holds it from
+ * before its first write until it is published: `createIndex`). A build
+ * never takes up a file it did not create, so a file found so is never
+ * written again. Opened read-only, waiting for nobody; a file that cannot be
+ * read (locked, damaged, unreadable, still empty) is not one. Reads only.
+ */
+export function abandonedBuild(file: string): boolean {
+  let db: Database | undefined
+  try {
+    db = openDatabase(file, { readonly: true, fileMustExist: true, timeout: 0 })
+    if (db.pragma('application_id', { simple: true }) !== APPLICATION_ID) return false
+    return db.prepare('SELECT 1 FROM meta WHERE key = ?').get(BUILDING) !== undefined
+  } catch {
+    return false
+  } finally {
+    closeQuietly(db)
+  }
 }
 
 /**

@@ -125,7 +125,7 @@ class SqliteQuery implements SqliteSessionQuery {
       this.#unsubscribe.push(
         context.on('session/event', () => this.#upkeep.schedule()),
         context.on('session/disposed', (session) => {
-          this.#upkeep.cold.set(session.id, session)
+          this.#upkeep.cold.hold(session)
           this.#upkeep.schedule()
         }),
       )
@@ -373,7 +373,14 @@ class SqliteQuery implements SqliteSessionQuery {
   }
 
   get metrics(): IndexReadMetrics {
-    return { ...this.#reads, inFlight: this.#worker?.inFlight ?? 0 }
+    const { cold } = this.#upkeep
+    return {
+      ...this.#reads,
+      inFlight: this.#worker?.inFlight ?? 0,
+      coldSessions: cold.size,
+      coldEvents: cold.events,
+      coldDropped: cold.dropped,
+    }
   }
 
   /**

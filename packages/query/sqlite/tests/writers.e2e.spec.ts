@@ -1,49 +1,8 @@
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { expect, it } from 'vitest'
+import { run } from './child.js'
 import { tempDir } from './helpers.js'
-
-// Child processes run the built packages (dist): build with `npx turbo run build --filter=@dsh/session-query-sqlite...`.
-const workers = join(fileURLToPath(new URL('.', import.meta.url)), 'workers')
-
-function run(
-  script: string,
-  args: readonly string[],
-): {
-  done: Promise<{ code: number | null; stdout: string; stderr: string }>
-  stdin: NodeJS.WritableStream
-  /** Resolves when the process has printed `line` on its own line (or rejects when it exits first). */
-  printed: (line: string) => Promise<void>
-} {
-  const child = spawn(process.execPath, [join(workers, script), ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  const waiters: Array<() => void> = []
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk
-    for (const wake of waiters.splice(0)) wake()
-  })
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk
-  })
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on('close', (code) => resolve({ code, stdout, stderr })),
-  )
-  const printed = async (line: string): Promise<void> => {
-    let exited = false
-    void done.then(() => {
-      exited = true
-      for (const wake of waiters.splice(0)) wake()
-    })
-    while (!stdout.split('\n').includes(line)) {
-      if (exited) throw new Error(`${script} exited before printing '${line}': ${stderr}`)
-      await new Promise<void>((wake) => waiters.push(wake))
-    }
-  }
-  return { stdin: child.stdin, done, printed }
-}
 
 it('four processes writing one root while a fifth tails it: the index equals one built from nothing', { timeout: 300_000 }, async () => {
   const dir = tempDir()
