@@ -63,6 +63,8 @@ async function compose(withCache: boolean): Promise<Context> {
   if (withCache) await c.activate(postgresProjectionCachePlugin({ pool: pool! }))
   await c.activate(postgresSessionQueryPlugin({ pool: pool! }))
   await c.activate(subagentsPlugin({ driver: streamingDriver() }))
+  // The cache's first pass (forgetting deleted sessions) runs in the background from activation: it ends before any timing.
+  if (withCache) await c.require('sessionProjectionCache').idle()
   return c
 }
 
