@@ -59,7 +59,7 @@ const OLD = 'dsh_migrating_cache'
  * `xid` (the writing transaction) lets mirrors follow the table exactly.
  * The table is hash-partitioned on `session_key` (the same value as the
  * session tables' `id_key`) with their partition count: co-located with the
- * session's rows. The rows of a session persistence no longer holds are
+ * session's rows. The rows of a session persistence does not hold are
  * deleted by a writer's forgetting pass, which keeps its change-feed cursor
  * in `dsh_projection_cache_feed`.
  */

@@ -145,7 +145,7 @@ export abstract class CheckpointCacheCore<Stored extends boolean | Promise<boole
 
   /**
    * One forgetting pass: deletes the rows of every session that persistence
-   * no longer holds, among the sessions its change feed names since the
+   * does not hold (deleted), among the sessions its change feed names since the
    * cursor the last complete pass stored (every session with rows, when the
    * feed asks for a rescan), and stores the feed's new cursor with the
    * deletion. A session live in this process is never forgotten, nor one
@@ -269,7 +269,7 @@ export abstract class CheckpointCacheCore<Stored extends boolean | Promise<boole
 }
 
 /**
- * Of `ids`, the sessions persistence no longer holds (`stat` answers
+ * Of `ids`, the sessions persistence does not hold (`stat` answers
  * `undefined`), asking at most `STAT_CONCURRENCY` at once. A log that is
  * there but cannot be read is not deleted; any other failure (the store is
  * unreachable) rejects, so the pass ends without moving its cursor.

@@ -34,7 +34,7 @@ export interface CheckpointWriter {
   writeCheckpoint(session: Session): Promise<boolean>
   /** Writes the final rows of a session that went cold (its log was flushed already). */
   writeColdRows(session: Session, rows: ProjectionCheckpointRows): boolean | Promise<boolean>
-  /** Deletes the rows of sessions persistence no longer holds (`CheckpointCacheCore.forgetDeleted`); fail-soft. Optional: without it nothing is forgotten. */
+  /** Deletes the rows of sessions persistence does not hold (`CheckpointCacheCore.forgetDeleted`); fail-soft. Optional: without it nothing is forgotten. */
   forgetDeleted?(feed: DeletedSessionFeed, live: (id: string) => boolean): Promise<boolean>
 }
 

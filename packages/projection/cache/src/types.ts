@@ -10,7 +10,7 @@ export interface ProjectionCacheMetrics {
   failedWrites: number
   /** Times the database file was found unusable and recreated empty. */
   rebuilds: number
-  /** Sessions whose rows were deleted because persistence no longer holds them (see `forgetDeleted`). */
+  /** Sessions whose rows were deleted because persistence does not hold them (deleted) (see `forgetDeleted`). */
   forgotten: number
 }
 
