@@ -65,8 +65,7 @@ export function notUtf8(what: string, status: number, charset: string | undefine
  * read itself (a reset, an abort) are thrown as they come, for the caller to type.
  */
 export async function readBoundedText(response: Response, maxBytes: number, where: string, strict: boolean): Promise<string> {
-  const declared = Number(response.headers.get('content-length') ?? Number.NaN)
-  if (declared > maxBytes) {
+  if (declaredLength(response) > maxBytes) {
     await response.body?.cancel().catch(() => {})
     throw tooLarge(response.status, maxBytes, where)
   }
@@ -94,6 +93,18 @@ export async function readBoundedText(response: Response, maxBytes: number, wher
   } finally {
     await reader.cancel().catch(() => {})
   }
+}
+
+/**
+ * The body's length as `Content-Length` declares it, when that is the length
+ * read here: with a `Content-Encoding` (gzip, br, deflate) fetch hands over
+ * the decoded bytes, and the header counts the encoded ones, so it says
+ * nothing about what `maxBytes` bounds (NaN: unknown, the read counts).
+ */
+function declaredLength(response: Response): number {
+  const encoding = response.headers.get('content-encoding')
+  if (encoding !== null && encoding.trim().toLowerCase() !== 'identity') return Number.NaN
+  return Number(response.headers.get('content-length') ?? Number.NaN)
 }
 
 function tooLarge(status: number, maxBytes: number, where: string): ClientError {

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http'
+import { gzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 import { createClient, type StreamEventBody } from '../src/index.js'
 import { failure } from './failure.js'
@@ -133,6 +134,38 @@ describe('header names in any case', () => {
     expect(tooLarge.message).toContain('4096 bytes')
     mode = 'redirect'
     expect((await failure(client.listSessions())).message).toContain('another origin (http://elsewhere.invalid)')
+  })
+})
+
+describe('encoded answers', () => {
+  // gzip at level 0 stores the bytes as they are, so the encoded body (and its
+  // Content-Length) is longer than the decoded one the bound applies to.
+  const stored = (text: string) => gzipSync(Buffer.from(text), { level: 0 })
+
+  it('bounds the decoded bytes, not a gzip answer’s Content-Length: a listing of exactly maxResponseBytes is read', async () => {
+    const text = listing.padEnd(4096 - (Buffer.byteLength(listing) - listing.length), ' ')
+    expect(Buffer.byteLength(text)).toBe(4096)
+    const body = stored(text)
+    expect(body.length).toBeGreaterThan(4096)
+    const url = await answering({
+      status: 200,
+      headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip', 'Content-Length': String(body.length) },
+      body,
+    })
+    const page = await createClient({ baseUrl: url, token: 't', maxResponseBytes: 4096 }).listSessions()
+    expect(page.sessions.map((s) => s.title)).toEqual(['café'])
+  })
+
+  it('refuses a gzip answer that decodes past maxResponseBytes, though its Content-Length is small', async () => {
+    const body = gzipSync(Buffer.from(listing.padEnd(64 * 1024, ' ')))
+    expect(body.length).toBeLessThan(4096)
+    const url = await answering({
+      status: 200,
+      headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip', 'Content-Length': String(body.length) },
+      body,
+    })
+    const error = await failure(createClient({ baseUrl: url, token: 't', maxResponseBytes: 4096 }).listSessions())
+    expect(error.toJSON()).toMatchObject({ code: 'CLIENT_RESPONSE_TOO_LARGE', status: 200 })
   })
 })
 
