@@ -1,6 +1,15 @@
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, MessageParam, TextBlockParam, Tool } from '@anthropic-ai/sdk/resources/messages'
-import { isRetryableStatus, type RetryPolicy, requestDeadline, retryAfterMs, StepBound, type StepBoundErrors } from '@dsh/driver-openai'
+import {
+  type DeadlineErrors,
+  fetchWithBoundedErrors,
+  isRetryableStatus,
+  type RetryPolicy,
+  requestDeadline,
+  retryAfterMs,
+  StepBound,
+  type StepBoundErrors,
+} from '@dsh/driver-openai'
 import { type AnthropicConfig, type AnthropicConfigInput, resolveAnthropicConfig } from './config.js'
 import { DriverAnthropicError } from './errors.js'
 import { checkRetryPolicy } from './retry.js'
@@ -49,7 +58,15 @@ export function createAnthropicClient(options: AnthropicClientOptions = {}): Ant
   }
   // The SDK's own retries are off: ours are bounded, injectable and never repeat recorded output.
   // Its logger is off too, and it is given the key and base URL so it reads no credentials of its own.
-  const client = new Anthropic({ apiKey: config.apiKey, baseURL: config.baseURL, maxRetries: 0, timeout, logLevel: 'off' })
+  // Its fetch reads at most ERROR_BODY_MAX_BYTES (64 KiB) of an error's body.
+  const client = new Anthropic({
+    apiKey: config.apiKey,
+    baseURL: config.baseURL,
+    maxRetries: 0,
+    timeout,
+    logLevel: 'off',
+    fetch: fetchWithBoundedErrors,
+  })
   const body = (request: Omit<AnthropicStepRequest, 'signal' | 'onText' | 'onThinking'>): MessageCreateParamsStreaming => ({
     model: request.model ?? config.model,
     max_tokens: config.maxTokens,
@@ -72,7 +89,7 @@ export function createAnthropicClient(options: AnthropicClientOptions = {}): Ant
       const params = body(request)
       for (let attempt = 1; ; attempt++) {
         const assembler = new StepAssembler(request, new StepBound(BOUND_ERRORS))
-        const deadline = requestDeadline(request.signal, timeout)
+        const deadline = requestDeadline(request.signal, timeout, DEADLINE_ERRORS)
         try {
           const stream = await client.messages.create(params, { signal: deadline.signal })
           for await (const event of stream) {
@@ -91,7 +108,7 @@ export function createAnthropicClient(options: AnthropicClientOptions = {}): Ant
           const status = error instanceof APIError ? error.status : undefined
           const retryable = !assembler.emitted && (expired || error instanceof APIConnectionError || isRetryableStatus(status))
           if (!retryable || attempt >= retry.maxAttempts)
-            throw expired ? timedOut(timeout, attempt, assembler.emitted) : toDriverError(error, config.redact, attempt, assembler.emitted)
+            throw expired ? deadline.timedOut(attempt, assembler.emitted) : toDriverError(error, config.redact, attempt, assembler.emitted)
           await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
           if (request.signal.aborted) throw cancelled()
         } finally {
@@ -115,20 +132,11 @@ function unfinished(): DriverAnthropicError {
   )
 }
 
-/** The error of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
-function timedOut(timeout: number, attempts: number, emitted: boolean): DriverAnthropicError {
-  const what = `nothing for ${timeout} ms (timeoutMs)`
-  if (emitted) {
-    return new DriverAnthropicError(
-      'DRIVER_ANTHROPIC_REQUEST_FAILED',
-      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${what}.`,
-    )
-  }
-  const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
-  return new DriverAnthropicError(
-    'DRIVER_ANTHROPIC_CONNECTION',
-    `The Anthropic API sent ${what}${tries}. Check that the server is responding.`,
-  )
+/** The typed errors of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
+const DEADLINE_ERRORS: DeadlineErrors = {
+  server: 'The Anthropic API',
+  broken: (message) => new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', message),
+  silent: (message) => new DriverAnthropicError('DRIVER_ANTHROPIC_CONNECTION', message),
 }
 
 function isCancelled(error: unknown): boolean {

@@ -128,7 +128,40 @@ describe('a model server that stalls', () => {
   it('before any output: retried like a lost connection, then DRIVER_ANTHROPIC_CONNECTION', async () => {
     const { error } = await run({ kind: 'stream', content: ['never'], hangAfter: 0 }, { timeoutMs: 1_000, retry: { maxAttempts: 2 } })
     expect(error?.code).toBe('DRIVER_ANTHROPIC_CONNECTION')
-    expect(error?.message).toContain('timeoutMs')
+    expect(error?.message).toBe(
+      'The Anthropic API sent nothing for 1000 ms (timeoutMs) after 2 attempts. Check that the server is responding.',
+    )
     expect(server?.requests).toHaveLength(2)
+  })
+})
+
+describe('a model server that answers an error with a huge body', () => {
+  const FLOOD_BYTES = 64 * 1024 * 1024
+  const head = '{"type":"error","error":{"type":"api_error","message":"'
+  const flood = (status: number, headers: Record<string, string> = {}): Reply => ({
+    kind: 'flood',
+    status,
+    headers,
+    head,
+    bytes: FLOOD_BYTES,
+  })
+
+  it('a 529 (retried after its retry-after) then a 400: each body is read only to its bound, and the turn ends DRIVER_ANTHROPIC_BAD_REQUEST', async () => {
+    server = await startModelServer([flood(529, { 'retry-after': '2' }), flood(400)])
+    const { client, waits } = testClient(server)
+    const session = newStore().create()
+    const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: AbortSignal.timeout(60_000) })
+    expect(outcome.error).toMatchObject({ code: 'DRIVER_ANTHROPIC_BAD_REQUEST' })
+    const message = (outcome.error as DriverAnthropicError).message
+    expect(message).toContain(`(HTTP 400): 400 ${head}xxx`)
+    expect(message.length).toBeLessThan(1_000)
+    expect(server.requests).toHaveLength(2)
+    expect(waits).toEqual([{ attempt: 1, retryAfterMs: 2_000 }])
+    // The server saw the client stop: neither body was taken whole, nor more than the sockets on either side hold.
+    for (const nth of [1, 2]) {
+      const flooded = await server.flooded(nth)
+      expect(flooded.complete).toBe(false)
+      expect(flooded.written).toBeLessThan(FLOOD_BYTES / 4)
+    }
   })
 })

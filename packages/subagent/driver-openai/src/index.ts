@@ -3,7 +3,7 @@
 // Request building, tool plumbing, retry arithmetic and error translation
 // are internal (the package's own tests reach them by file); the
 // provider-neutral pieces (tool running, notice phrasing, retry arithmetic,
-// key redaction, a step's bounds and a request's deadline) are public so other drivers share them.
+// key redaction, a step's bounds, a request's deadline and the bounded `fetch`) are public so other drivers share them.
 export type { AgentTurnOutcome, RunAgentOptions } from './agent.js'
 export { runAgent } from './agent.js'
 export type { BudgetCheck, BudgetCompactionOptions, CompactionSource } from './budget.js'
@@ -15,8 +15,8 @@ export { createOpenAIDriver } from './driver.js'
 export type { DriverOpenAIErrorCode } from './errors.js'
 export { DriverOpenAIError } from './errors.js'
 export { ASSISTANT_ERROR_EVENT, ASSISTANT_REASONING_EVENT } from './events.js'
-export type { RequestDeadline, StepBoundErrors } from './limits.js'
-export { requestDeadline, STEP_MAX_CHARS, STEP_MAX_PARTS, StepBound } from './limits.js'
+export type { DeadlineErrors, RequestDeadline, StepBoundErrors } from './limits.js'
+export { fetchWithBoundedErrors, requestDeadline, STEP_MAX_CHARS, STEP_MAX_PARTS, StepBound } from './limits.js'
 export type { ModelClient, ModelClientOptions } from './model.js'
 export { createModelClient } from './model.js'
 export type { Notices } from './notices.js'

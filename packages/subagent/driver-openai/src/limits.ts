@@ -55,6 +55,16 @@ export class StepBound {
   }
 }
 
+/** The typed errors of a request whose deadline ran out, in the driver's own class, and who the messages say was silent. */
+export interface DeadlineErrors {
+  /** Who sent nothing, as a sentence begins with it (`The model server`, `The Anthropic API`). */
+  readonly server: string
+  /** The stream broke after output was recorded, so it is not retried (`…_REQUEST_FAILED`). */
+  readonly broken: (message: string) => DshError
+  /** Nothing was recorded, so the request was retried like a lost connection until the attempts ran out (`…_CONNECTION`). */
+  readonly silent: (message: string) => DshError
+}
+
 /** A request's own signal: aborted by the caller's, or once the server has sent nothing for `ms`. */
 export interface RequestDeadline {
   readonly signal: AbortSignal
@@ -64,6 +74,8 @@ export interface RequestDeadline {
   expired(): boolean
   /** Stops the timer (call it when the request settles). */
   clear(): void
+  /** The typed error of the time running out, after `attempts` attempts; `emitted` says whether output was recorded. */
+  timedOut(attempts: number, emitted: boolean): DshError
 }
 
 /**
@@ -75,7 +87,7 @@ export interface RequestDeadline {
  * A fresh signal per request also keeps the SDK's abort listener off the
  * caller's signal, which would otherwise collect one per step.
  */
-export function requestDeadline(caller: AbortSignal, ms: number): RequestDeadline {
+export function requestDeadline(caller: AbortSignal, ms: number, errors: DeadlineErrors): RequestDeadline {
   const timer = new AbortController()
   let expired = false
   const handle = setTimeout(() => {
@@ -89,5 +101,68 @@ export function requestDeadline(caller: AbortSignal, ms: number): RequestDeadlin
     },
     expired: () => expired,
     clear: () => clearTimeout(handle),
+    timedOut: (attempts, emitted) => {
+      const what = `nothing for ${ms} ms (timeoutMs)`
+      if (emitted)
+        return errors.broken(`The model stream broke after output was recorded (not retried, so nothing is logged twice): ${what}.`)
+      const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
+      return errors.silent(`${errors.server} sent ${what}${tries}. Check that the server is responding.`)
+    },
   }
+}
+
+/**
+ * Bytes of an error answer's body (a non-2xx status) a client reads. The
+ * SDKs read such a body whole into memory to build their error, and a server
+ * or a proxy before it may answer with a body of any length, or one that
+ * never ends; providers' error bodies are a short JSON object, and the
+ * drivers show 500 characters of its message.
+ */
+export const ERROR_BODY_MAX_BYTES = 65_536
+
+/**
+ * `fetch` for the SDK clients: a 2xx response is passed on untouched, and
+ * any other response with a body is handed on with its status, status text
+ * and headers and a body that ends after `ERROR_BODY_MAX_BYTES` bytes; the
+ * rest of the server's body is cancelled, which closes the connection. The
+ * SDKs then build their typed error from the bounded text, and their
+ * retry checks read the status and headers as before.
+ */
+export async function fetchWithBoundedErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init)
+  if (response.ok || response.body === null) return response
+  const { status } = response
+  // A Response can be built with a status from 200 to 599 only; a server may send any three digits.
+  const bounded = new Response(boundedBody(response.body, ERROR_BODY_MAX_BYTES), {
+    status: Math.min(status, 599),
+    statusText: response.statusText,
+    headers: response.headers,
+  })
+  if (status > 599) Object.defineProperty(bounded, 'status', { value: status })
+  return bounded
+}
+
+/** The first `max` bytes of `body`, read as they are asked for; the rest is cancelled. */
+function boundedBody(body: ReadableStream<Uint8Array>, max: number): ReadableStream<Uint8Array> {
+  const reader = body.getReader()
+  let left = max
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const { done, value } = await reader.read()
+        if (done) return controller.close()
+        if (value.byteLength < left) {
+          left -= value.byteLength
+          return controller.enqueue(value)
+        }
+        controller.enqueue(value.subarray(0, left))
+        left = 0
+        controller.close()
+        // What the reader was not given is never read: cancelling the body releases its connection.
+        await reader.cancel().catch(() => undefined)
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  )
 }

@@ -3,7 +3,7 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { type ModelApi, type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
 import { DriverOpenAIError } from './errors.js'
-import { requestDeadline, StepBound } from './limits.js'
+import { type DeadlineErrors, fetchWithBoundedErrors, requestDeadline, StepBound } from './limits.js'
 import { streamResponse } from './responses-stream.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
 import { BOUND_ERRORS, cancelled, type ModelStep, type StepOptions, type StepRequest, type StreamAttempt, unfinished } from './step.js'
@@ -42,7 +42,15 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
   }
   // The client's own retries are off: ours are bounded, injectable and never repeat recorded output.
   // Its logger is off too: nothing it could print (headers included) reaches a console.
-  const client = new OpenAI({ apiKey: config.apiKey, baseURL: config.baseURL, maxRetries: 0, timeout, logLevel: 'off' })
+  // Its fetch reads at most ERROR_BODY_MAX_BYTES (64 KiB) of an error's body.
+  const client = new OpenAI({
+    apiKey: config.apiKey,
+    baseURL: config.baseURL,
+    maxRetries: 0,
+    timeout,
+    logLevel: 'off',
+    fetch: fetchWithBoundedErrors,
+  })
   const extraBody = options.extraBody ?? {}
 
   return Object.freeze({
@@ -54,7 +62,7 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
     async step(request: StepRequest): Promise<ModelStep> {
       for (let attempt = 1; ; attempt++) {
         let emitted = false
-        const deadline = requestDeadline(request.signal, timeout)
+        const deadline = requestDeadline(request.signal, timeout, DEADLINE_ERRORS)
         try {
           const body = { ...extraBody, model: request.model ?? config.model }
           const markEmitted = (): void => {
@@ -82,7 +90,7 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
           const status = error instanceof APIError ? error.status : undefined
           const retryable = !emitted && (expired || error instanceof APIConnectionError || isRetryableStatus(status))
           if (!retryable || attempt >= retry.maxAttempts)
-            throw expired ? timedOut(timeout, attempt, emitted) : toDriverError(error, config.redact, attempt, emitted)
+            throw expired ? deadline.timedOut(attempt, emitted) : toDriverError(error, config.redact, attempt, emitted)
           await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
           if (request.signal.aborted) throw cancelled()
         } finally {
@@ -93,17 +101,11 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
   })
 }
 
-/** The error of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
-function timedOut(timeout: number, attempts: number, emitted: boolean): DriverOpenAIError {
-  const what = `nothing for ${timeout} ms (timeoutMs)`
-  if (emitted) {
-    return new DriverOpenAIError(
-      'DRIVER_OPENAI_REQUEST_FAILED',
-      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${what}.`,
-    )
-  }
-  const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
-  return new DriverOpenAIError('DRIVER_OPENAI_CONNECTION', `The model server sent ${what}${tries}. Check that the server is responding.`)
+/** The typed errors of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
+const DEADLINE_ERRORS: DeadlineErrors = {
+  server: 'The model server',
+  broken: (message) => new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', message),
+  silent: (message) => new DriverOpenAIError('DRIVER_OPENAI_CONNECTION', message),
 }
 
 async function streamOnce(

@@ -22,6 +22,7 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'createOpenAIDriver',
     'createOpenAISummarizer',
     'defaultBackoff',
+    'fetchWithBoundedErrors',
     'isRetryableStatus',
     'loggedArguments',
     'phraseNotices',

@@ -3,7 +3,16 @@ import type { AddressInfo } from 'node:net'
 import { type ChatUsage, chatProtocol } from './chat-protocol.js'
 import { messagesProtocol } from './messages-protocol.js'
 import { responsesProtocol } from './responses-protocol.js'
-import { type ModelProtocol, type ProtocolEntry, type RecordedRequest, type Reply, type Responder, writeJson } from './script.js'
+import {
+  type FloodOutcome,
+  type ModelProtocol,
+  type ProtocolEntry,
+  type RecordedRequest,
+  type Reply,
+  type Responder,
+  writeFlood,
+  writeJson,
+} from './script.js'
 
 /**
  * `@dsh/driver-openai/testing` — for tests only, never for production.
@@ -35,6 +44,8 @@ export type {
   ChatRequestBody,
   ErrorDetail,
   ErrorReply,
+  FloodOutcome,
+  FloodReply,
   ModelProtocol,
   ProtocolEntry,
   RawReply,
@@ -68,6 +79,8 @@ export interface ModelServer {
   readonly reported: ReportedUsage[]
   /** Resolves when a reply with `hangAfter` has written its pieces (the nth hang, counting from 1). */
   hung(nth?: number): Promise<void>
+  /** Resolves when the nth flood reply's response has closed (counting from 1), with what it wrote. */
+  flooded(nth?: number): Promise<FloodOutcome>
   close(): Promise<void>
 }
 
@@ -92,6 +105,8 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
   const responder: Responder = typeof script === 'function' ? script : (_request, index) => script[index]
   let hangs = 0
   const hangListeners: { nth: number; resolve: () => void }[] = []
+  const floods: FloodOutcome[] = []
+  const floodListeners: { nth: number; resolve: (outcome: FloodOutcome) => void }[] = []
   const open = new Set<ServerResponse>()
   const protocols = PROTOCOLS.map((entry) => (typeof entry === 'function' ? entry() : entry))
 
@@ -122,6 +137,12 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
       if (reply === undefined) return protocol.error(res, 500, { message: `unscripted request #${index}`, type: 'server_error' })
       if (reply.kind === 'error') {
         return protocol.error(res, reply.status, { message: reply.message, type: reply.type ?? 'invalid_request_error' }, reply.headers)
+      }
+      if (reply.kind === 'flood') {
+        return writeFlood(res, reply, (outcome) => {
+          floods.push(outcome)
+          for (const listener of floodListeners.filter((l) => l.nth === floods.length)) listener.resolve(outcome)
+        })
       }
       if (reply.kind === 'raw') {
         res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'text/event-stream' })
@@ -155,6 +176,11 @@ export async function startModelServer(script: readonly Reply[] | Responder, opt
     hung(nth = 1) {
       if (hangs >= nth) return Promise.resolve()
       return new Promise((resolve) => hangListeners.push({ nth, resolve }))
+    },
+    flooded(nth = 1) {
+      const outcome = floods[nth - 1]
+      if (outcome !== undefined) return Promise.resolve(outcome)
+      return new Promise((resolve) => floodListeners.push({ nth, resolve }))
     },
     async close() {
       for (const res of open) res.destroy()

@@ -73,7 +73,31 @@ export interface RawReply {
   readonly gapMs?: number
 }
 
-export type Reply = StreamReply | ErrorReply | RawReply
+/**
+ * A body of `bytes` bytes (`head`, then `fill` repeated, cut at `bytes`)
+ * written only as fast as the client takes it, for what a client must stop
+ * reading: the server records what it wrote (`ModelServer.flooded`).
+ */
+export interface FloodReply {
+  readonly kind: 'flood'
+  readonly status: number
+  /** Default `application/json`. */
+  readonly contentType?: string
+  readonly headers?: Readonly<Record<string, string>>
+  /** Written first (e.g. the start of the protocol's error object). */
+  readonly head?: string
+  /** Repeated after `head` (default `x`). */
+  readonly fill?: string
+  readonly bytes: number
+}
+
+/** What a flood reply wrote before its response closed: its bytes, and whether the client took them all. */
+export interface FloodOutcome {
+  readonly written: number
+  readonly complete: boolean
+}
+
+export type Reply = StreamReply | ErrorReply | RawReply | FloodReply
 
 export type Responder = (request: RecordedRequest, index: number) => Reply | undefined
 
@@ -136,4 +160,24 @@ export function answer(pieces: readonly string[], usage?: ScriptedUsage, reasoni
 /** A streamed step that calls tools. */
 export function callTools(calls: readonly ToolCallScript[], usage?: ScriptedUsage): Reply {
   return { kind: 'stream', toolCalls: calls, ...(usage === undefined ? {} : { usage }) }
+}
+
+/** Writes a flood reply, waiting on the socket's backpressure; `onClosed` gets what was written when the response closes. */
+export function writeFlood(res: ServerResponse, reply: FloodReply, onClosed: (outcome: FloodOutcome) => void): void {
+  const head = Buffer.from(reply.head ?? '')
+  const fill = Buffer.from(reply.fill ?? 'x')
+  const block = Buffer.alloc(Math.max(65_536, fill.length), fill)
+  let written = 0
+  res.on('close', () => onClosed({ written, complete: res.writableFinished }))
+  res.writeHead(reply.status, { 'content-type': reply.contentType ?? 'application/json', ...reply.headers })
+  const next = (): void => {
+    while (!res.destroyed && written < reply.bytes) {
+      const piece = written === 0 && head.length > 0 ? head : block
+      const part = piece.subarray(0, reply.bytes - written)
+      written += part.length
+      if (!res.write(part)) return void res.once('drain', next)
+    }
+    if (!res.destroyed) res.end()
+  }
+  next()
 }
