@@ -4,7 +4,7 @@ import { type BusyChild, guardRead, type RuntimeCore } from './core.js'
 import type { SubagentRun } from './driver.js'
 import { busy, cancelled, closed, notFound, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, type SubagentNotice } from './lifecycle.js'
-import { checkInputText } from './limits.js'
+import { checkInputText, checkReportText } from './limits.js'
 import { isClosed, lastSettlement, noticesSinceLastTurn, pendingQueued } from './log-scan.js'
 import { runDriver, settle } from './runs.js'
 import {
@@ -136,8 +136,7 @@ export async function waitFor(core: RuntimeCore, childIds: readonly string[], op
 export function reportToParent(core: RuntimeCore, agent: Session | string, text: string): SubagentNotice {
   const sessions = core.sessions()
   const child = core.liveCaller(sessions, agent, 'SUBAGENT_NOT_FOUND')
-  if (typeof text !== 'string' || text.length === 0)
-    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', 'A report needs a non-empty text.')
+  checkReportText(text)
   const parentId = child.header.parentSession
   if (child.header.origin !== 'subagent' || parentId === undefined) {
     throw new SubagentError('SUBAGENT_NOT_A_SUBAGENT', `Session '${child.id}' is not a subagent, so it has no parent to report to.`)

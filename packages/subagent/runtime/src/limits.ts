@@ -1,5 +1,6 @@
 import { EVENT_MAX_BYTES } from '@dsh/session-persistence/backend'
 import { SubagentError } from './errors.js'
+import type { SubagentSettings } from './options.js'
 
 // The bounds the runtime holds a caller's input to, checked before anything is
 // written. The control tools hold a model to tighter ones; these stand for
@@ -8,9 +9,11 @@ import { SubagentError } from './errors.js'
 // persisted again).
 
 /**
- * Bytes an input's event keeps for everything but its text: the event's type,
- * seq and time, and the `from` of a `subagent/queued` (a session id, at most
- * `ID_MAX_LENGTH` characters of 6 bytes each when escaped).
+ * Bytes an input's or a report's event keeps for everything but its text: the
+ * event's type, seq and time, the `from` of a `subagent/queued` or the `child`
+ * of a report notice (a session id, at most `ID_MAX_LENGTH` characters of 6
+ * bytes each when escaped), and the notice's `label` (at most
+ * `LABEL_MAX_CHARS` of 6 bytes each).
  */
 const INPUT_EVENT_ENVELOPE_BYTES = 64 * 1024
 
@@ -92,4 +95,126 @@ export function checkSettingsDepth(settings: unknown): void {
     }
     for (const item of Array.isArray(value) ? value : Object.values(value)) stack.push({ value: item, depth: depth + 1 })
   }
+}
+
+/**
+ * Longest `label` (UTF-16 code units) a spawn takes. A label is the short
+ * name a parent addresses its child by: it is logged in the descriptor,
+ * repeated in every notice the child's parent receives and in every catalog
+ * row, and kept in memory while the child runs. The control tools take at
+ * most 200.
+ */
+export const LABEL_MAX_CHARS = 1_024
+
+/**
+ * Longest name a spawn takes: its `provider` and `agentPreset`, and the
+ * `agentProvider`, `agentModel` and `model` of its settings. Each is logged
+ * (in the descriptor, the options record or the child's header) and kept in
+ * memory while the child runs; a real one is a few dozen characters.
+ */
+export const NAME_MAX_CHARS = 1_024
+
+/**
+ * Longest `persona` of a spawn's settings. A persona says who the child is in
+ * a few sentences (the control tools take at most 10,000 characters); it is
+ * logged in a continuable child's descriptor, which every catalog listing of a
+ * cold child reads, so it stays far below what one event could carry.
+ */
+export const PERSONA_MAX_CHARS = 65_536
+
+/**
+ * Bytes of a spawn's `subagent/options` event kept for everything but its
+ * instructions: the persona, the names, the tool filter, the `outputSchema`,
+ * the budget, and the event's type, seq and time.
+ */
+const OPTIONS_EVENT_ENVELOPE_BYTES = 4 * 1024 * 1024
+
+/**
+ * Longest `instructions` of a spawn's settings. They are logged in the
+ * `subagent/options` event, and every store refuses an event over
+ * `EVENT_MAX_BYTES`; at 6 bytes a code unit (a `\u` escape) every text up to
+ * this length fits, with `OPTIONS_EVENT_ENVELOPE_BYTES` left for the rest of
+ * the record. It is twice the control tools' 1 MiB of inline instructions, so
+ * an agent definition's body joined with them fits too.
+ */
+export const INSTRUCTIONS_MAX_CHARS = Math.floor((EVENT_MAX_BYTES - OPTIONS_EVENT_ENVELOPE_BYTES) / 6)
+
+/**
+ * Longest text `report` takes. It is logged on the parent as one
+ * `subagent/notice {kind: 'report', child, label?, text}` event; at 6 bytes a
+ * code unit it fits `EVENT_MAX_BYTES` with the notice's envelope, whatever it
+ * holds. The control tools hold a model to 20,000 characters.
+ */
+export const REPORT_TEXT_MAX_CHARS = Math.floor((EVENT_MAX_BYTES - INPUT_EVENT_ENVELOPE_BYTES) / 6)
+
+/** A report's text must be a non-empty string of at most `REPORT_TEXT_MAX_CHARS` (`SUBAGENT_INVALID_ARGUMENT`). */
+export function checkReportText(text: unknown): void {
+  if (typeof text !== 'string' || text.length === 0)
+    throw new SubagentError('SUBAGENT_INVALID_ARGUMENT', 'A report needs a non-empty text.')
+  if (text.length > REPORT_TEXT_MAX_CHARS) {
+    throw new SubagentError(
+      'SUBAGENT_INVALID_ARGUMENT',
+      `A report is at most ${REPORT_TEXT_MAX_CHARS} characters (REPORT_TEXT_MAX_CHARS), so that the notice logging it on the parent fits a store's EVENT_MAX_BYTES of ${EVENT_MAX_BYTES}; this one has ${text.length}. Report a summary and put long content in a file the parent can read; nothing was written.`,
+      { details: { length: text.length, max: REPORT_TEXT_MAX_CHARS } },
+    )
+  }
+}
+
+/**
+ * Refuses a spawn whose label, names, persona or instructions are longer than
+ * their bounds (`SUBAGENT_INVALID_DESCRIPTOR`, like any other spawn option
+ * that makes no valid record). Only strings are measured: their types are the
+ * settings schema's and the descriptor checks' to refuse.
+ */
+export function checkSpawnText(
+  options: { readonly label?: unknown; readonly provider?: unknown; readonly agentPreset?: unknown },
+  settings: SubagentSettings,
+): void {
+  const short = 'a label is a short name its parent addresses it by; put the task in the prompt'
+  checkLength(options.label, 'label', LABEL_MAX_CHARS, 'LABEL_MAX_CHARS', short)
+  const names = {
+    provider: options.provider,
+    agentPreset: options.agentPreset,
+    agentProvider: settings.agentProvider,
+    agentModel: settings.agentModel,
+    model: settings.model,
+  }
+  for (const [field, value] of Object.entries(names))
+    checkLength(value, field, NAME_MAX_CHARS, 'NAME_MAX_CHARS', 'a provider, model or preset is named, not described')
+  const persona = 'a persona says in a few sentences who the subagent is; put standing guidance in instructions'
+  checkLength(settings.persona, 'persona', PERSONA_MAX_CHARS, 'PERSONA_MAX_CHARS', persona)
+  const instructions = `so that the event recording them fits a store's EVENT_MAX_BYTES of ${EVENT_MAX_BYTES}; put long reference material in a file the subagent reads`
+  checkLength(settings.instructions, 'instructions', INSTRUCTIONS_MAX_CHARS, 'INSTRUCTIONS_MAX_CHARS', instructions)
+}
+
+function checkLength(value: unknown, field: string, max: number, limit: string, remedy: string): void {
+  if (typeof value !== 'string' || value.length <= max) return
+  throw new SubagentError(
+    'SUBAGENT_INVALID_DESCRIPTOR',
+    `Cannot spawn: the subagent's ${field} has ${value.length} characters, more than ${max} (${limit}); ${remedy}. Nothing was written.`,
+    { details: { field, length: value.length, max } },
+  )
+}
+
+/** Bytes an event keeps for its type, seq and time around a record's data. */
+const RECORD_ENVELOPE_BYTES = 1024
+
+/**
+ * Refuses a record spawn would write (its descriptor or options) whose JSON is
+ * longer than an event may hold (`SUBAGENT_INVALID_DESCRIPTOR`). The bounds
+ * above fit the label, names, persona and instructions; this one holds what
+ * they leave unbounded, the strings of an `outputSchema` and a tool filter.
+ * Only a record that could be over it is measured in bytes.
+ */
+export function checkRecordBytes(type: string, data: unknown): void {
+  const max = EVENT_MAX_BYTES - RECORD_ENVELOPE_BYTES
+  const json = JSON.stringify(data)
+  if (json.length * 3 <= max) return
+  const bytes = Buffer.byteLength(json)
+  if (bytes <= max) return
+  throw new SubagentError(
+    'SUBAGENT_INVALID_DESCRIPTOR',
+    `Cannot spawn: its '${type}' record would encode to ${bytes} bytes, more than the ${max} an event leaves for it (EVENT_MAX_BYTES of ${EVENT_MAX_BYTES}, less its type, seq and time); shorten the outputSchema or the tool filter. Nothing was written.`,
+    { details: { event: type, bytes, max } },
+  )
 }

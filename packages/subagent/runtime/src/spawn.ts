@@ -5,7 +5,7 @@ import type { ChildProfile, RuntimeCore } from './core.js'
 import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_DESCRIPTOR_VERSION, type SubagentDescriptor } from './descriptor.js'
 import { isSubagentDescriptor } from './descriptor-checks.js'
 import { SubagentError } from './errors.js'
-import { checkInputText, checkSettingsDepth } from './limits.js'
+import { checkInputText, checkRecordBytes, checkSettingsDepth, checkSpawnText } from './limits.js'
 import { latestClosedCut } from './log-scan.js'
 import { mergeSettings, SUBAGENT_OPTIONS_EVENT, type SubagentOptions, type SubagentSettings, splitSettings } from './options.js'
 import { outputChecksForSpawn } from './output-checks.js'
@@ -19,7 +19,8 @@ import { spawnSchemas } from './schema-loader.js'
  *
  * Invariants:
  * - Everything is checked before the child exists, so a bad request leaves
- *   no debris: depth, context, descriptor, settings and `outputSchema`.
+ *   no debris: depth, context, descriptor, settings and `outputSchema`, and
+ *   the bounds of `limits.ts` (every record it writes fits one event).
  * - The child's first own event is its descriptor, exactly what the
  *   harness's descriptor schema accepts (one-shot `{version, mode, provider,
  *   label?}`; continuable adds `agentProvider`, `agentModel`, `persona`,
@@ -104,6 +105,7 @@ function prepareRecords(
       `Cannot spawn: the provider must be a non-empty string, got ${JSON.stringify(provider)}.`,
     )
   }
+  checkSpawnText({ label, provider, agentPreset: options.agentPreset }, settings)
   const { composition, options: recorded } = splitSettings(options.mode, budget(settings))
   const descriptor = checkedDescriptor({
     version: SUBAGENT_DESCRIPTOR_VERSION,
@@ -112,6 +114,8 @@ function prepareRecords(
     ...(label === undefined ? {} : { label }),
     ...composition,
   })
+  checkRecordBytes(SUBAGENT_DESCRIPTOR_EVENT, descriptor)
+  if (recorded !== undefined) checkRecordBytes(SUBAGENT_OPTIONS_EVENT, recorded)
   if (recorded?.outputSchema !== undefined) outputChecksForSpawn().compileOutputSchema(recorded.outputSchema)
   return { descriptor, recorded }
 }

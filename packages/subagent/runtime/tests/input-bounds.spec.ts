@@ -4,6 +4,11 @@ import { describe, expect, it } from 'vitest'
 import {
   createScriptedDriver,
   INPUT_TEXT_MAX_CHARS,
+  INSTRUCTIONS_MAX_CHARS,
+  LABEL_MAX_CHARS,
+  NAME_MAX_CHARS,
+  PERSONA_MAX_CHARS,
+  REPORT_TEXT_MAX_CHARS,
   SETTINGS_MAX_DEPTH,
   SETTINGS_MAX_VALUES,
   SubagentError,
@@ -159,5 +164,142 @@ describe('spawn settings: nesting is bounded, never a stack overflow', () => {
     const options = (await h.persistence!.inspect(child.id)).events.find((e) => e.type === 'subagent/options')
     expect(options?.data).toEqual({ version: 1, outputSchema })
     expect(h.errors).toEqual([])
+  })
+})
+
+describe('a report is bounded before it is written', () => {
+  it('holds a report to REPORT_TEXT_MAX_CHARS, below what any event a store accepts can carry', () => {
+    expect(REPORT_TEXT_MAX_CHARS * 6).toBeLessThan(EVENT_MAX_BYTES)
+    // No tighter than the control tools' 20,000 characters of report.
+    expect(REPORT_TEXT_MAX_CHARS).toBeGreaterThanOrEqual(20_000)
+  })
+
+  it('takes a report of exactly REPORT_TEXT_MAX_CHARS worst-case characters, refuses one more, and the parent persists only the first', async () => {
+    const hold = gate()
+    const h = await hosts.open({ driver: createScriptedDriver(holdScript(hold.promise)) })
+    const parent = h.sessions.create({ id: 'parent' })
+    const child = h.runtime.spawn(parent, { mode: 'one-shot', label: escaped(LABEL_MAX_CHARS), context: 'fresh', prompt: 'go' })
+    const notices = (): number => parent.events.filter((e) => e.type === 'subagent/notice').length
+
+    const error = await thrown(() => h.runtime.report(child.session, escaped(REPORT_TEXT_MAX_CHARS + 1)))
+    expect(error).toBeInstanceOf(SubagentError)
+    expect(error).toMatchObject({
+      code: 'SUBAGENT_INVALID_ARGUMENT',
+      details: { length: REPORT_TEXT_MAX_CHARS + 1, max: REPORT_TEXT_MAX_CHARS },
+    })
+    expect((error as Error).message).toContain(`at most ${REPORT_TEXT_MAX_CHARS} characters (REPORT_TEXT_MAX_CHARS)`)
+    expect((error as Error).message).toContain('nothing was written')
+    expect(notices()).toBe(0)
+
+    const notice = h.runtime.report(child.session, escaped(REPORT_TEXT_MAX_CHARS))
+    expect(notice).toMatchObject({ kind: 'report', label: escaped(LABEL_MAX_CHARS) })
+    expect(notice.text?.length).toBe(REPORT_TEXT_MAX_CHARS)
+    expect(notices()).toBe(1)
+    hold.open()
+    expect((await child.done).end).toBe('completed')
+    // The parent goes cold: its log, the longest report with the longest label included, was stored.
+    await h.sessions.dispose(parent.id)
+    const stored = (await h.persistence!.inspect(parent.id)).events.filter((e) => e.type === 'subagent/notice')
+    expect(stored.map((e) => (e.data as { kind: string }).kind)).toEqual(['report', 'settled'])
+    expect((stored[0]!.data as { text: string }).text.length).toBe(REPORT_TEXT_MAX_CHARS)
+    expect(h.errors).toEqual([])
+  })
+})
+
+describe('a spawn’s label, names, persona and instructions are bounded before anything is written', () => {
+  it('derives INSTRUCTIONS_MAX_CHARS from EVENT_MAX_BYTES and takes what the control tools pass through', () => {
+    const others = (PERSONA_MAX_CHARS + 3 * NAME_MAX_CHARS) * 6
+    expect(INSTRUCTIONS_MAX_CHARS * 6 + others).toBeLessThan(EVENT_MAX_BYTES)
+    // An agent definition's body (at most 256 KiB) joined to the tools' 1 MiB of inline instructions.
+    expect(INSTRUCTIONS_MAX_CHARS).toBeGreaterThanOrEqual(256 * 1024 + 2 + 1_048_576)
+    expect(PERSONA_MAX_CHARS).toBeGreaterThanOrEqual(10_000)
+    expect(LABEL_MAX_CHARS).toBeGreaterThanOrEqual(200)
+  })
+
+  it('refuses each field one character over its bound with SUBAGENT_INVALID_DESCRIPTOR naming it, and creates no child', async () => {
+    const h = await hosts.open()
+    const parent = h.sessions.create({ id: 'parent' })
+    const before = parent.events.length
+    const over = (max: number): string => 'x'.repeat(max + 1)
+    const refused: [
+      field: string,
+      max: number,
+      limit: string,
+      spawn: { label?: string; provider?: string; agentPreset?: string; settings?: SubagentSettings },
+    ][] = [
+      ['label', LABEL_MAX_CHARS, 'LABEL_MAX_CHARS', { label: over(LABEL_MAX_CHARS) }],
+      ['provider', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { provider: over(NAME_MAX_CHARS) }],
+      ['agentPreset', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { agentPreset: over(NAME_MAX_CHARS) }],
+      ['agentProvider', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { settings: { agentProvider: over(NAME_MAX_CHARS) } }],
+      ['agentModel', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { settings: { agentModel: over(NAME_MAX_CHARS) } }],
+      ['model', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { settings: { model: over(NAME_MAX_CHARS) } }],
+      ['persona', PERSONA_MAX_CHARS, 'PERSONA_MAX_CHARS', { settings: { persona: over(PERSONA_MAX_CHARS) } }],
+      ['instructions', INSTRUCTIONS_MAX_CHARS, 'INSTRUCTIONS_MAX_CHARS', { settings: { instructions: over(INSTRUCTIONS_MAX_CHARS) } }],
+    ]
+    for (const [field, max, limit, spawn] of refused) {
+      for (const mode of ['one-shot', 'continuable'] as const) {
+        const error = await thrown(() => h.runtime.spawn(parent, { label: 'l', ...spawn, mode, context: 'fresh', prompt: 'go', id: 'c' }))
+        expect(error).toBeInstanceOf(SubagentError)
+        expect(error).toMatchObject({ code: 'SUBAGENT_INVALID_DESCRIPTOR', details: { field, length: max + 1, max } })
+        expect((error as Error).message).toContain(`${field} has ${max + 1} characters, more than ${max} (${limit})`)
+        expect((error as Error).message).toContain('Nothing was written')
+      }
+    }
+    expect(h.sessions.get('c')).toBeUndefined()
+    expect(await codeOf(h.persistence!.inspect('c' as never))).toBe('SESSION_PERSISTENCE_NOT_FOUND')
+    expect(await h.runtime.listChildren(parent.id)).toEqual([])
+    expect(parent.events.length).toBe(before)
+  })
+
+  it('takes every field at its bound in worst-case characters, and a store persists the records', async () => {
+    const h = await hosts.open({ driver: createScriptedDriver([{ kind: 'message', text: 'done' }]) })
+    const parent = h.sessions.create()
+    const name = escaped(NAME_MAX_CHARS)
+    const settings = {
+      agentProvider: name,
+      agentModel: name,
+      model: name,
+      persona: escaped(PERSONA_MAX_CHARS),
+      instructions: escaped(INSTRUCTIONS_MAX_CHARS),
+    }
+    const common = { context: 'fresh', label: escaped(LABEL_MAX_CHARS), provider: name, agentPreset: name, settings } as const
+    // One-shot: everything but the label and provider in one options event; continuable: the persona in the descriptor.
+    for (const mode of ['one-shot', 'continuable'] as const) {
+      const child = h.runtime.spawn(parent, { ...common, mode, prompt: 'go' })
+      expect((await child.done).end).toBe('completed')
+      const stored = await h.persistence!.inspect(child.id)
+      expect(stored.header.agentPreset).toBe(name)
+      const records = stored.events.filter((e) => e.type === 'subagent/descriptor' || e.type === 'subagent/options')
+      const merged = Object.assign({}, ...records.map((e) => e.data)) as Record<string, unknown>
+      expect(merged).toMatchObject({ ...settings, label: common.label, provider: name, mode })
+    }
+    expect(await h.runtime.listChildren(parent.id)).toHaveLength(2)
+    expect(h.errors).toEqual([])
+  })
+
+  it('refuses a record whose outputSchema or tool filter would encode past what an event holds, and creates no child', async () => {
+    const h = await hosts.open()
+    const parent = h.sessions.create({ id: 'parent' })
+    const huge = escaped(3_000_000)
+    const refused: [SubagentSettings, string][] = [
+      [{ outputSchema: { type: 'string', description: huge } }, 'subagent/options'],
+      [{ toolFilter: { deny: [huge] } }, 'subagent/options'],
+    ]
+    for (const [settings, event] of refused) {
+      const error = await thrown(() => h.runtime.spawn(parent, { mode: 'one-shot', context: 'fresh', settings, id: 'c' }))
+      expect(error).toMatchObject({ code: 'SUBAGENT_INVALID_DESCRIPTOR', details: { event, max: expect.any(Number) } })
+      const { bytes, max } = (error as SubagentError).details as { bytes: number; max: number }
+      expect(bytes).toBeGreaterThan(max)
+      expect(max).toBeLessThan(EVENT_MAX_BYTES)
+      expect((error as Error).message).toContain('EVENT_MAX_BYTES')
+    }
+    // A continuable child's tool filter goes into its descriptor.
+    const error = await thrown(() =>
+      h.runtime.spawn(parent, { mode: 'continuable', label: 'l', context: 'fresh', settings: { toolFilter: { allow: [huge] } }, id: 'c' }),
+    )
+    expect(error).toMatchObject({ code: 'SUBAGENT_INVALID_DESCRIPTOR', details: { event: 'subagent/descriptor' } })
+    expect(h.sessions.get('c')).toBeUndefined()
+    expect(await codeOf(h.persistence!.inspect('c' as never))).toBe('SESSION_PERSISTENCE_NOT_FOUND')
+    expect(await h.runtime.listChildren(parent.id)).toEqual([])
   })
 })
