@@ -6,6 +6,8 @@ export type SessionErrorCode =
   | 'SESSION_INVALID_OFFSET'
   | 'SESSION_INVALID_HEADER'
   | 'SESSION_INVALID_EVENT'
+  /** An event whose encoded line is over `EVENT_MAX_BYTES`: nothing was appended. */
+  | 'SESSION_EVENT_TOO_LARGE'
   | 'SESSION_INVALID_SEED'
   | 'SESSION_REENTRANT_APPEND'
   | 'SESSION_FORK_OPEN_TURN'

@@ -2,7 +2,8 @@ import { SessionLogOffset, SessionSeq } from './brands.js'
 import { SessionError } from './errors.js'
 import type { SessionEvent, SessionEventMap, SessionEventType, StoredSessionEvent } from './events.js'
 import type { SessionHeader } from './header.js'
-import { freezeLosslessJson } from './json.js'
+import { freezeLosslessJson, freezeLosslessJsonSized, JSON_MAX_BYTES_PER_UNIT, JSON_MAX_NUMBER_BYTES } from './json.js'
+import { EVENT_MAX_BYTES } from './limits.js'
 
 export interface SessionInit {
   readonly header: SessionHeader
@@ -26,6 +27,13 @@ const appendListeners = new WeakMap<Session, AppendListener>()
 export function onSessionAppend(session: Session, listener: AppendListener): void {
   appendListeners.set(session, listener)
 }
+
+/**
+ * Upper bound of the UTF-8 bytes of an event line around its data,
+ * `{"type":"…","seq":…,"time":…,"data":…}`, but for the type's characters:
+ * `seq` and `time` taken as the longest numbers.
+ */
+const ENVELOPE_MAX_BYTES = '{"type":"","seq":,"time":,"data":}'.length + 2 * JSON_MAX_NUMBER_BYTES
 
 /**
  * An append-only, event-sourced session. `seq === index` for every event;
@@ -109,8 +117,10 @@ export class Session {
 
   /**
    * Appends one event synchronously and notifies listeners before returning.
-   * Invalid data is rejected with `SESSION_INVALID_EVENT` and nothing is
-   * appended; an append from inside a listener is rejected with
+   * Invalid data is rejected with `SESSION_INVALID_EVENT`, an event whose
+   * encoded line would be over `EVENT_MAX_BYTES` with `SESSION_EVENT_TOO_LARGE`
+   * (no store would take it, nor any event after it), and in both cases
+   * nothing is appended; an append from inside a listener is rejected with
    * `SESSION_REENTRANT_APPEND` (listeners must not reorder the log).
    */
   append<T extends SessionEventType>(type: T, data: SessionEventMap[T]): SessionEvent<T>
@@ -126,8 +136,9 @@ export class Session {
     }
     if (typeof type !== 'string' || type.length === 0)
       throw new SessionError('SESSION_INVALID_EVENT', 'An event type must be a non-empty string.')
-    const frozenData = freezeLosslessJson(data, `'${type}' data`)
-    const event = Object.freeze({ type, seq: SessionSeq(this.#log.length), time: this.#clock(), data: frozenData }) as SessionEvent
+    const frozen = freezeLosslessJsonSized(data, `'${type}' data`)
+    const event = Object.freeze({ type, seq: SessionSeq(this.#log.length), time: this.#clock(), data: frozen.value }) as SessionEvent
+    if (frozen.maxBytes + ENVELOPE_MAX_BYTES + type.length * JSON_MAX_BYTES_PER_UNIT > EVENT_MAX_BYTES) this.#checkEventBytes(event)
     this.#log.push(event)
     this.#snapshot = undefined
     const listener = appendListeners.get(this)
@@ -140,6 +151,30 @@ export class Session {
       }
     }
     return event
+  }
+
+  /** Measures an event's line exactly, as a persistence backend encodes it, and refuses it past `EVENT_MAX_BYTES`. */
+  #checkEventBytes(event: SessionEvent): void {
+    let line: string
+    try {
+      line = JSON.stringify({ type: event.type, seq: event.seq, time: event.time, data: event.data })
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error
+      throw new SessionError(
+        'SESSION_INVALID_EVENT',
+        `Event '${event.type}' (seq ${event.seq}) of session '${this.header.id}' cannot be encoded as JSON (${error.message}): its data is nested too deeply or too long. Store large content as an attachment and reference it from the event; nothing was appended.`,
+        { cause: error, details: { id: this.header.id, type: event.type, seq: event.seq } },
+      )
+    }
+    // A UTF-16 code unit of a line is at most 3 UTF-8 bytes (JSON escapes lone surrogates).
+    if (line.length * 3 <= EVENT_MAX_BYTES) return
+    const bytes = Buffer.byteLength(line)
+    if (bytes <= EVENT_MAX_BYTES) return
+    throw new SessionError(
+      'SESSION_EVENT_TOO_LARGE',
+      `Event '${event.type}' (seq ${event.seq}) of session '${this.header.id}' encodes to ${bytes} bytes; an event is at most ${EVENT_MAX_BYTES} bytes (EVENT_MAX_BYTES), or no store would take it. Store large content as an attachment and reference it from the event; nothing was appended.`,
+      { details: { id: this.header.id, type: event.type, seq: event.seq, bytes, max: EVENT_MAX_BYTES } },
+    )
   }
 
   /** Internal: marks the session closed after the store disposed it. */

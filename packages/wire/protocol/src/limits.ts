@@ -73,7 +73,9 @@ export const CURSOR_MAX_LENGTH = 16_384
  * Largest event an append stores: the UTF-8 bytes of its encoded line (the
  * JSON of `{type, seq, time, data}`). Past it a backend refuses the batch
  * with `SESSION_PERSISTENCE_EVENT_TOO_LARGE` and stores none of it; large
- * content belongs in an attachment, referenced from the event.
+ * content belongs in an attachment, referenced from the event. `Session.append`
+ * refuses such an event before it is logged (`SESSION_EVENT_TOO_LARGE`,
+ * against the same number in `@dsh/session/limits`).
  */
 export const EVENT_MAX_BYTES = 16 * 1024 * 1024
 
