@@ -1,6 +1,7 @@
-// The size bound a session holds its events to. This module imports nothing:
-// `@dsh/protocol`'s tests load it (the `./limits` subpath) to check it against
-// the protocol's own declaration.
+// The size bound a session holds its events to, at the `./limits` subpath (a
+// module that imports nothing) for packages that depend on the session and not
+// on the protocol, and for `@dsh/protocol`'s tests, which check it against the
+// protocol's own declaration.
 
 /**
  * Largest event `Session.append` takes: the UTF-8 bytes of its encoded line

@@ -1,4 +1,5 @@
 import type { DshError } from '@dsh/context'
+import { EVENT_MAX_BYTES } from '@dsh/session/limits'
 
 /**
  * Characters (UTF-16 units) one model step may stream, its text, reasoning,
@@ -10,6 +11,16 @@ import type { DshError } from '@dsh/context'
  * longest answers models give (128k output tokens) are a fraction of it.
  */
 export const STEP_MAX_CHARS = 1_048_576
+
+/**
+ * UTF-8 bytes of a tool result's JSON the driver logs. A result goes into one
+ * `tool/result {turn, callId, content}` event, and a store refuses an event
+ * over `EVENT_MAX_BYTES`; half of it leaves room for the call id (the model's,
+ * within its step's `STEP_MAX_CHARS`, at 6 bytes a character escaped) and the
+ * event's envelope. A larger result is logged as a `TOOL_RESULT_TOO_LARGE`
+ * error result.
+ */
+export const TOOL_RESULT_MAX_BYTES = EVENT_MAX_BYTES / 2
 
 /** Tool calls (Chat's `index`, Responses' function call items) or content blocks (Anthropic's `index`) one step may hold. */
 export const STEP_MAX_PARTS = 256

@@ -3,6 +3,7 @@ import type { JsonValue, Session } from '@dsh/session'
 import type { SubagentTool } from '@dsh/subagent'
 import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completions'
 import type { FunctionTool } from 'openai/resources/responses/responses'
+import { TOOL_RESULT_MAX_BYTES } from './limits.js'
 
 /**
  * A tool the runtime gives an agent: `SubagentTool` of `@dsh/subagent` (the
@@ -59,8 +60,7 @@ export async function runTool(
     return failure('TOOL_INVALID_ARGUMENTS', `The arguments for ${name} are not valid JSON; send one JSON object.`)
   }
   try {
-    const result = await tool.execute(input, { agent, signal })
-    return { content: toJson(result), isError: false }
+    return resultOf(name, await tool.execute(input, { agent, signal }))
   } catch (error) {
     if (isDshError(error)) return failure(error.code, error.message)
     return failure('TOOL_FAILED', error instanceof Error ? error.message : String(error))
@@ -71,12 +71,36 @@ function failure(code: string, message: string): ToolOutcome {
   return { content: { code, message }, isError: true }
 }
 
+/**
+ * A tool's result as its `tool/result` logs it (see `toJson`). A result whose
+ * JSON is over `TOOL_RESULT_MAX_BYTES` is an error result instead, which the
+ * model reads and the turn goes on: logged whole it would be an event no store
+ * takes, and the session could store nothing after it.
+ */
+function resultOf(name: string, result: unknown): ToolOutcome {
+  const text = jsonText(result)
+  if (text === undefined) return failure('TOOL_FAILED', `${name} returned a value that is not JSON (a function or a symbol).`)
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: only a text that could be over the bound is measured.
+  const bytes = text.length * 3 > TOOL_RESULT_MAX_BYTES ? Buffer.byteLength(text) : 0
+  if (bytes > TOOL_RESULT_MAX_BYTES) {
+    return failure(
+      'TOOL_RESULT_TOO_LARGE',
+      `${name} returned ${bytes} bytes of JSON; a tool result is at most ${TOOL_RESULT_MAX_BYTES} bytes (TOOL_RESULT_MAX_BYTES). Ask for less (a narrower query, a range, a summary).`,
+    )
+  }
+  return { content: JSON.parse(text) as JsonValue, isError: false }
+}
+
 /** A lossless-JSON copy (drops `undefined`, turns non-finite numbers into null). */
 export function toJson(value: unknown): JsonValue {
-  if (value === undefined) return null
-  return JSON.parse(
-    JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'number' && !Number.isFinite(inner) ? null : inner)),
-  ) as JsonValue
+  const text = jsonText(value)
+  return text === undefined ? null : (JSON.parse(text) as JsonValue)
+}
+
+/** The JSON text of `toJson`'s copy; undefined for `undefined`, a function or a symbol. */
+function jsonText(value: unknown): string | undefined {
+  if (value === undefined) return undefined
+  return JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'number' && !Number.isFinite(inner) ? null : inner))
 }
 
 /** The arguments as logged in `tool/call`: the parsed object, or the raw text when it is not JSON. */

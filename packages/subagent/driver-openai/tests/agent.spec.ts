@@ -1,6 +1,6 @@
 import { MISSING_RESULT_TEXT } from '@dsh/session-context'
 import { afterEach, describe, expect, it } from 'vitest'
-import { DriverOpenAIError, runAgent } from '../src/index.js'
+import { DriverOpenAIError, runAgent, TOOL_RESULT_MAX_BYTES } from '../src/index.js'
 import { answer, callTools, type ModelServer, startModelServer } from '../src/testing/model-server.js'
 import { addTool, newStore, ofType, TEST_KEY, testClient, types } from './helpers.js'
 
@@ -278,6 +278,33 @@ describe('runAgent over a Chat Completions server', () => {
       { turn: 1, callId: 'c2', isError: true, content: { code: 'CANCELLED', message: 'The turn was interrupted before this tool ran.' } },
     ])
     expect(types(session).at(-1)).toBe('turn/end')
+  })
+
+  it('logs a tool result over TOOL_RESULT_MAX_BYTES as a TOOL_RESULT_TOO_LARGE error the model reads, and the turn goes on', async () => {
+    // 'é' is two UTF-8 bytes: a result of that many characters is under the bound by its length, over it in bytes.
+    const big = { ...addTool, name: 'big', execute: async () => ({ text: 'é'.repeat(TOOL_RESULT_MAX_BYTES / 2) }) }
+    // `{"text":""}` is 11 bytes: this result's JSON is exactly the bound.
+    const fits = { ...addTool, name: 'fits', execute: async () => ({ text: `${'é'.repeat((TOOL_RESULT_MAX_BYTES - 12) / 2)}a` }) }
+    server = await startModelServer([
+      callTools([
+        { id: 'c1', name: 'big', arguments: '{}' },
+        { id: 'c2', name: 'fits', arguments: '{}' },
+      ]),
+      answer(['done']),
+    ])
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
+    const outcome = await runAgent({ client, session, prompt: 'x', tools: [big, fits], signal: new AbortController().signal })
+    expect(outcome).toEqual({ reason: 'completed', text: 'done' })
+    const [tooLarge, kept] = ofType(session.events, 'tool/result') as { callId: string; isError?: boolean; content: unknown }[]
+    expect(tooLarge).toMatchObject({ callId: 'c1', isError: true, content: { code: 'TOOL_RESULT_TOO_LARGE' } })
+    expect((tooLarge!.content as { message: string }).message).toContain(`at most ${TOOL_RESULT_MAX_BYTES} bytes`)
+    expect(kept).toMatchObject({ callId: 'c2', content: { text: expect.any(String) } })
+    expect(Buffer.byteLength(JSON.stringify(kept!.content))).toBe(TOOL_RESULT_MAX_BYTES)
+    expect(kept!.isError).toBeUndefined()
+    const toolMessages = server.requests[1]!.body.messages.filter((m) => m.role === 'tool')
+    expect(toolMessages.map((m) => m.tool_call_id)).toEqual(['c1', 'c2'])
+    expect(String(toolMessages[0]!.content)).toContain('TOOL_RESULT_TOO_LARGE')
   })
 
   it('gives calls from a server that sends no ids distinct ids, and pairs each result with its call', async () => {

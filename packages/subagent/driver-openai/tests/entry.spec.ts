@@ -17,6 +17,7 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'STEP_MAX_CHARS',
     'STEP_MAX_PARTS',
     'StepBound',
+    'TOOL_RESULT_MAX_BYTES',
     'budgetCompaction',
     'createModelClient',
     'createOpenAIDriver',
