@@ -10,7 +10,9 @@ import { type Stack, startStack, turn } from './support/stack.js'
 // Space) in a real headless Chromium: search, a second list page, a session
 // from the list, collapsed reasoning and a tool call, the trace tab and a
 // child's transcript from its span. Every step is checked by DOM state: the
-// focused element, <details> open, the address's hash.
+// focused element, <details> open, the address's hash. The page routes on
+// `hashchange`, a task of its own after the hash changes, so a check of what
+// routing does first waits for the view routing shows.
 
 /** More top-level sessions than one list page (50) holds, so the list has a next page. */
 const FILLERS = 55
@@ -129,13 +131,16 @@ it('reaches and operates search, paging, a session, its collapsed blocks, the tr
   await tabTo('#session-view a[href="#list"]', true)
   await page.keyboard.press('Enter')
   expect(await hash()).toBe('#list')
+  await page.locator('#list-view:not([hidden])').waitFor()
   expect(await focusedId()).toBe('sessions-title')
   await tabTo('#sessions tr[data-session-id="parent"] td.title a')
   await page.keyboard.press('Enter')
   expect(await hash()).toBe('#session=parent')
+  await page.locator('#session-view:not([hidden])').waitFor()
   await tabTo('#tab-trace')
   await page.keyboard.press('Enter')
   expect(await hash()).toBe('#session=parent&view=trace')
+  await page.locator('#trace-pane:not([hidden])').waitFor()
   expect(await focusedId()).toBe('tab-trace')
   expect(await page.locator('#tab-trace').getAttribute('aria-current')).toBe('page')
 
