@@ -55,8 +55,7 @@ export function identify(path: string): IndexFile | undefined {
 
 /** A new generation's file name beside `path` (not yet created). */
 export function newGeneration(path: string): string {
-  const stem = basename(path).replace(/\.sqlite$/, '')
-  return join(dirname(path), `${stem}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.sqlite`)
+  return join(dirname(path), `${generationPrefix(path)}${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}.sqlite`)
 }
 
 /**
@@ -95,17 +94,10 @@ export function removeDatabase(file: string): void {
  * file are left alone.
  */
 export function sweepCompanions(path: string): void {
-  const dir = dirname(path)
-  const stem = `${basename(path).replace(/\.sqlite$/, '')}-`
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
-    return
-  }
+  const { dir, names } = generationNames(path)
   for (const name of names) {
     const companion = /^(.*\.sqlite)-(wal|shm|journal)$/.exec(name)
-    if (companion === null || !name.startsWith(stem)) continue
+    if (companion === null) continue
     if (!existsSync(join(dir, companion[1]!))) rmSync(join(dir, name), { force: true })
   }
 }
@@ -131,16 +123,9 @@ export function removeLeftovers(path: string): void {
 
 /** The regular files beside `path` named as its generations (`newGeneration`). */
 function generationFiles(path: string): string[] {
-  const dir = dirname(path)
-  const stem = `${basename(path).replace(/\.sqlite$/, '')}-`
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
-    return []
-  }
+  const { dir, prefix, names } = generationNames(path)
   return names
-    .filter((name) => name.startsWith(stem) && /^[0-9a-z]+\.sqlite$/.test(name.slice(stem.length)))
+    .filter((name) => /^[0-9a-z]+\.sqlite$/.test(name.slice(prefix.length)))
     .map((name) => join(dir, name))
     .filter((file) => {
       try {
@@ -149,6 +134,22 @@ function generationFiles(path: string): string[] {
         return false
       }
     })
+}
+
+/** What every generation file's name beside `path` begins with (`<name>-`). */
+function generationPrefix(path: string): string {
+  return `${basename(path).replace(/\.sqlite$/, '')}-`
+}
+
+/** The names beside `path` that begin with its generations' prefix (none when the directory cannot be read). */
+function generationNames(path: string): { dir: string; prefix: string; names: string[] } {
+  const dir = dirname(path)
+  const prefix = generationPrefix(path)
+  try {
+    return { dir, prefix, names: readdirSync(dir).filter((name) => name.startsWith(prefix)) }
+  } catch {
+    return { dir, prefix, names: [] }
+  }
 }
 
 /** The generation the link at `path` names, if it is one of ours (a plain file is not: the rename replaces it). */
