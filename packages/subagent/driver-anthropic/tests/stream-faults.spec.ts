@@ -30,7 +30,7 @@ async function run(reply: Reply | readonly Reply[], options: AnthropicClientOpti
   server = await startModelServer(Array.isArray(reply) ? reply : () => reply as Reply)
   const { client } = testClient(server, options)
   const session = newStore().create()
-  const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: AbortSignal.timeout(60_000), maxSteps: 1 })
+  const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: new AbortController().signal, maxSteps: 1 })
   return { session, outcome, error: outcome.error as DriverAnthropicError | undefined }
 }
 
@@ -150,7 +150,7 @@ describe('a model server that answers an error with a huge body', () => {
     server = await startModelServer([flood(529, { 'retry-after': '2' }), flood(400)])
     const { client, waits } = testClient(server)
     const session = newStore().create()
-    const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: AbortSignal.timeout(60_000) })
+    const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: new AbortController().signal })
     expect(outcome.error).toMatchObject({ code: 'DRIVER_ANTHROPIC_BAD_REQUEST' })
     const message = (outcome.error as DriverAnthropicError).message
     expect(message).toContain(`(HTTP 400): 400 ${head}xxx`)

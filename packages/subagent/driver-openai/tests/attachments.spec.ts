@@ -35,7 +35,7 @@ async function runWithImage(api: ModelApi, withSource: boolean) {
     client,
     session,
     tools: [],
-    signal: AbortSignal.timeout(30_000),
+    signal: new AbortController().signal,
     context: ctx.require('sessionContext'),
     ...(withSource ? { attachments: (s: typeof session) => attachmentResolver(ctx.require('sessionPersistence'), s.header.id) } : {}),
   }

@@ -76,7 +76,7 @@ describe('an error answer with a huge body', () => {
     server = await startModelServer(replies)
     const { client, waits } = testClient(server.baseURL)
     const session = newStore().create()
-    const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: AbortSignal.timeout(60_000) })
+    const outcome = await runAgent({ client, session, prompt: 'x', tools: [], signal: new AbortController().signal })
     const error = outcome.error as DriverOpenAIError
     expect(error.code).toBe('DRIVER_OPENAI_BAD_REQUEST')
     expect(server.requests).toHaveLength(2)

@@ -71,7 +71,7 @@ async function turn(
     session,
     prompt,
     tools: [addTool],
-    signal: AbortSignal.timeout(30_000),
+    signal: new AbortController().signal,
     context: ctx.require('sessionContext'),
     ...extra,
   })
@@ -195,7 +195,7 @@ describe('runAgent over the Responses API', () => {
       session,
       prompt: 'Hello on chat.',
       tools: [],
-      signal: AbortSignal.timeout(30_000),
+      signal: new AbortController().signal,
       context: ctx.require('sessionContext'),
     })
     expect(outcome.reason).toBe('completed')
@@ -223,7 +223,7 @@ describe('Responses stream endings', () => {
     onTestFinished(() => server.close())
     const { client } = testClient(server.baseURL, { api: 'responses' })
     const session = newStore().create()
-    const run = (prompt: string) => runAgent({ client, session, prompt, tools: [], signal: AbortSignal.timeout(30_000) })
+    const run = (prompt: string) => runAgent({ client, session, prompt, tools: [], signal: new AbortController().signal })
     expect((await run('One.')).reason).toBe('completed')
     const failed = await run('Two.')
     expect(failed.reason).toBe('error')
