@@ -1,6 +1,8 @@
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, MessageParam, TextBlockParam, Tool } from '@anthropic-ai/sdk/resources/messages'
 import {
+  boundedText,
+  brokenAfterOutput,
   type DeadlineErrors,
   fetchWithBoundedErrors,
   isRetryableStatus,
@@ -154,24 +156,21 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
   if (error instanceof DriverAnthropicError && error.code === 'DRIVER_ANTHROPIC_RESPONSE_TOO_LARGE') return error
   if (emitted && !(error instanceof APIError && error.status !== undefined)) {
     const message = error instanceof Error ? error.message : String(error)
-    return new DriverAnthropicError(
-      'DRIVER_ANTHROPIC_REQUEST_FAILED',
-      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${bounded(redact(message))}`,
-    )
+    return new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', brokenAfterOutput(boundedText(redact(message))))
   }
   if (error instanceof APIConnectionError) {
     return new DriverAnthropicError(
       'DRIVER_ANTHROPIC_CONNECTION',
-      `Could not reach the Anthropic API${tries}: ${bounded(redact(error.message))}. Check --base-url and that the server is running.`,
+      `Could not reach the Anthropic API${tries}: ${boundedText(redact(error.message))}. Check --base-url and that the server is running.`,
     )
   }
   if (error instanceof APIError) {
     const status = error.status
-    const server = bounded(redact(error.apiMessage ?? error.message))
+    const server = boundedText(redact(error.apiMessage ?? error.message))
     const details = {
       status,
-      ...(error.type ? { type: bounded(redact(String(error.type)), 100) } : {}),
-      ...(error.requestID ? { requestId: bounded(redact(String(error.requestID)), 100) } : {}),
+      ...(error.type ? { type: boundedText(redact(String(error.type)), 100) } : {}),
+      ...(error.requestID ? { requestId: boundedText(redact(String(error.requestID)), 100) } : {}),
     }
     const make = (code: Parameters<typeof newError>[0], message: string): DriverAnthropicError => newError(code, message, details)
     if (status === 400 || status === 413 || status === 422)
@@ -190,7 +189,7 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
     return make('DRIVER_ANTHROPIC_REQUEST_FAILED', `The model request failed (HTTP ${String(status)}): ${server}`)
   }
   const message = error instanceof Error ? error.message : String(error)
-  return new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', `The model request failed: ${bounded(redact(message))}`)
+  return new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', `The model request failed: ${boundedText(redact(message))}`)
 }
 
 function newError(
@@ -199,8 +198,4 @@ function newError(
   details: Record<string, unknown>,
 ): DriverAnthropicError {
   return new DriverAnthropicError(code, message, { details })
-}
-
-function bounded(text: string, max = 500): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text
 }

@@ -1,3 +1,4 @@
+import { ERROR_TEXT_MAX_CHARS } from '@dsh/driver-openai'
 import { answer, type ModelServer, startModelServer } from '@dsh/driver-openai/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createAnthropicClient, DriverAnthropicError, runAgent } from '../src/index.js'
@@ -82,6 +83,17 @@ describe('retries (attempts counted at the server)', () => {
       await server.close()
       server = undefined
     }
+  })
+
+  it('keeps ERROR_TEXT_MAX_CHARS of a long server message, the cut marked, redacted before it is cut', async () => {
+    const message = `${TEST_KEY} ${'y'.repeat(10 * ERROR_TEXT_MAX_CHARS)}`
+    server = await startModelServer(() => ({ kind: 'error', status: 400, message }))
+    const { client } = testClient(server)
+    const { outcome } = await turn(client)
+    const error = outcome.error as DriverAnthropicError
+    expect(error.code).toBe('DRIVER_ANTHROPIC_BAD_REQUEST')
+    const shown = error.message.slice(error.message.indexOf('(HTTP 400): ') + '(HTTP 400): '.length)
+    expect(shown).toBe(`${`[redacted] ${'y'.repeat(10 * ERROR_TEXT_MAX_CHARS)}`.slice(0, ERROR_TEXT_MAX_CHARS)}…`)
   })
 
   it('a stream that breaks after output was recorded is not retried (nothing is logged twice): DRIVER_ANTHROPIC_REQUEST_FAILED', async () => {

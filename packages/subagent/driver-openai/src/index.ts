@@ -3,7 +3,8 @@
 // Request building, tool plumbing, retry arithmetic and error translation
 // are internal (the package's own tests reach them by file); the
 // provider-neutral pieces (tool running, notice phrasing, retry arithmetic,
-// key redaction, a step's bounds, a request's deadline and the bounded `fetch`) are public so other drivers share them.
+// key redaction, a step's bounds, a request's deadline, the bounded `fetch` and
+// error text) are public so other drivers share them.
 export type { AgentTurnOutcome, RunAgentOptions } from './agent.js'
 export { runAgent } from './agent.js'
 export type { BudgetCheck, BudgetCompactionOptions, CompactionSource } from './budget.js'
@@ -16,7 +17,17 @@ export type { DriverOpenAIErrorCode } from './errors.js'
 export { DriverOpenAIError } from './errors.js'
 export { ASSISTANT_ERROR_EVENT, ASSISTANT_REASONING_EVENT } from './events.js'
 export type { DeadlineErrors, RequestDeadline, StepBoundErrors } from './limits.js'
-export { fetchWithBoundedErrors, requestDeadline, STEP_MAX_CHARS, STEP_MAX_PARTS, StepBound, TOOL_RESULT_MAX_BYTES } from './limits.js'
+export {
+  boundedText,
+  brokenAfterOutput,
+  ERROR_TEXT_MAX_CHARS,
+  fetchWithBoundedErrors,
+  requestDeadline,
+  STEP_MAX_CHARS,
+  STEP_MAX_PARTS,
+  StepBound,
+  TOOL_RESULT_MAX_BYTES,
+} from './limits.js'
 export type { ModelClient, ModelClientOptions } from './model.js'
 export { createModelClient } from './model.js'
 export type { Notices } from './notices.js'

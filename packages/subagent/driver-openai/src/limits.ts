@@ -66,6 +66,23 @@ export class StepBound {
   }
 }
 
+/**
+ * Characters of a message from outside the driver (a server's error, a
+ * library's exception) its typed error keeps, after redaction: enough to act
+ * on, never a whole answer, however much the server sent.
+ */
+export const ERROR_TEXT_MAX_CHARS = 500
+
+/** `text` cut to `max` characters, an ellipsis marking the cut. */
+export function boundedText(text: string, max = ERROR_TEXT_MAX_CHARS): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}
+
+/** What a request whose stream broke after output was recorded says (it is not retried): `cause` is why it broke. */
+export function brokenAfterOutput(cause: string): string {
+  return `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${cause}`
+}
+
 /** The typed errors of a request whose deadline ran out, in the driver's own class, and who the messages say was silent. */
 export interface DeadlineErrors {
   /** Who sent nothing, as a sentence begins with it (`The model server`, `The Anthropic API`). */
@@ -114,8 +131,7 @@ export function requestDeadline(caller: AbortSignal, ms: number, errors: Deadlin
     clear: () => clearTimeout(handle),
     timedOut: (attempts, emitted) => {
       const what = `nothing for ${ms} ms (timeoutMs)`
-      if (emitted)
-        return errors.broken(`The model stream broke after output was recorded (not retried, so nothing is logged twice): ${what}.`)
+      if (emitted) return errors.broken(`${brokenAfterOutput(what)}.`)
       const tries = attempts === 1 ? '' : ` after ${attempts} attempts`
       return errors.silent(`${errors.server} sent ${what}${tries}. Check that the server is responding.`)
     },
@@ -127,7 +143,7 @@ export function requestDeadline(caller: AbortSignal, ms: number, errors: Deadlin
  * SDKs read such a body whole into memory to build their error, and a server
  * or a proxy before it may answer with a body of any length, or one that
  * never ends; providers' error bodies are a short JSON object, and the
- * drivers show 500 characters of its message.
+ * drivers show `ERROR_TEXT_MAX_CHARS` of its message.
  */
 export const ERROR_BODY_MAX_BYTES = 65_536
 

@@ -3,7 +3,7 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { type ModelApi, type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
 import { DriverOpenAIError } from './errors.js'
-import { type DeadlineErrors, fetchWithBoundedErrors, requestDeadline, StepBound } from './limits.js'
+import { boundedText, brokenAfterOutput, type DeadlineErrors, fetchWithBoundedErrors, requestDeadline, StepBound } from './limits.js'
 import { streamResponse } from './responses-stream.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
 import { BOUND_ERRORS, cancelled, type ModelStep, type StepOptions, type StepRequest, type StreamAttempt, unfinished } from './step.js'
@@ -183,24 +183,21 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
   if (error instanceof DriverOpenAIError && error.code === 'DRIVER_OPENAI_RESPONSE_TOO_LARGE') return error
   if (emitted && !(error instanceof APIError && error.status !== undefined)) {
     const message = error instanceof Error ? error.message : String(error)
-    return new DriverOpenAIError(
-      'DRIVER_OPENAI_REQUEST_FAILED',
-      `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${bounded(redact(message))}`,
-    )
+    return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', brokenAfterOutput(boundedText(redact(message))))
   }
   if (error instanceof APIConnectionError) {
     return new DriverOpenAIError(
       'DRIVER_OPENAI_CONNECTION',
-      `Could not reach the model server${tries}: ${bounded(redact(error.message))}. Check --base-url and that the server is running.`,
+      `Could not reach the model server${tries}: ${boundedText(redact(error.message))}. Check --base-url and that the server is running.`,
     )
   }
   if (error instanceof APIError) {
     const status = error.status
-    const server = bounded(redact(serverMessage(error)))
+    const server = boundedText(redact(serverMessage(error)))
     const details = {
       status,
-      ...(error.type ? { type: bounded(redact(String(error.type)), 100) } : {}),
-      ...(error.code ? { serverCode: bounded(redact(String(error.code)), 100) } : {}),
+      ...(error.type ? { type: boundedText(redact(String(error.type)), 100) } : {}),
+      ...(error.code ? { serverCode: boundedText(redact(String(error.code)), 100) } : {}),
     }
     if (status === 400 || status === 422)
       return new DriverOpenAIError('DRIVER_OPENAI_BAD_REQUEST', `The model server rejected the request (HTTP ${status}): ${server}`, {
@@ -230,15 +227,11 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
     })
   }
   const message = error instanceof Error ? error.message : String(error)
-  return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', `The model request failed: ${bounded(redact(message))}`)
+  return new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', `The model request failed: ${boundedText(redact(message))}`)
 }
 
 function serverMessage(error: APIError): string {
   const body = error.error as { message?: unknown } | undefined
   if (body && typeof body.message === 'string' && body.message.length > 0) return body.message
   return error.message
-}
-
-function bounded(text: string, max = 500): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text
 }
