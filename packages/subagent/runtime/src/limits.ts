@@ -161,6 +161,25 @@ export function checkReportText(text: unknown): void {
 }
 
 /**
+ * Longest failure text (UTF-16 code units) a settled run keeps: the `error`
+ * (`<CODE>: <message>`) of its `subagent/end`, of the parent's `settled`
+ * notice and of the child's catalog entry. The drivers keep 500 characters of
+ * what a server sent; a driver, tool provider or check of the runtime's
+ * caller may throw a message of any length, and the text is logged twice and
+ * held while the catalog lists the child. A longer one is cut there and says
+ * how much was left out.
+ */
+export const ERROR_TEXT_MAX_CHARS = 4_096
+
+/** `text` held to `ERROR_TEXT_MAX_CHARS`, cut between characters (never inside a surrogate pair). */
+export function boundedErrorText(text: string): string {
+  if (text.length <= ERROR_TEXT_MAX_CHARS) return text
+  const high = text.charCodeAt(ERROR_TEXT_MAX_CHARS - 1)
+  const end = high >= 0xd800 && high <= 0xdbff ? ERROR_TEXT_MAX_CHARS - 1 : ERROR_TEXT_MAX_CHARS
+  return `${text.slice(0, end)}… (${text.length - end} more characters, ERROR_TEXT_MAX_CHARS)`
+}
+
+/**
  * Refuses a spawn whose label, names, persona or instructions are longer than
  * their bounds (`SUBAGENT_INVALID_DESCRIPTOR`, like any other spawn option
  * that makes no valid record). Only strings are measured: their types are the
