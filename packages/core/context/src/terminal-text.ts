@@ -1,3 +1,5 @@
+import { textHead } from './text-head.js'
+
 /**
  * Text from data (ids, paths, messages, a client's input) made safe to print
  * on a terminal, so data can never drive the operator's terminal or forge
@@ -36,12 +38,7 @@ export interface EscapeTerminalOptions {
  */
 export function escapeTerminal(text: string, options: EscapeTerminalOptions = {}): string {
   const { max } = options
-  let kept = text
-  if (max !== undefined && text.length > max) {
-    const last = text.charCodeAt(max - 1)
-    const end = last >= 0xd800 && last <= 0xdbff ? max - 1 : max
-    kept = `${text.slice(0, end)}…`
-  }
+  const kept = max !== undefined && text.length > max ? `${textHead(text, max)}…` : text
   return kept.replace(UNSAFE, (ch) => {
     const code = ch.charCodeAt(0)
     return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`

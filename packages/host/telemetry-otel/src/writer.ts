@@ -1,3 +1,4 @@
+import { textHead } from '@dsh/context'
 import { type Attributes, ROOT_CONTEXT, type Span, type SpanContext, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
 import { millisToHrTime } from '@opentelemetry/core'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
@@ -18,11 +19,7 @@ export const MAX_SPAN_TEXT = 1024
 
 /** `text` cut to `MAX_SPAN_TEXT` characters, ending with `…` when cut (never splitting a surrogate pair). */
 export function capText(text: string): string {
-  if (text.length <= MAX_SPAN_TEXT) return text
-  let end = MAX_SPAN_TEXT - 1
-  const last = text.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end--
-  return `${text.slice(0, end)}…`
+  return text.length <= MAX_SPAN_TEXT ? text : `${textHead(text, MAX_SPAN_TEXT - 1)}…`
 }
 
 /** One span to open: its ids are decided by the caller (see ids.ts), its parent is a span context or nothing (a new trace). */

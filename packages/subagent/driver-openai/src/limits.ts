@@ -1,4 +1,4 @@
-import type { DshError } from '@dsh/context'
+import { type DshError, textHead } from '@dsh/context'
 import { EVENT_MAX_BYTES } from '@dsh/session/limits'
 
 /**
@@ -73,9 +73,9 @@ export class StepBound {
  */
 export const ERROR_TEXT_MAX_CHARS = 500
 
-/** `text` cut to `max` characters, an ellipsis marking the cut. */
+/** `text` cut to `max` characters (never inside a surrogate pair), an ellipsis marking the cut. */
 export function boundedText(text: string, max = ERROR_TEXT_MAX_CHARS): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text
+  return text.length > max ? `${textHead(text, max)}…` : text
 }
 
 /** What a request whose stream broke after output was recorded says (it is not retried): `cause` is why it broke. */

@@ -1,3 +1,4 @@
+import { textHead } from '@dsh/context'
 import { EVENT_MAX_BYTES } from '@dsh/session-persistence/backend'
 import { SubagentError } from './errors.js'
 import type { SubagentSettings } from './options.js'
@@ -174,9 +175,8 @@ export const ERROR_TEXT_MAX_CHARS = 4_096
 /** `text` held to `ERROR_TEXT_MAX_CHARS`, cut between characters (never inside a surrogate pair). */
 export function boundedErrorText(text: string): string {
   if (text.length <= ERROR_TEXT_MAX_CHARS) return text
-  const high = text.charCodeAt(ERROR_TEXT_MAX_CHARS - 1)
-  const end = high >= 0xd800 && high <= 0xdbff ? ERROR_TEXT_MAX_CHARS - 1 : ERROR_TEXT_MAX_CHARS
-  return `${text.slice(0, end)}… (${text.length - end} more characters, ERROR_TEXT_MAX_CHARS)`
+  const head = textHead(text, ERROR_TEXT_MAX_CHARS)
+  return `${head}… (${text.length - head.length} more characters, ERROR_TEXT_MAX_CHARS)`
 }
 
 /**

@@ -1,3 +1,5 @@
+import { textHead } from '@dsh/context'
+
 // The bounds of what a model may hand the control tools and of what one tool
 // result carries back. Every input the tools accept and every result they
 // return is logged as one event, and a store refuses an event over
@@ -37,10 +39,8 @@ export const RESULT_TEXT_MAX_CHARS = 262_144
  */
 export function clipText(text: string, max: number): string {
   if (text.length <= max) return text
-  let end = Math.max(0, max)
-  const code = text.charCodeAt(end - 1)
-  if (end > 0 && code >= 0xd800 && code <= 0xdbff) end--
-  return `${text.slice(0, end)}\n[… ${text.length - end} more characters cut: a tool result carries at most ${RESULT_TEXT_MAX_CHARS} characters of subagents' messages]`
+  const head = textHead(text, max)
+  return `${head}\n[… ${text.length - head.length} more characters cut: a tool result carries at most ${RESULT_TEXT_MAX_CHARS} characters of subagents' messages]`
 }
 
 /**
