@@ -1,3 +1,4 @@
+import { textHead } from '@dsh/context'
 import { type ContentBlock, freezeLosslessJson, type JsonValue } from '@dsh/session'
 import { EVENT_MAX_BYTES } from '@dsh/session-persistence/backend'
 import type { ShadowedRange } from './range.js'
@@ -8,7 +9,7 @@ export const MAX_STORED_ERROR_CHARS = 2_000
 
 /** The text of a failure as `compaction/end {error}` stores it: at most {@link MAX_STORED_ERROR_CHARS} characters. */
 export function storedError(message: string): string {
-  return message.length > MAX_STORED_ERROR_CHARS ? `${message.slice(0, MAX_STORED_ERROR_CHARS)}…` : message
+  return message.length > MAX_STORED_ERROR_CHARS ? `${textHead(message, MAX_STORED_ERROR_CHARS)}…` : message
 }
 
 const isBlock = (value: unknown): value is ContentBlock =>

@@ -1,4 +1,4 @@
-import { throwIfAborted } from '@dsh/context'
+import { textHead, throwIfAborted } from '@dsh/context'
 import type { Session } from '@dsh/session'
 import type { SubagentHandle, SubagentRuntime, SubagentSettlement } from '@dsh/subagent'
 import { z } from 'zod'
@@ -61,7 +61,9 @@ const ISSUES_SHOWN = 8
 const ISSUE_MAX_CHARS = 200
 
 function clip(text: string): string {
-  return text.length <= ISSUE_MAX_CHARS ? text : `${text.slice(0, ISSUE_MAX_CHARS)}… (${text.length - ISSUE_MAX_CHARS} more characters)`
+  if (text.length <= ISSUE_MAX_CHARS) return text
+  const head = textHead(text, ISSUE_MAX_CHARS)
+  return `${head}… (${text.length - head.length} more characters)`
 }
 
 /** The calling agent's id; `TOOL_SUBAGENT_CONTROL_INVALID_CONTEXT` without one. */
