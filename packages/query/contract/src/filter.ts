@@ -1,3 +1,4 @@
+import { textHead } from '@dsh/context'
 import { PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import type { SessionHeader } from '@dsh/session'
 import { decodeListCursor, lazyDigest } from './cursor.js'
@@ -141,7 +142,7 @@ export function isIndex(value: unknown): value is number {
 
 export function show(value: unknown): string {
   if (Object.is(value, -0)) return '-0'
-  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)
+  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${textHead(value, 80)}…` : value)
   if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value)
   return Array.isArray(value) ? 'an array' : `a ${typeof value}`
 }
