@@ -170,13 +170,13 @@ export function checkReportText(text: unknown): void {
  * held while the catalog lists the child. A longer one is cut there and says
  * how much was left out.
  */
-export const ERROR_TEXT_MAX_CHARS = 4_096
+export const RUN_ERROR_MAX_CHARS = 4_096
 
-/** `text` held to `ERROR_TEXT_MAX_CHARS`, cut between characters (never inside a surrogate pair). */
-export function boundedErrorText(text: string): string {
-  if (text.length <= ERROR_TEXT_MAX_CHARS) return text
-  const head = textHead(text, ERROR_TEXT_MAX_CHARS)
-  return `${head}… (${text.length - head.length} more characters, ERROR_TEXT_MAX_CHARS)`
+/** `text` held to `RUN_ERROR_MAX_CHARS`, cut between characters (never inside a surrogate pair). */
+export function boundedRunError(text: string): string {
+  if (text.length <= RUN_ERROR_MAX_CHARS) return text
+  const head = textHead(text, RUN_ERROR_MAX_CHARS)
+  return `${head}… (${text.length - head.length} more characters, RUN_ERROR_MAX_CHARS)`
 }
 
 /**

@@ -13,7 +13,7 @@ import {
   type SubagentNotice,
   type SubagentRunKind,
 } from './lifecycle.js'
-import { boundedErrorText } from './limits.js'
+import { boundedRunError } from './limits.js'
 import { noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
 import { loadedOutputChecks, loadOutputChecks, type OutputChecks } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
@@ -169,7 +169,7 @@ function finishRun(
       settled = { ...outcome, error: checked.error }
     } else settled = { ...outcome, output: checked.output }
   }
-  const error = settled.error === undefined || end === 'completed' ? undefined : boundedErrorText(describeError(settled.error))
+  const error = settled.error === undefined || end === 'completed' ? undefined : boundedRunError(describeError(settled.error))
   const data: SubagentEndData = {
     turn,
     reason: end,

@@ -1,7 +1,7 @@
 import type { StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { createScriptedDriver, ERROR_TEXT_MAX_CHARS, type SubagentDriver } from '../src/index.js'
-import { boundedErrorText } from '../src/limits.js'
+import { createScriptedDriver, RUN_ERROR_MAX_CHARS, type SubagentDriver } from '../src/index.js'
+import { boundedRunError } from '../src/limits.js'
 import { codeOf, hostsPerTest } from './helpers.js'
 
 const { open: host } = hostsPerTest()
@@ -56,9 +56,9 @@ describe('a run whose input, tools or outcome fail', () => {
     expect(entry).toMatchObject({ state: 'settled', reason: 'error' })
   })
 
-  it('holds a failure text to ERROR_TEXT_MAX_CHARS in the child’s end, the parent’s notice and the catalog, cut between characters', async () => {
+  it('holds a failure text to RUN_ERROR_MAX_CHARS in the child’s end, the parent’s notice and the catalog, cut between characters', async () => {
     // A pair split by a cut at the bound would leave half a character: the cut falls before it.
-    const message = `${'e'.repeat(ERROR_TEXT_MAX_CHARS - 1)}\u{1F600}${'x'.repeat(10 * ERROR_TEXT_MAX_CHARS)}`
+    const message = `${'e'.repeat(RUN_ERROR_MAX_CHARS - 1)}\u{1F600}${'x'.repeat(10 * RUN_ERROR_MAX_CHARS)}`
     const driver: SubagentDriver = {
       name: 'loud',
       async run() {
@@ -69,8 +69,8 @@ describe('a run whose input, tools or outcome fail', () => {
     const parent = h.sessions.create({ id: 'parent' })
     const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'w', context: 'fresh', prompt: 'go', id: 'kid' })
     expect((await child.done).end).toBe('error')
-    const kept = 'e'.repeat(ERROR_TEXT_MAX_CHARS - 1)
-    const expected = `${kept}… (${message.length - kept.length} more characters, ERROR_TEXT_MAX_CHARS)`
+    const kept = 'e'.repeat(RUN_ERROR_MAX_CHARS - 1)
+    const expected = `${kept}… (${message.length - kept.length} more characters, RUN_ERROR_MAX_CHARS)`
     const end = child.session.events.find((e) => e.type === 'subagent/end')!.data as { error?: string }
     expect(end.error).toBe(expected)
     const notice = parent.events.find((e) => e.type === 'subagent/notice')!.data as { error?: string }
@@ -78,8 +78,8 @@ describe('a run whose input, tools or outcome fail', () => {
     const [entry] = await h.runtime.wait(['kid'], { caller: parent, timeoutMs: 0 })
     expect(entry).toMatchObject({ state: 'settled', reason: 'error', error: expected })
     // A text at the bound is kept whole.
-    const whole = 'w'.repeat(ERROR_TEXT_MAX_CHARS)
-    expect(boundedErrorText(whole)).toBe(whole)
+    const whole = 'w'.repeat(RUN_ERROR_MAX_CHARS)
+    expect(boundedRunError(whole)).toBe(whole)
   })
 
   it('logs an outcome the log cannot hold as an `error` end instead of leaving the child busy', async () => {
