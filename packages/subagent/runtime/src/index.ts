@@ -32,14 +32,14 @@ export type {
 export { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, SUBAGENT_QUEUED_EVENT, SUBAGENT_START_EVENT } from './lifecycle.js'
 export {
   INPUT_TEXT_MAX_CHARS,
-  INSTRUCTIONS_MAX_CHARS,
-  LABEL_MAX_CHARS,
-  NAME_MAX_CHARS,
-  PERSONA_MAX_CHARS,
   REPORT_TEXT_MAX_CHARS,
   RUN_ERROR_MAX_CHARS,
   SETTINGS_MAX_DEPTH,
   SETTINGS_MAX_VALUES,
+  SPAWN_INSTRUCTIONS_MAX_CHARS,
+  SPAWN_LABEL_MAX_CHARS,
+  SPAWN_NAME_MAX_CHARS,
+  SPAWN_PERSONA_MAX_CHARS,
 } from './limits.js'
 export { explainChildren, explainDescendants, listChildren, listDescendants } from './list-children.js'
 export type { ExplainedSubagentEntry, SubagentCatalogServices, SubagentListEntry, SubagentListRung } from './list-types.js'

@@ -14,7 +14,7 @@ import type { SubagentSettings } from './options.js'
  * event's type, seq and time, the `from` of a `subagent/queued` or the `child`
  * of a report notice (a session id, at most `ID_MAX_LENGTH` characters of 6
  * bytes each when escaped), and the notice's `label` (at most
- * `LABEL_MAX_CHARS` of 6 bytes each).
+ * `SPAWN_LABEL_MAX_CHARS` of 6 bytes each).
  */
 const INPUT_EVENT_ENVELOPE_BYTES = 64 * 1024
 
@@ -105,7 +105,7 @@ export function checkSettingsDepth(settings: unknown): void {
  * row, and kept in memory while the child runs. The control tools take at
  * most 200.
  */
-export const LABEL_MAX_CHARS = 1_024
+export const SPAWN_LABEL_MAX_CHARS = 1_024
 
 /**
  * Longest name a spawn takes: its `provider` and `agentPreset`, and the
@@ -113,7 +113,7 @@ export const LABEL_MAX_CHARS = 1_024
  * (in the descriptor, the options record or the child's header) and kept in
  * memory while the child runs; a real one is a few dozen characters.
  */
-export const NAME_MAX_CHARS = 1_024
+export const SPAWN_NAME_MAX_CHARS = 1_024
 
 /**
  * Longest `persona` of a spawn's settings. A persona says who the child is in
@@ -121,7 +121,7 @@ export const NAME_MAX_CHARS = 1_024
  * logged in a continuable child's descriptor, which every catalog listing of a
  * cold child reads, so it stays far below what one event could carry.
  */
-export const PERSONA_MAX_CHARS = 65_536
+export const SPAWN_PERSONA_MAX_CHARS = 65_536
 
 /**
  * Bytes of a spawn's `subagent/options` event kept for everything but its
@@ -138,7 +138,7 @@ const OPTIONS_EVENT_ENVELOPE_BYTES = 4 * 1024 * 1024
  * the record. It is twice the control tools' 1 MiB of inline instructions, so
  * an agent definition's body joined with them fits too.
  */
-export const INSTRUCTIONS_MAX_CHARS = Math.floor((EVENT_MAX_BYTES - OPTIONS_EVENT_ENVELOPE_BYTES) / 6)
+export const SPAWN_INSTRUCTIONS_MAX_CHARS = Math.floor((EVENT_MAX_BYTES - OPTIONS_EVENT_ENVELOPE_BYTES) / 6)
 
 /**
  * Longest text `report` takes. It is logged on the parent as one
@@ -190,7 +190,7 @@ export function checkSpawnText(
   settings: SubagentSettings,
 ): void {
   const short = 'a label is a short name its parent addresses it by; put the task in the prompt'
-  checkLength(options.label, 'label', LABEL_MAX_CHARS, 'LABEL_MAX_CHARS', short)
+  checkLength(options.label, 'label', SPAWN_LABEL_MAX_CHARS, 'SPAWN_LABEL_MAX_CHARS', short)
   const names = {
     provider: options.provider,
     agentPreset: options.agentPreset,
@@ -199,11 +199,11 @@ export function checkSpawnText(
     model: settings.model,
   }
   for (const [field, value] of Object.entries(names))
-    checkLength(value, field, NAME_MAX_CHARS, 'NAME_MAX_CHARS', 'a provider, model or preset is named, not described')
+    checkLength(value, field, SPAWN_NAME_MAX_CHARS, 'SPAWN_NAME_MAX_CHARS', 'a provider, model or preset is named, not described')
   const persona = 'a persona says in a few sentences who the subagent is; put standing guidance in instructions'
-  checkLength(settings.persona, 'persona', PERSONA_MAX_CHARS, 'PERSONA_MAX_CHARS', persona)
+  checkLength(settings.persona, 'persona', SPAWN_PERSONA_MAX_CHARS, 'SPAWN_PERSONA_MAX_CHARS', persona)
   const instructions = `so that the event recording them fits a store's EVENT_MAX_BYTES of ${EVENT_MAX_BYTES}; put long reference material in a file the subagent reads`
-  checkLength(settings.instructions, 'instructions', INSTRUCTIONS_MAX_CHARS, 'INSTRUCTIONS_MAX_CHARS', instructions)
+  checkLength(settings.instructions, 'instructions', SPAWN_INSTRUCTIONS_MAX_CHARS, 'SPAWN_INSTRUCTIONS_MAX_CHARS', instructions)
 }
 
 function checkLength(value: unknown, field: string, max: number, limit: string, remedy: string): void {

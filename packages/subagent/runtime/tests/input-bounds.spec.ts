@@ -4,13 +4,13 @@ import { describe, expect, it } from 'vitest'
 import {
   createScriptedDriver,
   INPUT_TEXT_MAX_CHARS,
-  INSTRUCTIONS_MAX_CHARS,
-  LABEL_MAX_CHARS,
-  NAME_MAX_CHARS,
-  PERSONA_MAX_CHARS,
   REPORT_TEXT_MAX_CHARS,
   SETTINGS_MAX_DEPTH,
   SETTINGS_MAX_VALUES,
+  SPAWN_INSTRUCTIONS_MAX_CHARS,
+  SPAWN_LABEL_MAX_CHARS,
+  SPAWN_NAME_MAX_CHARS,
+  SPAWN_PERSONA_MAX_CHARS,
   SubagentError,
   type SubagentSettings,
 } from '../src/index.js'
@@ -178,7 +178,7 @@ describe('a report is bounded before it is written', () => {
     const hold = gate()
     const h = await hosts.open({ driver: createScriptedDriver(holdScript(hold.promise)) })
     const parent = h.sessions.create({ id: 'parent' })
-    const child = h.runtime.spawn(parent, { mode: 'one-shot', label: escaped(LABEL_MAX_CHARS), context: 'fresh', prompt: 'go' })
+    const child = h.runtime.spawn(parent, { mode: 'one-shot', label: escaped(SPAWN_LABEL_MAX_CHARS), context: 'fresh', prompt: 'go' })
     const notices = (): number => parent.events.filter((e) => e.type === 'subagent/notice').length
 
     const error = await thrown(() => h.runtime.report(child.session, escaped(REPORT_TEXT_MAX_CHARS + 1)))
@@ -192,7 +192,7 @@ describe('a report is bounded before it is written', () => {
     expect(notices()).toBe(0)
 
     const notice = h.runtime.report(child.session, escaped(REPORT_TEXT_MAX_CHARS))
-    expect(notice).toMatchObject({ kind: 'report', label: escaped(LABEL_MAX_CHARS) })
+    expect(notice).toMatchObject({ kind: 'report', label: escaped(SPAWN_LABEL_MAX_CHARS) })
     expect(notice.text?.length).toBe(REPORT_TEXT_MAX_CHARS)
     expect(notices()).toBe(1)
     hold.open()
@@ -207,13 +207,13 @@ describe('a report is bounded before it is written', () => {
 })
 
 describe('a spawn’s label, names, persona and instructions are bounded before anything is written', () => {
-  it('derives INSTRUCTIONS_MAX_CHARS from EVENT_MAX_BYTES and takes what the control tools pass through', () => {
-    const others = (PERSONA_MAX_CHARS + 3 * NAME_MAX_CHARS) * 6
-    expect(INSTRUCTIONS_MAX_CHARS * 6 + others).toBeLessThan(EVENT_MAX_BYTES)
+  it('derives SPAWN_INSTRUCTIONS_MAX_CHARS from EVENT_MAX_BYTES and takes what the control tools pass through', () => {
+    const others = (SPAWN_PERSONA_MAX_CHARS + 3 * SPAWN_NAME_MAX_CHARS) * 6
+    expect(SPAWN_INSTRUCTIONS_MAX_CHARS * 6 + others).toBeLessThan(EVENT_MAX_BYTES)
     // An agent definition's body (at most 256 KiB) joined to the tools' 1 MiB of inline instructions.
-    expect(INSTRUCTIONS_MAX_CHARS).toBeGreaterThanOrEqual(256 * 1024 + 2 + 1_048_576)
-    expect(PERSONA_MAX_CHARS).toBeGreaterThanOrEqual(10_000)
-    expect(LABEL_MAX_CHARS).toBeGreaterThanOrEqual(200)
+    expect(SPAWN_INSTRUCTIONS_MAX_CHARS).toBeGreaterThanOrEqual(256 * 1024 + 2 + 1_048_576)
+    expect(SPAWN_PERSONA_MAX_CHARS).toBeGreaterThanOrEqual(10_000)
+    expect(SPAWN_LABEL_MAX_CHARS).toBeGreaterThanOrEqual(200)
   })
 
   it('refuses each field one character over its bound with SUBAGENT_INVALID_DESCRIPTOR naming it, and creates no child', async () => {
@@ -227,14 +227,19 @@ describe('a spawn’s label, names, persona and instructions are bounded before 
       limit: string,
       spawn: { label?: string; provider?: string; agentPreset?: string; settings?: SubagentSettings },
     ][] = [
-      ['label', LABEL_MAX_CHARS, 'LABEL_MAX_CHARS', { label: over(LABEL_MAX_CHARS) }],
-      ['provider', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { provider: over(NAME_MAX_CHARS) }],
-      ['agentPreset', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { agentPreset: over(NAME_MAX_CHARS) }],
-      ['agentProvider', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { settings: { agentProvider: over(NAME_MAX_CHARS) } }],
-      ['agentModel', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { settings: { agentModel: over(NAME_MAX_CHARS) } }],
-      ['model', NAME_MAX_CHARS, 'NAME_MAX_CHARS', { settings: { model: over(NAME_MAX_CHARS) } }],
-      ['persona', PERSONA_MAX_CHARS, 'PERSONA_MAX_CHARS', { settings: { persona: over(PERSONA_MAX_CHARS) } }],
-      ['instructions', INSTRUCTIONS_MAX_CHARS, 'INSTRUCTIONS_MAX_CHARS', { settings: { instructions: over(INSTRUCTIONS_MAX_CHARS) } }],
+      ['label', SPAWN_LABEL_MAX_CHARS, 'SPAWN_LABEL_MAX_CHARS', { label: over(SPAWN_LABEL_MAX_CHARS) }],
+      ['provider', SPAWN_NAME_MAX_CHARS, 'SPAWN_NAME_MAX_CHARS', { provider: over(SPAWN_NAME_MAX_CHARS) }],
+      ['agentPreset', SPAWN_NAME_MAX_CHARS, 'SPAWN_NAME_MAX_CHARS', { agentPreset: over(SPAWN_NAME_MAX_CHARS) }],
+      ['agentProvider', SPAWN_NAME_MAX_CHARS, 'SPAWN_NAME_MAX_CHARS', { settings: { agentProvider: over(SPAWN_NAME_MAX_CHARS) } }],
+      ['agentModel', SPAWN_NAME_MAX_CHARS, 'SPAWN_NAME_MAX_CHARS', { settings: { agentModel: over(SPAWN_NAME_MAX_CHARS) } }],
+      ['model', SPAWN_NAME_MAX_CHARS, 'SPAWN_NAME_MAX_CHARS', { settings: { model: over(SPAWN_NAME_MAX_CHARS) } }],
+      ['persona', SPAWN_PERSONA_MAX_CHARS, 'SPAWN_PERSONA_MAX_CHARS', { settings: { persona: over(SPAWN_PERSONA_MAX_CHARS) } }],
+      [
+        'instructions',
+        SPAWN_INSTRUCTIONS_MAX_CHARS,
+        'SPAWN_INSTRUCTIONS_MAX_CHARS',
+        { settings: { instructions: over(SPAWN_INSTRUCTIONS_MAX_CHARS) } },
+      ],
     ]
     for (const [field, max, limit, spawn] of refused) {
       for (const mode of ['one-shot', 'continuable'] as const) {
@@ -254,15 +259,15 @@ describe('a spawn’s label, names, persona and instructions are bounded before 
   it('takes every field at its bound in worst-case characters, and a store persists the records', async () => {
     const h = await hosts.open({ driver: createScriptedDriver([{ kind: 'message', text: 'done' }]) })
     const parent = h.sessions.create()
-    const name = escaped(NAME_MAX_CHARS)
+    const name = escaped(SPAWN_NAME_MAX_CHARS)
     const settings = {
       agentProvider: name,
       agentModel: name,
       model: name,
-      persona: escaped(PERSONA_MAX_CHARS),
-      instructions: escaped(INSTRUCTIONS_MAX_CHARS),
+      persona: escaped(SPAWN_PERSONA_MAX_CHARS),
+      instructions: escaped(SPAWN_INSTRUCTIONS_MAX_CHARS),
     }
-    const common = { context: 'fresh', label: escaped(LABEL_MAX_CHARS), provider: name, agentPreset: name, settings } as const
+    const common = { context: 'fresh', label: escaped(SPAWN_LABEL_MAX_CHARS), provider: name, agentPreset: name, settings } as const
     // One-shot: everything but the label and provider in one options event; continuable: the persona in the descriptor.
     for (const mode of ['one-shot', 'continuable'] as const) {
       const child = h.runtime.spawn(parent, { ...common, mode, prompt: 'go' })
