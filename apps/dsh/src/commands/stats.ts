@@ -1,4 +1,4 @@
-import { type SessionStatsReport, sessionStatsReport, totalTokens } from '@dsh/session-stats'
+import { reportSessionStats, type SessionStatsReport, totalTokens } from '@dsh/session-stats'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson, table } from '../output.js'
@@ -23,7 +23,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     {},
     io,
   )
-  const output = sessionStatsReport(id, descendants ? 'descendants' : 'session', entries, prices)
+  const output = reportSessionStats(id, descendants ? 'descendants' : 'session', entries, prices)
   if (command.json) {
     printJson(output, io.out)
     return 0

@@ -1,5 +1,5 @@
 import { routes, type SessionStatsReportBody } from '@dsh/protocol'
-import { sessionStatsReport } from '@dsh/session-stats'
+import { reportSessionStats } from '@dsh/session-stats'
 import { wireProblem } from './error-response.js'
 import { ApiError } from './errors.js'
 import { isSubagent } from './owner.js'
@@ -39,7 +39,7 @@ export const sessionStatsRoute = jsonRoute(routes.sessionStats, async ({ params,
   const entries = await catalog.treeSnapshots(params.id, KEYS, { descendants: scope === 'descendants', signal })
   // The root entry's flag is the header its values were read with.
   if (entries[0]?.subagent === true) throw forbidden()
-  const report = sessionStatsReport(params.id, scope, entries, services.prices)
+  const report = reportSessionStats(params.id, scope, entries, services.prices)
   const problems = report.sessions.flatMap((session) =>
     session.problem === undefined ? [] : [{ id: session.id, problem: session.problem }],
   )

@@ -1,5 +1,5 @@
 import { idParam, statsScope } from '@dsh/protocol'
-import { catalogCosts, type PriceTable, type ReportInput, sessionStatsReport } from '@dsh/session-stats'
+import { catalogCosts, type PriceTable, type ReportInput, reportSessionStats } from '@dsh/session-stats'
 import { z } from 'zod'
 import { McpError } from './errors.js'
 
@@ -45,7 +45,7 @@ export async function callSessionStats(
   const trees = treesOf(catalog)
   const scope = input.scope ?? 'session'
   const entries = await trees.treeSnapshots(input.id, KEYS, { descendants: scope === 'descendants', signal })
-  return sessionStatsReport(input.id, scope, entries, prices)
+  return reportSessionStats(input.id, scope, entries, prices)
 }
 
 /** The cost of each `list_agents` row of `scope` on a priced server (`catalogCosts`: the tree read no deeper than the rows go). */

@@ -17,7 +17,7 @@ export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'
 export { PRICE_TABLE_MAX_BYTES, parsePriceTable, readPriceTable } from './price-table.js'
 export type { ModelPrice, PriceTable } from './price-types.js'
 export type { ReportInput, SessionStatsReport, SessionStatsReportEntry } from './report.js'
-export { sessionStatsReport, totalTokens } from './report.js'
+export { reportSessionStats, totalTokens } from './report.js'
 export type { RollupGap, RollupInput, SessionStatsRollup, SessionStatsTotals } from './rollup.js'
 export { rollupSessionStats, sumSessionStats } from './rollup.js'
 export type {

@@ -31,7 +31,7 @@ export interface SessionStatsReportEntry {
 
 /**
  * What `dsh stats --json`, `GET /api/sessions/:id/stats` and the MCP tool
- * `session_stats` answer (`@dsh/protocol`'s `sessionStatsReport` schema).
+ * `session_stats` answer (`@dsh/protocol`'s `reportSessionStats` schema).
  */
 export interface SessionStatsReport {
   readonly id: string
@@ -51,7 +51,7 @@ export function totalTokens(tokens: TokenCounts): number {
 }
 
 /** The report of a tree's entries (the root first): the rollup, each session's line and, with `prices`, the cost. */
-export function sessionStatsReport(
+export function reportSessionStats(
   id: string,
   scope: SessionStatsReport['scope'],
   entries: readonly ReportInput[],

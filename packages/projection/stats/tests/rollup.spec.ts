@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { costOf, parsePriceTable, rollupSessionStats, sessionStatsReport, sumSessionStats, totalTokens } from '../src/index.js'
+import { costOf, parsePriceTable, reportSessionStats, rollupSessionStats, sumSessionStats, totalTokens } from '../src/index.js'
 import { host, SECOND_TURN, TWO_TURNS } from './helpers.js'
 
 describe('rollupSessionStats', () => {
@@ -71,7 +71,7 @@ describe('rollupSessionStats', () => {
   })
 })
 
-describe('sessionStatsReport', () => {
+describe('reportSessionStats', () => {
   it('lines up each session (title, own tokens, turn time, gaps) with the rollup, and prices it only with a table', async () => {
     const h = host()
     const parent = h.sessions.create()
@@ -100,7 +100,7 @@ describe('sessionStatsReport', () => {
         problem: { message: 'x' },
       },
     ]
-    const report = sessionStatsReport(parent.id, 'descendants', entries)
+    const report = reportSessionStats(parent.id, 'descendants', entries)
     expect(report.title).toBe('Release plan')
     expect(report.sessions.map((s) => [s.id, s.depth, s.title, s.tokens, s.status])).toEqual([
       [parent.id, 0, 'Release plan', totalTokens(h.stats(parent).tokens), 'ok'],
@@ -110,7 +110,7 @@ describe('sessionStatsReport', () => {
     expect(report.sessions[0]?.turnMs).toBe(h.stats(parent).turnMs)
     expect(report.rollup.gaps.map((gap) => gap.id)).toEqual(['gone'])
     expect(report).toMatchObject({ cost: null, costReason: 'no-price-table' })
-    const priced = sessionStatsReport(parent.id, 'descendants', entries, await parsePriceTable({ currency: 'USD', providers: {} }))
+    const priced = reportSessionStats(parent.id, 'descendants', entries, await parsePriceTable({ currency: 'USD', providers: {} }))
     expect(priced.cost).toMatchObject({ usd: null, reason: 'model-not-recorded' })
     expect(priced).not.toHaveProperty('costReason')
   })
