@@ -1,4 +1,4 @@
-import type { Services } from '@dsh/context'
+import { type Services, textHead } from '@dsh/context'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
@@ -69,5 +69,5 @@ function blockText(block: Record<string, unknown>): string {
 /** The first line, cut to 100 characters. */
 function cut(text: string): string {
   const first = text.split('\n', 1)[0] ?? ''
-  return first.length > 100 ? `${first.slice(0, 99)}…` : first
+  return first.length > 100 ? `${textHead(first, 99)}…` : first
 }
