@@ -24,7 +24,7 @@ export interface ExplainedCatalogRow {
 }
 
 /** The part of the `subagents` service (`SubagentRuntime`) the host uses. */
-export interface SubagentCatalog {
+export interface ApiSubagentCatalog {
   explainChildren(parentId: string, signal?: AbortSignal): Promise<readonly ExplainedCatalogRow[]>
   explainDescendants(parentId: string, signal?: AbortSignal): Promise<readonly ExplainedCatalogRow[]>
   /** Projection values of a session's tree through the catalog's ladder (`SubagentRuntime.treeSnapshots`); the stats route needs it. */
@@ -34,7 +34,7 @@ export interface SubagentCatalog {
 /** What the API reads from. `sessions` and `sessionProjections` feed the SSE stream; without them it only sends keep-alives. */
 export interface ApiServices {
   readonly sessionQuery: SessionQuery
-  readonly subagents: SubagentCatalog
+  readonly subagents: ApiSubagentCatalog
   readonly sessions?: SessionStore | undefined
   readonly sessionProjections?: SessionProjections | undefined
   /** Where the session listing reads titles, tokens and cost of sessions that are not live (never a log). */

@@ -2,7 +2,7 @@ import { type SubagentListEntryBody, subagentListEntry } from '@dsh/protocol'
 import type { SessionId } from '@dsh/session'
 import type { ExplainedSubagentEntry, SubagentListEntry, SubagentRuntime } from '@dsh/subagent'
 import { describe, expect, expectTypeOf, it } from 'vitest'
-import type { SubagentCatalog } from '../src/index.js'
+import type { ApiSubagentCatalog } from '../src/index.js'
 
 // The catalog row is declared once, in @dsh/protocol; the subagent runtime
 // returns its own (branded, readonly) type. These checks keep them equal.
@@ -29,7 +29,7 @@ describe('the catalog row of @dsh/subagent and @dsh/protocol agree', () => {
     >()
     // What the runtime explains is what the host serves.
     expectTypeOf<ExplainedSubagentEntry['row']>().toExtend<SubagentListEntryBody>()
-    expectTypeOf<SubagentRuntime>().toExtend<SubagentCatalog>()
+    expectTypeOf<SubagentRuntime>().toExtend<ApiSubagentCatalog>()
   })
 
   it('at run time, the strong contract: a continuable child without a label is no row', () => {

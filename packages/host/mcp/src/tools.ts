@@ -7,10 +7,10 @@ import type { Session } from '@dsh/session'
 import type { SessionQuery } from '@dsh/session-query'
 import { type ListingSources, listedValues, type PriceTable } from '@dsh/session-stats'
 import {
+  type ListAgentsCatalog,
   type ListAgentsFormat,
   renderListAgents,
   renderListAgentsEntries,
-  type SubagentCatalog,
   toListAgentsEntries,
   toListAgentsRow,
 } from '@dsh/tool-subagent-control'
@@ -45,7 +45,7 @@ export interface ControlTool {
 /** Where tools find their services, at call time (a `Context` or a host fits). */
 export interface McpServiceSource {
   get(name: 'sessionQuery'): SessionQuery | undefined
-  get(name: 'subagents'): SubagentCatalog | undefined
+  get(name: 'subagents'): ListAgentsCatalog | undefined
   /** What `list_sessions` reads titles, tokens and cost from (live views, then the checkpoint cache; never a log). */
   get(name: 'sessions'): ListingSources['sessions']
   get(name: 'sessionProjections'): ListingSources['projections']

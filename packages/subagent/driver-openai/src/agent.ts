@@ -7,7 +7,7 @@ import { type RequestOptions, requestInput, requestMessages } from './requests.j
 import type { StepRequest } from './step.js'
 import { toolDefinitions } from './tools.js'
 import { promptTurn, runTurnLoop, type TurnErrors, type TurnFrameOptions, type TurnOutcome, turnFrame } from './turn-loop.js'
-import { addUsage, finishOf, type ModelUsage, stepUsage } from './usage.js'
+import { addUsage, finishOf, type ResponseUsage, stepUsage } from './usage.js'
 
 /** Model steps (requests) one turn may take before it ends with `DRIVER_OPENAI_MAX_STEPS` (default 32). */
 export const DEFAULT_MAX_STEPS = 32
@@ -48,7 +48,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   const frame = turnFrame(options, (text) => client.redact(text), DEFAULT_MAX_STEPS, ERRORS)
   const definitions = toolDefinitions(tools)
   const model = options.model ?? client.model
-  let usage: ModelUsage = { input: 0, output: 0, cacheRead: 0, reasoning: 0 }
+  let usage: ResponseUsage = { input: 0, output: 0, cacheRead: 0, reasoning: 0 }
   let sawUsage = false
   return runTurnLoop({
     ...frame,

@@ -7,7 +7,7 @@ import { boundedText, brokenAfterOutput, type DeadlineErrors, fetchWithBoundedEr
 import { streamResponse } from './responses-stream.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
 import { BOUND_ERRORS, cancelled, type ModelStep, type StepOptions, type StepRequest, type StreamAttempt, unfinished } from './step.js'
-import { type ModelUsage, usageFromChat } from './usage.js'
+import { type ResponseUsage, usageFromChat } from './usage.js'
 
 export interface ModelClientOptions extends ModelConfigInput {
   readonly retry?: RetryPolicy
@@ -127,7 +127,7 @@ async function streamOnce(
     { signal },
   )
   let text = ''
-  let usage: ModelUsage | undefined
+  let usage: ResponseUsage | undefined
   let finishReason: string | undefined
   let responseId: string | undefined
   const calls: { id: string; name: string; arguments: string }[] = []

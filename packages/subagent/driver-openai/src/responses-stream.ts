@@ -3,7 +3,7 @@ import type OpenAI from 'openai'
 import { DriverOpenAIError } from './errors.js'
 import { cancelled, type ModelStep, type ResponsesInput, type StepOptions, type StreamAttempt, unfinished } from './step.js'
 import { responsesTools } from './tools.js'
-import { type ModelUsage, usageFromResponses } from './usage.js'
+import { type ResponseUsage, usageFromResponses } from './usage.js'
 
 /**
  * Streams one Responses API request (`client.responses.create` with
@@ -36,7 +36,7 @@ export async function streamResponse(
     { signal },
   )
   let text = ''
-  let usage: ModelUsage | undefined
+  let usage: ResponseUsage | undefined
   let finishReason: string | undefined
   let responseId: string | undefined
   /** Function calls by output item id, in output order. */

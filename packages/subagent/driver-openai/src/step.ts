@@ -2,7 +2,7 @@ import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'ope
 import type { ResponseInputItem } from 'openai/resources/responses/responses'
 import { DriverOpenAIError } from './errors.js'
 import type { StepBound, StepBoundErrors } from './limits.js'
-import type { ModelUsage } from './usage.js'
+import type { ResponseUsage } from './usage.js'
 
 /** One tool call as the model streamed it, fragments joined. */
 export interface ModelToolCall {
@@ -16,7 +16,7 @@ export interface ModelToolCall {
 export interface ModelStep {
   readonly text: string
   readonly toolCalls: readonly ModelToolCall[]
-  readonly usage: ModelUsage | undefined
+  readonly usage: ResponseUsage | undefined
   readonly finishReason: string | undefined
   /** The response's `id`, when the server sent one. */
   readonly responseId: string | undefined

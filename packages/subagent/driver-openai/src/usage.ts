@@ -6,7 +6,7 @@ import type { StepFinish, TokenUsage } from '@dsh/session'
  * completion tokens, `reasoning` hidden reasoning tokens. Each token is in
  * exactly one kind, so kinds add up and a price table prices each once.
  */
-export interface ModelUsage {
+export interface ResponseUsage {
   readonly input: number
   readonly output: number
   readonly cacheRead: number
@@ -31,7 +31,7 @@ function detail(value: unknown, field: string): unknown {
  * ignored (its tokens stay in `input` or `output`); a missing or malformed
  * total counts as 0.
  */
-export function usageFromChat(raw: unknown): ModelUsage {
+export function usageFromChat(raw: unknown): ResponseUsage {
   return disjoint(
     detail(raw, 'prompt_tokens'),
     detail(raw, 'completion_tokens'),
@@ -48,7 +48,7 @@ export function usageFromChat(raw: unknown): ModelUsage {
  * `reasoning`. Malformed details and totals are treated as in
  * {@link usageFromChat}.
  */
-export function usageFromResponses(raw: unknown): ModelUsage {
+export function usageFromResponses(raw: unknown): ResponseUsage {
   return disjoint(
     detail(raw, 'input_tokens'),
     detail(raw, 'output_tokens'),
@@ -58,7 +58,7 @@ export function usageFromResponses(raw: unknown): ModelUsage {
 }
 
 /** Disjoint counts from a prompt and completion total and the details they include. */
-function disjoint(prompt: unknown, completion: unknown, cachedDetail: unknown, reasoningDetail: unknown): ModelUsage {
+function disjoint(prompt: unknown, completion: unknown, cachedDetail: unknown, reasoningDetail: unknown): ResponseUsage {
   const promptTotal = isCount(prompt) ? prompt : 0
   const completionTotal = isCount(completion) ? completion : 0
   const cacheRead = isCount(cachedDetail) && cachedDetail <= promptTotal ? cachedDetail : 0
@@ -67,7 +67,7 @@ function disjoint(prompt: unknown, completion: unknown, cachedDetail: unknown, r
 }
 
 /** A step's usage as `step/end` records it (the session vocabulary's `TokenUsage`: zero kinds other than input and output left out). */
-export function stepUsage(usage: ModelUsage): TokenUsage {
+export function stepUsage(usage: ResponseUsage): TokenUsage {
   return {
     input: usage.input,
     output: usage.output,
@@ -90,7 +90,7 @@ export function finishOf(reason: string | undefined, calledTools: boolean): Step
 }
 
 /** The sum of two usages, kind by kind. */
-export function addUsage(a: ModelUsage, b: ModelUsage): ModelUsage {
+export function addUsage(a: ResponseUsage, b: ResponseUsage): ResponseUsage {
   return {
     input: a.input + b.input,
     output: a.output + b.output,

@@ -47,6 +47,7 @@ export {
   TOOL_NAMES_MAX,
 } from './limits.js'
 export type {
+  ListAgentsCatalog,
   ListAgentsEntry,
   ListAgentsExecuteContext,
   ListAgentsFormat,
@@ -55,7 +56,6 @@ export type {
   ListAgentsScope,
   ListAgentsTool,
   ListAgentsToolOptions,
-  SubagentCatalog,
 } from './list-agents.js'
 export {
   createListAgentsTool,

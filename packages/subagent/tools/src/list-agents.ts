@@ -77,7 +77,7 @@ export interface ListAgentsToolOptions {
 }
 
 /** What list_agents needs: the `subagents` runtime (or anything that explains a catalog the same way). */
-export interface SubagentCatalog {
+export interface ListAgentsCatalog {
   explainChildren(parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]>
   explainDescendants(parentId: string, signal?: AbortSignal): Promise<ExplainedSubagentEntry[]>
   /** Messages queued for a busy child in this process (no log read); absent means none are shown. */
@@ -116,7 +116,7 @@ export function parseListAgentsInput(input: unknown): ListAgentsInput {
  */
 export function residencyOf(
   row: Extract<SubagentListEntry, { kind: 'child' }>,
-  catalog: Pick<SubagentCatalog, 'isRunning'>,
+  catalog: Pick<ListAgentsCatalog, 'isRunning'>,
 ): ListAgentsStatus {
   if (catalog.isRunning?.(row.id) === true) return 'running'
   if (row.activity !== 'running') return 'ready'
@@ -132,7 +132,7 @@ export function residencyOf(
 export function toListAgentsEntries(
   explained: readonly ExplainedSubagentEntry[],
   scope: ListAgentsScope,
-  catalog: Pick<SubagentCatalog, 'isRunning'> = {},
+  catalog: Pick<ListAgentsCatalog, 'isRunning'> = {},
 ): ListAgentsEntry[] {
   const entries: ListAgentsEntry[] = []
   for (const { row, parentId, depth } of explained) {
@@ -161,7 +161,7 @@ export function renderListAgentsEntries(entries: readonly ListAgentsEntry[], sco
     .join('\n')
 }
 
-async function explain(catalog: SubagentCatalog, input: unknown, context: ListAgentsExecuteContext) {
+async function explain(catalog: ListAgentsCatalog, input: unknown, context: ListAgentsExecuteContext) {
   const { scope = 'children' } = parseListAgentsInput(input)
   const agentId = agentIdOf(LIST_AGENTS_TOOL_NAME, context)
   const explained =
@@ -176,14 +176,20 @@ async function explain(catalog: SubagentCatalog, input: unknown, context: ListAg
  * service). Default format `harness`: continuable children with their
  * residency; `{ format: 'table' }`: every child with mode, tree and queue.
  */
-export function createListAgentsTool(catalog: SubagentCatalog, options?: { readonly format?: 'harness' }): ListAgentsTool<ListAgentsResult>
-export function createListAgentsTool(catalog: SubagentCatalog, options: { readonly format: 'table' }): ListAgentsTool<ListAgentsTableResult>
 export function createListAgentsTool(
-  catalog: SubagentCatalog,
+  catalog: ListAgentsCatalog,
+  options?: { readonly format?: 'harness' },
+): ListAgentsTool<ListAgentsResult>
+export function createListAgentsTool(
+  catalog: ListAgentsCatalog,
+  options: { readonly format: 'table' },
+): ListAgentsTool<ListAgentsTableResult>
+export function createListAgentsTool(
+  catalog: ListAgentsCatalog,
   options?: ListAgentsToolOptions,
 ): ListAgentsTool<ListAgentsResult> | ListAgentsTool<ListAgentsTableResult>
 export function createListAgentsTool(
-  catalog: SubagentCatalog,
+  catalog: ListAgentsCatalog,
   options: ListAgentsToolOptions = {},
 ): ListAgentsTool<ListAgentsResult> | ListAgentsTool<ListAgentsTableResult> {
   const format = options.format ?? 'harness'
