@@ -10,6 +10,6 @@ export function compareKeys(a: RecordKey, b: RecordKey): number {
   return a.createdAt !== b.createdAt ? a.createdAt - b.createdAt : compareSessionIds(a.id, b.id)
 }
 
-export function keyOf(header: SessionHeader): RecordKey {
+export function recordKeyOf(header: SessionHeader): RecordKey {
   return { createdAt: header.createdAt, id: header.id }
 }

@@ -3,7 +3,7 @@ import type { PersistedSessionRecord } from '@dsh/session-persistence'
 import { encodeListCursor } from './cursor.js'
 import type { ParsedListFilter } from './filter.js'
 import { matchesFilter } from './filter.js'
-import { compareKeys, keyOf } from './order.js'
+import { compareKeys, recordKeyOf } from './order.js'
 import type { SessionListPage, SessionQueryRecord } from './types.js'
 
 /** The record of a live session; `persisted` describes its durable log, if any. */
@@ -55,11 +55,11 @@ export function mergeCorpus(persisted: readonly PersistedSessionRecord[], live: 
 export function pageOf(records: readonly SessionQueryRecord[], filter: ParsedListFilter): SessionListPage {
   const after = filter.after
   const matching = records.filter(
-    (r) => matchesFilter(r.header, filter) && (after === undefined || compareKeys(keyOf(r.header), after) > 0),
+    (r) => matchesFilter(r.header, filter) && (after === undefined || compareKeys(recordKeyOf(r.header), after) > 0),
   )
-  matching.sort((a, b) => compareKeys(keyOf(a.header), keyOf(b.header)))
+  matching.sort((a, b) => compareKeys(recordKeyOf(a.header), recordKeyOf(b.header)))
   if (filter.limit === undefined || matching.length <= filter.limit) return Object.freeze({ records: Object.freeze(matching) })
   const page = matching.slice(0, filter.limit)
   const last = page[page.length - 1]!
-  return Object.freeze({ records: Object.freeze(page), nextCursor: encodeListCursor(filter.digest, keyOf(last.header)) })
+  return Object.freeze({ records: Object.freeze(page), nextCursor: encodeListCursor(filter.digest, recordKeyOf(last.header)) })
 }
