@@ -1,3 +1,4 @@
+import { textHead } from '@dsh/context'
 import type { StoredSessionEvent } from '@dsh/session'
 
 /** Text longer than this per event is cut: search finds a transcript, it does not mirror it. */
@@ -13,7 +14,8 @@ export type EventTextClean = (text: string) => string
  * are left out because the final `assistant/message` carries the same text.
  * Other types carry no text. `clean` runs before trimming, so text that is
  * only unstorable characters counts as empty; the result is at most
- * {@link MAX_EVENT_TEXT} characters.
+ * {@link MAX_EVENT_TEXT} characters, cut between characters (never inside a
+ * surrogate pair, which a backend would store as U+FFFD).
  */
 export function eventText(event: StoredSessionEvent, clean?: EventTextClean): string | undefined {
   const data = event.data as Record<string, unknown> | null
@@ -35,7 +37,7 @@ export function eventText(event: StoredSessionEvent, clean?: EventTextClean): st
   }
   text = (clean ? clean(text) : text).trim()
   if (text.length === 0) return undefined
-  return text.length > MAX_EVENT_TEXT ? text.slice(0, MAX_EVENT_TEXT) : text
+  return textHead(text, MAX_EVENT_TEXT)
 }
 
 function strings(value: unknown, out: string[] = [], budget = { left: MAX_EVENT_TEXT }): string[] {

@@ -30,6 +30,14 @@ describe('eventText', () => {
     expect(text).toHaveLength(MAX_EVENT_TEXT)
   })
 
+  it('cuts between characters: an emoji across the bound is left out whole, not split into a lone surrogate', () => {
+    const text = eventText(event('user/message', { text: `${'x'.repeat(MAX_EVENT_TEXT - 1)}\u{1f600}tail` }))!
+    expect(text).toBe('x'.repeat(MAX_EVENT_TEXT - 1))
+    const fits = eventText(event('user/message', { text: `${'x'.repeat(MAX_EVENT_TEXT - 2)}\u{1f600}tail` }))!
+    expect(fits.endsWith('\u{1f600}')).toBe(true)
+    expect(fits).toHaveLength(MAX_EVENT_TEXT)
+  })
+
   it("runs a backend's clean step before trimming, so text of unstorable characters only is empty", () => {
     const clean = (text: string) => text.replaceAll('\u0000', ' ')
     expect(eventText(event('user/message', { text: 'a\u0000b' }), clean)).toBe('a b')
