@@ -1,4 +1,4 @@
-import { escapeTerminal } from '@dsh/context'
+import { escapeTerminal, textHead } from '@dsh/context'
 
 /** Plain-text table: every cell escaped (`escapeTerminal`), columns padded to the widest cell. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -22,4 +22,14 @@ export function formatTime(epochMs: number): string {
     .toISOString()
     .replace('T', ' ')
     .replace(/\.\d+Z$/, 'Z')
+}
+
+/**
+ * The first line of `text` for a one-line summary: at most `max` UTF-16 code
+ * units, a longer one cut between characters (never inside a surrogate pair)
+ * and ended with `…`. Not escaped: print it through `safe`.
+ */
+export function firstLine(text: string, max = 100): string {
+  const line = text.split('\n', 1)[0] ?? ''
+  return line.length > max ? `${textHead(line, max - 1)}…` : line
 }

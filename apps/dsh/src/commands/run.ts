@@ -17,7 +17,7 @@ import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
 import { otlpEndpoint } from '../otlp.js'
-import { printJson } from '../output.js'
+import { firstLine, printJson } from '../output.js'
 import { priceTableOf } from '../prices.js'
 import { safe } from '../terminal.js'
 import { imageOf, modelApiOf } from './run-options.js'
@@ -348,9 +348,4 @@ function resultText(content: unknown): string {
     return `${String((content as { code?: unknown }).code)}: ${(content as { message: string }).message}`
   }
   return JSON.stringify(content)
-}
-
-function firstLine(text: string, max = 100): string {
-  const line = text.split('\n', 1)[0] ?? ''
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
 }

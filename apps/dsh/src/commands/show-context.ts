@@ -1,7 +1,7 @@
-import { type Services, textHead } from '@dsh/context'
+import type { Services } from '@dsh/context'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
-import { printJson } from '../output.js'
+import { firstLine, printJson } from '../output.js'
 import { safe } from '../terminal.js'
 
 type ContextView = Awaited<ReturnType<Services['sessionContext']['contextOf']>>
@@ -41,7 +41,7 @@ function line(message: ViewMessage): string {
     message.summary === undefined
       ? ''
       : safe` [summary of events ${message.summary.from}..${message.summary.to - 1}${message.summary.model === undefined ? '' : ` by ${message.summary.model}`}]`
-  const blocks = message.blocks.map((block) => safe`${cut(blockText(block as unknown as Record<string, unknown>))}`).join(' | ')
+  const blocks = message.blocks.map((block) => safe`${firstLine(blockText(block as unknown as Record<string, unknown>))}`).join(' | ')
   return `${head}${marker} ${blocks}${message.synthetic === true ? ' (synthetic)' : ''}`
 }
 
@@ -64,10 +64,4 @@ function blockText(block: Record<string, unknown>): string {
       return `${String(type)} ${JSON.stringify(fields)}`
     }
   }
-}
-
-/** The first line, cut to 100 characters. */
-function cut(text: string): string {
-  const first = text.split('\n', 1)[0] ?? ''
-  return first.length > 100 ? `${textHead(first, 99)}…` : first
 }

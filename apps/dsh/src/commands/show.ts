@@ -2,7 +2,7 @@ import type { HistoryPageBody } from '@dsh/protocol'
 import { wireHistory } from '@dsh/protocol/bodies'
 import { type CommandIo, intOption, limitOption, onePositional, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
-import { formatTime, printJson } from '../output.js'
+import { firstLine, formatTime, printJson } from '../output.js'
 import { withQueryHost } from '../query-access.js'
 import { safe } from '../terminal.js'
 
@@ -43,14 +43,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   io.out.write(safe`\n  ${page.total} events, ${page.inheritedEventCount} inherited${h.isSeeded ? ' (seeded)' : ''}\n\n`)
   for (const event of page.events) {
     const own = event.seq >= page.inheritedEventCount ? ' ' : '^'
-    io.out.write(safe`${own}${String(event.seq).padStart(6)}  ${event.type.padEnd(20)} ${summarize(event.data)}\n`)
+    io.out.write(safe`${own}${String(event.seq).padStart(6)}  ${event.type.padEnd(20)} ${firstLine(JSON.stringify(event.data) ?? '')}\n`)
   }
   if (page.nextBefore !== undefined) io.out.write(safe`\nearlier events: --before ${page.nextBefore}\n`)
   return 0
-}
-
-/** The event's data as one line of JSON, cut to 100 characters (escaped when printed). */
-function summarize(data: unknown): string {
-  const text = JSON.stringify(data)
-  return text.length > 100 ? `${text.slice(0, 97)}...` : text
 }
