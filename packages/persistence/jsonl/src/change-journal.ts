@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { persistenceError } from '@dsh/session-persistence/backend'
 import { awaitUnsealed, compactJournal, isSealed, publishJournal, readAtSync, writeAll } from './change-journal-compaction.js'
+import { labelOf } from './errors.js'
 import { isErrno, randomHex } from './fs-io.js'
 import { decodeJournalHeader, decodeLayout, encodeRecord, HEADER_BYTES, MAX_BASE_FRAME, recordIdentity } from './journal-records.js'
 
@@ -126,7 +127,7 @@ export class JournalWriter {
     } catch (error) {
       throw persistenceError(
         'SESSION_PERSISTENCE_IO',
-        `Could not record a change of session ${JSON.stringify(id).slice(0, 80)} in the change journal ${this.path} (${(error as Error).message}); nothing was changed.`,
+        `Could not record a change of session ${labelOf(id)} in the change journal ${this.path} (${(error as Error).message}); nothing was changed.`,
         { cause: error },
       )
     }

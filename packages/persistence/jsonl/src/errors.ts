@@ -56,8 +56,25 @@ export function entryRefused(path: string, what: string, cause?: unknown): Error
   )
 }
 
-/** A short, printable form of an id for messages. */
+/** The longest label {@link labelOf} gives, in UTF-16 code units. */
+const LABEL_MAX = 80
+
+/**
+ * A short, printable form of an id for messages: the id as a JSON string, at
+ * most 80 code units. A longer one keeps whole escapes and whole characters
+ * of the id and ends in `…"`, so a cut never leaves half an escape (`\u00`)
+ * or half a surrogate pair; the work is bounded by the label, not the id.
+ */
 export function labelOf(id: string): string {
-  const text = JSON.stringify(id)
-  return text.length > 80 ? `${text.slice(0, 77)}…"` : text
+  if (id.length <= LABEL_MAX) {
+    const text = JSON.stringify(id)
+    if (text.length <= LABEL_MAX) return text
+  }
+  let kept = '"'
+  for (const ch of id) {
+    const escaped = JSON.stringify(ch).slice(1, -1)
+    if (kept.length + escaped.length > LABEL_MAX - 2) break
+    kept += escaped
+  }
+  return `${kept}…"`
 }
