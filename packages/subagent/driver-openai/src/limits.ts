@@ -56,7 +56,7 @@ export class StepBound {
   part(index: unknown, what: string): number {
     if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0) {
       throw this.#errors.malformed(
-        `The model server sent a ${what} index that is not a non-negative integer: ${String(index).slice(0, 40)}.`,
+        `The model server sent a ${what} index that is not a non-negative integer: ${boundedText(String(index), 40)}.`,
       )
     }
     if (index >= STEP_MAX_PARTS) {

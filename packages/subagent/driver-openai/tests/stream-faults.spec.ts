@@ -43,6 +43,14 @@ describe('a model server that answers too much', () => {
     expect(ofType(session.events, 'assistant/message')).toEqual([])
   })
 
+  it('a tool call index that is not a number is DRIVER_OPENAI_REQUEST_FAILED naming it cut to 40 code units, between characters', async () => {
+    const call = { index: `x${'\u{1f600}'.repeat(50)}`, id: 'c1', type: 'function', function: { name: 'add', arguments: '{}' } }
+    const { error } = await run(raw(chunk({ tool_calls: [call] }), chunk({}, 'tool_calls'), 'data: [DONE]\n\n'))
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    // Unit 40 is the first half of an emoji: the cut leaves it out whole.
+    expect(error?.message).toContain(`not a non-negative integer: x${'\u{1f600}'.repeat(19)}….`)
+  })
+
   it('tool call arguments past STEP_MAX_CHARS stop the step with DRIVER_OPENAI_RESPONSE_TOO_LARGE before any tool/call', async () => {
     const piece = 'x'.repeat(STEP_MAX_CHARS / 4)
     const fragments = [0, 1, 2, 3, 4].map((i) =>
