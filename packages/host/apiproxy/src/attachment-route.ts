@@ -4,6 +4,7 @@ import type { AnswerQueue } from './answers.js'
 import { ApiError } from './errors.js'
 import { BASE_HEADERS } from './http.js'
 import { isListedChild, isNotFound, isSubagent } from './owner.js'
+import { unknownQueryParameter } from './request.js'
 import type { Route } from './route.js'
 import type { ApiServices } from './services.js'
 
@@ -129,6 +130,5 @@ export const childAttachmentRoute: Route = {
 
 function refuseQuery(query: Readonly<Record<string, string>>): void {
   const unknown = Object.keys(query).find((name) => name !== 'token')
-  if (unknown !== undefined)
-    throw new ApiError('API_BAD_REQUEST', `Unknown query parameter "${unknown.slice(0, 64)}"; an attachment takes none but the token.`)
+  if (unknown !== undefined) throw unknownQueryParameter(unknown, 'an attachment')
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import type { AuthMode } from './auth.js'
-import { ApiError } from './errors.js'
 import { BASE_HEADERS } from './http.js'
+import { unknownQueryParameter } from './request.js'
 import type { Route } from './route.js'
 
 // The page is plain files in `src/web/` (no build step), loaded on first use.
@@ -27,8 +27,7 @@ function staticRoute(path: string, file: string, contentType: string, auth: Auth
     auth,
     async serve({ res }, _captures, query) {
       const unknown = Object.keys(query)[0]
-      if (unknown !== undefined)
-        throw new ApiError('API_BAD_REQUEST', `Unknown query parameter "${unknown.slice(0, 64)}"; this page takes none but the token.`)
+      if (unknown !== undefined) throw unknownQueryParameter(unknown, 'this page')
       const body = asset(file)
       res.writeHead(200, {
         ...BASE_HEADERS,

@@ -1,3 +1,4 @@
+import { textHead } from '@dsh/context'
 import { ApiError } from './errors.js'
 import type { ApiLimits } from './limits.js'
 
@@ -56,4 +57,13 @@ export function decodeComponent(raw: string, what: string, plusIsSpace: boolean)
   if (decoded.includes('\u0000'))
     throw new ApiError('API_BAD_REQUEST', `The ${what} contains a NUL character, which no id or parameter may hold.`)
   return decoded
+}
+
+/**
+ * The 400 for a query parameter on a route that takes none but the token:
+ * `route` names it ("an attachment", "this page"); the parameter's name is
+ * shown cut to 64 code units, between characters.
+ */
+export function unknownQueryParameter(name: string, route: string): ApiError {
+  return new ApiError('API_BAD_REQUEST', `Unknown query parameter "${textHead(name, 64)}"; ${route} takes none but the token.`)
 }

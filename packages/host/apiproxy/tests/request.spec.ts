@@ -4,7 +4,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { ApiError } from '../src/errors.js'
 import { DEFAULT_LIMITS, resolveLimits } from '../src/limits.js'
-import { parseTarget } from '../src/request.js'
+import { parseTarget, unknownQueryParameter } from '../src/request.js'
 
 const limits = DEFAULT_LIMITS
 
@@ -59,6 +59,14 @@ describe('parseTarget', () => {
       ok: false,
       message: expect.stringContaining('Unknown query parameter "__proto__"'),
     })
+  })
+
+  it('names an unknown parameter of a token-only route cut to 64 code units, never inside a character', () => {
+    const error = unknownQueryParameter(`x${'\u{1f600}'.repeat(40)}`, 'this page')
+    expect(error.code).toBe('API_BAD_REQUEST')
+    // Unit 64 is the first half of an emoji: the cut leaves it out whole.
+    expect(error.message).toBe(`Unknown query parameter "x${'\u{1f600}'.repeat(31)}"; this page takes none but the token.`)
+    expect(unknownQueryParameter('a', 'an attachment').message).toBe('Unknown query parameter "a"; an attachment takes none but the token.')
   })
 
   it('round-trips any encodable id through one path segment and the history route', () => {
