@@ -1,4 +1,4 @@
-import { escapeTerminal, textHead } from '@dsh/context'
+import { escapeTerminal, textWithin } from '@dsh/context'
 
 /** Plain-text table: every cell escaped (`escapeTerminal`), columns padded to the widest cell. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -31,5 +31,5 @@ export function formatTime(epochMs: number): string {
  */
 export function firstLine(text: string, max = 100): string {
   const line = text.split('\n', 1)[0] ?? ''
-  return line.length > max ? `${textHead(line, max - 1)}…` : line
+  return textWithin(line, max)
 }

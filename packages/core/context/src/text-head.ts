@@ -10,3 +10,12 @@ export function textHead(text: string, max: number): string {
   const last = text.charCodeAt(end - 1)
   return text.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end)
 }
+
+/**
+ * `text` held to `max` UTF-16 code units in all: `text` itself when it fits,
+ * else its {@link textHead} of `max - 1` units and `…`. For previews whose
+ * bound includes the mark (a line, a span attribute, a value in a message).
+ */
+export function textWithin(text: string, max: number): string {
+  return text.length <= max ? text : `${textHead(text, max - 1)}…`
+}

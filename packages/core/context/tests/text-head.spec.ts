@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { textHead } from '../src/index.js'
+import { textHead, textWithin } from '../src/index.js'
 
 describe('textHead', () => {
   it('keeps text that fits, and cuts longer text at the bound', () => {
@@ -26,6 +26,22 @@ describe('textHead', () => {
         else expect(head).toBe(text)
         const last = head.charCodeAt(head.length - 1)
         if (head.length < text.length) expect(last >= 0xd800 && last <= 0xdbff).toBe(false)
+      }),
+    )
+  })
+})
+
+describe('textWithin', () => {
+  it('keeps text of at most max units; longer text is its head and …, max units in all, never half a pair', () => {
+    expect(textWithin('abcd', 4)).toBe('abcd')
+    expect(textWithin('abcde', 4)).toBe('abc…')
+    expect(textWithin('ab😀cd', 4)).toBe('ab…')
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), fc.integer({ min: 1, max: 40 }), (text, max) => {
+        const within = textWithin(text, max)
+        expect(within.length).toBeLessThanOrEqual(max)
+        if (text.length <= max) expect(within).toBe(text)
+        else expect(within).toBe(`${textHead(text, max - 1)}…`)
       }),
     )
   })

@@ -1,4 +1,4 @@
-import { textHead } from '@dsh/context'
+import { textWithin } from '@dsh/context'
 import { SessionTelemetryError } from './errors.js'
 
 /** The path an OTLP/HTTP collector serves traces on. */
@@ -29,7 +29,7 @@ export function parseOtlpEndpoint(input: string): string {
 }
 
 function invalid(input: string, why: string, cause?: unknown): SessionTelemetryError {
-  const shown = input.length > 200 ? `${textHead(input, 199)}…` : input
+  const shown = textWithin(input, 200)
   return new SessionTelemetryError(
     'SESSION_TELEMETRY_INVALID_ENDPOINT',
     `The OTLP endpoint ${JSON.stringify(shown)} cannot be used: ${why}. Give the collector's traces URL, e.g. http://127.0.0.1:4318/v1/traces.`,

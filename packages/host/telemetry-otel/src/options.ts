@@ -1,5 +1,5 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http'
-import { type Logger, textHead } from '@dsh/context'
+import { type Logger, textWithin } from '@dsh/context'
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import { parseOtlpEndpoint } from './endpoint.js'
 import { SessionTelemetryError } from './errors.js'
@@ -107,7 +107,7 @@ function checkHeaders(headers: unknown): void {
       }
     }
     if (why !== undefined) {
-      const shown = name.length > 100 ? `${textHead(name, 99)}…` : name
+      const shown = textWithin(name, 100)
       throw new SessionTelemetryError('SESSION_TELEMETRY_INVALID_OPTIONS', `The OTLP header ${JSON.stringify(shown)} ${why}.`)
     }
   }

@@ -1,4 +1,4 @@
-import { textHead } from '@dsh/context'
+import { textWithin } from '@dsh/context'
 import { type Attributes, ROOT_CONTEXT, type Span, type SpanContext, SpanKind, TraceFlags, trace } from '@opentelemetry/api'
 import { millisToHrTime } from '@opentelemetry/core'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
@@ -19,7 +19,7 @@ export const MAX_SPAN_TEXT = 1024
 
 /** `text` cut to `MAX_SPAN_TEXT` characters, ending with `…` when cut (never splitting a surrogate pair). */
 export function capText(text: string): string {
-  return text.length <= MAX_SPAN_TEXT ? text : `${textHead(text, MAX_SPAN_TEXT - 1)}…`
+  return textWithin(text, MAX_SPAN_TEXT)
 }
 
 /** One span to open: its ids are decided by the caller (see ids.ts), its parent is a span context or nothing (a new trace). */
