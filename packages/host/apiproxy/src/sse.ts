@@ -8,6 +8,14 @@ export interface SseOptions {
   readonly maxBacklogBytes: number
 }
 
+/** The head of every event stream; a HEAD request gets it and nothing else. */
+export const SSE_HEADERS = {
+  ...BASE_HEADERS,
+  'Content-Type': 'text/event-stream; charset=utf-8',
+  Connection: 'keep-alive',
+  'X-Accel-Buffering': 'no',
+} as const
+
 /**
  * One Server-Sent Events response. Writes are fire-and-forget; a reader that
  * stops reading is disconnected once its backlog passes the limit rather than
@@ -24,12 +32,7 @@ export class SseStream {
   constructor(res: ServerResponse, options: SseOptions) {
     this.#res = res
     this.#options = options
-    res.writeHead(200, {
-      ...BASE_HEADERS,
-      'Content-Type': 'text/event-stream; charset=utf-8',
-      Connection: 'keep-alive',
-      'X-Accel-Buffering': 'no',
-    })
+    res.writeHead(200, SSE_HEADERS)
     // Tell EventSource how soon to reconnect after a drop.
     res.write('retry: 2000\n\n')
     this.#heartbeat = setInterval(() => this.#write(': keep-alive\n\n'), options.heartbeatMs)

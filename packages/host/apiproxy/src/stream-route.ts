@@ -1,6 +1,6 @@
 import { routes } from '@dsh/protocol'
 import { streamingRoute } from './route.js'
-import { SseStream } from './sse.js'
+import { SSE_HEADERS, SseStream } from './sse.js'
 
 /**
  * `GET /api/sessions/:id/stream`: Server-Sent Events of the session's
@@ -11,8 +11,14 @@ import { SseStream } from './sse.js'
  * only ids (`catalog` and `written` notices about it and the sessions below
  * it), never its own projection views, which the hub withholds from every
  * subagent's stream (`StreamHub`); the page follows a subagent's trace on it.
+ * HEAD gets the stream's head and ends: it takes no stream slot, and a
+ * response that never ends would never send its head.
  */
-export const streamRoute = streamingRoute(routes.stream, ({ res, params, streams, limits }) => {
+export const streamRoute = streamingRoute(routes.stream, ({ req, res, params, streams, limits }) => {
+  if (req.method === 'HEAD') {
+    res.writeHead(200, SSE_HEADERS).end()
+    return
+  }
   streams.reserve()
   const stream = new SseStream(res, { heartbeatMs: limits.heartbeatMs, maxBacklogBytes: limits.maxStreamBacklogBytes })
   streams.add(params.id, stream)

@@ -562,4 +562,25 @@ describe('event stream', () => {
       await limited.close()
     }
   })
+
+  it('answers HEAD on a stream with its head at once, taking no stream slot', async () => {
+    const limited = await startStack({ limits: { maxStreams: 1 } })
+    try {
+      for (let i = 0; i < 3; i++) {
+        const head = await fetch(`${limited.server.url}/api/sessions/x/stream`, {
+          method: 'HEAD',
+          headers: { Authorization: `Bearer ${TOKEN}` },
+        })
+        expect(head.status).toBe(200)
+        expect(head.headers.get('content-type')).toBe('text/event-stream; charset=utf-8')
+        expect(await head.text()).toBe('')
+      }
+      const stream = await SseReader.open(`${limited.server.url}/api/sessions/x/stream?token=${TOKEN}`)
+      expect(stream.status).toBe(200)
+      await stream.next((e) => e.event === 'ready')
+      stream.close()
+    } finally {
+      await limited.close()
+    }
+  })
 })
