@@ -38,6 +38,8 @@ export class WriteFollower {
   #cursor: string | undefined
   #timer: NodeJS.Timeout | undefined
   #busy = false
+  /** Reads of the feed that failed in a row: the first is logged, and the read that ends the run. */
+  #failures = 0
 
   constructor(
     persistence: Required<Pick<PersistenceReader, 'changes' | 'writerOf'>>,
@@ -112,8 +114,17 @@ export class WriteFollower {
         else this.#writing.delete(id)
         if (changed.includes(id) || was !== (writer === 'other-process')) await this.#tell(id, writer)
       }
+      if (this.#failures > 0)
+        this.#logger.warn(`dsh apiproxy: following the change feed works again after ${this.#failures} failed read(s).`)
+      this.#failures = 0
     } catch (error) {
-      this.#logger.warn('dsh apiproxy: following the change feed failed; the next read retries.', error)
+      // Once per outage: a server that is down fails every read until it is back.
+      if (this.#failures === 0)
+        this.#logger.warn(
+          `dsh apiproxy: following the change feed failed; it is read again every ${FOLLOW_INTERVAL_MS} ms, and logged again when it works.`,
+          error,
+        )
+      this.#failures++
     } finally {
       this.#busy = false
     }
