@@ -65,11 +65,21 @@ export async function asCliRootError<T>(open: () => Promise<T>): Promise<T> {
  */
 export function terminalLogger(io: CommandIo): Logger {
   const write = (level: string, message: string, error: unknown): void => {
-    const detail =
-      error === undefined
-        ? ''
-        : `: ${io.env.DSH_DEBUG === '1' && error instanceof Error ? (error.stack ?? error.message) : error instanceof Error ? error.message : String(error)}`
-    io.err.write(`dsh: ${level}${escapeTerminal(message.replace(/^dsh: /, '') + detail)}\n`)
+    const text = message.replace(/^dsh: /, '')
+    // A sentence's closing full stop gives way to the detail that follows it.
+    const line = error === undefined ? text : `${text.replace(/\.$/, '')}: ${describe(error, io.env.DSH_DEBUG === '1')}`
+    io.err.write(`dsh: ${level}${escapeTerminal(line)}\n`)
   }
   return { warn: (message, error) => write('warning: ', message, error), error: (message, error) => write('', message, error) }
+}
+
+/** A warning's detail as text: an error's message (its stack with `debug`), a string itself, other values as JSON (a host logs the problems it keeps off the wire as plain data). */
+function describe(detail: unknown, debug: boolean): string {
+  if (detail instanceof Error) return debug ? (detail.stack ?? detail.message) : detail.message
+  if (typeof detail === 'string') return detail
+  try {
+    return JSON.stringify(detail) ?? String(detail)
+  } catch {
+    return String(detail)
+  }
 }
