@@ -27,7 +27,8 @@ function staticRoute(path: string, file: string, contentType: string, auth: Auth
     auth,
     async serve({ res }, _captures, query) {
       const unknown = Object.keys(query)[0]
-      if (unknown !== undefined) throw unknownQueryParameter(unknown, 'this page')
+      if (unknown !== undefined)
+        throw auth === 'public' ? unknownQueryParameter(unknown, `/${file}`, 'public') : unknownQueryParameter(unknown, 'this page')
       const body = asset(file)
       res.writeHead(200, {
         ...BASE_HEADERS,

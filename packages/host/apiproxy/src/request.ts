@@ -60,10 +60,12 @@ export function decodeComponent(raw: string, what: string, plusIsSpace: boolean)
 }
 
 /**
- * The 400 for a query parameter on a route that takes none but the token:
- * `route` names it ("an attachment", "this page"); the parameter's name is
- * shown cut to 64 code units, between characters.
+ * The 400 for a query parameter on a route that takes none but the token
+ * (`public`: none at all, not even the token): `route` names it ("an
+ * attachment", "this page"); the parameter's name is shown cut to 64 code
+ * units, between characters.
  */
-export function unknownQueryParameter(name: string, route: string): ApiError {
-  return new ApiError('API_BAD_REQUEST', `Unknown query parameter "${textHead(name, 64)}"; ${route} takes none but the token.`)
+export function unknownQueryParameter(name: string, route: string, auth: 'token' | 'public' = 'token'): ApiError {
+  const takes = auth === 'public' ? 'takes no query parameters' : 'takes none but the token'
+  return new ApiError('API_BAD_REQUEST', `Unknown query parameter "${textHead(name, 64)}"; ${route} ${takes}.`)
 }

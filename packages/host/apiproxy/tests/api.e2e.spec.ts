@@ -416,6 +416,15 @@ describe('bodies and methods', () => {
     expect(errorBody.parse(await response.json()).code).toBe('API_METHOD_NOT_ALLOWED')
   })
 
+  it('names what a page file takes when a query parameter comes with it: the page the token, its public files nothing', async () => {
+    const onPage = await fetch(`${stack.server.url}/?token=${TOKEN}&x=1`)
+    expect(onPage.status).toBe(400)
+    expect(errorBody.parse(await onPage.json()).message).toBe('Unknown query parameter "x"; this page takes none but the token.')
+    const onScript = await fetch(`${stack.server.url}/app.js?token=${TOKEN}`)
+    expect(onScript.status).toBe(400)
+    expect(errorBody.parse(await onScript.json()).message).toBe('Unknown query parameter "token"; /app.js takes no query parameters.')
+  })
+
   it('answers HEAD as GET without the body', async () => {
     const headers = { Authorization: `Bearer ${TOKEN}` }
     const got = await fetch(`${stack.server.url}/api/sessions`, { headers })

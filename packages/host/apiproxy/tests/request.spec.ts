@@ -67,6 +67,9 @@ describe('parseTarget', () => {
     // Unit 64 is the first half of an emoji: the cut leaves it out whole.
     expect(error.message).toBe(`Unknown query parameter "x${'\u{1f600}'.repeat(31)}"; this page takes none but the token.`)
     expect(unknownQueryParameter('a', 'an attachment').message).toBe('Unknown query parameter "a"; an attachment takes none but the token.')
+    expect(unknownQueryParameter('token', '/app.js', 'public').message).toBe(
+      'Unknown query parameter "token"; /app.js takes no query parameters.',
+    )
   })
 
   it('round-trips any encodable id through one path segment and the history route', () => {
