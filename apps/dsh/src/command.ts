@@ -67,15 +67,18 @@ export function intOption(command: ParsedCommand, name: string): number | undefi
 }
 
 /**
- * Parses `--limit`: a positive integer, else `CLI_USAGE` (zero and negative
- * values too, however they are spelled).
+ * Parses `--limit`: an integer from 1 to `max` (the cap the command's
+ * backend read declares, `@dsh/protocol/limits`), else `CLI_USAGE` naming
+ * that range and the value as typed (zero, negative values and numbers past
+ * the cap or past what a double holds exactly too, however they are spelled).
  */
-export function limitOption(command: ParsedCommand): number | undefined {
+export function limitOption(command: ParsedCommand, max: number): number | undefined {
   const value = command.string('limit')
   if (value === undefined) return undefined
-  if (!/^\d+$/.test(value) || Number(value) < 1)
-    throw new CliError('CLI_USAGE', `--limit must be a positive integer (1 or more), got '${value}'.`)
-  return Number(value)
+  const limit = /^\d+$/.test(value) ? Number(value) : Number.NaN
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > max)
+    throw new CliError('CLI_USAGE', `--limit must be an integer from 1 to ${max}, got '${value}'.`)
+  return limit
 }
 
 /** The single positional argument of a command. */

@@ -1,6 +1,8 @@
+import { PAGE_MAX_LIMIT, SEARCH_PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import type { CommandSpec, OptionSpec } from './command.js'
 
-const limit: OptionSpec = { type: 'string', value: 'N', help: 'at most N rows' }
+/** `--limit N`: the rows of one page, up to the cap of the command's backend read. */
+const limitOf = (rows: string, max: number): OptionSpec => ({ type: 'string', value: 'N', help: `at most N ${rows} (1 to ${max})` })
 const cursor: OptionSpec = { type: 'string', value: 'C', help: 'the next page (printed by the previous one)' }
 const otlp: OptionSpec = { type: 'string', value: 'URL', help: 'OTLP/HTTP traces endpoint (e.g. http://127.0.0.1:4318/v1/traces)' }
 const dialect: OptionSpec = {
@@ -28,7 +30,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       origin: { type: 'string', value: 'subagent', help: 'only sessions of this origin' },
       cwd: { type: 'string', value: 'DIR', help: 'only sessions started in DIR' },
       prices: { type: 'string', value: 'FILE', help: 'a price table for the cost column (default $DSH_PRICES)' },
-      limit,
+      limit: limitOf('sessions', PAGE_MAX_LIMIT),
       cursor,
     },
     load: () => import('./commands/sessions.js'),
@@ -39,7 +41,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     args: '<id>',
     options: {
       before: { type: 'string', value: 'SEQ', help: 'events before SEQ (paging backwards)' },
-      limit,
+      limit: limitOf('events (with --context: messages)', PAGE_MAX_LIMIT),
       context: { type: 'boolean', help: 'what the model sees now (the compacted context), not the log' },
     },
     load: () => import('./commands/show.js'),
@@ -70,7 +72,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     store: true,
     summary: 'full-text search over sessions',
     args: '<text>',
-    options: { events: { type: 'boolean', help: 'matching events instead of sessions' }, limit, cursor },
+    options: {
+      events: { type: 'boolean', help: 'matching events instead of sessions' },
+      limit: limitOf('hits', SEARCH_PAGE_MAX_LIMIT),
+      cursor,
+    },
     load: () => import('./commands/search.js'),
   },
   verify: {

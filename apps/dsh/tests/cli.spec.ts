@@ -14,6 +14,7 @@ import {
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { createHost, derivedPaths } from '@dsh/host'
+import { PAGE_MAX_LIMIT, SEARCH_PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { cleanEnv, dshRun } from './support/dsh-process.js'
 import { rootWithOneSession } from './support/root.js'
@@ -329,6 +330,30 @@ describe('parsing and help', () => {
     const unknown = await cli(['--root', root, 'bogus'])
     expect(unknown.code).toBe(2)
     expect(unknown.stderr).toContain('CLI_UNKNOWN_COMMAND')
+  })
+  it("--limit past the cap of the command's backend read, or past a safe integer, is CLI_USAGE naming the range and the text as typed; the help names the caps", async () => {
+    const huge = '99999999999999999999'
+    for (const [command, max] of [
+      [['sessions'], PAGE_MAX_LIMIT],
+      [['show', ESC_ID], PAGE_MAX_LIMIT],
+      [['show', ESC_ID, '--context'], PAGE_MAX_LIMIT],
+      [['search', 'screen'], SEARCH_PAGE_MAX_LIMIT],
+    ] as const) {
+      for (const value of [String(max + 1), huge, `00${max + 1}`]) {
+        const result = await cli([...command, '--limit', value, '--root', root, '--json'])
+        expect([result.code, JSON.parse(result.stdout).error], [...command, value].join(' ')).toEqual([
+          2,
+          { code: 'CLI_USAGE', message: `--limit must be an integer from 1 to ${max}, got '${value}'.` },
+        ])
+      }
+      // The cap itself is a page the backend answers (search: the root has no index, a later refusal of its own).
+      const atCap = await cli([...command, '--limit', String(max), '--root', root, '--json'])
+      expect(atCap.code === 0 || JSON.parse(atCap.stdout).error.code !== 'CLI_USAGE', atCap.stdout).toBe(true)
+      const help = await cli([command[0], '--help'])
+      expect(help.stdout).toMatch(new RegExp(`--limit N +at most N .*\\(1 to ${max}\\)`))
+    }
+    const text = await cli(['sessions', '--limit', huge, '--root', root])
+    expect(text.stderr).toBe(`dsh: --limit must be an integer from 1 to ${PAGE_MAX_LIMIT}, got '${huge}'. (CLI_USAGE)\n`)
   })
 })
 

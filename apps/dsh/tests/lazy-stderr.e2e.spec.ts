@@ -39,6 +39,6 @@ it('a listing of an unchanged root never touches stderr', async () => {
 it('a command that fails still reports on stderr (the probe sees it)', async () => {
   const failed = await run('usage', 'sessions', '--limit', 'x', '--root', join(dir, 'root'))
   expect(failed.code).toBe(2)
-  expect(failed.stderr).toMatch(/--limit must be a positive integer/)
+  expect(failed.stderr).toMatch(/--limit must be an integer from 1 to/)
   expect(failed.probe).toMatch(/^touched/)
 })

@@ -1,5 +1,6 @@
 import type { SearchPageBody } from '@dsh/protocol'
 import { wireEventSearch, wireSessionSearch } from '@dsh/protocol/bodies'
+import { SEARCH_PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { type CommandIo, limitOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { printJson, table } from '../output.js'
@@ -14,7 +15,7 @@ import { safe } from '../terminal.js'
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const text = command.args.join(' ').trim()
   if (text.length === 0) throw new CliError('CLI_USAGE', "'dsh search' needs the text to look for.")
-  const limit = limitOption(command)
+  const limit = limitOption(command, SEARCH_PAGE_MAX_LIMIT)
   const cursor = command.string('cursor')
   const request = { text, ...(limit === undefined ? {} : { limit }), ...(cursor === undefined ? {} : { cursor }) }
   await withQueryHost(

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path'
 import type { SessionListPageBody } from '@dsh/protocol'
 import { wireSessionList } from '@dsh/protocol/bodies'
+import { PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { CheckpointReader, projectionCachePath } from '@dsh/session-projection-cache'
 import type { SessionListFilter, SessionQueryRecord } from '@dsh/session-query'
 import { LISTING_UNITS, type ListingValues, listingValuesOfStates, type PriceTable } from '@dsh/session-stats'
@@ -25,7 +26,7 @@ import { safe } from '../terminal.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command, '; filter with --parent, --origin, --cwd')
-  const limit = limitOption(command)
+  const limit = limitOption(command, PAGE_MAX_LIMIT)
   const parent = command.string('parent')
   const origin = command.string('origin')
   // Stored headers hold the absolute working directory (`process.cwd()`), so a relative `--cwd`, `.` or a trailing slash names the same one.

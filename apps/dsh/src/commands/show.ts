@@ -1,5 +1,6 @@
 import type { HistoryPageBody } from '@dsh/protocol'
 import { wireHistory } from '@dsh/protocol/bodies'
+import { PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
 import { type CommandIo, intOption, limitOption, onePositional, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { firstLine, formatTime, printJson } from '../output.js'
@@ -16,7 +17,7 @@ import { safe } from '../terminal.js'
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
   const before = intOption(command, 'before')
-  const limit = limitOption(command)
+  const limit = limitOption(command, PAGE_MAX_LIMIT)
   // The full host (units, cache) loads only for --context: a history page needs the query host alone.
   if (command.flag('context')) {
     if (before !== undefined)
