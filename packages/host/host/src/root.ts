@@ -1,11 +1,13 @@
 import { mkdirSync, type Stats, statSync } from 'node:fs'
 import { resolve } from 'node:path'
+import { escapeTerminal } from '@dsh/context'
 import { HostError } from './errors.js'
 
 /**
  * The root of a host, checked before any backend touches it. Invariants:
- * a file is never taken for a root (a typed error, not a raw `ENOTDIR`), and a
- * read-only host never creates the root or anything in it.
+ * a file is never taken for a root, a path that cannot be inspected (`EACCES`,
+ * `ELOOP`, `ENAMETOOLONG`…) is a typed error naming the errno, never a raw
+ * Node error, and a read-only host never creates the root or anything in it.
  */
 export function prepareRoot(root: string, readOnly: boolean): string {
   const path = resolve(root)
@@ -13,7 +15,7 @@ export function prepareRoot(root: string, readOnly: boolean): string {
   if (stats !== undefined && !stats.isDirectory()) {
     throw new HostError(
       'HOST_ROOT_INVALID',
-      `The session root ${path} is a file, not a directory; pass a directory (a new one is created).`,
+      `The session root ${shownRoot(path)} is a file, not a directory; pass a directory (a new one is created).`,
       {
         details: { root: path },
       },
@@ -23,7 +25,7 @@ export function prepareRoot(root: string, readOnly: boolean): string {
     if (readOnly) {
       throw new HostError(
         'HOST_ROOT_INVALID',
-        `There is no session root at ${path}; a read-only host never creates one. Point at an existing root.`,
+        `There is no session root at ${shownRoot(path)}; a read-only host never creates one. Point at an existing root.`,
         {
           details: { root: path },
         },
@@ -34,7 +36,7 @@ export function prepareRoot(root: string, readOnly: boolean): string {
     } catch (error) {
       throw new HostError(
         'HOST_ROOT_INVALID',
-        `The session root ${path} cannot be created (${(error as NodeJS.ErrnoException).code ?? 'error'}); is a parent a file, or not writable?`,
+        `The session root ${shownRoot(path)} cannot be created (${(error as NodeJS.ErrnoException).code ?? 'error'}); is a parent a file, or not writable?`,
         {
           cause: error,
           details: { root: path },
@@ -62,18 +64,51 @@ export function rootPermissionWarning(root: string): string | undefined {
   return `the session root ${resolve(root)} is readable by other users (mode ${mode}); every transcript in it is too. Run: chmod 700 '${resolve(root)}'`
 }
 
+/**
+ * How much of a root's path a message shows (UTF-16 code units, before
+ * escaping): a path may be as long as a caller can type, and a message that
+ * names it must stay readable. `details.root` keeps the whole path.
+ */
+const ROOT_SHOWN_MAX = 256
+
+/** A root's path as messages show it: escaped for a terminal, cut (`…`) past {@link ROOT_SHOWN_MAX}. */
+export function shownRoot(path: string): string {
+  return escapeTerminal(path, { max: ROOT_SHOWN_MAX })
+}
+
+/**
+ * The root's stats, or `undefined` when nothing is there. Any other failure
+ * to stat it (under a file, no permission on the path, a symbolic-link loop,
+ * a path too long) is the caller's root to change, so it is
+ * `HOST_ROOT_INVALID` naming the path and the errno, never a raw Node error.
+ */
 function statOrUndefined(path: string): Stats | undefined {
   try {
     return statSync(path)
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
+    const code = (error as NodeJS.ErrnoException).code ?? 'error'
     if (code === 'ENOENT') return undefined
-    if (code === 'ENOTDIR') {
-      throw new HostError('HOST_ROOT_INVALID', `The session root ${path} lies under a file; pass a directory.`, {
-        cause: error,
-        details: { root: path },
-      })
-    }
-    throw error
+    throw new HostError('HOST_ROOT_INVALID', uninspectable(path, code), {
+      cause: error,
+      details: { root: path, code },
+    })
+  }
+}
+
+/** What a root that cannot be stat'ed with `code` is, and what to do about it. */
+function uninspectable(path: string, code: string): string {
+  const shown = shownRoot(path)
+  if (code === 'ENOTDIR') return `The session root ${shown} lies under a file; pass a directory.`
+  const head = `The session root ${shown} cannot be inspected (${code})`
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+      return `${head}: this user may not enter a directory on its path. Run as a user who may, or pass a root this user can use.`
+    case 'ELOOP':
+      return `${head}: its path runs into a symbolic-link loop (or too many links). Fix the links, or pass another directory.`
+    case 'ENAMETOOLONG':
+      return `${head}: the path, or a name in it, is longer than the system allows. Pass a shorter path.`
+    default:
+      return `${head}. Check the path and its permissions, or pass another directory.`
   }
 }
