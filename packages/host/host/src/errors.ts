@@ -5,8 +5,9 @@ import { DshError } from '@dsh/context'
  *   wrong value, or two options that exclude each other). Fix the call.
  * - `HOST_ROOT_INVALID`: the root is not usable: a file, under a file, a path
  *   this process cannot inspect (no permission on the way, a symbolic-link
- *   loop, too long: `details.code` names the errno), or (for a read-only host)
- *   not an existing dsh session root. Retrying cannot fix it; point at another
+ *   loop, too long), or (for a read-only host) not an existing dsh session
+ *   root, or one whose persistence marker cannot be read; `details.code` names
+ *   the errno where there is one. Retrying cannot fix it; point at another
  *   directory, or fix the path's permissions or links.
  */
 export type HostErrorCode = 'HOST_INVALID_OPTIONS' | 'HOST_ROOT_INVALID'

@@ -1,4 +1,4 @@
-import { Context, isDshError, type Logger } from '@dsh/context'
+import { Context, type Logger } from '@dsh/context'
 import { type SessionStore, sessionStorePlugin } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
@@ -8,7 +8,7 @@ import { defaultIndexPath, type StatementBudget, sqliteSessionQueryPlugin } from
 import type pg from 'pg'
 import { HostError } from './errors.js'
 import type { PostgresHostOptions } from './postgres.js'
-import { prepareRoot } from './root.js'
+import { prepareRoot, rootErrorOf } from './root.js'
 
 /**
  * What a query host is given: where the sessions are and how to read them.
@@ -168,17 +168,7 @@ function openPersistence(root: string, options: QueryHostOptions, readOnly: bool
       ...(options.compression === undefined ? {} : { compression: options.compression }),
     })
   } catch (error) {
-    if (isDshError(error, 'JSONL_PERSISTENCE_NOT_A_ROOT')) {
-      throw new HostError(
-        'HOST_ROOT_INVALID',
-        `${root} is not a dsh session root (it has no persistence marker); a read-only host never creates one. Point at an existing root.`,
-        {
-          cause: error,
-          details: { root },
-        },
-      )
-    }
-    throw error
+    throw rootErrorOf(error, root, 'a read-only host never creates one. Point at an existing root.')
   }
 }
 

@@ -1,10 +1,8 @@
-import { isDshError } from '@dsh/context'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import type { IndexProgress } from '@dsh/session-query'
 import { buildIndexFile, type ReconcileReport } from '@dsh/session-query-sqlite'
-import { HostError } from './errors.js'
 import { derivedPaths } from './paths.js'
-import { prepareRoot } from './root.js'
+import { prepareRoot, rootErrorOf } from './root.js'
 
 export interface RebuildIndexOptions {
   readonly root: string
@@ -33,17 +31,7 @@ export async function rebuildIndex(options: RebuildIndexOptions): Promise<Reconc
   try {
     persistence = createJsonlPersistence({ root, readOnly: true })
   } catch (error) {
-    if (isDshError(error, 'JSONL_PERSISTENCE_NOT_A_ROOT')) {
-      throw new HostError(
-        'HOST_ROOT_INVALID',
-        `${root} is not a dsh session root (it has no persistence marker); reindex works on existing roots only.`,
-        {
-          cause: error,
-          details: { root },
-        },
-      )
-    }
-    throw error
+    throw rootErrorOf(error, root, 'reindex works on existing roots only.')
   }
   try {
     const report = await buildIndexFile({

@@ -1,6 +1,7 @@
-import { mkdirSync, type Stats, statSync } from 'node:fs'
-import { resolve } from 'node:path'
-import { escapeTerminal } from '@dsh/context'
+import { closeSync, constants, mkdirSync, openSync, readSync, type Stats, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { escapeTerminal, isDshError } from '@dsh/context'
+import { MARKER_FILE } from '@dsh/session-persistence-jsonl'
 import { HostError } from './errors.js'
 
 /**
@@ -110,5 +111,55 @@ function uninspectable(path: string, code: string): string {
       return `${head}: the path, or a name in it, is longer than the system allows. Pass a shorter path.`
     default:
       return `${head}. Check the path and its permissions, or pass another directory.`
+  }
+}
+
+/**
+ * `error` as the host reports it. The JSONL backend's read-only open of a
+ * directory that is not a dsh root (`JSONL_PERSISTENCE_NOT_A_ROOT`) becomes
+ * `HOST_ROOT_INVALID` with its real cause: no persistence marker (`remedy`
+ * says what the caller works on instead), or a marker that exists but cannot
+ * be read, named with its errno (no permission, a directory, a link loop) —
+ * that root is a dsh root this process may not read, not "no root". Any
+ * other error is returned as it is.
+ */
+export function rootErrorOf(error: unknown, root: string, remedy: string): unknown {
+  if (!isDshError(error, 'JSONL_PERSISTENCE_NOT_A_ROOT')) return error
+  const marker = join(root, MARKER_FILE)
+  const read = markerRead(marker)
+  if (read === 'absent') {
+    return new HostError('HOST_ROOT_INVALID', `${shownRoot(root)} is not a dsh session root (it has no persistence marker); ${remedy}`, {
+      cause: error,
+      details: { root },
+    })
+  }
+  if (read === 'readable') {
+    // The marker reads now, so what failed is in the backend's own words.
+    return new HostError('HOST_ROOT_INVALID', error.message, { cause: error, details: { root, marker } })
+  }
+  return new HostError(
+    'HOST_ROOT_INVALID',
+    `The session root ${shownRoot(root)} cannot be opened: its persistence marker ${MARKER_FILE} cannot be read (${read}). Check the owner and mode of the root (0700) and of its marker (a regular file, 0600), or run as their owner.`,
+    { cause: error, details: { root, marker, code: read } },
+  )
+}
+
+/**
+ * Whether the marker can be read: `absent` when there is none (`ENOENT`,
+ * `ENOTDIR`), the errno when opening it or reading its first byte fails (as
+ * the backend's read of it did), else `readable`. Opened non-blocking, so a
+ * FIFO in its place never holds the caller.
+ */
+function markerRead(marker: string): 'absent' | 'readable' | string {
+  let fd: number | undefined
+  try {
+    fd = openSync(marker, constants.O_RDONLY | constants.O_NONBLOCK)
+    readSync(fd, Buffer.alloc(1), 0, 1, 0)
+    return 'readable'
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error'
+    return code === 'ENOENT' || code === 'ENOTDIR' ? 'absent' : code
+  } finally {
+    if (fd !== undefined) closeSync(fd)
   }
 }

@@ -1,10 +1,9 @@
 import { escapeTerminal, isDshError, type Logger } from '@dsh/context'
 import type { SessionId } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { HostError } from './errors.js'
 import { type PostgresHostOptions, postgresLocation } from './postgres.js'
 import { createQueryHost } from './query-host.js'
-import { prepareRoot } from './root.js'
+import { prepareRoot, rootErrorOf } from './root.js'
 
 /** One log as `verifyRoot` found it. */
 export interface VerifiedLog {
@@ -42,17 +41,7 @@ export async function verifyRoot(root: string): Promise<RootVerification> {
   try {
     persistence = createJsonlPersistence({ root: path, readOnly: true })
   } catch (error) {
-    if (isDshError(error, 'JSONL_PERSISTENCE_NOT_A_ROOT')) {
-      throw new HostError(
-        'HOST_ROOT_INVALID',
-        `${path} is not a dsh session root (it has no persistence marker); verify reads existing roots only.`,
-        {
-          cause: error,
-          details: { root: path },
-        },
-      )
-    }
-    throw error
+    throw rootErrorOf(error, path, 'verify reads existing roots only.')
   }
   try {
     const logs = await verifyAll(persistence)

@@ -1,6 +1,7 @@
 import { chmodSync, mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { MARKER_FILE } from '@dsh/session-persistence-jsonl'
 import { tempDir } from '@dsh/test-kit'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { createHost } from '../src/index.js'
@@ -21,11 +22,11 @@ const { runNodeAs } = (await import(new URL('../../../../tooling/as-user.ts', im
 /**
  * A root the user cannot inspect or read (EACCES) is the caller's root to
  * change: every function of the package that takes a root answers
- * HOST_ROOT_INVALID naming the path and the errno. Root bypasses permission
- * checks, so the functions run as the unprivileged `nobody` user (`runuser`;
- * we run as root here and in CI — elsewhere the test fails with the reason,
- * it is never skipped), from a world-readable copy of the worker and the
- * built package (`@dsh/tooling/as-user`).
+ * HOST_ROOT_INVALID naming the path, what cannot be read and the errno. Root
+ * bypasses permission checks, so the functions run as the unprivileged
+ * `nobody` user (`runuser`; we run as root here and in CI — elsewhere the
+ * test fails with the reason, it is never skipped), from a world-readable
+ * copy of the worker and the built package (`@dsh/tooling/as-user`).
  */
 const worker = join(dirname(fileURLToPath(import.meta.url)), 'workers', 'unprivileged-opens.mjs')
 const NOBODY = 65534
@@ -80,6 +81,20 @@ describe('a root the user may not use', () => {
         code: 'HOST_ROOT_INVALID',
         message: `The session root ${root} cannot be inspected (EACCES): this user may not enter a directory on its path. Run as a user who may, or pass a root this user can use.`,
         details: { root, code: 'EACCES' },
+      })
+    }
+  })
+
+  it('that the user may not read (mode 000) is HOST_ROOT_INVALID saying its marker cannot be read (EACCES), not that there is none', async () => {
+    const root = join(sharedDir(), 'root')
+    await populate(root)
+    chmodSync(root, 0o000)
+    const results = opensAsNobody(root)
+    for (const name of FUNCTIONS) {
+      expect(results[name], name).toEqual({
+        code: 'HOST_ROOT_INVALID',
+        message: `The session root ${root} cannot be opened: its persistence marker ${MARKER_FILE} cannot be read (EACCES). Check the owner and mode of the root (0700) and of its marker (a regular file, 0600), or run as their owner.`,
+        details: { root, marker: join(root, MARKER_FILE), code: 'EACCES' },
       })
     }
   })
