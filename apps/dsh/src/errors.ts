@@ -7,8 +7,8 @@ import { DshError } from '@dsh/context'
  *   a directory without a root marker) for a command that needs one, or `demo`
  *   pointed at a non-empty directory it did not make. Nothing is created.
  * - `CLI_TOKEN_INVALID`: `serve`'s token file is missing, empty, not a regular
- *   file (a symlink, FIFO or device: refused before it is read), or readable
- *   by group/others (it must be 0600).
+ *   file (a symlink, FIFO or device: refused before it is read), readable
+ *   by group/others (it must be 0600), or of more than one line.
  * - `CLI_STORE_NOT_EMPTY`: `demo --store` on a database that holds sessions
  *   the demo did not make (it only ever wipes its own). Nothing is changed.
  * - `CLI_DEMO_FAILED`: the demo could not stage its scenario (its crash worker

@@ -253,15 +253,22 @@ describe('reads never write', () => {
 })
 
 describe('serve token and root permissions (failures before listening)', () => {
-  it('refuses a token file that others can read, a missing one, an empty one, and two token sources', async () => {
+  it('refuses a token file that others can read, a missing one, an empty one, one of several lines, and two token sources', async () => {
     const open = join(dir, 'token-open')
     writeFileSync(open, 'serve-token-0123456789\n', { mode: 0o644 })
     chmodSync(open, 0o644)
     const empty = join(dir, 'token-empty')
     writeFileSync(empty, '\n', { mode: 0o600 })
+    // A line break inside the token would be sent in the Authorization header, which no HTTP client does.
+    const twoLines = join(dir, 'token-two-lines')
+    writeFileSync(twoLines, 'serve-token-0123456789\nsecond-line\n', { mode: 0o600 })
+    const crLines = join(dir, 'token-cr-lines')
+    writeFileSync(crLines, '  serve-token-0123456789\r\nsecond-line\r\n', { mode: 0o600 })
     for (const [file, pattern] of [
       [open, /readable by other users \(mode 644\).*chmod 600/],
       [empty, /is empty/],
+      [twoLines, /holds more than one line; it must hold the token alone, on one line/],
+      [crLines, /holds more than one line/],
       [join(dir, 'no-token'), /cannot be opened \(ENOENT\)/],
     ] as const) {
       const result = await cli(['serve', '--root', root, '--token-file', file, '--json'])

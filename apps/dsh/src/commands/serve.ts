@@ -88,7 +88,9 @@ function resolveToken(command: ParsedCommand, io: CommandIo): string {
 
 /**
  * A token file must be a regular file that only its owner can read (0600 or
- * stricter); one line, surrounding whitespace ignored. Its type is checked
+ * stricter) holding the token on one line, surrounding whitespace ignored: a
+ * line break inside it would be part of the token, which no HTTP client can
+ * send in a header, so several lines are refused. Its type is checked
  * (lstat) before it is opened, and the open does not block (O_NONBLOCK), so a
  * FIFO or a device is refused instead of hanging the open or reading from it.
  */
@@ -120,6 +122,11 @@ function readTokenFile(path: string): string {
     }
     const token = readFileSync(fd, 'utf8').trim()
     if (token.length === 0) throw new CliError('CLI_TOKEN_INVALID', `The token file ${path} is empty.`)
+    if (/[\r\n]/.test(token))
+      throw new CliError(
+        'CLI_TOKEN_INVALID',
+        `The token file ${path} holds more than one line; it must hold the token alone, on one line (no HTTP client can send a line break in a header).`,
+      )
     return token
   } finally {
     closeSync(fd)
