@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
 import { ATTACHMENT_INLINE_MAX_BYTES, SessionId } from '@dsh/session'
+import { ATTACHMENT_MAX_BYTES } from '@dsh/session-persistence'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { cleanEnv, dshRun } from './support/dsh-process.js'
@@ -148,6 +149,20 @@ describe('dsh run --image', () => {
     const badApi = await dsh(['run', '--api', 'completions', 'hi', '--root', root, '--base-url', 'http://127.0.0.1:9/v1'])
     expect(badApi.code).toBe(2)
     expect(badApi.stderr).toMatch(/--api must be one of chat, responses/)
+    expect(() => readdirSync(root)).toThrow()
+  })
+
+  it('an image over the attachment cap is CLI_USAGE before the root is touched (no empty session is left)', async () => {
+    // A sparse file: its size is past the cap without writing the bytes.
+    const big = join(dir, 'big.png')
+    writeFileSync(big, pngBytes(64))
+    truncateSync(big, ATTACHMENT_MAX_BYTES + 1)
+    const result = await dsh(['run', '--image', big, 'look', '--root', root, '--base-url', 'http://127.0.0.1:9/v1', '--json'])
+    expect(result.code, result.stdout + result.stderr).toBe(2)
+    expect(JSON.parse(result.stdout).error).toEqual({
+      code: 'CLI_USAGE',
+      message: `--image '${big}' is ${ATTACHMENT_MAX_BYTES + 1} bytes, over the attachment cap of ${ATTACHMENT_MAX_BYTES} bytes (20 MiB); attach a smaller file.`,
+    })
     expect(() => readdirSync(root)).toThrow()
   })
 })

@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import { basename, extname } from 'node:path'
 import { MODEL_APIS, type ModelApi } from '@dsh/driver-openai'
+import { ATTACHMENT_MAX_BYTES } from '@dsh/session-persistence'
 import type { ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 
@@ -31,10 +32,11 @@ export interface ImageInput {
 
 /**
  * `--image PATH`: the file read whole, its media type from the extension.
- * A missing or unreadable file, a directory, or another extension is
- * `CLI_USAGE`, before the root is touched. The size cap is the
- * persistence's (`SESSION_PERSISTENCE_ATTACHMENT_TOO_LARGE`, nothing
- * appended).
+ * A missing or unreadable file, a directory, another extension, or a file
+ * over the persistence's attachment cap (`ATTACHMENT_MAX_BYTES`, measured
+ * with stat before the file is read, and again on the bytes read) is
+ * `CLI_USAGE`, before the root is touched: the session would be created
+ * first and its append refused, leaving it empty.
  */
 export function imageOf(command: ParsedCommand): ImageInput | undefined {
   const path = command.string('image')
@@ -44,10 +46,23 @@ export function imageOf(command: ParsedCommand): ImageInput | undefined {
     throw new CliError('CLI_USAGE', `--image takes a ${Object.keys(IMAGE_TYPES).join(', ')} file, got '${path}'.`)
   let bytes: Uint8Array
   try {
-    if (!statSync(path).isFile()) throw new Error('not a regular file')
+    const stats = statSync(path)
+    if (!stats.isFile()) throw new Error('not a regular file')
+    tooLarge(path, stats.size)
     bytes = readFileSync(path)
   } catch (error) {
+    if (error instanceof CliError) throw error
     throw new CliError('CLI_USAGE', `--image '${path}' cannot be read: ${error instanceof Error ? error.message : String(error)}.`)
   }
+  // The file may have grown since it was measured.
+  tooLarge(path, bytes.byteLength)
   return { bytes, mediaType, name: basename(path) }
+}
+
+function tooLarge(path: string, size: number): void {
+  if (size > ATTACHMENT_MAX_BYTES)
+    throw new CliError(
+      'CLI_USAGE',
+      `--image '${path}' is ${size} bytes, over the attachment cap of ${ATTACHMENT_MAX_BYTES} bytes (${ATTACHMENT_MAX_BYTES / (1024 * 1024)} MiB); attach a smaller file.`,
+    )
 }
