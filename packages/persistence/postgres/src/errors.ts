@@ -9,9 +9,18 @@ import { persistenceError, type SessionPersistenceError } from '@dsh/session-per
 export type PostgresPersistenceErrorCode =
   /** The database holds a schema newer than this version knows; upgrade dsh, never migrate down. */
   | 'POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW'
-  /** A migration failed; the database is left at the last version that committed. */
+  /**
+   * A migration failed, or the schema version could not be created or read
+   * (a missing privilege, a read-only server, a statement timeout;
+   * `details.sqlState` says which), or an open without migrating found an
+   * older schema. The database is left at the last version that committed.
+   */
   | 'POSTGRES_PERSISTENCE_MIGRATION_FAILED'
-  /** The server cannot be reached or refused the connection (address, credentials, database name). */
+  /**
+   * The server cannot be reached, refused the connection (address,
+   * credentials, database name), or ended it while opening (shutdown,
+   * restart, a terminated backend; `details.sqlState` when it said so).
+   */
   | 'POSTGRES_PERSISTENCE_UNAVAILABLE'
   /** The options are invalid (no pool and no connection string, bad sizes). */
   | 'POSTGRES_PERSISTENCE_INVALID_OPTIONS'
@@ -91,11 +100,27 @@ export function poolLocation(pool: {
   return `${typeof o.host === 'string' ? o.host : 'localhost'}:${typeof o.port === 'number' || typeof o.port === 'string' ? o.port : 5432}/${typeof o.database === 'string' ? o.database : '(default database)'}`
 }
 
-/** Opening failed before any statement ran: the server is unreachable or refused us. */
+/** The SQLSTATE (or Node socket code) a driver failure carries, if any. */
+export function sqlStateOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null | undefined)?.code
+  return typeof code === 'string' ? code : undefined
+}
+
+/** Whether a failure is a statement cancelled by the server's timeouts or an operator, not a failed server. */
+export function isTimeout(error: unknown): boolean {
+  const state = sqlStateOf(error)
+  return state !== undefined && TIMEOUT_STATES.has(state)
+}
+
+/** Opening failed because the server is unreachable, refused us, or went away (shutdown, restart, a terminated backend) while the open ran. */
 export function unavailable(pool: Parameters<typeof poolLocation>[0], cause: unknown): PostgresPersistenceError {
+  const state = sqlStateOf(cause)
+  const what = cause instanceof Error ? cause.message : String(cause)
   return new PostgresPersistenceError(
     'POSTGRES_PERSISTENCE_UNAVAILABLE',
-    `Cannot open the PostgreSQL database at ${poolLocation(pool)}: ${cause instanceof Error ? cause.message : String(cause)}. Check that the server runs and the connection string (host, port, user, database) is right.`,
-    { cause },
+    state !== undefined && GONE_STATES.has(state)
+      ? `The PostgreSQL server at ${poolLocation(pool)} ended the connection while the database was being opened (${what}): it is shutting down, restarting or starting up, or an operator ended the session. Retry once the server is back.`
+      : `Cannot open the PostgreSQL database at ${poolLocation(pool)}: ${what}. Check that the server runs and the connection string (host, port, user, database) is right; retry once the server is back.`,
+    { cause, details: state === undefined ? {} : { sqlState: state } },
   )
 }

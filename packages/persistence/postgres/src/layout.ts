@@ -42,13 +42,22 @@ export function checkPartitions(partitions: unknown): number {
  */
 export async function resolveLayout(client: pg.ClientBase, requested: number | undefined): Promise<Layout> {
   if (requested !== undefined) checkPartitions(requested)
-  await client.query(LAYOUT_TABLE)
-  const { rows } = await client.query<{ partitions: number }>(
-    `WITH i AS (INSERT INTO dsh_layout (partitions) VALUES ($1) ON CONFLICT (singleton) DO NOTHING RETURNING partitions)
-     SELECT partitions FROM i UNION ALL SELECT partitions FROM dsh_layout`,
-    [requested ?? DEFAULT_PARTITIONS],
-  )
-  const recorded = rows[0]!.partitions
+  // A recorded count is only read: checking it needs no privilege beyond SELECT.
+  // (Inside the migration's transaction: a failed statement would abort it, so no SELECT of a missing table.)
+  const { rows: found } = await client.query<{ present: boolean }>(`SELECT to_regclass('dsh_layout') IS NOT NULL AS present`)
+  let recorded =
+    found[0]?.present === true
+      ? (await client.query<{ partitions: number }>('SELECT partitions FROM dsh_layout')).rows[0]?.partitions
+      : undefined
+  if (recorded === undefined) {
+    await client.query(LAYOUT_TABLE)
+    const { rows } = await client.query<{ partitions: number }>(
+      `WITH i AS (INSERT INTO dsh_layout (partitions) VALUES ($1) ON CONFLICT (singleton) DO NOTHING RETURNING partitions)
+       SELECT partitions FROM i UNION ALL SELECT partitions FROM dsh_layout`,
+      [requested ?? DEFAULT_PARTITIONS],
+    )
+    recorded = rows[0]!.partitions
+  }
   if (requested !== undefined && requested !== recorded) {
     throw new PostgresPersistenceError(
       'POSTGRES_PERSISTENCE_MIGRATION_FAILED',

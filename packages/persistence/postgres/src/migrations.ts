@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { PostgresPersistenceError, unavailable } from './errors.js'
+import { isTimeout, isUnreachable, PostgresPersistenceError, poolLocation, sqlStateOf, unavailable } from './errors.js'
 import { type Layout, resolveLayout } from './layout.js'
 
 /**
@@ -51,17 +51,69 @@ export interface MigrationReport {
 // lock, so hosts starting together migrate once and the others wait.
 const MIGRATION_LOCK = 0x64736800 // 'dsh\0'
 
+// Created only when absent (checked under the lock first): a migrated
+// database then opens, and finds nothing to migrate, without CREATE on its
+// schema. IF NOT EXISTS still, for a host of another version that creates it
+// without looking.
 const VERSION_TABLE = `CREATE TABLE IF NOT EXISTS dsh_schema_version (
   component text PRIMARY KEY,
   version integer NOT NULL CHECK (version >= 0),
   migrated_at timestamptz NOT NULL DEFAULT now()
 )`
 
+type PoolLike = Parameters<typeof unavailable>[0]
+
+/** What the person opening can do about a failure the server explained with `state`, when the state says. */
+function remedy(state: string | undefined, reading: boolean): string | undefined {
+  if (state === '42501')
+    return reading
+      ? 'The connecting role may not read the dsh tables: grant it SELECT on them (GRANT SELECT ON ALL TABLES IN SCHEMA public TO <role>).'
+      : "The connecting role lacks a privilege migrating needs (CREATE on the schema, ownership of the dsh tables): run 'dsh migrate' as the database's owner, or grant this role CREATE on the schema (GRANT CREATE ON SCHEMA public TO <role>). A database already migrated opens with SELECT on the dsh tables alone."
+  if (state === '25006')
+    return "The server takes only read-only transactions (a standby, for instance after a failover, or default_transaction_read_only = on): point the connection string at the primary and run 'dsh migrate' there."
+  if (state !== undefined && isTimeout({ code: state }))
+    return reading
+      ? 'The server is up, but the statement ran past statement_timeout or lock_timeout (a lock held on dsh_schema_version, or a busy server) or an operator cancelled it: retry, or raise statement_timeout.'
+      : 'The server is up, but a statement ran past statement_timeout or lock_timeout (another host may hold the migration lock while it migrates) or an operator cancelled it: retry, or raise the timeout for the migration.'
+  return undefined
+}
+
+/**
+ * Types a failure of opening `component`: a server that cannot be reached,
+ * refused us or went away (a connection-class SQLSTATE, a shutdown, a socket
+ * error) is `POSTGRES_PERSISTENCE_UNAVAILABLE`; anything else the server
+ * answered (a missing privilege, a read-only server, a timeout) is
+ * `POSTGRES_PERSISTENCE_MIGRATION_FAILED`, with the SQLSTATE in `details` and
+ * what to do about it. A typed error passes unchanged.
+ */
+function openFailure(pool: PoolLike, component: string, error: unknown, reading: boolean): PostgresPersistenceError {
+  if (error instanceof PostgresPersistenceError) return error
+  if (isUnreachable(error)) return unavailable(pool, error)
+  const state = sqlStateOf(error)
+  const what = reading
+    ? `Reading the ${component} schema version from the PostgreSQL database at ${poolLocation(pool)}`
+    : `Migrating ${component} in the PostgreSQL database at ${poolLocation(pool)}`
+  const timedOut = state !== undefined && isTimeout(error)
+  return new PostgresPersistenceError(
+    'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
+    `${what} ${timedOut ? 'timed out' : 'failed'}: ${error instanceof Error ? error.message : String(error)}${state === undefined ? '' : ` (SQLSTATE ${state})`}. ${
+      remedy(state, reading) ??
+      (reading
+        ? 'Retry; if it persists, check the server log.'
+        : 'The database is left at the last version that committed; fix the cause and migrate again.')
+    }`,
+    { cause: error, details: { component, ...(state === undefined ? {} : { sqlState: state }) } },
+  )
+}
+
 /**
  * Brings `component` up to the newest of `migrations`. A database already
  * newer than this code knows is refused with `POSTGRES_PERSISTENCE_SCHEMA_TOO_NEW`
  * (never a migration downwards); a failed step leaves the last committed
- * version and rejects with `POSTGRES_PERSISTENCE_MIGRATION_FAILED`.
+ * version and rejects with `POSTGRES_PERSISTENCE_MIGRATION_FAILED`. Every
+ * failure is typed (`openFailure`): a lost or refused server is
+ * `POSTGRES_PERSISTENCE_UNAVAILABLE`, anything else the server answered
+ * `POSTGRES_PERSISTENCE_MIGRATION_FAILED` with `details.sqlState`.
  */
 export async function applyMigrations(
   pool: pg.Pool,
@@ -78,7 +130,7 @@ export async function applyMigrations(
   })
   const latest = migrations.length
   const client = await pool.connect().catch((error: unknown) => {
-    throw unavailable(pool as unknown as Parameters<typeof unavailable>[0], error)
+    throw unavailable(pool as unknown as PoolLike, error)
   })
   // A checked-out connection the server drops between statements emits `error`; unheard, it would end the process.
   let lost = false
@@ -93,7 +145,8 @@ export async function applyMigrations(
       await client.query('BEGIN')
       try {
         await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
-        await client.query(VERSION_TABLE)
+        const { rows: found } = await client.query<{ present: boolean }>(`SELECT to_regclass('dsh_schema_version') IS NOT NULL AS present`)
+        if (found[0]?.present !== true) await client.query(VERSION_TABLE)
         const { rows } = await client.query<{ version: number }>('SELECT version FROM dsh_schema_version WHERE component = $1', [component])
         const current = rows[0]?.version ?? 0
         from ??= current
@@ -121,10 +174,13 @@ export async function applyMigrations(
           for (const statement of statements) await client.query(statement)
         } catch (error) {
           if (error instanceof PostgresPersistenceError) throw error
+          if (isUnreachable(error)) throw unavailable(pool as unknown as PoolLike, error)
+          const state = sqlStateOf(error)
+          const hint = remedy(state, false)
           throw new PostgresPersistenceError(
             'POSTGRES_PERSISTENCE_MIGRATION_FAILED',
-            `Migrating ${component} to version ${step.version} (${step.description}) failed: ${(error as Error).message}. The database stays at version ${current}.`,
-            { cause: error },
+            `Migrating ${component} to version ${step.version} (${step.description}) failed: ${(error as Error).message}${state === undefined ? '' : ` (SQLSTATE ${state})`}. The database stays at version ${current}.${hint === undefined ? '' : ` ${hint}`}`,
+            { cause: error, details: { component, version: current, ...(state === undefined ? {} : { sqlState: state }) } },
           )
         }
         await client.query(
@@ -138,6 +194,9 @@ export async function applyMigrations(
         throw error
       }
     }
+  } catch (error) {
+    // BEGIN, the lock, the version table and COMMIT fail as a step does: typed.
+    throw openFailure(pool as unknown as PoolLike, component, error, false)
   } finally {
     client.removeListener('error', onLost)
     client.release(lost ? true : undefined)
@@ -151,9 +210,9 @@ export async function schemaVersion(pool: pg.Pool, component: string): Promise<n
       `SELECT version FROM dsh_schema_version WHERE component = $1 AND to_regclass('dsh_schema_version') IS NOT NULL`,
       [component],
     )
-    .catch((error: { code?: string }) => {
-      if (error.code === '42P01') return { rows: [] as { version: number }[] }
-      throw unavailable(pool as unknown as Parameters<typeof unavailable>[0], error)
+    .catch((error: unknown) => {
+      if (sqlStateOf(error) === '42P01') return { rows: [] as { version: number }[] }
+      throw openFailure(pool as unknown as PoolLike, component, error, true)
     })
   return rows[0]?.version ?? 0
 }
