@@ -1,7 +1,7 @@
-import { readFile, writeFile } from 'node:fs/promises'
 import { rebuildIndex } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { asCliRootError, rootOf } from '../host-access.js'
+import { holdAt, interruptedStatus, untilInterrupted } from '../interrupt.js'
 import { printJson } from '../output.js'
 import { createProgress } from '../progress.js'
 import { safe } from '../terminal.js'
@@ -11,7 +11,8 @@ import { safe } from '../terminal.js'
  * progress bar on a TTY: into a new file, swapped in when complete, so every
  * other command keeps answering from the old index meanwhile, and a rebuild
  * that fails leaves it as it was. Never writes a log; refuses a directory
- * that is not a dsh root.
+ * that is not a dsh root. SIGINT (Ctrl-C) or SIGTERM cancels the rebuild:
+ * its new file is removed, the old index stays, and the status is 130 (143).
  *
  * `DSH_REINDEX_HOLD=<fifo>` holds the rebuild between the two (the new file
  * complete, the old one still in place): it writes `held` into the FIFO,
@@ -24,14 +25,20 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const started = Date.now()
   try {
     const hold = io.env.DSH_REINDEX_HOLD
-    const report = await asCliRootError(() =>
-      rebuildIndex({
-        root: rootOf(command),
-        onProgress: (p) => progress.update(p.done, p.total, p.phase),
-        ...(hold === undefined || hold === '' ? {} : { beforeSwap: () => holdAt(hold) }),
-      }),
+    const root = rootOf(command)
+    const outcome = await untilInterrupted(io, 'the rebuild stops, its new index is removed and the old one stays', (signal) =>
+      asCliRootError(() =>
+        rebuildIndex({
+          root,
+          onProgress: (p) => progress.update(p.done, p.total, p.phase),
+          signal,
+          ...(hold === undefined || hold === '' ? {} : { beforeSwap: () => holdAt(hold) }),
+        }),
+      ),
     )
     progress.done()
+    if ('interrupted' in outcome) return interruptedStatus(outcome.interrupted)
+    const report = outcome.done
     const summary = { ...report, ms: Date.now() - started }
     if (command.json) printJson(summary, io.out)
     else
@@ -42,10 +49,4 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   } finally {
     progress.done()
   }
-}
-
-/** Says `held` through the FIFO (its reader sees the rebuild waiting), then waits for the word to go on. */
-async function holdAt(fifo: string): Promise<void> {
-  await writeFile(fifo, 'held\n')
-  await readFile(fifo)
 }
