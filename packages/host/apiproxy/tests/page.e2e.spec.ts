@@ -38,6 +38,7 @@ beforeAll(async () => {
   const parent = sessions.create({ id: 'parent', cwd: '/work/project' })
   turn(parent, 'plan the work')
   turn(sessions.create({ id: 'other' }), 'unrelated')
+  turn(sessions.create({ id: 'brackets' }), 'quokka items[0] and [mark] here')
   turn(sessions.create({ id: 'hostile-title' }), HOSTILE_TITLE)
   await subagents.spawn(parent, { mode: 'one-shot', label: 'summarizer', context: 'fresh', prompt: 'summarize', id: 'fresh-one-shot' }).done
   await subagents.spawn(parent, { mode: 'one-shot', label: HOSTILE_LABEL, context: 'fresh', prompt: HOSTILE_TITLE, id: HOSTILE_ID }).done
@@ -158,6 +159,13 @@ describe('catalog page', () => {
     await page.press('#search', 'Enter')
     await page.locator('#search-hits li mark').first().waitFor()
     expect(await page.locator('#search-hits img, #search-hits b, #search-hits script').count()).toBe(0)
+    // Brackets in the text are text: only the matched word is marked.
+    await page.fill('#search', 'quokka')
+    await page.press('#search', 'Enter')
+    const bracketed = page.locator('#search-hits li[data-hit-session="brackets"] .snippet').first()
+    await bracketed.waitFor()
+    expect(await bracketed.locator('mark').allTextContents()).toEqual(['quokka'])
+    expect(await bracketed.textContent()).toContain('items[0] and [mark] here')
     await screenshot(page, outputDir, 'search')
     expect(await seriousViolations(page)).toEqual([])
     expect(await pwned()).toBeUndefined()

@@ -7,5 +7,7 @@ export { parseHistoryRequest, parseWindowRequest, readHistoryOf, readWindowOf } 
 export type { ParsedSearchRequest, SearchKind } from './search-request.js'
 export { checkSearchGeneration, encodeSearchCursor, parseSearchRequest, SEARCH_MAX_OFFSET } from './search-request.js'
 export { parseSearchTerms } from './search-terms.js'
+export type { SnippetMarkers } from './snippet.js'
+export { markedSnippet, snippetMarkers } from './snippet.js'
 export type { SessionRangeRead } from './sources.js'
 export { liveObservation, observe, observeRange, parseId } from './sources.js'

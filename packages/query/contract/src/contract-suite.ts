@@ -512,6 +512,26 @@ export function sessionQueryContractSuite(name: string, options: SessionQueryCon
         expect(sessions.hits.find((h) => h.record.header.id === 'a')?.matches).toBe(2)
       })
 
+      it("search: marks say which […] of a snippet are matches, so the text's own brackets are never taken for one", async () => {
+        const e = await env()
+        await persist(e.persistence, header('code', 1), messages(['items[0] and [heron] of otters; items']))
+        const query = await e.open()
+        const { hits } = await query.searchEvents!({ text: 'items' })
+        expect(hits).toHaveLength(1)
+        const { snippet, marks } = hits[0]!
+        expect(marks.length).toBeGreaterThan(0)
+        for (const [start, end] of marks) expect(snippet.slice(start, end).toLowerCase()).toBe('[items]')
+        for (const own of ['[0]', '[heron]']) {
+          const at = snippet.indexOf(own)
+          expect(at, snippet).toBeGreaterThanOrEqual(0)
+          expect(marks.some(([start, end]) => start < at + own.length && at < end)).toBe(false)
+        }
+        // Without the marks' brackets, the snippet is the text as it was stored.
+        let plain = snippet
+        for (const [start, end] of [...marks].reverse()) plain = plain.slice(0, start) + plain.slice(start + 1, end - 1) + plain.slice(end)
+        expect('items[0] and [heron] of otters; items').toContain(plain.replace(/^…|…$/g, '').trim())
+      })
+
       it('search: the protocol limits are typed errors, as are cursors of another search', async () => {
         const query = await searchCorpus()
         const words = Array.from({ length: SEARCH_MAX_TERMS + 1 }, (_, i) => `w${i}x`)

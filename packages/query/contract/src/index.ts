@@ -24,4 +24,5 @@ export type {
   SessionQueryObservation,
   SessionQueryRecord,
   SessionSearchHit,
+  SnippetMark,
 } from './types.js'

@@ -105,12 +105,17 @@ export interface SessionSearchHit {
   readonly matches: number
 }
 
+/** Where a match's `[…]` is in a snippet: `[start, end)` in UTF-16 code units, the brackets included. */
+export type SnippetMark = readonly [start: number, end: number]
+
 export interface EventSearchHit {
   readonly id: SessionId
   readonly seq: number
   readonly type: string
   /** The matching text around the hit, matched words in `[…]`. */
   readonly snippet: string
+  /** Where each match's `[…]` is in `snippet`; brackets elsewhere are the text's own. */
+  readonly marks: readonly SnippetMark[]
   /** Higher is better; ties are ordered by id, then seq. */
   readonly score: number
 }

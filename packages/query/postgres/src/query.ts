@@ -26,11 +26,13 @@ import {
 import {
   checkSearchGeneration,
   encodeSearchCursor,
+  markedSnippet,
   observe,
   type ParsedSearchRequest,
   parseSearchRequest,
   readHistoryOf,
   readWindowOf,
+  snippetMarkers,
 } from '@dsh/session-query/backend/reads'
 import type pg from 'pg'
 import { PostgresSessionQueryError } from './errors.js'
@@ -207,21 +209,25 @@ class PgSessionQuery implements PostgresSessionQuery {
     const { search, generation, overlay } = await this.#prepareSearch(request, 'events', signal)
     const { rows } = await guarded(
       this.#sql<{ id: Buffer; seq: number; type: string; snippet: string; score: number }>(
-        `SELECT s.id, t.seq, t.type, ts_headline('simple', t.body, q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=6') AS snippet, ts_rank(t.tsv, q) AS score
+        `SELECT s.id, t.seq, t.type, ts_headline('simple', t.body, q, $${4 + overlay.length}) AS snippet, ts_rank(t.tsv, q) AS score
          FROM plainto_tsquery('simple', $1) q, ${textRows(overlay.length > 0)} t JOIN dsh_sessions s USING (id_key, sid)
          WHERE t.tsv @@ q
          ORDER BY score DESC, s.id, t.seq
          LIMIT $2 OFFSET $3`,
-        [search.words.join(' '), search.limit + 1, search.offset, ...overlay],
+        [search.words.join(' '), search.limit + 1, search.offset, ...overlay, headlineOptions()],
         'searching events',
       ),
       signal,
     )
-    const hits = rows
-      .slice(0, search.limit)
-      .map((row) =>
-        Object.freeze({ id: row.id.toString('utf8') as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: row.score }),
-      )
+    const hits = rows.slice(0, search.limit).map((row) =>
+      Object.freeze({
+        id: row.id.toString('utf8') as SessionId,
+        seq: row.seq,
+        type: row.type,
+        ...markedSnippet(row.snippet),
+        score: row.score,
+      }),
+    )
     return this.#page(hits, rows.length > search.limit, 'events', search, generation)
   }
 
@@ -557,4 +563,10 @@ class PgSessionQuery implements PostgresSessionQuery {
       throw queryError(code, `PostgreSQL: ${what} failed (${(error as Error).message}). Retrying may succeed.`, { cause: error })
     }
   }
+}
+
+/** `ts_headline`'s options: matches between this process's markers (`markedSnippet` makes them `[…]`). */
+function headlineOptions(): string {
+  const { open, close } = snippetMarkers()
+  return `StartSel=${open}, StopSel=${close}, MaxWords=24, MinWords=6`
 }

@@ -216,7 +216,7 @@ describe('a read-only postgres search (a role that may only SELECT)', () => {
       // With sequential scans priced out, only a GIN lookup can read the index's rows: a filter it cannot take would still scan.
       await client.query('BEGIN')
       await client.query('SET LOCAL enable_seqscan = off')
-      const values = ['tapir', 11, 0, [keyOf('gin')], ['1'], [0], ['user/message'], ['tapir']]
+      const values = ['tapir', 11, 0, [keyOf('gin')], ['1'], [0], ['user/message'], ['tapir'], 'MaxWords=24, MinWords=6']
       const plan = (await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${text}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n')
       expect(plan).not.toMatch(/Seq Scan on dsh_event_text/)
       expect(plan).toMatch(/Bitmap Index Scan on dsh_event_text_p\d+_tsv_idx/)

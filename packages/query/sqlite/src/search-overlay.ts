@@ -8,6 +8,7 @@ import { readChange } from './body-reads.js'
 import { type IndexStore, rowCrc } from './index-store.js'
 import { eachBounded } from './overlay.js'
 import type { ReadStatement } from './read-statements.js'
+import { snippetOf } from './search.js'
 
 // A search over an index that is behind: the sessions it has not caught up
 // with are read from their logs (only what the index lacks: the batches
@@ -135,12 +136,12 @@ export function overlayEventsStatement(match: string, liveIds: readonly string[]
   return {
     sql: `
       SELECT id, seq, type, snippet, bm25 FROM (
-        SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS bm25
+        SELECT s.id AS id, e.seq AS seq, e.type AS type, ${snippetOf('event_text')} AS snippet, bm25(event_text) AS bm25
         FROM event_text JOIN events e ON e.rowid = event_text.rowid JOIN sessions s ON s.sid = e.sid
         WHERE event_text MATCH ? AND dsh_budget(event_text.rowid) AND ${STANDING}
           AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
         UNION ALL
-        SELECT o.id, o.seq, o.type, snippet(overlay_text, 0, '[', ']', '…', 12), bm25(overlay_text)
+        SELECT o.id, o.seq, o.type, ${snippetOf('overlay_text')}, bm25(overlay_text)
         FROM temp.overlay_text JOIN temp.overlay_events o ON o.rowid = overlay_text.rowid
         WHERE overlay_text MATCH ? AND dsh_budget(overlay_text.rowid)
       )

@@ -1,5 +1,6 @@
 import type { SessionId } from '@dsh/session'
 import type { EventSearchHit, SessionQueryRecord, SessionSearchHit } from '@dsh/session-query'
+import { markedSnippet, snippetMarkers } from '@dsh/session-query/backend/reads'
 import { type ListedRow, toRecord } from './index-store.js'
 import type { ReadStatement } from './read-statements.js'
 
@@ -23,6 +24,7 @@ export interface EventHitRow {
   readonly id: string
   readonly seq: number
   readonly type: string
+  /** Matches between this process's markers (`snippetOf`). */
   readonly snippet: string
   /** BM25 as FTS5 computes it: lower is better. */
   readonly bm25: number
@@ -43,11 +45,17 @@ export function generationOf(rows: readonly unknown[]): string {
 
 // Ties in BM25 are broken by session id (binary = code point order) and seq, so pages are deterministic.
 
+/** FTS5's `snippet` of `table`'s text, matches between this process's markers (`markedSnippet` makes them `[…]`). */
+export function snippetOf(table: string): string {
+  const { open, close } = snippetMarkers()
+  return `snippet(${table}, 0, '${open}', '${close}', '…', 12)`
+}
+
 /** Matching events of persisted sessions and of the live sessions `liveIds`, best first. */
 export function searchEventsStatement(match: string, liveIds: readonly string[], limit: number, offset: number): ReadStatement {
   return {
     sql: `
-      SELECT s.id AS id, e.seq AS seq, e.type AS type, snippet(event_text, 0, '[', ']', '…', 12) AS snippet, bm25(event_text) AS bm25
+      SELECT s.id AS id, e.seq AS seq, e.type AS type, ${snippetOf('event_text')} AS snippet, bm25(event_text) AS bm25
       FROM event_text JOIN events e ON e.rowid = event_text.rowid JOIN sessions s ON s.sid = e.sid
       WHERE event_text MATCH ? AND dsh_budget(event_text.rowid) AND (s.revision IS NOT NULL OR s.id IN (SELECT value FROM json_each(?)))
       ORDER BY bm25, s.id, e.seq LIMIT ? OFFSET ?`,
@@ -78,7 +86,9 @@ export function eventHits(rows: readonly unknown[], limit: number): { hits: Even
   return {
     hits: found
       .slice(0, limit)
-      .map((row) => Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, snippet: row.snippet, score: -row.bm25 })),
+      .map((row) =>
+        Object.freeze({ id: row.id as SessionId, seq: row.seq, type: row.type, ...markedSnippet(row.snippet), score: -row.bm25 }),
+      ),
     more: found.length > limit,
   }
 }

@@ -101,6 +101,7 @@ export interface EventHitSource {
   readonly seq: number
   readonly type: string
   readonly snippet: string
+  readonly marks: readonly (readonly [number, number])[]
   readonly score: number
 }
 
@@ -256,7 +257,14 @@ export function wireSessionHit(hit: SessionHitSource): SessionSearchHitBody {
 }
 
 export function wireEventHit(hit: EventHitSource): EventSearchHitBody {
-  return { id: hit.id, seq: hit.seq, type: hit.type, snippet: hit.snippet, score: hit.score }
+  return {
+    id: hit.id,
+    seq: hit.seq,
+    type: hit.type,
+    snippet: hit.snippet,
+    marks: hit.marks.map(([start, end]) => [start, end]),
+    score: hit.score,
+  }
 }
 
 /** `GET /api/search?kind=sessions`, `dsh search --json`, MCP `search`. */

@@ -47,12 +47,17 @@ export const sessionSearchHit = z.object({
   matches: nonNegativeInt,
 })
 
-/** A matching event; `snippet` marks matched words in `[…]`. */
+/**
+ * A matching event; `snippet` marks matched words in `[…]`, and `marks` says
+ * where each match's `[…]` is (`[start, end)` in UTF-16 code units, the
+ * brackets included): brackets elsewhere in the snippet are the text's own.
+ */
 export const eventSearchHit = z.object({
   id: sessionId,
   seq: nonNegativeInt,
   type: z.string(),
   snippet: z.string(),
+  marks: z.array(z.tuple([nonNegativeInt, nonNegativeInt])),
   score: z.number(),
 })
 

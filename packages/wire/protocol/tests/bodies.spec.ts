@@ -215,6 +215,7 @@ describe('@dsh/protocol/bodies builds what the schemas parse', () => {
         seq: fc.nat(),
         type: fc.string(),
         snippet: fc.string(),
+        marks: fc.array(fc.tuple(fc.nat(), fc.nat()), { maxLength: 3 }),
         score: fc.double({ noNaN: true, noDefaultInfinity: true }),
       })
       .chain((h) => extra.map((x) => ({ ...x, ...h })))

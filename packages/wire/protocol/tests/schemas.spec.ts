@@ -53,7 +53,10 @@ describe('response schemas', () => {
     ]
     expect(subagentList.parse({ parentId: 'p', scope: 'descendants', rows }).rows).toEqual(rows)
     expect(
-      searchPage.parse({ kind: 'events', hits: [{ id: 'a', seq: 2, type: 'assistant/message', snippet: '…x…', score: 1.5 }] }).kind,
+      searchPage.parse({
+        kind: 'events',
+        hits: [{ id: 'a', seq: 2, type: 'assistant/message', snippet: '…[x]…', marks: [[1, 4]], score: 1.5 }],
+      }).kind,
     ).toBe('events')
     expect(streamEvent.parse({ event: 'catalog', data: { sessionId: 'p', parentId: 'p', childId: 'a', reason: 'disposed' } }).event).toBe(
       'catalog',

@@ -56,17 +56,18 @@ export function describe(error) {
 }
 
 /**
- * A search snippet as nodes: the index marks matched words as `[word]`; each
- * becomes a <mark> holding a text node, everything else plain text.
+ * A search snippet as nodes: `marks` says where each match's `[word]` is;
+ * each becomes a <mark> holding a text node, everything else (brackets of
+ * the text itself included) plain text.
  */
-export function highlighted(snippet) {
+export function highlighted(snippet, marks) {
   const nodes = []
-  const pattern = /\[([^\]]*)\]/g
   let last = 0
-  for (let match = pattern.exec(snippet); match !== null; match = pattern.exec(snippet)) {
-    if (match.index > last) nodes.push(document.createTextNode(snippet.slice(last, match.index)))
-    nodes.push(el('mark', { text: match[1] }))
-    last = match.index + match[0].length
+  for (const [start, end] of marks) {
+    if (start < last || end > snippet.length || end - start < 2) continue
+    if (start > last) nodes.push(document.createTextNode(snippet.slice(last, start)))
+    nodes.push(el('mark', { text: snippet.slice(start + 1, end - 1) }))
+    last = end
   }
   if (last < snippet.length) nodes.push(document.createTextNode(snippet.slice(last)))
   return nodes

@@ -188,7 +188,7 @@ export async function search(text) {
           { 'data-hit-session': hit.id, 'data-hit-seq': String(hit.seq) },
           el('a', { href: sessionLink(header, { event: hit.seq }) }, ...markTerms(hit.id, wanted)),
           el('span', { class: 'badge', text: hit.type }),
-          el('span', { class: 'snippet' }, ...highlighted(hit.snippet)),
+          el('span', { class: 'snippet' }, ...highlighted(hit.snippet, hit.marks)),
         ),
       )
     }
