@@ -112,10 +112,25 @@ export function isTimeout(error: unknown): boolean {
   return state !== undefined && TIMEOUT_STATES.has(state)
 }
 
-/** Opening failed because the server is unreachable, refused us, or went away (shutdown, restart, a terminated backend) while the open ran. */
-export function unavailable(pool: Parameters<typeof poolLocation>[0], cause: unknown): PostgresPersistenceError {
+/** What the pool says when a new connection got no answer within `connectionTimeoutMillis` (a wait for a free connection says otherwise). */
+const CONNECT_TIMEOUT = /^Connection terminated due to connection timeout/
+
+/**
+ * Opening failed because the server is unreachable, refused us, or went away
+ * (shutdown, restart, a terminated backend) while the open ran. A connect
+ * that got no answer within the pool's `connectionTimeoutMillis` says so,
+ * with the bound.
+ */
+export function unavailable(
+  pool: Parameters<typeof poolLocation>[0] & { options?: { connectionTimeoutMillis?: unknown } },
+  cause: unknown,
+): PostgresPersistenceError {
   const state = sqlStateOf(cause)
-  const what = cause instanceof Error ? cause.message : String(cause)
+  const message = cause instanceof Error ? cause.message : String(cause)
+  const bound = pool.options?.connectionTimeoutMillis
+  const what = CONNECT_TIMEOUT.test(message)
+    ? `${message}: no answer within ${typeof bound === 'number' ? `${bound} ms` : 'the connect timeout'} (something may accept connections there without answering as PostgreSQL, or the network drops them)`
+    : message
   return new PostgresPersistenceError(
     'POSTGRES_PERSISTENCE_UNAVAILABLE',
     state !== undefined && GONE_STATES.has(state)

@@ -40,7 +40,7 @@ import { DEFAULT_FEED_LIMIT, FeedPruner } from './feed-pruning.js'
 import { forkReference } from './fork-reference.js'
 import { isStorableId, keyOf, type StoredId, storedId } from './ids.js'
 import { LogReader, notFound, revisionOf, SESSION_COLUMNS, type SessionRow } from './log-reader.js'
-import { watchPool } from './pool.js'
+import { poolConfig, watchPool } from './pool.js'
 import { SESSIONS_SCHEMA } from './schema.js'
 import type { DamagedLog, LogVerification, PostgresPersistence, PostgresPersistenceMetrics, PostgresPersistenceOptions } from './types.js'
 import { WriterConnection } from './writer.js'
@@ -82,8 +82,21 @@ export async function createPostgresPersistence(options: PostgresPersistenceOpti
       `feedLimit must be a positive integer (rows of dsh_changes between two prunings), got ${String(feedLimit)}.`,
     )
   }
+  if (options.pool !== undefined && options.connectTimeoutMs !== undefined) {
+    throw new PostgresPersistenceError(
+      'POSTGRES_PERSISTENCE_INVALID_OPTIONS',
+      'connectTimeoutMs bounds the connects of the pool opened from connectionString; a pool you give brings its own (`new pg.Pool({ ...poolConfig(url, { connectTimeoutMs }) })`).',
+    )
+  }
   const owned = options.pool === undefined
-  const pool = options.pool ?? new pg.Pool({ connectionString: options.connectionString })
+  const pool =
+    options.pool ??
+    new pg.Pool(
+      poolConfig(
+        options.connectionString as string,
+        options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs },
+      ),
+    )
   watchPool(pool)
   try {
     await SESSIONS_SCHEMA.open(pool, options.migrate !== false && options.readOnly !== true)

@@ -6,8 +6,15 @@ import type { ChangeSubscription } from './change-feed.js'
 export interface PostgresPersistenceOptions {
   /** A pool shared with the query and cache backends. Give this or `connectionString`. */
   readonly pool?: pg.Pool
-  /** Opens a pool owned (and ended on `close`) by this instance. */
+  /** Opens a pool owned (and ended on `close`) by this instance, with `poolConfig`'s settings (a connect bound, TCP keepalive). */
   readonly connectionString?: string
+  /**
+   * With `connectionString`: how long a new connection may wait for the
+   * server to answer, in milliseconds (default: the URL's `connect_timeout`,
+   * else 10 s); past it, opening fails with `POSTGRES_PERSISTENCE_UNAVAILABLE`.
+   * Refused with `pool`: a pool you give brings its own bound (`poolConfig`).
+   */
+  readonly connectTimeoutMs?: number
   /** Run the migrations on open (default true). With `false`, an unmigrated or newer database is refused. */
   readonly migrate?: boolean
   /**
