@@ -3,21 +3,9 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { MARKER_FILE } from '@dsh/session-persistence-jsonl'
 import { tempDir } from '@dsh/test-kit'
+import { runNodeAs } from '@dsh/tooling/as-user'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { createHost } from '../src/index.js'
-
-/**
- * `@dsh/tooling/as-user`'s `runNodeAs`, loaded by path: @dsh/tooling is not a
- * devDependency of this package, and a static import of a file outside the
- * package is outside its tsconfig's rootDir.
- */
-type RunNodeAs = (
-  user: string,
-  script: string,
-  args: readonly string[],
-  options: { readonly packages: readonly string[]; readonly resolveFrom: string },
-) => string
-const { runNodeAs } = (await import(new URL('../../../../tooling/as-user.ts', import.meta.url).href)) as { runNodeAs: RunNodeAs }
 
 /**
  * A root the user cannot inspect or read (EACCES) is the caller's root to
