@@ -9,8 +9,9 @@ import { DshError } from '@dsh/context'
  * - `CLI_TOKEN_INVALID`: `serve`'s token file is missing, empty, not a regular
  *   file (a symlink, FIFO or device: refused before it is read), readable
  *   by group/others (it must be 0600), or of more than one line.
- * - `CLI_STORE_NOT_EMPTY`: `demo --store` on a database that holds sessions
- *   the demo did not make (it only ever wipes its own). Nothing is changed.
+ * - `CLI_STORE_NOT_EMPTY`: `demo` on a root it made, or `demo --store` on a
+ *   database, that holds sessions the demo did not make (it only ever
+ *   deletes its own). Nothing is changed.
  * - `CLI_DEMO_FAILED`: the demo could not stage its scenario (its crash worker
  *   exited before it was killed, or the killed worker's connections never
  *   closed). Rerun; nothing outside the demo's own sessions was touched.

@@ -3,9 +3,11 @@ import { appendFileSync, chmodSync, cpSync, existsSync, mkdtempSync, readFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { derivedPaths } from '@dsh/host'
+import { createHost, derivedPaths } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, subagentList } from '@dsh/protocol'
+import { SessionId } from '@dsh/session'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { snapshot } from './support/index-root.js'
 
 // Runs the built CLI as a user would (turbo builds it before tests).
 const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
@@ -79,6 +81,54 @@ describe('dsh demo', () => {
     expect(cachedRungs).toMatchObject({ researcher: 2, reviewer: 2, 'rollout-planner': 2, 'fact-checker': 2 })
     expect(demo.listings.coldUncached.every((r) => r.rung === 3)).toBe(true)
     expect(demo.listings.coldCached.every((r) => r.activity !== 'running')).toBe(true)
+  })
+
+  it('a rerun on its own root replaces only its own sessions: another session refuses it with nothing changed, other files stay', async () => {
+    const copy = join(dir, 'rerun')
+    cpSync(root, copy, { recursive: true })
+    writeFileSync(join(copy, 'notes.txt'), 'mine\n')
+    // A session of the user's own, as the tour's 'dsh run … --root .dsh-demo' adds one.
+    const host = await createHost({ root: copy })
+    try {
+      const mine = host.sessions.create({ id: 'my-session', cwd: dir })
+      mine.append('user/message', { text: 'keep me' })
+      await host.sessions.flush(mine)
+    } finally {
+      await host.dispose()
+    }
+    // Session logs and the user's files; the derived index and cache (.dsh/) may be caught up.
+    const kept = (name: string) => !name.startsWith('.dsh/')
+    const before = snapshot(copy, kept)
+    const refused = await dsh('demo', '--root', copy, '--json')
+    expect(refused.code, refused.stderr).toBe(1)
+    expect(JSON.parse(refused.stdout).error).toMatchObject({
+      code: 'CLI_STORE_NOT_EMPTY',
+      message: expect.stringContaining("'my-session'"),
+    })
+    expect(snapshot(copy, kept)).toEqual(before)
+    const shown = await dsh('show', 'my-session', '--root', copy, '--json')
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(historyPage.parse(JSON.parse(shown.stdout)).events.map((e) => e.data)).toEqual([{ text: 'keep me' }])
+
+    // Once the user's session is gone, the rerun rebuilds the demo's own sessions and leaves the other file alone.
+    const cleaner = await createHost({ root: copy })
+    try {
+      await cleaner.persistence.delete(SessionId('my-session'))
+    } finally {
+      await cleaner.dispose()
+    }
+    const again = await dsh('demo', '--root', copy, '--json')
+    expect(again.code, again.stderr).toBe(0)
+    const rerun = JSON.parse(again.stdout) as typeof demo
+    expect(rerun.listings.live.map((r) => r.id).sort()).toEqual(demo.listings.live.map((r) => r.id).sort())
+    expect(readFileSync(join(copy, 'notes.txt'), 'utf8')).toBe('mine\n')
+    const listed = sessionListPage.parse(JSON.parse((await dsh('sessions', '--root', copy, '--json')).stdout))
+    expect(listed.sessions.map((s) => s.header.id).sort()).toEqual(
+      sessionListPage
+        .parse(JSON.parse((await dsh('sessions', '--root', root, '--json')).stdout))
+        .sessions.map((s) => s.header.id)
+        .sort(),
+    )
   })
 
   it('refuses to wipe a non-empty directory it did not make', async () => {

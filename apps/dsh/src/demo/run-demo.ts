@@ -34,7 +34,7 @@ export interface DemoResult {
 }
 
 export interface DemoOptions {
-  /** A local session root (wiped only if the demo made it) … */
+  /** A local session root (new, empty, or one the demo made and that holds only its sessions, which it replaces) … */
   readonly root?: string
   /** … or a PostgreSQL store (refused unless it holds only the demo's sessions), with its printable location. */
   readonly store?: { readonly connectionString: string; readonly location: string }
@@ -54,7 +54,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   // pg loads only for a store.
   const place =
     options.store === undefined
-      ? fileDemoPlace(options.root ?? '.dsh-demo')
+      ? fileDemoPlace(options.root ?? '.dsh-demo', options.logger)
       : (await import('./store-place.js')).storeDemoPlace(options.store.connectionString, options.store.location, options.logger)
   try {
     return await runScenario(place, options.log ?? (() => {}), options.logger)
