@@ -9,7 +9,11 @@ import { DshError } from '@dsh/context'
  *   root, or one whose persistence marker cannot be read; `details.code` names
  *   the errno where there is one. Retrying cannot fix it; point at another
  *   directory, or fix the path's permissions or links.
+ * - `HOST_EVENTS_NOT_STORED`: `dispose` closed the host while its persistence
+ *   still held events the store had not taken (the server stayed away past
+ *   the persistence's wait, a disk stayed full); `details` names the sessions
+ *   and counts. The events are lost with the process.
  */
-export type HostErrorCode = 'HOST_INVALID_OPTIONS' | 'HOST_ROOT_INVALID'
+export type HostErrorCode = 'HOST_INVALID_OPTIONS' | 'HOST_ROOT_INVALID' | 'HOST_EVENTS_NOT_STORED'
 
 export class HostError extends DshError<HostErrorCode> {}

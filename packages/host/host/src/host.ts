@@ -104,7 +104,6 @@ export async function createHost(options: HostOptions): Promise<Host> {
       subagents: ctx.require('subagents'),
       http: ctx.get('httpServer'),
       paths: options.postgres === undefined ? derivedPaths(base.root) : undefined,
-      dispose: () => ctx.dispose(),
     }
   } catch (error) {
     await ctx.dispose()

@@ -1,5 +1,5 @@
 import type { Context } from '@dsh/context'
-import { sessionPersistencePlugin } from '@dsh/session-persistence'
+import { type SessionPersistenceCoordinator, sessionPersistencePlugin } from '@dsh/session-persistence'
 import type pg from 'pg'
 
 /** Where a PostgreSQL host keeps its sessions: one database shared by persistence, query and cache. */
@@ -36,6 +36,7 @@ export async function activatePostgresPersistence(
   pool: pg.Pool,
   options: PostgresHostOptions,
   readOnly: boolean,
+  onCoordinator: (coordinator: SessionPersistenceCoordinator) => void,
 ): Promise<void> {
   const { createPostgresPersistence } = await import('@dsh/session-persistence-postgres')
   const persistence = await createPostgresPersistence({
@@ -43,7 +44,7 @@ export async function activatePostgresPersistence(
     ...migrateOption(options, readOnly),
     ...(readOnly ? { readOnly: true } : {}),
   })
-  await ctx.activate(sessionPersistencePlugin(persistence))
+  await ctx.activate(sessionPersistencePlugin(persistence, { onCoordinator }))
 }
 
 /** A read-only host never migrates: an unmigrated or newer database is refused, not changed. */

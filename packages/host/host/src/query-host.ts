@@ -1,11 +1,12 @@
 import { Context, type Logger } from '@dsh/context'
 import { type SessionStore, sessionStorePlugin } from '@dsh/session'
-import type { SessionPersistence } from '@dsh/session-persistence'
+import type { SessionPersistence, SessionPersistenceCoordinator } from '@dsh/session-persistence'
 import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
 import { createJsonlPersistence, type JsonlCompression } from '@dsh/session-persistence-jsonl'
 import type { IndexProgress, SessionQuery } from '@dsh/session-query'
 import { defaultIndexPath, type StatementBudget, sqliteSessionQueryPlugin } from '@dsh/session-query-sqlite'
 import type pg from 'pg'
+import { disposeHost } from './dispose.js'
 import { HostError } from './errors.js'
 import type { PostgresHostOptions } from './postgres.js'
 import { prepareRoot, rootErrorOf } from './root.js'
@@ -76,7 +77,11 @@ export interface QueryHost {
   readonly query: SessionQuery
   /** Which query backend answers. */
   readonly queryBackend: 'sqlite' | 'postgres' | 'memory'
-  /** Flushes and closes everything (reverse activation order). */
+  /**
+   * Flushes and closes everything (reverse activation order). Rejects with
+   * `HOST_EVENTS_NOT_STORED` when the store did not take every event before
+   * the persistence closed.
+   */
   dispose(): Promise<void>
 }
 
@@ -102,7 +107,7 @@ export interface CompositionStage {
 export async function composeBase(
   options: QueryHostOptions & { readonly http?: unknown },
   beforeQuery?: (stage: CompositionStage) => Promise<void>,
-): Promise<Omit<QueryHost, 'sessions' | 'persistence' | 'query' | 'dispose'>> {
+): Promise<Omit<QueryHost, 'sessions' | 'persistence' | 'query'>> {
   validate(options)
   const readOnly = options.readOnly === true
   const postgres = options.postgres
@@ -112,6 +117,10 @@ export async function composeBase(
       ? prepareRoot(options.root!, readOnly || options.requireExisting === true)
       : pgHost.postgresLocation(postgres)
   const ctx = new Context(options.logger === undefined ? {} : { logger: options.logger })
+  let coordinator: SessionPersistenceCoordinator | undefined
+  const keep = (started: SessionPersistenceCoordinator): void => {
+    coordinator = started
+  }
   try {
     if (options.logger !== undefined) ctx.provide('logger', options.logger)
     // One pool for persistence, cache and query (one database), closed last.
@@ -119,7 +128,7 @@ export async function composeBase(
     await ctx.activate(sessionStorePlugin())
     let queryBackend: QueryHost['queryBackend']
     if (postgres !== undefined && pgHost !== undefined && pool !== undefined) {
-      await pgHost.activatePostgresPersistence(ctx, pool, postgres, readOnly)
+      await pgHost.activatePostgresPersistence(ctx, pool, postgres, readOnly, keep)
       await beforeQuery?.({ ctx, readOnly, root: undefined, pool })
       if (options.query === 'memory') await ctx.activate(await memoryQueryPlugin())
       else await pgHost.activatePostgresQuery(ctx, pool, postgres, readOnly)
@@ -130,7 +139,7 @@ export async function composeBase(
       if (jsonl && options.requireExisting === true && !readOnly) await openPersistence(root, options, true).close()
       const persistence = openPersistence(root, options, readOnly)
       queryBackend = options.query === 'memory' ? 'memory' : 'sqlite'
-      await ctx.activate(sessionPersistencePlugin(persistence))
+      await ctx.activate(sessionPersistencePlugin(persistence, { onCoordinator: keep }))
       await beforeQuery?.({ ctx, readOnly, root, pool })
       await ctx.activate(
         queryBackend === 'memory'
@@ -146,7 +155,7 @@ export async function composeBase(
             }),
       )
     }
-    return { root, readOnly, ctx, queryBackend }
+    return { root, readOnly, ctx, queryBackend, dispose: () => disposeHost(ctx, () => coordinator) }
   } catch (error) {
     await ctx.dispose()
     throw error
@@ -232,6 +241,5 @@ export async function createQueryHost(options: QueryHostOptions): Promise<QueryH
     sessions: ctx.require('sessions'),
     persistence: ctx.require('sessionPersistence'),
     query: ctx.require('sessionQuery'),
-    dispose: () => ctx.dispose(),
   }
 }

@@ -12,6 +12,12 @@ export interface PersistenceCoordinatorOptions {
   readonly retryDelayMs?: number
   /** Upper bound of the retry delay (ms). Default 2,000. */
   readonly maxRetryDelayMs?: number
+  /**
+   * How long `close` keeps retrying, with the same backoff, events the store
+   * failed to take for a reason a retry can fix (the server restarting), before
+   * it gives up on them (ms). Default 5,000; 0 makes one last attempt only.
+   */
+  readonly closeWaitMs?: number
   /** Where failures are reported. Default: the context's `logger` service, then the console. */
   readonly logger?: Logger
 }
@@ -29,6 +35,15 @@ export interface CoordinatorSessionStatus {
   readonly lastError?: unknown
   /** True after a failure that retrying cannot fix; only an explicit flush tries again. */
   readonly stalled: boolean
+}
+
+/** A session whose header or events are not durable. */
+export interface UnstoredSession {
+  readonly id: string
+  /** Events appended in memory and not durable. */
+  readonly pending: number
+  /** Why the last attempt failed, if one did. */
+  readonly lastError?: unknown
 }
 
 /** Failures a retry cannot fix: the coordinator stops retrying them on its own. */
@@ -78,6 +93,7 @@ export class SessionPersistenceCoordinator {
   readonly #maxBatch: number
   readonly #retryDelayMs: number
   readonly #maxRetryDelayMs: number
+  readonly #closeWaitMs: number
   readonly #logger: Logger | undefined
   readonly #trackers = new Map<string, Tracker>()
   /** Disposed or replaced trackers that still have events to write. */
@@ -93,6 +109,7 @@ export class SessionPersistenceCoordinator {
     this.#maxBatch = Math.max(1, nonNegative(options.maxBatchEvents ?? 10_000, 'maxBatchEvents'))
     this.#retryDelayMs = nonNegative(options.retryDelayMs ?? 20, 'retryDelayMs')
     this.#maxRetryDelayMs = Math.max(this.#retryDelayMs, nonNegative(options.maxRetryDelayMs ?? 2_000, 'maxRetryDelayMs'))
+    this.#closeWaitMs = nonNegative(options.closeWaitMs ?? 5_000, 'closeWaitMs')
     this.#logger = options.logger
   }
 
@@ -157,13 +174,50 @@ export class SessionPersistenceCoordinator {
     }
   }
 
-  /** Stops listening, then flushes everything still pending. The backend stays open. */
+  /**
+   * Sessions whose header or events are not durable now; after a `close` that
+   * rejected, what was not stored.
+   */
+  unstored(): UnstoredSession[] {
+    return [...this.#trackers.values(), ...this.#retiring].filter(needsWrite).map((t) => ({
+      id: t.session.id,
+      pending: t.session.seq - (t.durable ?? 0),
+      ...(t.lastError === undefined ? {} : { lastError: t.lastError }),
+    }))
+  }
+
+  /**
+   * Stops listening, then flushes everything still pending. A failure a retry
+   * can fix is retried with the usual backoff for up to `closeWaitMs`, so a
+   * store that is restarting still takes a host's last events; then close
+   * rejects with the last failure (`unstored` names what was not stored).
+   * The backend stays open.
+   */
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
     for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe()
-    await this.flushAll()
-    for (const t of [...this.#trackers.values(), ...this.#retiring]) clearTimers(t)
+    const giveUpAt = Date.now() + this.#closeWaitMs
+    try {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.flushAll()
+          return
+        } catch (error) {
+          const wait = Math.min(this.#maxRetryDelayMs, this.#retryDelayMs * 2 ** Math.min(attempt, 30), giveUpAt - Date.now())
+          if (!retryable(error) || wait <= 0) throw error
+          if (attempt === 0) {
+            const pending = this.unstored().reduce((sum, t) => sum + t.pending, 0)
+            this.#log().warn(
+              `dsh: ${pending} event(s) are not stored yet; retrying for up to ${this.#closeWaitMs} ms before giving up on them.`,
+            )
+          }
+          await new Promise((resolve) => setTimeout(resolve, wait))
+        }
+      }
+    } finally {
+      for (const t of [...this.#trackers.values(), ...this.#retiring]) clearTimers(t)
+    }
   }
 
   #onCreated(session: Session, info: SessionCreatedInfo): void {
@@ -392,6 +446,12 @@ export class SessionPersistenceCoordinator {
   #log(): Logger {
     return this.#logger ?? this.#ctx.get('logger') ?? consoleLogger
   }
+}
+
+/** Whether trying again may succeed: not a failure in `PERMANENT` (for several, none of them is). */
+function retryable(error: unknown): boolean {
+  if (error instanceof AggregateError) return error.errors.every(retryable)
+  return !(isDshError(error) && PERMANENT.has(error.code))
 }
 
 function targetOf(session: Session): AppendTarget {

@@ -7,7 +7,7 @@
 export type { AttachmentInput, PersistedAttachments } from './attachment-helpers.js'
 export { appendUserMessage, attachmentBlock, attachmentResolver } from './attachment-helpers.js'
 export { ATTACHMENT_MAX_BYTES } from './attachments.js'
-export type { CoordinatorSessionStatus, PersistenceCoordinatorOptions } from './coordinator.js'
+export type { CoordinatorSessionStatus, PersistenceCoordinatorOptions, UnstoredSession } from './coordinator.js'
 export { SessionPersistenceCoordinator } from './coordinator.js'
 export type { SessionPersistenceErrorCode } from './errors.js'
 export { SessionPersistenceError } from './errors.js'

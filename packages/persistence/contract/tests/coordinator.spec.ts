@@ -360,6 +360,48 @@ describe('close', () => {
     expect(await stored(host, session.id)).toHaveLength(4)
   })
 
+  it('retries what the store failed to take while closeWaitMs lasts, so a store back in time loses nothing', async () => {
+    const host = setup({ writeBehindMs: 60_000, retryDelayMs: 1, maxRetryDelayMs: 1, closeWaitMs: 600_000 })
+    const session = host.sessions.create()
+    chat(session, 1, 2)
+    host.backend.failAppends(5)
+    await host.coordinator.close()
+    expect(host.coordinator.unstored()).toEqual([])
+    expect((await stored(host, session.id)).map((e) => e.seq)).toEqual([0, 1, 2, 3, 4])
+    expect(host.backend.attempts.filter((a) => !a.ok)).toHaveLength(5)
+    expect(host.logger.warnings.filter((w) => w.includes('are not stored yet'))).toEqual([
+      'dsh: 5 event(s) are not stored yet; retrying for up to 600000 ms before giving up on them.',
+    ])
+  })
+
+  it('rejects when the store still fails once closeWaitMs is over, and unstored names what was not stored', async () => {
+    const host = setup({ writeBehindMs: 60_000, closeWaitMs: 0 })
+    const kept = host.sessions.create({ id: 'kept' })
+    chat(kept, 1, 1)
+    await host.sessions.flush(kept)
+    const lost = host.sessions.create({ id: 'lost' })
+    chat(lost, 1, 2)
+    kept.append('user/message', { text: 'late' })
+    host.backend.failAppends(2)
+    await expect(host.coordinator.close()).rejects.toThrow()
+    const unstored = host.coordinator.unstored().sort((a, b) => (a.id < b.id ? -1 : 1))
+    expect(unstored.map(({ id, pending }) => ({ id, pending }))).toEqual([
+      { id: 'kept', pending: 1 },
+      { id: 'lost', pending: 5 },
+    ])
+    expect(unstored.every((u) => (u.lastError as { code?: string }).code === 'SESSION_PERSISTENCE_IO')).toBe(true)
+  })
+
+  it('does not wait for a failure a retry cannot fix', async () => {
+    const host = setup({ writeBehindMs: 60_000, closeWaitMs: 600_000 })
+    const session = host.sessions.create()
+    chat(session, 1, 1)
+    host.backend.failAppends(1, 'SESSION_PERSISTENCE_EVENT_TOO_LARGE')
+    await expect(host.coordinator.close()).rejects.toMatchObject({ code: 'SESSION_PERSISTENCE_EVENT_TOO_LARGE' })
+    expect(host.backend.attempts).toHaveLength(1)
+    expect(host.coordinator.unstored()).toMatchObject([{ id: session.id, pending: 4 }])
+  })
+
   it('rejects a non-finite option with INVALID_OPTION', () => {
     const host = testHost()
     expect(() => new SessionPersistenceCoordinator(host.ctx, createMemoryPersistence(), { writeBehindMs: Number.NaN })).toThrow(
