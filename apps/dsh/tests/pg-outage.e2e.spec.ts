@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { startModelServer } from '@dsh/driver-openai/testing'
 import { startTestCluster, type TestCluster } from '@dsh/session-persistence-postgres/testing'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -230,6 +231,48 @@ describe('dsh serve on PostgreSQL follows writes by another process', () => {
       const exited = new Promise((resolve) => server.child.once('exit', resolve))
       server.child.kill('SIGTERM')
       await exited
+    }
+  })
+})
+
+describe('dsh run on PostgreSQL when the server goes away before the turn ends', () => {
+  it('exits 1 with HOST_EVENTS_NOT_STORED naming the session, not 130 as if its last events were stored', async () => {
+    const model = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
+    const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...inherited } = process.env
+    const run = spawn(process.execPath, [bin, 'run', 'Think hard', '--store', url, '--base-url', model.baseURL], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...inherited, DSH_API_KEY: 'sk-e2e-0d9c7b5a3f1e', DSH_STORE: '', DSH_DATABASE_URL: '' },
+    })
+    let output = ''
+    run.stdout.on('data', (part: Buffer) => (output += part.toString()))
+    run.stderr.on('data', (part: Buffer) => (output += part.toString()))
+    const exited = new Promise<number | null>((resolve) => run.once('exit', (code) => resolve(code)))
+    try {
+      await model.hung()
+      await until(() => output.includes('partial answer'))
+      const id = /^session (\S+)$/m.exec(output)![1]!
+      await cluster.stopServer()
+      let code: number | null
+      try {
+        // The interrupted turn's end is appended while the server is away; the host waits for it, then gives up.
+        run.kill('SIGINT')
+        code = await exited
+      } finally {
+        await cluster.startServer()
+      }
+      expect(code, output).toBe(1)
+      expect(output).toContain(`of session '${id}' were not stored when the host closed`)
+      expect(output).toMatch(/they are lost with this process\. \(HOST_EVENTS_NOT_STORED\)\n$/)
+      const shown = await new Promise<string>((resolve) =>
+        execFile(process.execPath, [bin, 'show', id, '--json', '--store', url], { env: { ...inherited, DSH_STORE: '' } }, (_e, stdout) =>
+          resolve(stdout),
+        ),
+      )
+      const events = (JSON.parse(shown) as { events: Array<{ type: string }> }).events
+      expect(events.some((e) => e.type === 'turn/end')).toBe(false)
+    } finally {
+      if (run.exitCode === null && run.signalCode === null) run.kill('SIGKILL')
+      await model.close()
     }
   })
 })
