@@ -159,8 +159,8 @@ describe('a statement timeout while opening', () => {
     await blocker.query('BEGIN')
     await blocker.query('LOCK TABLE dsh_schema_version IN ACCESS EXCLUSIVE MODE')
     const timed = pool(db.url, { statement_timeout: 100 })
-    for (const opening of [createPostgresPersistence({ pool: timed, migrate: false }), migrate(timed)]) {
-      const error = await failure(opening)
+    for (const opening of [() => createPostgresPersistence({ pool: timed, migrate: false }), () => migrate(timed)]) {
+      const error = await failure(opening())
       expect(error).toBeInstanceOf(PostgresPersistenceError)
       expect(error).toMatchObject({ code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED', details: { sqlState: '57014' } })
       expect(error.message).toMatch(/timed out/)
