@@ -3,6 +3,7 @@ import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionPersistence, SessionSuffixObservation } from '@dsh/session-persistence'
 import type { IndexProgress, LiveSessions } from '@dsh/session-query'
 import { fromPersistenceError } from '@dsh/session-query/backend'
+import { type DamagedLog, DamagedLogs } from './damaged-logs.js'
 import type { IndexStore } from './index-store.js'
 
 /** What index upkeep works on: the sources, the open store and where problems go. */
@@ -42,20 +43,26 @@ interface ReadOutcome {
   readonly id: string
   readonly observation?: SessionSuffixObservation | 'unchanged'
   readonly error?: unknown
+  /** With a `SESSION_PERSISTENCE_CORRUPT` error: what a listing of headers shows of the log. */
+  readonly damaged?: DamagedLog
 }
 
 /**
  * Reads the pending `ids` (`readConcurrency` at a time) and writes their text
  * in batched transactions. A session whose indexed prefix still holds is read
  * from its last indexed event on (`inspectFrom`), and only the events after
- * it are indexed; a new, re-created or rewritten one is read whole. Whatever
- * was read before a cancellation is written: the next pass resumes from there.
+ * it are indexed; a new, re-created or rewritten one is read whole. A log
+ * that cannot be read keeps the row a rebuild gives it: its header as a
+ * listing of headers shows it, at the log's revision, without text
+ * (`DamagedLogs`). Whatever was read before a cancellation is written: the
+ * next pass resumes from there.
  */
 export async function readBodies(upkeep: IndexUpkeep, ids: readonly string[], signal: AbortSignal, progress: Progress): Promise<BodyReads> {
   const total = ids.length
   const counts = { done: 0, corrupt: 0, failed: 0, removed: 0, whole: 0, unchanged: 0, missing: 0 }
   let next = 0
   let pending: ReadOutcome[] = []
+  const damagedLogs = new DamagedLogs(upkeep.persistence, signal)
   progress({ phase: 'index', done: 0, total })
   const flush = (): void => {
     if (pending.length === 0) return
@@ -70,6 +77,15 @@ export async function readBodies(upkeep: IndexUpkeep, ids: readonly string[], si
     else if (change.rewritten) counts.whole++
     return change === 'unchanged' ? change : change.observation
   }
+  const damaged = async (id: string, error: unknown): Promise<ReadOutcome> => {
+    try {
+      return { id, error, damaged: await damagedLogs.of(upkeep.store(), id) }
+    } catch (failure) {
+      if (signal.aborted || isDshError(failure, 'CANCELLED')) throw fromPersistenceError(failure, id, signal)
+      // What a listing shows of it is not known: left pending for the next pass.
+      return { id, error: failure }
+    }
+  }
   const worker = async (): Promise<void> => {
     while (next < ids.length) {
       const id = ids[next++]!
@@ -79,7 +95,8 @@ export async function readBodies(upkeep: IndexUpkeep, ids: readonly string[], si
         pending.push({ id, observation })
       } catch (error) {
         if (signal.aborted || isDshError(error, 'CANCELLED')) throw fromPersistenceError(error, id, signal)
-        pending.push({ id, error })
+        const outcome = isDshError(error, 'SESSION_PERSISTENCE_CORRUPT') ? await damaged(id, error) : { id, error }
+        pending.push(outcome)
       }
       counts.done++
       if (pending.length >= WRITE_BATCH) flush()
@@ -114,15 +131,25 @@ function writeOutcomes(
           // Another process re-indexed this row between the read and now: the next pass reads it again.
           counts.failed++
         }
-      } else if (isDshError(item.error, 'SESSION_PERSISTENCE_NOT_FOUND')) {
+      } else if (isDshError(item.error, 'SESSION_PERSISTENCE_NOT_FOUND') || item.damaged === 'gone') {
         counts.missing++
         if (store.rowState(item.id) !== undefined) counts.removed++
         store.delete(item.id)
         store.clearPending(item.id)
-      } else if (isDshError(item.error, 'SESSION_PERSISTENCE_CORRUPT')) {
+      } else if (isDshError(item.error, 'SESSION_PERSISTENCE_CORRUPT') && item.damaged !== undefined) {
         counts.corrupt++
-        const revision = store.rowState(item.id)?.revision
-        if (revision != null) store.markCorrupt(item.id, revision)
+        const damaged = item.damaged
+        if (damaged === 'indexed') {
+          const revision = store.rowState(item.id)?.revision
+          if (revision != null) store.markCorrupt(item.id, revision)
+        } else if (damaged === 'unlisted') {
+          // No listing of headers shows it: a rebuild leaves it out too.
+          store.delete(item.id)
+        } else {
+          // Its header as listed (another lifecycle's row drops its text), then no text at that revision.
+          store.writeHeader(damaged.header, damaged.inheritedEventCount, damaged.revision)
+          store.markCorrupt(item.id, damaged.revision)
+        }
         store.clearPending(item.id)
       } else {
         counts.failed++

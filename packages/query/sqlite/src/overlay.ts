@@ -3,6 +3,7 @@ import { type Session, type SessionId, SessionLogOffset } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { SessionQueryRecord } from '@dsh/session-query'
 import { fromPersistenceError, guarded, persistedRecord } from '@dsh/session-query/backend'
+import { type DamagedLog, DamagedLogs } from './damaged-logs.js'
 import type { IndexStore } from './index-store.js'
 
 // A stale index answers as the index plus an overlay: the sessions it has
@@ -54,9 +55,11 @@ const HEADER_ONLY = SessionLogOffset(Number.MAX_SAFE_INTEGER)
  * (`known`: gone cold here, its header in memory) costs one `stat`; any
  * other is read from its log, header and revision only (`inspectFrom` past
  * the end, so no event is decoded). `undefined` for a session no longer
- * persisted. A log whose tail cannot be read keeps its indexed record (with
- * the revision `stat` reports), as a listing of headers keeps a log whose
- * body is damaged; without an indexed row it is left out and reported.
+ * persisted. A log whose tail cannot be read is listed as a listing of
+ * headers (and a rebuild) lists it: its indexed record when the index holds
+ * it at the log's revision now, else the header its header frame holds
+ * (`DamagedLogs`); one whose header cannot be read either is left out and
+ * reported.
  */
 export async function currentRecords(
   store: IndexStore,
@@ -68,6 +71,7 @@ export async function currentRecords(
   signal: AbortSignal | undefined,
 ): Promise<Map<string, SessionQueryRecord | undefined>> {
   const out = new Map<string, SessionQueryRecord | undefined>()
+  const damagedLogs = new DamagedLogs(persistence, signal)
   await eachBounded(ids, concurrency, async (id) => {
     const sid = id as SessionId
     const session = known(id)
@@ -91,7 +95,7 @@ export async function currentRecords(
       out.set(id, persistedRecord(tail))
     } catch (error) {
       if (isDshError(error, 'SESSION_PERSISTENCE_NOT_FOUND')) out.set(id, undefined)
-      else if (isDshError(error, 'SESSION_PERSISTENCE_CORRUPT')) out.set(id, await damagedRecord(store, persistence, sid, logger, signal))
+      else if (isDshError(error, 'SESSION_PERSISTENCE_CORRUPT')) out.set(id, await damagedRecord(store, damagedLogs, id, logger, signal))
       else throw fromPersistenceError(error, id, signal)
     }
   })
@@ -100,23 +104,22 @@ export async function currentRecords(
 
 async function damagedRecord(
   store: IndexStore,
-  persistence: SessionPersistence,
-  id: SessionId,
+  damagedLogs: DamagedLogs,
+  id: string,
   logger: Logger,
   signal: AbortSignal | undefined,
 ): Promise<SessionQueryRecord | undefined> {
-  const indexed = store.record(id)
-  if (indexed === undefined) {
-    logger.warn(`dsh: the log of session '${id}' cannot be read and the query index has no row for it; it is left out of this listing.`)
-    return undefined
-  }
-  let revision: string | undefined
+  let damaged: DamagedLog
   try {
-    revision = await guarded(persistence.stat(id, signal), signal)
+    damaged = await damagedLogs.of(store, id)
   } catch (error) {
     throw fromPersistenceError(error, id, signal)
   }
-  return revision === undefined ? undefined : Object.freeze({ ...indexed, revision })
+  if (damaged === 'indexed') return store.record(id)
+  if (damaged === 'gone') return undefined
+  if (damaged !== 'unlisted') return persistedRecord(damaged)
+  logger.warn(`dsh: the log of session '${id}' cannot be read, its header included; it is left out of this listing.`)
+  return undefined
 }
 
 /** Runs `task` over `items`, at most `limit` at a time; rejects with the first failure once the running ones settled. */
