@@ -114,8 +114,12 @@ async function storedValues(
   io: CommandIo,
 ): Promise<ListingValues[]> {
   if (records.length === 0) return []
-  const [{ readCheckpointStates }, { default: pg }] = await Promise.all([import('@dsh/session-projection-cache-postgres'), import('pg')])
-  const pool = new pg.Pool({ connectionString: url, max: 1 })
+  const [{ readCheckpointStates }, { poolConfig }, { default: pg }] = await Promise.all([
+    import('@dsh/session-projection-cache-postgres'),
+    import('@dsh/session-persistence-postgres'),
+    import('pg'),
+  ])
+  const pool = new pg.Pool({ ...poolConfig(url), max: 1 })
   // A connection lost while idle; the read itself reports its failure.
   pool.on('error', () => {})
   try {

@@ -19,8 +19,8 @@ let place: Pick<HostOptions, 'root' | 'postgres'>
 if (kind === 'root' && root !== undefined) place = { root }
 else if (kind === 'store' && store !== undefined && store !== '') {
   // Named connections: the demo waits for them to be gone after the SIGKILL (the server then has freed the leases).
-  const { default: pg } = await import('pg')
-  place = { postgres: { pool: new pg.Pool({ connectionString: store, application_name: CRASH_WORKER_APPLICATION }) } }
+  const [{ default: pg }, { poolConfig }] = await Promise.all([import('pg'), import('@dsh/session-persistence-postgres')])
+  place = { postgres: { pool: new pg.Pool({ ...poolConfig(store), application_name: CRASH_WORKER_APPLICATION }) } }
 } else {
   console.error(`usage: crash-worker root <dir> | crash-worker store (URL in ${CRASH_WORKER_STORE_ENV})`)
   process.exit(2)

@@ -1,6 +1,7 @@
 import type { Logger } from '@dsh/context'
 import { createHost } from '@dsh/host'
 import { SessionId } from '@dsh/session'
+import { poolConfig } from '@dsh/session-persistence-postgres'
 import pg from 'pg'
 import { CliError } from '../errors.js'
 import { DEMO_IDS } from './ids.js'
@@ -16,7 +17,7 @@ const DEMO_SESSION_IDS: readonly string[] = Object.values(DEMO_IDS)
  * (plain, parameterised SQL). It only ever deletes its own sessions.
  */
 export function storeDemoPlace(connectionString: string, location: string, logger?: Logger): DemoPlace {
-  const pool = new pg.Pool({ connectionString })
+  const pool = new pg.Pool(poolConfig(connectionString))
   return {
     location,
     prepare: async () => {

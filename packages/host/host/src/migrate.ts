@@ -1,5 +1,5 @@
 import type { MigrationReport } from '@dsh/session-persistence-postgres'
-import { type PostgresHostOptions, postgresLocation } from './postgres.js'
+import { newPool, type PostgresHostOptions, postgresLocation } from './postgres.js'
 
 /** What `migratePostgres` did: one report per backend, in the order they ran. */
 export interface PostgresMigration {
@@ -20,11 +20,10 @@ export interface PostgresMigration {
  * 16); a database partitioned otherwise is refused.
  */
 export async function migratePostgres(options: PostgresHostOptions & { readonly partitions?: number }): Promise<PostgresMigration> {
-  const { default: pgModule } = await import('pg')
   const { migrate } = await import('@dsh/session-persistence-postgres')
   const { migrateSearch } = await import('@dsh/session-query-postgres')
   const { migrateCache } = await import('@dsh/session-projection-cache-postgres')
-  const pool = options.pool ?? new pgModule.Pool({ connectionString: options.connectionString })
+  const pool = options.pool ?? (await newPool(options))
   try {
     // The session tables migrate first: they record the partition count the other two follow.
     const partitions = options.partitions === undefined ? {} : { partitions: options.partitions }

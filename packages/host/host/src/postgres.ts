@@ -1,6 +1,7 @@
 import type { Context } from '@dsh/context'
 import { type SessionPersistenceCoordinator, sessionPersistencePlugin } from '@dsh/session-persistence'
 import type pg from 'pg'
+import { HostError } from './errors.js'
 
 /** Where a PostgreSQL host keeps its sessions: one database shared by persistence, query and cache. */
 export interface PostgresHostOptions {
@@ -20,10 +21,21 @@ export interface PostgresHostOptions {
  */
 export async function openPostgresPool(ctx: Context, options: PostgresHostOptions): Promise<pg.Pool> {
   if (options.pool !== undefined) return options.pool
-  const { default: pgModule } = await import('pg')
-  const pool = new pgModule.Pool({ connectionString: options.connectionString })
+  const pool = await newPool(options)
   ctx.onDispose(() => pool.end())
   return pool
+}
+
+/**
+ * A pool of its own over `options.connectionString`, its connects bounded and
+ * kept alive (`poolConfig`): a server that never answers fails typed instead
+ * of hanging the host. The caller ends it.
+ */
+export async function newPool(options: PostgresHostOptions): Promise<pg.Pool> {
+  if (options.connectionString === undefined)
+    throw new HostError('HOST_INVALID_OPTIONS', '`postgres` needs exactly one of `connectionString` and `pool`.')
+  const [{ default: pgModule }, { poolConfig }] = await Promise.all([import('pg'), import('@dsh/session-persistence-postgres')])
+  return new pgModule.Pool(poolConfig(options.connectionString))
 }
 
 /**

@@ -1,7 +1,7 @@
 import { escapeTerminal, isDshError, type Logger } from '@dsh/context'
 import type { SessionId } from '@dsh/session'
 import { createJsonlPersistence, type JsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { type PostgresHostOptions, postgresLocation } from './postgres.js'
+import { newPool, type PostgresHostOptions, postgresLocation } from './postgres.js'
 import { createQueryHost } from './query-host.js'
 import { prepareRoot, rootErrorOf } from './root.js'
 
@@ -115,9 +115,8 @@ async function logIsAbsent(persistence: JsonlPersistence, id: SessionId): Promis
  * is refused. `root` in the result is the server location (no credentials).
  */
 export async function verifyPostgres(options: PostgresHostOptions): Promise<RootVerification> {
-  const { default: pgModule } = await import('pg')
   const { createPostgresPersistence } = await import('@dsh/session-persistence-postgres')
-  const pool = options.pool ?? new pgModule.Pool({ connectionString: options.connectionString })
+  const pool = options.pool ?? (await newPool(options))
   try {
     const persistence = await createPostgresPersistence({ pool, readOnly: true })
     try {
