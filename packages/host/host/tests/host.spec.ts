@@ -1,7 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError, type Logger } from '@dsh/context'
-import { tempDir } from '@dsh/test-kit'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import {
   checkDerivedFiles,
@@ -13,14 +12,9 @@ import {
   rootPermissionWarning,
   verifyRoot,
 } from '../src/index.js'
+import { scratchDir } from './support.js'
 
 /** A fresh directory, removed when the current test finishes. */
-function scratchDir(): string {
-  const { dir, cleanup } = tempDir('dsh-host-')
-  onTestFinished(cleanup)
-  return dir
-}
-
 /** Every path under `dir`, recursively, so "nothing was created" is checked by listing before and after. */
 function listTree(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()
@@ -50,7 +44,7 @@ async function populate(root: string): Promise<{ parent: string; child: string }
 
 describe('createHost', () => {
   it('composes the embedded defaults: a catalog that survives a cold restart, derived files under the root, private modes', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     const { parent, child } = await populate(root)
     expect(statSync(root).mode & 0o777).toBe(0o700)
     const host = await createHost({ root })
@@ -79,7 +73,7 @@ describe('createHost', () => {
   })
 
   it('read-only: opens an existing root, creates nothing, and answers from the logs without an index', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     const { parent, child } = await populate(root)
     // Drop the derived files (and their WAL/shm companions) a writable host made.
     for (const file of Object.values(derivedPaths(root))) for (const suffix of ['', '-wal', '-shm']) rmSync(file + suffix, { force: true })
@@ -97,7 +91,7 @@ describe('createHost', () => {
   })
 
   it('read-only: refuses a directory that is not a dsh root, and a missing one, without creating a file', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-host-')
     writeFileSync(join(dir, 'notes.txt'), 'not sessions')
     const before = listTree(dir)
     await expectCode(createHost({ root: dir, readOnly: true }), 'HOST_ROOT_INVALID')
@@ -109,14 +103,14 @@ describe('createHost', () => {
   })
 
   it('a file as the root, or under a file, is HOST_ROOT_INVALID (not a raw ENOTDIR)', async () => {
-    const file = join(scratchDir(), 'a-file')
+    const file = join(scratchDir('dsh-host-'), 'a-file')
     writeFileSync(file, 'x')
     await expectCode(createHost({ root: file }), 'HOST_ROOT_INVALID')
     await expectCode(createHost({ root: join(file, 'below') }), 'HOST_ROOT_INVALID')
   })
 
   it('bad options are HOST_INVALID_OPTIONS', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     await expectCode(createHost({ root, query: 'mongo' as 'memory' }), 'HOST_INVALID_OPTIONS')
     await expectCode(createHost({ root: '' }), 'HOST_INVALID_OPTIONS')
     await expectCode(createHost({ root, readOnly: true, compression: 'none' }), 'HOST_INVALID_OPTIONS')
@@ -126,7 +120,7 @@ describe('createHost', () => {
   })
 
   it('passes coldReadConcurrency to the subagent runtime (default 4) and fails on a value outside 1..64', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     const { parent, child } = await populate(root)
     const wide = await createHost({ root, coldReadConcurrency: 64 })
     try {
@@ -145,7 +139,7 @@ describe('createHost', () => {
   })
 
   it('the HTTP API is a plugin: served on loopback with token auth, closed by dispose', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     const { parent, child } = await populate(root)
     const token = 'host-test-token-0123456789'
     let host: Host | undefined = await createHost({ root, http: { token } })
@@ -176,7 +170,7 @@ describe('createHost', () => {
 
 describe('verifyRoot and rebuildIndex', () => {
   it('verify reports every log; rebuild indexes them; neither writes a log', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     const { parent, child } = await populate(root)
     const report = await verifyRoot(root)
     expect(report.logs.map((l) => [l.id, l.status]).sort()).toEqual(
@@ -192,17 +186,17 @@ describe('verifyRoot and rebuildIndex', () => {
 
 describe('rootPermissionWarning', () => {
   it('warns when group or others can read the root, and not for 0700', () => {
-    const root = join(scratchDir(), 'open')
+    const root = join(scratchDir('dsh-host-'), 'open')
     mkdirSync(root, { mode: 0o755 })
     expect(rootPermissionWarning(root)).toMatch(/readable by other users \(mode 755\).*chmod 700/)
-    const privateRoot = join(scratchDir(), 'private')
+    const privateRoot = join(scratchDir('dsh-host-'), 'private')
     mkdirSync(privateRoot, { mode: 0o700 })
     expect(rootPermissionWarning(privateRoot)).toBeUndefined()
     expect(rootPermissionWarning(join(root, 'missing'))).toBeUndefined()
   })
 
   it('covers the derived directory through the root: enter-only roots warn, a private root keeps exposed derived files unreachable', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     await populate(root)
     const derived = join(root, '.dsh')
     expect(statSync(derived).mode & 0o777).toBe(0o700)
@@ -216,7 +210,7 @@ describe('rootPermissionWarning', () => {
 
 describe('requireExisting', () => {
   it('opens an existing root writable, and refuses a directory that is not one without creating anything', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-host-')
     const before = listTree(dir)
     await expectCode(createHost({ root: dir, requireExisting: true }), 'HOST_ROOT_INVALID')
     expect(listTree(dir)).toEqual(before)
@@ -234,7 +228,7 @@ describe('requireExisting', () => {
 
 describe('checkDerivedFiles', () => {
   it('quick_checks the index and the cache that exist, and creates none that do not', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     await populate(root)
     const checks = await checkDerivedFiles(root)
     expect(checks.index).toEqual({ file: derivedPaths(root).index, status: 'ok' })
@@ -244,11 +238,11 @@ describe('checkDerivedFiles', () => {
     const absent = await checkDerivedFiles(root)
     expect([absent.index.status, absent.projectionCache.status]).toEqual(['absent', 'absent'])
     expect(listTree(root)).toEqual(before)
-    await expectCode(checkDerivedFiles(scratchDir()), 'HOST_ROOT_INVALID')
+    await expectCode(checkDerivedFiles(scratchDir('dsh-host-')), 'HOST_ROOT_INVALID')
   })
 
   it('reports a damaged query index as damaged and leaves it as it is: no rebuild, no new file', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     await populate(root)
     const file = realpathSync(derivedPaths(root).index)
     const bytes = readFileSync(file)
@@ -265,7 +259,7 @@ describe('checkDerivedFiles', () => {
   })
 
   it('reports a damaged projection cache as damaged and leaves the file as it is', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     await populate(root)
     const file = derivedPaths(root).projectionCache
     const bytes = readFileSync(file)
@@ -279,7 +273,7 @@ describe('checkDerivedFiles', () => {
   })
 
   it("reports the readers' warnings about files they cannot open to the logger it is given, not the console", async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-host-'), 'root')
     await populate(root)
     const paths = derivedPaths(root)
     // Neither file is a database any more: each reader warns that it cannot open its file.

@@ -1,22 +1,16 @@
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
-import { tempDir } from '@dsh/test-kit'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createHost, derivedPaths } from '../src/index.js'
 import { createQueryHost } from '../src/query.js'
+import { scratchDir } from './support.js'
 
 // The query host is the base every host is composed on (store, persistence,
 // query): it must answer exactly as a full host does, with the same root
 // checks, and nothing more (no projections, cache, subagents or HTTP).
 
 /** A fresh directory, removed when the current test finishes. */
-function scratchDir(): string {
-  const { dir, cleanup } = tempDir('dsh-query-host-')
-  onTestFinished(cleanup)
-  return dir
-}
-
 const listTree = (dir: string): string[] => readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()
 
 async function codeOf(promise: Promise<unknown>): Promise<string | undefined> {
@@ -47,7 +41,7 @@ async function populate(root: string): Promise<{ parent: string; child: string }
 
 describe('createQueryHost', () => {
   it('answers listings, history and search exactly as a read-only full host, and creates nothing', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-query-host-'), 'root')
     const { parent, child } = await populate(root)
     const before = listTree(root)
     const full = await createHost({ root, readOnly: true })
@@ -83,7 +77,7 @@ describe('createQueryHost', () => {
   })
 
   it('read-only without an index lists from the logs, refuses search with SESSION_QUERY_INDEX_UNAVAILABLE, and creates no index', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-query-host-'), 'root')
     await populate(root)
     const index = derivedPaths(root).index
     for (const suffix of ['', '-wal', '-shm']) rmSync(index + suffix, { force: true })
@@ -99,7 +93,7 @@ describe('createQueryHost', () => {
   })
 
   it('a writable query host over a new root builds the index and lists what a full host wrote after it', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-query-host-'), 'root')
     const first = await createQueryHost({ root })
     try {
       expect(first.queryBackend).toBe('sqlite')
@@ -118,7 +112,7 @@ describe('createQueryHost', () => {
   })
 
   it('same root checks and option errors as createHost, and nothing created', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-query-host-')
     writeFileSync(join(dir, 'notes.txt'), 'not sessions')
     const before = listTree(dir)
     expect(await codeOf(createQueryHost({ root: dir, readOnly: true }))).toBe('HOST_ROOT_INVALID')

@@ -1,30 +1,15 @@
 import { existsSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
-import { tempDir } from '@dsh/test-kit'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { checkDerivedFiles, createHost, createQueryHost, rebuildIndex, rootPermissionWarning, verifyRoot } from '../src/index.js'
+import { failureOf, scratchDir } from './support.js'
 
 // A root whose path cannot even be inspected (stat fails with something other
 // than "it does not exist") is a root the caller must change: the host's typed
 // HOST_ROOT_INVALID naming the path and the errno, never a raw Node error (the
 // CLI prints an untyped error as an internal bug). EACCES needs an
 // unprivileged user: tests/unprivileged-root.e2e.spec.ts.
-
-function scratchDir(): string {
-  const { dir, cleanup } = tempDir('dsh-uninspectable-')
-  onTestFinished(cleanup)
-  return dir
-}
-
-async function failureOf(open: () => unknown): Promise<unknown> {
-  try {
-    await open()
-  } catch (error) {
-    return error
-  }
-  throw new Error('expected the open to fail')
-}
 
 /** Every function of the package that takes a root, each as a caller would use it. */
 const OPENS: ReadonlyArray<readonly [string, (root: string) => unknown]> = [
@@ -51,7 +36,7 @@ async function expectRootInvalid(root: string, errno: string, remedy: RegExp): P
 
 describe('a root whose path cannot be inspected is HOST_ROOT_INVALID naming the errno', () => {
   it('a symbolic-link loop (ELOOP), as the root and on its path', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-uninspectable-')
     symlinkSync(join(dir, 'b'), join(dir, 'a'))
     symlinkSync(join(dir, 'a'), join(dir, 'b'))
     await expectRootInvalid(join(dir, 'a'), 'ELOOP', /symbolic-link loop/)
@@ -61,7 +46,7 @@ describe('a root whose path cannot be inspected is HOST_ROOT_INVALID naming the 
   })
 
   it('a path longer than the system allows (ENAMETOOLONG): the message shows a bounded start of it and creates nothing', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-uninspectable-')
     const root = join(dir, 'x'.repeat(5000))
     await expectRootInvalid(root, 'ENAMETOOLONG', /Pass a shorter path/)
     const error = (await failureOf(() => createHost({ root }))) as Error
@@ -72,7 +57,7 @@ describe('a root whose path cannot be inspected is HOST_ROOT_INVALID naming the 
   })
 
   it('escapes control characters in the path it names', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-uninspectable-')
     const hostile = join(dir, 'loop\x1b[2J\u202e')
     symlinkSync(hostile, hostile)
     const error = (await failureOf(() => verifyRoot(hostile))) as Error

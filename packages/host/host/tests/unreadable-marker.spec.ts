@@ -2,29 +2,14 @@ import { mkdirSync, rmSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDshError } from '@dsh/context'
 import { MARKER_FILE } from '@dsh/session-persistence-jsonl'
-import { tempDir } from '@dsh/test-kit'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { checkDerivedFiles, createHost, createQueryHost, rebuildIndex, verifyRoot } from '../src/index.js'
+import { failureOf, scratchDir } from './support.js'
 
 // A root whose persistence marker exists but cannot be read is not "a directory
 // without a marker": the host's HOST_ROOT_INVALID keeps the real cause (the
 // marker cannot be read, with the errno) and says what to do. EACCES needs an
 // unprivileged user: tests/unprivileged-root.e2e.spec.ts.
-
-function scratchDir(): string {
-  const { dir, cleanup } = tempDir('dsh-unreadable-marker-')
-  onTestFinished(cleanup)
-  return dir
-}
-
-async function failureOf(open: () => unknown): Promise<unknown> {
-  try {
-    await open()
-  } catch (error) {
-    return error
-  }
-  throw new Error('expected the open to fail')
-}
 
 /** Every function of the package that opens an existing root read-only. */
 const OPENS: ReadonlyArray<readonly [string, (root: string) => unknown]> = [
@@ -48,7 +33,7 @@ async function messagesOf(root: string): Promise<Array<readonly [string, string,
 
 /** A real root (written by a host), its marker replaced by `replace`. */
 async function rootWithMarker(replace: (marker: string) => void): Promise<string> {
-  const root = join(scratchDir(), 'root')
+  const root = join(scratchDir('dsh-unreadable-marker-'), 'root')
   const host = await createHost({ root })
   await host.dispose()
   const marker = join(root, MARKER_FILE)
@@ -76,7 +61,7 @@ describe('a root whose persistence marker cannot be read', () => {
   })
 
   it('a directory with no marker is still "not a dsh session root", with what the caller does instead', async () => {
-    const root = scratchDir()
+    const root = scratchDir('dsh-unreadable-marker-')
     const messages = await messagesOf(root)
     for (const [name, message, details] of messages) {
       expect(message, name).toMatch(new RegExp(`^${root} is not a dsh session root \\(it has no persistence marker\\); `))

@@ -1,21 +1,15 @@
 import { cpSync, lstatSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { createJsonlPersistence } from '@dsh/session-persistence-jsonl'
-import { tempDir } from '@dsh/test-kit'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { checkDerivedFiles, createHost, createQueryHost, type VerifiedLog, verifyRoot } from '../src/index.js'
+import { scratchDir } from './support.js'
 
 // `verifyRoot` against the catalog: a session the query index lists whose
 // log is gone is a failing finding, on real roots written by a real host.
 
 /** An id a terminal must never see raw: escape sequences, a newline and a bidi override. */
 const HOSTILE = 'gone\x1b[2J\nforged\u202eabc'
-
-function scratchDir(): string {
-  const { dir, cleanup } = tempDir('dsh-verify-')
-  onTestFinished(cleanup)
-  return dir
-}
 
 /** A root written by a real host (index and cache made on dispose) with one message in each of `ids`. */
 async function rootWith(root: string, ids: readonly string[]): Promise<void> {
@@ -78,7 +72,7 @@ const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066
 
 describe('verifyRoot: sessions the catalog lists whose log is missing', () => {
   it('reports a removed log and a removed session directory as SESSION_PERSISTENCE_NOT_FOUND errors, escaped, and changes no byte of the root', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-verify-'), 'root')
     await rootWith(root, ['keep', HOSTILE, 'vanished'])
     const hostileLog = await logPath(root, HOSTILE)
     const vanishedLog = await logPath(root, 'vanished')
@@ -110,7 +104,7 @@ describe('verifyRoot: sessions the catalog lists whose log is missing', () => {
   })
 
   it('does not report a session deleted through dsh while the index on disk still holds it', async () => {
-    const root = join(scratchDir(), 'root')
+    const root = join(scratchDir('dsh-verify-'), 'root')
     await rootWith(root, ['keep', 'deleted'])
     // A host without the index deletes: the index file still has the row; the change feed names the delete.
     const host = await createHost({ root, query: 'memory', projectionCache: false })
@@ -125,7 +119,7 @@ describe('verifyRoot: sessions the catalog lists whose log is missing', () => {
   })
 
   it('verifies a log that no catalog lists like any other, and does not fail for it (the index is derived)', async () => {
-    const dir = scratchDir()
+    const dir = scratchDir('dsh-verify-')
     const root = join(dir, 'root')
     const other = join(dir, 'other')
     await rootWith(root, ['keep'])
