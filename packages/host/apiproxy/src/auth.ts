@@ -14,6 +14,13 @@ export function createTokenCheck(token: string): (candidate: string) => boolean 
       'The API token must be at least 16 characters; generate one with crypto.randomBytes(32).toString("base64url").',
     )
   }
+  // A bearer token is one word of an HTTP header: a space, line break, control or non-ASCII character could never be sent.
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw new ApiError(
+      'API_INVALID_OPTIONS',
+      'The API token must be printable ASCII without spaces (no line break, control or non-ASCII character), as an Authorization header carries it; generate one with crypto.randomBytes(32).toString("base64url").',
+    )
+  }
   const expected = digest(token)
   return (candidate) => timingSafeEqual(digest(candidate), expected)
 }

@@ -39,4 +39,19 @@ describe('authenticate', () => {
   it('refuses tokens too short to be secret', () => {
     expect(() => createTokenCheck('short')).toThrow(expect.objectContaining({ code: 'API_INVALID_OPTIONS' }))
   })
+
+  it('refuses tokens no Authorization header can carry: a space, a line break, a control or a non-ASCII character', () => {
+    for (const bad of [
+      '0123456789abcdef\n0123456789abcdef',
+      'two words 0123456789',
+      '0123456789abcdef\t',
+      '0123456789abcdef\u0000',
+      'pässwörd-0123456789',
+    ]) {
+      expect(() => createTokenCheck(bad), JSON.stringify(bad)).toThrow(
+        expect.objectContaining({ code: 'API_INVALID_OPTIONS', message: expect.stringContaining('printable ASCII without spaces') }),
+      )
+    }
+    expect(() => createTokenCheck('A-z_0~9!#$%&*+.^|0123456789')).not.toThrow()
+  })
 })
