@@ -9,6 +9,7 @@ import {
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
+import { failure } from './fixtures.js'
 
 // A server that accepts TCP but never answers (a hung host, a proxy with no
 // backend) bounds opening by the connect timeout: the open fails typed,
@@ -39,14 +40,6 @@ async function silentServer(): Promise<{ port: number; url: (query?: string) => 
   const port = typeof address === 'object' && address !== null ? address.port : 0
   return { port, url: (query = '') => `postgres://dsh:secret-password@127.0.0.1:${port}/sessions${query}` }
 }
-
-const failure = (promise: Promise<unknown>) =>
-  promise.then(
-    () => {
-      throw new Error('expected a rejection')
-    },
-    (error: unknown) => error as PostgresPersistenceError,
-  )
 
 describe('a server that accepts connections and never answers', () => {
   it('opening with connectTimeoutMs fails UNAVAILABLE naming host:port and the bound, never the password', async () => {

@@ -1,4 +1,5 @@
 import { SessionLogOffset, SessionSeq, type StoredSessionEvent } from '@dsh/session'
+import type { PostgresPersistenceError } from '@dsh/session-persistence-postgres'
 import { headerOf } from '@dsh/test-kit'
 
 // Sessions and events the PostgreSQL backend's own tests write.
@@ -20,3 +21,12 @@ export function events(from: number, count: number, tag = 'e'): StoredSessionEve
 
 /** The append target of root session `id`. */
 export const target = (id: string) => ({ header: header(id), inheritedEventCount: SessionLogOffset(0) })
+
+/** What `promise` rejects with; a test fails when it resolves. */
+export const failure = (promise: Promise<unknown>) =>
+  promise.then(
+    () => {
+      throw new Error('expected a rejection')
+    },
+    (error: unknown) => error as PostgresPersistenceError,
+  )

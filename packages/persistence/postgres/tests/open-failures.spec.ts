@@ -1,10 +1,11 @@
 import { SessionId } from '@dsh/session'
 import { createPostgresPersistence, migrate, PostgresPersistenceError } from '@dsh/session-persistence-postgres'
+import { createReaderRole } from '@dsh/session-persistence-postgres/testing'
 import { freshDatabase } from '@dsh/session-persistence-postgres/testing/vitest'
 import pg from 'pg'
 import { afterEach, describe, expect, it } from 'vitest'
 import { SESSION_MIGRATIONS } from '../src/schema.js'
-import { events, target } from './fixtures.js'
+import { events, failure, target } from './fixtures.js'
 
 // Opening fails typed whatever the server answers: a role that may not
 // create, a server that takes only read-only transactions, a backend ended
@@ -33,39 +34,10 @@ function pool(url: string, options: pg.PoolConfig = {}): pg.Pool {
   return p
 }
 
-/**
- * A login role on the database at `url` with SELECT on every table that
- * exists now and no CREATE on schema `public` (nor anything else); returns
- * the database's URL as that role.
- */
-async function selectOnlyRole(url: string): Promise<string> {
-  const address = new URL(url)
-  const role = `select_${address.pathname.slice(1)}`.replace(/[^a-z0-9_]/gi, '_').toLowerCase()
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    await client.query(`CREATE ROLE ${role} LOGIN`)
-    await client.query('REVOKE CREATE ON SCHEMA public FROM PUBLIC')
-    await client.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`)
-  } finally {
-    await client.end()
-  }
-  address.username = role
-  return address.toString()
-}
-
-const failure = (promise: Promise<unknown>) =>
-  promise.then(
-    () => {
-      throw new Error('expected a rejection')
-    },
-    (error: unknown) => error as PostgresPersistenceError,
-  )
-
 describe('a role without CREATE on the schema', () => {
   it('migrating an empty database is MIGRATION_FAILED with the SQLSTATE and the grant or owner that fixes it', async () => {
     const db = await database()
-    const url = await selectOnlyRole(db.url)
+    const url = await createReaderRole(db.url, { readOnlyTransactions: false })
     const error = await failure(migrate(pool(url)))
     expect(error).toBeInstanceOf(PostgresPersistenceError)
     expect(error).toMatchObject({ code: 'POSTGRES_PERSISTENCE_MIGRATION_FAILED', details: { component: 'sessions', sqlState: '42501' } })
@@ -84,7 +56,7 @@ describe('a role without CREATE on the schema', () => {
     const owner = await createPostgresPersistence({ pool: db.pool })
     await owner.append(target('kept'), events(0, 2))
     await owner.close()
-    const url = await selectOnlyRole(db.url)
+    const url = await createReaderRole(db.url, { readOnlyTransactions: false })
     const reader = pool(url)
     expect(await migrate(reader)).toEqual({ component: 'sessions', from: LATEST, to: LATEST })
     // A count asked for is checked against the recorded one by reading it.

@@ -25,18 +25,23 @@ export async function openTestDatabase(cluster: TestClusterAddress, options: pg.
 /**
  * A login role on the database at `url` that may only read: SELECT on every
  * table that exists now (create it after the tables), and every transaction
- * read-only by default. Returns the database's URL as that role. Tests of
- * code that must never write run it as this role, so any write fails.
+ * read-only by default. Returns the database's URL as
+ * that role. Tests of code that must never write run it as this role, so any
+ * write fails. `readOnlyTransactions: false` leaves its transactions
+ * read-write and takes CREATE on schema `public` from everyone, so a write
+ * fails on privileges instead (a role without CREATE).
  */
-export async function createReaderRole(url: string): Promise<string> {
+export async function createReaderRole(url: string, options: { readonly readOnlyTransactions?: boolean } = {}): Promise<string> {
   const address = new URL(url)
-  const role = `reader_${address.pathname.slice(1)}`.replace(/[^a-z0-9_]/gi, '_').toLowerCase()
+  const prefix = options.readOnlyTransactions === false ? 'select' : 'reader'
+  const role = `${prefix}_${address.pathname.slice(1)}`.replace(/[^a-z0-9_]/gi, '_').toLowerCase()
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
     await client.query(`CREATE ROLE ${role} LOGIN`)
     await client.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`)
-    await client.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`)
+    if (options.readOnlyTransactions === false) await client.query('REVOKE CREATE ON SCHEMA public FROM PUBLIC')
+    else await client.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`)
   } finally {
     await client.end()
   }
