@@ -1,6 +1,7 @@
 import { isAbsolute } from 'node:path'
 import { SessionId } from './brands.js'
 import { SessionError } from './errors.js'
+import { idFault } from './limits.js'
 
 export const SESSION_HEADER_VERSION = 1
 
@@ -62,6 +63,8 @@ export function parseSessionHeader(input: unknown): SessionHeader {
   } catch {
     bad('id must be a non-empty string')
   }
+  const fault = idFault(id)
+  if (fault !== undefined) bad(`id ${fault}; no store takes such an id`)
   const createdAt = raw.createdAt
   if (typeof createdAt !== 'number' || !Number.isSafeInteger(createdAt) || createdAt < 0 || Object.is(createdAt, -0)) {
     bad('createdAt must be a non-negative safe-integer epoch in milliseconds')

@@ -221,6 +221,19 @@ describe('SessionStore', () => {
     await expect(sessions.dispose(s.id)).rejects.toMatchObject({ code: 'SESSION_FLUSH_FAILED' })
     expect(sessions.get(s.id)).toBe(s)
   })
+
+  it('refuses at creation an id no store would take, so no session keeps its events only in memory', () => {
+    const { ctx, sessions } = store()
+    const created: string[] = []
+    ctx.on('session/created', (s) => void created.push(s.id))
+    for (const id of ['..', '.', 'x\u0000y', '\ud800', 'a'.repeat(1025)]) {
+      expect(() => sessions.create({ id }), JSON.stringify(id)).toThrowError(expect.objectContaining({ code: 'SESSION_INVALID_HEADER' }))
+    }
+    expect(() => sessions.create({ id: '..' })).toThrowError(/id is a dot segment/)
+    expect(sessions.list()).toEqual([])
+    expect(sessions.create({ id: 'a/b' }).id).toBe('a/b')
+    expect(created).toEqual(['a/b'])
+  })
 })
 
 describe('SessionHeader', () => {
@@ -231,6 +244,7 @@ describe('SessionHeader', () => {
     for (const bad of [
       { ...base, version: 2 },
       { ...base, id: '' },
+      { ...base, id: '..' },
       { ...base, createdAt: 1.5 },
       { ...base, isSeeded: 'no' },
       { ...base, delegationDepth: -1 },

@@ -95,7 +95,8 @@ export function describeRoundTrip(fresh: FreshHarness): void {
     ])('an id with %s round-trips to itself or is rejected with INVALID_ID', async (_why, raw) => {
       const { persistence: p } = await fresh()
       await p.append(target(header('caseonly')), events(0, 1, 'lower'))
-      const h = header(raw)
+      // Built past `parseSessionHeader`, which refuses some of these ids itself: a backend must refuse them too.
+      const h = { ...header('odd'), id: SessionId(raw) }
       const outcome = await p.append(target(h), events(0, 1, 'odd')).then(
         () => 'stored' as const,
         (error: { code?: string }) => error.code,
