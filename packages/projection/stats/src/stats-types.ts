@@ -42,9 +42,9 @@ export type SkipCounts = { readonly [R in SkipReason]: number }
 export interface ModelUsage {
   readonly provider: string | null
   readonly model: string | null
-  /** Model calls: closed steps, plus assistant messages outside any step. */
+  /** Model calls: steps (an open one too: a call still running or cut off), plus assistant messages outside any step. */
   readonly calls: number
-  /** Calls that reported no valid usage: their tokens are unknown (cost is then unknown too). */
+  /** Calls without valid usage (none reported, or a step not ended): their tokens are unknown (cost is then unknown too). */
   readonly callsWithoutUsage: number
   readonly tokens: TokenCounts
 }

@@ -326,9 +326,24 @@ function apply(state: SessionStatsState, event: StoredSessionEvent): SessionStat
   }
 }
 
+/**
+ * The models as the view shows them. An open step is a model call whose
+ * usage is not known yet: one still running, or one cut off (a crash leaves
+ * `step/start` without its `step/end`). It counts as closing it without usage
+ * would: one call, without usage unless its messages reported some. The state
+ * keeps the step open, so a later `step/end` still closes it with its own usage.
+ */
+function viewModels(state: SessionStatsState): readonly ModelUsage[] {
+  if (state.step === null) return state.byModel
+  const closed: Draft = { ...state }
+  closeStep(closed, null)
+  return closed.byModel
+}
+
 function view(state: SessionStatsState): SessionStats {
+  const byModel = viewModels(state)
   let tokens = NO_TOKENS
-  for (const usage of state.byModel) tokens = addTokens(tokens, usage.tokens, 1)
+  for (const usage of byModel) tokens = addTokens(tokens, usage.tokens, 1)
   return {
     inheritedEventCount: state.from,
     turns: state.turns,
@@ -342,7 +357,7 @@ function view(state: SessionStatsState): SessionStats {
       meanMs: state.firstTokenCount === 0 ? null : state.firstTokenMs / state.firstTokenCount,
     },
     tokens,
-    byModel: state.byModel,
+    byModel,
     tools: state.tools,
     toolCalls: state.tools.reduce((sum, usage) => sum + usage.calls, 0),
     toolErrors: state.toolErrors,

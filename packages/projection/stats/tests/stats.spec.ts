@@ -1,9 +1,18 @@
 import type { StoredSessionEvent } from '@dsh/session'
 import { describe, expect, it } from 'vitest'
-import { MAX_PENDING_CALLS, type SessionStats, SKIP_REASONS, sessionStatsUnit } from '../src/index.js'
+import {
+  costOf,
+  MAX_PENDING_CALLS,
+  parsePriceTable,
+  type SessionStats,
+  type SessionStatsState,
+  SKIP_REASONS,
+  sessionStatsUnit,
+} from '../src/index.js'
 import { host, SECOND_TURN, T0, TWO_TURNS } from './helpers.js'
 
 const NO_SKIPS = Object.fromEntries(SKIP_REASONS.map((reason) => [reason, 0]))
+const NO_TOKENS_OF = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
 
 /** A detached fold of bare events through the unit (no registry). */
 function fold(events: readonly Omit<StoredSessionEvent, 'seq' | 'time'>[], cut = 0): SessionStats {
@@ -217,5 +226,66 @@ describe('sessionStats: a driver’s assistant/message', () => {
         tokens: { input: 8, output: 3, cacheRead: 4, cacheWrite: 0, reasoning: 2 },
       },
     ])
+  })
+})
+
+describe('sessionStats: a step without its step/end', () => {
+  // A child killed mid model call: its log ends inside the step.
+  const CUT_OFF = [
+    { type: 'turn/start', data: { turn: 1 } },
+    { type: 'step/start', data: { turn: 1, step: 0, provider: 'p', model: 'm' } },
+    { type: 'assistant/chunk', data: { turn: 1, index: 0, delta: 'Wor' } },
+    { type: 'assistant/chunk', data: { turn: 1, index: 0, delta: 'king' } },
+  ] as const
+  const ENDED = [
+    { type: 'assistant/message', data: { turn: 1, text: 'Working' } },
+    { type: 'step/end', data: { turn: 1, step: 0, usage: { input: 10, output: 4 }, finish: 'stop' } },
+    { type: 'turn/end', data: { turn: 1, reason: 'completed' } },
+  ] as const
+  const NO_USAGE = { provider: 'p', model: 'm', calls: 1, callsWithoutUsage: 1, tokens: { ...NO_TOKENS_OF } }
+
+  /** The unit's state after `events` from seq `from` on, read back through a checkpoint (JSON and the unit's schema). */
+  function checkpointed(state: SessionStatsState, events: readonly { type: string; data: unknown }[], from: number): SessionStatsState {
+    for (const [i, event] of events.entries())
+      state = sessionStatsUnit.apply(state, { ...event, data: event.data as never, seq: (from + i) as never, time: T0 + from + i })
+    const parsed = sessionStatsUnit.schema.safeParse(JSON.parse(JSON.stringify(state)))
+    if (!parsed.success) throw new Error('the checkpointed state fails its schema')
+    return parsed.data
+  }
+
+  it('is one call without usage, live or cut off, so its tokens are not taken for 0', () => {
+    const stats = fold(CUT_OFF)
+    expect(stats.byModel).toEqual([NO_USAGE])
+    expect(stats).toMatchObject({ steps: 0, tokens: NO_TOKENS_OF })
+    // The messages of an open step that reported usage count as closing it without its own would.
+    const reported = fold([...CUT_OFF, { type: 'assistant/message', data: { turn: 1, text: 'x', usage: { input: 3, output: 1 } } }])
+    expect(reported.byModel).toEqual([{ ...NO_USAGE, callsWithoutUsage: 0, tokens: { ...NO_TOKENS_OF, input: 3, output: 1 } }])
+  })
+
+  it('a checkpoint taken inside the step closes later as the straight fold does, without counting the call twice', () => {
+    const open = checkpointed(sessionStatsUnit.init({ inheritedEventCount: 0 as never }), CUT_OFF, 0)
+    expect(open.step).not.toBeNull()
+    expect(sessionStatsUnit.view(open).byModel).toEqual([NO_USAGE])
+    // The step ends with its usage: one call, its own usage.
+    const ended = checkpointed(open, ENDED, CUT_OFF.length)
+    expect(sessionStatsUnit.view(ended)).toEqual(fold([...CUT_OFF, ...ENDED]))
+    expect(sessionStatsUnit.view(ended).byModel).toEqual([
+      { provider: 'p', model: 'm', calls: 1, callsWithoutUsage: 0, tokens: { ...NO_TOKENS_OF, input: 10, output: 4 } },
+    ])
+    // A resume starts the next turn instead: the step closes without usage, still one call.
+    const resumed = checkpointed(open, [{ type: 'turn/start', data: { turn: 2 } }], CUT_OFF.length)
+    expect(resumed.step).toBeNull()
+    expect(sessionStatsUnit.view(resumed).byModel).toEqual([NO_USAGE])
+  })
+
+  it('prices as usage-not-recorded, never $0', async () => {
+    const table = await parsePriceTable({ currency: 'USD', providers: { p: { m: { input: 1, output: 1 } } } })
+    expect(costOf(fold(CUT_OFF), table)).toEqual({
+      usd: null,
+      reason: 'usage-not-recorded',
+      byModel: [{ provider: 'p', model: 'm', usd: null, reason: 'usage-not-recorded' }],
+      pricedUsd: 0,
+    })
+    expect(costOf(fold([...CUT_OFF, ...ENDED]), table).usd).toBeCloseTo(14 / 1e6, 15)
   })
 })
