@@ -1,7 +1,8 @@
 import { promises as fsp } from 'node:fs'
 import { LINE_MAX_BYTES } from '@dsh/protocol/limits'
 import { ImportV0Error, lineTooLarge } from './errors.js'
-import { assertPlaced, type V0LogEntry } from './reader.js'
+import type { V0LogEntry } from './listing.js'
+import { assertPlaced } from './reader.js'
 import { parseHeaderLine, type V0Header } from './v0-types.js'
 import { decodeFrames } from './zstd-frames.js'
 

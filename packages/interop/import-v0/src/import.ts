@@ -15,7 +15,8 @@ import { DSH_EVENTS, toDshHeader } from './convert.js'
 import { ImportV0Error, type ImportV0ErrorCode, importCancelled, throwIfAborted } from './errors.js'
 import { readV0Header } from './header-read.js'
 import { Batcher, type ImportTarget, isCancel, type Kept, NOTHING_KEPT, type RunContext, SessionFailure } from './import-batches.js'
-import { listV0Logs, openV0Log, type V0EventReader, type V0LogEntry } from './reader.js'
+import { scanV0Root, type V0LogEntry } from './listing.js'
+import { openV0Log, type V0EventReader } from './reader.js'
 import type { V0Header } from './v0-types.js'
 
 /**
@@ -72,7 +73,7 @@ export type SessionImportStatus = 'imported' | 'updated' | 'unchanged' | 'failed
 export interface SessionImportResult {
   /** The session id (absent when even the header could not be read). */
   readonly id?: string
-  /** The v0 log file. */
+  /** The v0 log file; for an entry found unreadable while listing the root (a project or session directory, a link or special file where a log belongs), that entry. */
   readonly path: string
   readonly status: SessionImportStatus
   /** Events the v0 log holds (committed, rows expanded). */
@@ -158,10 +159,10 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
     )
   }
   throwIfAborted(signal)
-  const entries = await listV0Logs(from)
+  const { logs: entries, faults } = await scanV0Root(from)
   const results: SessionImportResult[] = []
   let appends = 0
-  const fail = (entry: V0LogEntry, error: unknown, id?: string): void => {
+  const fail = (entry: { readonly path: string }, error: unknown, id?: string): void => {
     if (isCancel(error, signal)) throw importCancelled()
     const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
     // What the session's committed appends left stored counts as written by this run: the next run continues from it.
@@ -169,6 +170,9 @@ export async function importV0(options: ImportV0Options): Promise<ImportV0Report
     appends += kept.appends
     results.push({ ...(id === undefined ? {} : { id }), path: entry.path, status: 'failed', events, appended: kept.appended, reason })
   }
+
+  // Entries where a session's directory or log belongs that cannot be read as one: reported, never skipped silently.
+  for (const fault of faults) fail(fault, fault.error, fault.dirId)
 
   // Phase 1: headers only, to order parents before their forks and to catch duplicates and misplaced logs.
   const candidates: Candidate[] = []

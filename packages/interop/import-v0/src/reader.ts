@@ -1,10 +1,9 @@
-import { promises as fsp } from 'node:fs'
-import { join } from 'node:path'
 import { LINE_MAX_BYTES } from '@dsh/protocol/limits'
 import { expandRow, isRowType, type RowMaker, type RowMemberMaker, v0RowMember } from './chunk-rows.js'
 import { ImportV0Error, lineTooLarge } from './errors.js'
 import { FrameWindows } from './frame-windows.js'
-import { decodeSegment, NO_CWD_DIR, PLAIN_LOG, type V0Compression, v0LogPath, ZSTD_LOG } from './layout.js'
+import { type V0Compression, v0LogPath } from './layout.js'
+import type { V0LogEntry } from './listing.js'
 import { LogFile } from './log-file.js'
 import { parseHeaderLine, type V0Event, type V0Header } from './v0-types.js'
 import { decodeFrames, decodeSpan, decodeTornTail, PooledFrames } from './zstd-frames.js'
@@ -31,56 +30,6 @@ export interface V0Log {
   readonly textLengths: readonly number[]
   /** Bytes of an incomplete final frame / line that were not (entirely) read. */
   readonly tornBytes: number
-}
-
-/** A session directory of a v0 root: where its log is, and the id its directory name encodes. */
-export interface V0LogEntry {
-  readonly path: string
-  readonly compression: V0Compression
-  /** The id the session directory name encodes, when it is a valid encoding. */
-  readonly dirId: string | undefined
-}
-
-/** Every session log of a v0 root (`<root>/<project>/<session>/session.jsonl[.zstd]`), sorted by path. */
-export async function listV0Logs(root: string): Promise<V0LogEntry[]> {
-  const entries: V0LogEntry[] = []
-  for (const project of await subdirs(root)) {
-    if (project !== NO_CWD_DIR && !(project.startsWith('--') && project.endsWith('--') && project.length >= 4)) continue
-    for (const session of await subdirs(join(root, project))) {
-      const dir = join(root, project, session)
-      for (const [file, compression] of [
-        [ZSTD_LOG, 'zstd'],
-        [PLAIN_LOG, 'none'],
-      ] as const) {
-        const path = join(dir, file)
-        const stat = await fsp.lstat(path).catch(() => undefined)
-        if (stat?.isFile() === true) entries.push({ path, compression, dirId: decodeSegment(session) })
-      }
-    }
-  }
-  return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
-}
-
-/**
- * True when `dir` holds at least one v0 session log (`--<project>--/<id>/session.jsonl[.zstd]`
- * or `_no-cwd/<id>/…`): for commands that meet a directory that is not a dsh
- * root and can suggest `dsh import --from dsh-v0`. Reads directory entries only.
- */
-export async function isV0Root(dir: string): Promise<boolean> {
-  try {
-    return (await listV0Logs(dir)).length > 0
-  } catch {
-    return false
-  }
-}
-
-async function subdirs(dir: string): Promise<string[]> {
-  const names = await fsp.readdir(dir, { withFileTypes: true })
-  // Symlinks are not followed: a v0 root's sessions are real directories under it.
-  return names
-    .filter((entry) => entry.isDirectory())
-    .map((entry) => entry.name)
-    .sort()
 }
 
 /**
