@@ -45,7 +45,7 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_EXPORT_EXISTS'
   /** An option out of range (`batchEvents`), no persistence for a run that writes, an export naming a session twice, or an export target that is not a directory or holds a symlink where a project or session directory goes. */
   | 'IMPORT_V0_INVALID_OPTION'
-  /** An id or cwd that the v0 layout cannot name (empty). */
+  /** An id or cwd that the v0 layout cannot name: empty, or an id whose session directory name would be over 255 bytes (`details.reason` `'too-long'`). */
   | 'IMPORT_V0_INVALID_ID'
   | 'CANCELLED'
 

@@ -22,7 +22,19 @@ function escapeUnit(code: number): string {
   return `~${code.toString(16).toUpperCase().padStart(4, '0')}`
 }
 
-/** Keeps `[A-Za-z0-9._-]`, writes every other code unit (`~` included) as `~XXXX`; `.` and `..` are escaped whole. */
+/**
+ * Bytes one path segment may hold (`NAME_MAX` on Linux and macOS). Every
+ * segment the layout makes is ASCII, so its length is its size: a project
+ * key is cut to fit; a session directory name is the whole id encoded, and
+ * one that does not fit is refused.
+ */
+export const SEGMENT_MAX_BYTES = 255
+
+/**
+ * Keeps `[A-Za-z0-9._-]`, writes every other code unit (`~` included) as `~XXXX`; `.` and `..` are escaped whole.
+ * Throws `IMPORT_V0_INVALID_ID` for an empty id and for one whose encoding is over `SEGMENT_MAX_BYTES`
+ * (no file system can hold that directory: 256 ASCII characters, 52 others).
+ */
 export function encodeSegment(raw: string): string {
   if (raw.length === 0) throw new ImportV0Error('IMPORT_V0_INVALID_ID', 'An empty session id cannot name a v0 session directory.')
   if (raw === '.') return '~002E'
@@ -31,8 +43,20 @@ export function encodeSegment(raw: string): string {
   for (let i = 0; i < raw.length; i++) {
     const ch = raw[i] as string
     out += SAFE.test(ch) ? ch : escapeUnit(raw.charCodeAt(i))
+    // Stops early: an id may be far longer than any directory name.
+    if (out.length > SEGMENT_MAX_BYTES) throw idTooLong(raw)
   }
   return out
+}
+
+function idTooLong(id: string): ImportV0Error {
+  let bytes = 0
+  for (let i = 0; i < id.length; i++) bytes += SAFE.test(id[i] as string) ? 1 : 5
+  return new ImportV0Error(
+    'IMPORT_V0_INVALID_ID',
+    `Session ${JSON.stringify(id.length > 80 ? `${id.slice(0, 80)}…` : id)} (${id.length} characters) cannot be named in the v0 layout: its directory name would be ${bytes} bytes (each character outside [A-Za-z0-9._-] takes 5), over the ${SEGMENT_MAX_BYTES} bytes a path segment may hold. Leave it out of the export; dsh's own formats keep it.`,
+    { details: { id, bytes, max: SEGMENT_MAX_BYTES, reason: 'too-long' } },
+  )
 }
 
 /** The inverse of `encodeSegment`; `undefined` for a name `encodeSegment` never produces. */

@@ -123,6 +123,46 @@ describe('exportV0 writes all sessions or nothing', () => {
     expect((await exportV0({ ids: ['a', 'b'], persistence, to })).sessions).toHaveLength(2)
   })
 
+  it('an id whose v0 directory name would pass 255 bytes is IMPORT_V0_INVALID_ID before anything is written; a long cwd is cut to fit', async () => {
+    const long = { ascii: 'y'.repeat(300), accented: 'é'.repeat(52), fits: 'é'.repeat(51) }
+    for (const id of Object.values(long)) {
+      const header = {
+        version: 1 as const,
+        id: id as never,
+        createdAt: T0,
+        isSeeded: false,
+        delegationDepth: 0,
+        cwd: `/${'d'.repeat(400)}`,
+      }
+      await persistence.append({ header, inheritedEventCount: 0 as never }, [
+        { type: 'turn/start', seq: 0 as never, time: T0, data: { turn: 1 } },
+      ])
+    }
+    const parent = tempDir('parent')
+    const to = join(parent, 'out')
+    for (const [id, bytes] of [
+      [long.ascii, 300],
+      [long.accented, 260],
+    ] as const) {
+      await expect(exportV0({ ids: ['a', id], persistence, to })).rejects.toMatchObject({
+        code: 'IMPORT_V0_INVALID_ID',
+        message: expect.stringContaining(`would be ${bytes} bytes`),
+        details: { id, bytes, max: 255, reason: 'too-long' },
+      })
+      expect(tree(parent)).toEqual([])
+    }
+    // 51 characters escaped as '~XXXX' are exactly 255 bytes, under a project key cut to 255 bytes too.
+    const done = await exportV0({ ids: [long.fits], persistence, to })
+    expect(
+      done.sessions.map((s) =>
+        s.path
+          .slice(to.length + 1)
+          .split('/')
+          .map((segment) => segment.length),
+      ),
+    ).toEqual([[255, 255, 18]])
+  })
+
   it('a log already in the target refuses the export and leaves the sessions read before it unwritten', async () => {
     const to = tempDir('out')
     mkdirSync(dirname(pathOf(to, 'b')), { recursive: true })
