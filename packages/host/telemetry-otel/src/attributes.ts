@@ -60,4 +60,6 @@ export const DSH = {
   turn: 'dsh.turn',
   turnEndReason: 'dsh.turn.end_reason',
   runKind: 'dsh.subagent.run_kind',
+  compactionId: 'dsh.compaction.id',
+  compactionReason: 'dsh.compaction.reason',
 } as const

@@ -20,26 +20,39 @@ export interface TelemetryPipeline {
   readonly defaults: TraceDefaults
   /** Where the spans go, for messages (`an exporter` when it is not OTLP). */
   readonly destination: string
+  /** Why spans were first lost (`undefined` while none was). */
+  firstLoss(): string | undefined
 }
+
+/**
+ * What the one warning about lost spans says comes next: a live export goes
+ * on for the process's lifetime and counts in `stats()`; a replay goes on to
+ * its end and counts every lost span in its result.
+ */
+const AFTER_LOSS = {
+  live: 'This warning is shown once; the count keeps growing in the telemetry stats.',
+  replay: 'The replay goes on and counts every span it could not deliver in its result.',
+} as const
 
 export function createPipeline(
   options: SessionTelemetryOptions,
   otlp: OtlpOptions | undefined,
   exporter: SpanExporter,
   logger: () => Logger,
+  kind: keyof typeof AFTER_LOSS = 'live',
 ): TelemetryPipeline {
   const destination = otlp?.url ?? 'the configured exporter'
-  let warned = false
+  let firstLoss: string | undefined
   const processor = new BoundedExportProcessor(exporter, {
     maxQueueSize: options.maxQueueSize ?? DEFAULT_MAX_QUEUE_SIZE,
     maxBatchSize: options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE,
     delayMs: options.exportDelayMs ?? DEFAULT_EXPORT_DELAY_MS,
     timeoutMs: otlp?.timeoutMs ?? DEFAULT_EXPORT_TIMEOUT_MS,
     onDrop: (count, why) => {
-      if (warned) return
-      warned = true
+      if (firstLoss !== undefined) return
+      firstLoss = why
       logger().warn(
-        `dsh: OpenTelemetry spans are being dropped (${count} so far: ${why}) on the way to ${destination}; sessions are unaffected. This warning is shown once; the count keeps growing in the telemetry stats.`,
+        `dsh: OpenTelemetry spans are being dropped (${count} so far: ${why}) on the way to ${destination}; sessions are unaffected. ${AFTER_LOSS[kind]}`,
       )
     },
   })
@@ -47,6 +60,7 @@ export function createPipeline(
     writer: new SpanWriter(processor, options.serviceName ?? 'dsh'),
     processor,
     destination,
+    firstLoss: () => firstLoss,
     defaults: {
       agentName: options.agentName ?? 'dsh',
       ...(options.model === undefined ? {} : { model: options.model }),

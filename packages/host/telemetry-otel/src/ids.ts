@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto'
  * trace context (which names its parent's tool-call span) joins a trace
  * exported by another process or at another time.
  */
-export type SpanRole = 'turn' | 'step' | 'tool'
+export type SpanRole = 'turn' | 'step' | 'tool' | 'compaction'
 
 export function spanIdFor(session: string, seq: number, role: SpanRole): string {
   return nonZero(digest(`span\0${role}\0${session}\0${seq}`).slice(0, 16))

@@ -17,6 +17,8 @@ export interface ReplayResult {
   /** The traces the sessions' turns belong to, in order of first appearance. */
   readonly traceIds: readonly string[]
   readonly stats: TelemetryStats
+  /** Why spans were first lost (the queue was full, or an export failed and how); absent when `stats.dropped` is 0. */
+  readonly dropReason?: string
 }
 
 /**
@@ -25,7 +27,9 @@ export interface ReplayResult {
  * context joins its parent's trace, and a replay of a session exported live
  * repeats its spans rather than inventing new ones. A turn the log leaves
  * open ends as unfinished at its last event. Resolves once every export has
- * ended; spans the collector did not take are counted in `stats.dropped`.
+ * ended; spans the collector did not take are counted in `stats.dropped`
+ * (why the first were lost in `dropReason`), and the logger gets one warning
+ * when the first are lost.
  * Needs `otlp` or `exporter` (`SESSION_TELEMETRY_INVALID_OPTIONS` otherwise).
  */
 export async function replaySessionTraces(
@@ -40,7 +44,7 @@ export async function replaySessionTraces(
       'A replay needs somewhere to send spans: give `otlp` or `exporter`.',
     )
   }
-  const pipeline = createPipeline(options, otlp, exporter, () => options.logger ?? consoleLogger)
+  const pipeline = createPipeline(options, otlp, exporter, () => options.logger ?? consoleLogger, 'replay')
   const traceIds = new Set<string>()
   try {
     for await (const log of logs) {
@@ -67,5 +71,6 @@ export async function replaySessionTraces(
   } finally {
     await pipeline.writer.shutdown()
   }
-  return { traceIds: [...traceIds], stats: pipeline.processor.stats() }
+  const dropReason = pipeline.firstLoss()
+  return { traceIds: [...traceIds], stats: pipeline.processor.stats(), ...(dropReason === undefined ? {} : { dropReason }) }
 }

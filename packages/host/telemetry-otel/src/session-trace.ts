@@ -37,7 +37,20 @@ interface OpenTurn {
   readonly messages: Tokens & { seen: boolean }
   /** Usage of the turn's `step/end` events, summed (preferred when any step reported one). */
   readonly steps: Tokens & { seen: boolean }
+  /** Usage of the summarizing model calls of compactions inside the turn, added to either. */
+  readonly compactions: Tokens & { seen: boolean }
   failed: boolean
+}
+
+/** A compaction begun (`compaction/start`) whose summary or end has not come yet. */
+interface OpenCompaction {
+  readonly id: string | undefined
+  readonly seq: number
+  readonly time: number
+  readonly reason: string | undefined
+  /** The turn's span when it began inside one (its span goes under the turn), else the recorded trace context. */
+  readonly parent: SpanContext | undefined
+  readonly inTurn: boolean
 }
 
 interface OpenStep {
@@ -65,7 +78,14 @@ const STEP_OUTPUT = new Set(['assistant/chunk', 'assistant/reasoning', 'assistan
  *   output up to the tool calls it asked for, and ends when their results are
  *   in (the next output opens the next step);
  * - a tool call (`tool/call` … `tool/result`) is an `execute_tool` span under
- *   its step; an error result sets the span's status to the tool's error.
+ *   its step; an error result sets the span's status to the tool's error;
+ * - a compaction's summarizing model call (`compaction/start` …
+ *   `compaction/summary` with the usage or model it reports) is a `chat`
+ *   span with its usage, under the turn it ran in (a budget compaction), or
+ *   a trace of its own outside any turn (`dsh compact`, the HTTP API). A
+ *   compaction that failed (`compaction/end {error}`) is such a span with
+ *   status ERROR; a summary that reports neither usage nor model called no
+ *   model and makes no span.
  *
  * Span ids are a function of the session id and the seq of the event that
  * opens the span (ids.ts), so a replay yields the same ids as the live run.
@@ -84,6 +104,7 @@ export class SessionTrace {
   /** When the next inferred step begins: the turn's start or the last tool result. */
   #stepStart = 0
   readonly #tools = new Map<string, Span>()
+  #compaction: OpenCompaction | undefined
   #lastTime = 0
   readonly #onTrace: ((traceId: string) => void) | undefined
 
@@ -136,6 +157,15 @@ export class SessionTrace {
       case 'tool/result':
         this.#endTool(data)
         return
+      case 'compaction/start':
+        this.#startCompaction(event, data)
+        return
+      case 'compaction/summary':
+        this.#compactionSummary(event, data)
+        return
+      case 'compaction/end':
+        this.#endCompaction(data)
+        return
     }
     if (!STEP_OUTPUT.has(event.type) || this.#turn === undefined) return
     const step = this.#stepFor(event, false)
@@ -154,6 +184,11 @@ export class SessionTrace {
 
   /** Ends every open span at the last event's time, marked unfinished (`why`): the log ended or the session went away mid-turn. */
   close(why: string): void {
+    const compaction = this.#compaction
+    if (compaction !== undefined) {
+      this.#compaction = undefined
+      unfinished(this.#compactionSpan(compaction, compaction.time, undefined, undefined), why, this.#lastTime)
+    }
     for (const span of this.#tools.values()) unfinished(span, why, this.#lastTime)
     this.#tools.clear()
     const step = this.#step
@@ -213,7 +248,7 @@ export class SessionTrace {
       attributes,
     })
     this.#onTrace?.(span.spanContext().traceId)
-    this.#turn = { span, messages: noTokens(), steps: noTokens(), failed: false }
+    this.#turn = { span, messages: noTokens(), steps: noTokens(), compactions: noTokens(), failed: false }
     this.#stepStart = event.time
   }
 
@@ -223,7 +258,8 @@ export class SessionTrace {
     for (const span of this.#tools.values()) unfinished(span, 'the turn ended before the tool returned', this.#lastTime)
     this.#tools.clear()
     this.#closeStep()
-    const usage = turn.steps.seen ? turn.steps : turn.messages.seen ? turn.messages : undefined
+    const model = turn.steps.seen ? turn.steps : turn.messages.seen ? turn.messages : undefined
+    const usage = turn.compactions.seen ? addTokens(model ?? noTokens(), turn.compactions) : model
     if (usage !== undefined) turn.span.setAttributes(usageAttributes(usage))
     const reason = typeof data.reason === 'string' ? data.reason : 'unknown'
     turn.span.setAttribute(DSH.turnEndReason, reason)
@@ -341,6 +377,82 @@ export class SessionTrace {
     this.#stepStart = this.#lastTime
   }
 
+  #startCompaction(event: StoredSessionEvent, data: Record<string, unknown>): void {
+    const turn = this.#turn
+    this.#compaction = {
+      id: typeof data.compactionId === 'string' ? data.compactionId : undefined,
+      seq: event.seq,
+      time: event.time,
+      reason: typeof data.reason === 'string' ? data.reason : undefined,
+      parent: turn === undefined ? this.#remote : turn.span.spanContext(),
+      inTurn: turn !== undefined,
+    }
+  }
+
+  /** The summary ends the compaction's model call: a span with the usage it reports (none when it reports neither usage nor model). */
+  #compactionSummary(event: StoredSessionEvent, data: Record<string, unknown>): void {
+    const open = this.#openCompaction(data.compactionId) ?? this.#startedAt(event, data)
+    this.#compaction = undefined
+    const tokens = noTokens()
+    const model = typeof data.model === 'string' ? data.model : undefined
+    if (!addUsage(tokens, data.usage) && model === undefined) return
+    const provider = typeof data.provider === 'string' ? data.provider : undefined
+    const span = this.#compactionSpan(open, open.time, model, provider)
+    if (tokens.seen) {
+      span.setAttributes(usageAttributes(tokens))
+      if (open.inTurn && this.#turn !== undefined) addUsage(this.#turn.compactions, data.usage)
+    }
+    SpanWriter.end(span, event.time)
+  }
+
+  /** An end without a summary is a failed (or interrupted) model call: an ERROR span with the recorded error. */
+  #endCompaction(data: Record<string, unknown>): void {
+    const open = this.#openCompaction(data.compactionId)
+    this.#compaction = undefined
+    if (open === undefined || data.error === undefined) return
+    const span = this.#compactionSpan(open, open.time, undefined, undefined)
+    const message = capText(typeof data.error === 'string' ? data.error : (JSON.stringify(data.error) ?? 'error'))
+    span.setAttribute(ERROR_TYPE, data.error === 'interrupted' ? 'interrupted' : 'compaction_failed')
+    span.setStatus({ code: SpanStatusCode.ERROR, message })
+    SpanWriter.end(span, this.#lastTime)
+  }
+
+  /** The open compaction `id` names (any open one when the event names none). */
+  #openCompaction(id: unknown): OpenCompaction | undefined {
+    const open = this.#compaction
+    if (open === undefined || (typeof id === 'string' && open.id !== undefined && open.id !== id)) return undefined
+    return open
+  }
+
+  /** A summary whose start this trace did not see (a live trace begun mid-compaction): the call is taken to begin at the summary. */
+  #startedAt(event: StoredSessionEvent, data: Record<string, unknown>): OpenCompaction {
+    this.#startCompaction(event, data)
+    return this.#compaction!
+  }
+
+  #compactionSpan(open: OpenCompaction, startTime: number, model: string | undefined, provider: string | undefined): Span {
+    const name = model ?? this.#model
+    const span = this.#writer.start({
+      name: name === undefined ? OPERATION.chat : `${OPERATION.chat} ${name}`,
+      kind: SpanKind.CLIENT,
+      spanId: spanIdFor(this.#session.id, open.seq, 'compaction'),
+      traceId: traceIdFor(this.#session.id, open.seq),
+      parent: open.parent,
+      startTime,
+      attributes: {
+        [GEN_AI.operation]: OPERATION.chat,
+        [GEN_AI.conversationId]: this.#session.id,
+        [DSH.sessionId]: this.#session.id,
+        ...(open.id === undefined ? {} : { [DSH.compactionId]: open.id }),
+        ...(open.reason === undefined ? {} : { [DSH.compactionReason]: open.reason }),
+        ...this.#modelAttributes(model, provider),
+      },
+    })
+    // A compaction outside any turn is a trace of its own (or joins the recorded one): a replay reports it.
+    if (!open.inTurn) this.#onTrace?.(span.spanContext().traceId)
+    return span
+  }
+
   #modelAttributes(model: string | undefined, provider: string | undefined): Attributes {
     const requested = model ?? this.#model
     const by = provider ?? this.#provider
@@ -353,6 +465,17 @@ export class SessionTrace {
 
 function noTokens(): Tokens & { seen: boolean } {
   return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0, seen: false }
+}
+
+/** `a + b`, count by count. */
+function addTokens(a: Tokens, b: Tokens): Tokens {
+  return {
+    input: a.input + b.input,
+    output: a.output + b.output,
+    cacheRead: a.cacheRead + b.cacheRead,
+    cacheWrite: a.cacheWrite + b.cacheWrite,
+    reasoning: a.reasoning + b.reasoning,
+  }
 }
 
 /** The harness's names for the same counts (`inputTokens`, …), as imported logs carry them. */

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import type { Logger } from '@dsh/context'
 import { createHost } from '@dsh/host'
 import type { SessionSeq, StoredSessionEvent } from '@dsh/session'
@@ -31,6 +33,31 @@ describe('what the plugin holds is bounded', () => {
     // Two spans a turn (the turn and its step), fifteen times the queue.
     expect(result.stats).toEqual({ exported: TURNS * 2, dropped: 0, failedExports: 0, pending: 0 })
     expect(new Set(otlp.spans.map((span) => span.spanId)).size).toBe(TURNS * 2)
+  })
+
+  it('a replay to a collector that answers 500 counts every span as dropped, says why in its result, and warns once in words for a replay', async () => {
+    let requests = 0
+    const failing = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        requests++
+        res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"nope"}')
+      })
+    })
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve))
+    afterThisTest(() => new Promise<void>((resolve) => failing.close(() => resolve())))
+    const warnings: string[] = []
+    const logger: Logger = { warn: (message) => void warnings.push(message), error: (message) => void warnings.push(message) }
+    const result = await replaySessionTraces([{ header: { id: 'lost', delegationDepth: 0 }, inheritedEventCount: 0, events: turns(3) }], {
+      otlp: `http://127.0.0.1:${(failing.address() as AddressInfo).port}/v1/traces`,
+      logger,
+    })
+    expect(requests).toBeGreaterThan(0)
+    expect(result.stats).toMatchObject({ exported: 0, dropped: 6, pending: 0 })
+    expect(result.dropReason).toMatch(/^the export failed \(/)
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toContain('The replay goes on and counts every span it could not deliver in its result.')
+    expect(warnings[0]).not.toContain('telemetry stats')
   })
 
   it('an exporter that never answers fails its batch: flush and disposal end, the spans are counted as dropped, with one warning', async () => {

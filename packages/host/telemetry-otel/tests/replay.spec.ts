@@ -44,6 +44,82 @@ describe('replay', () => {
     expect(attributes('invoke_agent dsh')).toMatchObject({ 'gen_ai.usage.input_tokens': 22, 'gen_ai.usage.output_tokens': 6 })
   })
 
+  it("a compaction's summarizing model call is a chat span with its usage: under the turn it ran in (counted in the turn's usage), or a trace of its own outside any turn; a failed one is an ERROR span, a template summary none", async () => {
+    const otlp = await receiver()
+    const summary = (id: string, usage?: unknown) => ({
+      compactionId: id,
+      summary: [{ type: 'text', text: 'so far' }],
+      from: 0,
+      to: 4,
+      ...(usage === undefined ? {} : { provider: 'p-1', model: 'm-sum', usage }),
+    })
+    const events = log([
+      ['turn/start', { turn: 1 }],
+      ['step/start', { model: 'm-1', provider: 'p-1' }],
+      ['step/end', { usage: { input: 100, output: 50 }, finish: 'stop' }],
+      ['turn/end', { turn: 1, reason: 'completed' }],
+      // `dsh compact`: outside any turn.
+      ['compaction/start', { compactionId: 'manual', reason: 'manual' }],
+      ['compaction/summary', summary('manual', { input: 60, output: 6, cacheRead: 40 })],
+      ['compaction/end', { compactionId: 'manual' }],
+      ['turn/start', { turn: 2 }],
+      // A budget compaction that failed, then one that summarized, before the turn's model step.
+      ['compaction/start', { compactionId: 'failed', reason: 'budget' }],
+      ['compaction/end', { compactionId: 'failed', error: 'The model server failed after 4 attempts (HTTP 500): down' }],
+      ['compaction/start', { compactionId: 'budget', reason: 'budget' }],
+      ['compaction/summary', summary('budget', { input: 70, output: 6 })],
+      ['compaction/end', { compactionId: 'budget' }],
+      ['step/start', { model: 'm-1', provider: 'p-1' }],
+      ['step/end', { usage: { input: 100, output: 50 }, finish: 'stop' }],
+      ['turn/end', { turn: 2, reason: 'completed' }],
+      // A template summary calls no model.
+      ['compaction/start', { compactionId: 'template', reason: 'manual' }],
+      ['compaction/summary', summary('template')],
+      ['compaction/end', { compactionId: 'template' }],
+    ])
+    const result = await replaySessionTraces([{ header: { id: 's', delegationDepth: 0 }, inheritedEventCount: 0, events }], {
+      otlp: otlp.url,
+    })
+    expect(spanTree(otlp.spans)).toEqual([
+      'chat m-sum',
+      ['invoke_agent dsh', ['chat m-1', 'chat m-sum', 'chat']],
+      ['invoke_agent dsh', ['chat m-1']],
+    ])
+    expect(result.stats).toMatchObject({ exported: 7, dropped: 0 })
+    const byCompaction = (id: string) => otlp.spans.find((span) => span.attributes['dsh.compaction.id'] === id)!
+    const manual = byCompaction('manual')
+    expect(manual.parentSpanId).toBeUndefined()
+    expect(result.traceIds).toHaveLength(3)
+    expect(result.traceIds).toContain(manual.traceId)
+    expect(manual).toMatchObject({ start: 1_040, end: 1_050 })
+    expect(manual.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.request.model': 'm-sum',
+      'gen_ai.provider.name': 'p-1',
+      'gen_ai.usage.input_tokens': 100,
+      'gen_ai.usage.output_tokens': 6,
+      'gen_ai.usage.cache_read.input_tokens': 40,
+      'dsh.compaction.reason': 'manual',
+    })
+    const budget = byCompaction('budget')
+    const turn2 = otlp.spans.find((span) => span.attributes['dsh.turn'] === 2)!
+    expect(budget.parentSpanId).toBe(turn2.spanId)
+    expect(budget.attributes).toMatchObject({
+      'gen_ai.usage.input_tokens': 70,
+      'gen_ai.usage.output_tokens': 6,
+      'dsh.compaction.reason': 'budget',
+    })
+    expect(turn2.attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 170, 'gen_ai.usage.output_tokens': 56 })
+    const failed = byCompaction('failed')
+    expect(failed.parentSpanId).toBe(turn2.spanId)
+    // Its end names no model, and the replay was given none.
+    expect(failed.name).toBe('chat')
+    expect(failed.status).toEqual({ code: 2, message: 'The model server failed after 4 attempts (HTTP 500): down' })
+    expect(failed.attributes['error.type']).toBe('compaction_failed')
+    expect(failed.attributes['gen_ai.usage.input_tokens']).toBeUndefined()
+    expect(otlp.spans.some((span) => span.attributes['dsh.compaction.id'] === 'template')).toBe(false)
+  })
+
   it('a malformed trace context is ignored (the turn starts a trace of its own); an assistant error fails the step and the turn', async () => {
     const otlp = await receiver()
     const events = log([
