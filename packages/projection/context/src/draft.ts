@@ -1,6 +1,13 @@
 import { popMessage, pushMessage } from './messages.js'
 import type { ReadCounts } from './read.js'
-import { type ContextBlock, type ContextMessage, FOLD_WARNINGS, type FoldWarning, type SessionContextState } from './types.js'
+import {
+  type ContextBlock,
+  type ContextMessage,
+  FOLD_WARNINGS,
+  type FoldWarning,
+  type OpenAssistant,
+  type SessionContextState,
+} from './types.js'
 
 /** A state being built by one `apply` (a shallow copy: fields are replaced, never mutated). */
 export type Draft = { -readonly [K in keyof SessionContextState]: SessionContextState[K] }
@@ -51,20 +58,40 @@ export function commitOpen(next: Draft): void {
   if (open.text.length > 0) blocks.push({ type: 'text', text: open.text })
   // One push per call: spreading a step of many calls into `push` overflows the stack.
   for (const call of open.calls) blocks.push(call)
-  if (blocks.length > 0) pushStep(next, { role: 'assistant', blocks, seq: open.seq, ...attribution(next) }, open.seq)
+  if (blocks.length > 0) pushStep(next, { role: 'assistant', blocks, seq: open.seq, ...attribution(next) }, open.from ?? open.seq)
+}
+
+/**
+ * Where the model step holding an event at `seq` began: the `step/start`
+ * of the step still open before it, else `seq` itself (no step open: the
+ * event begins its own).
+ */
+export function stepFrom(state: SessionContextState, seq: number): number {
+  const step = state.step
+  return step !== null && !step.ended && step.seq < seq ? step.seq : seq
+}
+
+/** An empty open step whose first event is at `seq`, remembering the `step/start` before it (see {@link stepFrom}). */
+export function newOpen(state: SessionContextState, seq: number): OpenAssistant {
+  const from = stepFrom(state, seq)
+  return from === seq ? { seq, text: '', reasoning: '', calls: [] } : { seq, from, text: '', reasoning: '', calls: [] }
 }
 
 /** The block a `subagent/notice` event becomes: the event's data, phrased by whoever renders it (renderers skip it). */
 export const NOTICE_BLOCK = 'notice'
 
-function isNoticeAfter(message: ContextMessage | undefined, seq: number): message is ContextMessage {
+/** Whether `message` is a notice that landed after `seq`. */
+export function isNoticeAfter(message: ContextMessage | undefined, seq: number): message is ContextMessage {
   return message !== undefined && message.seq > seq && message.role === 'user' && message.blocks[0]?.type === NOTICE_BLOCK
 }
 
 /**
- * Pushes a streamed step's message before the notices that arrived while it
- * streamed (`from`: the step's first event): a notice is read at the next
- * step boundary, so a step's text and its calls stay together.
+ * Pushes a step's message before the notices that landed during the step
+ * (`from`: the step's first event, its `step/start` when the log has one):
+ * a notice is read at the next step boundary, so a step's text and its
+ * calls stay together, and a notice that lands between `step/start` and
+ * the first streamed chunk is not read before the answer the model was
+ * already writing.
  */
 export function pushStep(next: Draft, message: ContextMessage, from: number): void {
   const held: ContextMessage[] = []

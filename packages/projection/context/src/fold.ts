@@ -1,5 +1,5 @@
 import { type JsonValue, STEP_FINISHES, type StepFinish, type StoredSessionEvent, type TokenUsage, type ToolCallBlock } from '@dsh/session'
-import { attribution, commitOpen, counted, type Draft, NOTICE_BLOCK, newCounts, push, pushStep, warn } from './draft.js'
+import { attribution, commitOpen, counted, type Draft, NOTICE_BLOCK, newCounts, newOpen, push, pushStep, stepFrom, warn } from './draft.js'
 import { callCount, withCall } from './open.js'
 import { isObject, type Json, type ReadCounts, readBlocks, toolCallOf, toolOutcomeText } from './read.js'
 import type { ContextBlock, OpenAssistant } from './types.js'
@@ -7,7 +7,7 @@ import type { ContextBlock, OpenAssistant } from './types.js'
 /** The open step, continued by streamed output: output after calls starts a new step. */
 function openFor(next: Draft, seq: number): OpenAssistant {
   if (next.open !== null && callCount(next.open) > 0) commitOpen(next)
-  return next.open ?? { seq, text: '', reasoning: '', calls: [] }
+  return next.open ?? newOpen(next, seq)
 }
 
 function residual(data: Json): Json | undefined {
@@ -73,13 +73,14 @@ function assistantMessage(next: Draft, event: StoredSessionEvent, data: Json): v
   if (typeof who.provider === 'string') next.provider = who.provider
   if (typeof who.model === 'string') next.model = who.model
   // Calls streamed before the message close their own step; the message supersedes the streamed text.
-  // The message is the event's (a harness compaction names message events by their own seq).
+  // The message is the event's (a harness compaction names message events by their own seq); its step
+  // began at the step/start before it, or at the streamed text it supersedes.
   let reasoning = ''
-  let from: number = event.seq
+  let from = stepFrom(next, event.seq)
   if (next.open !== null && callCount(next.open) > 0) commitOpen(next)
   else if (next.open !== null) {
     reasoning = next.open.reasoning
-    from = next.open.seq
+    from = Math.min(from, next.open.from ?? next.open.seq)
     next.open = null
   }
   counted(next, counts)
@@ -128,7 +129,7 @@ function toolCall(next: Draft, event: StoredSessionEvent, data: Json): void {
     warn(next, 'invalid-event')
     return
   }
-  next.open = withCall(next.open ?? { seq: event.seq, text: '', reasoning: '', calls: [] }, call)
+  next.open = withCall(next.open ?? newOpen(next, event.seq), call)
 }
 
 function toolResult(next: Draft, event: StoredSessionEvent, data: Json): void {
@@ -215,8 +216,9 @@ function stepEnd(next: Draft, event: StoredSessionEvent, data: Json): void {
 /**
  * A child's notice to its parent (`subagent/notice`, written by the subagent
  * runtime): a `user` message holding one `notice` block with the event's
- * data, which the driver phrases. One that lands while a step streams is
- * placed after that step (see `pushStep`); one between a call and its
+ * data, which the driver phrases. One that lands during a step (anywhere
+ * from its `step/start` to its end, before its first chunk too) is placed
+ * after that step (see `pushStep`); one between a call and its
  * result is read after the result (the view puts results right after
  * their calls).
  */

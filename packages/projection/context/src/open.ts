@@ -27,7 +27,7 @@ export function callCount(open: OpenAssistant): number {
  * The open step with `call` appended: amortized O(1) along a stream. Its
  * `calls` is an enumerable accessor returning the same plain array at every
  * read, so the step reads, serializes and compares as the plain JSON object
- * `{ seq, text, reasoning, calls }`.
+ * `{ seq, from?, text, reasoning, calls }`.
  */
 export function withCall(open: OpenAssistant, call: ToolCallBlock): OpenAssistant {
   const own = shared.get(open)
@@ -40,6 +40,7 @@ export function withCall(open: OpenAssistant, call: ToolCallBlock): OpenAssistan
   let calls: readonly ToolCallBlock[] | undefined
   const next: OpenAssistant = {
     seq: open.seq,
+    ...(open.from === undefined ? {} : { from: open.from }),
     text: open.text,
     reasoning: open.reasoning,
     get calls(): readonly ToolCallBlock[] {

@@ -57,7 +57,9 @@ const toolCall = z.strictObject({
 export const sessionContextStateSchema = z.strictObject({
   seq,
   chunks: z.array(z.array(message)),
-  open: z.nullable(z.strictObject({ seq: count, text: z.string(), reasoning: z.string(), calls: z.array(toolCall) })),
+  open: z.nullable(
+    z.strictObject({ seq: count, from: z.optional(count), text: z.string(), reasoning: z.string(), calls: z.array(toolCall) }),
+  ),
   mirrors: z.array(z.string()),
   compactions: z.array(
     z.strictObject({

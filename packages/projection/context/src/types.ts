@@ -92,6 +92,13 @@ export type ContextWarnings = { readonly [W in FoldWarning | ViewWarning]: numbe
 /** A model step being assembled from streamed events (`assistant/chunk`, `assistant/reasoning`, `tool/call`). */
 export type OpenAssistant = {
   readonly seq: number
+  /**
+   * The `step/start` of the model step it streams in, when that step began
+   * before `seq` (absent: the step begins at `seq`). A notice that lands
+   * after it is read after the step, even one that lands before the step's
+   * first streamed event.
+   */
+  readonly from?: number
   readonly text: string
   readonly reasoning: string
   /**

@@ -1,4 +1,5 @@
-import { flatten } from './messages.js'
+import { isNoticeAfter } from './draft.js'
+import { flatten, popMessage } from './messages.js'
 import { isObject } from './read.js'
 import type { ContextBlock, ContextMessage, SessionContext, SessionContextState } from './types.js'
 
@@ -82,10 +83,10 @@ function walkChunk(chunk: readonly ContextMessage[], pendingIn: Pending): ChunkW
  * is checked once (cached by reference), so a step costs its new chunk and
  * one lookup per chunk. `undefined` when some chunk is not in view order.
  */
-function orderedChunks(state: SessionContextState): { total: number; pending: Pending } | undefined {
+function orderedChunks(chunks: SessionContextState['chunks']): { total: number; pending: Pending } | undefined {
   let pending = NONE_PENDING
   let total = 0
-  for (const chunk of state.chunks) {
+  for (const chunk of chunks) {
     let walk = walks.get(chunk)
     if (walk === undefined || walk.pendingIn.owner !== pending.owner || walk.pendingIn.from !== pending.from) {
       walk = walkChunk(chunk, pending)
@@ -117,6 +118,24 @@ const layouts = new WeakMap<SessionContext, ViewLayout>()
 /** The layout of a view `contextView` built in view order; `undefined` for any other context (read its `messages`). */
 export function viewLayout(context: SessionContext): ViewLayout | undefined {
   return layouts.get(context)
+}
+
+/**
+ * The committed messages and the notices at their end that landed during
+ * the open step (`pushStep` puts them after the step once it commits; the
+ * view reads them after the open step already).
+ */
+function heldByOpen(state: SessionContextState): { chunks: SessionContextState['chunks']; held: ContextMessage[] } {
+  const open = state.open
+  let chunks = state.chunks
+  const held: ContextMessage[] = []
+  if (open === null) return { chunks, held }
+  const from = open.from ?? open.seq
+  for (let last = chunks.at(-1)?.at(-1); isNoticeAfter(last, from); last = chunks.at(-1)?.at(-1)) {
+    held.unshift(last)
+    chunks = popMessage(chunks)
+  }
+  return { chunks, held }
 }
 
 function openMessage(state: SessionContextState): ContextMessage | undefined {
@@ -187,7 +206,8 @@ function layoutView(state: SessionContextState, layout: ViewLayout, missing: num
  */
 export function contextView(state: SessionContextState): SessionContext {
   const open = openMessage(state)
-  const ordered = orderedChunks(state)
+  const { chunks, held } = heldByOpen(state)
+  const ordered = orderedChunks(chunks)
   if (ordered !== undefined) {
     // In view order already: only the calls left waiting (a crash, the open step) get synthetic results.
     const tail: ContextMessage[] = []
@@ -200,11 +220,13 @@ export function contextView(state: SessionContextState): SessionContext {
       tail.push(open)
       answer(open, 0)
     }
+    for (const notice of held) tail.push(notice)
     const missing = tail.reduce((n, message) => n + (message.synthetic === true ? 1 : 0), 0)
-    return layoutView(state, { chunks: state.chunks, committed: ordered.total, tail }, missing)
+    return layoutView(state, { chunks, committed: ordered.total, tail }, missing)
   }
-  const messages = flatten(state.chunks)
+  const messages = flatten(chunks)
   if (open !== undefined) messages.push(open)
+  for (const notice of held) messages.push(notice)
   // Results by call id, in log order: each call takes the first one not yet taken.
   const results = new Map<string, ContextMessage[]>()
   for (const message of messages) {

@@ -95,8 +95,8 @@ describe('a step of very many streamed tool calls', () => {
     const first = streamCalls(fold, STREAMED)
     const calls = Array.from({ length: STREAMED }, (_, i) => callOf(i))
     const open = fold.state
-    // The open step, as a checkpoint stores it: the same JSON as a plain object, a revived copy equal and valid.
-    expect(JSON.stringify(open.open)).toBe(JSON.stringify({ seq: first, text: '', reasoning: '', calls }))
+    // The open step, as a checkpoint stores it: the same JSON as a plain object (`from`: its step/start), a revived copy equal and valid.
+    expect(JSON.stringify(open.open)).toBe(JSON.stringify({ seq: first, from: first - 1, text: '', reasoning: '', calls }))
     const revived = JSON.parse(JSON.stringify(open))
     expect(sessionContextStateSchema.safeParse(revived).success).toBe(true)
     expect(revived).toEqual(open)
