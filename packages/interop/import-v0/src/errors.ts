@@ -31,7 +31,7 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_MISPLACED'
   /** Two logs of the v0 root carry the same session id. */
   | 'IMPORT_V0_DUPLICATE_ID'
-  /** The v0 log cannot be read (permissions, I/O). */
+  /** The v0 log, or a directory or entry where the layout keeps one, cannot be read (permissions, I/O, a link or special file); or an export's write failed (`details: { path, code }`). */
   | 'IMPORT_V0_IO'
   /** The part of the session imported earlier no longer matches the v0 log (or the dsh session is another lifecycle). */
   | 'IMPORT_V0_CONFLICT'
@@ -43,7 +43,7 @@ export type ImportV0ErrorCode =
   | 'IMPORT_V0_NOT_FOUND'
   /** `exportV0` would overwrite a log that already exists in the target v0 root. */
   | 'IMPORT_V0_EXPORT_EXISTS'
-  /** An option out of range (`batchEvents`), no persistence for a run that writes, an export naming a session twice, or an export target that is not a directory or holds a symlink where a project or session directory goes. */
+  /** An option out of range (`batchEvents`), no persistence for a run that writes, an export naming a session twice, or an export target that is not a directory, is under a file, or holds a symlink where a project or session directory goes. */
   | 'IMPORT_V0_INVALID_OPTION'
   /** An id or cwd that the v0 layout cannot name: empty, or an id whose session directory name would be over 255 bytes (`details.reason` `'too-long'`). */
   | 'IMPORT_V0_INVALID_ID'
@@ -66,5 +66,37 @@ export function lineTooLarge(line: number, bytes: number): ImportV0Error {
     'IMPORT_V0_LINE_TOO_LARGE',
     `Line ${line} of the log is longer than ${LINE_MAX_BYTES} bytes (LINE_MAX_BYTES; ${bytes} seen): such a line is refused, never loaded whole. Trim the event in the harness, or leave the session out of the import.`,
     { details: { line, bytes, max: LINE_MAX_BYTES } },
+  )
+}
+
+/** What a user can do about a file system error code, where there is something to say. */
+const IO_REMEDIES: Readonly<Record<string, string>> = {
+  EACCES: 'Give this user write permission there, or write elsewhere.',
+  EPERM: 'Give this user write permission there, or write elsewhere.',
+  EROFS: 'That file system is read-only: write elsewhere.',
+  ENOSPC: 'The disk is full: free space and run it again.',
+  EDQUOT: 'The disk quota is used up: free space and run it again.',
+  EFBIG: 'A file passed the size limit (ulimit -f or the file system): raise it and run it again.',
+  ENOTDIR: 'A part of that path is a file, not a directory.',
+  ENAMETOOLONG: 'The path is longer than the file system allows: use a shorter directory.',
+}
+
+/**
+ * A system error (one with an errno and a syscall, as `fs` throws) of `doing`
+ * on `path`, as `IMPORT_V0_IO` naming the path and the system code
+ * (`details: { path, code }`); any other error as it is (typed errors keep
+ * their code).
+ */
+export function ioFailure(error: unknown, doing: string, path: string): unknown {
+  if (error instanceof ImportV0Error || !(error instanceof Error) || !('syscall' in error) || !('code' in error)) return error
+  const code = String(error.code)
+  const remedy = IO_REMEDIES[code]
+  return new ImportV0Error(
+    'IMPORT_V0_IO',
+    `Cannot ${doing} ${path} (${code}): ${error.message}.${remedy === undefined ? '' : ` ${remedy}`}`,
+    {
+      cause: error,
+      details: { path, code },
+    },
   )
 }

@@ -3,7 +3,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { SessionId } from '@dsh/session'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import { toV0Event, toV0Header } from './convert.js'
-import { ImportV0Error, throwIfAborted } from './errors.js'
+import { ImportV0Error, ioFailure, throwIfAborted } from './errors.js'
 import { encodeSegment, type V0Compression, v0LogPath } from './layout.js'
 import type { V0Event } from './v0-types.js'
 import { writeV0Log } from './writer.js'
@@ -60,7 +60,9 @@ export async function exportV0(options: ExportV0Options): Promise<ExportV0Result
   const madeDirs: { deepest: string; top: string }[] = []
   let done = false
   try {
-    staging = await fsp.mkdtemp(join(to, STAGING_PREFIX))
+    staging = await fsp.mkdtemp(join(to, STAGING_PREFIX)).catch((error: unknown) => {
+      throw ioFailure(error, 'create a staging directory in', to)
+    })
     const staged: { id: string; staged: string; path: string; events: number }[] = []
     for (const id of options.ids) {
       throwIfAborted(options.signal)
@@ -74,7 +76,9 @@ export async function exportV0(options: ExportV0Options): Promise<ExportV0Result
     }
     throwIfAborted(options.signal)
     for (const entry of staged) {
-      const made = await fsp.mkdir(dirname(entry.path), { recursive: true, mode: 0o700 })
+      const made = await fsp.mkdir(dirname(entry.path), { recursive: true, mode: 0o700 }).catch((error: unknown) => {
+        throw ioFailure(error, 'create', dirname(entry.path))
+      })
       if (made !== undefined) madeDirs.push({ deepest: dirname(entry.path), top: made })
       await place(entry.staged, entry.path)
       placed.push(entry.path)
@@ -123,13 +127,29 @@ async function checkIds(options: ExportV0Options): Promise<void> {
   }
 }
 
-/** Creates the target directory (0700) when missing; resolves the topmost directory it created, if any. */
+/**
+ * Creates the target directory (0700) when missing; resolves the topmost
+ * directory it created, if any. A target under a file (ENOTDIR) is an
+ * option error like a target that is a file: the path given cannot be a
+ * directory. Any other failure is `IMPORT_V0_IO`.
+ */
 async function makeTarget(to: string): Promise<string | undefined> {
   const stat = await fsp.stat(to).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return undefined
-    throw error
+    if (error.code === 'ENOTDIR') {
+      throw new ImportV0Error(
+        'IMPORT_V0_INVALID_OPTION',
+        `The export target ${to} is under a file, not a directory, so it cannot be created; pass a directory (created if missing).`,
+        { cause: error, details: { to, reason: 'not-a-directory', code: error.code } },
+      )
+    }
+    throw ioFailure(error, 'read the export target', to)
   })
-  if (stat === undefined) return fsp.mkdir(to, { recursive: true, mode: 0o700 })
+  if (stat === undefined) {
+    return fsp.mkdir(to, { recursive: true, mode: 0o700 }).catch((error: unknown) => {
+      throw ioFailure(error, 'create the export target', to)
+    })
+  }
   if (!stat.isDirectory()) {
     throw new ImportV0Error(
       'IMPORT_V0_INVALID_OPTION',
@@ -160,7 +180,7 @@ async function refuseExisting(to: string, path: string): Promise<void> {
   for (const dir of [dirname(dirname(path)), dirname(path)]) {
     const stat = await fsp.lstat(dir).catch((error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT') return undefined
-      throw error
+      throw ioFailure(error, 'read', dir)
     })
     if (stat !== undefined && !stat.isDirectory()) {
       throw new ImportV0Error(
@@ -174,7 +194,7 @@ async function refuseExisting(to: string, path: string): Promise<void> {
     () => true,
     (error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT') return false
-      throw error
+      throw ioFailure(error, 'read', path)
     },
   )
   if (taken) throw exists(path)
@@ -192,13 +212,14 @@ async function place(staged: string, path: string): Promise<void> {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'EEXIST') throw exists(path)
-    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS' && code !== 'EXDEV' && code !== 'EOPNOTSUPP') throw error
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS' && code !== 'EXDEV' && code !== 'EOPNOTSUPP')
+      throw ioFailure(error, 'link the exported log to', path)
   }
   try {
     await fsp.copyFile(staged, path, constants.COPYFILE_EXCL)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw exists(path)
-    throw error
+    throw ioFailure(error, 'copy the exported log to', path)
   }
 }
 

@@ -1,7 +1,7 @@
 import { promises as fsp } from 'node:fs'
 import { dirname } from 'node:path'
 import { packChunkRuns } from './chunk-rows.js'
-import { ImportV0Error } from './errors.js'
+import { ImportV0Error, ioFailure } from './errors.js'
 import { type V0Compression, v0LogPath } from './layout.js'
 import { headerLineText, type V0Event, type V0Header } from './v0-types.js'
 import { encodeFrame } from './zstd-frames.js'
@@ -40,7 +40,7 @@ export function v0LogBytes(header: V0Header, batches: readonly (readonly V0Event
   return Buffer.concat(parts)
 }
 
-/** Creates a session's log in a v0 root (never over an existing one); resolves its path. */
+/** Creates a session's log in a v0 root (never over an existing one); resolves its path. A file system failure is `IMPORT_V0_IO` naming the path. */
 export async function writeV0Log(
   root: string,
   header: V0Header,
@@ -48,7 +48,9 @@ export async function writeV0Log(
   options: V0WriteOptions = {},
 ): Promise<string> {
   const path = v0LogPath(root, header.id, header.cwd, options.compression ?? 'zstd')
-  await fsp.mkdir(dirname(path), { recursive: true, mode: 0o700 })
+  await fsp.mkdir(dirname(path), { recursive: true, mode: 0o700 }).catch((error: unknown) => {
+    throw ioFailure(error, 'create', dirname(path))
+  })
   let handle: fsp.FileHandle
   try {
     handle = await fsp.open(path, 'wx', 0o600)
@@ -62,11 +64,13 @@ export async function writeV0Log(
         },
       )
     }
-    throw error
+    throw ioFailure(error, 'create', path)
   }
   try {
     await handle.writeFile(v0LogBytes(header, batches, options))
     await handle.sync()
+  } catch (error) {
+    throw ioFailure(error, 'write', path)
   } finally {
     await handle.close()
   }
@@ -75,10 +79,14 @@ export async function writeV0Log(
 
 /** Appends one batch to an existing v0 log (a session that grew). */
 export async function appendV0Batch(path: string, events: readonly V0Event[], options: V0WriteOptions = {}): Promise<void> {
-  const handle = await fsp.open(path, 'a')
+  const handle = await fsp.open(path, 'a').catch((error: unknown) => {
+    throw ioFailure(error, 'open', path)
+  })
   try {
     await handle.writeFile(v0BatchBytes(events, options))
     await handle.sync()
+  } catch (error) {
+    throw ioFailure(error, 'write', path)
   } finally {
     await handle.close()
   }
