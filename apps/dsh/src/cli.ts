@@ -13,7 +13,7 @@ const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   help: { type: 'boolean', short: 'h', help: 'this help' },
 }
 
-/** Runs the CLI; resolves the exit code. Errors become `{ error: { code, message } }` (with --json) or one readable line. */
+/** Runs the CLI; resolves the exit code. Errors become `{ error: { code, message, details? } }` (with --json) or one readable line. */
 export async function runCli(argv: readonly string[], io: CommandIo = defaultIo()): Promise<number> {
   let json = argv.includes('--json')
   try {
@@ -37,7 +37,9 @@ export async function runCli(argv: readonly string[], io: CommandIo = defaultIo(
     return await module.run(command, io)
   } catch (error) {
     const { code, message } = describeError(error)
-    if (json) io.out.write(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`)
+    // The CLI's own errors may carry machine-readable details (e.g. the counts of `trace`'s CLI_TRACE_UNDELIVERED).
+    const details = error instanceof CliError ? error.details : undefined
+    if (json) io.out.write(`${JSON.stringify({ error: { code, message, ...(details === undefined ? {} : { details }) } }, null, 2)}\n`)
     else io.err.write(`dsh: ${escapeTerminal(message)}${code === 'CLI_INTERNAL' ? '' : ` (${code})`}\n`)
     return code === 'CLI_USAGE' || code === 'CLI_UNKNOWN_COMMAND' ? 2 : 1
   }

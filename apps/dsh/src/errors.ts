@@ -21,6 +21,10 @@ import { DshError } from '@dsh/context'
  *   written (a missing or unwritable directory, a directory) or an existing
  *   entry that is not a regular file (a symlink, FIFO, device or socket,
  *   which is never replaced). Nothing is left behind.
+ * - `CLI_TRACE_UNDELIVERED`: `trace` could not deliver every span to the
+ *   collector (it answered an error, was down, or did not answer in time).
+ *   `details` carry `exported`, `dropped`, `sessions`, `traces` and
+ *   `endpoint`; the root is unchanged: fix the collector and run it again.
  */
 export type CliErrorCode =
   | 'CLI_USAGE'
@@ -31,5 +35,6 @@ export type CliErrorCode =
   | 'CLI_DEMO_FAILED'
   | 'CLI_SEARCH_UNAVAILABLE'
   | 'CLI_OUTPUT_INVALID'
+  | 'CLI_TRACE_UNDELIVERED'
 
 export class CliError extends DshError<CliErrorCode> {}

@@ -94,6 +94,40 @@ function delegation(request: RecordedRequest) {
   return modelAnswer([`${level} done`], answers)
 }
 
+/** A root holding one session imported from a v0 log: two turns of one model step each (four spans). */
+async function importedRoot(): Promise<string> {
+  const dir = scratch()
+  const from = join(dir, 'v0')
+  const root = join(dir, 'root')
+  let seq = 0
+  const T0 = 1_760_000_000_000
+  const event = (type: string, data: unknown): V0Event => {
+    const at = seq++
+    return { type, seq: at, time: T0 + 5 * at, data } as V0Event
+  }
+  const turn = (n: number, text: string): V0Event[] => [
+    event('turn/start', { turn: n }),
+    event('user/message', { id: `u${n}`, role: 'user', content: [{ type: 'text', text: `question ${n}` }], source: { kind: 'user' } }),
+    event('step/start', { turn: n, step: 0 }),
+    event('assistant/message', {
+      turn: n,
+      step: 0,
+      message: {
+        id: `a${n}`,
+        role: 'assistant',
+        content: [{ type: 'text', text }],
+        source: { kind: 'model', provider: 'deepseek', model: 'deepseek-chat' },
+      },
+    }),
+    event('step/end', { turn: n, step: 0 }),
+    event('turn/end', { turn: n, reason: { kind: 'completed' } }),
+  ]
+  await writeV0Log(from, { id: 'imported', createdAt: T0, cwd: '/work', delegationDepth: 0 }, [turn(1, 'one'), turn(2, 'two')])
+  const imported = await dsh(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])
+  expect(imported.code, imported.stderr).toBe(0)
+  return root
+}
+
 describe('dsh run --otlp / dsh trace', () => {
   it('a delegation three levels deep is one trace whose span tree is the delegation tree, with the model-reported tokens and the tool error; dsh trace --descendants repeats it', async () => {
     const dir = scratch()
@@ -183,36 +217,7 @@ describe('dsh run --otlp / dsh trace', () => {
   })
 
   it('an imported v0 session replays as a trace', async () => {
-    const dir = scratch()
-    const from = join(dir, 'v0')
-    const root = join(dir, 'root')
-    let seq = 0
-    const T0 = 1_760_000_000_000
-    const event = (type: string, data: unknown): V0Event => {
-      const at = seq++
-      return { type, seq: at, time: T0 + 5 * at, data } as V0Event
-    }
-    const turn = (n: number, text: string): V0Event[] => [
-      event('turn/start', { turn: n }),
-      event('user/message', { id: `u${n}`, role: 'user', content: [{ type: 'text', text: `question ${n}` }], source: { kind: 'user' } }),
-      event('step/start', { turn: n, step: 0 }),
-      event('assistant/message', {
-        turn: n,
-        step: 0,
-        message: {
-          id: `a${n}`,
-          role: 'assistant',
-          content: [{ type: 'text', text }],
-          source: { kind: 'model', provider: 'deepseek', model: 'deepseek-chat' },
-        },
-      }),
-      event('step/end', { turn: n, step: 0 }),
-      event('turn/end', { turn: n, reason: { kind: 'completed' } }),
-    ]
-    await writeV0Log(from, { id: 'imported', createdAt: T0, cwd: '/work', delegationDepth: 0 }, [turn(1, 'one'), turn(2, 'two')])
-    const imported = await dsh(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])
-    expect(imported.code, imported.stderr).toBe(0)
-
+    const root = await importedRoot()
     const otlp = await receiver()
     const traced = await dsh(['trace', 'imported', '--otlp', otlp.url, '--root', root])
     expect(traced.code, traced.stderr).toBe(0)
@@ -223,6 +228,42 @@ describe('dsh run --otlp / dsh trace', () => {
     ])
     expect(new Set(otlp.spans.map((span) => span.traceId)).size).toBe(2)
     expect(otlp.spans.every((span) => span.attributes['gen_ai.conversation.id'] === 'imported' && span.status.code === 0)).toBe(true)
+  })
+
+  it('spans the collector did not take fail dsh trace with CLI_TRACE_UNDELIVERED: the counts in the error details, not a success document; one stderr warning worded for a one-shot export', async () => {
+    const root = await importedRoot()
+    let requests = 0
+    const failing = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        requests++
+        res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"nope"}')
+      })
+    })
+    await new Promise<void>((resolve) => failing.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => failing.close(() => resolve())))
+    const url = `http://127.0.0.1:${(failing.address() as AddressInfo).port}/v1/traces`
+    const json = await dsh(['trace', 'imported', '--otlp', url, '--root', root, '--json'])
+    expect(json.code, json.stderr).toBe(1)
+    expect(requests).toBeGreaterThan(0)
+    const { error } = JSON.parse(json.stdout) as { error: { code: string; message: string; details: Record<string, unknown> } }
+    expect(error.code).toBe('CLI_TRACE_UNDELIVERED')
+    expect(error.message).toMatch(/^4 of 4 spans of 1 session\(s\) could not be delivered to .*\(the export failed /)
+    expect(error.details).toMatchObject({ sessions: ['imported'], exported: 0, dropped: 4, endpoint: url })
+    expect(error.details.traces).toHaveLength(2)
+    expect(json.stderr.match(/OpenTelemetry spans are being dropped/g)).toHaveLength(1)
+    expect(json.stderr).toContain('The replay goes on to its end and then reports how many spans it could not deliver.')
+    expect(json.stderr).not.toContain('telemetry stats')
+
+    // A collector that is down: the same error, as one readable line on stderr.
+    const closed = createServer()
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
+    const { port } = closed.address() as AddressInfo
+    await new Promise<void>((resolve) => closed.close(() => resolve()))
+    const text = await dsh(['trace', 'imported', '--otlp', `http://127.0.0.1:${port}/v1/traces`, '--root', root])
+    expect(text.code).toBe(1)
+    expect(text.stdout).toBe('')
+    expect(text.stderr).toMatch(/^dsh: 4 of 4 spans of 1 session\(s\) could not be delivered .* \(CLI_TRACE_UNDELIVERED\)$/m)
   })
 
   it('bad input: a malformed --otlp is CLI_USAGE before anything runs; an unreachable collector costs one warning, never the run', async () => {

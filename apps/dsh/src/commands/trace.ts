@@ -13,8 +13,10 @@ import { safe } from '../terminal.js'
  * too; a child whose log records a trace context (a run exported live)
  * joins its parent's trace, as it did live. `--model` names the model of
  * steps whose log does not (a top-level session's log records none; `dsh
- * run --otlp` gives the live export its `--model`). Prints the trace ids;
- * exits 1 when any span could not be delivered (one warning says why).
+ * run --otlp` gives the live export its `--model`). Prints the trace ids.
+ * A span the collector did not take (an error answer, a collector down or
+ * silent) makes it fail with `CLI_TRACE_UNDELIVERED` once every session is
+ * replayed: how many were exported and dropped, and why, in the error.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   const id = onePositional(command, 'session id')
@@ -38,13 +40,19 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     {},
     io,
   )
-  const { stats, traceIds } = result
+  const { stats, traceIds, dropReason } = result
+  if (stats.dropped > 0) {
+    const total = stats.exported + stats.dropped
+    throw new CliError(
+      'CLI_TRACE_UNDELIVERED',
+      safe`${stats.dropped} of ${total} spans of ${ids.length} session(s) could not be delivered to ${otlp} (${dropReason ?? 'no reason given'}); ${stats.exported} were. The root is unchanged: check that the collector is up and takes OTLP/HTTP JSON, then run dsh trace again.`,
+      { details: { sessions: ids, traces: traceIds, exported: stats.exported, dropped: stats.dropped, endpoint: otlp } },
+    )
+  }
   if (command.json) printJson({ sessions: ids, traces: traceIds, exported: stats.exported, dropped: stats.dropped }, io.out)
   else {
     for (const trace of traceIds) io.out.write(`trace ${trace}\n`)
-    io.out.write(
-      safe`${stats.exported} spans of ${ids.length} session(s) exported to ${otlp}${stats.dropped > 0 ? `, ${stats.dropped} dropped` : ''}\n`,
-    )
+    io.out.write(safe`${stats.exported} spans of ${ids.length} session(s) exported to ${otlp}\n`)
   }
-  return stats.dropped > 0 ? 1 : 0
+  return 0
 }

@@ -31,7 +31,7 @@ export interface TelemetryPipeline {
  */
 const AFTER_LOSS = {
   live: 'This warning is shown once; the count keeps growing in the telemetry stats.',
-  replay: 'The replay goes on and counts every span it could not deliver in its result.',
+  replay: 'The replay goes on to its end and then reports how many spans it could not deliver.',
 } as const
 
 export function createPipeline(

@@ -56,7 +56,7 @@ describe('what the plugin holds is bounded', () => {
     expect(result.stats).toMatchObject({ exported: 0, dropped: 6, pending: 0 })
     expect(result.dropReason).toMatch(/^the export failed \(/)
     expect(warnings).toHaveLength(1)
-    expect(warnings[0]).toContain('The replay goes on and counts every span it could not deliver in its result.')
+    expect(warnings[0]).toContain('The replay goes on to its end and then reports how many spans it could not deliver.')
     expect(warnings[0]).not.toContain('telemetry stats')
   })
 
