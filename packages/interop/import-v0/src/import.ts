@@ -87,7 +87,13 @@ export interface SessionImportResult {
   readonly appended: number
   /** The imported source this fork was appended as a reference to. */
   readonly forkSource?: string
-  /** Bytes of a torn final frame whose complete records were imported. */
+  /**
+   * How much of a torn tail was skipped (its complete records are imported):
+   * a plain log's bytes after its last newline; for a torn final zstd frame,
+   * the bytes of text its header says it holds beyond the complete lines
+   * imported (its bytes in the log when it states no size). Absent when
+   * nothing was skipped — a frame cut only in its trailing checksum.
+   */
   readonly tornBytes?: number
   /** Why the session failed (`status: 'failed'`). */
   readonly reason?: { readonly code: ImportV0ErrorCode; readonly message: string }
@@ -407,7 +413,7 @@ async function importFrom(log: V0EventReader<AppendedEvent>, run: RunContext): P
     const reason = error instanceof ImportV0Error ? { code: error.code, message: error.message } : persistenceReason(error)
     throw new SessionFailure(error instanceof ImportV0Error ? count : 0, reason.code, reason.message, error, kept)
   }
-  const base = { id, path: log.path, events: count, ...(log.tornBytes > 0 ? { tornBytes: log.tornBytes } : {}) }
+  const base = { id, path: log.path, events: count, ...(log.skippedBytes > 0 ? { tornBytes: log.skippedBytes } : {}) }
   if (stored !== undefined && count === storedCount) return { result: { ...base, status: 'unchanged', appended: 0 }, appends: 0 }
   const forkSource = target.forkSource
   return {

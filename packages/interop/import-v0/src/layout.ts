@@ -6,7 +6,8 @@ import { ImportV0Error } from './errors.js'
  * (or `session.jsonl`), sessions without a cwd under `_no-cwd/`.
  *
  * Invariants: `encodeSegment` is injective over every UTF-16 string (lone
- * surrogates included) and its output is one safe path segment; `projectKey`
+ * surrogates included) and its output is one safe path segment of at most
+ * `SEGMENT_MAX_BYTES` (an id whose encoding is longer is refused); `projectKey`
  * is deliberately lossy (separator runs collapse, long keys are cut) — it
  * groups sessions for people, the header's `cwd` stays the truth.
  */

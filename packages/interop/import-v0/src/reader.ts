@@ -30,6 +30,8 @@ export interface V0Log {
   readonly textLengths: readonly number[]
   /** Bytes of an incomplete final frame / line that were not (entirely) read. */
   readonly tornBytes: number
+  /** How much of that torn tail was not kept: a plain log's bytes after its last newline; a zstd log's, see `TornTail.skippedBytes`. */
+  readonly skippedBytes: number
 }
 
 /**
@@ -111,8 +113,8 @@ function collect(reader: V0EventReader, events: V0Event[], textLengths: number[]
 }
 
 function logOf(reader: V0EventReader, events: V0Event[], textLengths: number[]): V0Log {
-  const { path, compression, header, packedRows, tornBytes } = reader
-  return { path, compression, header, events, packedRows, textLengths, tornBytes }
+  const { path, compression, header, packedRows, tornBytes, skippedBytes } = reader
+  return { path, compression, header, events, packedRows, textLengths, tornBytes, skippedBytes }
 }
 
 /**
@@ -180,6 +182,8 @@ interface Span {
 export class V0EventReader<E extends Sequenced = V0Event> {
   /** Bytes of an incomplete final frame / line that were not (entirely) read: known once the log was read to its end (0 before). */
   tornBytes = 0
+  /** How much of the torn tail was not kept (0 before the end, and when nothing was lost): see `V0Log.skippedBytes`. */
+  skippedBytes = 0
   /** The source text (UTF-16 units) of the event `next()` returned last; a row's members share its line. */
   textLength = 0
   private readonly spans: Span[] = []
@@ -215,13 +219,14 @@ export class V0EventReader<E extends Sequenced = V0Event> {
   static fromBytes<E extends Sequenced>(bytes: Buffer, compression: V0Compression, path: string, make: EventMaker<E>): V0EventReader<E> {
     const reader = new V0EventReader(compression, path, make)
     if (compression === 'zstd') {
-      const { frames, plain, ends, torn, tornBytes } = decodeFrames(bytes)
+      const { frames, plain, ends, torn, tornBytes, skippedBytes } = decodeFrames(bytes)
       const first = frames[0]
       if (first === undefined) throw noHeaderFrame()
       reader.readHeaderFrame(first)
       reader.addFrames(plain, 0, ends)
       if (reader.faultAfter !== undefined) throw reader.faultAfter
       reader.tornBytes = tornBytes
+      reader.skippedBytes = skippedBytes
       if (torn !== undefined) reader.addTorn(torn)
     } else {
       const headerEnd = bytes.indexOf(0x0a)
@@ -230,6 +235,7 @@ export class V0EventReader<E extends Sequenced = V0Event> {
       const end = bytes.lastIndexOf(0x0a)
       reader.spans.push({ bytes, at: headerEnd + 1, end: end + 1 })
       reader.tornBytes = bytes.length - end - 1
+      reader.skippedBytes = reader.tornBytes
     }
     return reader
   }
@@ -328,8 +334,9 @@ export class V0EventReader<E extends Sequenced = V0Event> {
     const tail = this.frames?.torn
     this.frames = undefined
     if (tail === undefined) return false
-    const { torn, tornBytes } = decodeTornTail(tail.scan, tail.index)
+    const { torn, tornBytes, skippedBytes } = decodeTornTail(tail.scan, tail.index)
     this.tornBytes = tornBytes
+    this.skippedBytes = skippedBytes
     this.addTorn(torn)
     return true
   }
@@ -341,6 +348,7 @@ export class V0EventReader<E extends Sequenced = V0Event> {
     for (;;) {
       if (file.ended) {
         this.tornBytes = this.carry.length
+        this.skippedBytes = this.carry.length
         this.carry = NO_BYTES
         return false
       }

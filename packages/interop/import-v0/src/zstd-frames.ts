@@ -32,6 +32,23 @@ export interface DecodedFrames {
   readonly torn: Buffer | undefined
   /** Bytes of the incomplete final frame (0 without one). */
   readonly tornBytes: number
+  /** How much of the incomplete final frame was not kept (see `TornTail.skippedBytes`; 0 without one). */
+  readonly skippedBytes: number
+}
+
+/** An incomplete final frame: what it decoded to before the tear, its size, and how much of it is lost. */
+export interface TornTail {
+  /** Its plaintext up to the tear (possibly empty); the caller keeps the complete lines. */
+  readonly torn: Buffer
+  /** Bytes of the frame in the log. */
+  readonly tornBytes: number
+  /**
+   * What was not kept: the bytes of text the frame's header says it holds
+   * minus those of the complete lines it decoded to (0 when only its
+   * trailing checksum was cut off: every record of it is kept); for a frame
+   * that states no size, or whose header itself is cut, its bytes in the log.
+   */
+  readonly skippedBytes: number
 }
 
 let sharedDctx: Binding.DCtx | undefined
@@ -157,7 +174,7 @@ export function decodeFrames(bytes: Buffer, maxFrames = Number.POSITIVE_INFINITY
     }
   }
   const frames = ends.map((end, i) => plain.subarray(i === 0 ? 0 : (ends[i - 1] as number), end))
-  if (torn === undefined) return { frames, plain, ends, torn: undefined, tornBytes: 0 }
+  if (torn === undefined) return { frames, plain, ends, torn: undefined, tornBytes: 0, skippedBytes: 0 }
   return { frames, plain, ends, ...decodeTornTail(torn, spans.length, ctx) }
 }
 
@@ -202,12 +219,9 @@ function decodeKnown(
 }
 
 /** What the incomplete final frame decodes to before the tear (complete lines are the caller's to keep). */
-export function decodeTornTail(
-  torn: NonNullable<FrameScan['torn']>,
-  index: number,
-  ctx: Binding.DCtx = dctx(),
-): { torn: Buffer; tornBytes: number } {
-  if (torn.rest.length < 4) return { torn: Buffer.alloc(0), tornBytes: torn.rest.length }
+export function decodeTornTail(torn: NonNullable<FrameScan['torn']>, index: number, ctx: Binding.DCtx = dctx()): TornTail {
+  const size = torn.rest.length
+  if (size < 4) return { torn: Buffer.alloc(0), tornBytes: size, skippedBytes: size }
   return decodeTorn(ctx, torn.rest, torn.offset, index)
 }
 
@@ -441,7 +455,7 @@ function decodeComplete(ctx: Binding.DCtx, frame: Buffer, offset: number, index:
   }
 }
 
-function decodeTorn(ctx: Binding.DCtx, rest: Buffer, offset: number, index: number): { torn: Buffer; tornBytes: number } {
+function decodeTorn(ctx: Binding.DCtx, rest: Buffer, offset: number, index: number): TornTail {
   let parts: { plaintext: Buffer; complete: boolean; consumed: number }
   try {
     ctx.reset(binding.ResetDirective.sessionOnly)
@@ -459,7 +473,18 @@ function decodeTorn(ctx: Binding.DCtx, rest: Buffer, offset: number, index: numb
       },
     )
   }
-  return { torn: parts.plaintext, tornBytes: rest.length }
+  const kept = parts.plaintext.lastIndexOf(0x0a) + 1
+  const stated = statedSize(rest)
+  return { torn: parts.plaintext, tornBytes: rest.length, skippedBytes: stated === null ? rest.length : Math.max(0, stated - kept) }
+}
+
+/** The plaintext size a frame's header states, or `null` (not stated, or the header itself is cut). */
+function statedSize(frame: Buffer): number | null {
+  try {
+    return binding.getFrameContentSize(frame)
+  } catch {
+    return null
+  }
 }
 
 /** Output chunks of a streamed decode grow to this size at most. */

@@ -11,6 +11,7 @@ import {
   encodeSegment,
   headerLineText,
   ImportV0Error,
+  importV0,
   isV0Root,
   listV0Logs,
   packChunkRuns,
@@ -56,12 +57,15 @@ describe('v0 layout', () => {
     expect(encodeSegment('ü')).toBe('~00FC')
     expect(encodeSegment('\u{1F600}')).toBe('~D83D~DE00')
     expect(encodeSegment('\uD800')).toBe('~D800')
-    for (const id of ['.', '..', 'a/b', '~x', 'task/übung:1 ~ ..', '\uD800lone', 'x'.repeat(300), '\0']) {
+    for (const id of ['.', '..', 'a/b', '~x', 'task/übung:1 ~ ..', '\uD800lone', 'x'.repeat(255), 'ü'.repeat(51), '\0']) {
       expect(decodeSegment(encodeSegment(id))).toBe(id)
     }
     expect(decodeSegment('~002e')).toBeUndefined()
     expect(decodeSegment('a b')).toBeUndefined()
     expect(code(() => encodeSegment(''))).toBe('IMPORT_V0_INVALID_ID')
+    // One segment holds 255 bytes: an id whose encoding is longer has no directory.
+    expect(code(() => encodeSegment('x'.repeat(256)))).toBe('IMPORT_V0_INVALID_ID')
+    expect(code(() => encodeSegment('ü'.repeat(52)))).toBe('IMPORT_V0_INVALID_ID')
   })
 
   it('turns runs of separators into one dash, strips leading dashes and caps the key at 251 characters', () => {
@@ -182,6 +186,42 @@ describe('v0 frames and lines', () => {
     const plainTorn = parseV0Log(plain.subarray(0, plain.length - 5), 'none')
     expect(plainTorn.events).toEqual(b.events.slice(0, -1))
     expect(plainTorn.tornBytes).toBe(JSON.stringify(b.events.at(-1)).length + 1 - 5)
+  })
+
+  it('says what a torn frame lost: nothing when only its checksum is cut, else the text beyond the lines kept', async () => {
+    const b = new V0Builder().turn(1, 'q', 'answer').turn(2, 'q2', 'x'.repeat(5_000))
+    const header = { id: 'cut-checksum', createdAt: T0, delegationDepth: 0 }
+    const full = v0LogBytes(header, b.batches, { packChunks: false })
+    const lastFrame =
+      v0LogBytes(header, [b.batches[1]!], { packChunks: false }).length - v0LogBytes(header, [], { packChunks: false }).length
+    const lastText = Buffer.from(`${b.batches[1]!.map((e) => JSON.stringify(e)).join('\n')}\n`)
+    // The 4-byte checksum alone is missing: every record of the frame is kept, nothing skipped.
+    const noChecksum = parseV0Log(full.subarray(0, full.length - 4), 'zstd')
+    expect(noChecksum.events).toEqual(b.events)
+    expect({ tornBytes: noChecksum.tornBytes, skippedBytes: noChecksum.skippedBytes }).toEqual({
+      tornBytes: lastFrame - 4,
+      skippedBytes: 0,
+    })
+    // Cut inside the last block: what is skipped is the frame's text past the complete lines kept.
+    const cut = parseV0Log(full.subarray(0, full.length - 40), 'zstd')
+    const keptOfLast = cut.events.length - b.batches[0]!.length
+    expect(keptOfLast).toBeLessThan(b.batches[1]!.length)
+    const keptText = b.batches[1]!.slice(0, keptOfLast).reduce((bytes, e) => bytes + Buffer.byteLength(JSON.stringify(e)) + 1, 0)
+    expect(cut.skippedBytes).toBe(lastText.length - keptText)
+    // An import reports what was skipped, and nothing for a frame cut only in its checksum.
+    const root = dir('torn-report')
+    for (const [id, drop] of [
+      ['cut-checksum', 4],
+      ['cut-block', 40],
+    ] as const) {
+      const path = await writeV0Log(root, { ...header, id }, b.batches, { packChunks: false })
+      truncateSync(path, statSync(path).size - drop)
+    }
+    const report = await importV0({ from: root, dryRun: true })
+    expect(report.sessions.map((s) => [s.id, s.status, s.events, s.tornBytes])).toEqual([
+      ['cut-block', 'imported', cut.events.length, lastText.length - keptText],
+      ['cut-checksum', 'imported', b.events.length, undefined],
+    ])
   })
 
   it('reads a prefix of the events at every truncation point (a crash anywhere), never a wrong event', () => {
