@@ -1,7 +1,7 @@
 import { type JsonValue, STEP_FINISHES, type StepFinish, type StoredSessionEvent, type TokenUsage, type ToolCallBlock } from '@dsh/session'
 import { attribution, commitOpen, counted, type Draft, NOTICE_BLOCK, newCounts, newOpen, push, pushStep, stepFrom, warn } from './draft.js'
 import { callCount, withCall } from './open.js'
-import { isObject, type Json, type ReadCounts, readBlocks, toolCallOf, toolOutcomeText } from './read.js'
+import { isObject, type Json, type ReadCounts, readBlocks, resultContent, toolCallOf, toolOutcomeText } from './read.js'
 import type { ContextBlock, OpenAssistant } from './types.js'
 
 /** The open step, continued by streamed output: output after calls starts a new step. */
@@ -139,16 +139,19 @@ function toolResult(next: Draft, event: StoredSessionEvent, data: Json): void {
   }
   const isError = data.isError === true
   const counts = newCounts()
-  let content = readBlocks(data.blocks, counts)
+  let content = resultContent(readBlocks(data.blocks, counts), counts)
   // An imported harness result keeps its blocks in `content`.
-  if (content === undefined && residual(data) !== undefined) content = readBlocks(data.content, counts)
-  if (content === undefined) {
+  if (content === undefined && residual(data) !== undefined) content = resultContent(readBlocks(data.content, counts), counts)
+  // `blocks` none of which could be read (each counted) leave the model the tool's outcome, as a result without
+  // blocks does, rather than an empty result.
+  const unread = content?.length === 0 && Array.isArray(data.blocks) && data.blocks.length > 0
+  if (content === undefined || unread) {
     const text = toolOutcomeText(data.content, isError)
-    if (text === undefined) {
+    if (text !== undefined) content = [{ type: 'text', text }]
+    else if (content === undefined) {
       warn(next, 'invalid-event')
       return
     }
-    content = [{ type: 'text', text }]
   }
   commitOpen(next)
   counted(next, counts)

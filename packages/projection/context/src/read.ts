@@ -137,7 +137,9 @@ export function readBlock(value: unknown, counts: ReadCounts): ContextBlock | un
       const read = toolResultBlock.safeParse(value)
       const callId = read.success ? (read.data.callId ?? read.data.toolCallId) : undefined
       if (!read.success || callId === undefined) return invalid()
-      const content = Array.isArray(read.data.content) ? readBlocks(read.data.content, counts) : textOfJson(read.data.content)
+      const content = Array.isArray(read.data.content)
+        ? resultContent(readBlocks(read.data.content, counts), counts)
+        : textOfJson(read.data.content)
       if (content === undefined) return invalid()
       return read.data.isError === true ? { type: 'tool-result', callId, content, isError: true } : { type: 'tool-result', callId, content }
     }
@@ -159,6 +161,19 @@ export function readBlocks(value: unknown, counts: ReadCounts): ContextBlock[] |
     if (block !== undefined) out.push(block)
   }
   return out
+}
+
+/**
+ * A tool result's content blocks without the `tool-result` blocks nested in
+ * them: a result is not content of another (a tool message holds exactly one
+ * result, which no protocol can nest), so each is dropped and counted as
+ * invalid where a renderer would leave it out unseen.
+ */
+export function resultContent(blocks: ContextBlock[] | undefined, counts: ReadCounts): ContextBlock[] | undefined {
+  if (blocks === undefined || !blocks.some((block) => block.type === 'tool-result')) return blocks
+  const kept = blocks.filter((block) => block.type !== 'tool-result')
+  counts.invalid += blocks.length - kept.length
+  return kept
 }
 
 /**

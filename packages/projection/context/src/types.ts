@@ -63,7 +63,7 @@ export type ContextStep = {
  * What a fold skipped or kept unread, by reason. Nothing throws; every skip
  * is counted:
  * - `invalid-event`: an event of a known type whose data lacks what the fold needs;
- * - `invalid-block`: a block of a known type with a bad shape (dropped);
+ * - `invalid-block`: a block of a known type with a bad shape, or a `tool-result` nested in a tool result's content (dropped);
  * - `unknown-block`: a block of a type the reader does not know (kept, renderers skip it);
  * - `unmatched-compaction`: a `compaction/summary` or `compaction/end` with no open compaction it belongs to;
  * - `abandoned-compaction`: a compaction ended with `error`, ended without a summary, or was left open when another began;

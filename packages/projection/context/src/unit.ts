@@ -8,7 +8,7 @@ import { sessionContextStateSchema } from './schema.js'
 import { SESSION_CONTEXT_KEY, type SessionContextState } from './types.js'
 
 /** Moves whenever the fold or the state changes: a checkpoint row of another version is ignored and the log refolded. */
-export const SESSION_CONTEXT_STATE_VERSION = 3
+export const SESSION_CONTEXT_STATE_VERSION = 4
 
 const FOLDS: Readonly<Record<string, (next: Draft, event: StoredSessionEvent, data: Json) => void>> = {
   ...HANDLERS,

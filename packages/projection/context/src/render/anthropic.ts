@@ -127,9 +127,12 @@ function blocksOf(
           warn(counts, 'unsupported-block')
           break
         }
-        const content = blocksOf(message, block.content, resolver, counts).filter(
-          (b): b is AnthropicText | AnthropicImage | AnthropicDocument => b.type === 'text' || b.type === 'image' || b.type === 'document',
-        )
+        // A tool_result carries text, images and documents; a result nested in it cannot be carried.
+        const content: (AnthropicText | AnthropicImage | AnthropicDocument)[] = []
+        for (const b of blocksOf(message, block.content, resolver, counts)) {
+          if (b.type === 'text' || b.type === 'image' || b.type === 'document') content.push(b)
+          else warn(counts, 'unsupported-block')
+        }
         const result: AnthropicToolResult = { type: 'tool_result', tool_use_id: block.callId }
         if (content.length > 0) result.content = content
         if (block.isError === true) result.is_error = true
