@@ -193,6 +193,37 @@ describe('dsh import: guards', () => {
     expect(readdirSync(from, { recursive: true, encoding: 'utf8' }).sort()).toEqual(before)
   })
 
+  it('export refuses a target that is the dsh root, inside it or around it, also through a symlink (CLI_USAGE), and writes nothing', async () => {
+    const { from } = await harnessRoot()
+    const root = join(scratchDir('export-root'), 'root')
+    expect((await cli(['import', from, '--from', 'dsh-v0', '--root', root, '--json'])).code).toBe(1)
+    const listing = (dir: string) => readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort()
+    const before = listing(root)
+    const link = join(scratchDir('export-link'), 'root-link')
+    symlinkSync(root, link)
+    const around = join(scratchDir('export-around'))
+    const aroundRoot = join(around, 'root')
+    expect((await cli(['import', from, '--from', 'dsh-v0', '--root', aroundRoot, '--json'])).code).toBe(1)
+    const aroundBefore = listing(around)
+    for (const [target, dshRoot, via] of [
+      [root, root, false],
+      [join(root, 'v0-out'), root, false],
+      [join(link, 'v0-out'), root, true],
+      [around, aroundRoot, false],
+    ] as const) {
+      const run = await cli(['export', PARENT, '--to', 'dsh-v0', target, '--root', dshRoot, '--json'])
+      expect(run.code, target).toBe(2)
+      const { error } = JSON.parse(run.stdout)
+      expect(error.code, target).toBe('CLI_USAGE')
+      expect(error.message, target).toMatch(via ? /overlap \(through symlinks: / : /^The export directory .* and the dsh root .* overlap; /)
+    }
+    expect(listing(root)).toEqual(before)
+    expect(listing(around)).toEqual(aroundBefore)
+    // A directory beside the root is fine.
+    const beside = await cli(['export', PARENT, '--to', 'dsh-v0', join(root, '..', 'v0-out'), '--root', root, '--json'])
+    expect(beside.code, beside.stdout + beside.stderr).toBe(0)
+  })
+
   it('escapes the session id on the TTY progress line (stderr)', async () => {
     const from = scratchDir('v0-hostile')
     const id = 'evil\x1b]0;PWNED\x07\x1b[31m'

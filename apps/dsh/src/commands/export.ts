@@ -3,15 +3,19 @@ import { exportV0 } from '@dsh/session-import-v0'
 import type { SessionPersistence } from '@dsh/session-persistence'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
-import { withReadHost } from '../host-access.js'
+import { rootOf, withReadHost } from '../host-access.js'
 import { holdAt, interruptedStatus, untilInterrupted } from '../interrupt.js'
 import { printJson, table } from '../output.js'
+import { overlapOf } from '../overlap.js'
 import { safe } from '../terminal.js'
 
 /**
  * `dsh export <id…> --to dsh-v0 <dir>`: sessions of the dsh root written back
  * in the harness's v0 format under <dir> (a round trip of `dsh import`).
- * Reads the dsh root read-only; never overwrites a log in <dir>. SIGINT
+ * Reads the dsh root read-only; never overwrites a log in <dir>. <dir> must
+ * not overlap the dsh root (be it, lie inside it or hold it), compared as
+ * given and through symlinks, as `import` compares them: v0 directories are
+ * never written into the root, and the export can be imported back. SIGINT
  * (Ctrl-C) or SIGTERM cancels it: what it wrote under <dir> (its staging
  * directory, logs placed, directories it made) is removed, and the status
  * is 130 (143).
@@ -36,6 +40,16 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       'CLI_USAGE',
       "'dsh export' takes one or more session ids, then the directory to write: dsh export <id…> --to dsh-v0 <dir>.",
     )
+  const target = resolve(to)
+  const root = rootOf(command)
+  const overlap = overlapOf(target, root)
+  if (overlap !== undefined) {
+    const via = overlap.viaLinks ? safe` (through symlinks: ${overlap.realA} and ${overlap.realB})` : ''
+    throw new CliError(
+      'CLI_USAGE',
+      safe`The export directory ${target} and the dsh root ${root} overlap${via}; export into a directory outside the root (nothing was written).`,
+    )
+  }
   const hold = io.env.DSH_EXPORT_HOLD
   const outcome = await untilInterrupted(io, safe`the export stops and what it wrote under ${resolve(to)} is removed`, (signal) =>
     withReadHost(

@@ -1,10 +1,11 @@
-import { existsSync, realpathSync } from 'node:fs'
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { type ImportV0Report, importV0, type SessionImportResult } from '@dsh/session-import-v0'
 import type { CommandIo, ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, rootOf, withReadHost } from '../host-access.js'
 import { printJson, table } from '../output.js'
+import { overlapOf } from '../overlap.js'
 import { createProgress } from '../progress.js'
 import { safe } from '../terminal.js'
 
@@ -28,9 +29,9 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   }
   const from = resolve(dir)
   const root = rootOf(command)
-  const [realFrom, realRoot] = [realPath(from), realPath(root)]
-  if (overlaps(from, root) || overlaps(realFrom, realRoot)) {
-    const via = realFrom === from && realRoot === root ? '' : safe` (through symlinks: ${realFrom} and ${realRoot})`
+  const overlap = overlapOf(from, root)
+  if (overlap !== undefined) {
+    const via = overlap.viaLinks ? safe` (through symlinks: ${overlap.realA} and ${overlap.realB})` : ''
     throw new CliError(
       'CLI_USAGE',
       safe`The v0 root ${from} and the dsh root ${root} overlap${via}; import into a separate --root (the v0 root is never written).`,
@@ -74,35 +75,6 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     )
   }
   return report.failed > 0 ? 1 : 0
-}
-
-/**
- * `path` with symlinks resolved: the real path of its longest existing
- * ancestor, then the components that do not exist yet. Two paths that reach
- * the same directory through a link compare equal.
- */
-function realPath(path: string): string {
-  const missing: string[] = []
-  let at = path
-  for (;;) {
-    try {
-      return join(realpathSync(at), ...missing.reverse())
-    } catch {
-      const parent = dirname(at)
-      if (parent === at) return path
-      missing.push(basename(at))
-      at = parent
-    }
-  }
-}
-
-/** True when one directory is the other or inside it. */
-function overlaps(a: string, b: string): boolean {
-  const inside = (child: string, parent: string): boolean => {
-    const rel = relative(parent, child)
-    return rel === '' || !(rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel))
-  }
-  return inside(a, b) || inside(b, a)
 }
 
 function detail(s: SessionImportResult): string {
