@@ -107,9 +107,12 @@ export function createApiHandler(options: ApiHandlerOptions): ApiHandler {
     const response = toErrorResponse(error)
     // Shutdown closed this request's socket and then its query service: nobody gets an answer, and nothing failed.
     if ((res.destroyed || res.socket?.destroyed !== false) && isDshError(error, 'SESSION_QUERY_CLOSED')) return
-    if (response.serverFault) logger.error(`dsh apiproxy: ${req.method ?? 'GET'} request failed with ${response.body.code}.`, error)
+    if (response.serverFault) logger.error(`dsh: an HTTP ${req.method ?? 'GET'} request failed with ${response.body.code}.`, error)
     else if (response.redacted)
-      logger.warn(`dsh apiproxy: ${req.method ?? 'GET'} request refused with ${response.body.code}; the answer carries no details.`, error)
+      logger.warn(
+        `dsh: an HTTP ${req.method ?? 'GET'} request was refused with ${response.body.code}; the answer carries no details.`,
+        error,
+      )
     if (res.destroyed || res.writableEnded) return
     const headers: Record<string, string> = {}
     if (response.status === 401) headers['WWW-Authenticate'] = 'Bearer'

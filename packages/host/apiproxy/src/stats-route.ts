@@ -45,7 +45,7 @@ export const sessionStatsRoute = jsonRoute(routes.sessionStats, async ({ params,
   )
   if (problems.length > 0)
     logger.warn(
-      `dsh apiproxy: the stats of '${params.id}' have ${problems.length} unreadable session(s); the answer carries no details.`,
+      `dsh: the HTTP API's stats of '${params.id}' have ${problems.length} unreadable session(s); the answer carries no details.`,
       problems,
     )
   const answer = {

@@ -78,7 +78,9 @@ export class StreamHub {
     })
     if (this.#follower !== undefined) {
       this.#follower.start()
-      this.#follower.announce(sessionId).catch((error: unknown) => this.#logger.warn('dsh apiproxy: reading a writer lock failed.', error))
+      this.#follower
+        .announce(sessionId)
+        .catch((error: unknown) => this.#logger.warn('dsh: the HTTP API could not read a writer lock.', error))
     }
   }
 
@@ -103,7 +105,7 @@ export class StreamHub {
         try {
           fn(...args)
         } catch (error) {
-          this.#logger.warn('dsh apiproxy: a stream notification failed; the stream stays open.', error)
+          this.#logger.warn('dsh: an HTTP API stream notification failed; the stream stays open.', error)
         }
       }
     const projections = this.#services.sessionProjections

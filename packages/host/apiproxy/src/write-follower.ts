@@ -114,14 +114,13 @@ export class WriteFollower {
         else this.#writing.delete(id)
         if (changed.includes(id) || was !== (writer === 'other-process')) await this.#tell(id, writer)
       }
-      if (this.#failures > 0)
-        this.#logger.warn(`dsh apiproxy: following the change feed works again after ${this.#failures} failed read(s).`)
+      if (this.#failures > 0) this.#logger.warn(`dsh: the HTTP API follows the change feed again after ${this.#failures} failed read(s).`)
       this.#failures = 0
     } catch (error) {
       // Once per outage: a server that is down fails every read until it is back.
       if (this.#failures === 0)
         this.#logger.warn(
-          `dsh apiproxy: following the change feed failed; it is read again every ${FOLLOW_INTERVAL_MS} ms, and logged again when it works.`,
+          `dsh: the HTTP API failed to follow the change feed; it is read again every ${FOLLOW_INTERVAL_MS} ms, and logged again when it works.`,
           error,
         )
       this.#failures++

@@ -34,20 +34,20 @@ describe('the change feed follower through an outage', () => {
       const stream = await SseReader.open(`${stack.server.url}/api/sessions/x/stream?token=${TOKEN}`)
       await stream.next((e) => e.event === 'ready')
       await untilReads(() => reads, 2)
-      const warnings = () => stack.logs.filter((log) => log.message.includes('following the change feed'))
+      const warnings = () => stack.logs.filter((log) => log.message.includes('the change feed'))
       expect(warnings()).toEqual([])
 
       down = true
       await untilReads(() => reads, reads + 6)
       expect(warnings().map((log) => log.message)).toEqual([
-        'dsh apiproxy: following the change feed failed; it is read again every 500 ms, and logged again when it works.',
+        'dsh: the HTTP API failed to follow the change feed; it is read again every 500 ms, and logged again when it works.',
       ])
       expect(String(warnings()[0]!.error)).toContain('the server is down')
 
       down = false
       await untilReads(() => reads, reads + 2)
       expect(warnings()).toHaveLength(2)
-      expect(warnings()[1]!.message).toMatch(/^dsh apiproxy: following the change feed works again after [6-9]\d* failed read\(s\)\.$/)
+      expect(warnings()[1]!.message).toMatch(/^dsh: the HTTP API follows the change feed again after [6-9]\d* failed read\(s\)\.$/)
 
       down = true
       await untilReads(() => reads, reads + 3)
