@@ -82,7 +82,8 @@ describe('POST /api/sessions/:id/compact', () => {
     await other.activate(sessionPersistencePlugin(createJsonlPersistence({ root: stack.disk!.root })))
     try {
       const held = other.require('sessions').create({ id: 'held' })
-      for (let t = 1; t <= 3; t++) turn(held, `Question ${t}.`)
+      // Long enough turns that a summary of their first sentences is shorter than they are.
+      for (let t = 1; t <= 3; t++) turn(held, `Question ${t}. ${'With more detail. '.repeat(8)}`)
       await other.require('sessions').flush(held)
       const refused = await post('/api/sessions/held/compact')
       expect(refused.status).toBe(409)

@@ -38,7 +38,8 @@ beforeAll(async () => {
   stack = await startStack({ backend: 'disk', summarizer: extractive })
   const parent = stack.sessions.create({ id: 'parent', cwd: '/work/project' })
   turn(parent, 'alpha bravo')
-  turn(stack.sessions.create({ id: 'other' }), 'bravo charlie')
+  // Long enough that a summary of its first sentence is shorter than it is.
+  turn(stack.sessions.create({ id: 'other' }), `bravo charlie. ${'With more detail. '.repeat(8)}`)
   await stack.subagents.spawn(parent, { mode: 'one-shot', label: 'summarizer', context: 'fresh', prompt: 'summarize', id: 'child-a' }).done
   // A grandchild: child-b is held on its turn (live) while it delegates.
   stack.gates.hold('child-b')
