@@ -1,4 +1,4 @@
-import { isDshError } from '@dsh/context'
+import { isDshError, textWithin } from '@dsh/context'
 import type { ErrorBody } from '@dsh/protocol'
 import { ApiError } from './errors.js'
 
@@ -17,11 +17,16 @@ const SERVICE_STATUS: Readonly<Record<string, number>> = {
   CONTEXT_SERVICE_UNAVAILABLE: 503,
   // Another process holds the session's writer lock (a run, `dsh compact`): the action may succeed once it is done.
   SESSION_PERSISTENCE_LOCKED: 409,
-  // A compaction of the session is under way already, or the context is too short to shadow anything.
+  // A compaction of the session is under way already, or the context is too short to shadow anything (or to shrink by a summary).
   COMPACTION_BUSY: 409,
   COMPACTION_NOTHING_TO_COMPACT: 409,
-  // The model behind the summarizer failed; the log records the attempt and the context is unchanged.
+  COMPACTION_NO_GAIN: 409,
+  // The model behind the summarizer failed or answered nothing storable; the log records the attempt and the context is unchanged.
   COMPACTION_SUMMARIZER_FAILED: 502,
+  // The host has a compaction service but no model to write summaries: its configuration, as API_COMPACTION_UNAVAILABLE.
+  COMPACTION_NO_SUMMARIZER: 501,
+  // Persistence did not take the session's events (its backend is down, its disk full); they stay in memory and a later flush retries.
+  SESSION_FLUSH_FAILED: 503,
   // The caller went away; nobody reads this status, but logs should not call it a server fault.
   CANCELLED: 499,
 }
@@ -43,9 +48,26 @@ const SUFFIX_STATUS: ReadonlyArray<readonly [RegExp, number]> = [
 const EXPECTED_REFUSALS: ReadonlySet<string> = new Set([
   'API_SEARCH_UNAVAILABLE',
   'API_COMPACTION_UNAVAILABLE',
+  'COMPACTION_NO_SUMMARIZER',
   'API_TOO_MANY_STREAMS',
   'API_BUSY',
 ])
+
+/**
+ * 5xx service codes whose message is written for the caller and keeps it on
+ * the wire: it says what the model server answered (already redacted of the
+ * API key and bounded by the driver) or what the host lacks, and names none
+ * of the host's files. The caller can act on it (retry, fix the model
+ * configuration).
+ */
+const TOLD_FAILURES: ReadonlySet<string> = new Set(['COMPACTION_SUMMARIZER_FAILED', 'COMPACTION_NO_SUMMARIZER'])
+
+/**
+ * The most characters of a service's message an error answer carries (an
+ * ellipsis, counted, marks a cut): a message can quote what a model server sent, and
+ * an answer is no place for a whole upstream body.
+ */
+export const ERROR_MESSAGE_MAX_CHARS = 1_000
 
 export interface ErrorResponse {
   readonly status: number
@@ -59,10 +81,12 @@ export interface ErrorResponse {
 /**
  * Turns anything thrown by a handler into a typed `{ code, message }` answer.
  * The host's own messages are written for callers. A service error of a
- * caller's mistake (4xx) keeps its message, built from the request. A damaged
- * entry (422) or a failing backend (5xx) keeps its code, but its message is
- * replaced by a fixed one: those messages name files, byte offsets and errno
- * codes, which stay in the server log. Anything else is `API_INTERNAL`.
+ * caller's mistake (4xx) keeps its message, built from the request, and so
+ * does a failure of the model behind a compaction (see `TOLD_FAILURES`),
+ * both bounded. A damaged entry (422) or a failing backend (5xx) keeps its
+ * code, but its message is replaced by a fixed one: those messages name
+ * files, byte offsets and errno codes, which stay in the server log.
+ * Anything else is `API_INTERNAL`.
  */
 export function toErrorResponse(error: unknown): ErrorResponse {
   if (error instanceof ApiError) {
@@ -76,7 +100,14 @@ export function toErrorResponse(error: unknown): ErrorResponse {
   if (isDshError(error)) {
     const status = serviceStatus(error.code)
     if (status < 500 && status !== 422)
-      return { status, body: { code: error.code, message: error.message }, serverFault: false, redacted: false }
+      return { status, body: { code: error.code, message: bounded(error.message) }, serverFault: false, redacted: false }
+    if (TOLD_FAILURES.has(error.code))
+      return {
+        status,
+        body: { code: error.code, message: bounded(error.message) },
+        serverFault: !EXPECTED_REFUSALS.has(error.code),
+        redacted: false,
+      }
     return {
       status,
       body: { code: error.code, message: fixedMessage(status, error.code, error.details?.id) },
@@ -93,6 +124,9 @@ export function toErrorResponse(error: unknown): ErrorResponse {
   }
 }
 
+/** A service's message as an answer carries it: at most {@link ERROR_MESSAGE_MAX_CHARS} characters, the ellipsis included. */
+const bounded = (message: string): string => textWithin(message, ERROR_MESSAGE_MAX_CHARS)
+
 /** The HTTP status a service's error code means on the wire. */
 function serviceStatus(code: string): number {
   return SERVICE_STATUS[code] ?? SUFFIX_STATUS.find(([pattern]) => pattern.test(code))?.[1] ?? 500
@@ -107,7 +141,7 @@ function serviceStatus(code: string): number {
 export function wireProblem(problem: { readonly code?: string; readonly message: string }): { code?: string; message: string } {
   if (problem.code === undefined) return { message: fixedMessage(500, '', undefined) }
   const status = serviceStatus(problem.code)
-  if (status < 500 && status !== 422) return { code: problem.code, message: problem.message }
+  if (status < 500 && status !== 422) return { code: problem.code, message: bounded(problem.message) }
   return { code: problem.code, message: fixedMessage(status, problem.code, undefined) }
 }
 

@@ -1,4 +1,4 @@
-export { toErrorResponse } from './error-response.js'
+export { ERROR_MESSAGE_MAX_CHARS, toErrorResponse } from './error-response.js'
 export type { ApiErrorCode } from './errors.js'
 export { API_ERROR_STATUS, ApiError } from './errors.js'
 export type { ApiLimits } from './limits.js'

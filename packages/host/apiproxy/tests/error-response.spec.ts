@@ -1,6 +1,6 @@
 import { DshError } from '@dsh/context'
 import { describe, expect, it } from 'vitest'
-import { toErrorResponse, wireProblem } from '../src/error-response.js'
+import { ERROR_MESSAGE_MAX_CHARS, toErrorResponse, wireProblem } from '../src/error-response.js'
 import { API_ERROR_STATUS, ApiError, type ApiErrorCode } from '../src/errors.js'
 
 const leaky = 'at /srv/dsh/root/c2Vzc2lvbg/log.jsonl.zst byte 4096: EISDIR: illegal operation on a directory, read (errno -21)'
@@ -58,6 +58,44 @@ describe('toErrorResponse', () => {
       "Session 'bravo-3' is damaged",
     )
     expect(toErrorResponse(new DshError('SESSION_QUERY_BUDGET_EXCEEDED', leaky)).body.message).toContain('fewer or rarer search words')
+  })
+
+  it("keeps the message of a compaction's model failure or missing model (5xx written for the caller), and of a useless summary (409)", () => {
+    const cases: Array<[string, number, boolean]> = [
+      ['COMPACTION_SUMMARIZER_FAILED', 502, true],
+      // The host's configuration, as API_COMPACTION_UNAVAILABLE: a refusal, not a fault.
+      ['COMPACTION_NO_SUMMARIZER', 501, false],
+      ['COMPACTION_NO_GAIN', 409, false],
+      ['COMPACTION_NOTHING_TO_COMPACT', 409, false],
+      ['COMPACTION_BUSY', 409, false],
+    ]
+    for (const [code, status, fault] of cases) {
+      const message = `Compaction of session 'a' failed: The model server failed (HTTP 500): down. (${code})`
+      const response = toErrorResponse(new DshError(code, message))
+      expect([code, response.status, response.serverFault, response.redacted]).toEqual([code, status, fault, false])
+      expect(response.body).toEqual({ code, message })
+    }
+  })
+
+  it('bounds a service message it keeps to ERROR_MESSAGE_MAX_CHARS characters, an ellipsis included', () => {
+    const upstream = `Compaction of session 'a' failed: The model server failed (HTTP 500): ${'<html>'.repeat(5_000)}`
+    for (const code of ['COMPACTION_SUMMARIZER_FAILED', 'SESSION_QUERY_INVALID_FILTER']) {
+      const { message } = toErrorResponse(new DshError(code, upstream)).body
+      expect(message).toHaveLength(ERROR_MESSAGE_MAX_CHARS)
+      expect(message).toBe(`${upstream.slice(0, ERROR_MESSAGE_MAX_CHARS - 1)}…`)
+    }
+    expect(wireProblem({ code: 'SESSION_QUERY_NOT_FOUND', message: upstream }).message).toHaveLength(ERROR_MESSAGE_MAX_CHARS)
+    // A surrogate pair is never split at the bound.
+    const emoji = toErrorResponse(new DshError('COMPACTION_SUMMARIZER_FAILED', `${'x'.repeat(ERROR_MESSAGE_MAX_CHARS - 2)}😀tail`)).body
+      .message
+    expect(emoji).toBe(`${'x'.repeat(ERROR_MESSAGE_MAX_CHARS - 2)}…`)
+  })
+
+  it('answers a flush persistence did not take as a 503 with the fixed storage message (the events stay in memory for a retry)', () => {
+    const response = toErrorResponse(new DshError('SESSION_FLUSH_FAILED', `Flushing session 'a' failed: ${leaky}`))
+    expect([response.status, response.serverFault, response.redacted]).toEqual([503, true, true])
+    expect(response.body.code).toBe('SESSION_FLUSH_FAILED')
+    expectPathFree(response.body.message)
   })
 
   it('hides the details of unexpected errors and marks them as server faults', () => {
