@@ -1,17 +1,28 @@
-export type { CostUnavailableReason, ModelCost, SessionCost } from './cost.js'
-export { costOf } from './cost.js'
+export type { CostUnavailableReason, ModelCost, ModelCostUnavailableReason, SessionCost } from './cost.js'
+export { costOf, costOfRollup } from './cost.js'
 export type { SessionStatsErrorCode } from './errors.js'
 export { SessionStatsError } from './errors.js'
-export type { CostTreeSource, ListedSession, ListingSources, ListingValues, ListingViews } from './listing.js'
+export type {
+  CostTreeSource,
+  ListedSession,
+  ListingCost,
+  ListingCostReason,
+  ListingSources,
+  ListingValues,
+  ListingViews,
+} from './listing.js'
 export {
   catalogCosts,
+  catalogListingCosts,
   LISTING_KEYS,
   LISTING_UNITS,
   listedValues,
   listedViews,
+  listingCost,
   listingValues,
   listingValuesOfStates,
   treeCosts,
+  treeListingCosts,
 } from './listing.js'
 export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'
 export { PRICE_TABLE_MAX_BYTES, parsePriceTable, readPriceTable } from './price-table.js'

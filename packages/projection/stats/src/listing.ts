@@ -1,6 +1,6 @@
 import { type Session, type SessionHeader, sameLifecycle } from '@dsh/session'
 import type { ProjectionKey, ProjectionSnapshot, SessionProjections } from '@dsh/session-projection'
-import { costOf } from './cost.js'
+import { costOf, type ModelCostUnavailableReason } from './cost.js'
 import type { PriceTable } from './price-types.js'
 import { totalTokens } from './report.js'
 import type { RollupInput } from './rollup.js'
@@ -9,15 +9,28 @@ import { SESSION_STATS_KEY, SESSION_STATS_STATE_VERSION, sessionStatsUnit } from
 import { SESSION_TITLE_KEY, SESSION_TITLE_STATE_VERSION, type SessionTitle, sessionTitleUnit } from './title.js'
 
 /**
+ * Why a listed cost is `null` (never 0 in its place): a model's reason
+ * (`costOf`), `no-price-table` (none configured) or `stats-unavailable` (the
+ * session's `sessionStats` value could not be had: not cached yet for a
+ * listing, a unit that failed, or a session the tree read could not read).
+ */
+export type ListingCostReason = ModelCostUnavailableReason | 'no-price-table' | 'stats-unavailable'
+
+/** A listed session's cost: USD, or `null` with the reason (`costReason` is present exactly when `cost` is null). */
+export type ListingCost = { readonly cost: number } | { readonly cost: null; readonly costReason: ListingCostReason }
+
+/**
  * What a session listing shows of a session (`title`, `tokens`, `cost` of
- * `@dsh/protocol`'s listing entry). `null` is unknown: not cached, a unit
- * that failed, or, for `cost`, no price table or a model without a price
- * (never 0 in its place).
+ * `@dsh/protocol`'s listing entry, with `costReason` beside a null cost).
+ * `null` is unknown: not cached, a unit that failed, or, for `cost`, no price
+ * table or a model without a price (never 0 in its place).
  */
 export interface ListingValues {
   readonly title: string | null
   readonly tokens: number | null
   readonly cost: number | null
+  /** Why `cost` is null; present exactly when it is. */
+  readonly costReason?: ListingCostReason
 }
 
 /** The units a listing reads, with the state version a cached row must carry. */
@@ -35,29 +48,37 @@ export interface ListingViews {
   readonly sessionStats?: SessionStats | undefined
 }
 
+/** A session's cost as a listing shows it: its stats priced with `prices`, or `null` with the reason. */
+export function listingCost(stats: SessionStats | undefined, prices: PriceTable | undefined): ListingCost {
+  if (prices === undefined) return { cost: null, costReason: 'no-price-table' }
+  if (stats === undefined) return { cost: null, costReason: 'stats-unavailable' }
+  const priced = costOf(stats, prices)
+  return priced.usd === null ? { cost: null, costReason: priced.reason } : { cost: priced.usd }
+}
+
 /** The listing values of a session's views (a live or cached snapshot); `prices` prices its tokens. */
 export function listingValues(views: ListingViews | undefined, prices?: PriceTable): ListingValues {
   const stats = views?.sessionStats
-  const cost = stats === undefined || prices === undefined ? null : costOf(stats, prices).usd
   return {
     title: views?.sessionTitle?.title ?? null,
     tokens: stats === undefined ? null : totalTokens(stats.tokens),
-    cost,
+    ...listingCost(stats, prices),
   }
 }
 
 /**
  * The cost of each session of a tree (`treeSnapshots` entries read with the
- * `sessionStats` key), priced as a listing entry's: `null` for a session
- * whose stats could not be had or that used a model without a price.
+ * `sessionStats` key), priced as a listing entry's: `null` with the reason
+ * for a session whose stats could not be had or that used a model without a
+ * price.
  */
+export function treeListingCosts(entries: readonly RollupInput[], prices: PriceTable): Map<string, ListingCost> {
+  return new Map(entries.map((entry) => [entry.id, listingCost(entry.status === 'ok' ? entry.snapshot?.sessionStats : undefined, prices)]))
+}
+
+/** `treeListingCosts` without the reasons: each session's USD or `null`. */
 export function treeCosts(entries: readonly RollupInput[], prices: PriceTable): Map<string, number | null> {
-  return new Map(
-    entries.map((entry) => [
-      entry.id,
-      listingValues({ sessionStats: entry.status === 'ok' ? entry.snapshot?.sessionStats : undefined }, prices).cost,
-    ]),
-  )
+  return new Map([...treeListingCosts(entries, prices)].map(([id, { cost }]) => [id, cost]))
 }
 
 /** What `catalogCosts` reads a tree through: the subagent runtime's `treeSnapshots`. */
@@ -71,9 +92,25 @@ export interface CostTreeSource {
 
 /**
  * The cost of each row of a subagent catalog of `scope` under `rootId`
- * (`treeCosts` of its tree), reading the tree no deeper than the rows go:
+ * (`treeListingCosts` of its tree), reading the tree no deeper than the rows go:
  * the children's generation alone for `children`.
  */
+export async function catalogListingCosts(
+  source: CostTreeSource,
+  rootId: string,
+  scope: 'children' | 'descendants',
+  prices: PriceTable,
+  signal?: AbortSignal,
+): Promise<Map<string, ListingCost>> {
+  const options = {
+    descendants: true as const,
+    ...(scope === 'children' ? { maxDepth: 1 } : {}),
+    ...(signal === undefined ? {} : { signal }),
+  }
+  return treeListingCosts(await source.treeSnapshots(rootId, [SESSION_STATS_KEY], options), prices)
+}
+
+/** `catalogListingCosts` without the reasons: each row's USD or `null`. */
 export async function catalogCosts(
   source: CostTreeSource,
   rootId: string,
@@ -81,12 +118,8 @@ export async function catalogCosts(
   prices: PriceTable,
   signal?: AbortSignal,
 ): Promise<Map<string, number | null>> {
-  const options = {
-    descendants: true as const,
-    ...(scope === 'children' ? { maxDepth: 1 } : {}),
-    ...(signal === undefined ? {} : { signal }),
-  }
-  return treeCosts(await source.treeSnapshots(rootId, [SESSION_STATS_KEY], options), prices)
+  const costs = await catalogListingCosts(source, rootId, scope, prices, signal)
+  return new Map([...costs].map(([id, { cost }]) => [id, cost]))
 }
 
 /**

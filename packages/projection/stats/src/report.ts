@@ -1,4 +1,4 @@
-import { costOf, type SessionCost } from './cost.js'
+import { costOfRollup, type SessionCost } from './cost.js'
 import type { PriceTable } from './price-types.js'
 import { type RollupInput, rollupSessionStats, type SessionStatsRollup } from './rollup.js'
 import type { TokenCounts } from './stats-types.js'
@@ -40,7 +40,10 @@ export interface SessionStatsReport {
   /** Every session counted or missing, depth-first, the root first. */
   readonly sessions: readonly SessionStatsReportEntry[]
   readonly rollup: SessionStatsRollup
-  /** Priced with the configured table; `null` with `costReason` when there is none. */
+  /**
+   * Priced with the configured table (`usd: null` with reason `incomplete`
+   * while the rollup has gaps); `null` with `costReason` when there is none.
+   */
   readonly cost: SessionCost | null
   readonly costReason?: 'no-price-table'
 }
@@ -80,6 +83,6 @@ export function reportSessionStats(
       }
     }),
     rollup,
-    ...(prices === undefined ? { cost: null, costReason: 'no-price-table' as const } : { cost: costOf(rollup.totals, prices) }),
+    ...(prices === undefined ? { cost: null, costReason: 'no-price-table' as const } : { cost: costOfRollup(rollup, prices) }),
   }
 }

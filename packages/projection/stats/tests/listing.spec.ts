@@ -4,6 +4,7 @@ import { createProjectionRegistry } from '@dsh/session-projection'
 import { describe, expect, it } from 'vitest'
 import {
   catalogCosts,
+  catalogListingCosts,
   LISTING_KEYS,
   LISTING_UNITS,
   listedViews,
@@ -11,9 +12,11 @@ import {
   listingValuesOfStates,
   type PriceTable,
   parsePriceTable,
+  type RollupInput,
   type SessionStats,
   totalTokens,
   treeCosts,
+  treeListingCosts,
 } from '../src/index.js'
 import { host } from './helpers.js'
 
@@ -50,30 +53,41 @@ describe('listing values', () => {
     expect(values).toMatchObject({ title: 'Plan the release', tokens: 120 })
     expect(values.cost).toBeCloseTo((100 * 1 + 20 * 4) / 1e6, 12)
     // Without a price table the cost is unknown, never 0.
-    expect(listingValuesOfStates(states)).toEqual({ title: 'Plan the release', tokens: 120, cost: null })
+    expect(listingValuesOfStates(states)).toEqual({ title: 'Plan the release', tokens: 120, cost: null, costReason: 'no-price-table' })
+    expect(values).not.toHaveProperty('costReason')
   })
 
-  it('an unknown model costs null, not 0', () => {
+  it('an unknown model costs null with its reason, not 0', () => {
     const { states } = cachedStates('not-in-the-table')
-    expect(listingValuesOfStates(states, TABLE)).toEqual({ title: 'Plan the release', tokens: 120, cost: null })
+    expect(listingValuesOfStates(states, TABLE)).toEqual({
+      title: 'Plan the release',
+      tokens: 120,
+      cost: null,
+      costReason: 'unknown-model',
+    })
   })
 
-  it("a tree's costs: each session's own, null for one not read or using a model without a price", () => {
+  it("a tree's costs: each session's own, null with the reason for one not read or using a model without a price", () => {
     const priced = cachedStates('m')
     const unpriced = cachedStates('not-in-the-table')
     const view = (c: ReturnType<typeof cachedStates>) => c.h.projections.snapshot(c.session, LISTING_KEYS).sessionStats as SessionStats
-    const costs = treeCosts(
-      [
-        { id: 'root', status: 'ok', snapshot: { sessionStats: view(priced) } },
-        { id: 'child', status: 'ok', snapshot: { sessionStats: view(unpriced) } },
-        { id: 'gone', status: 'unavailable', problem: { message: 'not readable now' } },
-        { id: 'cold', status: 'ok', snapshot: {} },
-      ],
-      TABLE,
-    )
+    const entries: RollupInput[] = [
+      { id: 'root', status: 'ok', snapshot: { sessionStats: view(priced) } },
+      { id: 'child', status: 'ok', snapshot: { sessionStats: view(unpriced) } },
+      { id: 'gone', status: 'unavailable', problem: { message: 'not readable now' } },
+      { id: 'cold', status: 'ok', snapshot: {} },
+    ]
+    const costs = treeCosts(entries, TABLE)
     expect([...costs.keys()]).toEqual(['root', 'child', 'gone', 'cold'])
     expect(costs.get('root')).toBeCloseTo((100 * 1 + 20 * 4) / 1e6, 12)
     expect([costs.get('child'), costs.get('gone'), costs.get('cold')]).toEqual([null, null, null])
+    const reasons = treeListingCosts(entries, TABLE)
+    expect([...reasons]).toEqual([
+      ['root', { cost: costs.get('root') }],
+      ['child', { cost: null, costReason: 'unknown-model' }],
+      ['gone', { cost: null, costReason: 'stats-unavailable' }],
+      ['cold', { cost: null, costReason: 'stats-unavailable' }],
+    ])
   })
 
   it("a catalog's costs read its tree no deeper than its rows: one generation for children, the whole tree for descendants", async () => {
@@ -85,8 +99,12 @@ describe('listing values', () => {
       },
     }
     expect(await catalogCosts(source, 'root', 'children', TABLE)).toEqual(new Map([['root', null]]))
+    expect(await catalogListingCosts(source, 'root', 'children', TABLE)).toEqual(
+      new Map([['root', { cost: null, costReason: 'stats-unavailable' }]]),
+    )
     await catalogCosts(source, 'root', 'descendants', TABLE)
     expect(asked).toEqual([
+      { rootId: 'root', keys: ['sessionStats'], options: { descendants: true, maxDepth: 1 } },
       { rootId: 'root', keys: ['sessionStats'], options: { descendants: true, maxDepth: 1 } },
       { rootId: 'root', keys: ['sessionStats'], options: { descendants: true } },
     ])
@@ -94,11 +112,16 @@ describe('listing values', () => {
 
   it('a miss or a state that fails its unit schema is unknown, never shown', () => {
     const { states } = cachedStates('m')
-    expect(listingValuesOfStates({}, TABLE)).toEqual({ title: null, tokens: null, cost: null })
+    expect(listingValuesOfStates({}, TABLE)).toEqual({ title: null, tokens: null, cost: null, costReason: 'stats-unavailable' })
     const forged = { ...states, sessionTitle: { ...(states.sessionTitle as object), extra: 1 } }
     expect(listingValuesOfStates(forged, TABLE).title).toBeNull()
     const negative = { ...states, sessionStats: { ...(states.sessionStats as object), turns: -1 } }
-    expect(listingValuesOfStates(negative, TABLE)).toEqual({ title: 'Plan the release', tokens: null, cost: null })
+    expect(listingValuesOfStates(negative, TABLE)).toEqual({
+      title: 'Plan the release',
+      tokens: null,
+      cost: null,
+      costReason: 'stats-unavailable',
+    })
   })
 
   it("a live session's values come from its own views, the same as its checkpoint's", () => {
@@ -119,6 +142,6 @@ describe('listing values', () => {
     const other = sessions.create()
     const record = { header: other.header, inheritedEventCount: 0, live: true }
     expect(listedViews(record, { sessions, projections: bare })).toBeUndefined()
-    expect(listingValues(undefined, TABLE)).toEqual({ title: null, tokens: null, cost: null })
+    expect(listingValues(undefined, TABLE)).toEqual({ title: null, tokens: null, cost: null, costReason: 'stats-unavailable' })
   })
 })

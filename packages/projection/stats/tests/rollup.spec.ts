@@ -111,7 +111,51 @@ describe('reportSessionStats', () => {
     expect(report.rollup.gaps.map((gap) => gap.id)).toEqual(['gone'])
     expect(report).toMatchObject({ cost: null, costReason: 'no-price-table' })
     const priced = reportSessionStats(parent.id, 'descendants', entries, await parsePriceTable({ currency: 'USD', providers: {} }))
-    expect(priced.cost).toMatchObject({ usd: null, reason: 'model-not-recorded' })
+    // The tree has a gap ('gone'): the total is incomplete, whatever its models' reasons.
+    expect(priced.cost).toMatchObject({ usd: null, reason: 'incomplete' })
+    expect(priced.cost?.byModel.map((cost) => cost.usd === null && cost.reason)).toContain('model-not-recorded')
     expect(priced).not.toHaveProperty('costReason')
+  })
+  it('a rollup with gaps has no cost: usd null, reason incomplete, the priced part a lower bound', async () => {
+    const h = host()
+    const parent = h.sessions.create()
+    h.play(parent, [
+      { type: 'turn/start', data: { turn: 1 } },
+      { type: 'step/start', data: { turn: 1, step: 0, provider: 'p', model: 'm' } },
+      { type: 'step/end', data: { turn: 1, step: 0, usage: { input: 1000, output: 234 }, finish: 'stop' } },
+      { type: 'turn/end', data: { turn: 1, reason: 'completed' } },
+    ])
+    const table = await parsePriceTable({ currency: 'USD', providers: { p: { m: { input: 1, output: 1 } } } })
+    const root = { id: parent.id, parentId: undefined, depth: 0, subagent: false, rung: 1 as const, status: 'ok' as const }
+    const ok = { ...root, snapshot: { sessionStats: h.stats(parent) } }
+    const lost = {
+      id: 'lost',
+      parentId: parent.id,
+      depth: 1,
+      subagent: true,
+      rung: 3 as const,
+      status: 'corrupt' as const,
+      problem: { code: 'SESSION_PERSISTENCE_CORRUPT', message: 'unreadable' },
+    }
+    expect(reportSessionStats(parent.id, 'descendants', [ok], table).cost).toEqual({
+      usd: expect.closeTo(0.001234, 15),
+      byModel: [{ provider: 'p', model: 'm', usd: expect.closeTo(0.001234, 15) }],
+    })
+    const report = reportSessionStats(parent.id, 'descendants', [ok, lost], table)
+    expect(report.rollup.complete).toBe(false)
+    expect(report.cost).toEqual({
+      usd: null,
+      reason: 'incomplete',
+      byModel: [{ provider: 'p', model: 'm', usd: expect.closeTo(0.001234, 15) }],
+      pricedUsd: expect.closeTo(0.001234, 15),
+    })
+    // A model without a price keeps its own reason in byModel; the total is incomplete first.
+    const unpriced = reportSessionStats(parent.id, 'descendants', [ok, lost], await parsePriceTable({ currency: 'USD', providers: {} }))
+    expect(unpriced.cost).toEqual({
+      usd: null,
+      reason: 'incomplete',
+      byModel: [{ provider: 'p', model: 'm', usd: null, reason: 'unknown-model' }],
+      pricedUsd: 0,
+    })
   })
 })
