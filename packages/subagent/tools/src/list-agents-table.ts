@@ -25,6 +25,12 @@ export type ListAgentsRow =
       readonly durationMs?: number | null
       /** USD of its own model calls under a price table (`dsh agents --prices`, MCP `list_agents` on a priced server); `null` unknown (not read, or a model without a price). */
       readonly cost?: number | null
+      /**
+       * Why `cost` is null, when the pricing said (`@dsh/session-stats`'
+       * `ListingCostReason`: `unknown-model`, `usage-not-recorded`,
+       * `stats-unavailable`, …); present only beside a null cost.
+       */
+      readonly costReason?: string
       /** Messages queued for it behind its running turn (present only when > 0). */
       readonly queued?: number
     }
@@ -55,10 +61,11 @@ export function statusOf(row: Extract<SubagentListEntry, { kind: 'child' }>): Li
 /**
  * A catalog entry as a table row; `usage` copies its tokens and duration
  * (`dsh agents` shows them, the model's table does not). An entry priced
- * under a price table carries its `cost` into the row.
+ * under a price table carries its `cost` (and, when null, its `costReason`)
+ * into the row.
  */
 export function toListAgentsRow(
-  entry: ExplainedSubagentEntry & { readonly cost?: number | null },
+  entry: ExplainedSubagentEntry & { readonly cost?: number | null; readonly costReason?: string | undefined },
   queued = 0,
   usage = false,
 ): ListAgentsRow {
@@ -75,6 +82,7 @@ export function toListAgentsRow(
     depth,
     ...(usage ? { tokens, durationMs } : {}),
     ...(entry.cost === undefined ? {} : { cost: entry.cost }),
+    ...(entry.cost === null && entry.costReason !== undefined ? { costReason: entry.costReason } : {}),
     ...(queued > 0 ? { queued } : {}),
   })
 }
@@ -85,12 +93,20 @@ const DIAGNOSTIC_TEXT: Record<'corrupt' | 'unsupported' | 'unavailable', string>
   unavailable: 'unavailable (could not be read just now; list again to retry)',
 }
 
+/** A priced row's cost: `$<usd>`, or `$–` with the reason it is unknown. */
+function costText(cost: number | null, reason: string | undefined): string {
+  if (cost !== null) return `$${cost.toFixed(6)}`
+  return reason === undefined ? '$–' : `$– (${reason})`
+}
+
 /**
  * The table (what `dsh agents` prints): one line per row, indented two spaces
  * per level below the caller, `<id>  <status>  <mode>  <label>[  <n> tokens][
- * <s>s][  $<usd>][  +subagents]` or `<id>  diagnostic: <reason>`;
- * `(no subagents)` when empty. Tokens, duration and cost appear for rows that
- * carry them (`usage`, a price table) and are blank (left out) when unknown.
+ * <s>s][  $<usd> | $– (<reason>)][  +subagents]` or `<id>  diagnostic: <reason>`;
+ * `(no subagents)` when empty. Tokens and duration appear for rows that carry
+ * them (`usage`) and are left out when unknown. Cost appears for rows priced
+ * under a price table; an unknown cost shows `$–` with its reason, never
+ * blank, so a row that could not be priced is told from one not priced at all.
  */
 export function renderListAgents(rows: readonly ListAgentsRow[]): string {
   if (rows.length === 0) return '(no subagents)'
@@ -102,7 +118,7 @@ export function renderListAgents(rows: readonly ListAgentsRow[]): string {
       const status = row.queued === undefined ? row.status : `${row.status} (${row.queued} queued)`
       const tokens = row.tokens === undefined || row.tokens === null ? '' : `  ${row.tokens} tokens`
       const duration = row.durationMs === undefined || row.durationMs === null ? '' : `  ${(row.durationMs / 1000).toFixed(1)}s`
-      const cost = row.cost === undefined || row.cost === null ? '' : `  $${row.cost.toFixed(6)}`
+      const cost = row.cost === undefined ? '' : `  ${costText(row.cost, row.costReason)}`
       return `${indent}${row.id}  ${status}  ${row.mode}  ${label}${tokens}${duration}${cost}${row.hasChildren ? '  +subagents' : ''}`
     })
     .join('\n')
