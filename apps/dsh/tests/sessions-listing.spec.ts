@@ -75,8 +75,11 @@ describe('dsh sessions: title, tokens and cost from the projection cache', () =>
     const lines = text.stdout.split('\n')
     expect(lines[0]).toMatch(/^id\s+created\s+origin\s+parent\s+depth\s+cut\s+tokens\s+cost\s+title$/)
     expect(lines[2]).toMatch(/^a-warm .* 120\s+\$0\.000180\s+Plan the release a-warm$/)
-    // The unknown model's cost cell is blank, never $0.
-    expect(lines[3]).toMatch(/^b-unpriced .* 120\s+Plan the release b-unpriced$/)
+    // The unknown model's cost cell says so with its reason: never $0, never a blank.
+    expect(lines[3]).toMatch(/^b-unpriced .* 120\s+– \(unknown-model\)\s+Plan the release b-unpriced$/)
+    // Without a price table the column is blank: nothing was priced.
+    const plain = (await cli(['sessions', '--root', root])).stdout.split('\n')
+    expect(plain[3]).toMatch(/^b-unpriced .* 120\s+Plan the release b-unpriced$/)
   })
 
   it("searching a title's words finds its session (the title is the first prompt, which the index holds)", async () => {

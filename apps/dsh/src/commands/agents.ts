@@ -2,7 +2,7 @@ import { escapeTerminal } from '@dsh/context'
 import type { SubagentListBody } from '@dsh/protocol'
 import { wireSubagentList } from '@dsh/protocol/bodies'
 import type { SessionId } from '@dsh/session'
-import { catalogCosts } from '@dsh/session-stats'
+import { catalogListingCosts } from '@dsh/session-stats'
 import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
 import { withReadHost } from '../host-access.js'
@@ -27,8 +27,9 @@ import { priceTableOf } from '../prices.js'
  * its `cost`, priced as `dsh sessions` prices an entry and as the HTTP
  * catalog of a priced server does: its `sessionStats` read down the same
  * ladder as `dsh stats` (one body read for a cold child without a
- * checkpoint), no deeper than the rows go, `null` (blank in the text) when
- * unknown.
+ * checkpoint), no deeper than the rows go, `null` when unknown: the text
+ * shows `$–` with the reason (`unknown-model`, `usage-not-recorded`,
+ * `stats-unavailable`, …).
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   if (command.flag('definitions')) return (await import('./agent-definitions.js')).run(command, io)
@@ -43,12 +44,15 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
       // SUBAGENT_NOT_FOUND (no projection is read); a parent that exists lists no subagents.
       if (entries.length === 0) await host.subagents.treeSnapshots(id, [], {})
       if (prices === undefined || entries.length === 0) return { entries, costs: undefined }
-      return { entries, costs: await catalogCosts(host.subagents, id, scope, prices) }
+      return { entries, costs: await catalogListingCosts(host.subagents, id, scope, prices) }
     },
     {},
     io,
   )
-  const priced = costs === undefined ? entries : entries.map((entry) => ({ ...entry, cost: costs.get(entry.row.id) ?? null }))
+  const priced =
+    costs === undefined
+      ? entries
+      : entries.map((entry) => ({ ...entry, ...(costs.get(entry.row.id) ?? { cost: null, costReason: 'stats-unavailable' as const }) }))
   if (command.json) {
     const body: SubagentListBody = wireSubagentList(id, scope, priced)
     printJson(body, io.out)

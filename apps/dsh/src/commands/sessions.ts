@@ -21,7 +21,9 @@ import { safe } from '../terminal.js'
  * schemas); a session not cached lists them blank until a later fold fills
  * the cache: the listing never reads a log.
  * Cost uses the price table of `--prices FILE` or `DSH_PRICES`, as `dsh stats`
- * does; an unknown model's cost is blank, never 0. `--json` prints the
+ * does; an unknown cost is `–` with its reason (`unknown-model`,
+ * `usage-not-recorded`, `stats-unavailable` for a session not cached), never
+ * 0, and the column is blank without a price table. `--json` prints the
  * protocol's `SessionListPageBody`, the body of `GET /api/sessions`.
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
@@ -62,7 +64,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     `${table(
       ['id', 'created', 'origin', 'parent', 'depth', 'cut', 'tokens', 'cost', 'title'],
       page.records.map((r, i) => {
-        const { title, tokens, cost } = values[i] ?? { title: null, tokens: null, cost: null }
+        const { title, tokens, cost, costReason } = values[i] ?? { title: null, tokens: null, cost: null }
         return [
           r.header.id,
           formatTime(r.header.createdAt),
@@ -71,7 +73,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
           String(r.header.delegationDepth),
           String(r.inheritedEventCount),
           tokens === null ? '' : String(tokens),
-          cost === null ? '' : `$${cost.toFixed(6)}`,
+          costCell(cost, costReason),
           title ?? '',
         ]
       }),
@@ -80,6 +82,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   io.out.write(safe`${page.records.length} session(s)`)
   io.out.write(page.nextCursor === undefined ? '\n' : safe`; next page: --cursor ${page.nextCursor}\n`)
   return 0
+}
+
+/** The cost column: USD, `–` with the reason it is unknown, or blank when nothing was priced (no price table). */
+function costCell(cost: number | null, reason: ListingValues['costReason']): string {
+  if (cost !== null) return `$${cost.toFixed(6)}`
+  return reason === undefined || reason === 'no-price-table' ? '' : `– (${reason})`
 }
 
 /** Each record's cached title, tokens and cost: one checkpoint-row read per unit, never a log. */
