@@ -149,7 +149,7 @@ function unreadable(path: string, error: unknown, what: string): ImportV0Error {
   const code = errnoOf(error)
   return new ImportV0Error(
     'IMPORT_V0_IO',
-    `The ${what} ${path} cannot be read (${code}), so the sessions in it were not imported: give this user read and search permission on it and run the import again.`,
+    `The ${what} ${path} cannot be read (${code}), so what it holds was not imported: give this user read and search permission on it and run the import again.`,
     { cause: error, details: { path, code, reason: 'unreadable' } },
   )
 }
@@ -167,7 +167,7 @@ function notADirectory(path: string, entry: Dirent, what: 'project' | 'session')
   const kind = link ? 'a symbolic link' : entry.isFile() ? 'a regular file' : kindOf(entry)
   return new ImportV0Error(
     'IMPORT_V0_IO',
-    `${path} is ${kind} where the v0 layout keeps a ${what} directory; ${link ? 'links are not followed (a v0 root holds its sessions itself): replace it with the directory it points to' : 'move it out of the way'} to import what belongs there.`,
+    `${path} is ${kind} where the v0 layout keeps a ${what} directory; ${link ? 'links are not followed (a v0 root holds its sessions itself): replace it with the directory it points to' : 'put the directory there'}, then run the import again.`,
     { details: { path, reason: link ? 'symlink' : 'not-a-directory' } },
   )
 }
@@ -179,7 +179,7 @@ function notALog(
   const link = stat.isSymbolicLink()
   return new ImportV0Error(
     'IMPORT_V0_IO',
-    `${path} is ${kindOf(stat)}, not a regular file: the v0 layout keeps a session log there; ${link ? 'links are not followed (a v0 root holds its sessions itself): replace it with the file it points to' : 'replace it with the log file'} to import the session.`,
+    `${path} is ${kindOf(stat)}, not a regular file: the v0 layout keeps a session log there; ${link ? 'links are not followed (a v0 root holds its sessions itself): replace it with the file it points to' : 'put the log file there'}, then run the import again.`,
     { details: { path, reason: link ? 'symlink' : 'not-a-file' } },
   )
 }
