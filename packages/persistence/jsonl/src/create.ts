@@ -32,6 +32,7 @@ import type {
   JsonlPersistenceMetrics,
   JsonlPersistenceOptions,
   LogBackend,
+  LogLessDir,
   LogVerification,
 } from './types.js'
 
@@ -159,6 +160,10 @@ class JsonlPersistenceFront implements JsonlPersistence {
 
   list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
     return this.#logs((b) => b.list(signal))
+  }
+
+  logLessDirs(signal?: AbortSignal): Promise<readonly LogLessDir[]> {
+    return this.#logs((b) => b.logLessDirs(signal))
   }
 
   inspect(id: SessionId, signal?: AbortSignal): Promise<SessionObservation> {

@@ -12,5 +12,6 @@ export type {
   JsonlPersistence,
   JsonlPersistenceMetrics,
   JsonlPersistenceOptions,
+  LogLessDir,
   LogVerification,
 } from './types.js'

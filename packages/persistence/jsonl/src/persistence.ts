@@ -29,6 +29,7 @@ import { ChangeFeed } from './feed.js'
 import { Forks } from './forks.js'
 import { assertStorableId, encodeSessionDirName } from './id-encoding.js'
 import type { LogContext } from './log-context.js'
+import { findLogLessDirs } from './log-less-dirs.js'
 import { LogReader } from './log-reader.js'
 import { Reads } from './reads.js'
 import { LOCK_FILE } from './session-writer.js'
@@ -38,6 +39,7 @@ import type {
   JsonlPersistenceMetrics,
   JsonlPersistenceOptions,
   LogBackend,
+  LogLessDir,
   LogVerification,
   OpenedRoot,
 } from './types.js'
@@ -197,6 +199,11 @@ class JsonlLogBackend implements LogBackend {
   async list(signal?: AbortSignal): Promise<PersistedSessionRecord[]> {
     this.#assertOpen()
     return this.#reads.list(signal)
+  }
+
+  async logLessDirs(signal?: AbortSignal): Promise<readonly LogLessDir[]> {
+    this.#assertOpen()
+    return findLogLessDirs(this.root, this.#reader.codec.logFileName, signal)
   }
 
   /** Waits for the operations already called, then releases every writer (lock and log); the front closes the journal after. */

@@ -70,6 +70,21 @@ export interface JsonlPersistence extends SessionPersistence {
   verifyChangeJournal(): Promise<ChangeJournalVerification>
   /** Logs the last `list()` left out because their header unit is damaged or of an unsupported version. */
   damagedLogs(): readonly DamagedLog[]
+  /**
+   * Session directories that hold no log while no process is writing one (a
+   * log removed outside dsh, or a creation that crashed before its first
+   * append), which `list()` leaves out; one pass over the root, reads only.
+   */
+  logLessDirs(signal?: AbortSignal): Promise<readonly LogLessDir[]>
+}
+
+/** A session directory without a log (`logLessDirs`). */
+export interface LogLessDir {
+  readonly dir: string
+  /** The session id the directory name encodes; `{ hashed: true }` for long ids (stored only in the header). */
+  readonly id: string | { readonly hashed: true } | undefined
+  readonly code: 'SESSION_PERSISTENCE_NOT_FOUND'
+  readonly message: string
 }
 
 export interface ChangeJournalVerification {
