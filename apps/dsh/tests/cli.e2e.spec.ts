@@ -1,7 +1,7 @@
 import { execFile, spawn } from 'node:child_process'
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { createHost, derivedPaths } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, subagentList } from '@dsh/protocol'
@@ -166,9 +166,21 @@ describe('dsh on the demo root', () => {
       status: 'error',
       code: 'SESSION_PERSISTENCE_NOT_FOUND',
     })
-    expect((await dsh('reindex', '--root', copy)).code).toBe(0)
+    // A rebuilt index no longer lists it; reindex says so, and verify still names the directory without a log.
+    const reindexed = await dsh('reindex', '--root', copy, '--json')
+    expect(reindexed.code, reindexed.stderr).toBe(0)
+    expect(JSON.parse(reindexed.stdout)).toMatchObject({ missing: 1, missingLogs: [{ id: 'release-1.4.log-summarizer' }] })
+    const still = await dsh('verify', '--root', copy, '--json')
+    expect(still.code).toBe(1)
+    expect(JSON.parse(still.stdout).sessions.find((s: { id: string }) => s.id === 'release-1.4.log-summarizer')).toMatchObject({
+      status: 'error',
+      code: 'SESSION_PERSISTENCE_NOT_FOUND',
+      message: expect.stringMatching(/^The session directory .* holds no log/),
+    })
+    // The directory removed as well: the session is gone, nothing is missing.
+    rmSync(dirname(logOf('release-1.4.log-summarizer')), { recursive: true })
     const torn = JSON.parse((await dsh('verify', '--root', copy, '--json')).stdout)
-    expect(torn).toMatchObject({ torn: 1, corrupt: 0 })
+    expect(torn).toMatchObject({ torn: 1, corrupt: 0, errors: 0 })
     expect(torn.sessions.find((s: { id: string }) => s.id === 'release-1.4.researcher')).toMatchObject({ status: 'torn', tornBytes: 6 })
     expect((await dsh('verify', '--root', copy)).code).toBe(0)
     // A flipped byte in a header frame: listing leaves it out, verify names it.
@@ -189,11 +201,43 @@ describe('dsh on the demo root', () => {
     expect(listed.sessions.map((r: { header: { id: string } }) => r.header.id)).not.toContain('release-1.4.reviewer')
   })
 
+  it('verify without a query index names a session directory whose log was removed (exit 1) and writes nothing; reindex reports it instead of dropping it', async () => {
+    const copy = join(dir, 'verify-no-index')
+    cpSync(root, copy, { recursive: true })
+    rmSync(join(copy, '.dsh'), { recursive: true, force: true })
+    // The demo's corrupt child, removed behind dsh's back: every other log is sound.
+    const gone = join(copy, 'release-1_2e4_2elog-summarizer')
+    rmSync(join(gone, 'log.jsonl.zst'))
+    const before = snapshot(copy)
+    const json = await dsh('verify', '--root', copy, '--json')
+    expect(json.code, json.stderr).toBe(1)
+    const report = JSON.parse(json.stdout)
+    expect(report).toMatchObject({ checked: 7, ok: 6, errors: 1, corrupt: 0 })
+    expect(report.sessions.find((s: { id: string }) => s.id === 'release-1.4.log-summarizer')).toEqual({
+      id: 'release-1.4.log-summarizer',
+      status: 'error',
+      code: 'SESSION_PERSISTENCE_NOT_FOUND',
+      message: expect.stringContaining(`The session directory ${gone} holds no log (log.jsonl.zst)`),
+    })
+    const text = await dsh('verify', '--root', copy)
+    expect(text.code).toBe(1)
+    expect(text.stdout).toContain('1 of 7 logs failed verification: release-1.4.log-summarizer')
+    expect(snapshot(copy)).toEqual(before)
+
+    const reindexed = await dsh('reindex', '--root', copy)
+    expect(reindexed.code, reindexed.stderr).toBe(0)
+    expect(reindexed.stdout).toMatch(/ 1 without a log, in \d+ ms\.$/m)
+    expect(reindexed.stderr).toMatch(
+      /^dsh: warning: session release-1\.4\.log-summarizer is not indexed: The session directory .* holds no log/m,
+    )
+    expect((await dsh('verify', '--root', copy)).code).toBe(1)
+  })
+
   it('reindex --json reports counts', async () => {
     const result = await dsh('reindex', '--root', root, '--json')
     expect(result.code, result.stderr).toBe(0)
     const report = JSON.parse(result.stdout)
-    expect(report).toMatchObject({ listed: 7, read: 7, corrupt: 1, failed: 0 })
+    expect(report).toMatchObject({ listed: 7, read: 7, corrupt: 1, failed: 0, missing: 0, missingLogs: [] })
     // Nothing is written by the progress bar when stderr is not a TTY.
     expect(result.stderr).toBe('')
   })

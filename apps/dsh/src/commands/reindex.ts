@@ -2,6 +2,7 @@ import { rebuildIndex } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { asCliRootError, rootOf } from '../host-access.js'
 import { holdAt, interruptedStatus, untilInterrupted } from '../interrupt.js'
+import { logLessSessions } from '../log-less-dirs.js'
 import { printJson } from '../output.js'
 import { createProgress } from '../progress.js'
 import { safe } from '../terminal.js'
@@ -11,7 +12,9 @@ import { safe } from '../terminal.js'
  * progress bar on a TTY: into a new file, swapped in when complete, so every
  * other command keeps answering from the old index meanwhile, and a rebuild
  * that fails leaves it as it was. Never writes a log; refuses a directory
- * that is not a dsh root. SIGINT (Ctrl-C) or SIGTERM cancels the rebuild:
+ * that is not a dsh root. A session directory without a log (removed outside
+ * dsh) is not indexed, and is reported (`missing`, and one warning each on
+ * stderr) rather than dropped without a word; `dsh verify` names it too. SIGINT (Ctrl-C) or SIGTERM cancels the rebuild:
  * its new file is removed, the old index stays, and the status is 130 (143).
  *
  * `DSH_REINDEX_HOLD=<fifo>` holds the rebuild between the two (the new file
@@ -39,12 +42,21 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     progress.done()
     if ('interrupted' in outcome) return interruptedStatus(outcome.interrupted)
     const report = outcome.done
-    const summary = { ...report, ms: Date.now() - started }
+    const missing = await logLessSessions(report.root)
+    const summary = {
+      ...report,
+      missing: missing.length,
+      missingLogs: missing.map(({ id, code, message }) => ({ id, code, message })),
+      ms: Date.now() - started,
+    }
     if (command.json) printJson(summary, io.out)
-    else
+    else {
+      for (const log of missing)
+        io.err.write(safe`dsh: warning: session ${log.id} is not indexed: ${log.message ?? ''} (${log.code ?? ''})\n`)
       io.out.write(
-        safe`Reindexed ${report.root}: ${report.listed} sessions listed, ${report.read} logs read, ${report.corrupt} corrupt, ${report.failed} failed, in ${summary.ms} ms.\n`,
+        safe`Reindexed ${report.root}: ${report.listed} sessions listed, ${report.read} logs read, ${report.corrupt} corrupt, ${report.failed} failed, ${missing.length} without a log, in ${summary.ms} ms.\n`,
       )
+    }
     return 0
   } finally {
     progress.done()

@@ -2,13 +2,16 @@ import type { Logger } from '@dsh/context'
 import { checkDerivedFiles, type DerivedCheck, type DerivedChecks, type VerifiedLog, verifyPostgres, verifyRoot } from '@dsh/host'
 import { type CommandIo, noPositionals, type ParsedCommand } from '../command.js'
 import { asCliRootError, rootOf, terminalLogger, warnIfExposed } from '../host-access.js'
+import { logLessSessions } from '../log-less-dirs.js'
 import { printJson, table } from '../output.js'
 import { safe } from '../terminal.js'
 
 /**
  * Reads every committed log in full and reports torn tails and corruption,
- * including logs whose header is too damaged to list. Exits 1 when any log is
- * corrupt or unreadable (a torn tail alone is not an error). Also runs
+ * including logs whose header is too damaged to list, and session
+ * directories without a log (with or without a query index that still lists
+ * them). Exits 1 when any log is corrupt, unreadable or missing (a torn tail
+ * alone is not an error). Also runs
  * quick_check over the derived index and cache that exist and reports a
  * damaged one, with how to make it again (derived data). Never writes,
  * creates or removes a file; refuses a directory that is not a dsh root;
@@ -56,7 +59,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
 }
 
 /**
- * A JSONL root: its logs, then its derived files; warns when others can read
+ * A JSONL root: its logs (and the session directories without one that no
+ * other check named), then its derived files; warns when others can read
  * the root. A derived file that cannot be opened is reported in the output
  * (`damaged`) and warned about once on stderr, escaped, without a stack.
  */
@@ -66,7 +70,9 @@ async function verifyLocal(
 ): Promise<{ root: string; logs: readonly VerifiedLog[]; derived: DerivedChecks }> {
   const { root, logs } = await asCliRootError(() => verifyRoot(rootOf(command)))
   warnIfExposed(root, io)
-  return { root, logs, derived: await checkDerivedFiles(root, { logger: onceEach(terminalLogger(io)) }) }
+  const named = new Set(logs.map((log) => log.id))
+  const logLess = (await logLessSessions(root)).filter((log) => !named.has(log.id))
+  return { root, logs: [...logs, ...logLess], derived: await checkDerivedFiles(root, { logger: onceEach(terminalLogger(io)) }) }
 }
 
 /** `logger` with each distinct line passed on once: the readers that open a damaged file may warn about it more than once. */
