@@ -1,3 +1,4 @@
+export { persistedAttachments } from './attachments.js'
 export type { CompactionErrorCode } from './errors.js'
 export { CompactionError } from './errors.js'
 export { ATTACHMENT_TOKENS, blockText, estimateMessageTokens, estimateTokens, MESSAGE_OVERHEAD_TOKENS } from './estimate.js'
@@ -24,6 +25,7 @@ export type {
   MaybeCompactResult,
   PruneOptions,
   PruneResult,
+  SessionAttachments,
   SummarizeRequest,
   Summarizer,
   Summary,

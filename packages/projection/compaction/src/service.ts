@@ -14,6 +14,7 @@ import type {
   MaybeCompactOptions,
   PruneOptions,
   PruneResult,
+  SessionAttachments,
   Summarizer,
 } from './types.js'
 
@@ -31,6 +32,8 @@ export interface CompactionDependencies {
   /** Makes the session's events durable (the store's `flush`). */
   readonly flush: (session: Session) => Promise<void>
   readonly summarizer: () => Summarizer | undefined
+  /** Where the bytes of the shadowed messages' images and files come from (one reader per compaction); without it none are read. */
+  readonly attachments?: (session: Session) => SessionAttachments
 }
 
 const wholeNumber = (value: unknown, name: string, min: number): number => {
@@ -64,8 +67,10 @@ export function createCompactionService(deps: CompactionDependencies, options: C
   }
 
   /**
-   * The `compaction/summary` data of the summarizer's answer for `range`.
-   * A rejection, an answer that cannot be stored (see `summaryData`) or an
+   * The `compaction/summary` data of the summarizer's answer for `range`,
+   * after reading the bytes of the attachments the range references (the
+   * summarizer renders them as a driver's step does). A failed read, a
+   * rejection, an answer that cannot be stored (see `summaryData`) or an
    * abort of `signal` (not waiting for a summarizer that ignores it) throws
    * typed; the caller ends the compaction.
    */
@@ -80,14 +85,17 @@ export function createCompactionService(deps: CompactionDependencies, options: C
     let answer: unknown
     try {
       answer = await raceAbort(
-        Promise.resolve().then(() =>
-          summarizer.summarize({
+        Promise.resolve().then(async () => {
+          const attachments = deps.attachments?.(session)
+          await attachments?.load(range.messages, request.signal)
+          return summarizer.summarize({
             sessionId: session.id,
             context: { ...context, messages: range.messages },
             instruction: request.instruction ?? instructionDefault,
+            ...(attachments === undefined ? {} : { attachments: attachments.resolve }),
             ...(request.signal === undefined ? {} : { signal: request.signal }),
-          }),
-        ),
+          })
+        }),
         request.signal,
         cancelled,
       )

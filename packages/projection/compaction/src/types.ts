@@ -1,5 +1,5 @@
 import type { ContentBlock, Session, TokenUsage } from '@dsh/session'
-import type { SessionContext } from '@dsh/session-context'
+import type { AttachmentResolver, SessionContext } from '@dsh/session-context'
 
 /** What a summarizer is asked: summarize `context` (the messages a compaction shadows) following `instruction`. */
 export interface SummarizeRequest {
@@ -8,7 +8,24 @@ export interface SummarizeRequest {
   readonly context: SessionContext
   /** What the summary must keep; the service's default unless the caller gave one. */
   readonly instruction: string
+  /**
+   * The bytes of the images and files the shadowed messages reference beyond
+   * what their references hold inline, read before the request: a renderer's
+   * `attachments` option. Absent when the service has no attachment source
+   * (the renderer then sends a note that each is missing).
+   */
+  readonly attachments?: AttachmentResolver
   readonly signal?: AbortSignal
+}
+
+/**
+ * The attachment bytes of one session, as `attachmentResolver` of
+ * `@dsh/session-persistence` reads them: `load` reads those the messages
+ * reference, `resolve` is the renderer's synchronous lookup.
+ */
+export interface SessionAttachments {
+  readonly resolve: AttachmentResolver
+  load(messages: Iterable<{ readonly blocks: readonly unknown[] }>, signal?: AbortSignal): Promise<number>
 }
 
 /** A summarizer's answer. */

@@ -12,7 +12,8 @@ export interface AnthropicSummarizerOptions {
 
 /**
  * Service `summarizer` of `@dsh/compaction` over an Anthropic client: the
- * shadowed context rendered as Messages (with its cache breakpoints), then
+ * shadowed context rendered as Messages (with its cache breakpoints; images
+ * and PDFs from the request's `attachments`), then
  * the compaction's instruction as the last user text, in one streamed
  * request without tools and without extended thinking. The answer's text is
  * the summary; its usage is stored with it. A failed request rejects with
@@ -22,8 +23,9 @@ export function createAnthropicSummarizer(options: AnthropicSummarizerOptions): 
   const { client } = options
   const model = options.model ?? client.model
   return {
-    async summarize({ context, instruction, signal }) {
-      const { body } = renderAnthropic(context, { model })
+    async summarize({ context, instruction, attachments, signal }) {
+      // The bytes of the range's images and files, read by the compaction service as a step reads them.
+      const { body } = renderAnthropic(context, { model, ...(attachments === undefined ? {} : { attachments }) })
       const messages = body.messages as MessageParam[]
       const last = messages.at(-1)
       // The instruction joins a trailing user message (the API wants roles to alternate).

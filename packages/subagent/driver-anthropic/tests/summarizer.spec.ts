@@ -34,6 +34,40 @@ it('summarizes a context in one request without tools or thinking; the instructi
   })
 })
 
+it("renders the shadowed messages' stored images from the request's attachments resolver as base64 sources", async () => {
+  server = await startModelServer([answer(['A chart was shown.'])])
+  const { client } = testClient(server)
+  const bytes = Buffer.alloc(10_008, 0x5a)
+  const attachment = { digest: 'a'.repeat(64), mediaType: 'image/png', size: bytes.length, name: 'big.png' }
+  const session = newStore().create()
+  session.append('user/message', {
+    text: 'look',
+    blocks: [
+      { type: 'text', text: 'look' },
+      { type: 'image', attachment },
+    ],
+  })
+  const context = contextView(session.events.reduce(applyContextEvent, sessionContextUnit.init()))
+  const attachments = (ref: { digest: string }) => (ref.digest === attachment.digest ? { base64: bytes.toString('base64') } : undefined)
+
+  await createAnthropicSummarizer({ client }).summarize({ sessionId: session.id, context, instruction: 'Summarize.', attachments })
+
+  expect(bodyOf(server.requests[0]).messages).toEqual([
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'look' },
+        {
+          type: 'image',
+          source: { type: 'base64', media_type: 'image/png', data: bytes.toString('base64') },
+          cache_control: { type: 'ephemeral' },
+        },
+        { type: 'text', text: 'Summarize.' },
+      ],
+    },
+  ])
+})
+
 it('blanks the API key out of the summary it returns (a server that echoes it back)', async () => {
   server = await startModelServer([answer([`The key was ${TEST_KEY}.`])])
   const { client } = testClient(server)

@@ -11,9 +11,9 @@ export interface OpenAISummarizerOptions {
 
 /**
  * Service `summarizer` of `@dsh/compaction` over an OpenAI-compatible
- * client: the shadowed context rendered as Chat messages, then the
- * compaction's instruction as a user message, in one streamed request
- * without tools. The answer's text is the summary; its usage is stored
+ * client: the shadowed context rendered as Chat messages (images and files
+ * from the request's `attachments`), then the compaction's instruction as a
+ * user message, in one streamed request without tools. The answer's text is the summary; its usage is stored
  * with it. A failed request rejects with the client's `DriverOpenAIError`
  * (a window the request does not fit is `DRIVER_OPENAI_BAD_REQUEST`).
  */
@@ -21,8 +21,9 @@ export function createOpenAISummarizer(options: OpenAISummarizerOptions): Summar
   const { client } = options
   const model = options.model ?? client.model
   return {
-    async summarize({ context, instruction, signal }) {
-      const { body } = renderChat(context, { model })
+    async summarize({ context, instruction, attachments, signal }) {
+      // The bytes of the range's images and files, read by the compaction service as a step reads them.
+      const { body } = renderChat(context, { model, ...(attachments === undefined ? {} : { attachments }) })
       const messages = [...(body.messages as ChatCompletionMessageParam[]), { role: 'user', content: instruction } as const]
       const step = await client.step({
         messages,

@@ -1,8 +1,8 @@
 import { compactionPlugin } from '@dsh/compaction'
 import { Context, isDshError } from '@dsh/context'
-import { type Session, sessionStorePlugin } from '@dsh/session'
+import { ATTACHMENT_INLINE_MAX_BYTES, type Session, sessionStorePlugin } from '@dsh/session'
 import { sessionContextPlugin } from '@dsh/session-context'
-import { createMemoryPersistence } from '@dsh/session-persistence'
+import { appendUserMessage, createMemoryPersistence } from '@dsh/session-persistence'
 import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -21,7 +21,13 @@ async function setup(replies: readonly Reply[], options: ModelServerOptions = {}
   await ctx.activate(sessionContextPlugin())
   ctx.provide('summarizer', createOpenAISummarizer({ client: testClient(server.baseURL).client }))
   await ctx.activate(compactionPlugin())
-  return { server, ctx, sessions: ctx.require('sessions'), compaction: ctx.require('compaction') }
+  return {
+    server,
+    ctx,
+    sessions: ctx.require('sessions'),
+    compaction: ctx.require('compaction'),
+    persistence: ctx.require('sessionPersistence'),
+  }
 }
 
 function converse(session: Session, turns: number): void {
@@ -71,6 +77,24 @@ describe('createOpenAISummarizer', () => {
     expect(serverTokenCount(server.requests[0]!.body)).toBeGreaterThan(60)
     expect(session.events.at(-1)).toMatchObject({ type: 'compaction/end', data: { error: expect.stringMatching(/context length/) } })
     expect((await ctx.require('sessionContext').contextOf(session)).messages).toEqual(before.messages)
+  })
+
+  it('an image stored beside the session (over the inline threshold) reaches the summarize request as a data URL', async () => {
+    const { server, sessions, compaction, persistence } = await setup([answer(['The user sent a chart.'])])
+    const session = sessions.create()
+    const bytes = Buffer.alloc(ATTACHMENT_INLINE_MAX_BYTES * 2 + 1_816, 0x5a)
+    await appendUserMessage(persistence, session, 'look', [{ bytes, mediaType: 'image/png', name: 'big.png' }])
+    await compaction.compact(session, { reason: 'manual', keep: 0, instruction: 'Summarize.' })
+    const [shadowed, asked] = server.requests[0]!.body.messages
+    expect(shadowed).toEqual({
+      role: 'user',
+      content: [
+        { type: 'text', text: 'look' },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${bytes.toString('base64')}` } },
+      ],
+    })
+    expect(asked).toEqual({ role: 'user', content: 'Summarize.' })
+    expect(JSON.stringify(server.requests[0]!.body)).not.toContain('is not available')
   })
 
   it('blanks the API key out of the summary before it is stored (a server that echoes it back)', async () => {
