@@ -5,6 +5,8 @@ export type CompactionErrorCode =
   | 'COMPACTION_NO_SUMMARIZER'
   /** The summarizer failed or answered what cannot be stored; the log holds `compaction/end {error}` and the context is unchanged. */
   | 'COMPACTION_SUMMARIZER_FAILED'
+  /** The summary was not shorter (estimated tokens) than the messages it would replace; the log holds `compaction/end {error: 'no-gain'}` and the context is unchanged. */
+  | 'COMPACTION_NO_GAIN'
   /** The context holds too few messages to shadow any with the `keep` asked for. */
   | 'COMPACTION_NOTHING_TO_COMPACT'
   /** Another compaction of the session is in progress in this process. */

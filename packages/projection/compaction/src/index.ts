@@ -14,6 +14,7 @@ export {
   DEFAULT_KEEP,
   DEFAULT_PRUNE_KEEP_NEWEST,
   DEFAULT_PRUNE_MIN_CHARS,
+  NO_GAIN_COMPACTION_ERROR,
 } from './service.js'
 export type {
   CompactionService,

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { isDshError, raceAbort, throwIfAborted } from '@dsh/context'
 import type { ContentBlock, JsonValue, Session } from '@dsh/session'
-import { PRUNED_RESULT_TEXT, type SessionContext, type SessionContextService } from '@dsh/session-context'
+import { type ContextMessage, PRUNED_RESULT_TEXT, type SessionContext, type SessionContextService } from '@dsh/session-context'
 import { CompactionError } from './errors.js'
-import { blockText, estimateTokens } from './estimate.js'
+import { blockText, estimateMessageTokens, estimateTokens } from './estimate.js'
 import { type ShadowedRange, shadowedRange } from './range.js'
 import { storedError, summaryData } from './summary.js'
 import type {
@@ -26,6 +26,9 @@ export const DEFAULT_INSTRUCTION =
   'Summarize the conversation above for a model that will continue it without seeing it: the task and its goal, ' +
   'decisions made and why, facts learned (files, names, values, errors), what was done and what remains. ' +
   'Be complete and concise; write only the summary.'
+
+/** The `error` of the `compaction/end` that ends a compaction whose summary would not shrink the context. */
+export const NO_GAIN_COMPACTION_ERROR = 'no-gain'
 
 export interface CompactionDependencies {
   readonly context: () => SessionContextService
@@ -151,7 +154,9 @@ export function createCompactionService(deps: CompactionDependencies, options: C
       try {
         await step(session, 'started', compactionId)
         const data = await summarize(summarizer, session, context, range, compactionId, request)
+        // The summary is stored even when it is not applied: its usage was spent, and the log shows what the model wrote.
         session.append('compaction/summary', data)
+        checkGain(session, range, data)
         await step(session, 'summarized', compactionId)
         session.append('compaction/end', { compactionId })
         ended = true
@@ -218,6 +223,23 @@ function summarizerFailed(session: Session, message: string, cause?: unknown): C
     'COMPACTION_SUMMARIZER_FAILED',
     `Compaction of session '${session.id}' failed: ${message.replace(/\.$/, '')}. The context is unchanged.`,
     { details: { reason: message }, ...(cause === undefined ? {} : { cause }) },
+  )
+}
+
+/**
+ * Throws `COMPACTION_NO_GAIN` when the summary, as the one user message the
+ * context would show, is estimated at no fewer tokens than the messages it
+ * replaces: applying it would not shrink the context.
+ */
+function checkGain(session: Session, range: ShadowedRange, data: JsonValue): void {
+  const blocks = (data as { summary: ContextMessage['blocks'] }).summary
+  const summaryTokens = estimateMessageTokens({ role: 'user', blocks, seq: range.from })
+  const rangeTokens = estimateTokens(range)
+  if (summaryTokens < rangeTokens) return
+  throw new CompactionError(
+    'COMPACTION_NO_GAIN',
+    `Compaction of session '${session.id}' was not applied: its summary is about ${summaryTokens} tokens, not fewer than the ${rangeTokens} of the ${range.messages.length} message(s) it would replace. The context is unchanged; compact when more of it can be summarized, or keep fewer messages verbatim.`,
+    { details: { reason: NO_GAIN_COMPACTION_ERROR, summaryTokens, rangeTokens } },
   )
 }
 

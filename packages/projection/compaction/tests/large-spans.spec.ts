@@ -33,6 +33,9 @@ const ids = (from: number, to: number): string[] => Array.from({ length: to - fr
 const seqOf = (session: Session, type: string, text: string): number =>
   session.events.find((e) => e.type === type && (e.data as { text?: unknown }).text === text)!.seq
 
+/** The first prompt: longer than the recording summarizer's answer, so a compaction of it alone shrinks the context. */
+const PROMPT = 'Read every file in the project and tell me which of them hold configuration.'
+
 describe('compaction over many tool calls', () => {
   it(`one step of ${CALLS.toLocaleString('en')} calls: the cut walks back over its results, then a compaction summarizes them all`, async () => {
     const { summarizer, seen } = recording()
@@ -40,7 +43,7 @@ describe('compaction over many tool calls', () => {
     onTestFinished(() => h.ctx.dispose())
     const session = h.sessions.create()
     session.append('turn/start', { turn: 1 })
-    session.append('user/message', { text: 'Read every file.' })
+    session.append('user/message', { text: PROMPT })
     session.append('step/start', { provider: 'p', model: 'm' })
     session.append('assistant/message', {
       turn: 1,
@@ -59,8 +62,8 @@ describe('compaction over many tool calls', () => {
     // Keeping 4 cuts into the results; the cut moves back to the message holding the calls.
     const first = await h.compaction.compact(session, { reason: 'manual', keep: 4 })
     expect(first.shadowed).toBe(1)
-    expect(first.from).toBe(seqOf(session, 'user/message', 'Read every file.'))
-    expect(first.to).toBe(seqOf(session, 'user/message', 'Read every file.') + 2)
+    expect(first.from).toBe(seqOf(session, 'user/message', PROMPT))
+    expect(first.to).toBe(seqOf(session, 'user/message', PROMPT) + 2)
     expect(seen[0]!.map((m) => m.role)).toEqual(['user'])
 
     const second = await h.compaction.compact(session, { reason: 'manual', keep: 2 })

@@ -7,7 +7,7 @@ import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
 import { sessionProjectionsPlugin } from '@dsh/session-projection'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { budgetCompaction } from '../src/budget.js'
-import { createOpenAISummarizer } from '../src/index.js'
+import { createOpenAISummarizer, runAgent } from '../src/index.js'
 import { answer, type Reply, startModelServer } from '../src/testing/model-server.js'
 import { testClient } from './helpers.js'
 
@@ -24,7 +24,7 @@ async function setup(replies: readonly Reply[]) {
   await ctx.activate(compactionPlugin())
   const session = ctx.require('sessions').create()
   converse(session)
-  return { ctx, session, estimate: await ctx.require('compaction').estimate(session) }
+  return { ctx, server, session, estimate: await ctx.require('compaction').estimate(session) }
 }
 
 function converse(session: Session): void {
@@ -60,5 +60,27 @@ describe('budgetCompaction', () => {
     expect(isDshError(result?.error, 'COMPACTION_SUMMARIZER_FAILED')).toBe(true)
     expect(compactions(session)).toEqual(['compaction/start', 'compaction/end'])
     expect(await budgetCompaction({ compaction: () => undefined, window: 1 })(session)).toBeUndefined()
+  })
+
+  it('a run whose summary would not shrink the context does not compact: the turn completes, the log records no-gain', async () => {
+    // The summary repeats every answer: longer than the range it would replace.
+    const { ctx, server, session, estimate } = await setup([answer(['Summary: ', 'An answer. '.repeat(200)]), answer(['Done.'])])
+    const before = await ctx.require('sessionContext').contextOf(session)
+    const outcome = await runAgent({
+      client: testClient(server.baseURL).client,
+      session,
+      prompt: 'Go on.',
+      tools: [],
+      signal: new AbortController().signal,
+      context: ctx.require('sessionContext'),
+      compaction: () => ctx.get('compaction'),
+      contextWindow: estimate,
+    })
+    expect(outcome).toMatchObject({ reason: 'completed', text: 'Done.' })
+    expect(compactions(session)).toEqual(['compaction/start', 'compaction/summary', 'compaction/end'])
+    expect(session.events.find((e) => e.type === 'compaction/end')!.data).toMatchObject({ error: 'no-gain' })
+    const after = await ctx.require('sessionContext').contextOf(session)
+    expect(after.messages.slice(0, before.messages.length)).toEqual(before.messages)
+    expect(after.messages.some((m) => m.summary !== undefined)).toBe(false)
   })
 })
