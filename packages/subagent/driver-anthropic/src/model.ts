@@ -6,11 +6,13 @@ import {
   type DeadlineErrors,
   fetchWithBoundedErrors,
   isRetryableStatus,
+  notAnEventStream,
   type RetryPolicy,
   requestDeadline,
   retryAfterMs,
   StepBound,
   type StepBoundErrors,
+  sentence,
 } from '@dsh/driver-openai'
 import { type AnthropicConfig, type AnthropicConfigInput, resolveAnthropicConfig } from './config.js'
 import { DriverAnthropicError } from './errors.js'
@@ -93,14 +95,14 @@ export function createAnthropicClient(options: AnthropicClientOptions = {}): Ant
         const assembler = new StepAssembler(request, new StepBound(BOUND_ERRORS))
         const deadline = requestDeadline(request.signal, timeout, DEADLINE_ERRORS)
         try {
-          const stream = await client.messages.create(params, { signal: deadline.signal })
+          const { data: stream, response } = await client.messages.create(params, { signal: deadline.signal }).withResponse()
           for await (const event of stream) {
             deadline.progress()
             assembler.add(event)
           }
           // The client ends the loop quietly when the signal aborts (the caller's, or the deadline's).
           if (deadline.signal.aborted) throw cancelled()
-          if (!assembler.finished) throw unfinished()
+          if (!assembler.finished) throw unfinished(response)
           return assembler.step()
         } catch (error) {
           deadline.clear()
@@ -126,8 +128,19 @@ const BOUND_ERRORS: StepBoundErrors = {
   malformed: (message) => new DriverAnthropicError('DRIVER_ANTHROPIC_REQUEST_FAILED', message),
 }
 
-/** A stream that ended before the server said why the message stopped (a proxy cut it, or the body was no stream at all). */
-function unfinished(): DriverAnthropicError {
+/**
+ * A stream that ended before the server said why the message stopped: a
+ * proxy cut it, or `response` was no event stream at all (a sign-in page, a
+ * JSON answer), which the error says with its content type and first bytes.
+ */
+function unfinished(response: Response): DriverAnthropicError {
+  const other = notAnEventStream(response)
+  if (other !== undefined) {
+    return new DriverAnthropicError(
+      'DRIVER_ANTHROPIC_REQUEST_FAILED',
+      `${sentence(`The Anthropic API's reply was not an event stream (${other})`)} Check --base-url: it must name an Anthropic Messages API (its origin, without /v1/messages).`,
+    )
+  }
   return new DriverAnthropicError(
     'DRIVER_ANTHROPIC_REQUEST_FAILED',
     "The Anthropic API's stream ended before the message was finished (no message_delta carried a stop_reason).",
@@ -161,7 +174,7 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
   if (error instanceof APIConnectionError) {
     return new DriverAnthropicError(
       'DRIVER_ANTHROPIC_CONNECTION',
-      `Could not reach the Anthropic API${tries}: ${boundedText(redact(error.message))}. Check --base-url and that the server is running.`,
+      `${sentence(`Could not reach the Anthropic API${tries}: ${boundedText(redact(error.message))}`)} Check --base-url and that the server is running.`,
     )
   }
   if (error instanceof APIError) {
@@ -178,10 +191,10 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
     if (status === 401 || status === 403)
       return make(
         'DRIVER_ANTHROPIC_UNAUTHORIZED',
-        `The Anthropic API refused the API key (HTTP ${status}): ${server}. Check ANTHROPIC_API_KEY or DSH_API_KEY.`,
+        `${sentence(`The Anthropic API refused the API key (HTTP ${status}): ${server}`)} Check ANTHROPIC_API_KEY or DSH_API_KEY.`,
       )
     if (status === 404)
-      return make('DRIVER_ANTHROPIC_NOT_FOUND', `No such model or route (HTTP 404): ${server}. Check --model and --base-url.`)
+      return make('DRIVER_ANTHROPIC_NOT_FOUND', `${sentence(`No such model or route (HTTP 404): ${server}`)} Check --model and --base-url.`)
     if (status === 429) return make('DRIVER_ANTHROPIC_RATE_LIMITED', `The Anthropic API is rate limiting${tries} (HTTP 429): ${server}`)
     if (status === 529) return make('DRIVER_ANTHROPIC_OVERLOADED', `The Anthropic API is overloaded${tries} (HTTP 529): ${server}`)
     if (status !== undefined && status >= 500)

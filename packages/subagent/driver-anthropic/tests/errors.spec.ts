@@ -148,3 +148,31 @@ describe('configuration', () => {
     }
   })
 })
+
+describe('messages end each sentence with one period', () => {
+  it("an unreachable server: the library's reason then the advice, one period between them", async () => {
+    const closed = await startModelServer([])
+    const baseURL = messagesURL(closed)
+    await closed.close()
+    const client = createAnthropicClient({ baseURL, apiKey: 'k', env: {}, retry: { maxAttempts: 2, backoff: async () => {} } })
+    const { outcome } = await turn(client)
+    const error = outcome.error as DriverAnthropicError
+    expect(error.code).toBe('DRIVER_ANTHROPIC_CONNECTION')
+    expect(error.message).toMatch(
+      /^Could not reach the Anthropic API after 2 attempts: Connection\b.*[^.]\. Check --base-url and that the server is running\.$/,
+    )
+  })
+
+  it('a refused key or a missing route whose server message ends with a period: one period before the advice', async () => {
+    server = await startModelServer([
+      { kind: 'error', status: 401, message: 'invalid x-api-key.' },
+      { kind: 'error', status: 404, message: 'model: claude-nope.' },
+    ])
+    const { client } = testClient(server)
+    const messages = [(await turn(client)).outcome, (await turn(client)).outcome].map((o) => (o.error as DriverAnthropicError).message)
+    expect(messages).toEqual([
+      'The Anthropic API refused the API key (HTTP 401): invalid x-api-key. Check ANTHROPIC_API_KEY or DSH_API_KEY.',
+      'No such model or route (HTTP 404): model: claude-nope. Check --model and --base-url.',
+    ])
+  })
+})

@@ -90,10 +90,23 @@ describe('a model server that answers garbage or stops short', () => {
     expect(ofType(session.events, 'assistant/message')).toEqual([])
   })
 
-  it('an HTML page with status 200 is DRIVER_ANTHROPIC_REQUEST_FAILED, not an empty answer', async () => {
+  it('an HTML page with status 200 is DRIVER_ANTHROPIC_REQUEST_FAILED saying it was no event stream: its content type and first bytes', async () => {
     const { outcome, error } = await run({ kind: 'raw', contentType: 'text/html', body: ['<html>Sign in to the network</html>'] })
     expect(outcome.reason).toBe('error')
     expect(error?.code).toBe('DRIVER_ANTHROPIC_REQUEST_FAILED')
+    expect(error?.message).toBe(
+      'The model request failed: The Anthropic API\'s reply was not an event stream (content-type "text/html", a body beginning "<html>Sign in to the network</html>"). Check --base-url: it must name an Anthropic Messages API (its origin, without /v1/messages).',
+    )
+  })
+
+  it('events streamed under another content type are still read', async () => {
+    const text = [
+      event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+      event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Fine.' } }),
+      event('content_block_stop', { index: 0 }),
+    ]
+    const { outcome } = await run({ kind: 'raw', contentType: 'text/plain', body: [messageStart, ...text, ...finish] })
+    expect(outcome).toMatchObject({ reason: 'completed', text: 'Fine.' })
   })
 })
 

@@ -22,10 +22,14 @@ export {
   brokenAfterOutput,
   ERROR_TEXT_MAX_CHARS,
   fetchWithBoundedErrors,
+  notAnEventStream,
+  REPLY_HEAD_BYTES,
+  REPLY_HEAD_CHARS,
   requestDeadline,
   STEP_MAX_CHARS,
   STEP_MAX_PARTS,
   StepBound,
+  sentence,
   TOOL_RESULT_MAX_BYTES,
 } from './limits.js'
 export type { ModelClient, ModelClientOptions } from './model.js'

@@ -78,6 +78,17 @@ export function boundedText(text: string, max = ERROR_TEXT_MAX_CHARS): string {
   return text.length > max ? `${textHead(text, max)}…` : text
 }
 
+/**
+ * `text` as a sentence that ends with exactly one period, so a server's
+ * message ("Connection error.") can be followed by the driver's advice: a
+ * trailing period (or several) is replaced by one, a trailing `?`, `!` or
+ * `…` is kept as it is.
+ */
+export function sentence(text: string): string {
+  const trimmed = text.trimEnd().replace(/\.+$/, '')
+  return /[?!…]$/.test(trimmed) ? trimmed : `${trimmed}.`
+}
+
 /** What a request whose stream broke after output was recorded says (it is not retried): `cause` is why it broke. */
 export function brokenAfterOutput(cause: string): string {
   return `The model stream broke after output was recorded (not retried, so nothing is logged twice): ${cause}`
@@ -157,7 +168,8 @@ export const ERROR_BODY_MAX_BYTES = 65_536
  */
 export async function fetchWithBoundedErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const response = await fetch(input, init)
-  if (response.ok || response.body === null) return response
+  if (response.body === null) return response
+  if (response.ok) return isEventStream(response.headers) ? response : keepingHead(response, response.body)
   const { status } = response
   // A Response can be built with a status from 200 to 599 only; a server may send any three digits.
   const bounded = new Response(boundedBody(response.body, ERROR_BODY_MAX_BYTES), {
@@ -192,4 +204,84 @@ function boundedBody(body: ReadableStream<Uint8Array>, max: number): ReadableStr
     },
     { highWaterMark: 0 },
   )
+}
+
+/** Bytes of a 2xx reply that is not an event stream kept for the error that says what it was. */
+export const REPLY_HEAD_BYTES = 120
+
+/** The content type and first bytes of the 2xx replies that were not event streams, by the response handed to the SDK. */
+const replyHeads = new WeakMap<Response, { readonly contentType: string | null; head: Uint8Array; more: boolean }>()
+
+function isEventStream(headers: Headers): boolean {
+  return (headers.get('content-type') ?? '').split(';', 1)[0]?.trim().toLowerCase() === 'text/event-stream'
+}
+
+/**
+ * `response` with a body passed on whole, as it is read, whose first
+ * `REPLY_HEAD_BYTES` bytes are kept for {@link notAnEventStream}: a server
+ * may stream events under another content type, so the reply is read as a
+ * stream all the same, and only a stream that ends unfinished says what it was.
+ */
+function keepingHead(response: Response, body: ReadableStream<Uint8Array>): Response {
+  const kept = { contentType: response.headers.get('content-type'), head: new Uint8Array(0), more: false }
+  const reader = body.getReader()
+  const passed = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const { done, value } = await reader.read()
+        if (done) return controller.close()
+        const room = REPLY_HEAD_BYTES - kept.head.byteLength
+        if (value.byteLength > room) kept.more = true
+        if (room > 0) kept.head = Buffer.concat([kept.head, value.subarray(0, room)])
+        controller.enqueue(value)
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  )
+  const out = new Response(passed, { status: response.status, statusText: response.statusText, headers: response.headers })
+  Object.defineProperty(out, 'url', { value: response.url })
+  replyHeads.set(out, kept)
+  return out
+}
+
+/**
+ * What a 2xx reply was when it was not an event stream (its `content-type`
+ * is not `text/event-stream`): the content type and the first bytes of its
+ * body, quoted and escaped (see {@link escapedHead}). Undefined for an event
+ * stream or a response that did not come through {@link fetchWithBoundedErrors}.
+ */
+export function notAnEventStream(response: Response | undefined): string | undefined {
+  const kept = response === undefined ? undefined : replyHeads.get(response)
+  if (kept === undefined) return undefined
+  const type = kept.contentType === null ? 'no content-type' : `content-type ${escapedHead(kept.contentType, 60, false)}`
+  if (kept.head.byteLength === 0) return `${type}, an empty body`
+  return `${type}, a body beginning ${escapedHead(new TextDecoder().decode(kept.head), REPLY_HEAD_CHARS, kept.more)}`
+}
+
+/** Characters of a reply's escaped first bytes an error shows (an escape counts its length). */
+export const REPLY_HEAD_CHARS = 160
+
+/**
+ * `text` in double quotes, with quotes, backslashes and every character
+ * outside printable ASCII escaped (`\n`, `\u001b`: nothing a terminal acts
+ * on), cut between escapes at `max` characters; an ellipsis after the quote
+ * marks a cut, or `more` text that was not kept.
+ */
+function escapedHead(text: string, max: number, more: boolean): string {
+  let out = ''
+  for (const char of text) {
+    const code = char.codePointAt(0) as number
+    const piece =
+      char === '"' || char === '\\'
+        ? `\\${char}`
+        : char === '\n'
+          ? '\\n'
+          : code >= 0x20 && code <= 0x7e
+            ? char
+            : Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, '0')}`).join('')
+    if (out.length + piece.length > max) return `"${out}"…`
+    out += piece
+  }
+  return `"${out}"${more ? '…' : ''}`
 }

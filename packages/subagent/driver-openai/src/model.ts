@@ -3,7 +3,15 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { type ModelApi, type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
 import { DriverOpenAIError } from './errors.js'
-import { boundedText, brokenAfterOutput, type DeadlineErrors, fetchWithBoundedErrors, requestDeadline, StepBound } from './limits.js'
+import {
+  boundedText,
+  brokenAfterOutput,
+  type DeadlineErrors,
+  fetchWithBoundedErrors,
+  requestDeadline,
+  StepBound,
+  sentence,
+} from './limits.js'
 import { streamResponse } from './responses-stream.js'
 import { checkRetryPolicy, isRetryableStatus, type RetryPolicy, retryAfterMs } from './retry.js'
 import { BOUND_ERRORS, cancelled, type ModelStep, type StepOptions, type StepRequest, type StreamAttempt, unfinished } from './step.js'
@@ -115,17 +123,19 @@ async function streamOnce(
   messages: ChatCompletionMessageParam[],
   { signal, progress, bound, markEmitted }: StreamAttempt,
 ): Promise<ModelStep> {
-  const stream = await client.chat.completions.create(
-    {
-      ...body,
-      model: body.model,
-      messages,
-      ...(request.tools.length === 0 ? {} : { tools: request.tools }),
-      stream: true,
-      stream_options: { include_usage: true },
-    },
-    { signal },
-  )
+  const { data: stream, response } = await client.chat.completions
+    .create(
+      {
+        ...body,
+        model: body.model,
+        messages,
+        ...(request.tools.length === 0 ? {} : { tools: request.tools }),
+        stream: true,
+        stream_options: { include_usage: true },
+      },
+      { signal },
+    )
+    .withResponse()
   let text = ''
   let usage: ResponseUsage | undefined
   let finishReason: string | undefined
@@ -168,7 +178,7 @@ async function streamOnce(
   }
   // The client ends the loop quietly when the signal aborts (the caller's, or the deadline's).
   if (signal.aborted) throw cancelled()
-  if (finishReason === undefined) throw unfinished('no choice carried a finish_reason')
+  if (finishReason === undefined) throw unfinished('no choice carried a finish_reason', response)
   const toolCalls = calls
     .filter((call) => call !== undefined && call.name.length > 0)
     // Some servers send no call id: make one that cannot collide with another step's.
@@ -188,7 +198,7 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
   if (error instanceof APIConnectionError) {
     return new DriverOpenAIError(
       'DRIVER_OPENAI_CONNECTION',
-      `Could not reach the model server${tries}: ${boundedText(redact(error.message))}. Check --base-url and that the server is running.`,
+      `${sentence(`Could not reach the model server${tries}: ${boundedText(redact(error.message))}`)} Check --base-url and that the server is running.`,
     )
   }
   if (error instanceof APIError) {
@@ -206,14 +216,14 @@ export function toDriverError(error: unknown, redact: (text: string) => string, 
     if (status === 401 || status === 403) {
       return new DriverOpenAIError(
         'DRIVER_OPENAI_UNAUTHORIZED',
-        `The model server refused the API key (HTTP ${status}): ${server}. Check DSH_API_KEY.`,
+        `${sentence(`The model server refused the API key (HTTP ${status}): ${server}`)} Check DSH_API_KEY.`,
         { details },
       )
     }
     if (status === 404)
       return new DriverOpenAIError(
         'DRIVER_OPENAI_NOT_FOUND',
-        `The model server has no such model or route (HTTP 404): ${server}. Check --model and --base-url.`,
+        `${sentence(`The model server has no such model or route (HTTP 404): ${server}`)} Check --model and --base-url.`,
         { details },
       )
     if (status === 429)

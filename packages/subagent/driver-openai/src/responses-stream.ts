@@ -23,18 +23,20 @@ export async function streamResponse(
   responses: ResponsesInput,
   { signal, progress, bound, markEmitted }: StreamAttempt,
 ): Promise<ModelStep> {
-  const stream = await client.responses.create(
-    {
-      ...body,
-      model: body.model,
-      input: responses.input,
-      ...(responses.instructions === undefined ? {} : { instructions: responses.instructions }),
-      ...(responses.previous_response_id === undefined ? {} : { previous_response_id: responses.previous_response_id }),
-      ...(request.tools.length === 0 ? {} : { tools: responsesTools(request.tools) }),
-      stream: true,
-    },
-    { signal },
-  )
+  const { data: stream, response } = await client.responses
+    .create(
+      {
+        ...body,
+        model: body.model,
+        input: responses.input,
+        ...(responses.instructions === undefined ? {} : { instructions: responses.instructions }),
+        ...(responses.previous_response_id === undefined ? {} : { previous_response_id: responses.previous_response_id }),
+        ...(request.tools.length === 0 ? {} : { tools: responsesTools(request.tools) }),
+        stream: true,
+      },
+      { signal },
+    )
+    .withResponse()
   let text = ''
   let usage: ResponseUsage | undefined
   let finishReason: string | undefined
@@ -110,7 +112,7 @@ export async function streamResponse(
   }
   // The client ends the loop quietly when the signal aborts (the caller's, or the deadline's).
   if (signal.aborted) throw cancelled()
-  if (finishReason === undefined) throw unfinished('no response.completed or response.incomplete event')
+  if (finishReason === undefined) throw unfinished('no response.completed or response.incomplete event', response)
   const toolCalls = [...calls.values()]
     .filter((call) => call.name.length > 0)
     .map((call) => ({ id: call.id.length > 0 ? call.id : `call_${randomUUID()}`, name: call.name, arguments: call.arguments }))

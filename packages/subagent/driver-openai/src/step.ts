@@ -1,7 +1,7 @@
 import type { ChatCompletionFunctionTool, ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import type { ResponseInputItem } from 'openai/resources/responses/responses'
 import { DriverOpenAIError } from './errors.js'
-import type { StepBound, StepBoundErrors } from './limits.js'
+import { notAnEventStream, type StepBound, type StepBoundErrors, sentence } from './limits.js'
 import type { ResponseUsage } from './usage.js'
 
 /** One tool call as the model streamed it, fragments joined. */
@@ -68,8 +68,20 @@ export interface StreamAttempt {
   readonly markEmitted: () => void
 }
 
-/** A stream that ended before the server said the response was finished (a proxy cut it, or the body was no stream at all). */
-export function unfinished(what: string): DriverOpenAIError {
+/**
+ * A stream that ended before the server said the response was finished: a
+ * proxy cut it (`what` the server left out), or `response` was no event
+ * stream at all (a sign-in page, a JSON answer), which the error says with
+ * its content type and first bytes.
+ */
+export function unfinished(what: string, response?: Response): DriverOpenAIError {
+  const other = notAnEventStream(response)
+  if (other !== undefined) {
+    return new DriverOpenAIError(
+      'DRIVER_OPENAI_REQUEST_FAILED',
+      `${sentence(`The model server's reply was not an event stream (${other})`)} Check --base-url: it must name an OpenAI-compatible API (often ending in /v1).`,
+    )
+  }
   return new DriverOpenAIError(
     'DRIVER_OPENAI_REQUEST_FAILED',
     `The model server's stream ended before the response was finished (${what}).`,

@@ -15,6 +15,8 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'ERROR_TEXT_MAX_CHARS',
     'MODEL_APIS',
     'MODEL_ENV',
+    'REPLY_HEAD_BYTES',
+    'REPLY_HEAD_CHARS',
     'STEP_MAX_CHARS',
     'STEP_MAX_PARTS',
     'StepBound',
@@ -29,12 +31,14 @@ it('the main entry holds what an application uses, the provider-neutral pieces o
     'fetchWithBoundedErrors',
     'isRetryableStatus',
     'loggedArguments',
+    'notAnEventStream',
     'phraseNotices',
     'redactor',
     'requestDeadline',
     'retryAfterMs',
     'runAgent',
     'runTool',
+    'sentence',
     'toJson',
   ])
 })

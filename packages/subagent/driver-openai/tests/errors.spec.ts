@@ -107,3 +107,35 @@ describe('every HTTP failure has its code, recorded in the turn', () => {
     ).toEqual(['half ', 'way'])
   })
 })
+
+describe('messages end each sentence with one period', () => {
+  it("an unreachable server: the library's 'Connection error.' then the advice, no doubled period", async () => {
+    const closed = await startModelServer([])
+    const baseURL = closed.baseURL
+    await closed.close()
+    const client = createModelClient({ baseURL, apiKey: 'k', env: {}, retry: { maxAttempts: 2, backoff: async () => {} } })
+    const outcome = await runAgent({ client, session: newStore().create(), prompt: 'x', tools: [], signal: new AbortController().signal })
+    const error = outcome.error as DriverOpenAIError
+    expect(error.code).toBe('DRIVER_OPENAI_CONNECTION')
+    expect(error.message).toBe(
+      'Could not reach the model server after 2 attempts: Connection error. Check --base-url and that the server is running.',
+    )
+  })
+
+  it('a refused key or a missing route whose server message ends with a period: one period before the advice', async () => {
+    server = await startModelServer([
+      { kind: 'error', status: 401, message: 'Incorrect API key provided.' },
+      { kind: 'error', status: 404, message: 'The model does not exist.' },
+    ])
+    const { client } = testClient(server.baseURL)
+    const messages: string[] = []
+    for (let i = 0; i < 2; i++) {
+      const outcome = await runAgent({ client, session: newStore().create(), prompt: 'x', tools: [], signal: new AbortController().signal })
+      messages.push((outcome.error as DriverOpenAIError).message)
+    }
+    expect(messages).toEqual([
+      'The model server refused the API key (HTTP 401): Incorrect API key provided. Check DSH_API_KEY.',
+      'The model server has no such model or route (HTTP 404): The model does not exist. Check --model and --base-url.',
+    ])
+  })
+})

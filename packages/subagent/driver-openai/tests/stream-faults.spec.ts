@@ -3,7 +3,7 @@ import { sessionStorePlugin } from '@dsh/session'
 import { createMemoryPersistence } from '@dsh/session-persistence'
 import { sessionPersistencePlugin } from '@dsh/session-persistence/plugin'
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest'
-import { type DriverOpenAIError, runAgent, STEP_MAX_CHARS, STEP_MAX_PARTS } from '../src/index.js'
+import { type DriverOpenAIError, REPLY_HEAD_CHARS, runAgent, STEP_MAX_CHARS, STEP_MAX_PARTS } from '../src/index.js'
 import { answer, type ModelServer, type Reply, startModelServer } from '../src/testing/model-server.js'
 import { addTool, newStore, ofType, testClient, types } from './helpers.js'
 
@@ -91,10 +91,43 @@ describe('a model server that answers garbage or stops short', () => {
     expect(ofType(session.events, 'assistant/message')).toEqual([])
   })
 
-  it('an HTML page with status 200 is DRIVER_OPENAI_REQUEST_FAILED, not an empty answer', async () => {
+  it('an HTML page with status 200 is DRIVER_OPENAI_REQUEST_FAILED saying it was no event stream: its content type and first bytes', async () => {
     const { outcome, error } = await run({ kind: 'raw', contentType: 'text/html', body: ['<html>Sign in to the network</html>'] })
     expect(outcome.reason).toBe('error')
     expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(error?.message).toBe(
+      'The model request failed: The model server\'s reply was not an event stream (content-type "text/html", a body beginning "<html>Sign in to the network</html>"). Check --base-url: it must name an OpenAI-compatible API (often ending in /v1).',
+    )
+  })
+
+  it("a reply's first bytes are shown escaped (no terminal control reaches the message) and capped at REPLY_HEAD_CHARS", async () => {
+    const body = `{"note":"\u001b[2J\u202e\u{1f600}\n${'y'.repeat(5_000)}"}`
+    const { error } = await run({ kind: 'raw', contentType: 'application/json', body: [body] })
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    const shown = /a body beginning (".*"…)\)/.exec(error!.message)![1]!
+    expect(shown.startsWith('"{\\"note\\":\\"\\u001b[2J\\u202e\\ud83d\\ude00\\nyyy')).toBe(true)
+    expect(shown.length).toBeLessThanOrEqual(REPLY_HEAD_CHARS + 3)
+    expect(error!.message).toMatch(/^[\x20-\x7e…]*$/)
+  })
+
+  it('events streamed under another content type are still read: only a stream that ends unfinished says what it was', async () => {
+    const { outcome } = await run({
+      kind: 'raw',
+      contentType: 'text/plain',
+      body: [chunk({ role: 'assistant', content: 'Fine.' }), chunk({}, 'stop'), 'data: [DONE]\n\n'],
+    })
+    expect(outcome).toMatchObject({ reason: 'completed', text: 'Fine.' })
+  })
+
+  it('Responses: a JSON answer to a streamed request says it was no event stream', async () => {
+    const { error } = await run(
+      { kind: 'raw', contentType: 'application/json', body: ['{"id":"resp_1","output":[]}'] },
+      { api: 'responses' },
+    )
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(error?.message).toContain(
+      'reply was not an event stream (content-type "application/json", a body beginning "{\\"id\\":\\"resp_1\\",\\"output\\":[]}").',
+    )
   })
 
   it('Responses: a stream without response.completed is DRIVER_OPENAI_REQUEST_FAILED', async () => {
