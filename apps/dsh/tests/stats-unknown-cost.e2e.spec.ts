@@ -96,7 +96,13 @@ describe('dsh stats, agents and sessions: an unknown cost is null with a reason'
     expect(agents.code, agents.stderr).toBe(0)
     expect(agents.stdout).toMatch(new RegExp(`^${child} .*\\$– \\(usage-not-recorded\\)$`, 'm'))
     const other = await dsh(['agents', parent, '--prices', pricesFile('other-model')])
-    expect(other.stdout).toMatch(new RegExp(`^${child} .*\\$– \\(unknown-model\\)$`, 'm'))
+    expect(other.stdout).toMatch(new RegExp(`^${child} .*\\$– \\(unknown-model\\)$`, 'm')) // --json carries the same reason beside the null, in the wire row.
+    const json = await dsh(['agents', parent, '--json', '--prices', pricesFile('other-model')])
+    expect(json.code, json.stderr).toBe(0)
+    const row = (JSON.parse(json.stdout) as { rows: { id: string; cost?: unknown; costReason?: unknown }[] }).rows.find(
+      (r) => r.id === child,
+    )
+    expect([row?.cost, row?.costReason]).toEqual([null, 'unknown-model'])
   })
 
   it('a tree with an unreadable child costs null (incomplete), its priced part the lower bound', async () => {

@@ -1,6 +1,6 @@
 import { isDshError } from '@dsh/context'
 import { routes } from '@dsh/protocol'
-import { catalogCosts } from '@dsh/session-stats'
+import { catalogListingCosts, type ListingCost } from '@dsh/session-stats'
 import { ApiError } from './errors.js'
 import { isListedChild, isNotFound } from './owner.js'
 import { jsonRoute } from './route.js'
@@ -26,12 +26,15 @@ export const subagentsRoute = jsonRoute(routes.subagents, async ({ params, query
   return wireSubagentList(
     params.id,
     scope,
-    rows.map((row) => ({ ...row, cost: costs?.get(row.row.id) ?? null })),
+    rows.map((row) => ({ ...row, ...(costs?.get(row.row.id) ?? UNPRICED) })),
   )
 })
 
+/** A row the tree read did not reach (a catalog that cannot read trees, or a root gone since its rows were listed). */
+const UNPRICED: ListingCost = Object.freeze({ cost: null, costReason: 'stats-unavailable' })
+
 /**
- * The cost of every row of `scope` under `rootId` (`catalogCosts`: the
+ * The cost of every row of `scope` under `rootId` (`catalogListingCosts`: the
  * listing's pricing of each session's `sessionStats`, read down the catalog's
  * ladder no deeper than the rows go), or `undefined` when nothing can be
  * priced: a catalog that cannot read trees, or a root gone since its rows
@@ -42,12 +45,12 @@ async function rowCosts(
   rootId: string,
   scope: 'children' | 'descendants',
   signal: AbortSignal,
-): Promise<Map<string, number | null> | undefined> {
+): Promise<Map<string, ListingCost> | undefined> {
   const { prices, subagents } = services
   const trees = subagents.treeSnapshots
   if (prices === undefined || trees === undefined) return undefined
   try {
-    return await catalogCosts({ treeSnapshots: trees.bind(subagents) }, rootId, scope, prices, signal)
+    return await catalogListingCosts({ treeSnapshots: trees.bind(subagents) }, rootId, scope, prices, signal)
   } catch (error) {
     if (isDshError(error, 'SUBAGENT_NOT_FOUND')) return undefined
     throw error

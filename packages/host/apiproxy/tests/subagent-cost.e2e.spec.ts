@@ -50,7 +50,7 @@ const rowsOf = async (stack: Stack, scope: string) =>
   subagentList.parse((await stack.get(`/api/sessions/cost-parent/subagents?scope=${scope}`)).body).rows
 
 describe('subagent row cost', () => {
-  it("is the child's own usage under the server's price table; null for a model the table does not price", async () => {
+  it("is the child's own usage under the server's price table; null with the reason for a model the table does not price", async () => {
     const rows = await rowsOf(priced, 'descendants')
     expect(rows.map((row) => [row.id, row.tokens])).toEqual([
       ['cost-priced', 57],
@@ -58,7 +58,9 @@ describe('subagent row cost', () => {
     ])
     // 40 input at $1, 10 output at $2, 5 cache reads at $0.5, 2 reasoning at the output price, per million tokens.
     expect(rows[0]?.cost).toBe(66.5e-6)
+    expect(rows[0]).not.toHaveProperty('costReason')
     expect(rows[1]?.cost).toBeNull()
+    expect(rows[1]?.costReason).toBe('unknown-model')
     const children = await rowsOf(priced, 'children')
     expect(children.map((row) => row.id)).toEqual(['cost-priced'])
     expect(children[0]?.cost).toBe(66.5e-6)
@@ -66,9 +68,9 @@ describe('subagent row cost', () => {
 
   it('is absent from every row of a server without a price table (the body `dsh agents --json` prints)', async () => {
     const rows = await rowsOf(plain, 'descendants')
-    expect(rows.map((row) => [row.id, row.tokens, 'cost' in row])).toEqual([
-      ['cost-priced', 57, false],
-      ['cost-unpriced', 8, false],
+    expect(rows.map((row) => [row.id, row.tokens, 'cost' in row, 'costReason' in row])).toEqual([
+      ['cost-priced', 57, false, false],
+      ['cost-unpriced', 8, false, false],
     ])
   })
 })

@@ -1,5 +1,5 @@
 import { idParam, statsScope } from '@dsh/protocol'
-import { catalogCosts, type PriceTable, type ReportInput, reportSessionStats } from '@dsh/session-stats'
+import { catalogListingCosts, type ListingCost, type PriceTable, type ReportInput, reportSessionStats } from '@dsh/session-stats'
 import { z } from 'zod'
 import { McpError } from './errors.js'
 
@@ -48,15 +48,15 @@ export async function callSessionStats(
   return reportSessionStats(input.id, scope, entries, prices)
 }
 
-/** The cost of each `list_agents` row of `scope` on a priced server (`catalogCosts`: the tree read no deeper than the rows go). */
+/** The cost of each `list_agents` row of `scope` on a priced server, with the reason beside a null (`catalogListingCosts`: the tree read no deeper than the rows go). */
 export function callTreeCosts(
   catalog: unknown,
   rootId: string,
   scope: 'children' | 'descendants',
   signal: AbortSignal,
   prices: PriceTable,
-): Promise<Map<string, number | null>> {
-  return catalogCosts(treesOf(catalog), rootId, scope, prices, signal)
+): Promise<Map<string, ListingCost>> {
+  return catalogListingCosts(treesOf(catalog), rootId, scope, prices, signal)
 }
 
 function treesOf(catalog: unknown): TreeSnapshotSource {

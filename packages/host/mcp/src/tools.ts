@@ -172,7 +172,13 @@ export function readTools(services: McpServiceSource, options: ReadToolsOptions 
         const catalog = need(services.get('subagents'), 'subagents')
         const entries = scope === 'descendants' ? await catalog.explainDescendants(id, signal) : await catalog.explainChildren(id, signal)
         const costs = prices === undefined || entries.length === 0 ? undefined : await callTreeCosts(catalog, id, scope, signal, prices)
-        const priced = costs === undefined ? entries : entries.map((entry) => ({ ...entry, cost: costs.get(entry.row.id) ?? null }))
+        const priced =
+          costs === undefined
+            ? entries
+            : entries.map((entry) => ({
+                ...entry,
+                ...(costs.get(entry.row.id) ?? { cost: null, costReason: 'stats-unavailable' as const }),
+              }))
         const body: SubagentListBody = wireSubagentList(id, scope, priced)
         if (listAgentsFormat === 'harness')
           return { result: body, text: renderListAgentsEntries(toListAgentsEntries(entries, scope, catalog), scope) }

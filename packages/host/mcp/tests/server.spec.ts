@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHost, type Host } from '@dsh/host'
 import { historyPage, searchPage, sessionListPage, sessionStatsReport, subagentList } from '@dsh/protocol'
-import { listedValues, parsePriceTable, treeCosts } from '@dsh/session-stats'
+import { listedValues, parsePriceTable, treeListingCosts } from '@dsh/session-stats'
 import { createScriptedDriver } from '@dsh/subagent'
 import { createListAgentsTool, subagentControlTools } from '@dsh/tool-subagent-control'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -179,8 +179,13 @@ describe('dsh MCP server', () => {
       expect(sessionStatsReport.parse(await answer('session_stats', { id: parentId })).cost?.usd).toBeCloseTo(usd, 12)
       // Each row is priced as the catalog's tree prices it (the HTTP route's pricing).
       const rows = subagentList.parse(await answer('list_agents', { id: parentId })).rows
-      const oracle = treeCosts(await host.subagents.treeSnapshots(parentId, ['sessionStats'], { descendants: true }), prices)
-      expect(rows.map((row) => [row.id, 'cost' in row, row.cost])).toEqual(rows.map((row) => [row.id, true, oracle.get(row.id)]))
+      const oracle = treeListingCosts(await host.subagents.treeSnapshots(parentId, ['sessionStats'], { descendants: true }), prices)
+      expect(rows.map((row) => [row.id, 'cost' in row, row.cost, row.costReason])).toEqual(
+        rows.map((row) => {
+          const cost = oracle.get(row.id)
+          return [row.id, true, cost?.cost, cost !== undefined && cost.cost === null ? cost.costReason : undefined]
+        }),
+      )
       // The text table shows the same costs, a row whose cost is unknown shows none.
       const table = ((await priced.callTool({ name: 'list_agents', arguments: { id: parentId } })).content as { text: string }[])[0]!.text
       const lines = table.split('\n')

@@ -12,7 +12,6 @@ export type {
   ListingViews,
 } from './listing.js'
 export {
-  catalogCosts,
   catalogListingCosts,
   LISTING_KEYS,
   LISTING_UNITS,
@@ -21,7 +20,6 @@ export {
   listingCost,
   listingValues,
   listingValuesOfStates,
-  treeCosts,
   treeListingCosts,
 } from './listing.js'
 export { registerSessionStatsUnits, sessionStatsPlugin } from './plugin.js'

@@ -76,12 +76,7 @@ export function treeListingCosts(entries: readonly RollupInput[], prices: PriceT
   return new Map(entries.map((entry) => [entry.id, listingCost(entry.status === 'ok' ? entry.snapshot?.sessionStats : undefined, prices)]))
 }
 
-/** `treeListingCosts` without the reasons: each session's USD or `null`. */
-export function treeCosts(entries: readonly RollupInput[], prices: PriceTable): Map<string, number | null> {
-  return new Map([...treeListingCosts(entries, prices)].map(([id, { cost }]) => [id, cost]))
-}
-
-/** What `catalogCosts` reads a tree through: the subagent runtime's `treeSnapshots`. */
+/** What `catalogListingCosts` reads a tree through: the subagent runtime's `treeSnapshots`. */
 export interface CostTreeSource {
   treeSnapshots(
     rootId: string,
@@ -108,18 +103,6 @@ export async function catalogListingCosts(
     ...(signal === undefined ? {} : { signal }),
   }
   return treeListingCosts(await source.treeSnapshots(rootId, [SESSION_STATS_KEY], options), prices)
-}
-
-/** `catalogListingCosts` without the reasons: each row's USD or `null`. */
-export async function catalogCosts(
-  source: CostTreeSource,
-  rootId: string,
-  scope: 'children' | 'descendants',
-  prices: PriceTable,
-  signal?: AbortSignal,
-): Promise<Map<string, number | null>> {
-  const costs = await catalogListingCosts(source, rootId, scope, prices, signal)
-  return new Map([...costs].map(([id, { cost }]) => [id, cost]))
 }
 
 /**

@@ -3,7 +3,6 @@ import { SessionStore } from '@dsh/session'
 import { createProjectionRegistry } from '@dsh/session-projection'
 import { describe, expect, it } from 'vitest'
 import {
-  catalogCosts,
   catalogListingCosts,
   LISTING_KEYS,
   LISTING_UNITS,
@@ -15,7 +14,6 @@ import {
   type RollupInput,
   type SessionStats,
   totalTokens,
-  treeCosts,
   treeListingCosts,
 } from '../src/index.js'
 import { host } from './helpers.js'
@@ -77,13 +75,11 @@ describe('listing values', () => {
       { id: 'gone', status: 'unavailable', problem: { message: 'not readable now' } },
       { id: 'cold', status: 'ok', snapshot: {} },
     ]
-    const costs = treeCosts(entries, TABLE)
-    expect([...costs.keys()]).toEqual(['root', 'child', 'gone', 'cold'])
-    expect(costs.get('root')).toBeCloseTo((100 * 1 + 20 * 4) / 1e6, 12)
-    expect([costs.get('child'), costs.get('gone'), costs.get('cold')]).toEqual([null, null, null])
     const reasons = treeListingCosts(entries, TABLE)
+    expect([...reasons.keys()]).toEqual(['root', 'child', 'gone', 'cold'])
+    expect(reasons.get('root')?.cost).toBeCloseTo((100 * 1 + 20 * 4) / 1e6, 12)
     expect([...reasons]).toEqual([
-      ['root', { cost: costs.get('root') }],
+      ['root', { cost: reasons.get('root')?.cost }],
       ['child', { cost: null, costReason: 'unknown-model' }],
       ['gone', { cost: null, costReason: 'stats-unavailable' }],
       ['cold', { cost: null, costReason: 'stats-unavailable' }],
@@ -98,13 +94,11 @@ describe('listing values', () => {
         return [{ id: 'root', status: 'ok' as const, snapshot: {} }]
       },
     }
-    expect(await catalogCosts(source, 'root', 'children', TABLE)).toEqual(new Map([['root', null]]))
     expect(await catalogListingCosts(source, 'root', 'children', TABLE)).toEqual(
       new Map([['root', { cost: null, costReason: 'stats-unavailable' }]]),
     )
-    await catalogCosts(source, 'root', 'descendants', TABLE)
+    await catalogListingCosts(source, 'root', 'descendants', TABLE)
     expect(asked).toEqual([
-      { rootId: 'root', keys: ['sessionStats'], options: { descendants: true, maxDepth: 1 } },
       { rootId: 'root', keys: ['sessionStats'], options: { descendants: true, maxDepth: 1 } },
       { rootId: 'root', keys: ['sessionStats'], options: { descendants: true } },
     ])

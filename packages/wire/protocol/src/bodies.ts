@@ -4,6 +4,7 @@ import type {
   AgentDefinitionListBody,
   EventSearchHitBody,
   HistoryPageBody,
+  ListingCostReasonBody,
   SearchPageBody,
   SessionListPageBody,
   SessionSearchHitBody,
@@ -60,6 +61,8 @@ export interface ListingValuesSource {
   readonly title: string | null
   readonly tokens: number | null
   readonly cost: number | null
+  /** Why `cost` is `null`, when known. */
+  readonly costReason?: ListingCostReasonBody | undefined
 }
 
 const NO_VALUES: ListingValuesSource = Object.freeze({ title: null, tokens: null, cost: null })
@@ -86,6 +89,8 @@ export interface CatalogRowSource {
   readonly endedAt?: number | null
   /** USD under the server's price table (`null` unknown); only the HTTP catalog prices rows. */
   readonly cost?: number | null
+  /** Why `cost` is `null`, when known. */
+  readonly costReason?: ListingCostReasonBody | undefined
 }
 
 /** A matching session (a `SessionSearchHit` fits). */
@@ -152,8 +157,8 @@ export function wireEvent(event: EventSource): WireStoredEvent {
 export function wireSessionList(page: ListPageSource, values: readonly (ListingValuesSource | undefined)[] = []): SessionListPageBody {
   return {
     sessions: page.records.map((record, i) => {
-      const { title, tokens, cost } = values[i] ?? NO_VALUES
-      return { ...wireRecord(record), title, tokens, cost }
+      const { title, tokens, cost, costReason } = values[i] ?? NO_VALUES
+      return { ...wireRecord(record), title, tokens, cost, ...optional('costReason', cost === null ? costReason : undefined) }
     }),
     ...optional('nextCursor', page.nextCursor),
   }
@@ -230,6 +235,7 @@ export function wireSubagentRow({
   startedAt,
   endedAt,
   cost,
+  costReason,
 }: CatalogRowSource): SubagentListRowBody {
   const place = {
     parentId,
@@ -240,6 +246,7 @@ export function wireSubagentRow({
     ...optional('startedAt', startedAt),
     ...optional('endedAt', endedAt),
     ...optional('cost', cost),
+    ...optional('costReason', cost === null ? costReason : undefined),
   }
   if (row.kind === 'diagnostic') return { kind: row.kind, id: row.id, reason: row.reason, ...place }
   const child = { kind: row.kind, id: row.id, activity: row.activity, hasChildren: row.hasChildren }

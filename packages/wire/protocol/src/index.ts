@@ -3,6 +3,7 @@
 
 export { agentBudgets, agentDefinitionEntry, agentDefinitionList, agentDefinitionScope, agentDirectory } from './agent-definitions.js'
 export { COMPACT_MAX_KEEP, compactionResult, compactQuery } from './compaction.js'
+export { costUnavailableReason, listingCostReason } from './cost-reasons.js'
 export { errorBody } from './error-body.js'
 export type { ProtocolErrorCode } from './errors.js'
 export { ProtocolError } from './errors.js'
@@ -34,7 +35,6 @@ export {
   storedEvent,
 } from './session.js'
 export {
-  costUnavailableReason,
   sessionCost,
   sessionStatsEntry,
   sessionStatsReport,

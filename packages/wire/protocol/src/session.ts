@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { listingCostReason } from './cost-reasons.js'
 import { PAGE_MAX_LIMIT } from './limits.js'
 import { choiceParam, cursorParam, idParam, intParam, jsonValue, nonNegativeInt, sessionId, textParam } from './primitives.js'
 
@@ -53,6 +54,8 @@ export const sessionListEntry = sessionRecord.extend({
   tokens: nonNegativeInt.nullable(),
   /** USD under the reader's price table (`dsh sessions --prices`); a server holds none. */
   cost: z.number().nonnegative().nullable(),
+  /** Why `cost` is `null`, when the reader knows (sent only beside a null cost). */
+  costReason: listingCostReason.optional(),
 })
 
 /** Entries ordered by `createdAt`, then id; `nextCursor` continues the same filter. */

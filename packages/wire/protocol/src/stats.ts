@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { costUnavailableReason } from './cost-reasons.js'
 import { choiceParam, sessionId } from './primitives.js'
 import { subagentListRung } from './subagents.js'
 
@@ -35,9 +36,6 @@ export const sessionStatsTotals = z.object({
   compactions: count,
   skipped: z.record(z.string(), count),
 })
-
-/** Why a cost is unknown (never 0 in its place). */
-export const costUnavailableReason = z.enum(['model-not-recorded', 'unknown-model', 'missing-price', 'usage-not-recorded'])
 
 const modelCost = z.object({
   provider: z.string().nullable(),

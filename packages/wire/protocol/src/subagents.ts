@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { listingCostReason } from './cost-reasons.js'
 import { choiceParam, sessionId } from './primitives.js'
 
 const childBase = {
@@ -55,6 +56,8 @@ export const subagentListRow = z.intersection(
      * --prices`.
      */
     cost: z.number().nonnegative().nullable().optional(),
+    /** Why `cost` is `null`, when the pricer knows (sent only beside a null cost). */
+    costReason: listingCostReason.optional(),
   }),
 )
 

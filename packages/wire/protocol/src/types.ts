@@ -1,6 +1,7 @@
 import type { z } from 'zod'
 import type { agentDefinitionEntry, agentDefinitionList } from './agent-definitions.js'
 import type { compactionResult } from './compaction.js'
+import type { listingCostReason } from './cost-reasons.js'
 import type { errorBody } from './error-body.js'
 import type { eventSearchHit, searchKind, searchPage, searchRequest, sessionSearchHit } from './search.js'
 import type { historyPage, sessionHeader, sessionListEntry, sessionListPage, sessionRecord, storedEvent } from './session.js'
@@ -21,6 +22,7 @@ export type HistoryPageBody = z.infer<typeof historyPage>
 export type SubagentListEntryBody = z.infer<typeof subagentListEntry>
 export type SubagentListRung = z.infer<typeof subagentListRung>
 export type SubagentListRowBody = z.infer<typeof subagentListRow>
+export type ListingCostReasonBody = z.infer<typeof listingCostReason>
 export type SubagentScope = z.infer<typeof subagentScope>
 export type SubagentListBody = z.infer<typeof subagentList>
 export type SearchKind = z.infer<typeof searchKind>
