@@ -54,7 +54,15 @@ function parse(name: string, spec: CommandSpec, argv: readonly string[], io: Com
   try {
     parsed = parseArgs({ args: [...argv], options, allowPositionals: true, strict: true })
   } catch (error) {
-    throw new CliError('CLI_USAGE', `${(error as Error).message}. Run 'dsh ${name} --help' for its options.`, { cause: error })
+    // parseArgs's message may run over lines and end a sentence itself: one line, and one full stop before the hint.
+    const text = (error as Error).message
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.length > 0)
+      .join(' ')
+    throw new CliError('CLI_USAGE', `${text}${/[.?!]$/.test(text) ? '' : '.'} Run 'dsh ${name} --help' for its options.`, {
+      cause: error,
+    })
   }
   const { values, positionals } = parsed
   // The command name is the first positional (see commandName).

@@ -58,12 +58,27 @@ export interface CommandIo {
 
 export const DEFAULT_ROOT = './.dsh'
 
-/** Parses an optional non-negative integer option. */
-export function intOption(command: ParsedCommand, name: string): number | undefined {
+/** The values an integer option accepts (`intOption`): whole numbers from `min` (default 0) to `max` (default the largest safe integer). */
+export interface IntRange {
+  readonly min?: number
+  readonly max?: number
+}
+
+/**
+ * Parses an optional integer option: decimal digits only (no sign, point or
+ * exponent), a safe integer (a longer one is not rounded to a neighbour),
+ * within `range`; anything else is `CLI_USAGE` naming the range and the
+ * value as typed.
+ */
+export function intOption(command: ParsedCommand, name: string, range: IntRange = {}): number | undefined {
   const value = command.string(name)
   if (value === undefined) return undefined
-  if (!/^\d+$/.test(value)) throw new CliError('CLI_USAGE', `--${name} must be a non-negative integer, got '${value}'.`)
-  return Number(value)
+  const min = range.min ?? 0
+  const max = range.max ?? Number.MAX_SAFE_INTEGER
+  const parsed = /^\d+$/.test(value) ? Number(value) : Number.NaN
+  if (!Number.isSafeInteger(parsed) || parsed < min || parsed > max)
+    throw new CliError('CLI_USAGE', `--${name} must be an integer from ${min} to ${max}, got '${value}'.`)
+  return parsed
 }
 
 /**
@@ -73,12 +88,7 @@ export function intOption(command: ParsedCommand, name: string): number | undefi
  * the cap or past what a double holds exactly too, however they are spelled).
  */
 export function limitOption(command: ParsedCommand, max: number): number | undefined {
-  const value = command.string('limit')
-  if (value === undefined) return undefined
-  const limit = /^\d+$/.test(value) ? Number(value) : Number.NaN
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > max)
-    throw new CliError('CLI_USAGE', `--limit must be an integer from 1 to ${max}, got '${value}'.`)
-  return limit
+  return intOption(command, 'limit', { min: 1, max })
 }
 
 /** The single positional argument of a command. */

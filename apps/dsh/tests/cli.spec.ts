@@ -325,6 +325,16 @@ describe('parsing and help', () => {
     const bad = await cli(['sessions', '--bogus', '--json'])
     expect(bad.code).toBe(2)
     expect(JSON.parse(bad.stdout).error.code).toBe('CLI_USAGE')
+    // A parse error is one line whose sentences each end with one full stop, then the hint.
+    for (const args of [
+      ['sessions', '--bogus'],
+      ['show', 'x', '--before', '-1'],
+      ['sessions', '--limit'],
+    ]) {
+      const { message } = JSON.parse((await cli([...args, '--json'])).stdout).error as { message: string }
+      expect(message, args.join(' ')).not.toMatch(/\.\.|\n/)
+      expect(message, args.join(' ')).toMatch(/[^.]\. Run 'dsh \w+ --help' for its options\.$/)
+    }
     const noCommand = await cli(['--json'])
     expect(noCommand.code).toBe(2)
     expect(JSON.parse(noCommand.stdout).error).toMatchObject({ code: 'CLI_USAGE', message: expect.stringContaining("'dsh --help'") })

@@ -57,11 +57,10 @@ export async function runModelOf(
   settings: { readonly model?: string; readonly baseURL?: string; readonly api?: ModelApi },
 ): Promise<RunModel> {
   const provider = providerOf(command)
-  const thinking = intOption(command, 'thinking')
   const chosen = { env: io.env, ...(settings.model === undefined ? {} : { model: settings.model }) }
   const at = settings.baseURL === undefined ? {} : { baseURL: settings.baseURL }
   if (provider === 'openai') {
-    if (thinking !== undefined)
+    if (command.string('thinking') !== undefined)
       throw new CliError('CLI_USAGE', '--thinking is for --provider anthropic (OpenAI models think on their own).')
     const client = createModelClient({ ...chosen, ...at, ...(settings.api === undefined ? {} : { api: settings.api }) })
     return {
@@ -74,6 +73,8 @@ export async function runModelOf(
   }
   if (settings.api !== undefined) throw new CliError('CLI_USAGE', '--api is for --provider openai (Anthropic speaks Messages).')
   const anthropic = await import('@dsh/driver-anthropic')
+  // The API's range for budget_tokens: at least 1024, below the calls' max_tokens (the client's default; the CLI sets none).
+  const thinking = intOption(command, 'thinking', { min: 1024, max: anthropic.ANTHROPIC_DEFAULT_MAX_TOKENS - 1 })
   const client = anthropic.createAnthropicClient({ ...chosen, ...at, ...(thinking === undefined ? {} : { thinkingBudget: thinking }) })
   return {
     provider,

@@ -1,4 +1,4 @@
-import { escapeTerminal, isDshError } from '@dsh/context'
+import { escapeTerminal, isDshError, type Services } from '@dsh/context'
 import type { AgentTurnOutcome, SessionAttachments } from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
 import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
@@ -16,6 +16,7 @@ import { commandAgentDefinitions } from '../agent-definitions-access.js'
 import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
+import { interruptedStatus } from '../interrupt.js'
 import { otlpEndpoint } from '../otlp.js'
 import { firstLine, printJson } from '../output.js'
 import { priceTableOf } from '../prices.js'
@@ -70,14 +71,20 @@ export function noticesOf(dialect: SubagentControlDialect): {
  * running child to settle and runs another turn that reads the notice (at
  * most MAX_WAKES such turns). The answer streams to stdout,
  * each child's progress as a line of its own; the session stays in the root
- * for `dsh show`/`dsh agents`. Ctrl-C ends the turn `interrupted` (closed and
- * flushed; a second Ctrl-C quits at once). `--resume ID` loads the session
- * (crash repair closes a turn a killed run left open) and runs the next turn,
+ * for `dsh show`/`dsh agents`. Ctrl-C (SIGINT) or SIGTERM ends the turn
+ * `interrupted` (closed and flushed; exit 130 or 143; a second signal quits
+ * at once). `--resume ID` loads the session from an existing root
+ * (`CLI_ROOT_INVALID` for a missing one, and nothing is created; crash
+ * repair closes a turn a killed run left open) and runs the next turn,
  * with the prompt when one is given. `--context-window TOKENS` (the
  * model's window) compacts the session before a step whose context reaches
  * 80% of it (the host has the summarizer, over the same client, so
  * compaction's crash repair runs on every load); without it no step
- * compacts. `--max-steps N` bounds one turn's model steps (default 32).
+ * compacts. A budget compaction that fails leaves the context as it is and
+ * the turn goes on: one warning line on stderr says why (each distinct
+ * failure once), and under --json the document lists them
+ * (`compactionErrors: [{session, code, message}]`). `--max-steps N` bounds
+ * one turn's model steps (default 32).
  * `--api responses` speaks the Responses API instead of Chat Completions
  * (only new input items after the first request, continuing the previous
  * response). `--image PATH` attaches a png/jpeg/gif/webp image to the
@@ -105,6 +112,7 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   const image = imageOf(command)
   if (image !== undefined && prompt.length === 0)
     throw new CliError('CLI_USAGE', `--image needs a prompt to attach it to: dsh run --image ${image.name} "what to do".`)
+  const budget = budgetOf(command)
   // Configuration errors (no key, a bad URL, an unreadable image) surface before the root is touched.
   const runModel = await runModelOf(command, io, {
     ...(model === undefined ? {} : { model }),
@@ -113,10 +121,12 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
   })
   // The agent definitions the subagent tool starts by name (<root>/.dsh/agents, ./.dsh/agents), read when it is called.
   const agents = commandAgentDefinitions(command)
-  const budget = budgetOf(command)
   // A child's cost budget is counted against this table (the runtime refuses one without it).
   const prices = await priceTableOf(command, io)
   const printer = new RunPrinter(io, command.json)
+  // A budget compaction that fails lets the step go ahead on the context as it is: said on stderr, and in the JSON document.
+  const watched = (service: CompactionService): CompactionService =>
+    reportingFailures(service, (agent, error) => printer.compactionFailed(agent, error))
   // Requests are built from the host's sessionContext service (the host is made after the driver it runs).
   // Images and files are read through the root's persistence, one reader per session. A live fork whose log is
   // not written yet reads what it inherited through its source (a written fork's log names the source itself).
@@ -136,15 +146,20 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     onEvent: (child, event) => printer.child(child, event),
     context: () => host.ctx.get('sessionContext'),
     attachments,
-    compaction: () => host.ctx.get('compaction'),
+    compaction: () => {
+      const service = host.ctx.get('compaction')
+      return service === undefined ? undefined : watched(service)
+    },
     ...budget,
     ...noticesOf(dialect),
   })
   // Children get the control tools too (narrowed by their toolFilter), so they can delegate in turn.
   // The summarizer (the same client) gives the host service `compaction` and its crash repair.
+  // A resumed session is read from an existing root: a missing one is CLI_ROOT_INVALID, and nothing is created.
   const host = await openHost(
     command,
     {
+      ...(resume === undefined ? {} : { requireExisting: true }),
       driver,
       tools: (agent, runtime) => controlToolsOf(runtime, dialect, agent, agents),
       summarizer: runModel.summarizer,
@@ -163,23 +178,33 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     }
   }
   let session: Session | undefined
+  // SIGINT (Ctrl-C) or SIGTERM ends the turn `interrupted`; each handler is taken once, so a second signal quits at once.
   const controller = new AbortController()
-  const interrupt = (): void => {
-    if (!command.json) io.err.write('\ndsh: interrupting the turn (Ctrl-C again to quit at once)\n')
+  let received: 'SIGINT' | 'SIGTERM' | undefined
+  const onSignal = (name: 'SIGINT' | 'SIGTERM') => (): void => {
+    if (received !== undefined) return
+    received = name
+    process.off('SIGINT', onInterrupt)
+    process.off('SIGTERM', onTerminate)
+    if (!command.json)
+      io.err.write(`\ndsh: ${name === 'SIGINT' ? 'interrupting' : 'terminating'} the turn (Ctrl-C again to quit at once)\n`)
     controller.abort()
   }
+  const onInterrupt = onSignal('SIGINT')
+  const onTerminate = onSignal('SIGTERM')
   try {
     warnIfExposed(host.root, io)
     session = resume === undefined ? host.sessions.create({ cwd: process.cwd() }) : await loadSession(host, resume)
     printer.begin(session, resume !== undefined)
-    process.once('SIGINT', interrupt)
+    process.once('SIGINT', onInterrupt)
+    process.once('SIGTERM', onTerminate)
     const turn: TopTurnOptions = {
       session,
       tools: controlToolsOf(host.subagents, dialect, session, agents),
       signal: controller.signal,
       onEvent: (event) => printer.top(event),
       context: host.ctx.require('sessionContext'),
-      compaction: host.ctx.require('compaction'),
+      compaction: watched(host.ctx.require('compaction')),
       attachments,
       ...budget,
       ...noticesOf(dialect),
@@ -189,20 +214,43 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     let outcome = await runModel.runAgent({ ...turn, ...(prompt.length === 0 || image !== undefined ? {} : { prompt }) })
     if (dialect === 'harness') outcome = await followBackground(host, runModel, turn, outcome, printer)
     printer.end(session, outcome)
-    return outcome.reason === 'completed' ? 0 : outcome.reason === 'interrupted' ? 130 : 1
+    return outcome.reason === 'completed' ? 0 : outcome.reason === 'interrupted' ? interruptedStatus(received ?? 'SIGINT') : 1
   } finally {
-    process.off('SIGINT', interrupt)
+    process.off('SIGINT', onInterrupt)
+    process.off('SIGTERM', onTerminate)
     // Children still running are drained (their turns close) and everything is flushed.
     await host.dispose()
   }
 }
 
-/** `--context-window TOKENS` (the budget trigger's window; without it no step compacts) and `--max-steps N`. */
+type CompactionService = Services['compaction']
+
+/**
+ * `service` with its budget check (`maybeCompact`, what a step calls
+ * before its request) telling `report` why a compaction failed. The driver
+ * goes on with the context as it is and keeps the failure to the log
+ * (`compaction/end {error}`); the CLI says it. A cancellation (the turn
+ * interrupted) is no failure.
+ */
+function reportingFailures(service: CompactionService, report: (session: Session, error: unknown) => void): CompactionService {
+  // Every other member is the service's own (inherited, so a method that uses `this` still finds the rest).
+  const watched: CompactionService = Object.create(service)
+  return Object.assign(watched, {
+    async maybeCompact(session: Session, options: Parameters<CompactionService['maybeCompact']>[1]) {
+      try {
+        return await service.maybeCompact(session, options)
+      } catch (error) {
+        if (options.signal?.aborted !== true && !isDshError(error, 'CANCELLED')) report(session, error)
+        throw error
+      }
+    },
+  })
+}
+
+/** `--context-window TOKENS` (the budget trigger's window; without it no step compacts) and `--max-steps N`, each at least 1. */
 function budgetOf(command: ParsedCommand): { contextWindow?: number; maxSteps?: number } {
-  const contextWindow = intOption(command, 'context-window')
-  const maxSteps = intOption(command, 'max-steps')
-  if (contextWindow === 0) throw new CliError('CLI_USAGE', '--context-window must be a positive number of tokens.')
-  if (maxSteps === 0) throw new CliError('CLI_USAGE', '--max-steps must be at least 1.')
+  const contextWindow = intOption(command, 'context-window', { min: 1 })
+  const maxSteps = intOption(command, 'max-steps', { min: 1 })
   return { ...(contextWindow === undefined ? {} : { contextWindow }), ...(maxSteps === undefined ? {} : { maxSteps }) }
 }
 
@@ -266,6 +314,8 @@ class RunPrinter {
   readonly #io: CommandIo
   readonly #json: boolean
   #atLineStart = true
+  /** Failed budget compactions, each said once (a step after a failure tries again, and may fail alike). */
+  readonly #compactionErrors = new Map<string, { session: string; code: string; message: string }>()
 
   constructor(io: CommandIo, json: boolean) {
     this.#io = io
@@ -306,15 +356,27 @@ class RunPrinter {
     this.#line(safe`[notice] ${firstLine(text, 160)}`)
   }
 
+  /** A budget compaction of `session` (the top-level one or a child) failed: one warning line on stderr; with --json, kept for the document. */
+  compactionFailed(session: Session, error: unknown): void {
+    const code = isDshError(error) ? error.code : 'CLI_INTERNAL'
+    const message = error instanceof Error ? error.message : String(error)
+    const key = JSON.stringify([session.id, code, message])
+    if (this.#compactionErrors.has(key)) return
+    this.#compactionErrors.set(key, { session: session.id, code, message })
+    this.#io.err.write(`dsh: warning: budget compaction failed (the turn goes on uncompacted): ${escapeTerminal(message)} (${code})\n`)
+  }
+
   end(session: Session, outcome: { reason: string; text?: string; error?: unknown }): void {
     if (this.#json) {
       const error = outcome.error as { code?: string; message?: string } | undefined
+      const compactionErrors = [...this.#compactionErrors.values()]
       printJson(
         {
           session: session.id,
           reason: outcome.reason,
           ...(outcome.text === undefined ? {} : { text: outcome.text }),
           ...(error === undefined ? {} : { error: { code: error.code ?? 'CLI_INTERNAL', message: error.message ?? String(error) } }),
+          ...(compactionErrors.length === 0 ? {} : { compactionErrors }),
         },
         this.#io.out,
       )
