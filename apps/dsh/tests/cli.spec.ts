@@ -3,6 +3,7 @@ import {
   chmodSync,
   closeSync,
   constants,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -335,6 +336,9 @@ describe('parsing and help', () => {
       expect(message, args.join(' ')).not.toMatch(/\.\.|\n/)
       expect(message, args.join(' ')).toMatch(/[^.]\. Run 'dsh \w+ --help' for its options\.$/)
     }
+    // A port past 65535 is a usage error before anything is opened.
+    const port = await cli(['serve', '--port', '70000', '--json', '--root', join(root, 'never')])
+    expect([port.code, JSON.parse(port.stdout).error.code, existsSync(join(root, 'never'))]).toEqual([2, 'CLI_USAGE', false])
     const noCommand = await cli(['--json'])
     expect(noCommand.code).toBe(2)
     expect(JSON.parse(noCommand.stdout).error).toMatchObject({ code: 'CLI_USAGE', message: expect.stringContaining("'dsh --help'") })

@@ -291,6 +291,7 @@ describe('dsh mcp', () => {
       ['--max-children', '0'],
       ['--max-concurrent-runs', 'many'],
       ['--max-message-bytes', '-5'],
+      ['--max-children', '99999999999999999999'],
     ]) {
       const result = await dsh('mcp', ...flags, '--json', '--root', root)
       expect(result.code, flags.join(' ')).toBe(2)

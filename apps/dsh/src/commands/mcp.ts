@@ -5,27 +5,18 @@ import type { SubagentDriver } from '@dsh/subagent'
 import { type SubagentControl, type SubagentControlDialect, subagentControlTools } from '@dsh/tool-subagent-control'
 import { commandAgentDefinitions } from '../agent-definitions-access.js'
 import { type CommandIo, intOption, noPositionals, type ParsedCommand } from '../command.js'
-import { CliError } from '../errors.js'
 import { openHost, warnIfExposed } from '../host-access.js'
 import { priceTableOf } from '../prices.js'
 import { controlToolsOf, dialectOf, noticesOf } from './run.js'
-
-/** A positive integer option, or undefined for the default; 0 or anything else is CLI_USAGE. */
-function positiveOption(command: ParsedCommand, name: string): number | undefined {
-  const value = intOption(command, name)
-  if (value === 0 || (value !== undefined && !Number.isSafeInteger(value)))
-    throw new CliError('CLI_USAGE', `--${name} must be a positive integer, got '${command.string(name)}'.`)
-  return value
-}
 
 /** The server's limits from the flags; anything unset takes its default from @dsh/protocol/limits. */
 function limitsOf(command: ParsedCommand): {
   maxMessageBytes?: number
   limits: { maxChildren?: number; maxConcurrentRuns?: number }
 } {
-  const maxMessageBytes = positiveOption(command, 'max-message-bytes')
-  const maxChildren = positiveOption(command, 'max-children')
-  const maxConcurrentRuns = positiveOption(command, 'max-concurrent-runs')
+  const maxMessageBytes = intOption(command, 'max-message-bytes', { min: 1 })
+  const maxChildren = intOption(command, 'max-children', { min: 1 })
+  const maxConcurrentRuns = intOption(command, 'max-concurrent-runs', { min: 1 })
   return {
     ...(maxMessageBytes === undefined ? {} : { maxMessageBytes }),
     limits: {

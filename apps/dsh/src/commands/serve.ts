@@ -20,7 +20,7 @@ import { safe } from '../terminal.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   noPositionals(command)
-  const port = intOption(command, 'port') ?? 0
+  const port = intOption(command, 'port', { max: 65_535 }) ?? 0
   const token = resolveToken(command, io)
   const bind = command.string('host')
   const prices = await priceTableOf(command, io)
