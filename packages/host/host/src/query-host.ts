@@ -177,7 +177,7 @@ function openPersistence(root: string, options: QueryHostOptions, readOnly: bool
       ...(options.compression === undefined ? {} : { compression: options.compression }),
     })
   } catch (error) {
-    throw rootErrorOf(error, root, 'a read-only host never creates one. Point at an existing root.')
+    throw rootErrorOf(error, root, 'this host opens an existing root only and creates none. Point at an existing root.')
   }
 }
 

@@ -26,7 +26,7 @@ export function prepareRoot(root: string, readOnly: boolean): string {
     if (readOnly) {
       throw new HostError(
         'HOST_ROOT_INVALID',
-        `There is no session root at ${shownRoot(path)}; a read-only host never creates one. Point at an existing root.`,
+        `There is no session root at ${shownRoot(path)}; this host opens an existing root only and creates none. Point at an existing root.`,
         {
           details: { root: path },
         },

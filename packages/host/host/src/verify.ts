@@ -86,7 +86,7 @@ async function missingLogs(root: string, persistence: JsonlPersistence, verified
           status: 'error',
           code: 'SESSION_PERSISTENCE_NOT_FOUND',
           message: escapeTerminal(
-            `The query index lists session ${JSON.stringify(header.id)}, but its log ${file} is missing (removed outside dsh?): restore it from a backup, or rebuild the index (dsh reindex) to stop listing the session.`,
+            `The query index lists session ${JSON.stringify(header.id)}, but its log ${file} is missing (removed outside dsh?): restore it from a backup; or, to give the session up, remove its directory and rebuild the index (dsh reindex).`,
           ),
         })
       }

@@ -68,12 +68,12 @@ describe('a root whose persistence marker cannot be read', () => {
       expect(details, name).toEqual({ root })
     }
     expect(Object.fromEntries(messages.map(([name, message]) => [name, message.slice(message.indexOf(';') + 2)]))).toEqual({
-      'createHost read-only': 'a read-only host never creates one. Point at an existing root.',
-      'createHost requireExisting': 'a read-only host never creates one. Point at an existing root.',
-      'createQueryHost read-only': 'a read-only host never creates one. Point at an existing root.',
+      'createHost read-only': 'this host opens an existing root only and creates none. Point at an existing root.',
+      'createHost requireExisting': 'this host opens an existing root only and creates none. Point at an existing root.',
+      'createQueryHost read-only': 'this host opens an existing root only and creates none. Point at an existing root.',
       verifyRoot: 'verify reads existing roots only.',
       rebuildIndex: 'reindex works on existing roots only.',
-      checkDerivedFiles: 'a read-only host never creates one. Point at an existing root.',
+      checkDerivedFiles: 'this host opens an existing root only and creates none. Point at an existing root.',
     })
   })
 })
