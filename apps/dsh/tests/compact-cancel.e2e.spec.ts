@@ -1,10 +1,10 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { answer, type ModelServer, type RecordedRequest, type Reply, startModelServer } from '@dsh/driver-openai/testing'
+import { answer, startModelServer } from '@dsh/driver-openai/testing'
 import { COMPACT_MAX_KEEP } from '@dsh/protocol'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { cleanEnv, dshRun, dshStart, until } from './support/dsh-process.js'
+import { describe, expect, it } from 'vitest'
+import { compactionEvents, conversation, model, scratch } from './support/conversation.js'
+import { cleanEnv, dshRun, dshStart, history, until } from './support/dsh-process.js'
 
 // `dsh compact` stopped by a signal, and the arguments it refuses before it
 // touches a root: the built CLI in its own process, a local Chat Completions
@@ -13,58 +13,9 @@ import { cleanEnv, dshRun, dshStart, until } from './support/dsh-process.js'
 // request, the CLI says the compaction started).
 
 const KEY = 'sk-e2e-41c7a9d2e8b3'
-const SUMMARIZE = /^Summarize the conversation above/
-
-let dir: string
-let root: string
-let server: ModelServer | undefined
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'dsh-compact-cancel-'))
-  root = join(dir, 'root')
-})
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  rmSync(dir, { recursive: true, force: true })
-})
-
+const t = scratch('dsh-compact-cancel-')
 const env = (): NodeJS.ProcessEnv => cleanEnv({ DSH_API_KEY: KEY, DSH_STORE: '', DSH_DATABASE_URL: '' })
 const dsh = (args: readonly string[]) => dshRun(args, env())
-
-const lastUser = (request: RecordedRequest) => String(request.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? '')
-const isSummarize = (request: RecordedRequest) => SUMMARIZE.test(lastUser(request))
-
-/** Answers prompts with a long text; summaries with `summary(n)`. */
-function model(summary: (n: number) => Reply): (request: RecordedRequest) => Reply {
-  let summaries = 0
-  return (request) => (isSummarize(request) ? summary(++summaries) : answer([`About "${lastUser(request)}": `, 'many words. '.repeat(80)]))
-}
-
-/** Three turns of `dsh run` in one session; its id. */
-async function conversation(): Promise<string> {
-  const first = await dsh(['run', 'first question', '--root', root, '--base-url', server!.baseURL])
-  expect(first.code, first.stdout + first.stderr).toBe(0)
-  const id = /^session (\S+)$/m.exec(first.stdout)![1]!
-  for (const prompt of ['second question', 'third question']) {
-    const next = await dsh(['run', '--resume', id, prompt, '--root', root, '--base-url', server!.baseURL])
-    expect(next.code, next.stdout + next.stderr).toBe(0)
-  }
-  return id
-}
-
-interface Event {
-  type: string
-  data: Record<string, unknown>
-}
-
-async function compactionEvents(id: string): Promise<unknown[][]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-    .filter((e) => e.type.startsWith('compaction/'))
-    .map((e) => [e.type, e.data.error])
-}
 
 describe('dsh compact, cancelled by a signal', () => {
   for (const [signal, status, word] of [
@@ -73,12 +24,12 @@ describe('dsh compact, cancelled by a signal', () => {
   ] as const) {
     it(`${signal} while the summary is pending ends the compaction cancelled, exits ${status} with a CANCELLED document under --json`, async () => {
       // The first summary is held (the model never answers it); the next one is answered.
-      server = await startModelServer(model((n) => (n === 1 ? { kind: 'stream', hangAfter: 0 } : answer([`summary ${n}`]))))
-      const id = await conversation()
+      t.server = await startModelServer(model((n) => (n === 1 ? { kind: 'stream', hangAfter: 0 } : answer([`summary ${n}`]))))
+      const id = await conversation(t.server, t.root, env())
 
-      const running = dshStart(['compact', id, '--keep', '2', '--root', root, '--base-url', server.baseURL, '--json'], env())
+      const running = dshStart(['compact', id, '--keep', '2', '--root', t.root, '--base-url', t.server.baseURL, '--json'], env())
       try {
-        await server.hung()
+        await t.server.hung()
         await until(() => running.output().includes('dsh: compaction started'), 'the compaction to start')
         running.child.kill(signal)
         expect(await running.exited, running.output()).toBe(status)
@@ -97,29 +48,29 @@ describe('dsh compact, cancelled by a signal', () => {
       })
 
       // The log closes the compaction: nothing is left compacting, the context is the one before.
-      expect(await compactionEvents(id)).toEqual([
+      expect(compactionEvents(await history(id, t.root, env()))).toEqual([
         ['compaction/start', undefined],
         ['compaction/end', 'cancelled'],
       ])
-      const context = await dsh(['show', id, '--context', '--json', '--root', root])
+      const context = await dsh(['show', id, '--context', '--json', '--root', t.root])
       expect(context.code, context.stderr).toBe(0)
       expect(JSON.parse(context.stdout)).toMatchObject({ compacting: false })
 
       // The next compaction runs as if none had been tried.
-      const again = await dsh(['compact', id, '--keep', '2', '--root', root, '--base-url', server.baseURL, '--json'])
+      const again = await dsh(['compact', id, '--keep', '2', '--root', t.root, '--base-url', t.server.baseURL, '--json'])
       expect(again.code, again.stdout + again.stderr).toBe(0)
       expect(JSON.parse(again.stdout)).toMatchObject({ shadowed: 4 })
     })
   }
 
   it('without --json, the signal is one stderr line after the progress, and stdout stays empty', async () => {
-    server = await startModelServer(model(() => ({ kind: 'stream', hangAfter: 0 })))
-    const id = await conversation()
-    const running = dshStart(['compact', id, '--root', root, '--base-url', server.baseURL], env())
+    t.server = await startModelServer(model(() => ({ kind: 'stream', hangAfter: 0 })))
+    const id = await conversation(t.server, t.root, env())
+    const running = dshStart(['compact', id, '--root', t.root, '--base-url', t.server.baseURL], env())
     let stdout = ''
     running.child.stdout!.on('data', (part: Buffer) => (stdout += part.toString()))
     try {
-      await server.hung()
+      await t.server.hung()
       await until(() => running.output().includes('dsh: compaction started'), 'the compaction to start')
       running.child.kill('SIGINT')
       expect(await running.exited).toBe(130)
@@ -141,8 +92,8 @@ describe('dsh compact, cancelled by a signal', () => {
 
 describe('dsh compact, refused before the root is touched', () => {
   it('a missing --root, or a directory that is no root, is CLI_ROOT_INVALID and nothing is created', async () => {
-    const missing = join(dir, 'missing')
-    const empty = join(dir, 'empty')
+    const missing = join(t.dir, 'missing')
+    const empty = join(t.dir, 'empty')
     mkdirSync(empty)
     for (const at of [missing, empty]) {
       const result = await dsh([
@@ -163,12 +114,12 @@ describe('dsh compact, refused before the root is touched', () => {
 
   it(`--keep past ${COMPACT_MAX_KEEP} (the HTTP API's cap), past a safe integer, or not a whole number is CLI_USAGE naming the range`, async () => {
     for (const keep of [String(COMPACT_MAX_KEEP + 1), '99999999999999999999', '1e3', '2.5', '-1', '']) {
-      const result = await dsh(['compact', 'some-id', `--keep=${keep}`, '--root', join(dir, 'nowhere'), '--json'])
+      const result = await dsh(['compact', 'some-id', `--keep=${keep}`, '--root', join(t.dir, 'nowhere'), '--json'])
       expect([result.code, JSON.parse(result.stdout).error], keep).toEqual([
         2,
         { code: 'CLI_USAGE', message: `--keep must be an integer from 0 to ${COMPACT_MAX_KEEP}, got '${keep}'.` },
       ])
     }
-    expect(existsSync(join(dir, 'nowhere'))).toBe(false)
+    expect(existsSync(join(t.dir, 'nowhere'))).toBe(false)
   })
 })

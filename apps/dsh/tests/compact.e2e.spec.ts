@@ -1,43 +1,18 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { answer, type ModelServer, type RecordedRequest, type Reply, startModelServer } from '@dsh/driver-openai/testing'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { answer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
+import { describe, expect, it } from 'vitest'
+import { compactionEvents, conversation, isSummarize, model, scratch } from './support/conversation.js'
+import { cleanEnv, DSH_BIN, dshRun, history } from './support/dsh-process.js'
 
 // `dsh compact` as a user runs it: the built CLI in its own process, a local
 // Chat Completions server (the only fake) writing the summaries.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const worker = join(import.meta.dirname, 'support', 'compact-worker.mjs')
 const KEY = 'sk-e2e-5c1d9e7a2b4f'
-const SUMMARIZE = /^Summarize the conversation above/
 
-let dir: string
-let root: string
-let server: ModelServer | undefined
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'dsh-compact-'))
-  root = join(dir, 'root')
-})
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  rmSync(dir, { recursive: true, force: true })
-})
-
-function env(): NodeJS.ProcessEnv {
-  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
-  return { ...rest, DSH_API_KEY: KEY }
-}
-
-function dsh(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env: env(), maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
-    })
-  })
-}
+const t = scratch('dsh-compact-')
+const env = (): NodeJS.ProcessEnv => cleanEnv({ DSH_API_KEY: KEY })
+const dsh = (args: readonly string[]) => dshRun(args, env())
 
 function spawned(args: string[]): { child: ChildProcess; output: () => string; exited: Promise<unknown> } {
   const child = spawn(process.execPath, args, { env: env(), stdio: ['ignore', 'pipe', 'pipe'] })
@@ -59,42 +34,7 @@ function printed(p: ReturnType<typeof spawned>, line: string): Promise<void> {
   })
 }
 
-interface Event {
-  seq: number
-  type: string
-  data: Record<string, unknown>
-}
-
-async function history(id: string): Promise<Event[]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-}
-
-const lastUser = (request: RecordedRequest) => request.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
-const isSummarize = (request: RecordedRequest) => SUMMARIZE.test(String(lastUser(request)))
-
-/** A model that answers each prompt with a long text, and summaries with `summary()` (a reply, or a hold). */
-function model(summary: (n: number) => Reply): (request: RecordedRequest) => Reply {
-  let summaries = 0
-  return (request) => (isSummarize(request) ? summary(++summaries) : answer([`About "${lastUser(request)}": `, 'many words. '.repeat(80)]))
-}
-
-/** Three turns of `dsh run` in one session; its id. */
-async function conversation(): Promise<string> {
-  const first = await dsh(['run', 'first question', '--root', root, '--base-url', server!.baseURL])
-  expect(first.code, first.stdout + first.stderr).toBe(0)
-  const id = /^session (\S+)$/m.exec(first.stdout)![1]!
-  for (const prompt of ['second question', 'third question']) {
-    const next = await dsh(['run', '--resume', id, prompt, '--root', root, '--base-url', server!.baseURL])
-    expect(next.code, next.stdout + next.stderr).toBe(0)
-  }
-  return id
-}
-
-const compactionEvents = (events: readonly Event[]) =>
-  events.filter((e) => e.type.startsWith('compaction/')).map((e) => [e.type, e.data.error])
-const summarizeRequests = () => server!.requests.filter(isSummarize)
+const summarizeRequests = () => t.server!.requests.filter(isSummarize)
 /** The user prompts a summarize request carried (the messages it shadowed). */
 const shadowedPrompts = (request: RecordedRequest) =>
   request.body.messages
@@ -104,10 +44,10 @@ const shadowedPrompts = (request: RecordedRequest) =>
 
 describe('dsh compact', () => {
   it('summarizes the older context; the log keeps every event; the next turn is built from the compacted context', async () => {
-    server = await startModelServer(model(() => answer(['The user asked ', 'two questions.'])))
-    const id = await conversation()
-    const before = await history(id)
-    const compacted = await dsh(['compact', id, '--keep', '2', '--root', root, '--base-url', server.baseURL])
+    t.server = await startModelServer(model(() => answer(['The user asked ', 'two questions.'])))
+    const id = await conversation(t.server, t.root, env())
+    const before = await history(id, t.root, env())
+    const compacted = await dsh(['compact', id, '--keep', '2', '--root', t.root, '--base-url', t.server.baseURL])
     expect(compacted.code, compacted.stdout + compacted.stderr).toBe(0)
     expect(compacted.stdout).toMatch(new RegExp(`^compacted ${id}: 4 message\\(s\\)`))
     expect(compacted.stderr.match(/dsh: compaction \w+/g)).toEqual([
@@ -117,7 +57,7 @@ describe('dsh compact', () => {
     ])
     expect(shadowedPrompts(summarizeRequests()[0]!)).toEqual(['first question', 'second question'])
 
-    const after = await history(id)
+    const after = await history(id, t.root, env())
     expect(after.slice(0, before.length)).toEqual(before)
     expect(compactionEvents(after)).toEqual([
       ['compaction/start', undefined],
@@ -125,9 +65,9 @@ describe('dsh compact', () => {
       ['compaction/end', undefined],
     ])
 
-    const next = await dsh(['run', '--resume', id, 'fourth question', '--root', root, '--base-url', server.baseURL])
+    const next = await dsh(['run', '--resume', id, 'fourth question', '--root', t.root, '--base-url', t.server.baseURL])
     expect(next.code, next.stdout + next.stderr).toBe(0)
-    const request = server.requests.at(-1)!
+    const request = t.server.requests.at(-1)!
     expect(request.body.messages[0]!.content).toContain('The user asked two questions.')
     const sent = JSON.stringify(request.body.messages)
     expect(sent).not.toContain('first question')
@@ -135,24 +75,24 @@ describe('dsh compact', () => {
   })
 
   it('a summarizer failure (the model server refuses the request) exits 1 typed; the log records it and the context is unchanged', async () => {
-    server = await startModelServer(model(() => ({ kind: 'error', status: 400, message: 'context too long' })))
-    const id = await conversation()
-    const failed = await dsh(['compact', id, '--root', root, '--base-url', server.baseURL, '--keep', '0'])
+    t.server = await startModelServer(model(() => ({ kind: 'error', status: 400, message: 'context too long' })))
+    const id = await conversation(t.server, t.root, env())
+    const failed = await dsh(['compact', id, '--root', t.root, '--base-url', t.server.baseURL, '--keep', '0'])
     expect(failed.code).toBe(1)
     expect(failed.stderr).toContain('COMPACTION_SUMMARIZER_FAILED')
-    expect(compactionEvents(await history(id))).toEqual([
+    expect(compactionEvents(await history(id, t.root, env()))).toEqual([
       ['compaction/start', undefined],
       ['compaction/end', expect.stringContaining('context too long')],
     ])
   })
 
   it('is refused with SESSION_PERSISTENCE_LOCKED while another process writes the session', async () => {
-    server = await startModelServer(model(() => ({ kind: 'stream', hangAfter: 0 })))
-    const id = await conversation()
+    t.server = await startModelServer(model(() => ({ kind: 'stream', hangAfter: 0 })))
+    const id = await conversation(t.server, t.root, env())
     // A second process holds the session's writer lock: it is compacting, its summary held by the model.
-    const holder = spawned([bin, 'compact', id, '--root', root, '--base-url', server.baseURL])
-    await server.hung()
-    const refused = await dsh(['compact', id, '--root', root, '--base-url', server.baseURL])
+    const holder = spawned([DSH_BIN, 'compact', id, '--root', t.root, '--base-url', t.server.baseURL])
+    await t.server.hung()
+    const refused = await dsh(['compact', id, '--root', t.root, '--base-url', t.server.baseURL])
     expect(refused.code).toBe(1)
     expect(refused.stderr).toContain('SESSION_PERSISTENCE_LOCKED')
     holder.child.kill('SIGKILL')
@@ -162,17 +102,17 @@ describe('dsh compact', () => {
   for (const stage of ['started', 'summarized'] as const) {
     it(`a process SIGKILLed after compaction/${stage === 'started' ? 'start' : 'summary'} leaves no half state: after a restart the context is the one before, and the next compaction succeeds`, async () => {
       // The first summary is held (the model never answers it) or answered, then the process stops at `stage`.
-      server = await startModelServer(
+      t.server = await startModelServer(
         model((n) => (n === 1 && stage === 'started' ? { kind: 'stream', hangAfter: 0 } : answer([`summary ${n}`]))),
       )
-      const id = await conversation()
+      const id = await conversation(t.server, t.root, env())
       // After the start the model holds the summary (the pending request); after the summary the worker holds.
-      const running = spawned([worker, root, id, server.baseURL, stage === 'started' ? '-' : stage])
+      const running = spawned([worker, t.root, id, t.server.baseURL, stage === 'started' ? '-' : stage])
       await printed(running, stage)
-      if (stage === 'started') await server.hung()
+      if (stage === 'started') await t.server.hung()
       running.child.kill('SIGKILL')
       await running.exited
-      const killed = compactionEvents(await history(id))
+      const killed = compactionEvents(await history(id, t.root, env()))
       expect(killed).toEqual(
         stage === 'started'
           ? [['compaction/start', undefined]]
@@ -184,20 +124,20 @@ describe('dsh compact', () => {
 
       // The restart: loading the session closes the compaction; the summary (if any) was never applied,
       // so the next compaction is asked about the original messages, and it succeeds.
-      const again = await dsh(['compact', id, '--keep', '2', '--root', root, '--base-url', server.baseURL])
+      const again = await dsh(['compact', id, '--keep', '2', '--root', t.root, '--base-url', t.server.baseURL])
       expect(again.code, again.stdout + again.stderr).toBe(0)
       const retry = summarizeRequests().at(-1)!
       expect(shadowedPrompts(retry)).toEqual(['first question', 'second question'])
-      expect(compactionEvents(await history(id))).toEqual([
+      expect(compactionEvents(await history(id, t.root, env()))).toEqual([
         ...killed,
         ['compaction/end', 'interrupted'],
         ['compaction/start', undefined],
         ['compaction/summary', undefined],
         ['compaction/end', undefined],
       ])
-      const next = await dsh(['run', '--resume', id, 'fourth question', '--root', root, '--base-url', server.baseURL])
+      const next = await dsh(['run', '--resume', id, 'fourth question', '--root', t.root, '--base-url', t.server.baseURL])
       expect(next.code, next.stdout + next.stderr).toBe(0)
-      expect(server.requests.at(-1)!.body.messages[0]!.content).toContain(`summary ${summarizeRequests().length}`)
+      expect(t.server.requests.at(-1)!.body.messages[0]!.content).toContain(`summary ${summarizeRequests().length}`)
     })
   }
 })

@@ -1,19 +1,18 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   answer,
   callTools,
   type MessagesRequestBody,
   type MessagesUsage,
-  type ModelServer,
   type RecordedRequest,
   type Reply,
   startModelServer,
   thinkingSignature,
 } from '@dsh/driver-openai/testing'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { cleanEnv, dshRun, dshStart, until } from './support/dsh-process.js'
+import { describe, expect, it } from 'vitest'
+import { scratch } from './support/conversation.js'
+import { cleanEnv, dshRun, dshStart, history, until } from './support/dsh-process.js'
 
 // `dsh run --provider anthropic` as a user runs it: the built CLI in its own
 // process, talking to the local test server's Messages protocol (the only
@@ -21,35 +20,10 @@ import { cleanEnv, dshRun, dshStart, until } from './support/dsh-process.js'
 // whose signed thinking does not come back).
 const KEY = 'sk-ant-e2e-8b3f0c6d1e'
 
-let dir: string
-let root: string
-let server: ModelServer | undefined
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'dsh-run-anthropic-'))
-  root = join(dir, 'root')
-})
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  rmSync(dir, { recursive: true, force: true })
-})
-
+const t = scratch('dsh-run-anthropic-')
 const env = (extra: Record<string, string> = { DSH_API_KEY: KEY }) => cleanEnv(extra)
-const dsh = (args: string[], extra?: Record<string, string>) => dshRun(args, env(extra), dir)
-const origin = () => new URL(server!.baseURL).origin
-
-interface Event {
-  seq: number
-  type: string
-  data: Record<string, unknown>
-}
-
-async function history(id: string): Promise<Event[]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-}
+const dsh = (args: string[], extra?: Record<string, string>) => dshRun(args, env(extra), t.dir)
+const origin = () => new URL(t.server!.baseURL).origin
 
 type Block = Exclude<MessagesRequestBody['messages'][number]['content'], string>[number]
 const body = (request: RecordedRequest) => request.body as unknown as MessagesRequestBody
@@ -70,7 +44,7 @@ function filesUnder(path: string): string[] {
 }
 
 function defineAgent(name: string, frontmatter: string, instructions: string): void {
-  const agents = join(dir, '.dsh', 'agents')
+  const agents = join(t.dir, '.dsh', 'agents')
   mkdirSync(agents, { recursive: true })
   writeFileSync(join(agents, `${name}.md`), `---\nname: ${name}\n${frontmatter}---\n${instructions}\n`)
 }
@@ -87,7 +61,7 @@ describe('dsh run --provider anthropic', () => {
       'description: Spends tokens.\nprovider: anthropic\nmodel: claude-spender\nbudgets:\n  maxTokens: 40\n',
       'Look everywhere.',
     )
-    server = await startModelServer((request): Reply | undefined => {
+    t.server = await startModelServer((request): Reply | undefined => {
       const first = firstUserText(request)
       if (first === 'count the wombats') return answer(['3 ', 'wombats'], undefined, ['Counting.'])
       if (first === 'spend tokens') return callTools([{ id: 'toolu_spend', name: 'list_agents', arguments: '{}' }])
@@ -116,7 +90,7 @@ describe('dsh run --provider anthropic', () => {
       '--base-url',
       origin(),
       '--root',
-      root,
+      t.root,
     ])
     expect(result.code, result.stdout + result.stderr).toBe(0)
     expect(result.stdout).toContain('Counter says 3 wombats; the spender ran out of budget.')
@@ -124,8 +98,10 @@ describe('dsh run --provider anthropic', () => {
 
     // Every request spoke Messages, with thinking on; the parent's second request carried the signed thinking
     // first in its tool step (the server refuses it otherwise), then the three results, the teleport one an error.
-    expect(server.requests.every((request) => request.protocol === 'messages' && body(request).thinking?.budget_tokens === 2048)).toBe(true)
-    const parent = server.requests.filter((request) => firstUserText(request) === 'How many wombats are there?')
+    expect(t.server.requests.every((request) => request.protocol === 'messages' && body(request).thinking?.budget_tokens === 2048)).toBe(
+      true,
+    )
+    const parent = t.server.requests.filter((request) => firstUserText(request) === 'How many wombats are there?')
     expect(parent.map((request) => body(request).model)).toEqual(['claude-parent', 'claude-parent'])
     const thought = 'Delegate to both, then try teleporting.'
     const step = body(parent[1]!).messages[1]!
@@ -142,15 +118,15 @@ describe('dsh run --provider anthropic', () => {
     expect(answered[2]!.content![0]!.text).toMatch(/^Error TOOL_UNKNOWN: There is no tool named "teleport"/)
 
     // The defined agents: their models, instructions and tools; the spender stopped within one step of crossing its budget.
-    const counter = server.requests.filter((request) => firstUserText(request) === 'count the wombats')
+    const counter = t.server.requests.filter((request) => firstUserText(request) === 'count the wombats')
     expect(counter.map((request) => body(request).model)).toEqual(['claude-counter'])
     expect(JSON.stringify(body(counter[0]!).system)).toContain('Count carefully.')
     expect(body(counter[0]!).tools?.map((tool) => tool.name)).toEqual(['list_agents'])
-    const spender = server.requests.filter((request) => firstUserText(request) === 'spend tokens')
+    const spender = t.server.requests.filter((request) => firstUserText(request) === 'spend tokens')
     expect(spender.map((request) => body(request).model)).toEqual(['claude-spender'])
 
     // The parent's log: the tool step as signed blocks, the error result, usage with cache reads and writes.
-    const events = await history(id)
+    const events = await history(id, t.root, env(), t.dir)
     const messages = events.filter((e) => e.type === 'assistant/message').map((e) => e.data)
     expect(messages[0]!.blocks).toEqual([
       { type: 'reasoning', text: thought, signature: thinkingSignature(thought) },
@@ -159,7 +135,7 @@ describe('dsh run --provider anthropic', () => {
       { type: 'tool-call', id: 'toolu_teleport', name: 'teleport', input: { to: 'mars' }, arguments: '{"to":"mars"}' },
     ])
     expect(events.filter((e) => e.type === 'tool/result').map((e) => e.data.isError ?? false)).toEqual([false, false, true])
-    const reported = server.reported.filter((report) => parent.includes(server!.requests[report.request]!))
+    const reported = t.server.reported.filter((report) => parent.includes(t.server!.requests[report.request]!))
     const second = reported[1]!.usage as unknown as MessagesUsage
     expect(second.cache_read_input_tokens).toBeGreaterThan(0)
     expect(events.filter((e) => e.type === 'step/end').at(-1)!.data.usage).toMatchObject({
@@ -168,23 +144,25 @@ describe('dsh run --provider anthropic', () => {
     })
 
     // The children: the counter completed, the spender ended with reason budget (its descriptor names the provider).
-    const agents = await dsh(['agents', id, '--json', '--root', root])
+    const agents = await dsh(['agents', id, '--json', '--root', t.root])
     expect(agents.code, agents.stderr).toBe(0)
     const rows = (JSON.parse(agents.stdout) as { rows: { id: string }[] }).rows
     expect(rows).toHaveLength(2)
-    const ends = await Promise.all(rows.map(async (row) => (await history(row.id)).find((e) => e.type === 'subagent/end')?.data.reason))
+    const ends = await Promise.all(
+      rows.map(async (row) => (await history(row.id, t.root, env(), t.dir)).find((e) => e.type === 'subagent/end')?.data.reason),
+    )
     expect(ends.sort()).toEqual(['budget', 'completed'])
 
     // The key is in no output and in no file of the root.
-    expect(server.requests.every((request) => JSON.stringify(request.headers).includes(KEY))).toBe(true)
-    expect([result.stdout, result.stderr, agents.stdout, ...filesUnder(root)].join('\n')).not.toContain(KEY)
+    expect(t.server.requests.every((request) => JSON.stringify(request.headers).includes(KEY))).toBe(true)
+    expect([result.stdout, result.stderr, agents.stdout, ...filesUnder(t.root)].join('\n')).not.toContain(KEY)
   })
 
   it('SIGKILLed mid-stream after a delegation, --resume (key from ANTHROPIC_API_KEY) closes the turn and sends the signed thinking read back from disk', async () => {
     defineAgent('counter', 'description: Counts wombats.\nmodel: claude-counter\n', 'Count carefully.')
     const lastUserText = (request: RecordedRequest) =>
       blocks(body(request).messages.at(-1)?.content ?? []).findLast((b) => b.type === 'text')?.text
-    server = await startModelServer((request): Reply | undefined => {
+    t.server = await startModelServer((request): Reply | undefined => {
       if (firstUserText(request) === 'count the wombats') return answer(['3 wombats'], undefined, ['Counting.'])
       if (lastUserText(request) === 'Go on') return answer(['...and all 3 wombats lived happily.'], undefined, ['Ending.'])
       if (results(request).length === 0)
@@ -197,20 +175,23 @@ describe('dsh run --provider anthropic', () => {
         }
       return { kind: 'stream', reasoning: ['Now the story.'], content: ['Once ', 'upon ', 'a time'], hangAfter: 2 }
     })
-    const args = ['--provider', 'anthropic', '--thinking', '1024', '--base-url', origin(), '--root', root]
-    const running = dshStart(['run', 'Tell a story about the wombats', ...args], env(), dir)
-    await server.hung()
+    const args = ['--provider', 'anthropic', '--thinking', '1024', '--base-url', origin(), '--root', t.root]
+    const running = dshStart(['run', 'Tell a story about the wombats', ...args], env(), t.dir)
+    await t.server.hung()
     await until(() => /^session \S+$/m.test(running.output()), 'the session id')
     const id = /^session (\S+)$/m.exec(running.output())![1]!
     // The story's two streamed chunks are durable (another process reads them) before the kill.
-    await until(async () => (await history(id)).filter((e) => e.type === 'assistant/chunk').length === 2, 'two durable chunks')
+    await until(
+      async () => (await history(id, t.root, env(), t.dir)).filter((e) => e.type === 'assistant/chunk').length === 2,
+      'two durable chunks',
+    )
     running.child.kill('SIGKILL')
     expect(await running.exited).toBeNull()
 
     const resumed = await dsh(['run', '--resume', id, 'Go on', ...args], { ANTHROPIC_API_KEY: KEY })
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
     expect(resumed.stdout).toContain('...and all 3 wombats lived happily.')
-    const events = await history(id)
+    const events = await history(id, t.root, env(), t.dir)
     expect(events.filter((e) => e.type.startsWith('turn/')).map((e) => [e.type, e.data.turn, e.data.reason ?? null])).toEqual([
       ['turn/start', 1, null],
       ['turn/end', 1, 'interrupted'],
@@ -221,7 +202,7 @@ describe('dsh run --provider anthropic', () => {
     // (the server refuses a signature it did not issue), the child's result and settlement notice, what streamed before the kill
     // (its thinking, never signed, left out), and the new prompt.
     const thought = 'Ask the counter first.'
-    const messages = body(server.requests.at(-1)!).messages
+    const messages = body(t.server.requests.at(-1)!).messages
     expect(messages.map((m) => [m.role, blocks(m.content).map((b) => b.type)])).toEqual([
       ['user', ['text']],
       ['assistant', ['thinking', 'tool_use']],
@@ -232,23 +213,23 @@ describe('dsh run --provider anthropic', () => {
     expect(blocks(messages[1]!.content)[0]).toEqual({ type: 'thinking', thinking: thought, signature: thinkingSignature(thought) })
     expect(blocks(messages[2]!.content)[1]!.text).toMatch(/^\[subagent "counter" \(.+\) settled: completed\]\n3 wombats$/)
     expect(blocks(messages[3]!.content)[0]).toMatchObject({ type: 'text', text: 'Once upon ' })
-    expect([resumed.stdout, resumed.stderr, running.output(), ...filesUnder(root)].join('\n')).not.toContain(KEY)
+    expect([resumed.stdout, resumed.stderr, running.output(), ...filesUnder(t.root)].join('\n')).not.toContain(KEY)
   })
 
   it('refuses an unknown provider, a missing key and options of the other provider before touching the root', async () => {
-    const unknown = await dsh(['run', 'hi', '--provider', 'claude', '--json', '--root', root])
+    const unknown = await dsh(['run', 'hi', '--provider', 'claude', '--json', '--root', t.root])
     expect(unknown.code).toBe(2)
     expect(JSON.parse(unknown.stdout).error).toEqual({
       code: 'CLI_USAGE',
       message: "--provider must be one of openai, anthropic, got 'claude'.",
     })
-    const thinking = await dsh(['run', 'hi', '--thinking', '2048', '--json', '--root', root])
+    const thinking = await dsh(['run', 'hi', '--thinking', '2048', '--json', '--root', t.root])
     expect(JSON.parse(thinking.stdout).error).toMatchObject({ code: 'CLI_USAGE', message: expect.stringContaining('--thinking') })
-    const api = await dsh(['run', 'hi', '--provider', 'anthropic', '--api', 'responses', '--json', '--root', root])
+    const api = await dsh(['run', 'hi', '--provider', 'anthropic', '--api', 'responses', '--json', '--root', t.root])
     expect(JSON.parse(api.stdout).error).toMatchObject({ code: 'CLI_USAGE', message: expect.stringContaining('--api') })
-    const keyless = await dsh(['run', 'hi', '--provider', 'anthropic', '--root', root], {})
+    const keyless = await dsh(['run', 'hi', '--provider', 'anthropic', '--root', t.root], {})
     expect(keyless.code).toBe(1)
     expect(keyless.stderr).toMatch(/DSH_API_KEY or ANTHROPIC_API_KEY.*\(DRIVER_ANTHROPIC_NO_API_KEY\)/)
-    expect(() => statSync(root)).toThrow()
+    expect(() => statSync(t.root)).toThrow()
   })
 })

@@ -1,48 +1,22 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { cleanEnv, dshRun } from './support/dsh-process.js'
+import { answer, callTools, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
+import { describe, expect, it } from 'vitest'
+import { lastUser, scratch } from './support/conversation.js'
+import { cleanEnv, dshRun, history } from './support/dsh-process.js'
 
 // A budget stop through `dsh run`: the built CLI in its own process, a local
 // Chat Completions server (the only fake) reporting usage on every response.
 const KEY = 'sk-e2e-budget-7c1d'
 
-let dir: string
-let root: string
-let server: ModelServer | undefined
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'dsh-run-budget-'))
-  root = join(dir, 'root')
-})
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  rmSync(dir, { recursive: true, force: true })
-})
-
-const dsh = (args: string[]) => dshRun(args, cleanEnv({ DSH_API_KEY: KEY }))
-
-interface Event {
-  type: string
-  data: Record<string, unknown>
-}
-
-async function history(id: string): Promise<Event[]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-}
+const t = scratch('dsh-run-budget-')
+const env = () => cleanEnv({ DSH_API_KEY: KEY })
+const dsh = (args: string[]) => dshRun(args, env())
 
 const CHILD_PROMPT = 'list your subagents until told to stop'
-const lastUser = (request: RecordedRequest) => request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
 const toolResults = (request: RecordedRequest) => request.body.messages.filter((m) => m.role === 'tool')
 
 describe('dsh run with a child budget', () => {
   it('a child under maxTokens 100, 40 tokens a model call, is stopped at its third call; the parent reads status budget', async () => {
-    server = await startModelServer((request) => {
+    t.server = await startModelServer((request) => {
       if (lastUser(request) === CHILD_PROMPT) {
         // Every call of the child asks for one more tool call: it would never stop on its own.
         const n = toolResults(request).length
@@ -58,16 +32,16 @@ describe('dsh run with a child budget', () => {
         ])
       return answer(['The looper ran out of budget.'])
     })
-    const result = await dsh(['run', 'Delegate the listing.', '--root', root, '--base-url', server.baseURL, '--model', 'wombat-1'])
+    const result = await dsh(['run', 'Delegate the listing.', '--root', t.root, '--base-url', t.server.baseURL, '--model', 'wombat-1'])
     expect(result.code, result.stdout + result.stderr).toBe(0)
     const id = /^session (\S+)$/m.exec(result.stdout)![1]!
 
     // The child's model calls, counted at the server: 40, 80, 120 tokens — the third crosses 100, and no fourth is sent.
-    const childCalls = server.requests.filter((request) => lastUser(request) === CHILD_PROMPT)
+    const childCalls = t.server.requests.filter((request) => lastUser(request) === CHILD_PROMPT)
     expect(childCalls).toHaveLength(3)
 
     // The parent's tool result says so: status budget, the typed error, the figures.
-    const events = await history(id)
+    const events = await history(id, t.root, env())
     const started = events.find((e) => e.type === 'tool/result')!.data.content as Record<string, unknown>
     const childId = started.id as string
     expect(started).toMatchObject({
@@ -77,11 +51,11 @@ describe('dsh run with a child budget', () => {
       exceeded: { kind: 'tokens', session: childId, limit: 100, spent: 120 },
     })
     // The parent's next request carried it to the model.
-    const after = server.requests.find((request) => lastUser(request) !== CHILD_PROMPT && toolResults(request).length === 1)!
+    const after = t.server.requests.find((request) => lastUser(request) !== CHILD_PROMPT && toolResults(request).length === 1)!
     expect(String(toolResults(after)[0]!.content)).toContain('budget.\nError SUBAGENT_BUDGET_EXCEEDED')
 
     // The child's own log: three counted steps, then subagent/end {reason: 'budget'} with the figures.
-    const child = await history(childId)
+    const child = await history(childId, t.root, env())
     const counted = child.filter((e) => e.type === 'step/end' && e.data.usage !== undefined)
     expect(counted.map((e) => e.data.usage)).toEqual([
       { input: 30, output: 10 },

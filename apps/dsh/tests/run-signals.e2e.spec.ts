@@ -1,9 +1,9 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { answer, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { cleanEnv, dshRun, dshStart, until } from './support/dsh-process.js'
+import { startModelServer } from '@dsh/driver-openai/testing'
+import { describe, expect, it } from 'vitest'
+import { compactionEvents, conversation, model, scratch } from './support/conversation.js'
+import { cleanEnv, dshRun, dshStart, history, until } from './support/dsh-process.js'
 
 // `dsh run` stopped by a signal, resumed in a root that is not there, and
 // with a budget compaction that fails: the built CLI in its own process, a
@@ -11,36 +11,9 @@ import { cleanEnv, dshRun, dshStart, until } from './support/dsh-process.js'
 // server holds the model's answer (an order of events, not a timer).
 
 const KEY = 'sk-e2e-93b1f7c5a0d4'
-const SUMMARIZE = /^Summarize the conversation above/
-
-let dir: string
-let root: string
-let server: ModelServer | undefined
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'dsh-run-signals-'))
-  root = join(dir, 'root')
-})
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  rmSync(dir, { recursive: true, force: true })
-})
-
+const t = scratch('dsh-run-signals-')
 const env = (): NodeJS.ProcessEnv => cleanEnv({ DSH_API_KEY: KEY, DSH_STORE: '', DSH_DATABASE_URL: '' })
 const dsh = (args: readonly string[]) => dshRun(args, env())
-const lastUser = (request: RecordedRequest) => String(request.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? '')
-
-interface Event {
-  type: string
-  data: Record<string, unknown>
-}
-
-async function history(id: string): Promise<Event[]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-}
 
 /** The JSON document among the output's lines (stderr's lines start with `dsh:`). */
 const documentOf = (output: string): unknown =>
@@ -58,10 +31,13 @@ describe('dsh run stopped by a signal', () => {
   ] as const) {
     for (const json of [false, true]) {
       it(`${signal}${json ? ' with --json' : ''} ends the step aborted and the turn interrupted, says so, exits ${status}`, async () => {
-        server = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
-        const running = dshStart(['run', 'Think hard', '--root', root, '--base-url', server.baseURL, ...(json ? ['--json'] : [])], env())
+        t.server = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
+        const running = dshStart(
+          ['run', 'Think hard', '--root', t.root, '--base-url', t.server.baseURL, ...(json ? ['--json'] : [])],
+          env(),
+        )
         try {
-          await server.hung()
+          await t.server.hung()
           if (!json) await until(() => running.output().includes('partial answer'), 'the streamed text')
           running.child.kill(signal)
           expect(await running.exited, running.output()).toBe(status)
@@ -79,7 +55,7 @@ describe('dsh run stopped by a signal', () => {
           expect(output).toContain(`dsh: ${signal === 'SIGINT' ? 'interrupting' : 'terminating'} the turn`)
           expect(output).toContain(`[turn interrupted] session ${id}`)
         }
-        const events = await history(id)
+        const events = await history(id, t.root, env())
         expect(events.filter((e) => e.type === 'assistant/chunk').map((e) => e.data.delta)).toEqual(['partial ', 'answer'])
         expect(events.slice(-2)).toMatchObject([
           { type: 'step/end', data: { finish: 'aborted' } },
@@ -92,7 +68,7 @@ describe('dsh run stopped by a signal', () => {
 
 describe('dsh run --resume', () => {
   it('in a missing --root is CLI_ROOT_INVALID and creates nothing (a new session may make a root)', async () => {
-    const missing = join(dir, 'missing')
+    const missing = join(t.dir, 'missing')
     const result = await dsh([
       'run',
       '--resume',
@@ -112,19 +88,11 @@ describe('dsh run --resume', () => {
 
 describe('dsh run --context-window', () => {
   it('a budget compaction whose summary the model refuses is one warning on stderr and in the JSON document; the turn goes on', async () => {
-    server = await startModelServer((request) =>
-      SUMMARIZE.test(lastUser(request))
-        ? { kind: 'error', status: 500, message: 'the summarizer is down' }
-        : answer([`About "${lastUser(request)}": `, 'many words. '.repeat(80)]),
-    )
-    const first = await dsh(['run', 'first question', '--root', root, '--base-url', server.baseURL])
-    expect(first.code, first.stdout + first.stderr).toBe(0)
-    const id = /^session (\S+)$/m.exec(first.stdout)![1]!
-    const second = await dsh(['run', '--resume', id, 'second question', '--root', root, '--base-url', server.baseURL])
-    expect(second.code, second.stdout + second.stderr).toBe(0)
+    t.server = await startModelServer(model(() => ({ kind: 'error', status: 500, message: 'the summarizer is down' })))
+    const id = await conversation(t.server, t.root, env(), ['first question', 'second question'])
 
     // The context (five messages, about 500 tokens) is past 80% of a 200-token window: the step compacts first, and that fails.
-    const args = ['--root', root, '--base-url', server.baseURL, '--context-window', '200']
+    const args = ['--root', t.root, '--base-url', t.server.baseURL, '--context-window', '200']
     const resumed = await dsh(['run', '--resume', id, 'third question', ...args, '--json'])
     expect(resumed.code, resumed.stderr).toBe(0)
     const warnings = resumed.stderr.split('\n').filter((line) => line.length > 0)
@@ -138,8 +106,8 @@ describe('dsh run --context-window', () => {
       reason: 'completed',
       compactionErrors: [{ session: id, code: 'COMPACTION_SUMMARIZER_FAILED', message: expect.stringContaining('the summarizer is down') }],
     })
-    const events = await history(id)
-    expect(events.filter((e) => e.type.startsWith('compaction/')).map((e) => [e.type, e.data.error])).toEqual([
+    const events = await history(id, t.root, env())
+    expect(compactionEvents(events)).toEqual([
       ['compaction/start', undefined],
       ['compaction/end', expect.stringContaining('the summarizer is down')],
     ])

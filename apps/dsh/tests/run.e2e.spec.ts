@@ -1,80 +1,26 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { answer, callTools, type ModelServer, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { existsSync } from 'node:fs'
+import { answer, callTools, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
+import { describe, expect, it } from 'vitest'
+import { lastUser, scratch } from './support/conversation.js'
+import { cleanEnv, dshRun, dshStart, history, until } from './support/dsh-process.js'
 
 // `dsh run` as a user runs it: the built CLI in its own process, talking to a
 // local Chat Completions server (the only fake) over HTTP.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const KEY = 'sk-e2e-0d9c7b5a3f1e'
 
-let dir: string
-let root: string
-let server: ModelServer | undefined
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'dsh-run-'))
-  root = join(dir, 'root')
-})
-afterEach(async () => {
-  await server?.close()
-  server = undefined
-  rmSync(dir, { recursive: true, force: true })
-})
-
+const t = scratch('dsh-run-')
 /** The environment of a child: ours without any real key, plus the test key. */
-function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
-  return { ...rest, DSH_API_KEY: KEY, ...extra }
-}
-
-function dsh(args: string[], extraEnv: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env: env(extraEnv), maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
-    })
-  })
-}
-
+const env = () => cleanEnv({ DSH_API_KEY: KEY })
+const dsh = (args: string[]) => dshRun(args, env())
 /** Starts `dsh run` and collects its output. */
-function start(args: string[]): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [bin, 'run', ...args], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] })
-  let output = ''
-  child.stdout!.on('data', (part: Buffer) => (output += part.toString()))
-  child.stderr!.on('data', (part: Buffer) => (output += part.toString()))
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(signal === null ? code : null)))
-  return { child, output: () => output, exited }
-}
+const start = (args: string[]) => dshStart(['run', ...args], env())
 
-interface Event {
-  seq: number
-  type: string
-  data: Record<string, unknown>
-}
-
-async function history(id: string): Promise<Event[]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-}
-
-async function until(condition: () => Promise<boolean> | boolean, what: string): Promise<void> {
-  for (let attempt = 0; attempt < 600; attempt++) {
-    if (await condition()) return
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-  throw new Error(`gave up waiting for ${what}`)
-}
-
-const lastUser = (request: RecordedRequest) => request.body.messages.filter((m) => m.role === 'user').at(-1)?.content
 const startedIds = (request: RecordedRequest) =>
   request.body.messages.filter((m) => m.role === 'tool').flatMap((m) => /^Started (\S+)/.exec(String(m.content))?.slice(1) ?? [])
 
 describe('dsh run', () => {
   it('runs a parent that starts a fresh and a forked child, waits, lists them and answers; the root shows it all', async () => {
-    server = await startModelServer((request) => {
+    t.server = await startModelServer((request) => {
       if (lastUser(request) === 'count the fresh wombats') return answer(['3 fresh ', 'wombats'], { prompt: 4, completion: 3 })
       if (lastUser(request) === 'count the forked wombats') return answer(['5 forked wombats'])
       const step = request.body.messages.filter((m) => m.role === 'tool').length
@@ -95,7 +41,16 @@ describe('dsh run', () => {
       if (step === 3) return callTools([{ id: 'c4', name: 'list_agents', arguments: '{}' }])
       return answer(['Eight ', 'wombats ', 'in all.'], { prompt: 20, completion: 6 })
     })
-    const result = await dsh(['run', 'How many wombats are there?', '--root', root, '--base-url', server.baseURL, '--model', 'wombat-1'])
+    const result = await dsh([
+      'run',
+      'How many wombats are there?',
+      '--root',
+      t.root,
+      '--base-url',
+      t.server.baseURL,
+      '--model',
+      'wombat-1',
+    ])
     expect(result.code, result.stdout + result.stderr).toBe(0)
     const id = /^session (\S+)$/m.exec(result.stdout)![1]!
     expect(result.stdout).toContain('Eight wombats in all.')
@@ -103,7 +58,7 @@ describe('dsh run', () => {
     expect(result.stdout).toMatch(/ {2}\[forked-one\] answered: 5 forked wombats/)
 
     // The catalog: both children, with their labels.
-    const agents = await dsh(['agents', id, '--json', '--root', root])
+    const agents = await dsh(['agents', id, '--json', '--root', t.root])
     expect(agents.code, agents.stderr).toBe(0)
     const rows = (JSON.parse(agents.stdout) as { rows: { kind: string; label?: string; mode?: string }[] }).rows
     expect(rows.map((row) => [row.kind, row.mode, row.label])).toEqual([
@@ -112,7 +67,7 @@ describe('dsh run', () => {
     ])
 
     // The history: the prompt, the streamed chunks, every tool call with its result, the answer with usage.
-    const events = await history(id)
+    const events = await history(id, t.root, env())
     expect(events.filter((e) => e.type === 'assistant/chunk').map((e) => e.data.delta)).toEqual(['Eight ', 'wombats ', 'in all.'])
     expect(events.filter((e) => e.type === 'tool/call').map((e) => e.data.name)).toEqual([
       'subagent',
@@ -128,49 +83,52 @@ describe('dsh run', () => {
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'completed' } })
 
     // And as a person reads it.
-    const shown = await dsh(['show', id, '--limit', '1000', '--root', root])
+    const shown = await dsh(['show', id, '--limit', '1000', '--root', t.root])
     expect(shown.stdout.match(/ assistant\/chunk /g)).toHaveLength(3)
     expect(shown.stdout.match(/ tool\/call /g)).toHaveLength(4)
 
     // The forked child's context began with what it inherited from its parent.
-    const forked = server.requests.find((request) => lastUser(request) === 'count the forked wombats')!
+    const forked = t.server.requests.find((request) => lastUser(request) === 'count the forked wombats')!
     expect(forked.body.messages[0]).toEqual({ role: 'user', content: 'How many wombats are there?' })
     // Children are given the control tools as well.
     expect(forked.body.tools?.map((tool) => tool.function.name)).toEqual(expect.arrayContaining(['subagent', 'wait_agents', 'list_agents']))
-    expect(server.requests.every((request) => request.body.model === 'wombat-1' && request.headers.authorization === `Bearer ${KEY}`)).toBe(
-      true,
-    )
+    expect(
+      t.server.requests.every((request) => request.body.model === 'wombat-1' && request.headers.authorization === `Bearer ${KEY}`),
+    ).toBe(true)
 
     // The key is in no output and no event of any session in the root.
-    const sessions = await dsh(['sessions', '--json', '--root', root])
+    const sessions = await dsh(['sessions', '--json', '--root', t.root])
     const ids = (JSON.parse(sessions.stdout) as { sessions: { header: { id: string } }[] }).sessions.map((r) => r.header.id)
     expect(ids).toHaveLength(3)
     const everything = [
       result.stdout,
       result.stderr,
       agents.stdout,
-      ...(await Promise.all(ids.map(async (each) => JSON.stringify(await history(each))))),
+      ...(await Promise.all(ids.map(async (each) => JSON.stringify(await history(each, t.root, env()))))),
     ]
     expect(everything.join('\n')).not.toContain(KEY)
   })
 
   it('after a SIGKILL mid-stream, --resume closes the open turn and continues from what was streamed', async () => {
-    server = await startModelServer((_request, index) =>
+    t.server = await startModelServer((_request, index) =>
       index === 0 ? { kind: 'stream', content: ['Once ', 'upon ', 'a time'], hangAfter: 2 } : answer(['...there was a wombat.']),
     )
-    const running = start(['Tell a story', '--root', root, '--base-url', server.baseURL])
-    await server.hung()
+    const running = start(['Tell a story', '--root', t.root, '--base-url', t.server.baseURL])
+    await t.server.hung()
     await until(() => /^session \S+$/m.test(running.output()), 'the session id')
     const id = /^session (\S+)$/m.exec(running.output())![1]!
     // The two streamed chunks are durable (another process reads them) before the kill.
-    await until(async () => (await history(id)).filter((e) => e.type === 'assistant/chunk').length === 2, 'two durable chunks')
+    await until(
+      async () => (await history(id, t.root, env())).filter((e) => e.type === 'assistant/chunk').length === 2,
+      'two durable chunks',
+    )
     running.child.kill('SIGKILL')
     expect(await running.exited).toBeNull()
 
-    const resumed = await dsh(['run', '--resume', id, 'Go on', '--root', root, '--base-url', server.baseURL])
+    const resumed = await dsh(['run', '--resume', id, 'Go on', '--root', t.root, '--base-url', t.server.baseURL])
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0)
     expect(resumed.stdout).toContain('...there was a wombat.')
-    const events = await history(id)
+    const events = await history(id, t.root, env())
     expect(
       events.map((e) => [e.type, e.data.turn ?? null, e.data.reason ?? null]).filter(([type]) => String(type).startsWith('turn/')),
     ).toEqual([
@@ -179,7 +137,7 @@ describe('dsh run', () => {
       ['turn/start', 2, null],
       ['turn/end', 2, 'completed'],
     ])
-    expect(server.requests[1]!.body.messages).toEqual([
+    expect(t.server.requests[1]!.body.messages).toEqual([
       { role: 'user', content: 'Tell a story' },
       { role: 'assistant', content: 'Once upon ' },
       { role: 'user', content: 'Go on' },
@@ -187,14 +145,14 @@ describe('dsh run', () => {
   })
 
   it('Ctrl-C (SIGINT) ends the turn interrupted, keeps what streamed, and exits 130', async () => {
-    server = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
-    const running = start(['Think hard', '--root', root, '--base-url', server.baseURL])
-    await server.hung()
+    t.server = await startModelServer(() => ({ kind: 'stream', content: ['partial ', 'answer', ' never'], hangAfter: 2 }))
+    const running = start(['Think hard', '--root', t.root, '--base-url', t.server.baseURL])
+    await t.server.hung()
     await until(() => running.output().includes('partial answer'), 'the streamed text')
     const id = /^session (\S+)$/m.exec(running.output())![1]!
     running.child.kill('SIGINT')
     expect(await running.exited).toBe(130)
-    const events = await history(id)
+    const events = await history(id, t.root, env())
     expect(events.filter((e) => e.type === 'assistant/chunk').map((e) => e.data.delta)).toEqual(['partial ', 'answer'])
     expect(events.at(-1)).toMatchObject({ type: 'turn/end', data: { turn: 1, reason: 'interrupted' } })
   })
@@ -202,16 +160,16 @@ describe('dsh run', () => {
   it("--dialect harness: the harness tools, and a background child's result wakes the agent for a turn that reads it", async () => {
     const notice = (request: RecordedRequest) =>
       request.body.messages.find((m) => m.role === 'user' && String(m.content).startsWith('Background subagent '))?.content
-    server = await startModelServer((request) => {
+    t.server = await startModelServer((request) => {
       if (request.body.messages.find((m) => m.role === 'user')?.content === 'count the wombats') return answer(['7 wombats'])
       if (notice(request) !== undefined) return answer(['There are ', '7 wombats.'])
       if (request.body.messages.some((m) => m.role === 'tool')) return answer(['Started the counter.'])
       return callTools([{ id: 'c1', name: 'subagent', arguments: '{"description":"wombat counter","prompt":"count the wombats"}' }])
     })
-    const result = await dsh(['run', 'How many wombats?', '--dialect', 'harness', '--root', root, '--base-url', server.baseURL])
+    const result = await dsh(['run', 'How many wombats?', '--dialect', 'harness', '--root', t.root, '--base-url', t.server.baseURL])
     expect(result.code, result.stdout + result.stderr).toBe(0)
     const id = /^session (\S+)$/m.exec(result.stdout)![1]!
-    const events = await history(id)
+    const events = await history(id, t.root, env())
     const started = events.find((e) => e.type === 'tool/result')!.data.content as { text: string; subagentId: string }
     const child = started.subagentId
     expect(started).toEqual({ text: `started subagent ${child}`, kind: 'continuable', subagentId: child })
@@ -220,14 +178,14 @@ describe('dsh run', () => {
     expect(result.stdout).toContain('There are 7 wombats.')
 
     // The agent was given the harness shapes (no report at the top, no wait_agents or close_agent anywhere).
-    const top = server.requests.find((request) => request.body.messages[0]?.content === 'How many wombats?')!
+    const top = t.server.requests.find((request) => request.body.messages[0]?.content === 'How many wombats?')!
     expect(top.body.tools?.map((tool) => tool.function.name)).toEqual(['subagent', 'send_message', 'interrupt_agent', 'list_agents'])
     expect(Object.keys((top.body.tools![0]!.function.parameters as { properties: object }).properties)).toEqual([
       'description',
       'prompt',
       'run_in_background',
     ])
-    const forChild = server.requests.find((request) => request.body.messages[0]?.content === 'count the wombats')!
+    const forChild = t.server.requests.find((request) => request.body.messages[0]?.content === 'count the wombats')!
     expect(forChild.body.tools?.map((tool) => tool.function.name)).toEqual([
       'subagent',
       'send_message',
@@ -239,7 +197,7 @@ describe('dsh run', () => {
     expect(forChild.body.messages).toEqual([{ role: 'user', content: 'count the wombats' }])
 
     // The settlement reached the agent as the harness phrases it, and woke it for a second turn with no new prompt.
-    const woken = server.requests.filter((request) => notice(request) !== undefined)
+    const woken = t.server.requests.filter((request) => notice(request) !== undefined)
     expect(woken).toHaveLength(1)
     expect(notice(woken[0]!)).toBe(phrased)
     expect(events.filter((e) => e.type === 'user/message').map((e) => e.data.text)).toEqual(['How many wombats?'])
@@ -253,30 +211,25 @@ describe('dsh run', () => {
     ])
 
     // The child is in the catalog with its description as label.
-    const agents = await dsh(['agents', id, '--json', '--root', root])
+    const agents = await dsh(['agents', id, '--json', '--root', t.root])
     const rows = (JSON.parse(agents.stdout) as { rows: { id: string; kind: string; mode?: string; label?: string }[] }).rows
     expect(rows.map((row) => [row.id, row.mode, row.label])).toEqual([[child, 'continuable', 'wombat counter']])
   })
 
   it('refuses an unknown --dialect with CLI_USAGE before touching the root', async () => {
-    const result = await dsh(['run', 'hi', '--dialect', 'claude', '--json', '--root', root])
+    const result = await dsh(['run', 'hi', '--dialect', 'claude', '--json', '--root', t.root])
     expect(result.code).toBe(2)
     expect(JSON.parse(result.stdout).error).toEqual({
       code: 'CLI_USAGE',
       message: "--dialect must be one of dsh, harness, got 'claude'.",
     })
-    expect(existsSync(root)).toBe(false)
+    expect(existsSync(t.root)).toBe(false)
   })
 
   it('refuses to start without an API key, before touching the root, and says where the key goes', async () => {
-    const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      const { DSH_API_KEY: _a, ...withoutKey } = env()
-      execFile(process.execPath, [bin, 'run', 'hi', '--root', root], { env: withoutKey }, (error, _stdout, stderr) =>
-        resolve({ code: Number((error as { code?: number } | null)?.code ?? 0), stderr }),
-      )
-    })
+    const result = await dshRun(['run', 'hi', '--root', t.root], cleanEnv())
     expect(result.code).toBe(1)
     expect(result.stderr).toMatch(/DSH_API_KEY or OPENAI_API_KEY.*\(DRIVER_OPENAI_NO_API_KEY\)/)
-    expect(existsSync(root)).toBe(false)
+    expect(existsSync(t.root)).toBe(false)
   })
 })

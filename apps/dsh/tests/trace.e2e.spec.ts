@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -7,11 +6,11 @@ import { type V0Event, writeV0Log } from '@dsh/session-import-v0'
 import { type OtlpReceiver, type ReceivedSpan, spanTree, startOtlpReceiver } from '@dsh/session-telemetry-otel/testing'
 import { tempDir } from '@dsh/test-kit'
 import { afterEach, describe, expect, it } from 'vitest'
+import { cleanEnv, dshRun, history } from './support/dsh-process.js'
 
 // OpenTelemetry export through the built CLI, in its own process: `dsh run --otlp` against the local
 // Chat Completions server (the only fake), `dsh trace` over stored and imported sessions, each exporting
 // over OTLP/HTTP to a real receiver that decodes the JSON encoding.
-const bin = join(import.meta.dirname, '..', 'dist', 'bin.cjs')
 const KEY = 'sk-e2e-otel-5e1d'
 
 const cleanups: (() => Promise<void> | void)[] = []
@@ -31,31 +30,8 @@ async function receiver(): Promise<OtlpReceiver> {
   return started
 }
 
-function dsh(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { DSH_API_KEY: _a, OPENAI_API_KEY: _b, DSH_BASE_URL: _c, OPENAI_BASE_URL: _d, DSH_MODEL: _e, ...rest } = process.env
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [bin, ...args],
-      { env: { ...rest, DSH_API_KEY: KEY }, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        resolve({ code: error === null ? 0 : Number((error as { code?: number }).code ?? 1), stdout, stderr })
-      },
-    )
-  })
-}
-
-interface Event {
-  seq: number
-  type: string
-  data: Record<string, unknown>
-}
-
-async function history(root: string, id: string): Promise<Event[]> {
-  const shown = await dsh(['show', id, '--json', '--limit', '1000', '--root', root])
-  expect(shown.code, shown.stderr).toBe(0)
-  return (JSON.parse(shown.stdout) as { events: Event[] }).events
-}
+const env = () => cleanEnv({ DSH_API_KEY: KEY })
+const dsh = (args: string[]) => dshRun(args, env())
 
 /**
  * The delegation: the top agent hands `level 1` to a subagent and waits; level 1 hands `level 2` on, level 2
@@ -198,7 +174,7 @@ describe('dsh run --otlp / dsh trace', () => {
 
     // The failed call: its span carries the error the tool returned, as the log has it.
     const deepest = headers.find((h) => parentOf.get(h.id) !== undefined && !headers.some((c) => c.parentSession === h.id))!
-    const result = (await history(root, deepest.id)).find((e) => e.type === 'tool/result')!
+    const result = (await history(deepest.id, root, env())).find((e) => e.type === 'tool/result')!
     expect(result.data.isError).toBe(true)
     const content = result.data.content as { code: string; message: string }
     const failed = spans.filter((span) => span.status.code === 2)
@@ -291,7 +267,7 @@ describe('dsh run --otlp / dsh trace', () => {
     expect(ran.stdout).toContain('fine')
     expect(ran.stderr.match(/OpenTelemetry spans are being dropped/g)).toHaveLength(1)
     const id = /^session (\S+)$/m.exec(ran.stdout)![1]!
-    expect((await history(root, id)).map((e) => e.type)).toEqual([
+    expect((await history(id, root, env())).map((e) => e.type)).toEqual([
       'user/message',
       'turn/start',
       'step/start',

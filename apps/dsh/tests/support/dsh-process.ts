@@ -1,5 +1,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { PAGE_MAX_LIMIT } from '@dsh/protocol/limits'
+import { expect } from 'vitest'
 
 /** The built CLI, run as a user runs it: its own process. */
 export const DSH_BIN = join(import.meta.dirname, '..', '..', 'dist', 'bin.cjs')
@@ -40,6 +42,28 @@ export function dshRun(args: readonly string[], env: NodeJS.ProcessEnv, cwd?: st
       },
     )
   })
+}
+
+/** One event of a session's log, as `dsh show --json` prints it. */
+export interface Event {
+  readonly seq: number
+  readonly type: string
+  readonly data: Record<string, unknown>
+}
+
+/** Every event of session `id` in `root`, oldest first, read page by page with `dsh show --json` run in `env` (and `cwd`). */
+export async function history(id: string, root: string, env: NodeJS.ProcessEnv, cwd?: string): Promise<Event[]> {
+  const pages: Event[][] = []
+  let before: number | undefined
+  for (;;) {
+    const args = ['show', id, '--json', '--limit', String(PAGE_MAX_LIMIT), '--root', root]
+    const shown = await dshRun(before === undefined ? args : [...args, '--before', String(before)], env, cwd)
+    expect(shown.code, shown.stderr).toBe(0)
+    const page = JSON.parse(shown.stdout) as { events: Event[]; nextBefore?: number }
+    pages.unshift(page.events)
+    if (page.nextBefore === undefined) return pages.flat()
+    before = page.nextBefore
+  }
 }
 
 export interface Started {
