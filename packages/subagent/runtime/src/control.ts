@@ -6,7 +6,7 @@ import { busy, cancelled, closed, notFound, notResumable, SubagentError } from '
 import { SUBAGENT_END_EVENT, SUBAGENT_NOTICE_EVENT, type SubagentNotice } from './lifecycle.js'
 import { checkInputText, checkReportText } from './limits.js'
 import { isClosed, lastSettlement, noticesSinceLastTurn, pendingQueued } from './log-scan.js'
-import { runDriver, settle } from './runs.js'
+import { resumeWaiting, runDriver, settle } from './runs.js'
 import {
   type CallerOptions,
   type CloseResult,
@@ -87,6 +87,7 @@ export async function closeChild(core: RuntimeCore, childId: string, options: Ca
     const dropped = state.inbox.length
     const run = core.runs.get(childId)
     run?.controller.abort()
+    resumeWaiting(core, state)
     await state.idle
     return { id: childId as SessionId, interrupted: run !== undefined, dropped }
   }
@@ -152,6 +153,7 @@ export function reportToParent(core: RuntimeCore, agent: Session | string, text:
   const notice: SubagentNotice = {
     kind: 'report',
     child: child.id,
+    ...(identity === undefined ? {} : { mode: identity.mode }),
     ...(identity?.label === undefined ? {} : { label: identity.label }),
     text,
   }

@@ -38,10 +38,20 @@ export interface ActiveRun {
 
 /**
  * A child with runs in progress or queued: from its first run's start until
- * its last queued message has run. `send` queues while this exists.
+ * its last queued message has run and no subagent it started is running any
+ * more. `send` queues while this exists, unless the child is `waiting`.
  */
 export interface BusyChild {
+  readonly session: Session
   readonly inbox: QueuedInput[]
+  /** Seqs of `subagent/notice {kind:'settled'}` events on the child that are due to wake it, oldest first. */
+  readonly wakes: number[]
+  /**
+   * Between runs, live, for subagents of its own that are still running: a
+   * settlement of one of them, a send or a resume starts its next run; a stop
+   * (close, drain, disposal) ends the chain.
+   */
+  waiting?: boolean
   readonly idle: Promise<void>
   readonly resolveIdle: () => void
   /**
@@ -70,8 +80,9 @@ export type SettledEntry = Extract<WaitEntry, { state: 'settled' }>
  * settled runs `wait` remembers.
  *
  * Invariants: a child is in `busy` from the start of its first run until its
- * last queued input has run and it has gone cold; `runs` holds exactly the
- * runs whose driver has not returned; `settled` holds at most 1024 entries.
+ * last queued input has run, the subagents it waits for have settled, and it
+ * has gone cold; `runs` holds exactly the runs whose driver has not returned;
+ * `settled` holds at most 1024 entries.
  */
 export class RuntimeCore {
   readonly services: SubagentServiceSource

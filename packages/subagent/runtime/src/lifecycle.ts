@@ -6,9 +6,11 @@ import type { SubagentMode } from './descriptor.js'
  * Lifecycle vocabulary the runtime writes (never a driver):
  *
  * On the child:
- * - `subagent/start {kind, turn, queued?}` before each run (`spawn`, `resume`,
- *   or `message`: delivery of one queued message, whose `subagent/queued` seq
- *   it names).
+ * - `subagent/start {kind, turn, queued?, notice?}` before each run (`spawn`,
+ *   `resume`, or `message`: delivery of input the child got while busy — one
+ *   queued message, whose `subagent/queued` seq `queued` names, or a
+ *   settlement notice from one of its own subagents, whose `subagent/notice`
+ *   seq `notice` names).
  * - `subagent/end {turn, reason, text?, error?, spent?, exceeded?}` after each
  *   run (`spent` on a budgeted child, `exceeded` on a `budget` end); and one final
  *   `subagent/end {reason: 'closed'}` (no turn) when the child is closed: no
@@ -18,14 +20,19 @@ import type { SubagentMode } from './descriptor.js'
  * On the parent:
  * - `subagent/notice` — `settled` when a child's run ends, `report` when a
  *   child reports. The parent's driver receives the notices appended since
- *   its previous turn started as `run.notices`.
+ *   its previous turn started as `run.notices`; a `settled` notice on a busy
+ *   continuable child also wakes it for a run of its own (see `runs.ts`).
  */
 export const SUBAGENT_START_EVENT = 'subagent/start'
 export const SUBAGENT_END_EVENT = 'subagent/end'
 export const SUBAGENT_QUEUED_EVENT = 'subagent/queued'
 export const SUBAGENT_NOTICE_EVENT = 'subagent/notice'
 
-/** What started a run: a spawn, an explicit resume, or a queued message delivered after the previous run. */
+/**
+ * What started a run: a spawn, an explicit resume, or input the child got
+ * while busy, delivered after its previous run (a queued message, or a
+ * settlement notice of one of its own subagents that wakes it).
+ */
 export type SubagentRunKind = 'spawn' | 'resume' | 'message'
 
 /**
@@ -40,8 +47,10 @@ export type SubagentEndReason = TurnEndReason | 'invalid-output' | 'drained' | '
 export interface SubagentStartData {
   readonly kind: SubagentRunKind
   readonly turn: number
-  /** For `message` runs: the seq of the `subagent/queued` event this run delivers. */
+  /** For `message` runs that deliver a queued message: the seq of its `subagent/queued` event. */
   readonly queued?: number
+  /** For `message` runs woken by a settlement of one of the child's own subagents: the seq of that `subagent/notice`. */
+  readonly notice?: number
 }
 
 export interface SubagentEndData {
@@ -80,10 +89,18 @@ export type SubagentNotice =
       readonly error?: string
       /** On `budget`: which budget was crossed. */
       readonly exceeded?: SubagentBudgetExceeded
+      /**
+       * The run ended while subagents the child started are still running:
+       * the child stays live, and each of their settlements wakes it for
+       * another run (whose own notice follows). Only continuable children wait.
+       */
+      readonly waiting?: true
     }
   | {
       readonly kind: 'report'
       readonly child: SessionId
+      /** How the reporting child was started (absent in notices written before it was recorded). */
+      readonly mode?: SubagentMode
       readonly label?: string
       readonly text: string
     }

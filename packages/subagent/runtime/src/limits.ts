@@ -13,7 +13,7 @@ import type { SubagentSettings } from './options.js'
  * Bytes an input's or a report's event keeps for everything but its text: the
  * event's type, seq and time, the `from` of a `subagent/queued` or the `child`
  * of a report notice (a session id, at most `ID_MAX_LENGTH` characters of 6
- * bytes each when escaped), and the notice's `label` (at most
+ * bytes each when escaped), and the notice's `mode` and `label` (at most
  * `SPAWN_LABEL_MAX_CHARS` of 6 bytes each).
  */
 const INPUT_EVENT_ENVELOPE_BYTES = 64 * 1024

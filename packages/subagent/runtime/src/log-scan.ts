@@ -55,6 +55,27 @@ export function noticesSinceLastTurn(session: Session): SubagentNotice[] {
   return notices.reverse()
 }
 
+/**
+ * How far into its log the child's latest run (after its last
+ * `subagent/start`) had read when it made its last model call: notices logged
+ * before the returned seq were in that call's request. A driver builds each
+ * request after the events of the step before it (`turn/start` for the first,
+ * the previous step's `tool/result`s after that) and logs `step/start` as it
+ * sends it, so the boundary is the last of those events before the last
+ * `step/start`. -1 when the run made no model call (e.g. a scripted run, which
+ * reads its notices only as it starts).
+ */
+export function lastRequestBoundary(session: Session): number {
+  let step = -1
+  for (let seq = session.seq - 1; seq >= session.inheritedEventCount; seq--) {
+    const type = session.eventAt(seq)!.type
+    if (type === SUBAGENT_START_EVENT) return -1
+    if (type === 'step/start' && step < 0) step = seq
+    else if (step >= 0 && (type === 'tool/result' || type === 'turn/start')) return seq
+  }
+  return -1
+}
+
 /** A settled child's last run as its log records it (a crash-repaired run reports its `turn/end`). */
 export function lastSettlement(id: string, events: readonly StoredSessionEvent[], cut: number): WaitEntry {
   let text: string | undefined

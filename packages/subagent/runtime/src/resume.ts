@@ -21,7 +21,8 @@ import type { CallerOptions, ResumeOptions, SendResult, SubagentHandle } from '.
  * - Only a child whose own descriptor says continuable runs again
  *   (`SUBAGENT_NOT_RESUMABLE`); a closed child never does (`SUBAGENT_CLOSED`).
  * - Input sent to a busy child is logged (`subagent/queued`) before `send`
- *   returns and delivered in order, one run per message. Input left
+ *   returns and delivered in order, one run per message; a child waiting for
+ *   subagents of its own is not busy: it takes the input at once. Input left
  *   undelivered — by a crash, a drain or a parking interrupt — is delivered
  *   first on the next send or resume, in order, before that call's own input.
  */
@@ -48,12 +49,13 @@ export async function resumeChild(
   }
   const state = core.busy.get(childId)
   if (state?.settling === true) await state.idle
-  else if (state !== undefined) {
+  else if (state !== undefined && state.waiting !== true) {
     const live = sessions.get(childId)
     if (live !== undefined) authorize(live.header)
     throw busy(childId)
   }
 
+  // A child waiting for subagents of its own is live and between runs: this run goes on with its chain.
   const live = sessions.get(childId)
   if (live !== undefined) {
     authorize(live.header)
@@ -99,7 +101,7 @@ function resumeWith(
     pending.push({ seq: event.seq, text: prompt })
   }
   const [first, ...rest] = pending
-  return startChild(core, sessions, child, 'message', identity, profile, first!.text, first!.seq, rest)
+  return startChild(core, sessions, child, 'message', identity, profile, first!.text, { queued: first!.seq }, rest)
 }
 
 /**
@@ -134,7 +136,7 @@ export async function sendToChild(
 function queueInput(core: RuntimeCore, sessions: SessionStore, caller: Session, childId: string, text: string): SendResult | undefined {
   const state = core.busy.get(childId)
   const live = sessions.get(childId)
-  if (state === undefined || state.settling === true || live === undefined) return undefined
+  if (state === undefined || state.settling === true || state.waiting === true || live === undefined) return undefined
   if (live.header.origin !== 'subagent' || live.header.parentSession !== caller.id) {
     throw new SubagentError(
       'SUBAGENT_UNAUTHORIZED',

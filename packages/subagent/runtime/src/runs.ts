@@ -14,7 +14,7 @@ import {
   type SubagentRunKind,
 } from './lifecycle.js'
 import { boundedRunError } from './limits.js'
-import { noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
+import { lastRequestBoundary, noticesSinceLastTurn, type QueuedInput } from './log-scan.js'
 import { loadedOutputChecks, loadOutputChecks, type OutputChecks } from './output-checks.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import type { SubagentHandle, SubagentSettlement } from './runtime-types.js'
@@ -27,10 +27,22 @@ import type { SubagentHandle, SubagentSettlement } from './runtime-types.js'
  *   its log, and its turn is closed even when the driver throws or leaves it
  *   open.
  * - A parent that is live hears of every settled run (`subagent/notice`).
- * - After a run the next queued input runs; when none is left (or the chain
- *   was stopped) the child drains its own running children, writes the final
- *   `closed` end if it was closed, and goes cold when persistence is present.
+ * - After a run the next input the child got while busy runs, oldest first:
+ *   a queued message, or a settlement notice of one of its own subagents that
+ *   its last model call had not read (one run per notice).
+ * - When none is left, a continuable child whose own subagents are still
+ *   running stays busy and live, `waiting`: each of their settlements wakes
+ *   it for another run, and a send or resume starts one at once. A one-shot
+ *   child never waits (its one result is final), nor does a chain that was
+ *   stopped (close, a parking interrupt, a budget, a drain from above,
+ *   disposal).
+ * - A chain that ends drains the child's own running children, writes the
+ *   final `closed` end if it was closed, and goes cold when persistence is
+ *   present.
  */
+
+/** What a `message` run delivers: a queued message (its `subagent/queued` seq) or a wake-up notice (its `subagent/notice` seq). */
+export type Delivery = { readonly queued: number } | { readonly notice: number }
 
 /** Starts one run of `child` (its first, or the next in its chain) and returns its handle at once. */
 export function startChild(
@@ -41,11 +53,14 @@ export function startChild(
   identity: SubagentIdentityProjection,
   profile: ChildProfile,
   prompt: string | undefined,
-  queued?: number,
+  delivery?: Delivery,
   inbox: QueuedInput[] = [],
 ): SubagentHandle {
   let state = core.busy.get(child.id)
-  if (state === undefined) {
+  if (state !== undefined) {
+    state.waiting = false
+    state.inbox.push(...inbox)
+  } else {
     let resolve!: () => void
     const idle = new Promise<void>((settle) => (resolve = settle))
     const waiters = new Set<() => void>()
@@ -54,7 +69,7 @@ export function startChild(
       for (const waiter of waiters) waiter()
       waiters.clear()
     }
-    state = { inbox, idle, resolveIdle, waiters, identity, profile }
+    state = { session: child, inbox, wakes: [], idle, resolveIdle, waiters, identity, profile }
     core.busy.set(child.id, state)
   }
   const controller = new AbortController()
@@ -64,7 +79,7 @@ export function startChild(
   const ledger = ledgerFor(core, child, profile.settings)
   const refused = admitRun(core, ledger)
   core.services.emit?.('subagent/run-start', child, { kind, turn })
-  child.append(SUBAGENT_START_EVENT, { kind, turn, ...(queued === undefined ? {} : { queued }) })
+  child.append(SUBAGENT_START_EVENT, { kind, turn, ...delivery })
   if (prompt !== undefined) child.append('user/message', { text: prompt })
   // The tool provider is the host's code: a throw from it ends this run
   // `error` (logged and noticed like a driver's throw) instead of leaving
@@ -108,16 +123,19 @@ export function startChild(
         needsOutputCheck(identity, profile) && active.endReason === undefined
           ? (loadedOutputChecks() ?? (await loadOutputChecks()))
           : undefined
-      settlement = finishRun(core, child, turn, identity, profile, outcome, active.endReason, checks, active.exceeded)
+      settlement = finishRun(core, child, turn, chain, outcome, active.endReason, checks, active.exceeded)
     } catch (error) {
       // An outcome the log cannot hold (a driver's text or reason that is not
       // JSON) still ends the run: as `error`, with why, so the child never
       // stays busy and `done` never rejects.
       core.warn(`dsh: subagent '${child.id}' ended with an outcome its log cannot record; it is logged as an error.`, error)
-      settlement = finishRun(core, child, turn, identity, profile, { reason: 'error', error }, undefined, undefined, undefined)
+      settlement = finishRun(core, child, turn, chain, { reason: 'error', error }, undefined, undefined, undefined)
     }
     core.runs.delete(child.id)
-    await afterRun(core, sessions, child, chain)
+    // The notices this run's last model call read need no run of their own.
+    const read = lastRequestBoundary(child)
+    chain.wakes.splice(0, chain.wakes.length, ...chain.wakes.filter((seq) => seq > read))
+    await continueChain(core, sessions, child, chain)
     return settlement
   })()
   ;(active as { done: Promise<SubagentSettlement> }).done = done
@@ -145,18 +163,18 @@ function needsOutputCheck(identity: SubagentIdentityProjection, profile: ChildPr
   return identity.mode === 'one-shot' && profile.settings.outputSchema !== undefined
 }
 
-/** Logs the run's end on the child and the settlement notice on its parent. */
+/** Logs the run's end on the child and the settlement notice on its parent (which wakes a busy parent). */
 function finishRun(
   core: RuntimeCore,
   child: Session,
   turn: number,
-  identity: SubagentIdentityProjection,
-  profile: ChildProfile,
+  chain: BusyChild,
   outcome: SubagentRunOutcome,
   override: SubagentEndReason | undefined,
   checks: OutputChecks | undefined,
   exceeded: SubagentBudgetExceeded | undefined,
 ): SubagentSettlement {
+  const { identity, profile } = chain
   let settled: SubagentRunOutcome = outcome
   let end: SubagentEndReason = override ?? outcome.reason
   const budget = budgetRecord(core, child.id, end === 'budget' ? exceeded : undefined)
@@ -193,21 +211,79 @@ function finishRun(
       ...(settled.text === undefined ? {} : { text: settled.text }),
       ...(error === undefined ? {} : { error }),
       ...(budget.exceeded === undefined ? {} : { exceeded: budget.exceeded }),
+      ...(willWait(core, child, chain) ? { waiting: true as const } : {}),
     }
     const parent = core.services.get('sessions')?.get(parentId)
-    if (parent !== undefined && !parent.closed) parent.append(SUBAGENT_NOTICE_EVENT, notice)
+    if (parent !== undefined && !parent.closed) wake(core, parent, parent.append(SUBAGENT_NOTICE_EVENT, notice).seq)
     else if (end !== 'drained')
       core.warn(`dsh: subagent '${child.id}' settled (${end}) while its parent '${parentId}' was not live; its own log records the end.`)
   }
   return { ...settled, end, ...(budget.exceeded === undefined ? {} : { exceeded: budget.exceeded }) }
 }
 
-/** After a run: start the next queued message, or drain, write a final close, go cold. */
-async function afterRun(core: RuntimeCore, sessions: SessionStore, child: Session, state: BusyChild): Promise<void> {
-  const next = state.stop === undefined && !core.disposed ? state.inbox.shift() : undefined
-  if (next !== undefined && !child.closed) {
-    startChild(core, sessions, child, 'message', state.identity, state.profile, next.text, next.seq)
-    return
+/** True when `child`'s chain, not stopped, would wait for subagents of its own after this run: a continuable child with some running. */
+function willWait(core: RuntimeCore, child: Session, chain: BusyChild): boolean {
+  return (
+    chain.identity.mode === 'continuable' &&
+    chain.stop === undefined &&
+    !core.disposed &&
+    !child.closed &&
+    hasRunningChildren(core, child.id)
+  )
+}
+
+/**
+ * True while a subagent `parentId` started can still settle a run in this
+ * process (running, queued or waiting itself); one whose chain is ending
+ * settles nothing more.
+ */
+function hasRunningChildren(core: RuntimeCore, parentId: string): boolean {
+  for (const state of core.busy.values()) if (state.session.header.parentSession === parentId && state.settling !== true) return true
+  return false
+}
+
+/** A settlement notice logged on `parent`: when it is a busy child whose chain goes on, the notice is due to wake it. */
+function wake(core: RuntimeCore, parent: Session, seq: number): void {
+  const state = core.busy.get(parent.id)
+  if (state === undefined || state.settling === true || state.stop !== undefined || core.disposed) return
+  if (state.identity.mode !== 'continuable') return
+  state.wakes.push(seq)
+  if (state.waiting === true) resumeWaiting(core, state)
+}
+
+/** Goes on with a `waiting` child's chain (its next run, or its end when it was stopped or has nothing left to wait for). */
+export function resumeWaiting(core: RuntimeCore, state: BusyChild): void {
+  if (state.waiting !== true) return
+  state.waiting = false
+  continueChain(core, core.sessions(), state.session, state).catch((error: unknown) =>
+    core.warn(`dsh: subagent '${state.session.id}' could not go on after waiting for its subagents.`, error),
+  )
+}
+
+/**
+ * After a run (or a wake of a waiting child): start the next input, oldest
+ * first; or wait for the child's own running subagents; or end the chain —
+ * drain, write a final close, go cold.
+ */
+async function continueChain(core: RuntimeCore, sessions: SessionStore, child: Session, state: BusyChild): Promise<void> {
+  const goesOn = state.stop === undefined && !core.disposed && !child.closed
+  if (goesOn) {
+    const message = state.inbox[0]
+    const notice = state.wakes[0]
+    if (notice !== undefined && (message === undefined || notice < message.seq)) {
+      state.wakes.shift()
+      startChild(core, sessions, child, 'message', state.identity, state.profile, undefined, { notice })
+      return
+    }
+    if (message !== undefined) {
+      state.inbox.shift()
+      startChild(core, sessions, child, 'message', state.identity, state.profile, message.text, { queued: message.seq })
+      return
+    }
+    if (state.identity.mode === 'continuable' && hasRunningChildren(core, child.id)) {
+      state.waiting = true
+      return
+    }
   }
   state.settling = true
   try {
@@ -221,6 +297,10 @@ async function afterRun(core: RuntimeCore, sessions: SessionStore, child: Sessio
   } finally {
     core.busy.delete(child.id)
     state.resolveIdle()
+    // A parent waiting for its subagents ends its chain once the last of them has.
+    const parentId = child.header.parentSession
+    const parent = parentId === undefined ? undefined : core.busy.get(parentId)
+    if (parent?.waiting === true && !hasRunningChildren(core, parentId!)) resumeWaiting(core, parent)
   }
 }
 
@@ -238,23 +318,24 @@ export async function settle(core: RuntimeCore, sessions: SessionStore, child: S
 }
 
 /**
- * Drains the running children of `parentId` (their runs end `drained`,
- * queued input stays logged for a later resume) and waits for them. Their
- * settlement notices land on the parent while it is still live.
+ * Drains the busy children of `parentId` (their runs end `drained`, queued
+ * input stays logged for a later resume, one waiting for subagents of its own
+ * drains them and ends its chain) and waits for them. Their settlement
+ * notices land on the parent while it is still live.
  */
 export async function drain(core: RuntimeCore, parentId: string): Promise<void> {
   const waits: Promise<void>[] = []
-  for (const [id, state] of core.busy) {
-    const run = core.runs.get(id)
-    const session = run?.session ?? core.services.get('sessions')?.get(id)
-    if (session?.header.parentSession !== parentId) continue
+  for (const [id, state] of [...core.busy]) {
+    if (state.session.header.parentSession !== parentId) continue
     state.stop ??= 'drain'
+    const run = core.runs.get(id)
     if (run !== undefined) {
       // A run a budget stopped already says why.
       run.endReason ??= 'drained'
       run.controller.abort()
     }
     waits.push(state.idle)
+    resumeWaiting(core, state)
   }
   await Promise.all(waits)
 }

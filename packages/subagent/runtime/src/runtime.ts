@@ -12,7 +12,7 @@ import type { SubagentNotice } from './lifecycle.js'
 import type { ExplainedSubagentEntry, SubagentListEntry } from './list-types.js'
 import { loadOutputChecks } from './output-checks.js'
 import { resumeChild, sendToChild } from './resume.js'
-import { drain } from './runs.js'
+import { drain, resumeWaiting } from './runs.js'
 import {
   type CallerOptions,
   type CloseResult,
@@ -69,6 +69,11 @@ export interface SubagentRuntimeOptions extends SubagentCatalogOptions {
  *   and the next send or resume delivers it first.
  * - A parent hears of every settled run of a live child (`subagent/notice`);
  *   a parent that goes away first drains its running children (`drained`).
+ * - A continuable child whose run ends while subagents it started are still
+ *   running stays busy and live (`isWaiting`): each of their settlements
+ *   wakes it for another run, in order with its queued input. A one-shot
+ *   child's end, and a stopped chain (close, a parking interrupt, a budget,
+ *   a drain from above, disposal), drain them instead.
  * - Only a child's parent may resume it or send it input; only its parent or
  *   an ancestor may interrupt, wait for or close it.
  * - Services are looked up per call: spawn, resume and send need no query
@@ -155,7 +160,8 @@ export class SubagentRuntime {
    * Runs another turn of a continuable child. The caller must be the child's
    * live parent (`SUBAGENT_UNAUTHORIZED`); the child must be continuable by its
    * own descriptor (`SUBAGENT_NOT_RESUMABLE`), not closed (`SUBAGENT_CLOSED`)
-   * and idle (`SUBAGENT_BUSY`; `send` queues instead).
+   * and idle (`SUBAGENT_BUSY`; `send` queues instead) — a child waiting for
+   * subagents of its own is idle.
    */
   resume(childId: string, options: ResumeOptions, signal?: AbortSignal): Promise<SubagentHandle> {
     return resumeChild(this.#core, childId, options, signal)
@@ -173,9 +179,10 @@ export class SubagentRuntime {
 
   /**
    * Aborts the child's current run (it ends `cancelled`); with a `caller`,
-   * parent or ancestor only. Queued input still runs afterwards unless
-   * `queued: 'park'` keeps it for the next send or resume, which delivers it
-   * first. True when a run was in progress (resolved once it settled, or with
+   * parent or ancestor only. Queued input still runs afterwards (and a
+   * continuable child goes on waiting for its own running subagents) unless
+   * `queued: 'park'` stops the chain: its subagents are drained and its
+   * queued input kept for the next send or resume, which delivers it first. True when a run was in progress (resolved once it settled, or with
    * `until: 'requested'` as soon as the stop is requested); false when none
    * was, and nothing changes.
    */
@@ -183,7 +190,7 @@ export class SubagentRuntime {
     return interruptChild(this.#core, childId, options)
   }
 
-  /** Interrupts, drops queued input and writes the final `subagent/end {reason:'closed'}`. Parent or ancestor only. */
+  /** Interrupts, drops queued input, drains its subagents and writes the final `subagent/end {reason:'closed'}`. Parent or ancestor only. */
   close(childId: string, options: CallerOptions, signal?: AbortSignal): Promise<CloseResult> {
     return closeChild(this.#core, childId, options, signal)
   }
@@ -215,9 +222,22 @@ export class SubagentRuntime {
     await this.#core.sessions().dispose(id)
   }
 
-  /** True while this runtime is running a turn of `id` or has queued input for it. */
+  /**
+   * True while this runtime is running a turn of `id` or has queued input for
+   * it; false while it only waits for subagents of its own (`isWaiting`).
+   */
   isRunning(id: string): boolean {
-    return this.#core.runs.has(id) || this.#core.busy.has(id)
+    return this.#core.runs.has(id) || (this.#core.busy.has(id) && this.#core.busy.get(id)!.waiting !== true)
+  }
+
+  /**
+   * True while the continuable child `id` is between runs, live, waiting for
+   * subagents it started: each of their settlements wakes it for another run
+   * (and another settlement notice to its parent), and a send or resume
+   * starts one at once.
+   */
+  isWaiting(id: string): boolean {
+    return this.#core.busy.get(id)?.waiting === true
   }
 
   /** Messages queued for a busy child in this process (0 when idle). */
@@ -248,15 +268,17 @@ export class SubagentRuntime {
     return this.#catalog.treeSnapshots(rootId, keys, options)
   }
 
-  /** Interrupts every run (children end `cancelled`, nothing queued is lost) and waits for them to settle. */
+  /** Interrupts every run (children end `cancelled`, nothing queued is lost), ends every waiting chain, and waits for them to settle. */
   async dispose(): Promise<void> {
     const core = this.#core
     if (core.disposed) return
     core.disposed = true
     this.#unobserve?.()
-    for (const state of core.busy.values()) state.stop ??= 'drain'
+    const busy = [...core.busy.values()]
+    for (const state of busy) state.stop ??= 'drain'
     const runs = [...core.runs.values()]
     for (const run of runs) run.controller.abort()
-    await Promise.all([...runs.map((run) => run.done), ...[...core.busy.values()].map((state) => state.idle)])
+    for (const state of busy) resumeWaiting(core, state)
+    await Promise.all([...runs.map((run) => run.done), ...busy.map((state) => state.idle)])
   }
 }

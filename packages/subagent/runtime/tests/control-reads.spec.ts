@@ -15,7 +15,8 @@ async function coldFamily(): Promise<Host> {
   const child = await first.runtime.resume('c', { caller: parent })
   const grandchild = first.runtime.spawn(child.session, { mode: 'continuable', label: 'g', context: 'fresh', prompt: 'go', id: 'g' })
   await grandchild.done
-  await child.done
+  // `c` waits for `g`, whose settlement wakes it for one more run before it goes cold.
+  await first.runtime.wait(['c'], { caller: parent })
   await first.sessions.flush(parent)
   const second = await hosts.open({ storage })
   const loaded = await second.persistence!.load('p' as SessionId)
@@ -36,8 +37,9 @@ describe('control of cold children: authorization reads headers, not logs', () =
     const h = await coldFamily()
     const parent = h.sessions.get('p')!
     const reads = bodyReads(h)
-    // `c`'s run ended first and drained `g`: its log says so.
-    expect(await h.runtime.wait(['g'], { caller: parent, timeoutMs: 0 })).toEqual([{ id: 'g', state: 'settled', reason: 'drained' }])
+    expect(await h.runtime.wait(['g'], { caller: parent, timeoutMs: 0 })).toEqual([
+      { id: 'g', state: 'settled', reason: 'completed', text: 'done' },
+    ])
     expect(bodyReads(h) - reads).toBe(1)
   })
 })

@@ -253,7 +253,7 @@ describe('report, notices and drain', () => {
     await turn.done
     const parentRun = seen.find((run) => run.kind === 'drive')!
     expect(parentRun.notices).toEqual([
-      { kind: 'report', child: expect.any(String), label: 'kid', text: 'halfway' },
+      { kind: 'report', child: expect.any(String), mode: 'one-shot', label: 'kid', text: 'halfway' },
       { kind: 'settled', child: expect.any(String), mode: 'one-shot', label: 'kid', reason: 'completed', text: 'child done' },
     ])
     // Notices are delivered once: the next turn starts with none.
@@ -294,7 +294,7 @@ describe('report, notices and drain', () => {
     expect(h.warnings).toEqual([])
   })
 
-  it('a child going cold drains its own running children first', async () => {
+  it('a one-shot child going cold drains its own running children first (its one result is final; it is never woken)', async () => {
     const hold = gate()
     const h: Host = await host({
       driver: createScriptedDriver((run) => {
@@ -306,8 +306,8 @@ describe('report, notices and drain', () => {
       }),
     })
     const parent = h.sessions.create()
-    const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'child', context: 'fresh' })
-    const grandchild = h.runtime.spawn(child.session, { mode: 'one-shot', label: 'grandchild', context: 'fresh' }).id
+    const child = h.runtime.spawn(parent, { mode: 'one-shot', label: 'child', context: 'fresh' })
+    const grandchild = h.runtime.spawn(child.session, { mode: 'continuable', label: 'grandchild', context: 'fresh' }).id
     await child.done
     await h.runtime.wait([child.id], { caller: parent })
     expect((await h.persistence!.inspect(grandchild)).events.at(-1)).toMatchObject({
