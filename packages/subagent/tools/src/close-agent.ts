@@ -10,7 +10,7 @@ export const closeAgentInputSchema = z.strictObject({
 })
 
 export const closeAgentDescription =
-  'Close a continuable subagent for good: a running turn is interrupted, queued messages are dropped, and it can no longer receive messages.'
+  'Close a continuable subagent for good: a running turn is interrupted, queued messages are dropped, subagents it started are stopped, and it can no longer receive messages.'
 
 export interface CloseAgentResult extends ToolResult {
   readonly id: string

@@ -13,17 +13,29 @@ const ENDINGS: Record<SubagentEndReason, string> = {
   budget: 'was stopped because it used up its budget',
 }
 
+/** What a settlement notice says of a child that waits for subagents of its own. */
+const WAITING =
+  'Subagents it started are still working: it takes another turn each time one of them finishes, and you get a notice after each.'
+
 /**
  * A child's notice as a model prompted for the harness reads it, or
  * `undefined` for one it should not see: a background (continuable) child's
- * settlement says how it ended and carries its last message; a report
- * carries the child's words. A one-shot child's settlement is left out: its
+ * settlement says how it ended (and, when it waits for subagents of its own,
+ * that more turns follow) and carries its last message; a report carries the
+ * child's words, named as the child was started (a background subagent, or
+ * one its parent waits for). A one-shot child's settlement is left out: its
  * parent waited for it and already has its answer as the tool result.
  */
 export function harnessNoticeText(notice: SubagentNotice): string | undefined {
-  if (notice.kind === 'report') return `Background subagent ${notice.child} reports:\n${notice.text}`
+  if (notice.kind === 'report')
+    return `${notice.mode === 'continuable' ? 'Background subagent' : 'Subagent'} ${notice.child} reports:\n${notice.text}`
   if (notice.mode !== 'continuable') return undefined
-  const lines = [`Background subagent ${notice.child} ${ENDINGS[notice.reason] ?? `ended '${String(notice.reason)}'`}.`]
+  const ending =
+    notice.waiting === true && notice.reason === 'completed'
+      ? 'has finished its turn'
+      : (ENDINGS[notice.reason] ?? `ended '${String(notice.reason)}'`)
+  const lines = [`Background subagent ${notice.child} ${ending}.`]
+  if (notice.waiting === true) lines.push(WAITING)
   if (notice.error !== undefined) lines.push(`Error: ${notice.error}`)
   lines.push(notice.text === undefined ? 'It left no final message.' : `Its last message:\n${notice.text}`)
   return lines.join('\n')
@@ -45,20 +57,22 @@ export const harnessNotices: Readonly<Record<string, (data: JsonValue) => string
 })
 
 /**
- * Waits, as `parent`, until one of its running children settles: resolves
+ * Waits, as `parent`, until one of its busy children settles: resolves
  * `true` when one did (its notice is then on `parent`'s log), `false` when
- * none is running. How a caller that drives a top-level agent turn by turn
- * gives it the harness's wake-up: run another turn after `true`. Rejects
- * with `CANCELLED` when `signal` aborts.
+ * none is busy. A child waiting for subagents of its own (`isWaiting`) is
+ * busy: their settlements wake it, and it settles again. How a caller that
+ * drives a top-level agent turn by turn gives it the harness's wake-up: run
+ * another turn after `true`. Rejects with `CANCELLED` when `signal` aborts.
  */
 export async function waitForChildSettlement(
-  control: Pick<SubagentControl, 'explainChildren' | 'isRunning' | 'wait'>,
+  control: Pick<SubagentControl, 'explainChildren' | 'isRunning' | 'wait'> & { isWaiting?(id: string): boolean },
   parent: Session,
   signal?: AbortSignal,
 ): Promise<boolean> {
   for (;;) {
     const explained = await control.explainChildren(parent.id, signal)
-    const running = explained.flatMap(({ row }) => (row.kind === 'child' && control.isRunning(row.id) ? [row.id] : []))
+    const busy = (id: string): boolean => control.isRunning(id) || control.isWaiting?.(id) === true
+    const running = explained.flatMap(({ row }) => (row.kind === 'child' && busy(row.id) ? [row.id] : []))
     if (running.length === 0) return false
     // One wait per child, raced: the first to settle wins and the others are called off.
     const stop = new AbortController()

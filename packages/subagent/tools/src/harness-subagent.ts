@@ -30,6 +30,7 @@ export const harnessSubagentDescription = [
   'By default it works in the background: this call returns its id at once, and when it is done you receive a notice with how it ended and its last message.',
   'send_message gives it a further turn in the same conversation. Start independent subagents together and carry on with your own work meanwhile.',
   'Set run_in_background to false only when your very next step needs the answer: the call then waits and returns what the subagent answered.',
+  'A subagent started with run_in_background false gives one answer and is not woken after it: background subagents it started are stopped when it answers, so if you were started that way, start yours with run_in_background false.',
 ].join(' ')
 
 /** What the harness `subagent` tool resolves: a background start, or a waited-for answer. */

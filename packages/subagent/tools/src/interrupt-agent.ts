@@ -10,7 +10,7 @@ export const interruptAgentInputSchema = z.strictObject({
 })
 
 export const interruptAgentDescription =
-  'Stop what a subagent is doing right now: its current turn ends as cancelled. A continuable subagent stays available (messages already queued are still delivered); use close_agent to end it for good.'
+  'Stop what a subagent is doing right now: its current turn ends as cancelled. A continuable subagent stays available (messages already queued are still delivered, and subagents it started keep running and wake it when they finish); a one-shot one has ended, and subagents it started stop with it. Use close_agent to end a continuable one for good.'
 
 export interface InterruptAgentResult extends ToolResult {
   readonly id: string

@@ -109,6 +109,7 @@ export const subagentToolDescription = [
   'A one-shot subagent runs once; by default you wait for it and get its final result (with wait: false you get its id and collect the result with wait_agents).',
   'A continuable subagent returns its id at once and keeps running in the background; give it more work with send_message, and close it with close_agent when done.',
   'Its settlement (and any report it sends) also reaches you as a notice at the start of your next turn.',
+  'If you are a continuable subagent yourself, each settlement of a subagent you started wakes you for another turn even after you have answered; if you are a one-shot one, the subagents you started are stopped when you give your final answer, so wait_agents for them first.',
 ].join(' ')
 
 export interface SubagentToolResult extends ToolResult {

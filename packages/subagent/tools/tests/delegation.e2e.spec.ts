@@ -272,7 +272,7 @@ describe('delegation end to end, over real JSONL files and two restarts', () => 
       },
     ])
     expect(noticesFrom(parentEvents, watcher!)).toEqual([
-      { kind: 'report', child: watcher, label: 'watcher', text: 'build is green so far' },
+      { kind: 'report', child: watcher, mode: 'continuable', label: 'watcher', text: 'build is green so far' },
       { kind: 'settled', child: watcher, mode: 'continuable', label: 'watcher', reason: 'cancelled' },
     ])
     expect(danglingCalls(parentEvents)).toEqual([])

@@ -33,8 +33,9 @@ afterEach(async () => {
  * starts a background `held reviewer`; `stubborn` holds its first turn and,
  * once interrupted, still takes until `release.open()` to stop (so a caller
  * waiting for the stop would still be waiting); `broken` writes a partial
- * answer and fails; `reporter` reports before answering; any other answers
- * `done: <prompt>`.
+ * answer and fails; `reporter` reports before answering; `spawner` starts a
+ * background `held grandkid` and answers, and once woken names the
+ * settlements it got; any other answers `done: <prompt>`.
  */
 async function host(options: { provider?: string } = {}) {
   const c = await storeContext()
@@ -59,6 +60,13 @@ async function host(options: { provider?: string } = {}) {
         { kind: 'message', text: 'half of it' },
         { kind: 'fail', message: 'the model went away' },
       ]
+    if (label === 'spawner' && run.kind === 'spawn')
+      return [
+        { kind: 'call', name: 'subagent', arguments: { description: 'held grandkid', prompt: 'dig' } },
+        { kind: 'message', text: 'spawned it' },
+      ]
+    if (label === 'spawner')
+      return [{ kind: 'message', text: `got: ${run.notices.map((n) => (n.kind === 'settled' ? n.text : n.kind)).join(', ')}` }]
     if (label === 'reporter')
       return [
         { kind: 'call', name: 'report', arguments: { output: 'found the flaky test' } },
@@ -260,17 +268,58 @@ describe('subagent (harness)', () => {
     )
   })
 
+  it("a background child's own background subagent: it waits for it (idle in list_agents), is woken by its settlement, and the parent hears both runs", async () => {
+    const { c, runtime, runs, call, parent, held } = await host()
+    const firstNotice = new Promise<void>((resolve) => {
+      const off: () => void = c.on('session/event', (session, event): void => {
+        if (session.id !== parent.id || event.type !== 'subagent/notice') return
+        off()
+        resolve()
+      })
+    })
+    const spawner = (await call('subagent', { description: 'spawner', prompt: 'delegate' }, parent)).subagentId as string
+    // The spawner's first turn settles; its parent is told more turns follow.
+    await firstNotice
+    expect(runtime.isWaiting(spawner)).toBe(true)
+    expect(runtime.isRunning(spawner)).toBe(false)
+    const [first] = noticesOf(parent)
+    expect(first).toMatchObject({ kind: 'settled', child: spawner, reason: 'completed', text: 'spawned it', waiting: true })
+    expect(harnessNoticeText(first!)).toMatch(/^Background subagent \S+ has finished its turn\.\nSubagents it started are still working/)
+    expect((await call('list_agents', {}, parent)).text).toBe(`${spawner} [idle] — spawner`)
+    const grandkid = runs.find((run) => run.identity?.label === 'held grandkid')!.session.id
+
+    // The wake-up a top-level caller waits for counts the waiting child as busy.
+    const woken = waitForChildSettlement(runtime, parent)
+    held.open()
+    expect(await woken).toBe(true)
+    const spawnerRuns = runs.filter((run) => run.session.id === spawner)
+    expect(spawnerRuns.map((run) => run.kind)).toEqual(['spawn', 'message'])
+    expect(spawnerRuns[1]!.notices).toEqual([
+      { kind: 'settled', child: grandkid, mode: 'continuable', label: 'held grandkid', reason: 'completed', text: 'held done' },
+    ])
+    expect(noticesOf(parent).map((n) => (n.kind === 'settled' ? [n.text, n.waiting] : n.kind))).toEqual([
+      ['spawned it', true],
+      ['got: held done', undefined],
+    ])
+    expect(await waitForChildSettlement(runtime, parent)).toBe(false)
+  })
+
   it('phrases every ending and a report; a one-shot settlement (the waited-for result) is not shown again', () => {
     const base = { kind: 'settled', child: 'c1' as SessionId, mode: 'continuable', label: 'l' } as const
-    expect(harnessNoticeText({ ...base, reason: 'cancelled' })).toBe(
+    expect(harnessNoticeText({ ...base, reason: 'cancelled' as const })).toBe(
       'Background subagent c1 was stopped before it finished.\nIt left no final message.',
     )
-    expect(harnessNoticeText({ ...base, reason: 'error', error: 'X: boom', text: 'partial' })).toBe(
+    expect(harnessNoticeText({ ...base, reason: 'error' as const, error: 'X: boom', text: 'partial' })).toBe(
       'Background subagent c1 failed before it finished.\nError: X: boom\nIts last message:\npartial',
     )
     expect(harnessNoticeText({ ...base, mode: 'one-shot', reason: 'completed', text: 'x' })).toBeUndefined()
-    expect(harnessNoticeText({ kind: 'report', child: 'c1' as SessionId, text: 'halfway' })).toBe(
-      'Background subagent c1 reports:\nhalfway',
+    // A report names the child as it was started: in the background, or waited for (or, when the notice does not say, neither).
+    const report = { kind: 'report', child: 'c1' as SessionId, text: 'halfway' } as const
+    expect(harnessNoticeText({ ...report, mode: 'continuable' })).toBe('Background subagent c1 reports:\nhalfway')
+    expect(harnessNoticeText({ ...report, mode: 'one-shot' })).toBe('Subagent c1 reports:\nhalfway')
+    expect(harnessNoticeText(report)).toBe('Subagent c1 reports:\nhalfway')
+    expect(harnessNoticeText({ ...base, reason: 'completed' as const, text: 'half', waiting: true as const })).toBe(
+      'Background subagent c1 has finished its turn.\nSubagents it started are still working: it takes another turn each time one of them finishes, and you get a notice after each.\nIts last message:\nhalf',
     )
     expect(harnessNotices['subagent/notice']!({ kind: 'other' })).toBeUndefined()
     expect(harnessNotices['subagent/notice']!('text')).toBeUndefined()
@@ -379,8 +428,13 @@ describe('send_message, interrupt_agent, report (harness)', () => {
     const id = (await call('subagent', { description: 'reporter', prompt: 'look' }, parent)).subagentId as string
     await waitForChildSettlement(runtime, parent)
     const [report] = noticesOf(parent)
-    expect(report).toEqual({ kind: 'report', child: id, label: 'reporter', text: 'found the flaky test' })
+    expect(report).toEqual({ kind: 'report', child: id, mode: 'continuable', label: 'reporter', text: 'found the flaky test' })
     expect(harnessNoticeText(report!)).toBe(`Background subagent ${id} reports:\nfound the flaky test`)
+    // One the parent waited for (run_in_background false) is not called a background subagent.
+    const waited = (await call('subagent', { description: 'reporter', prompt: 'look', run_in_background: false }, parent)).runId as string
+    const waitedReport = noticesOf(parent).find((n) => n.kind === 'report' && n.child === waited)!
+    expect(waitedReport).toMatchObject({ mode: 'one-shot' })
+    expect(harnessNoticeText(waitedReport)).toBe(`Subagent ${waited} reports:\nfound the flaky test`)
     expect(await codeOf(tool('report').execute({ output: 'hello' }, { agent: parent }))).toBe('SUBAGENT_NOT_A_SUBAGENT')
   })
 })

@@ -544,7 +544,7 @@ describe('report', () => {
     await tool('subagent').execute({ prompt: 'look', label: 'reporter' }, { agent: parent })
     const notices = parent.events.filter((e) => e.type === 'subagent/notice').map((e) => e.data)
     expect(notices).toEqual([
-      { kind: 'report', child: expect.any(String), label: 'reporter', text: 'found it' },
+      { kind: 'report', child: expect.any(String), mode: 'one-shot', label: 'reporter', text: 'found it' },
       { kind: 'settled', child: expect.any(String), mode: 'one-shot', label: 'reporter', reason: 'completed', text: 'reported' },
     ])
     expect(await codeOf(tool('report').execute({ message: 'hello' }, { agent: parent }))).toBe('SUBAGENT_NOT_A_SUBAGENT')
