@@ -8,6 +8,13 @@ export type AgentDefinitionErrorCode =
    * size limit. The message and `details` name the file and the line.
    */
   | 'AGENT_DEFINITION_INVALID'
+  /**
+   * A valid definition asks for what the program starting it cannot give: a
+   * provider other than the one its driver speaks, or a tool name the
+   * children it starts are not offered. Nothing was started; `details` names
+   * the agent, its file and what it asked for.
+   */
+  | 'AGENT_DEFINITION_UNSUPPORTED'
   /** No definition file of that name in any configured directory (the message lists where it looked). */
   | 'AGENT_NOT_FOUND'
   /** An agent name that cannot be a definition's (e.g. `../x`, upper case, a slash): nothing was read. */

@@ -6,9 +6,10 @@ export type { FrontmatterProblem, FrontmatterSplit } from './frontmatter.js'
 export { splitFrontmatter } from './frontmatter.js'
 export type { DefinitionSource } from './parse.js'
 export { parseAgentDefinition } from './parse.js'
-export type { AgentBudgets, AgentDefinition, AgentDefinitionScope, AgentFrontmatter } from './schema.js'
+export type { AgentBudgets, AgentDefinition, AgentDefinitionScope, AgentFrontmatter, AgentProvider } from './schema.js'
 export {
   AGENT_NAME_PATTERN,
+  AGENT_PROVIDERS,
   agentBudgetsSchema,
   agentFrontmatterSchema,
   MAX_DEFINITION_BYTES,

@@ -1,4 +1,4 @@
-import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument } from 'yaml'
+import { isCollection, isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, visit, type YAMLError } from 'yaml'
 import type { z } from 'zod'
 import { AgentDefinitionError } from './errors.js'
 import { splitFrontmatter } from './frontmatter.js'
@@ -38,8 +38,16 @@ export function parseAgentDefinition(text: string, source: DefinitionSource): Ag
   const doc = parseDocument(split.yaml, { lineCounter, prettyErrors: true, schema: 'core', uniqueKeys: true })
   const yamlError = doc.errors[0]
   if (yamlError !== undefined) {
-    const at = yamlError.linePos?.[0] ?? lineCounter.linePos(yamlError.pos[0])
     const why = yamlError.message.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '') ?? yamlError.code
+    const opened = unclosedAt(doc.contents, yamlError)
+    if (opened !== undefined) {
+      const at = lineCounter.linePos(opened)
+      throw invalidDefinition(file, at.line, `invalid YAML: ${why} (it opens here and is not closed)`, {
+        column: at.col,
+        yamlCode: yamlError.code,
+      })
+    }
+    const at = yamlError.linePos?.[0] ?? lineCounter.linePos(yamlError.pos[0])
     throw invalidDefinition(file, at.line, `invalid YAML: ${why}`, { column: at.col, yamlCode: yamlError.code })
   }
   if (!isMap(doc.contents)) {
@@ -81,6 +89,30 @@ export function parseAgentDefinition(text: string, source: DefinitionSource): Ag
 
 function dropUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, inner]) => inner !== undefined)) as T
+}
+
+/**
+ * Where the construct that `error` says is left open begins: a flow
+ * collection (`[`, `{`) or a quoted scalar that runs to where the parser
+ * gave up. The parser reports such an error where it stopped looking for the
+ * closing character (often the line of the closing fence), and the partial
+ * document ends that node exactly there; the line a writer has to fix is the
+ * one it opens on. `undefined` for every other error, which the parser places
+ * where the fault is.
+ */
+function unclosedAt(contents: unknown, error: YAMLError): number | undefined {
+  if (error.code !== 'BAD_INDENT' && error.code !== 'MISSING_CHAR') return undefined
+  if (!isCollection(contents) && !isScalar(contents)) return undefined
+  let start: number | undefined
+  visit(contents, (_key, node) => {
+    const open = isCollection(node) ? node.flow === true : isScalar(node) && (node.type === 'QUOTE_DOUBLE' || node.type === 'QUOTE_SINGLE')
+    const range = open ? (node as Node).range : undefined
+    if (range !== undefined && range !== null && range[1] === error.pos[0] && range[0] < error.pos[0]) {
+      // The innermost such node (visited last): an unclosed quote inside `[` swallows the `]` as well.
+      start = range[0]
+    }
+  })
+  return start
 }
 
 /** The node at `path` under `root` (map keys and sequence indexes). */

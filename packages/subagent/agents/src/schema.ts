@@ -13,6 +13,15 @@ export const MAX_DEFINITION_BYTES = 256 * 1024
 /** The most definition files one directory may hold. */
 export const MAX_DEFINITIONS_PER_DIRECTORY = 1000
 
+/**
+ * The providers a definition may name: the model APIs dsh has drivers for
+ * (OpenAI-compatible Chat Completions/Responses, Anthropic Messages). A
+ * program that runs children on one of them refuses, when the child is
+ * started, a definition naming the other.
+ */
+export const AGENT_PROVIDERS = ['openai', 'anthropic'] as const
+export type AgentProvider = (typeof AGENT_PROVIDERS)[number]
+
 const nonEmpty = (max: number) =>
   z.string('must be a string').trim().min(1, 'must not be empty').max(max, `must be at most ${max} characters`)
 const positiveInt = z.int('must be an integer').positive('must be positive')
@@ -40,7 +49,7 @@ export const agentBudgetsSchema = z.strictObject(
 export const agentFrontmatterSchema = z.strictObject({
   name: z.string('must be a string').regex(AGENT_NAME_PATTERN, 'must be lower-case letters, digits, - or _ (at most 64)'),
   description: nonEmpty(1024),
-  provider: nonEmpty(64).exactOptional(),
+  provider: z.enum(AGENT_PROVIDERS, `must be one of ${AGENT_PROVIDERS.join(', ')}`).exactOptional(),
   model: nonEmpty(200).exactOptional(),
   tools: z
     .array(nonEmpty(128), 'must be a list of tool names')
@@ -59,7 +68,7 @@ export type AgentDefinitionScope = 'root' | 'project'
 export interface AgentDefinition {
   readonly name: string
   readonly description: string
-  readonly provider?: string
+  readonly provider?: AgentProvider
   readonly model?: string
   /** The tools a child started from it may call; absent: the runtime's tools, unrestricted. */
   readonly tools?: readonly string[]

@@ -105,6 +105,32 @@ describe('parseAgentDefinition', () => {
     expect(duplicate.details).toMatchObject({ line: 6, yamlCode: 'DUPLICATE_KEY' })
   })
 
+  it('an unclosed bracket, brace or quote is placed on the line it opens on, not where the parser gave up', () => {
+    const opened = (frontmatter: string) => refusal(`---\n${frontmatter}\n---\nbody\n`).details
+    // The parser reports these at the closing fence (line 4 and later): the line to fix is where they open.
+    expect(opened('name: reviewer\ndescription: [unclosed')).toMatchObject({ line: 3, column: 14, yamlCode: 'BAD_INDENT' })
+    expect(opened('name: reviewer\ndescription: {a: 1\nmodel: m')).toMatchObject({ line: 3, column: 14 })
+    expect(opened('name: reviewer\ndescription: "unclosed\nmodel: m')).toMatchObject({ line: 3, column: 14, yamlCode: 'MISSING_CHAR' })
+    expect(opened("name: reviewer\ndescription: d\ntools: [a,\n  b\nmodel: 'm")).toMatchObject({ line: 4, column: 8 })
+    expect(opened('name: reviewer\ndescription: d\ntools: [a, "b]\nmodel: m')).toMatchObject({ line: 4, column: 12 })
+    expect(opened('[a, b')).toMatchObject({ line: 2, column: 1 })
+    const message = refusal('---\nname: reviewer\ndescription: [unclosed\n---\nbody\n').message
+    expect(message).toBe(
+      '/defs/.dsh/agents/reviewer.md:3: invalid YAML: Flow sequence in block collection must be sufficiently indented and end with a ] (it opens here and is not closed)',
+    )
+    // Errors the parser places where the fault is keep their line, on any line of the frontmatter.
+    expect(opened('name: reviewer\ndescription: x: y')).toMatchObject({ line: 3, column: 14 })
+    expect(opened('name: reviewer\ndescription: "a" b')).toMatchObject({ line: 3, yamlCode: 'UNEXPECTED_TOKEN' })
+    expect(opened('name: reviewer\ndescription: |\n  x\n y')).toMatchObject({ line: 5, yamlCode: 'BAD_INDENT' })
+  })
+
+  it('a provider outside openai and anthropic is refused at its line', () => {
+    const error = refusal(GOOD.replace('provider: anthropic', 'provider: nosuchprovider'))
+    expect(error.code).toBe('AGENT_DEFINITION_INVALID')
+    expect(error.message).toBe("/defs/.dsh/agents/reviewer.md:4: 'provider' must be one of openai, anthropic")
+    expect(parseAgentDefinition(GOOD.replace('provider: anthropic', 'provider: openai'), source).provider).toBe('openai')
+  })
+
   it('a missing required key points at the opening fence; a name that is not the file name at the name', () => {
     const missing = refusal(GOOD.replace('description: Reviews a diff for bugs and risky changes.\n', ''))
     expect(missing.message).toContain("reviewer.md:1: 'description' is required")
