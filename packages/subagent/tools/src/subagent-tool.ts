@@ -172,7 +172,9 @@ function inlineSettings(input: SubagentToolInput): SubagentSettings {
  * returned at once); `provider`, when given, goes into its descriptor. With
  * `agent: <name>` the definition is read and validated whole before the child
  * exists, so a missing or invalid definition fails the call (its typed
- * `AGENT_*` error) and leaves no child behind.
+ * `AGENT_*` error) and leaves no child behind; so does one asking for a
+ * provider or a tool that `agents.offers` says children here do not get
+ * (`AGENT_DEFINITION_UNSUPPORTED`).
  */
 export function createSubagentTool(control: SubagentControl, options: SubagentToolOptions = {}) {
   return defineTool({
@@ -187,7 +189,7 @@ export function createSubagentTool(control: SubagentControl, options: SubagentTo
       const defined =
         input.agent === undefined
           ? undefined
-          : definedSpawn(await (options.agents ?? agentDefinitions({})).get(input.agent, context.signal), input)
+          : definedSpawn(await (options.agents ?? agentDefinitions({})).get(input.agent, context.signal), input, options.agents?.offers)
       const label = defined?.label ?? input.label
       const settings: SubagentSettings = {
         ...withBudget(defined?.settings ?? inlineSettings(input), input.budget),

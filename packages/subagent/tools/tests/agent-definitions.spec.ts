@@ -177,6 +177,51 @@ describe('subagent with agent: <name>', () => {
     expect(await s.childIds()).toEqual([child])
   })
 
+  it('a provider the driver does not speak, or a tool children are not offered, is AGENT_DEFINITION_UNSUPPORTED and starts nothing', async () => {
+    const s = await setup()
+    const dir = join(s.root, '.dsh', 'agents')
+    writeFileSync(join(dir, 'reviewer.md'), REVIEWER)
+    writeFileSync(
+      join(dir, 'typo.md'),
+      REVIEWER.replaceAll('reviewer', 'typo').replace('provider: anthropic\n', '').replace('report,', 'reprot,'),
+    )
+    writeFileSync(join(dir, 'misspelt.md'), '---\nname: misspelt\ndescription: d\ntools: [lst_agents]\n---\nGo.\n')
+    const definitions = agentDefinitions({ root: s.root })
+    const offers = { provider: 'openai', tools: ['subagent', 'send_message', 'report', 'list_agents'] }
+    const tool = s.subagent({ get: (name, signal) => definitions.get(name, signal), offers })
+
+    const provider = await failure(tool.execute({ agent: 'reviewer', prompt: 'go' }, { agent: s.parent }))
+    expect(provider.code).toBe('AGENT_DEFINITION_UNSUPPORTED')
+    expect(provider.message).toContain(`Agent 'reviewer' (${join(dir, 'reviewer.md')}) asks for provider 'anthropic'`)
+    expect(provider.message).toContain("subagents here run on 'openai'")
+    expect(provider.details).toMatchObject({ agent: 'reviewer', provider: 'anthropic', offered: 'openai' })
+
+    for (const [name, unknown] of [
+      ['typo', ['reprot']],
+      ['misspelt', ['lst_agents']],
+    ] as const) {
+      for (const mode of ['one-shot', 'continuable'] as const) {
+        const error = await failure(tool.execute({ agent: name, prompt: 'go', mode }, { agent: s.parent }))
+        expect(error.code).toBe('AGENT_DEFINITION_UNSUPPORTED')
+        expect(error.message).toContain(`lists tools its subagent would not be offered: ${unknown.join(', ')}`)
+        expect(error.details).toMatchObject({ agent: name, unknownTools: unknown })
+      }
+    }
+    expect(await s.childIds()).toEqual([])
+    expect(s.runs).toEqual([])
+
+    // What the offers allow starts as before; without offers nothing is checked.
+    const matching = s.subagent({ get: (name, signal) => definitions.get(name, signal), offers: { ...offers, provider: 'anthropic' } })
+    expect(
+      ((await matching.execute({ agent: 'reviewer', prompt: 'go' }, { agent: s.parent })) as unknown as { status: string }).status,
+    ).toBe('completed')
+    expect(
+      ((await s.subagent(definitions).execute({ agent: 'typo', prompt: 'go' }, { agent: s.parent })) as unknown as { status: string })
+        .status,
+    ).toBe('completed')
+    expect(s.runs.map((run) => run.session.header.agentPreset)).toEqual(['reviewer', 'typo'])
+  })
+
   it('an unknown or unsafe name, or no definitions configured, starts nothing', async () => {
     const s = await setup()
     writeFileSync(join(s.root, 'secret.md'), REVIEWER.replaceAll('reviewer', 'secret'))
