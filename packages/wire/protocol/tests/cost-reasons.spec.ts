@@ -3,7 +3,7 @@ import { wireSessionList, wireSubagentRow } from '../src/bodies.js'
 import { sessionListPage, sessionStatsReport, subagentListRow } from '../src/index.js'
 
 const header = {
-  version: 1,
+  version: 1 as const,
   id: 'child-1',
   createdAt: 1_700_000_000_000,
   parentSession: 'parent',
