@@ -33,6 +33,9 @@ export type AgentTurnOutcome = TurnOutcome
  * API needs to accept it back, its text and its tool calls, so the next
  * request sends them back verbatim; each call mirrored as `tool/call`;
  * `step/end {usage, finish, responseId}`; then each call's `tool/result`.
+ * A step whose stream broke ends `step/end {finish: 'error'}` with the usage
+ * the stream reported before it broke (`message_start`'s counts, and a
+ * `message_delta`'s output count if one came).
  * The answer's `assistant/message` also carries the turn's summed usage.
  *
  * Invariants: the turn is always closed while the session is open (an abort
@@ -87,6 +90,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         callsMessage: message,
       }
     },
+    failedUsage: (error) => (error instanceof DriverAnthropicError && error.usage !== undefined ? tokenUsage(error.usage) : undefined),
   })
 }
 

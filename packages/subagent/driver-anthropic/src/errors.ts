@@ -1,4 +1,5 @@
 import { DshError } from '@dsh/context'
+import type { AnthropicUsage } from './usage.js'
 
 export type DriverAnthropicErrorCode =
   /** An option is malformed (base URL, model, token limits, thinking budget, retry policy, step limit). Fix the configuration; retrying cannot help. */
@@ -29,4 +30,11 @@ export type DriverAnthropicErrorCode =
   | 'CANCELLED'
 
 /** The one error class of `@dsh/driver-anthropic`. Messages never contain the API key. */
-export class DriverAnthropicError extends DshError<DriverAnthropicErrorCode> {}
+export class DriverAnthropicError extends DshError<DriverAnthropicErrorCode> {
+  /**
+   * The usage the server reported for a model call before it failed or was
+   * cancelled (a stream that broke after `message_start`): its tokens were
+   * spent, so `step/end` records them. Undefined when it reported none.
+   */
+  declare usage?: AnthropicUsage
+}

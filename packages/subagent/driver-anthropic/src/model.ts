@@ -1,5 +1,6 @@
 import Anthropic, { APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, MessageParam, TextBlockParam, Tool } from '@anthropic-ai/sdk/resources/messages'
+import type { DshError } from '@dsh/context'
 import {
   boundedText,
   brokenAfterOutput,
@@ -18,6 +19,7 @@ import { type AnthropicConfig, type AnthropicConfigInput, resolveAnthropicConfig
 import { DriverAnthropicError } from './errors.js'
 import { checkRetryPolicy } from './retry.js'
 import { type AnthropicStep, StepAssembler, type StreamCallbacks } from './stream.js'
+import type { AnthropicUsage } from './usage.js'
 
 export interface AnthropicClientOptions extends AnthropicConfigInput {
   readonly retry?: RetryPolicy
@@ -106,13 +108,17 @@ export function createAnthropicClient(options: AnthropicClientOptions = {}): Ant
           return assembler.step()
         } catch (error) {
           deadline.clear()
-          if (request.signal.aborted) throw cancelled()
+          // The tokens the server reported before the failure were spent: the error carries them to `step/end`.
+          const spent = (failure: DshError): DshError => withUsage(failure, assembler.usage)
+          if (request.signal.aborted) throw spent(cancelled())
           const expired = deadline.expired()
-          if (!expired && (error instanceof APIUserAbortError || isCancelled(error))) throw cancelled()
+          if (!expired && (error instanceof APIUserAbortError || isCancelled(error))) throw spent(cancelled())
           const status = error instanceof APIError ? error.status : undefined
           const retryable = !assembler.emitted && (expired || error instanceof APIConnectionError || isRetryableStatus(status))
           if (!retryable || attempt >= retry.maxAttempts)
-            throw expired ? deadline.timedOut(attempt, assembler.emitted) : toDriverError(error, config.redact, attempt, assembler.emitted)
+            throw spent(
+              expired ? deadline.timedOut(attempt, assembler.emitted) : toDriverError(error, config.redact, attempt, assembler.emitted),
+            )
           await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
           if (request.signal.aborted) throw cancelled()
         } finally {
@@ -156,6 +162,12 @@ const DEADLINE_ERRORS: DeadlineErrors = {
 
 function isCancelled(error: unknown): boolean {
   return error instanceof DriverAnthropicError && error.code === 'CANCELLED'
+}
+
+/** `failure`, carrying `usage` when the server reported any before it. */
+function withUsage(failure: DshError, usage: AnthropicUsage | undefined): DshError {
+  if (usage !== undefined && failure instanceof DriverAnthropicError) failure.usage = usage
+  return failure
 }
 
 function cancelled(): DriverAnthropicError {

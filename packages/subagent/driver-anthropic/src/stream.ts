@@ -65,6 +65,11 @@ export class StepAssembler {
     return this.#stopReason !== undefined
   }
 
+  /** The usage the server has reported so far (`message_start`'s, overridden by each `message_delta`'s), or undefined before any. */
+  get usage(): AnthropicUsage | undefined {
+    return this.#usage === undefined ? undefined : usageFromMessages(this.#usage)
+  }
+
   add(event: RawMessageStreamEvent): void {
     switch (event.type) {
       case 'message_start':
@@ -148,7 +153,7 @@ export class StepAssembler {
       blocks,
       text,
       toolCalls,
-      usage: this.#usage === undefined ? undefined : usageFromMessages(this.#usage),
+      usage: this.usage,
       stopReason: this.#stopReason,
       responseId: this.#responseId,
     }

@@ -242,7 +242,8 @@ describe('runAgent over a Messages server', () => {
 
     expect(outcome.reason).toBe('interrupted')
     expect(types(session)).toEqual(['user/message', 'turn/start', 'step/start', 'assistant/chunk', 'step/end', 'turn/end'])
-    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'aborted' }])
+    // message_start had reported the call's usage: the aborted step records it.
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 0, output: 1, cacheWrite: 4 }, finish: 'aborted' }])
     expect(ofType(session.events, 'turn/end')).toEqual([{ turn: 1, reason: 'interrupted' }])
   })
 })

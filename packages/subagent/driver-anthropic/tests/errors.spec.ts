@@ -109,7 +109,8 @@ describe('retries (attempts counted at the server)', () => {
     expect(outcome.error).toMatchObject({ code: 'DRIVER_ANTHROPIC_REQUEST_FAILED', message: expect.stringContaining('not retried') })
     expect(server.requests).toHaveLength(1)
     expect(ofType(session.events, 'assistant/chunk')).toEqual([{ turn: 1, index: 0, delta: 'Half ' }])
-    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'error' }])
+    // message_start had reported the call's usage: the failed step records it.
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 0, output: 1, cacheWrite: 4 }, finish: 'error' }])
     server = undefined
   })
 

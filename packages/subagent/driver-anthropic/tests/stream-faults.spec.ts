@@ -178,3 +178,62 @@ describe('a model server that answers an error with a huge body', () => {
     }
   })
 })
+
+describe('a stream that breaks after the server reported usage', () => {
+  const text = (delta: string): string[] => [
+    event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+    event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: delta } }),
+  ]
+
+  it("records message_start's counts and a message_delta's output count on step/end {finish: 'error'}: those tokens were spent", async () => {
+    const start = event('message_start', {
+      message: {
+        id: 'msg_cut',
+        type: 'message',
+        role: 'assistant',
+        model: 'm',
+        content: [],
+        stop_reason: null,
+        usage: { input_tokens: 5, output_tokens: 1, cache_read_input_tokens: 7, cache_creation_input_tokens: 11 },
+      },
+    })
+    // A message_delta without a stop_reason: the output count so far, then the stream ends unfinished.
+    const delta = event('message_delta', { delta: { stop_reason: null }, usage: { output_tokens: 4 } })
+    const { session, error } = await run(raw(start, ...text('Half'), delta))
+    expect(error?.code).toBe('DRIVER_ANTHROPIC_REQUEST_FAILED')
+    expect(error?.usage).toEqual({ input: 5, output: 4, cacheRead: 7, cacheWrite: 11, reasoning: 0 })
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 5, output: 4, cacheRead: 7, cacheWrite: 11 }, finish: 'error' }])
+  })
+
+  it("records message_start's counts alone when the stream breaks before any message_delta", async () => {
+    const { session } = await run(raw(messageStart, ...text('Half')))
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 5, output: 1 }, finish: 'error' }])
+  })
+
+  it('records no usage when the stream breaks before the server reported any', async () => {
+    const { session, error } = await run(raw(...text('Half')))
+    expect(error?.code).toBe('DRIVER_ANTHROPIC_REQUEST_FAILED')
+    expect(error?.usage).toBeUndefined()
+    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'error' }])
+  })
+
+  it("records the reported usage on step/end {finish: 'aborted'} when the caller cancels mid-stream", async () => {
+    // Nothing after the text: whether the client reads past the abort or not, the reported usage is the same.
+    server = await startModelServer(() => raw(messageStart, ...text('Half')))
+    const { client } = testClient(server)
+    const session = newStore().create()
+    const controller = new AbortController()
+    const outcome = await runAgent({
+      client,
+      session,
+      prompt: 'x',
+      tools: [],
+      signal: controller.signal,
+      onEvent: (appended) => {
+        if (appended.type === 'assistant/chunk') controller.abort()
+      },
+    })
+    expect(outcome.reason).toBe('interrupted')
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 5, output: 1 }, finish: 'aborted' }])
+  })
+})

@@ -41,7 +41,9 @@ export type AgentTurnOutcome = TurnOutcome
  * Every request is built from the session's context (`@dsh/session-context`),
  * which is folded from the log, so what the model sees is exactly what a
  * later resume would see. Each model call is framed by `step/start {model,
- * provider}` and `step/end {usage, finish}` (that step's own usage).
+ * provider}` and `step/end {usage, finish}` (that step's own usage; a call
+ * that failed ends `{finish: 'error'}` with the usage the server reported
+ * before it failed, if any).
  */
 export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurnOutcome> {
   const { client, session, turn, tools, signal } = options
@@ -85,6 +87,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         answer: { turn, text: result.text, ...(sawUsage ? { usage: { ...usage } } : {}), provider: client.provider, model },
       }
     },
+    failedUsage: (error) => (error instanceof DriverOpenAIError && error.usage !== undefined ? stepUsage(error.usage) : undefined),
   })
 }
 

@@ -1,4 +1,5 @@
 import { DshError } from '@dsh/context'
+import type { ResponseUsage } from './usage.js'
 
 export type DriverOpenAIErrorCode =
   /** An option is malformed (base URL, model, retry policy, step limit). Fix the configuration; retrying cannot help. */
@@ -27,4 +28,11 @@ export type DriverOpenAIErrorCode =
   | 'CANCELLED'
 
 /** The one error class of `@dsh/driver-openai`. Messages never contain the API key. */
-export class DriverOpenAIError extends DshError<DriverOpenAIErrorCode> {}
+export class DriverOpenAIError extends DshError<DriverOpenAIErrorCode> {
+  /**
+   * The usage the server reported for a model call before it failed or was
+   * cancelled (a Chat usage chunk, a Responses event's usage): its tokens
+   * were spent, so `step/end` records them. Undefined when it reported none.
+   */
+  declare usage?: ResponseUsage
+}

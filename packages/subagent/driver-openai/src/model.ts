@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type { DshError } from '@dsh/context'
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions'
 import { type ModelApi, type ModelConfig, type ModelConfigInput, resolveModelConfig } from './config.js'
@@ -70,35 +71,34 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
     async step(request: StepRequest): Promise<ModelStep> {
       for (let attempt = 1; ; attempt++) {
         let emitted = false
+        let reported: ResponseUsage | undefined
         const deadline = requestDeadline(request.signal, timeout, DEADLINE_ERRORS)
         try {
           const body = { ...extraBody, model: request.model ?? config.model }
-          const markEmitted = (): void => {
-            emitted = true
-          }
-          const bound = new StepBound(BOUND_ERRORS)
-          if (request.responses !== undefined)
-            return await streamResponse(client, body, request, request.responses, {
-              signal: deadline.signal,
-              progress: deadline.progress,
-              bound,
-              markEmitted,
-            })
-          return await streamOnce(client, body, request, request.messages, {
+          const streamAttempt: StreamAttempt = {
             signal: deadline.signal,
             progress: deadline.progress,
-            bound,
-            markEmitted,
-          })
+            bound: new StepBound(BOUND_ERRORS),
+            markEmitted: () => {
+              emitted = true
+            },
+            reportUsage: (usage) => {
+              reported = usage
+            },
+          }
+          if (request.responses !== undefined) return await streamResponse(client, body, request, request.responses, streamAttempt)
+          return await streamOnce(client, body, request, request.messages, streamAttempt)
         } catch (error) {
           deadline.clear()
-          if (request.signal.aborted) throw cancelled()
+          // The tokens the server reported before the failure were spent: the error carries them to `step/end`.
+          const spent = (failure: DshError): DshError => withUsage(failure, reported)
+          if (request.signal.aborted) throw spent(cancelled())
           const expired = deadline.expired()
-          if (!expired && error instanceof APIUserAbortError) throw cancelled()
+          if (!expired && error instanceof APIUserAbortError) throw spent(cancelled())
           const status = error instanceof APIError ? error.status : undefined
           const retryable = !emitted && (expired || error instanceof APIConnectionError || isRetryableStatus(status))
           if (!retryable || attempt >= retry.maxAttempts)
-            throw expired ? deadline.timedOut(attempt, emitted) : toDriverError(error, config.redact, attempt, emitted)
+            throw spent(expired ? deadline.timedOut(attempt, emitted) : toDriverError(error, config.redact, attempt, emitted))
           await retry.backoff(attempt, error instanceof APIError ? retryAfterMs(error.headers) : undefined, request.signal)
           if (request.signal.aborted) throw cancelled()
         } finally {
@@ -107,6 +107,12 @@ export function createModelClient(options: ModelClientOptions = {}): ModelClient
       }
     },
   })
+}
+
+/** `failure`, carrying `usage` when the server reported any before it. */
+function withUsage(failure: DshError, usage: ResponseUsage | undefined): DshError {
+  if (usage !== undefined && failure instanceof DriverOpenAIError) failure.usage = usage
+  return failure
 }
 
 /** The typed errors of a request that ran past `timeoutMs`: retried like a lost connection unless output was recorded. */
@@ -121,7 +127,7 @@ async function streamOnce(
   body: Record<string, unknown> & { model: string },
   request: StepOptions,
   messages: ChatCompletionMessageParam[],
-  { signal, progress, bound, markEmitted }: StreamAttempt,
+  { signal, progress, bound, markEmitted, reportUsage }: StreamAttempt,
 ): Promise<ModelStep> {
   const { data: stream, response } = await client.chat.completions
     .create(
@@ -143,7 +149,10 @@ async function streamOnce(
   const calls: { id: string; name: string; arguments: string }[] = []
   for await (const chunk of stream) {
     progress()
-    if (chunk.usage) usage = usageFromChat(chunk.usage)
+    if (chunk.usage) {
+      usage = usageFromChat(chunk.usage)
+      reportUsage(usage)
+    }
     if (responseId === undefined && typeof chunk.id === 'string' && chunk.id.length > 0) responseId = chunk.id
     const choice = chunk.choices?.[0]
     if (choice === undefined) continue

@@ -14,14 +14,15 @@ import { type ResponseUsage, usageFromResponses } from './usage.js'
  * `response.output_item.done`) → tool calls, `response.completed` /
  * `response.incomplete` → usage and why it stopped. The response id comes
  * from `response.created`. `response.failed` and an `error` event reject
- * with `DRIVER_OPENAI_REQUEST_FAILED` carrying the server's message.
+ * with `DRIVER_OPENAI_REQUEST_FAILED` carrying the server's message. Each
+ * usage the stream reports goes to `reportUsage`, `response.failed`'s too.
  */
 export async function streamResponse(
   client: OpenAI,
   body: Record<string, unknown> & { model: string },
   request: StepOptions,
   responses: ResponsesInput,
-  { signal, progress, bound, markEmitted }: StreamAttempt,
+  { signal, progress, bound, markEmitted, reportUsage }: StreamAttempt,
 ): Promise<ModelStep> {
   const { data: stream, response } = await client.responses
     .create(
@@ -95,10 +96,15 @@ export async function streamResponse(
       case 'response.completed':
       case 'response.incomplete':
         responseId = event.response.id
-        if (event.response.usage !== undefined) usage = usageFromResponses(event.response.usage)
+        if (event.response.usage !== undefined) {
+          usage = usageFromResponses(event.response.usage)
+          reportUsage(usage)
+        }
         finishReason = event.type === 'response.incomplete' ? (event.response.incomplete_details?.reason ?? 'incomplete') : 'completed'
         break
       case 'response.failed':
+        // A failed response may still say what it used (those tokens were spent).
+        if (event.response.usage !== undefined) reportUsage(usageFromResponses(event.response.usage))
         throw new DriverOpenAIError(
           'DRIVER_OPENAI_REQUEST_FAILED',
           `The model server failed the response: ${event.response.error?.message ?? 'no reason given'}`,

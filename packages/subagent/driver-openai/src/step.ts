@@ -60,12 +60,18 @@ export const BOUND_ERRORS: StepBoundErrors = {
   malformed: (message) => new DriverOpenAIError('DRIVER_OPENAI_REQUEST_FAILED', message),
 }
 
-/** What one attempt's stream is read under: its signal (the caller's and the deadline), the deadline's restart at each chunk, the step's bound, and the mark that output was recorded. */
+/**
+ * What one attempt's stream is read under: its signal (the caller's and the
+ * deadline), the deadline's restart at each chunk, the step's bound, the mark
+ * that output was recorded, and where the usage the server reported goes (a
+ * failed attempt's error carries it).
+ */
 export interface StreamAttempt {
   readonly signal: AbortSignal
   readonly progress: () => void
   readonly bound: StepBound
   readonly markEmitted: () => void
+  readonly reportUsage: (usage: ResponseUsage) => void
 }
 
 /**

@@ -1,5 +1,5 @@
 import { type DshError, isDshError } from '@dsh/context'
-import type { Session, SessionEvent, StepFinish, TurnEndReason } from '@dsh/session'
+import type { Session, SessionEvent, StepFinish, TokenUsage, TurnEndReason } from '@dsh/session'
 import type { SubagentRun, SubagentSettings } from '@dsh/subagent'
 import { budgetCompaction, type CompactionSource } from './budget.js'
 import type { Notices } from './notices.js'
@@ -68,6 +68,12 @@ export interface TurnLoop<R> extends TurnFrame {
   stepStart(): Readonly<Record<string, unknown>>
   /** Sends the request, streaming deltas, and returns the step. */
   call(request: R, deltas: StepDeltas): Promise<LoopStep>
+  /**
+   * The usage the server reported before a call failed (from the error
+   * `call` threw), in the log's shape: those tokens were spent, so the
+   * step's `step/end` records them with its failure. Undefined: none.
+   */
+  failedUsage(error: unknown): TokenUsage | undefined
 }
 
 export interface TurnOutcome {
@@ -84,7 +90,9 @@ export interface TurnOutcome {
  * `step/start`, its streamed deltas, then either the answer (`assistant/message`
  * with the turn's summed usage, `step/end`) or its calls (the step's own
  * message when the API has one, each call as `tool/call`, `step/end`, then
- * each call's `tool/result`).
+ * each call's `tool/result`). A step whose call fails ends `step/end
+ * {finish: 'error'}` (`'aborted'` when cancelled), with the usage the server
+ * reported before the failure when it reported any.
  *
  * Invariants: the turn is always closed while the session is open (an abort
  * ends it with `abortReason`, a failure with `assistant/error` then
@@ -133,7 +141,8 @@ export async function runTurnLoop<R>(loop: TurnLoop<R>): Promise<TurnOutcome> {
         result = await loop.call(request, deltas)
       } catch (error) {
         const finish: StepFinish = signal.aborted || isDshError(error, 'CANCELLED') ? 'aborted' : 'error'
-        if (!session.closed) append('step/end', { finish })
+        const usage = loop.failedUsage(error)
+        if (!session.closed) append('step/end', { ...(usage === undefined ? {} : { usage }), finish })
         throw error
       }
       if (result.calls.length === 0) {

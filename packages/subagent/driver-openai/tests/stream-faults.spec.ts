@@ -174,3 +174,74 @@ describe('a model server that stalls', () => {
     expect(server?.requests).toHaveLength(2)
   })
 })
+
+describe('a stream that breaks after the server reported usage', () => {
+  const usageChunk = (usage: Record<string, unknown>): string =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-raw', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage })}\n\n`
+  const responsesEvent = (type: string, data: Record<string, unknown>): string =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+
+  it("Chat: a usage chunk before the break is recorded, disjoint, on step/end {finish: 'error'}", async () => {
+    const usage = { prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 3 } }
+    const { session, error } = await run(raw(chunk({ content: 'Half' }), usageChunk(usage)))
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(error?.usage).toEqual({ input: 7, output: 2, cacheRead: 3, reasoning: 0 })
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 7, output: 2, cacheRead: 3 }, finish: 'error' }])
+  })
+
+  it('Chat: a break before any usage chunk records no usage', async () => {
+    const { session, error } = await run(raw(chunk({ content: 'Half' })))
+    expect(error?.usage).toBeUndefined()
+    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'error' }])
+  })
+
+  it("Responses: response.failed's usage is recorded on step/end {finish: 'error'}", async () => {
+    const reply = raw(
+      responsesEvent('response.created', { sequence_number: 0, response: { id: 'resp_raw', output: [] } }),
+      responsesEvent('response.output_text.delta', { sequence_number: 1, item_id: 'm1', output_index: 0, content_index: 0, delta: 'Half' }),
+      responsesEvent('response.failed', {
+        sequence_number: 2,
+        response: {
+          id: 'resp_raw',
+          status: 'failed',
+          output: [],
+          error: { code: 'server_error', message: 'The model fell over.' },
+          usage: { input_tokens: 9, output_tokens: 4, output_tokens_details: { reasoning_tokens: 1 } },
+        },
+      }),
+    )
+    const { session, error } = await run(reply, { api: 'responses' })
+    expect(error?.code).toBe('DRIVER_OPENAI_REQUEST_FAILED')
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 9, output: 3, reasoning: 1 }, finish: 'error' }])
+  })
+
+  it('Responses: a break before any usage event records no usage', async () => {
+    const reply = raw(
+      responsesEvent('response.created', { sequence_number: 0, response: { id: 'resp_raw', output: [] } }),
+      responsesEvent('response.output_text.delta', { sequence_number: 1, item_id: 'm1', output_index: 0, content_index: 0, delta: 'Half' }),
+    )
+    const { session } = await run(reply, { api: 'responses' })
+    expect(ofType(session.events, 'step/end')).toEqual([{ finish: 'error' }])
+  })
+
+  it("Chat: the reported usage is recorded on step/end {finish: 'aborted'} when the caller cancels mid-stream", async () => {
+    server = await startModelServer(() =>
+      raw(usageChunk({ prompt_tokens: 6, completion_tokens: 1 }), chunk({ content: 'Half' }), chunk({}, 'stop'), 'data: [DONE]\n\n'),
+    )
+    const { client } = testClient(server.baseURL)
+    const session = newStore().create()
+    const controller = new AbortController()
+    const outcome = await runAgent({
+      client,
+      session,
+      prompt: 'x',
+      tools: [],
+      signal: controller.signal,
+      onEvent: (appended) => {
+        if (appended.type === 'assistant/chunk') controller.abort()
+      },
+    })
+    expect(outcome.reason).toBe('interrupted')
+    expect(ofType(session.events, 'step/end')).toEqual([{ usage: { input: 6, output: 1 }, finish: 'aborted' }])
+  })
+})
