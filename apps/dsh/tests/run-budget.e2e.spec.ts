@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { answer, callTools, type RecordedRequest, startModelServer } from '@dsh/driver-openai/testing'
 import { describe, expect, it } from 'vitest'
 import { lastUser, scratch } from './support/conversation.js'
@@ -68,5 +70,32 @@ describe('dsh run with a child budget', () => {
       spent: { tokens: 120, turns: 1 },
     })
     expect(child.find((e) => e.type === 'subagent/options')!.data).toMatchObject({ maxTokens: 100 })
+  })
+
+  it('a child whose answered turn crosses its token or cost budget shows on its progress line as ended on that budget', async () => {
+    // One model call of the child: 100 input and 10 output tokens, its answer complete; at $1000 a million tokens, $0.11.
+    const budgets = [{ maxTokens: 50 }, { maxCostUsd: 0.05 }]
+    t.server = await startModelServer((request) => {
+      if (lastUser(request).startsWith('CHILD')) return answer(['child answer'], { prompt: 100, completion: 10 })
+      const n = toolResults(request).length
+      if (n < budgets.length)
+        return callTools([
+          { id: `c${n}`, name: 'subagent', arguments: JSON.stringify({ prompt: `CHILD ${n}`, label: `kid${n}`, budget: budgets[n] }) },
+        ])
+      return answer(['both stopped'])
+    })
+    const prices = join(t.dir, 'prices.json')
+    writeFileSync(prices, JSON.stringify({ currency: 'USD', providers: { '127.0.0.1': { 'wombat-1': { input: 1000, output: 1000 } } } }))
+    const args = ['run', 'Delegate twice.', '--root', t.root, '--base-url', t.server.baseURL, '--model', 'wombat-1', '--prices', prices]
+    const result = await dsh(args)
+    expect(result.code, result.stdout + result.stderr).toBe(0)
+    const lines = result.stdout.split('\n')
+    // The runtime's subagent/end reason, with the budget's figures; the child's turn itself had completed.
+    expect(lines).toContain('  [kid0] ended: budget (tokens: 110 spent of 50)')
+    expect(lines).toContain('  [kid1] ended: budget (cost: $0.11 spent of $0.05)')
+    expect(result.stdout).not.toMatch(/\[kid\d\] (turn )?ended: completed/)
+    const kid0 = lines.indexOf('  [kid0] ended: budget (tokens: 110 spent of 50)')
+    expect(lines[kid0 - 1]).toBe('  [kid0] answered: child answer')
+    expect(lines[kid0 + 1]).toMatch(/^\[tool result\] \S+ \(one-shot "kid0"\) budget\.$/)
   })
 })

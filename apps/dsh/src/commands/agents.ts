@@ -5,6 +5,7 @@ import type { SessionId } from '@dsh/session'
 import { catalogListingCosts } from '@dsh/session-stats'
 import { renderListAgents, toListAgentsRow } from '@dsh/tool-subagent-control/table'
 import { type CommandIo, onePositional, type ParsedCommand } from '../command.js'
+import { CliError } from '../errors.js'
 import { withReadHost } from '../host-access.js'
 import { printJson } from '../output.js'
 import { priceTableOf } from '../prices.js'
@@ -33,6 +34,12 @@ import { priceTableOf } from '../prices.js'
  */
 export async function run(command: ParsedCommand, io: CommandIo): Promise<number> {
   if (command.flag('definitions')) return (await import('./agent-definitions.js')).run(command, io)
+  // --project says where definitions are read from; a session's subagents do not depend on it.
+  if (command.string('project') !== undefined)
+    throw new CliError(
+      'CLI_USAGE',
+      `--project is for 'dsh agents --definitions' (where agent definitions are read from); a session's subagents are listed without it: dsh agents <id>.`,
+    )
   const id = onePositional(command, 'session id')
   const scope = command.flag('descendants') ? 'descendants' : 'children'
   const prices = await priceTableOf(command, io)

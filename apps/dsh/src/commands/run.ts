@@ -3,7 +3,7 @@ import type { AgentTurnOutcome, SessionAttachments } from '@dsh/driver-openai'
 import type { Host } from '@dsh/host'
 import { type JsonValue, type Session, type SessionEvent, SessionId } from '@dsh/session'
 import { appendUserMessage, attachmentResolver } from '@dsh/session-persistence'
-import type { SubagentRun, SubagentRuntime, SubagentTool } from '@dsh/subagent'
+import type { SubagentBudgetExceeded, SubagentEndData, SubagentRun, SubagentRuntime, SubagentTool } from '@dsh/subagent'
 import {
   type AgentDefinitionSource,
   harnessNotices,
@@ -12,7 +12,7 @@ import {
   subagentControlTools,
   waitForChildSettlement,
 } from '@dsh/tool-subagent-control'
-import { commandAgentDefinitions } from '../agent-definitions-access.js'
+import { childToolNames, commandAgentDefinitions, offering } from '../agent-definitions-access.js'
 import { type CommandIo, intOption, type ParsedCommand } from '../command.js'
 import { CliError } from '../errors.js'
 import { openHost, terminalLogger, warnIfExposed } from '../host-access.js'
@@ -120,7 +120,8 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     ...(api === undefined ? {} : { api }),
   })
   // The agent definitions the subagent tool starts by name (<root>/.dsh/agents, ./.dsh/agents), read when it is called.
-  const agents = commandAgentDefinitions(command)
+  // One naming the other provider, or a tool children here are not given, is refused before a child exists.
+  const agents = offering(commandAgentDefinitions(command), { provider: runModel.provider, tools: childToolNames(dialect) })
   // A child's cost budget is counted against this table (the runtime refuses one without it).
   const prices = await priceTableOf(command, io)
   const printer = new RunPrinter(io, command.json)
@@ -167,6 +168,10 @@ export async function run(command: ParsedCommand, io: CommandIo): Promise<number
     },
     io,
   )
+  // How each child's run ended is the runtime's `subagent/end` (a budget stop follows a completed turn).
+  host.ctx.on('session/event', (agent, event) => {
+    if (event.type === 'subagent/end') printer.ended(agent, event.data as SubagentEndData)
+  })
   if (otlp !== undefined && telemetry !== undefined) {
     try {
       await host.ctx.activate(
@@ -314,6 +319,8 @@ class RunPrinter {
   readonly #io: CommandIo
   readonly #json: boolean
   #atLineStart = true
+  /** Each child's name on its progress lines (its label, else its id), as its runs show it. */
+  readonly #labels = new Map<string, string>()
   /** Failed budget compactions, each said once (a step after a failure tries again, and may fail alike). */
   readonly #compactionErrors = new Map<string, { session: string; code: string; message: string }>()
 
@@ -338,16 +345,31 @@ class RunPrinter {
     else if (event.type === 'assistant/error') this.#line(safe`[error] ${data.code}: ${data.message}`)
   }
 
-  /** An event of a child's run (children's text is summarized, not streamed). */
+  /** An event of a child's run (children's text is summarized, not streamed; how the run ended comes from `ended`). */
   child(run: SubagentRun, event: SessionEvent): void {
     if (this.#json) return
     const data = event.data as Record<string, unknown>
     const who = run.identity?.label ?? run.session.id
+    this.#labels.set(run.session.id, who)
     if (event.type === 'turn/start') this.#line(safe`  [${who}] started (${run.session.id})`)
     else if (event.type === 'tool/call') this.#line(safe`  [${who}] ${data.name}`)
     else if (event.type === 'assistant/message') this.#line(safe`  [${who}] answered: ${firstLine(String(data.text))}`)
     else if (event.type === 'assistant/error') this.#line(safe`  [${who}] error ${data.code}: ${data.message}`)
-    else if (event.type === 'turn/end') this.#line(safe`  [${who}] turn ended: ${data.reason}`)
+  }
+
+  /**
+   * A child's `subagent/end`: the runtime's reason, which is the turn's
+   * unless the run was stopped on a budget (the turn may have completed),
+   * drained, or its output refused. A budget end says which budget, what it
+   * allowed and what was spent.
+   */
+  ended(child: Session, data: SubagentEndData): void {
+    if (this.#json) return
+    const who = this.#labels.get(child.id) ?? child.id
+    if (data.reason === 'closed') this.#line(safe`  [${who}] closed`)
+    else if (data.reason === 'budget' && data.exceeded !== undefined)
+      this.#line(safe`  [${who}] ended: budget (${exceededText(data.exceeded, child.id)})`)
+    else this.#line(safe`  [${who}] ended: ${data.reason}${data.error === undefined ? '' : ` (${firstLine(data.error)})`}`)
   }
 
   /** A notice that wakes the agent for another turn (harness dialect). */
@@ -395,6 +417,15 @@ class RunPrinter {
     this.#io.out.write(`${this.#atLineStart ? '' : '\n'}${text}\n`)
     this.#atLineStart = true
   }
+}
+
+/** Which budget ended a child, its limit and what was spent, and whose budget it was when it was an ancestor's. */
+function exceededText(exceeded: SubagentBudgetExceeded, child: string): string {
+  const whose = exceeded.session === child ? '' : `, shared with ${exceeded.session}`
+  if (exceeded.unpriced !== undefined) return `cost: a step could not be priced, ${exceeded.unpriced}${whose}`
+  const figure = (value: number): string =>
+    exceeded.kind === 'cost' ? `$${Number(value.toFixed(6))}` : exceeded.kind === 'wall' ? `${value} ms` : String(value)
+  return `${exceeded.kind}: ${figure(exceeded.spent)} spent of ${figure(exceeded.limit)}${whose}`
 }
 
 /** Streamed model text: newlines kept, every other control or bidi character escaped. */
