@@ -123,6 +123,13 @@ function refuseUnpriced(table: SubagentStepPricer | undefined, at: { provider: s
   }
 }
 
+/** A child's log as a live session or an observation of it holds it: enough to rebuild its ledger. */
+export interface LoggedChild {
+  readonly header: Pick<Session['header'], 'id' | 'parentSession' | 'createdAt'>
+  readonly events: readonly StoredSessionEvent[]
+  readonly inheritedEventCount: number
+}
+
 /**
  * The ledger of a child about to run: the one its spawn made, else (a
  * resumed child) one rebuilt from its settings and the figures its last
@@ -131,20 +138,51 @@ function refuseUnpriced(table: SubagentStepPricer | undefined, at: { provider: s
 export function ledgerFor(core: RuntimeCore, child: Session, settings: SubagentSettings): BudgetLedger | undefined {
   const known = core.ledgers.get(child.id)
   if (known !== undefined) return known
+  const ledger = rebuiltLedger(core, child, settings)
+  if (ledger !== undefined) core.ledgers.set(child.id, ledger)
+  return ledger
+}
+
+/** A ledger built from the child's settings and the figures its last `subagent/end` recorded, kept nowhere. */
+function rebuiltLedger(core: RuntimeCore, child: LoggedChild, settings: SubagentSettings): BudgetLedger | undefined {
   const budget = budgetOf(settings)
   const parentId = child.header.parentSession
   const parent = parentId === undefined ? undefined : core.ledgers.get(parentId)
   if (parent === undefined && Object.keys(budget).length === 0) return undefined
-  const ledger = new BudgetLedger({
-    session: child.id,
+  return new BudgetLedger({
+    session: child.header.id,
     parent,
     budget,
     startedAt: child.header.createdAt,
     defaultModel: modelOf(core, settings),
     spent: lastSpent(child.events, child.inheritedEventCount),
   })
-  core.ledgers.set(child.id, ledger)
-  return ledger
+}
+
+/**
+ * Refuses input for a child whose next run `admitRun` would not admit (a
+ * budget of its own or of an ancestor it shares has nothing left, or no turn
+ * to give): `SUBAGENT_BUDGET_EXCEEDED`, stating the budget and what was
+ * spent. Figures only grow, so such a run can never start; a send or resume
+ * is refused with it before anything is written to the child, instead of a
+ * run that starts and ends `budget` at once with its input unread. Reads the
+ * ledger the runtime keeps for the child, else rebuilds one from `child`'s
+ * log without keeping it; charges nothing.
+ */
+export function refuseSpentBudget(core: RuntimeCore, child: LoggedChild, settings: SubagentSettings): void {
+  const ledger = core.ledgers.get(child.header.id) ?? rebuiltLedger(core, child, settings)
+  const exceeded = ledger?.crossed(core.clock(), 'run-start')[0]
+  if (exceeded === undefined) return
+  const whose = exceeded.session === child.header.id ? 'its' : `the shared`
+  const what =
+    exceeded.unpriced === undefined
+      ? `${whose} ${exceeded.kind} budget (${exceeded.limit}${UNITS[exceeded.kind]}) is used up (${exceeded.spent}${UNITS[exceeded.kind]} spent${exceeded.session === child.header.id ? '' : ` by '${exceeded.session}' and its subagents`})`
+      : `${whose} cost budget (${exceeded.limit} USD) cannot be counted, because a step's model has no price (${exceeded.unpriced})`
+  throw new SubagentError(
+    'SUBAGENT_BUDGET_EXCEEDED',
+    `Subagent '${child.header.id}' cannot take another turn: ${what}. Nothing was sent; start a new subagent or finish with what you have.`,
+    { details: { ...exceeded } },
+  )
 }
 
 /** The budget figures of the child's last own `subagent/end`, if it recorded any. */

@@ -98,6 +98,8 @@ export async function closeChild(core: RuntimeCore, childId: string, options: Ca
     if (isClosed(child.events, child.inheritedEventCount)) throw closed(childId)
     const dropped = pendingQueued(child.events, child.inheritedEventCount).length
     child.append(SUBAGENT_END_EVENT, { reason: 'closed', ...(dropped > 0 ? { dropped } : {}) })
+    // `wait` reports a closed child as closed, never by the run it settled before.
+    core.forget(child.id)
     return { id: child.id, interrupted: false, dropped }
   } finally {
     if (live === undefined) await settle(core, sessions, child)

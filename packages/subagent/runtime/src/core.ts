@@ -11,7 +11,7 @@ import type { SubagentEndReason } from './lifecycle.js'
 import type { QueuedInput } from './log-scan.js'
 import { mergeSettings, type SubagentSettings } from './options.js'
 import { SUBAGENT_IDENTITY_KEY, SUBAGENT_PROFILE_KEY } from './projection.js'
-import type { SubagentIdentityProjection } from './projection-types.js'
+import type { SubagentIdentityProjection, SubagentProfileProjection } from './projection-types.js'
 import type { SubagentServiceSource, SubagentSettlement, WaitEntry } from './runtime-types.js'
 
 /** How many settled runs `wait` remembers without a read (oldest forgotten first; a forgotten one costs one read). */
@@ -189,10 +189,7 @@ export class RuntimeCore {
 
   /** A live child's own descriptor and the settings it runs with (options inherited through a fork never count). */
   profileOf(session: Session): ChildProfile {
-    const profile = this.projections().snapshot(session, [SUBAGENT_PROFILE_KEY])[SUBAGENT_PROFILE_KEY]
-    if (profile === null || profile === undefined || !session.isOwnSeq(profile.seq)) return { descriptor: undefined, settings: {} }
-    const options = profile.options !== null && session.isOwnSeq(profile.options.seq) ? profile.options.options : undefined
-    return { descriptor: profile.descriptor, settings: mergeSettings(profile.descriptor, options) }
+    return ownProfile(this.projections().snapshot(session, [SUBAGENT_PROFILE_KEY])[SUBAGENT_PROFILE_KEY], (seq) => session.isOwnSeq(seq))
   }
 
   /** The tools a run of `session` may call, narrowed by `filter`. */
@@ -222,6 +219,13 @@ export class RuntimeCore {
   warn(message: string, error?: unknown): void {
     this.services.get('logger')?.warn(message, error)
   }
+}
+
+/** The profile a `subagentProfile` view gives a child: its own descriptor and options only (`isOwn` gates their seqs). */
+export function ownProfile(profile: SubagentProfileProjection | null | undefined, isOwn: (seq: number) => boolean): ChildProfile {
+  if (profile === null || profile === undefined || !isOwn(profile.seq)) return { descriptor: undefined, settings: {} }
+  const options = profile.options !== null && isOwn(profile.options.seq) ? profile.options.options : undefined
+  return { descriptor: profile.descriptor, settings: mergeSettings(profile.descriptor, options) }
 }
 
 /** An identity that passes the own-suffix gate, else `undefined`. */

@@ -41,7 +41,11 @@ export type SubagentErrorCode =
   | 'SUBAGENT_BUDGET_EXHAUSTED'
   /** A spawn with a cost budget (its own or an ancestor's) whose model the price table does not price, or without a price table: cost fails closed. */
   | 'SUBAGENT_BUDGET_UNPRICED'
-  /** In a result, not thrown: the run ended `budget` (a budget of the child or of an ancestor it shares was used up). */
+  /**
+   * In a result: the run ended `budget` (a budget of the child or of an
+   * ancestor it shares was used up). Thrown by `resume` and `send` when the
+   * child's next run could not start under it, before anything is written.
+   */
   | 'SUBAGENT_BUDGET_EXCEEDED'
   /** The runtime was disposed. */
   | 'SUBAGENT_DISPOSED'

@@ -208,8 +208,8 @@ function requireServices(services: SubagentCatalogServices, concurrency: number)
 }
 
 function entryOf(ladder: Ladder, row: SubagentListEntry, parentId: SessionId, depth: number): ExplainedSubagentEntry {
-  const { tokens, durationMs, startedAt, endedAt } = ladder.usage
-  return Object.freeze({ row, rung: ladder.rung, parentId, depth, tokens, durationMs, startedAt, endedAt })
+  const { tokens, durationMs, startedAt, endedAt, closed } = ladder.usage
+  return Object.freeze({ row, rung: ladder.rung, parentId, depth, tokens, durationMs, startedAt, endedAt, closed })
 }
 
 /** A parent id to enumerate under, or `undefined` for one no session can have (it lists as empty). */

@@ -45,6 +45,13 @@ export interface ExplainedSubagentEntry {
   readonly startedAt: number | null
   /** Epoch ms of its latest turn start or end, `null` when unknown. */
   readonly endedAt: number | null
+  /**
+   * Whether the child has been closed (`close`: it takes no further input),
+   * from the `subagentTiming` unit read beside its identity (no read of its
+   * own); `null` when unknown (always on a diagnostic). Every entry a catalog
+   * builds carries it; an entry built elsewhere without it is unknown.
+   */
+  readonly closed?: boolean | null
 }
 
 /**

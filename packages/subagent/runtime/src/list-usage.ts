@@ -11,7 +11,9 @@ import { SUBAGENT_TIMING_KEY } from './projection.js'
  * - `durationMs`: the time the child spent in its own settled turns, from the
  *   runtime's `subagentTiming` unit (a turn still running is not counted);
  * - `startedAt`, `endedAt`: the wall-clock span (epoch ms) of its own turns,
- *   from its descriptor to its latest turn start or end, from the same unit.
+ *   from its descriptor to its latest turn start or end, from the same unit;
+ * - `closed`: whether it has been closed (`close`: it takes no further
+ *   input), from the same unit. Not usage, but it comes from the same read.
  *
  * `null` is unknown: the unit is not registered, failed for that child, or
  * its checkpoint is not cached. A cold child whose identity came from the
@@ -24,12 +26,19 @@ export interface SubagentUsage {
   readonly durationMs: number | null
   readonly startedAt: number | null
   readonly endedAt: number | null
+  readonly closed: boolean | null
 }
 
 /** The key of `@dsh/session-stats`'s unit (not a dependency of this package: a host registers it or not). */
 export const SESSION_STATS_KEY = 'sessionStats'
 
-export const UNKNOWN_USAGE: SubagentUsage = Object.freeze({ tokens: null, durationMs: null, startedAt: null, endedAt: null })
+export const UNKNOWN_USAGE: SubagentUsage = Object.freeze({
+  tokens: null,
+  durationMs: null,
+  startedAt: null,
+  endedAt: null,
+  closed: null,
+})
 
 /** The usage units `projections` has registered (timing always comes with the subagent units). */
 export function usageKeys(projections: SessionProjections): readonly ProjectionKey[] {
@@ -47,6 +56,7 @@ export function usageOf(snapshot: ProjectionSnapshot | undefined): SubagentUsage
     durationMs: numberOf(timing?.settledMs),
     startedAt: numberOf(timing?.startedAt),
     endedAt: numberOf(timing?.endedAt),
+    closed: typeof timing?.closed === 'boolean' ? timing.closed : null,
   })
 }
 

@@ -50,18 +50,22 @@ export interface SubagentTimingState {
   readonly startedAt?: number
   /** Epoch ms of its latest turn start or end since `startedAt`. */
   readonly endedAt?: number
+  /** Set once its own log holds the final `subagent/end {reason:'closed'}`. */
+  readonly closed?: true
 }
 
 /**
  * The `subagentTiming` client view: settled time plus the active turn (`null`
  * when idle), and the wall-clock span of the session's own turns in epoch ms
- * (`null` before a turn or descriptor with a time).
+ * (`null` before a turn or descriptor with a time), and whether it has been
+ * closed (`close`: it takes no further input).
  */
 export interface SubagentTimingProjection {
   readonly settledMs: number
   readonly activeTurn: { readonly turn: number; readonly startedAt: number } | null
   readonly startedAt: number | null
   readonly endedAt: number | null
+  readonly closed: boolean
 }
 
 declare module '@dsh/session-projection' {

@@ -3,6 +3,7 @@ import type { ProjectionStateSchema, SessionProjections, SessionProjectionUnit }
 import type { SubagentDescriptor } from './descriptor.js'
 import { isProfileState, isSubagentDescriptor, isSubagentOptions } from './descriptor-checks.js'
 import { SUBAGENT_DESCRIPTOR_EVENT, SUBAGENT_OPTIONS_EVENT } from './event-names.js'
+import { SUBAGENT_END_EVENT } from './lifecycle.js'
 import type { SubagentOptions } from './options.js'
 import type {
   SubagentIdentityProjection,
@@ -25,12 +26,13 @@ export const SUBAGENT_PROFILE_KEY = 'subagentProfile'
  *   one-shot descriptor with composition fields is corrupt, any string is a
  *   label), so a row folded under the wider schema must not be served;
  * - profile 2: the state holds the options recorded after the descriptor;
- * - timing 3: the state holds the span of the session's own events (a turn
- *   open when the descriptor arrives is kept since 2).
+ * - timing 4: the state says whether the session's own log holds its final
+ *   `subagent/end {reason:'closed'}` (since 3 it holds the span of the
+ *   session's own events, since 2 a turn open when the descriptor arrives).
  */
 export const SUBAGENT_IDENTITY_STATE_VERSION = 3
 export const SUBAGENT_PROFILE_STATE_VERSION = 2
-export const SUBAGENT_TIMING_STATE_VERSION = 3
+export const SUBAGENT_TIMING_STATE_VERSION = 4
 
 const EMPTY_IDENTITY: SubagentIdentityState = Object.freeze({})
 
@@ -131,7 +133,11 @@ const timingStateSchema: ProjectionStateSchema<SubagentTimingState> = plainSchem
  * state as it is and write no checkpoint: it starts at the first of them, or
  * at the descriptor for a subagent (inherited events are not the child's, and
  * an open turn it keeps may be its parent's), and ends at the latest time
- * since. Events without a finite time leave the span alone. Never throws.
+ * since. Events without a finite time leave the span alone. It also marks
+ * the child `closed` at its final `subagent/end {reason:'closed'}`, so a
+ * catalog row can tell a closed child from one that takes messages at no
+ * read of its own; a descriptor clears the mark with the rest (a fork of a
+ * closed session is not closed). Never throws.
  */
 export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Object.freeze({
   key: SUBAGENT_TIMING_KEY,
@@ -142,15 +148,17 @@ export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Objec
     switch (event.type) {
       case SUBAGENT_DESCRIPTOR_EVENT:
         return timing(0, state.activeTurn, time === undefined ? undefined : { startedAt: time, endedAt: time })
+      case SUBAGENT_END_EVENT:
+        return state.closed === true || !isCloseEnd(event) ? state : Object.freeze({ ...state, closed: true as const })
       case 'turn/start': {
         const turn = turnOf(event)
         if (turn === undefined || time === undefined) return stamp(state, time)
-        return timing(state.settledMs, Object.freeze({ turn, startedAt: time }), spanTo(state, time))
+        return timing(state.settledMs, Object.freeze({ turn, startedAt: time }), spanTo(state, time), state.closed)
       }
       case 'turn/end': {
         const active = state.activeTurn
         if (active === undefined || turnOf(event) !== active.turn || time === undefined) return stamp(state, time)
-        return timing(addSettled(state.settledMs, time - active.startedAt), undefined, spanTo(state, time))
+        return timing(addSettled(state.settledMs, time - active.startedAt), undefined, spanTo(state, time), state.closed)
       }
       default:
         return state
@@ -162,6 +170,7 @@ export const subagentTimingUnit: SessionProjectionUnit<'subagentTiming'> = Objec
       activeTurn: state.activeTurn ?? null,
       startedAt: state.startedAt ?? null,
       endedAt: state.endedAt ?? null,
+      closed: state.closed === true,
     }),
   schema: timingStateSchema,
 })
@@ -171,11 +180,17 @@ interface TimingSpan {
   readonly endedAt: number
 }
 
-function timing(settledMs: number, activeTurn: SubagentTimingState['activeTurn'], span: TimingSpan | undefined): SubagentTimingState {
+function timing(
+  settledMs: number,
+  activeTurn: SubagentTimingState['activeTurn'],
+  span: TimingSpan | undefined,
+  closed?: true | undefined,
+): SubagentTimingState {
   return Object.freeze({
     settledMs,
     ...(activeTurn === undefined ? {} : { activeTurn }),
     ...span,
+    ...(closed === undefined ? {} : { closed }),
   })
 }
 
@@ -199,7 +214,13 @@ function spanTo(state: SubagentTimingState, time: number): TimingSpan {
 /** `state` with its span stretched to an event at `time` (the same reference when that changes nothing). */
 function stamp(state: SubagentTimingState, time: number | undefined): SubagentTimingState {
   if (time === undefined || (state.endedAt !== undefined && time <= state.endedAt)) return state
-  return timing(state.settledMs, state.activeTurn, spanTo(state, time))
+  return timing(state.settledMs, state.activeTurn, spanTo(state, time), state.closed)
+}
+
+/** A `subagent/end` that closes the child for good (the runtime writes it last, with no turn). */
+function isCloseEnd(event: StoredSessionEvent): boolean {
+  const data = event.data
+  return typeof data === 'object' && data !== null && (data as { reason?: unknown }).reason === 'closed'
 }
 
 function turnOf(event: StoredSessionEvent): number | undefined {

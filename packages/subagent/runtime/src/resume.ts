@@ -1,11 +1,12 @@
 import { isDshError, throwIfAborted } from '@dsh/context'
 import { type Session, type SessionHeader, type SessionId, type SessionStore, sameLifecycle } from '@dsh/session'
-import { guardRead, ownIdentity, type RuntimeCore } from './core.js'
+import { refuseSpentBudget } from './budget-guard.js'
+import { guardRead, ownIdentity, ownProfile, type RuntimeCore } from './core.js'
 import { busy, cancelled, closed, notResumable, SubagentError } from './errors.js'
 import { SUBAGENT_QUEUED_EVENT } from './lifecycle.js'
 import { checkInputText } from './limits.js'
 import { isClosed, pendingQueued } from './log-scan.js'
-import { SUBAGENT_IDENTITY_KEY } from './projection.js'
+import { SUBAGENT_IDENTITY_KEY, SUBAGENT_PROFILE_KEY } from './projection.js'
 import type { SubagentIdentityProjection } from './projection-types.js'
 import { startChild } from './runs.js'
 import type { CallerOptions, ResumeOptions, SendResult, SubagentHandle } from './runtime-types.js'
@@ -19,7 +20,10 @@ import type { CallerOptions, ResumeOptions, SendResult, SubagentHandle } from '.
  *   change the child: a cold child is authorized and classified from a
  *   non-mutating inspection before `load` commits crash repair.
  * - Only a child whose own descriptor says continuable runs again
- *   (`SUBAGENT_NOT_RESUMABLE`); a closed child never does (`SUBAGENT_CLOSED`).
+ *   (`SUBAGENT_NOT_RESUMABLE`); a closed child never does (`SUBAGENT_CLOSED`),
+ *   nor one whose next run a budget would not admit
+ *   (`SUBAGENT_BUDGET_EXCEEDED`): each is refused before anything is written
+ *   to the child, so no input is logged that no run will read.
  * - Input sent to a busy child is logged (`subagent/queued`) before `send`
  *   returns and delivered in order, one run per message; a child waiting for
  *   subagents of its own is not busy: it takes the input at once. Input left
@@ -63,17 +67,23 @@ export async function resumeChild(
     if (identity?.mode !== 'continuable') throw notResumable(childId)
     if (isClosed(live.events, live.inheritedEventCount)) throw closed(childId)
     if (live.openTurnBefore() !== undefined) throw busy(childId)
+    refuseSpentBudget(core, live, core.profileOf(live).settings)
     return resumeWith(core, sessions, live, identity, options.prompt, caller.id)
   }
 
   const persistence = core.persistence(childId)
   const observation = await guardRead(signal, () => persistence.inspect(childId as SessionId, signal), childId)
   authorize(observation.header)
-  const folded = projections.fold(observation.events, { inheritedEventCount: observation.inheritedEventCount }, [SUBAGENT_IDENTITY_KEY])
+  const folded = projections.fold(observation.events, { inheritedEventCount: observation.inheritedEventCount }, [
+    SUBAGENT_IDENTITY_KEY,
+    SUBAGENT_PROFILE_KEY,
+  ])
   const count = observation.events.length
-  const identity = ownIdentity(folded[SUBAGENT_IDENTITY_KEY], (seq) => seq >= observation.inheritedEventCount && seq < count)
+  const isOwn = (seq: number): boolean => seq >= observation.inheritedEventCount && seq < count
+  const identity = ownIdentity(folded[SUBAGENT_IDENTITY_KEY], isOwn)
   if (identity?.mode !== 'continuable') throw notResumable(childId)
   if (isClosed(observation.events, observation.inheritedEventCount)) throw closed(childId)
+  refuseSpentBudget(core, observation, ownProfile(folded[SUBAGENT_PROFILE_KEY], isOwn).settings)
   const loaded = await guardRead(signal, () => persistence.load(childId as SessionId, signal), childId)
   if (!sameLifecycle(loaded.header, observation.header)) {
     throw new SubagentError('SUBAGENT_NOT_FOUND', `Subagent '${childId}' was replaced while it was being resumed; list the catalog again.`)
@@ -145,6 +155,7 @@ function queueInput(core: RuntimeCore, sessions: SessionStore, caller: Session, 
   }
   if (state.identity.mode !== 'continuable') throw notResumable(childId)
   if (state.stop === 'close') throw closed(childId)
+  refuseSpentBudget(core, live, state.profile.settings)
   const event = live.append(SUBAGENT_QUEUED_EVENT, { from: caller.id, text })
   state.inbox.push({ seq: event.seq, text })
   // A message sent after a parking interrupt, before its run ended, wakes the

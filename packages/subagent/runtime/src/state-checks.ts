@@ -49,17 +49,18 @@ export function isIdentityState(input: unknown): boolean {
   return identity.mode === 'one-shot' && (!Object.hasOwn(identity, 'label') || typeof identity.label === 'string')
 }
 
-const TIMING_KEYS = ['settledMs', 'activeTurn', 'startedAt', 'endedAt']
+const TIMING_KEYS = ['settledMs', 'activeTurn', 'startedAt', 'endedAt', 'closed']
 const TURN_FIELDS = ['turn', 'startedAt']
 
 /**
- * `{ settledMs, activeTurn?, startedAt?, endedAt? }`: a finite, non-negative
- * settled time, the open turn's finite number and start, and the finite ends
- * of the session's span.
+ * `{ settledMs, activeTurn?, startedAt?, endedAt?, closed? }`: a finite,
+ * non-negative settled time, the open turn's finite number and start, the
+ * finite ends of the session's span, and `closed: true` once it is closed.
  */
 export function isTimingState(input: unknown): boolean {
   if (!isPlain(input) || !onlyKeys(input, TIMING_KEYS) || !isNumber(input.settledMs) || (input.settledMs as number) < 0) return false
   for (const key of ['startedAt', 'endedAt'] as const) if (Object.hasOwn(input, key) && !isNumber(input[key])) return false
+  if (Object.hasOwn(input, 'closed') && input.closed !== true) return false
   if (!Object.hasOwn(input, 'activeTurn')) return true
   const turn = input.activeTurn
   return isPlain(turn) && onlyKeys(turn, TURN_FIELDS) && isNumber(turn.turn) && isNumber(turn.startedAt)

@@ -181,7 +181,7 @@ describe('wall-time budget of a run that writes nothing', () => {
 })
 
 describe('turn budget (the maxTurns setting, enforced)', () => {
-  it('a continuable child runs maxTurns turns; the next run ends budget without calling the driver, after a cold resume too', async () => {
+  it('a continuable child runs maxTurns turns; a resume or send after them is refused before anything is written, after a cold resume too', async () => {
     let driverRuns = 0
     const driver = createScriptedDriver((run) => {
       driverRuns++
@@ -203,11 +203,59 @@ describe('turn budget (the maxTurns setting, enforced)', () => {
     expect(h.sessions.get(first.id)).toBeUndefined() // cold: its counter is rebuilt from its log
     const second = await h.runtime.resume(first.id, { caller: parent, prompt: 'b' })
     expect(await second.done).toMatchObject({ end: 'completed' })
-    const third = await h.runtime.resume(first.id, { caller: parent, prompt: 'c' })
-    const settled = await third.done
+    const observe = async () => (await h.ctx.require('sessionQuery').observeSession(first.id)).events
+    const before = await observe()
+    const exceeded = { kind: 'turns', session: first.id, limit: 2, spent: 2 }
+    const resumed = await h.runtime.resume(first.id, { caller: parent, prompt: 'c' }).catch((error: unknown) => error)
+    expect(resumed).toMatchObject({ code: 'SUBAGENT_BUDGET_EXCEEDED', details: exceeded })
+    expect((resumed as Error).message).toBe(
+      `Subagent '${first.id}' cannot take another turn: its turns budget (2 turns) is used up (2 turns spent). Nothing was sent; start a new subagent or finish with what you have.`,
+    )
+    const sent = await h.runtime.send(first.id, { caller: parent, text: 'c' }).catch((error: unknown) => error)
+    expect(sent).toMatchObject({ code: 'SUBAGENT_BUDGET_EXCEEDED', details: exceeded })
     expect(driverRuns).toBe(2)
-    expect(settled).toMatchObject({ end: 'budget', exceeded: { kind: 'turns', session: first.id, limit: 2, spent: 2 } })
-    expect(lastEnd(third.session)).toMatchObject({ reason: 'budget', spent: { turns: 2, tokens: 4 } })
+    // Nothing reached the child: no start, no message, no end; it stays cold.
+    expect(await observe()).toEqual(before)
+    expect(h.sessions.get(first.id)).toBeUndefined()
+    expect(before.filter((event) => event.type === 'subagent/end').at(-1)!.data).toMatchObject({
+      reason: 'completed',
+      spent: { turns: 2, tokens: 4 },
+    })
+  })
+
+  it('a busy child on its last turn is refused rather than queued, and so is a live idle one with no turn left', async () => {
+    const hold = gate()
+    const driver = createScriptedDriver((run) =>
+      run.turn === 1
+        ? [{ kind: 'message', text: 'one' }]
+        : [
+            { kind: 'until', promise: hold.promise },
+            { kind: 'message', text: 'two' },
+          ],
+    )
+    const h = await host({ driver, persistence: false })
+    const parent = h.sessions.create()
+    const child = h.runtime.spawn(parent, {
+      mode: 'continuable',
+      label: 'helper',
+      context: 'fresh',
+      prompt: 'a',
+      settings: { maxTurns: 2 },
+    })
+    await child.done
+    expect(h.sessions.get(child.id)).toBe(child.session) // live: its ledger is the runtime's own
+    const second = await h.runtime.send(child.id, { caller: parent, text: 'b' })
+    expect(second.status).toBe('started')
+    // Its second and last turn is running: a message queued now could never run.
+    const count = child.session.events.length
+    expect(await codeOf(() => h.runtime.send(child.id, { caller: parent, text: 'c' }))).toBe('SUBAGENT_BUDGET_EXCEEDED')
+    expect(child.session.events).toHaveLength(count)
+    hold.open()
+    if (second.status === 'started') expect(await second.handle.done).toMatchObject({ end: 'completed' })
+    const settled = child.session.events.length
+    expect(await codeOf(() => h.runtime.send(child.id, { caller: parent, text: 'c' }))).toBe('SUBAGENT_BUDGET_EXCEEDED')
+    expect(await codeOf(() => h.runtime.resume(child.id, { caller: parent, prompt: 'c' }))).toBe('SUBAGENT_BUDGET_EXCEEDED')
+    expect(child.session.events).toHaveLength(settled)
   })
 })
 
@@ -362,11 +410,14 @@ describe('after a budget stop', () => {
     expect(log.filter((event) => event.type === 'subagent/queued').map((event) => event.data)).toEqual([
       { from: parent.id, text: 'and then this' },
     ])
-    // Sent again, it is delivered first, and the run ends budget at once: nothing is left.
-    const again = await h.runtime.send(handle.id, { caller: parent, text: 'more' })
-    expect(again.status).toBe('started')
-    if (again.status === 'started')
-      expect(await again.handle.done).toMatchObject({ end: 'budget', exceeded: { kind: 'tokens', spent: 120 } })
+    // Sent again, it is refused before anything is written: nothing is left for a run to read it.
+    const refused = await h.runtime.send(handle.id, { caller: parent, text: 'more' }).catch((error: unknown) => error)
+    expect(refused).toMatchObject({
+      code: 'SUBAGENT_BUDGET_EXCEEDED',
+      details: { kind: 'tokens', session: handle.id, limit: 100, spent: 120 },
+    })
+    expect((refused as Error).message).toContain('tokens budget (100 tokens) is used up (120 tokens spent)')
+    expect((await h.ctx.require('sessionQuery').observeSession(handle.id)).events).toHaveLength(log.length)
   })
 })
 

@@ -78,11 +78,33 @@ describe('listChildren: the checkpoint cache rung', () => {
         durationMs: expect.any(Number),
         startedAt: expect.any(Number),
         endedAt: expect.any(Number),
+        closed: false,
       },
     ])
     expect(bodyReads(cold) - reads).toBe(0)
     expect(probe.calls.observeSession).toBe(0)
     // One lookup: the identity row and the timing row together.
+    expect(cacheOf(cold).metrics.hits).toBe(1)
+  })
+
+  it('serves a closed cold child as closed from the same cache lookup, with zero body reads', async () => {
+    const probe = queryProbe()
+    const { cold, ids } = await coldWorld(
+      async (h) => {
+        const parent = h.sessions.create()
+        const child = h.runtime.spawn(parent, { mode: 'continuable', label: 'helper', context: 'fresh' })
+        await child.done
+        await h.runtime.close(child.id, { caller: parent })
+        return { parent: parent.id, child: child.id }
+      },
+      { query: probe.wrap },
+    )
+    const reads = bodyReads(cold)
+    expect(await cold.runtime.explainChildren(ids.parent!)).toMatchObject([
+      { row: { kind: 'child', id: ids.child, activity: 'inactive', mode: 'continuable' }, rung: 2, closed: true },
+    ])
+    expect(bodyReads(cold) - reads).toBe(0)
+    expect(probe.calls.observeSession).toBe(0)
     expect(cacheOf(cold).metrics.hits).toBe(1)
   })
 
@@ -133,6 +155,7 @@ describe('listChildren: the checkpoint cache rung', () => {
         durationMs: null,
         startedAt: null,
         endedAt: null,
+        closed: null,
       },
     ])
     expect(JSON.stringify(explained)).not.toContain('ancestor')

@@ -69,6 +69,7 @@ describe('listChildren: the live rung', () => {
         durationMs: expect.any(Number),
         startedAt: expect.any(Number),
         endedAt: expect.any(Number),
+        closed: false,
       },
     ])
     expect(bodyReads(h) - reads).toBe(0)
@@ -86,6 +87,7 @@ describe('listChildren: the live rung', () => {
         durationMs: expect.any(Number),
         startedAt: expect.any(Number),
         endedAt: expect.any(Number),
+        closed: false,
       },
     ])
     expect(bodyReads(h) - reads).toBe(1)

@@ -118,12 +118,19 @@ describe('the subagentTiming unit', () => {
       ev(2, 'turn/end', { turn: 1, reason: 'completed' }, 350),
       ev(3, 'turn/start', { turn: 2 }, 400),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 250, activeTurn: { turn: 2, startedAt: 400 }, startedAt: 0, endedAt: 400 })
+    expect(foldTiming(events)).toEqual({
+      settledMs: 250,
+      activeTurn: { turn: 2, startedAt: 400 },
+      startedAt: 0,
+      endedAt: 400,
+      closed: false,
+    })
     expect(foldTiming([...events, ev(4, 'turn/end', { turn: 2, reason: 'cancelled' }, 450)])).toEqual({
       settledMs: 300,
       activeTurn: null,
       startedAt: 0,
       endedAt: 450,
+      closed: false,
     })
   })
 
@@ -135,7 +142,7 @@ describe('the subagentTiming unit', () => {
       ev(3, 'turn/start', { turn: 2 }, 6000),
       ev(4, 'turn/end', { turn: 2, reason: 'completed' }, 6010),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 10, activeTurn: null, startedAt: 6000, endedAt: 6010 })
+    expect(foldTiming(events)).toEqual({ settledMs: 10, activeTurn: null, startedAt: 6000, endedAt: 6010, closed: false })
   })
 
   it('keeps the turn a descriptor arrives in: a child that writes it inside its first turn is billed that whole turn', () => {
@@ -144,12 +151,19 @@ describe('the subagentTiming unit', () => {
       ev(1, 'subagent/descriptor', oneShot, 130),
       ev(2, 'assistant/message', { turn: 1, text: 'x' }, 200),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 0, activeTurn: { turn: 1, startedAt: 100 }, startedAt: 130, endedAt: 130 })
+    expect(foldTiming(events)).toEqual({
+      settledMs: 0,
+      activeTurn: { turn: 1, startedAt: 100 },
+      startedAt: 130,
+      endedAt: 130,
+      closed: false,
+    })
     expect(foldTiming([...events, ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 400)])).toEqual({
       settledMs: 300,
       activeTurn: null,
       startedAt: 130,
       endedAt: 400,
+      closed: false,
     })
   })
 
@@ -161,8 +175,8 @@ describe('the subagentTiming unit', () => {
       ev(3, 'subagent/descriptor', oneShot, 70),
       ev(4, 'turn/end', { turn: 2, reason: 'completed' }, 90),
     ]
-    expect(foldTiming(events)).toEqual({ settledMs: 30, activeTurn: null, startedAt: 70, endedAt: 90 })
-    expect(subagentTimingUnit.stateVersion).toBe(3)
+    expect(foldTiming(events)).toEqual({ settledMs: 30, activeTurn: null, startedAt: 70, endedAt: 90, closed: false })
+    expect(subagentTimingUnit.stateVersion).toBe(4)
   })
 
   it('keeps settled time finite when a turn spans more than the largest double (the store takes any finite time)', () => {
@@ -180,11 +194,12 @@ describe('the subagentTiming unit', () => {
       activeTurn: { turn: 1, startedAt: 0 },
       startedAt: 0,
       endedAt: 10,
+      closed: false,
     })
   })
 
   it("spans the session's own turns in wall-clock time: from the first start (a subagent's descriptor) to the latest boundary", () => {
-    expect(foldTiming([])).toEqual({ settledMs: 0, activeTurn: null, startedAt: null, endedAt: null })
+    expect(foldTiming([])).toEqual({ settledMs: 0, activeTurn: null, startedAt: null, endedAt: null, closed: false })
     const own = [
       ev(0, 'turn/start', { turn: 1 }, 1_000),
       ev(1, 'user/message', { text: 'go' }, 1_005),
@@ -205,6 +220,39 @@ describe('the subagentTiming unit', () => {
       startedAt: 1_000,
       endedAt: 2_500,
     })
+  })
+})
+
+describe('the subagentTiming unit: closed', () => {
+  const continuable = { version: 2, mode: 'continuable', provider: 'p', label: 'helper' }
+  const own = [
+    ev(0, 'subagent/descriptor', continuable, 0),
+    ev(1, 'subagent/start', { kind: 'spawn', turn: 1 }, 10),
+    ev(2, 'turn/start', { turn: 1 }, 10),
+    ev(3, 'turn/end', { turn: 1, reason: 'completed' }, 20),
+    ev(4, 'subagent/end', { turn: 1, reason: 'completed' }, 20),
+  ]
+  const fold = (events: readonly StoredSessionEvent[]) => events.reduce((s, e) => subagentTimingUnit.apply(s, e), subagentTimingUnit.init())
+
+  it("marks the child closed at its final subagent/end {reason:'closed'} and at no other end, leaving its span and time as they are", () => {
+    const settled = fold(own)
+    expect(subagentTimingUnit.view(settled).closed).toBe(false)
+    const closed = subagentTimingUnit.apply(settled, ev(5, 'subagent/end', { reason: 'closed', dropped: 1 }, 99))
+    expect(subagentTimingUnit.view(closed)).toEqual({ settledMs: 10, activeTurn: null, startedAt: 0, endedAt: 20, closed: true })
+    expect(subagentTimingUnit.schema.safeParse(JSON.parse(JSON.stringify(closed))).success).toBe(true)
+    // Ends of other reasons, malformed ones and a second close change nothing.
+    expect(subagentTimingUnit.apply(settled, ev(5, 'subagent/end', { turn: 2, reason: 'budget' }, 99))).toBe(settled)
+    expect(subagentTimingUnit.apply(settled, ev(5, 'subagent/end', null, 99))).toBe(settled)
+    expect(subagentTimingUnit.apply(closed, ev(6, 'subagent/end', { reason: 'closed' }, 100))).toBe(closed)
+    // The mark survives later turn boundaries; a descriptor (a fork of a closed session) clears it.
+    expect(subagentTimingUnit.view(subagentTimingUnit.apply(closed, ev(6, 'turn/start', { turn: 2 }, 120))).closed).toBe(true)
+    expect(subagentTimingUnit.view(subagentTimingUnit.apply(closed, ev(6, 'subagent/descriptor', continuable, 130))).closed).toBe(false)
+  })
+
+  it('checks a cached closed mark plainly: only `closed: true` is a state', () => {
+    expect(subagentTimingUnit.schema.safeParse({ settledMs: 0, closed: true }).success).toBe(true)
+    expect(subagentTimingUnit.schema.safeParse({ settledMs: 0, closed: false }).success).toBe(false)
+    expect(subagentTimingUnit.schema.safeParse({ settledMs: 0, closed: 'yes' }).success).toBe(false)
   })
 })
 
