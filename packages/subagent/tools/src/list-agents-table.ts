@@ -1,8 +1,13 @@
 import type { SessionId } from '@dsh/session'
 import type { ExplainedSubagentEntry, SubagentListEntry } from '@dsh/subagent'
 
-/** A child's status in the table: live (`running`), a settled continuable (`idle`), a settled one-shot (`ready`). */
-export type ListAgentsStatus = 'running' | 'idle' | 'ready'
+/**
+ * A child's status: live (`running`), a settled continuable (`idle`), a
+ * settled one-shot (`ready`), or a continuable closed for good (`closed`).
+ * The default format's `idle` and `ready` say where a continuable child is
+ * kept instead (see `residencyOf` in `list-agents.ts`).
+ */
+export type ListAgentsStatus = 'running' | 'idle' | 'ready' | 'closed'
 
 /** One row of the table: every child, one-shot included, with its mode, tree position and queue. */
 export type ListAgentsRow =
@@ -49,11 +54,14 @@ export interface ListAgentsTableResult {
 }
 
 /**
- * The table's status: a live child is `running`; a settled continuable one
- * is `idle` (its parent may resume it); a settled one-shot is `ready` (it
- * has finished and its result can be read).
+ * The table's status: a closed child is `closed` (it takes no further
+ * message; `closed` is the catalog entry's own, read beside its row); else a
+ * live child is `running`; a settled continuable one is `idle` (its parent
+ * may resume it); a settled one-shot is `ready` (it has finished and its
+ * result can be read).
  */
-export function statusOf(row: Extract<SubagentListEntry, { kind: 'child' }>): ListAgentsStatus {
+export function statusOf(row: Extract<SubagentListEntry, { kind: 'child' }>, closed = false): ListAgentsStatus {
+  if (closed) return 'closed'
   if (row.activity === 'running') return 'running'
   return row.mode === 'continuable' ? 'idle' : 'ready'
 }
@@ -74,7 +82,7 @@ export function toListAgentsRow(
   return Object.freeze({
     kind: 'child',
     id: row.id,
-    status: statusOf(row),
+    status: statusOf(row, entry.closed === true),
     mode: row.mode,
     ...(row.label === undefined ? {} : { label: row.label }),
     hasChildren: row.hasChildren,

@@ -25,9 +25,9 @@ const EXPECTED = '{} or { "scope": "children" | "descendants" }'
 
 /** What the model reads about `list_agents` (the default, `harness` format). */
 export const listAgentsDescription = [
-  'List the continuable subagents you started (the ones send_message can reach), one line each: id, status and label.',
+  'List the continuable subagents you started (the ones send_message can reach, and the ones you closed), one line each: id, status and label.',
   'You are told when one of them finishes, so do not call this to poll; call it to recall which subagents exist.',
-  "Status: 'running' (working on a turn now), 'idle' (loaded and between turns; it may be waiting for subagents of its own) or 'ready' (kept in storage only: not finished for good, a send_message starts its next turn in the same conversation).",
+  "Status: 'running' (working on a turn now), 'idle' (loaded and between turns; it may be waiting for subagents of its own), 'ready' (kept in storage only: not finished for good, a send_message starts its next turn in the same conversation) or 'closed' (closed with close_agent: finished for good, it takes no further message).",
   "A 'diagnostic' line is a subagent whose record is damaged or could not be read just now; it is listed rather than left out.",
   "Scope 'descendants' lists your whole tree below you, depth-first, each line with its direct parent and its depth: only depth-1 subagents take send_message, deeper ones can only be interrupted.",
   'The list is a snapshot; send_message itself decides whether a message can be delivered.',
@@ -36,7 +36,7 @@ export const listAgentsDescription = [
 /** What the model reads about `list_agents` in the `table` format. */
 export const listAgentsTableDescription = [
   'List the subagents you have spawned, one line each: id, status, mode and label.',
-  "Status is 'running' (working now; '(N queued)' counts messages waiting for it), 'idle' (a continuable agent waiting for your next send_message) or 'ready' (a one-shot agent that has finished).",
+  "Status is 'running' (working now; '(N queued)' counts messages waiting for it), 'idle' (a continuable agent waiting for your next send_message), 'ready' (a one-shot agent that has finished) or 'closed' (a continuable agent closed with close_agent: it takes no further message).",
   "Lines marked 'diagnostic' are subagents whose records are damaged or could not be read right now; an 'unavailable' one may list normally if you ask again.",
   "Pass scope 'descendants' to include the subagents of your subagents.",
 ].join(' ')
@@ -110,14 +110,18 @@ export function parseListAgentsInput(input: unknown): ListAgentsInput {
 }
 
 /**
- * A child's residency: `running` while this process runs a turn of it (or
- * holds input queued for it), `idle` while its session is loaded between
- * turns, `ready` when it exists only in storage (resumable, not finished for good).
+ * A child's residency: `closed` once it has been closed for good (`closed`
+ * is the catalog entry's own, read beside its row), else `running` while
+ * this process runs a turn of it (or holds input queued for it), `idle`
+ * while its session is loaded between turns, `ready` when it exists only in
+ * storage (resumable, not finished for good).
  */
 export function residencyOf(
   row: Extract<SubagentListEntry, { kind: 'child' }>,
   catalog: Pick<ListAgentsCatalog, 'isRunning'>,
+  closed = false,
 ): ListAgentsStatus {
+  if (closed) return 'closed'
   if (catalog.isRunning?.(row.id) === true) return 'running'
   if (row.activity !== 'running') return 'ready'
   return catalog.isRunning === undefined ? 'running' : 'idle'
@@ -135,11 +139,13 @@ export function toListAgentsEntries(
   catalog: Pick<ListAgentsCatalog, 'isRunning'> = {},
 ): ListAgentsEntry[] {
   const entries: ListAgentsEntry[] = []
-  for (const { row, parentId, depth } of explained) {
+  for (const { row, parentId, depth, closed } of explained) {
     const at = scope === 'descendants' ? { parent: parentId, depth } : {}
     if (row.kind === 'diagnostic') entries.push(Object.freeze({ kind: 'diagnostic', id: row.id, reason: row.reason, ...at }))
     else if (row.mode === 'continuable')
-      entries.push(Object.freeze({ kind: 'child', id: row.id, label: row.label, status: residencyOf(row, catalog), ...at }))
+      entries.push(
+        Object.freeze({ kind: 'child', id: row.id, label: row.label, status: residencyOf(row, catalog, closed === true), ...at }),
+      )
   }
   return entries
 }

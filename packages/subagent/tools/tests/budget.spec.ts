@@ -96,3 +96,33 @@ describe('subagent { budget }', () => {
     expect(error?.code).toBe('SUBAGENT_BUDGET_UNPRICED')
   })
 })
+
+describe('send_message to a child with no turn left', () => {
+  it('is refused with SUBAGENT_BUDGET_EXCEEDED, stating the budget and what was spent, in both dialects; nothing reaches the child', async () => {
+    ctx = await storeContext()
+    await ctx.activate(subagentsPlugin({ driver: createScriptedDriver(() => [{ kind: 'message', text: 'ok' }]) }))
+    const runtime = ctx.require('subagents')
+    const parent = ctx.require('sessions').create({ id: 'parent' })
+    const child = runtime.spawn(parent, { mode: 'continuable', label: 'kid', context: 'fresh', prompt: 'a', settings: { maxTurns: 2 } })
+    await child.done
+    const [dshSend] = subagentControlTools(runtime, { filter: ['send_message'] })
+    const [harnessSend] = subagentControlTools(runtime, { dialect: 'harness', filter: ['send_message'] })
+    expect(await dshSend!.execute({ id: child.id, message: 'CC second' }, { agent: parent })).toMatchObject({ status: 'started' })
+    await runtime.wait([child.id], { caller: parent })
+    const log = async () => (await ctx!.require('sessionQuery').observeSession(child.id)).events
+    const before = await log()
+    for (const [tool, input] of [
+      [dshSend!, { id: child.id, message: 'CC third' }],
+      [harnessSend!, { subagent_id: child.id, message: 'CC third' }],
+    ] as const) {
+      const error = await tool.execute(input, { agent: parent }).then(
+        () => undefined,
+        (e: unknown) => e as { code?: string; message?: string; details?: unknown },
+      )
+      expect(error?.code).toBe('SUBAGENT_BUDGET_EXCEEDED')
+      expect(error?.details).toEqual({ kind: 'turns', session: child.id, limit: 2, spent: 2 })
+      expect(error?.message).toContain('its turns budget (2 turns) is used up (2 turns spent). Nothing was sent')
+    }
+    expect(await log()).toEqual(before)
+  })
+})

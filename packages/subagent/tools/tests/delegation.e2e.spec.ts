@@ -312,13 +312,13 @@ describe('delegation end to end, over real JSONL files and two restarts', () => 
     expect(listed.text).toBe(
       [
         `${counter}  ready  one-shot  "counter"`,
-        `${reviewer}  idle  continuable  "reviewer"`,
+        `${reviewer}  closed  continuable  "reviewer"`,
         `${watcher}  idle  continuable  "watcher"`,
       ].join('\n'),
     )
-    // As the model sees it: the continuable children, both in storage only.
+    // As the model sees it: the continuable children, both in storage only; the reviewer closed for good.
     const seen = await createListAgentsTool(third.runtime).execute({}, { agent: parent3 })
-    expect(seen.text).toBe([`${reviewer} [ready] — reviewer`, `${watcher} [ready] — watcher`].join('\n'))
+    expect(seen.text).toBe([`${reviewer} [closed] — reviewer`, `${watcher} [ready] — watcher`].join('\n'))
     await third.ctx.dispose()
   })
 })
