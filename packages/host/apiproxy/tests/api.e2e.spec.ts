@@ -325,6 +325,7 @@ describe('subagent catalog', () => {
         durationMs: expect.any(Number),
         startedAt: expect.any(Number),
         endedAt: expect.any(Number),
+        closed: false,
       },
       {
         kind: 'child',
@@ -340,6 +341,7 @@ describe('subagent catalog', () => {
         durationMs: expect.any(Number),
         startedAt: expect.any(Number),
         endedAt: expect.any(Number),
+        closed: false,
       },
     ])
   })

@@ -113,7 +113,7 @@ describe('dsh MCP server', () => {
 
     const agents = await call('list_agents', { id: parentId })
     const explained = await host.subagents.explainChildren(parentId)
-    const rows = explained.map(({ row, parentId: p, depth, rung, tokens, durationMs, startedAt, endedAt }) => ({
+    const rows = explained.map(({ row, parentId: p, depth, rung, tokens, durationMs, startedAt, endedAt, closed }) => ({
       ...row,
       parentId: p,
       depth,
@@ -122,6 +122,7 @@ describe('dsh MCP server', () => {
       durationMs,
       startedAt,
       endedAt,
+      closed,
     }))
     expect(JSON.stringify(agents)).toBe(JSON.stringify(subagentList.parse({ parentId, scope: 'children', rows })))
     expect((agents.rows as { label?: string; rung: number; depth: number }[]).map((row) => [row.label, row.depth])).toEqual([

@@ -91,6 +91,8 @@ export interface CatalogRowSource {
   readonly cost?: number | null
   /** Why `cost` is `null`, when known. */
   readonly costReason?: ListingCostReasonBody | undefined
+  /** The child was closed; `null` unknown (an `ExplainedSubagentEntry` built by a catalog always has it). */
+  readonly closed?: boolean | null | undefined
 }
 
 /** A matching session (a `SessionSearchHit` fits). */
@@ -236,6 +238,7 @@ export function wireSubagentRow({
   endedAt,
   cost,
   costReason,
+  closed,
 }: CatalogRowSource): SubagentListRowBody {
   const place = {
     parentId,
@@ -247,6 +250,7 @@ export function wireSubagentRow({
     ...optional('endedAt', endedAt),
     ...optional('cost', cost),
     ...optional('costReason', cost === null ? costReason : undefined),
+    ...optional('closed', closed),
   }
   if (row.kind === 'diagnostic') return { kind: row.kind, id: row.id, reason: row.reason, ...place }
   const child = { kind: row.kind, id: row.id, activity: row.activity, hasChildren: row.hasChildren }

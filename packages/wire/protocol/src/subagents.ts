@@ -58,6 +58,8 @@ export const subagentListRow = z.intersection(
     cost: z.number().nonnegative().nullable().optional(),
     /** Why `cost` is `null`, when the pricer knows (sent only beside a null cost). */
     costReason: listingCostReason.optional(),
+    /** The child was closed (it takes no further input), read with its usage; `null` when unknown (always on a diagnostic). */
+    closed: z.boolean().nullable().optional(),
   }),
 )
 

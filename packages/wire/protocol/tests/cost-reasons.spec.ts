@@ -37,6 +37,17 @@ describe('why a cost is unknown travels beside the null', () => {
       costReason: 'usage-not-recorded',
     })
     expect(row).toMatchObject({ cost: null, costReason: 'usage-not-recorded' })
+    expect(
+      subagentListRow.parse(
+        wireSubagentRow({
+          row: { kind: 'child', id: 'c', activity: 'inactive', hasChildren: false, mode: 'continuable', label: 'l' },
+          rung: 1,
+          parentId: 'p',
+          depth: 1,
+          closed: true,
+        }),
+      ),
+    ).toMatchObject({ closed: true })
     expect(subagentListRow.parse(row)).toEqual(row)
     expect(
       wireSubagentRow({
