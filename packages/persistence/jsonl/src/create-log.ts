@@ -152,8 +152,14 @@ export async function createLog(
     return { revision, nextSeq: nextSeq as SessionLogOffset }
   } catch (error) {
     if (writers.get(id) === undefined) {
-      await lock.release()
-      await removeSessionDir(root, dir)
+      // Nothing is left behind, not even a directory holding only the lock: its failure to clean up (descriptors or
+      // the disk still short) would hide the refusal, so the refusal is what is thrown; a retry completes what stays.
+      try {
+        await lock.release()
+      } catch {
+        // A lock file left here is a dead holder's once this process exits: the next writer takes it over.
+      }
+      await removeSessionDir(root, dir).catch(() => {})
     }
     throw error
   }

@@ -125,16 +125,30 @@ export function isLiveTemp(name: string): boolean {
  * temporary file, fsynced, hard-linked into place (`link` fails with EEXIST
  * instead of replacing), then the directory is fsynced. `beforeLink` (e.g.
  * other directories' fsyncs) is awaited after the temporary file is durable
- * and before it is linked. Returns a handle open for reading and writing on
+ * and before it is linked; its rejection is observed whatever fails first,
+ * never left unhandled. Returns a handle open for reading and writing on
  * the published file — opened on the temporary name while the fsync runs, so
  * the caller's writer needs no reopen after the link — or `undefined` when
  * `path` already exists.
+ *
+ * Every descriptor it needs (the directory's, the temporary file's, the
+ * handle) is open before the link: running out of descriptors (EMFILE)
+ * fails before anything is published, never between the link and the
+ * directory's fsync.
  */
 export async function publishNew(path: string, data: Buffer, beforeLink?: Promise<unknown>): Promise<FileHandle | undefined> {
+  beforeLink?.catch(() => {}) // awaited below, unless something fails first
   // Creating, linking and unlinking a small file are cheap system calls, made
   // synchronously; only the fsyncs and the handle's open wait on the thread pool.
+  const dirFd = openSync(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY)
   const temp = tempSibling(path)
-  const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+  let fd: number
+  try {
+    fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+  } catch (error) {
+    closeSync(dirFd)
+    throw error
+  }
   const handle = fsp.open(temp, constants.O_RDWR)
   handle.catch(() => {}) // awaited below; a failed open must not count as unhandled meanwhile
   let published = false
@@ -155,10 +169,11 @@ export async function publishNew(path: string, data: Buffer, beforeLink?: Promis
       if (isErrno(error, 'EEXIST')) return undefined
       throw error
     }
-    await fsyncDir(dirname(path))
+    await fsyncFd(dirFd)
     published = true
     return await handle
   } finally {
+    closeSync(dirFd)
     try {
       unlinkSync(temp)
     } catch {

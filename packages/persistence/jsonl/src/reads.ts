@@ -23,6 +23,7 @@ import type { ForkReference } from './log-format.js'
 import { readRange } from './log-range.js'
 import type { OwnRead } from './log-reader.js'
 import { corrupt, decodeHeader } from './log-scan.js'
+import { Slots } from './slots.js'
 import type { DamagedLog, LogVerification } from './types.js'
 
 /** A whole log read and checked: what `inspect` returns, and where its committed part ends (`verify`). */
@@ -42,11 +43,14 @@ interface LogRead {
 export class Reads {
   readonly #ctx: LogContext
   readonly #listConcurrency: number
+  /** `stat`s holding a log open: at most `listConcurrency`, however many are called at once (one per session of a root). */
+  readonly #stats: Slots
   #damaged: readonly DamagedLog[] = []
 
   constructor(ctx: LogContext, listConcurrency: number) {
     this.#ctx = ctx
     this.#listConcurrency = listConcurrency
+    this.#stats = new Slots(listConcurrency)
   }
 
   /** Logs the last `list()` left out because their header unit is damaged or of an unsupported version. */
@@ -174,16 +178,19 @@ export class Reads {
     const { reader } = this.#ctx
     throwIfAborted(signal, cancelled)
     const file = reader.logPath(id)
-    const opened = await reader.openWithStats(file)
-    if (opened === undefined) return undefined
-    const { handle, stats } = opened
-    try {
-      const { unit, slot } = await reader.readHeaderUnit(handle, Number(stats.size), file)
+    return this.#stats.run(async () => {
       throwIfAborted(signal, cancelled)
-      return revisionOf(unit.trailer.plainCrc, stats, slot)
-    } finally {
-      await handle.close()
-    }
+      const opened = await reader.openWithStats(file)
+      if (opened === undefined) return undefined
+      const { handle, stats } = opened
+      try {
+        const { unit, slot } = await reader.readHeaderUnit(handle, Number(stats.size), file)
+        throwIfAborted(signal, cancelled)
+        return revisionOf(unit.trailer.plainCrc, stats, slot)
+      } finally {
+        await handle.close()
+      }
+    })
   }
 
   /**

@@ -1,4 +1,4 @@
-import { constants, promises as fsp, lstatSync, mkdirSync } from 'node:fs'
+import { constants, promises as fsp, lstatSync, mkdirSync, rmdirSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { SessionRevision } from '@dsh/session-persistence'
@@ -120,7 +120,9 @@ export async function openWriter(ctx: LogContext, id: string, mode: 'create' | '
       await lock.release()
       return { kind: 'missing' }
     }
-    await lock.release()
+    // The open's failure is what is reported (typed below), not a failure to remove the lock file.
+    await lock.release().catch(() => {})
+    if (createdDir) await removeSessionDir(root, dir).catch(() => {})
     if (isErrno(error, 'ELOOP', 'EISDIR', 'EACCES'))
       throw corrupt(file, 0, `the log cannot be opened as a regular file (${(error as NodeJS.ErrnoException).code})`)
     throw ioError(`open the log of session ${label}`, error)
@@ -129,8 +131,8 @@ export async function openWriter(ctx: LogContext, id: string, mode: 'create' | '
     const writer = await verifiedWriter(ctx, { id, label, dir, file, lock, handle })
     return { kind: 'writer', ...writer }
   } catch (error) {
-    await handle.close()
-    await lock.release()
+    await handle.close().catch(() => {})
+    await lock.release().catch(() => {})
     throw error
   }
 }
@@ -195,13 +197,23 @@ async function verifiedWriter(
  */
 export async function removeSessionDir(root: string, dir: string): Promise<void> {
   try {
-    for (const name of await fsp.readdir(dir)) {
-      if (name.startsWith('.') && name.includes('.tmp-')) {
-        if (!isLiveTemp(name)) await fsp.unlink(join(dir, name)).catch(() => {})
-      } else if (name === DELETING_FILE) await fsp.unlink(join(dir, name)).catch(() => {})
-      else if (name === REFS_DIR) await fsp.rm(join(dir, name), { recursive: true, force: true }).catch(() => {})
+    // An empty directory (a create that failed cleanly) goes without a listing: no descriptor, even when none is left.
+    let empty = true
+    try {
+      rmdirSync(dir)
+    } catch (error) {
+      if (!isErrno(error, 'ENOTEMPTY', 'EEXIST')) throw error
+      empty = false
     }
-    await fsp.rmdir(dir)
+    if (!empty) {
+      for (const name of await fsp.readdir(dir)) {
+        if (name.startsWith('.') && name.includes('.tmp-')) {
+          if (!isLiveTemp(name)) await fsp.unlink(join(dir, name)).catch(() => {})
+        } else if (name === DELETING_FILE) await fsp.unlink(join(dir, name)).catch(() => {})
+        else if (name === REFS_DIR) await fsp.rm(join(dir, name), { recursive: true, force: true }).catch(() => {})
+      }
+      await fsp.rmdir(dir)
+    }
     await fsyncDir(root)
   } catch (error) {
     if (!isErrno(error, 'ENOENT', 'ENOTEMPTY', 'EEXIST')) throw ioError(`remove ${dir}`, error)

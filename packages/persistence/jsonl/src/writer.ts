@@ -88,8 +88,10 @@ export class Appender {
     this.#opening.set(id, (this.#opening.get(id) ?? 0) + 1)
     return this.#writers.serial(id, async () => {
       try {
-        const opened = await this.#writers.open(id, 'create')
-        if (opened.kind === 'absent') return await createLog(this.#ctx, this.#writers, this.#forks, opened, target, events)
+        const opened = await this.#writers.openOrCreate(id, (place) =>
+          createLog(this.#ctx, this.#writers, this.#forks, place, target, events),
+        )
+        if (opened.kind === 'created') return opened.value
         if (opened.kind === 'missing') throw notFound(id)
         return await this.#commit(opened.writer, this.#accept(opened.writer, target, events))
       } finally {
