@@ -21,17 +21,9 @@ import { encodeHeaderLine, type ForkReference, newLogId, type PhysicalHeader } f
 import { encodeUnit } from './log-units.js'
 import { PaddedTail } from './padded-tail.js'
 import { DELETING_FILE, removeSessionDir, type Writer } from './session-writer.js'
-import type { WriterLock } from './writer-lock.js'
-import type { WriterPool } from './writers.js'
+import type { NewLogPlace, WriterPool } from './writers.js'
 
 /** A session's directory and lock, taken for its first append (`OpenedWriter` of kind `absent`). */
-export interface NewLogPlace {
-  readonly dir: string
-  readonly lock: WriterLock
-  /** The directory's entry made durable (awaited before the log is linked). */
-  readonly rootSync: Promise<void>
-}
-
 /**
  * A session's first append: its header and first batch published together,
  * atomically (`publishNew`), between the change's journal records. With

@@ -1,9 +1,17 @@
-import type { NewLogPlace } from './create-log.js'
 import { ioError } from './errors.js'
 import { isErrno, writevAtSync } from './fs-io.js'
 import type { LogContext } from './log-context.js'
 import { type OpenedWriter, openWriter, type Writer } from './session-writer.js'
 import { Slots } from './slots.js'
+import type { WriterLock } from './writer-lock.js'
+
+/** Where a session's first append creates its log: the session directory, its writer lock, the directory entry made durable. */
+export interface NewLogPlace {
+  readonly dir: string
+  readonly lock: WriterLock
+  /** The directory's entry made durable (awaited before the log is linked). */
+  readonly rootSync: Promise<void>
+}
 
 /** The most opens (lock taken, log opened or created) in progress at once: each holds a few descriptors until it ends. */
 export const MAX_OPENING = 32
